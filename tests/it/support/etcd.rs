@@ -1,0 +1,405 @@
+//! One throwaway single-member etcd per test, on free loopback ports, with a temp data dir and a
+//! log file.
+//!
+//! Invariants: an [`EtcdServer`] owns its process; dropping it SIGKILLs and reaps the process
+//! (no zombies, no leaked servers), and a drop during a panic prints the tail of etcd's log to
+//! stderr, the way redis-rs' test harness does. The process also gets `PR_SET_PDEATHSIG`, so a
+//! test binary killed from outside does not leave etcd running.
+
+use std::fs::{self, File};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use etcd_client::{Client, CompactionOptions, ConnectOptions};
+use tempfile::TempDir;
+
+use super::free_port;
+
+/// How long [`EtcdServer::wait_healthy`] (and so start and restart) waits for a leader.
+const HEALTHY_DEADLINE: Duration = Duration::from_secs(20);
+/// How long [`EtcdServer::stop`] waits after SIGTERM before it falls back to SIGKILL.
+const STOP_DEADLINE: Duration = Duration::from_secs(10);
+/// Connect timeout for clients made by [`EtcdServer::client`].
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How many fresh port pairs [`start_etcd`] tries before giving up.
+const START_ATTEMPTS: usize = 5;
+/// How many log lines a failure prints.
+const LOG_TAIL_LINES: usize = 100;
+
+/// Starts a fresh single-member etcd and waits until it has a leader and serves reads.
+///
+/// The binary is `$ETCD_BIN` if set, else `etcd` on `PATH`. Without one, this returns `None`
+/// after printing a skip notice, except when `CI` is set (non-empty), where a missing etcd is a
+/// failure (cargo's rule). Use it as
+/// `let Some(etcd) = start_etcd().await else { return };`.
+///
+/// Panics if etcd does not become healthy within 20 s, with the tail of its log.
+pub async fn start_etcd() -> Option<EtcdServer> {
+    let Some(bin) = find_etcd() else {
+        if std::env::var_os("CI").is_some_and(|value| !value.is_empty()) {
+            panic!(
+                "etcd not found on PATH and ETCD_BIN unset; CI requires it: \
+                 apt-get install etcd-server"
+            );
+        }
+        eprintln!("skipping: etcd not found (install etcd-server or set ETCD_BIN)");
+        return None;
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("kcm-etcd-")
+        .tempdir()
+        .expect("create etcd temp dir");
+    let mut server = EtcdServer {
+        bin,
+        data_dir: dir.path().join("data"),
+        log_path: dir.path().join("etcd.log"),
+        _dir: dir,
+        client_port: 0,
+        peer_port: 0,
+        child: None,
+    };
+    for _ in 0..START_ATTEMPTS {
+        // free_port() closes its probe listener, so another process can take the port before
+        // etcd binds it; etcd then exits at once and we try a fresh pair.
+        server.client_port = free_port();
+        server.peer_port = free_port();
+        if server.client_port == server.peer_port {
+            continue;
+        }
+        match server.launch().await {
+            Ok(()) => return Some(server),
+            Err(PortInUse) => {
+                // etcd binds its listeners before it writes the data dir, but make sure the
+                // next attempt does not inherit a member with the old peer URL.
+                let _ = fs::remove_dir_all(&server.data_dir);
+            }
+        }
+    }
+    panic!(
+        "etcd could not bind free ports in {START_ATTEMPTS} attempts; log tail:\n{}",
+        server.log_tail()
+    );
+}
+
+/// A running single-member etcd owned by one test. See the module docs for the drop contract.
+#[derive(Debug)]
+pub struct EtcdServer {
+    /// The etcd binary, kept so [`EtcdServer::restart`] runs the same one.
+    bin: PathBuf,
+    /// `<temp dir>/data`, etcd's `--data-dir`; survives kill and restart.
+    data_dir: PathBuf,
+    /// `<temp dir>/etcd.log`: etcd's stdout and stderr, appended to across restarts.
+    log_path: PathBuf,
+    /// Owns the temp dir; removed after the process is killed (fields drop after `Drop::drop`).
+    _dir: TempDir,
+    /// Client port on 127.0.0.1; fixed for the server's life so endpoints survive a restart.
+    client_port: u16,
+    /// Peer port on 127.0.0.1; fixed, because the member's peer URL is stored in the data dir.
+    peer_port: u16,
+    /// The process, `None` after [`EtcdServer::kill`] or [`EtcdServer::stop`] reaped it.
+    child: Option<Child>,
+}
+
+/// Launch failed because a port was taken; the caller picks new ports or retries.
+struct PortInUse;
+
+impl EtcdServer {
+    /// The client URL, `http://127.0.0.1:PORT`, for `Client::connect` or `--etcd-servers`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.client_addr())
+    }
+
+    /// The client listener's address, e.g. as a [`super::FaultProxy`] target.
+    pub fn client_addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.client_port))
+    }
+
+    /// etcd's data dir (`--data-dir`), kept across [`EtcdServer::kill`] and
+    /// [`EtcdServer::restart`].
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// A new client connected to [`EtcdServer::endpoint`] with a 2 s connect timeout and no
+    /// request timeout (a request timeout would also end watches).
+    ///
+    /// etcd-client connects lazily, so this succeeds even while etcd is down; the first request
+    /// then waits for the endpoint to come back. Bound such requests with `tokio::time::timeout`.
+    pub async fn client(&self) -> Client {
+        connect(&self.endpoint()).await
+    }
+
+    /// Waits until etcd serves a linearizable read (so it has a leader), polling every 20 ms.
+    ///
+    /// Panics after 20 s, or as soon as the process exits, with the tail of the log.
+    pub async fn wait_healthy(&mut self) {
+        if self.wait_ready().await.is_err() {
+            panic!(
+                "etcd on {} exited: port in use; log tail:\n{}",
+                self.endpoint(),
+                self.log_tail()
+            );
+        }
+    }
+
+    /// SIGKILLs etcd and reaps it. A no-op if it is not running. The data dir stays.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // kill() fails only if the process was already reaped, which take() rules out; an
+            // exited but unreaped process is still killable (it is a zombie) and wait() reaps it.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills etcd if it is running and starts the same member again on the same data dir and the
+    /// same ports, then waits until it is healthy: "etcd crashed mid-stream and came back".
+    /// Existing clients reconnect to the same endpoint.
+    ///
+    /// Panics if etcd does not come back within 20 s.
+    pub async fn restart(&mut self) {
+        self.kill();
+        // The old process is reaped, so its listeners are closed; only an unrelated process that
+        // grabbed a port in between can make the bind fail. Give it a moment to go away.
+        for _ in 0..START_ATTEMPTS {
+            match self.launch().await {
+                Ok(()) => return,
+                Err(PortInUse) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        panic!(
+            "etcd could not rebind {} on restart; log tail:\n{}",
+            self.endpoint(),
+            self.log_tail()
+        );
+    }
+
+    /// Sends SIGTERM (a graceful shutdown) and waits for the process to exit; falls back to
+    /// SIGKILL after 10 s. A no-op if it is not running.
+    pub async fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        signal(&child, libc::SIGTERM);
+        let deadline = tokio::time::Instant::now() + STOP_DEADLINE;
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => return,
+                Ok(None) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Freezes etcd with SIGSTOP: connections stay open but nothing is answered, like a hung
+    /// server. Undo with [`EtcdServer::resume`]; dropping a paused server is fine.
+    ///
+    /// Panics if etcd is not running.
+    pub fn pause(&self) {
+        signal(self.running(), libc::SIGSTOP);
+    }
+
+    /// Thaws a server frozen by [`EtcdServer::pause`] with SIGCONT.
+    ///
+    /// Panics if etcd is not running.
+    pub fn resume(&self) {
+        signal(self.running(), libc::SIGCONT);
+    }
+
+    /// Compacts the key-value history at the current revision, physically (the call returns once
+    /// the old revisions are gone), and returns that revision. Reads and watches at older
+    /// revisions then fail with "required revision has been compacted".
+    pub async fn compact(&self) -> i64 {
+        let mut client = self.client().await;
+        let revision = client
+            .get("/kcm-test/compact-probe", None)
+            .await
+            .expect("read the current revision before compacting")
+            .header()
+            .expect("etcd responses carry a header")
+            .revision();
+        client
+            .compact(revision, Some(CompactionOptions::new().with_physical()))
+            .await
+            .unwrap_or_else(|err| panic!("compact at revision {revision}: {err}"));
+        revision
+    }
+
+    /// Everything etcd has logged so far, across restarts.
+    pub fn log(&self) -> String {
+        fs::read(&self.log_path)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The last lines of [`EtcdServer::log`], for failure messages.
+    fn log_tail(&self) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+    }
+
+    fn running(&self) -> &Child {
+        self.child.as_ref().expect("etcd is not running")
+    }
+
+    /// Spawns etcd with the current ports and waits until it is healthy.
+    async fn launch(&mut self) -> Result<(), PortInUse> {
+        assert!(self.child.is_none(), "launch while etcd is still running");
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .expect("open etcd log file");
+        let stderr = log.try_clone().expect("clone etcd log file handle");
+        let client_url = self.endpoint();
+        let peer_url = format!("http://127.0.0.1:{}", self.peer_port);
+        let mut command = Command::new(&self.bin);
+        command
+            .args(["--name", "default"])
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["--listen-client-urls", &client_url])
+            .args(["--advertise-client-urls", &client_url])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("default={peer_url}")])
+            // A single member only needs the election timeout to pass once, at start and at
+            // restart (where there is no tick fast-forward): 200 ms instead of 1 s.
+            .args(["--heartbeat-interval", "20", "--election-timeout", "200"])
+            // etcd 3.4 has no --unsafe-no-fsync (that is 3.5); a small snapshot count keeps the
+            // WAL replay on restart short.
+            .args(["--snapshot-count", "1000"])
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(stderr);
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            command.pre_exec(|| {
+                // Kill etcd if the thread that spawned it dies, so a test binary killed from
+                // outside (e.g. by a CI timeout) does not leak servers.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        self.child = Some(
+            command
+                .spawn()
+                .unwrap_or_else(|err| panic!("spawn {}: {err}", self.bin.display())),
+        );
+        self.wait_ready().await
+    }
+
+    /// Polls until etcd serves a linearizable read. Returns `Err(PortInUse)` if the process
+    /// exited because a port was taken; panics on any other exit or after 20 s.
+    async fn wait_ready(&mut self) -> Result<(), PortInUse> {
+        let log_start = fs::metadata(&self.log_path).map_or(0, |meta| meta.len());
+        let deadline = tokio::time::Instant::now() + HEALTHY_DEADLINE;
+        let mut last_error = String::from("client port not listening yet");
+        loop {
+            let child = self.child.as_mut().expect("etcd is not running");
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                let log = self.log();
+                let this_run = log.get(log_start as usize..).unwrap_or(&log);
+                if this_run.contains("address already in use") {
+                    return Err(PortInUse);
+                }
+                panic!(
+                    "etcd on {} exited with {status} before becoming healthy; log tail:\n{}",
+                    self.endpoint(),
+                    self.log_tail()
+                );
+            }
+            // A plain TCP connect fails fast while the port is closed, whereas an etcd-client
+            // request would wait for the lazy channel to connect.
+            if TcpStream::connect(self.client_addr()).is_ok() {
+                match probe(&self.endpoint()).await {
+                    Ok(()) => return Ok(()),
+                    Err(err) => last_error = err,
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                panic!(
+                    "etcd on {} not healthy after {HEALTHY_DEADLINE:?} (last error: {last_error}); \
+                     log tail:\n{}",
+                    self.endpoint(),
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "---- etcd log ({}, last {LOG_TAIL_LINES} lines) ----\n{}\n---- end of etcd log ----",
+                self.endpoint(),
+                self.log_tail()
+            );
+        }
+    }
+}
+
+/// `$ETCD_BIN` if set and non-empty, else the first executable `etcd` on `PATH`.
+fn find_etcd() -> Option<PathBuf> {
+    if let Some(bin) = std::env::var_os("ETCD_BIN").filter(|bin| !bin.is_empty()) {
+        return Some(PathBuf::from(bin));
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join("etcd"))
+        .find(|path| {
+            fs::metadata(path)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+}
+
+async fn connect(endpoint: &str) -> Client {
+    let options = ConnectOptions::new().with_connect_timeout(CONNECT_TIMEOUT);
+    Client::connect([endpoint], Some(options))
+        .await
+        .unwrap_or_else(|err| panic!("connect to etcd at {endpoint}: {err}"))
+}
+
+/// One linearizable read with a fresh client, bounded to 1 s.
+async fn probe(endpoint: &str) -> Result<(), String> {
+    let read = async {
+        let mut client = connect(endpoint).await;
+        client.get("/kcm-test/health", None).await
+    };
+    match tokio::time::timeout(Duration::from_secs(1), read).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(err)) => Err(err.to_string()),
+        Err(_) => Err("read timed out after 1s".to_owned()),
+    }
+}
+
+fn signal(child: &Child, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits in pid_t");
+    // SAFETY: kill(2) has no memory-safety preconditions. The pid is our unreaped child, so it
+    // cannot have been recycled for another process.
+    let rc = unsafe { libc::kill(pid, signal) };
+    assert_eq!(
+        rc,
+        0,
+        "kill({pid}, {signal}): {}",
+        io::Error::last_os_error()
+    );
+}
