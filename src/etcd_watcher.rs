@@ -893,6 +893,16 @@ pub enum Update<T> {
     },
 }
 
+impl<T> Update<T> {
+    /// The event, for `Update::Event`.
+    pub fn into_event(self) -> Option<WatchEvent<T>> {
+        match self {
+            Update::Event(event, _) => Some(event),
+            _ => None,
+        }
+    }
+}
+
 /// A reflector-style watch that never ends on its own: it resumes after disconnects and
 /// relists after compaction, delivering a gap-free stream of events.
 ///
@@ -1036,10 +1046,10 @@ impl<T: Object> ResumableWatch<T> {
     fn fail(&mut self, status: Status) {
         self.inner = None;
         if status.is_gone() {
-            tracing::info!(key = %self.target.start, %status, "watch revision compacted; listing again");
+            tracing::debug!(key = %self.target.start, %status, "watch revision compacted; listing again");
             self.need_relist = true;
         } else {
-            tracing::info!(key = %self.target.start, %status, "watch ended; resuming");
+            tracing::debug!(key = %self.target.start, %status, "watch ended; resuming");
         }
         self.resume_reason = Some(status.to_string());
     }

@@ -3,7 +3,12 @@
 //! ARCHITECTURE.md has the map; each module's header names the 2014 file it mirrors.
 
 pub mod api;
+pub mod cli;
 pub mod client;
+pub mod controller_manager;
 pub mod etcd_watcher;
 pub mod labels;
 pub mod registry;
+pub mod replication_manager;
+pub mod status;
+pub mod workqueue;

@@ -1,1 +1,57 @@
-fn main() {}
+//! The `kcm` binary: parse the command line, install logging and the shutdown signal,
+//! and hand over to the library. Errors are printed once, with their whole chain.
+
+use clap::Parser as _;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> std::process::ExitCode {
+    let cli = kcm::cli::Cli::parse();
+    init_tracing(cli.global.verbose);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("kcm: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(kcm::cli::run(cli, shutdown_signal())) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kcm: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `-v` levels map to glog's V levels: none = info, -v = debug, -vv and more = trace.
+/// `RUST_LOG` overrides.
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "kcm=info,warn",
+        1 => "kcm=debug,info",
+        2 => "kcm=trace,info",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+/// Resolves on Ctrl-C or SIGTERM (docker and systemd send SIGTERM).
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("install the SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

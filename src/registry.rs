@@ -125,10 +125,13 @@ fn is_compacted(error: &etcd_client::Error) -> bool {
     matches!(error, etcd_client::Error::GRpcStatus(s) if s.message().contains("compacted"))
 }
 
+/// True when a response exceeded a gRPC message limit: ours when decoding (tonic's
+/// "decoded message length too large") or etcd's when sending ("larger than max"). Matched
+/// by message, not code: etcd also uses OutOfRange for "revision has been compacted" and
+/// ResourceExhausted for "too many requests", which a smaller page does not cure.
 fn is_too_large(error: &etcd_client::Error) -> bool {
     matches!(error, etcd_client::Error::GRpcStatus(s)
-        if matches!(s.code(), tonic::Code::OutOfRange | tonic::Code::ResourceExhausted)
-            || s.message().contains("message length too large")
+        if s.message().contains("message length too large")
             || s.message().contains("larger than max"))
 }
 
@@ -473,11 +476,7 @@ impl Registry {
         mut object: T,
     ) -> Result<(T, ()), (StorageError, Option<KeyValue>)> {
         let txn = Txn::new()
-            .when([Compare::mod_revision(
-                key.as_str(),
-                CompareOp::Equal,
-                expected.0,
-            )])
+            .when(unchanged_since(&key, expected))
             .and_then([TxnOp::put(key.as_str(), value, None)])
             .or_else([TxnOp::get(key.as_str(), None)]);
         let mut kv = self.kv.clone();
@@ -535,11 +534,7 @@ impl Registry {
             ));
         };
         let txn = Txn::new()
-            .when([Compare::mod_revision(
-                key.as_str(),
-                CompareOp::Equal,
-                expected.0,
-            )])
+            .when(unchanged_since(&key, expected))
             .and_then([TxnOp::delete(key.as_str(), None)])
             .or_else([TxnOp::get(key.as_str(), None)]);
         let response = self.call("delete", &key, kv.txn(txn)).await?;
@@ -613,6 +608,16 @@ impl Registry {
         }
         Err(last_conflict.expect("the loop ran at least once"))
     }
+}
+
+/// The compares of a write that must find `key` still at `expected`. etcd compares a
+/// missing key's `mod_revision` as 0, so the key must also exist: otherwise a write at
+/// resourceVersion 0 would create the object (or delete nothing and report success).
+fn unchanged_since(key: &str, expected: ResourceVersion) -> [Compare; 2] {
+    [
+        Compare::create_revision(key, CompareOp::Greater, 0),
+        Compare::mod_revision(key, CompareOp::Equal, expected.0),
+    ]
 }
 
 /// The key-value an `or_else([get])` branch returned, if the key exists.

@@ -2,3 +2,5 @@
 mod support;
 
 mod harness;
+mod registry;
+mod watcher;

@@ -65,7 +65,8 @@ pub async fn start_etcd() -> Option<EtcdServer> {
     };
     for _ in 0..START_ATTEMPTS {
         // free_port() closes its probe listener, so another process can take the port before
-        // etcd binds it; etcd then exits at once and we try a fresh pair.
+        // etcd binds it; etcd then exits at once (and the probe refuses the other server) and
+        // we try a fresh pair.
         server.client_port = free_port();
         server.peer_port = free_port();
         if server.client_port == server.peer_port {
@@ -250,6 +251,10 @@ impl EtcdServer {
         lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
     }
 
+    fn peer_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.peer_port)
+    }
+
     fn running(&self) -> &Child {
         self.child.as_ref().expect("etcd is not running")
     }
@@ -264,7 +269,7 @@ impl EtcdServer {
             .expect("open etcd log file");
         let stderr = log.try_clone().expect("clone etcd log file handle");
         let client_url = self.endpoint();
-        let peer_url = format!("http://127.0.0.1:{}", self.peer_port);
+        let peer_url = self.peer_url();
         let mut command = Command::new(&self.bin);
         command
             .args(["--name", "default"])
@@ -327,7 +332,7 @@ impl EtcdServer {
             // A plain TCP connect fails fast while the port is closed, whereas an etcd-client
             // request would wait for the lazy channel to connect.
             if TcpStream::connect(self.client_addr()).is_ok() {
-                match probe(&self.endpoint()).await {
+                match probe(&self.endpoint(), &self.peer_url()).await {
                     Ok(()) => return Ok(()),
                     Err(err) => last_error = err,
                 }
@@ -378,16 +383,29 @@ async fn connect(endpoint: &str) -> Client {
         .unwrap_or_else(|err| panic!("connect to etcd at {endpoint}: {err}"))
 }
 
-/// One linearizable read with a fresh client, bounded to 1 s.
-async fn probe(endpoint: &str) -> Result<(), String> {
+/// One linearizable read with a fresh client, bounded to 1 s, that also checks the server is
+/// ours: its member must have our peer URL. Without that check, a server that another process
+/// started on the same client port (our etcd then exits with "address already in use") would
+/// pass for ours.
+async fn probe(endpoint: &str, peer_url: &str) -> Result<(), String> {
     let read = async {
         let mut client = connect(endpoint).await;
-        client.get("/kcm-test/health", None).await
+        client.get("/kcm-test/health", None).await?;
+        client.member_list().await
     };
-    match tokio::time::timeout(Duration::from_secs(1), read).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(err)) => Err(err.to_string()),
-        Err(_) => Err("read timed out after 1s".to_owned()),
+    let members = match tokio::time::timeout(Duration::from_secs(1), read).await {
+        Ok(Ok(members)) => members,
+        Ok(Err(err)) => return Err(err.to_string()),
+        Err(_) => return Err("read timed out after 1s".to_owned()),
+    };
+    let ours = members
+        .members()
+        .iter()
+        .any(|member| member.peer_urls().iter().any(|url| url == peer_url));
+    if ours {
+        Ok(())
+    } else {
+        Err(format!("{endpoint} is served by another etcd: {members:?}"))
     }
 }
 

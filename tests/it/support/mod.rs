@@ -8,6 +8,8 @@ pub mod proxy;
 use std::future::Future;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 // Not every test module names every type; the harness's surface is these re-exports.
@@ -57,14 +59,46 @@ pub fn kcm_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kcm"))
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it, then the listener is
-/// closed). Another process can take it before you bind it, so callers that hand it to a child
-/// process should retry on "address already in use".
+/// A TCP port on 127.0.0.1 that was free a moment ago, for a child process (etcd, kcm) to bind.
+///
+/// Ports come from a per-process counter (starting at a random offset) below the kernel's
+/// ephemeral range, each checked by binding it, rather than from binding port 0: two tests
+/// asking the kernel at the same moment can both get the same just-closed port, and a port that
+/// etcd released when a test killed it comes straight back to another test's etcd, so a client
+/// silently talks to the wrong server. Here a port is never handed out twice by one test
+/// process (until the range wraps), and no outgoing connection is ever given one. Another
+/// process can still take it before the child binds it; [`start_etcd`] retries on that.
 pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .expect("bind 127.0.0.1:0 to find a free port")
-        .port()
+    static NEXT: OnceLock<AtomicU32> = OnceLock::new();
+    let (low, high) = port_range();
+    let span = u32::from(high - low);
+    let next = NEXT.get_or_init(|| AtomicU32::new(rand::random::<u32>() % span));
+    for _ in 0..span {
+        let offset = next.fetch_add(1, Ordering::Relaxed) % span;
+        let port = low + u16::try_from(offset).expect("offset below span");
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 in {low}..{high}");
+}
+
+/// `[10000, start of the ephemeral range)`, or the ephemeral range itself if that leaves too
+/// few ports below it.
+fn port_range() -> (u16, u16) {
+    const LOW: u16 = 10_000;
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| {
+            let mut bounds = range.split_whitespace().map(|bound| bound.parse::<u16>());
+            Some((bounds.next()?.ok()?, bounds.next()?.ok()?))
+        })
+        .unwrap_or((32_768, 60_999));
+    if ephemeral.0 >= LOW + 1_000 {
+        (LOW, ephemeral.0)
+    } else {
+        ephemeral
+    }
 }
 
 /// Sends `tracing` output to the test's captured output, filtered by `RUST_LOG`. Safe to call

@@ -1,0 +1,346 @@
+//! The command line: clap definitions and the commands that are not long-running loops.
+//!
+//! `main.rs` only parses [`Cli`], installs tracing and the shutdown signal, and calls
+//! [`run`]. Every flag's `///` comment is its help text.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::api::{self, Endpoints, Object, Pod, ReplicationController, Service};
+use crate::client::{self, ClientConfig};
+use crate::controller_manager;
+use crate::etcd_watcher::{self, Update, WatchEvent, Watcher};
+use crate::labels::Selector;
+use crate::registry::Registry;
+use crate::replication_manager::ManagerConfig;
+
+/// kcm: the 2014 Kubernetes etcd-backed control loop (replication manager, endpoints
+/// controller, etcd watcher) running directly on etcd v3.
+#[derive(Parser, Debug)]
+#[command(name = "kcm", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command takes.
+#[derive(Args, Debug, Clone)]
+pub struct GlobalArgs {
+    /// etcd member URLs, comma separated.
+    #[arg(
+        long,
+        global = true,
+        env = "KCM_ETCD_SERVERS",
+        value_delimiter = ',',
+        default_value = client::DEFAULT_ETCD_SERVERS
+    )]
+    pub etcd_servers: Vec<String>,
+    /// Key prefix under which objects are stored.
+    #[arg(long, global = true, default_value = api::DEFAULT_PREFIX)]
+    pub prefix: String,
+    /// Interval of HTTP/2 keepalive pings to etcd; a member that misses one for
+    /// --etcd-keepalive-timeout is abandoned.
+    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration)]
+    pub etcd_keepalive: Duration,
+    /// How long a keepalive ping may go unanswered.
+    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration)]
+    pub etcd_keepalive_timeout: Duration,
+    /// Bound on each etcd request (watches excepted).
+    #[arg(long, global = true, default_value = "10s", value_parser = parse_duration)]
+    pub etcd_request_timeout: Duration,
+    /// More logging: -v info, -vv debug, -vvv trace (like glog's V levels). RUST_LOG
+    /// overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+impl GlobalArgs {
+    /// The etcd connection settings these flags describe.
+    pub fn client_config(&self) -> ClientConfig {
+        ClientConfig {
+            endpoints: self.etcd_servers.clone(),
+            keepalive_interval: self.etcd_keepalive,
+            keepalive_timeout: self.etcd_keepalive_timeout,
+            request_timeout: self.etcd_request_timeout,
+            ..ClientConfig::default()
+        }
+    }
+
+    /// Connects (checking that etcd answers) and builds the registry.
+    ///
+    /// # Errors
+    /// One line when etcd is unreachable or the prefix is invalid.
+    pub async fn registry(&self) -> anyhow::Result<(etcd_client::Client, Registry)> {
+        let config = self.client_config();
+        let client = client::connect(&config).await?;
+        let registry =
+            Registry::new(&client, &self.prefix)?.with_request_timeout(config.request_timeout);
+        Ok((client, registry))
+    }
+}
+
+/// Parses `10s`, `500ms`, `1m30s`.
+///
+/// # Errors
+/// A message naming the accepted units.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (use e.g. 10s, 500ms, 1m)"))
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the controller loops (the replication manager) and the status endpoint
+    /// (/healthz, /metrics) until SIGINT or SIGTERM.
+    ControllerManager(ControllerManagerArgs),
+    /// Print the typed watch events of one kind, as the 2014 apiserver's watch did.
+    ///
+    /// Follows the resumable watch until Ctrl-C; says on stderr when it resumes after a
+    /// disconnect or lists again after compaction.
+    Watch(WatchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ControllerManagerArgs {
+    /// Controllers to run, comma separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "replication")]
+    pub controllers: Vec<controller_manager::Controller>,
+    /// How often every controller is synced even without events (2014: 10s).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub sync_period: Duration,
+    /// Replication controllers synced in parallel.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub concurrent_rc_syncs: u32,
+    /// Most pods created or deleted for one controller in one sync.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
+    pub burst_replicas: u32,
+    /// Address of the status endpoint; anything but loopback exposes it.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub address: std::net::IpAddr,
+    /// Port of the status endpoint (2014's controller-manager port).
+    #[arg(long, default_value_t = 10252)]
+    pub port: u16,
+}
+
+impl ControllerManagerArgs {
+    /// The validated configuration of `kcm controller-manager`.
+    pub fn config(&self, global: &GlobalArgs) -> controller_manager::Config {
+        controller_manager::Config {
+            client: global.client_config(),
+            prefix: global.prefix.clone(),
+            controllers: self.controllers.clone(),
+            manager: ManagerConfig {
+                sync_period: self.sync_period,
+                concurrent_syncs: self.concurrent_rc_syncs as usize,
+                burst_replicas: self.burst_replicas as usize,
+                ..ManagerConfig::default()
+            },
+            status_addr: std::net::SocketAddr::new(self.address, self.port),
+        }
+    }
+}
+
+/// The kinds kcm stores, as named on the command line.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    #[value(alias = "pod", alias = "po")]
+    Pods,
+    #[value(alias = "rc", alias = "replicationcontroller")]
+    Replicationcontrollers,
+    #[value(alias = "service", alias = "svc")]
+    Services,
+    #[value(alias = "ep")]
+    Endpoints,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchOutput {
+    /// `ADDED pods/default/web-7xk2p rv=1234`
+    Text,
+    /// One wire-form event per line: `{"type":"ADDED","object":{...}}`
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// pods, replicationcontrollers (rc), services or endpoints.
+    pub kind: Kind,
+    /// Watch only this object.
+    pub name: Option<String>,
+    /// Namespace to watch.
+    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE, conflicts_with = "all_namespaces")]
+    pub namespace: String,
+    /// Watch every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Only objects whose labels match, e.g. `app=web,tier!=db` or `env in (a,b)`.
+    #[arg(short = 'l', long)]
+    pub selector: Option<Selector>,
+    /// Start after this revision; empty lists the current objects first (as ADDED).
+    #[arg(long, default_value = "")]
+    pub resource_version: String,
+    #[arg(short, long, value_enum, default_value_t = WatchOutput::Text)]
+    pub output: WatchOutput,
+    /// Also print the etcd event each event came from (type, key, revisions, version,
+    /// whether a previous value came with it).
+    #[arg(long)]
+    pub raw: bool,
+}
+
+/// Runs a parsed command until it finishes or `shutdown` resolves.
+///
+/// # Errors
+/// The command's error, with its context chain.
+pub async fn run(
+    cli: Cli,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    match cli.command {
+        Command::ControllerManager(args) => {
+            api::normalize_prefix(&cli.global.prefix)?;
+            controller_manager::run(args.config(&cli.global), shutdown).await
+        }
+        Command::Watch(args) => {
+            tokio::select! {
+                result = watch(&cli.global, args) => result,
+                _ = shutdown => Ok(()),
+            }
+        }
+    }
+}
+
+async fn watch(global: &GlobalArgs, args: WatchArgs) -> anyhow::Result<()> {
+    match args.kind {
+        Kind::Pods => watch_kind::<Pod>(global, args).await,
+        Kind::Replicationcontrollers => watch_kind::<ReplicationController>(global, args).await,
+        Kind::Services => watch_kind::<Service>(global, args).await,
+        Kind::Endpoints => watch_kind::<Endpoints>(global, args).await,
+    }
+}
+
+async fn watch_kind<T: Object>(global: &GlobalArgs, args: WatchArgs) -> anyhow::Result<()> {
+    let (client, registry) = global.registry().await?;
+    let watcher = Watcher::new(&client, registry);
+    let filter = etcd_watcher::selector_filter::<T>(args.selector.clone().unwrap_or_default());
+    let mut watch = match &args.name {
+        Some(name) => {
+            anyhow::ensure!(
+                !args.all_namespaces,
+                "a NAME needs one namespace; drop --all-namespaces"
+            );
+            watcher.resumable_object::<T>(&args.namespace, name, &args.resource_version)?
+        }
+        None => {
+            let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
+            watcher.resumable_list::<T>(namespace, &args.resource_version, filter)?
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    loop {
+        match watch.next().await {
+            Update::Event(event, raw) => {
+                print_event(&mut stdout, &event, raw.as_ref(), &args).context("write to stdout")?;
+            }
+            Update::Resumed { from, reason } => {
+                eprintln!("kcm watch: resuming after revision {from} ({reason})");
+            }
+            Update::Relisted {
+                revision,
+                added,
+                modified,
+                deleted,
+            } => {
+                eprintln!(
+                    "kcm watch: listed at revision {revision} ({added} added, {modified} modified, {deleted} deleted)"
+                );
+            }
+        }
+    }
+}
+
+fn print_event<T: Object>(
+    out: &mut impl std::io::Write,
+    event: &WatchEvent<T>,
+    raw: Option<&etcd_watcher::RawInfo>,
+    args: &WatchArgs,
+) -> std::io::Result<()> {
+    match args.output {
+        WatchOutput::Text => {
+            if args.raw {
+                match raw {
+                    Some(raw) => writeln!(out, "  etcd: {raw}")?,
+                    None => writeln!(out, "  etcd: (from a list)")?,
+                }
+            }
+            let object = event.object();
+            let meta = object.map(|o| o.metadata());
+            writeln!(
+                out,
+                "{} {}/{}/{} rv={}",
+                event.type_name(),
+                T::RESOURCE,
+                meta.map_or("", |m| m.namespace.as_str()),
+                meta.map_or("", |m| m.name.as_str()),
+                event.revision().unwrap_or(0)
+            )?;
+        }
+        WatchOutput::Json => {
+            let mut value = serde_json::to_value(event).map_err(std::io::Error::other)?;
+            if args.raw {
+                value["raw"] = serde_json::to_value(raw).map_err(std::io::Error::other)?;
+            }
+            writeln!(out, "{value}")?;
+        }
+    }
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn watch_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "kcm",
+            "watch",
+            "rc",
+            "-A",
+            "-l",
+            "app=web",
+            "-o",
+            "json",
+            "--raw",
+            "--etcd-servers",
+            "http://a:2379,http://b:2379",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.etcd_servers, ["http://a:2379", "http://b:2379"]);
+        let Command::Watch(args) = cli.command else {
+            panic!("parsed as another command")
+        };
+        assert_eq!(args.kind, Kind::Replicationcontrollers);
+        assert!(args.all_namespaces && args.raw);
+        assert_eq!(args.selector.unwrap().to_string(), "app=web");
+    }
+
+    #[test]
+    fn bad_flags_are_rejected_with_the_reason() {
+        let err = Cli::try_parse_from(["kcm", "watch", "pods", "-l", "a=b,,c"]).unwrap_err();
+        assert!(err.to_string().contains("empty requirement"), "{err}");
+        let err = Cli::try_parse_from(["kcm", "watch", "widgets"]).unwrap_err();
+        assert!(err.to_string().contains("invalid value 'widgets'"), "{err}");
+        let err =
+            Cli::try_parse_from(["kcm", "--etcd-keepalive", "soon", "watch", "pods"]).unwrap_err();
+        assert!(err.to_string().contains("10s"), "{err}");
+    }
+}

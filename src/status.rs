@@ -1,0 +1,290 @@
+//! The status endpoint of `kcm controller-manager`: `/healthz` and `/metrics`.
+//!
+//! 2014's controller-manager served `/healthz` (pkg/healthz/healthz.go: 200 "ok") on
+//! `--address`:`--port` (127.0.0.1:10252, pkg/master/ports/ports.go). kcm keeps that and
+//! adds Prometheus metrics; `/healthz` also checks that the loops run and etcd answers.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry as PromRegistry;
+
+use crate::etcd_watcher::WatchMetrics;
+
+/// Label set for per-watch metrics: the resource watched.
+pub type ResourceLabel = Vec<(&'static str, &'static str)>;
+
+/// Reads the length of a work queue.
+type QueueDepth = Box<dyn Fn() -> usize + Send + Sync>;
+
+/// Every metric kcm exports. Cheap to share behind an `Arc`.
+pub struct Metrics {
+    registry: PromRegistry,
+    /// Syncs of replication controllers, by result (`ok`, `error`).
+    pub rc_syncs: Family<Vec<(&'static str, &'static str)>, Counter>,
+    /// Duration of one controller sync, seconds.
+    pub rc_sync_duration: Histogram,
+    pub pods_created: Counter,
+    pub pods_deleted: Counter,
+    /// Keys waiting in the work queues, by controller.
+    pub queue_depth: Family<ResourceLabel, Gauge>,
+    /// Endpoints objects written (created or updated) and deleted.
+    pub endpoints_writes: Counter,
+    watch_restarts: Family<ResourceLabel, Counter>,
+    watch_relists: Family<ResourceLabel, Counter>,
+    watch_decode_errors: Family<ResourceLabel, Counter>,
+    watch_last_revision: Family<ResourceLabel, Gauge>,
+    watches: Mutex<Vec<(&'static str, Arc<WatchMetrics>)>>,
+    queue_sources: Mutex<Vec<(&'static str, QueueDepth)>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = PromRegistry::with_prefix("kcm");
+        let metrics = Metrics {
+            rc_syncs: Family::default(),
+            rc_sync_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            pods_created: Counter::default(),
+            pods_deleted: Counter::default(),
+            queue_depth: Family::default(),
+            endpoints_writes: Counter::default(),
+            watch_restarts: Family::default(),
+            watch_relists: Family::default(),
+            watch_decode_errors: Family::default(),
+            watch_last_revision: Family::default(),
+            watches: Mutex::new(Vec::new()),
+            queue_sources: Mutex::new(Vec::new()),
+            registry: PromRegistry::default(),
+        };
+        registry.register(
+            "rc_syncs",
+            "Replication controller syncs by result",
+            metrics.rc_syncs.clone(),
+        );
+        registry.register(
+            "rc_sync_duration_seconds",
+            "Duration of one replication controller sync",
+            metrics.rc_sync_duration.clone(),
+        );
+        registry.register(
+            "pods_created",
+            "Pods created by the replication manager",
+            metrics.pods_created.clone(),
+        );
+        registry.register(
+            "pods_deleted",
+            "Pods deleted by the replication manager",
+            metrics.pods_deleted.clone(),
+        );
+        registry.register(
+            "workqueue_depth",
+            "Keys waiting in a work queue",
+            metrics.queue_depth.clone(),
+        );
+        registry.register(
+            "endpoints_writes",
+            "Endpoints objects written or deleted",
+            metrics.endpoints_writes.clone(),
+        );
+        registry.register(
+            "watch_restarts",
+            "Watches re-opened from their last resourceVersion",
+            metrics.watch_restarts.clone(),
+        );
+        registry.register(
+            "watch_relists",
+            "Lists done by watches (at start and after compaction)",
+            metrics.watch_relists.clone(),
+        );
+        registry.register(
+            "watch_decode_errors",
+            "Stored values skipped because they did not decode",
+            metrics.watch_decode_errors.clone(),
+        );
+        registry.register(
+            "watch_last_revision",
+            "Last etcd revision a watch delivered or passed",
+            metrics.watch_last_revision.clone(),
+        );
+        Metrics {
+            registry,
+            ..metrics
+        }
+    }
+
+    /// Exports a watch's counters under `resource`.
+    pub fn register_watch(&self, resource: &'static str, watch: Arc<WatchMetrics>) {
+        self.watches
+            .lock()
+            .expect("metrics lock")
+            .push((resource, watch));
+    }
+
+    /// Exports the length of a work queue under `controller`.
+    pub fn register_queue(
+        &self,
+        controller: &'static str,
+        depth: impl Fn() -> usize + Send + Sync + 'static,
+    ) {
+        self.queue_sources
+            .lock()
+            .expect("metrics lock")
+            .push((controller, Box::new(depth)));
+    }
+
+    /// The metrics in Prometheus text format.
+    pub fn render(&self) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (resource, watch) in self.watches.lock().expect("metrics lock").iter() {
+            let labels = vec![("resource", *resource)];
+            catch_up(
+                &self.watch_restarts.get_or_create(&labels),
+                watch.restarts.load(Relaxed),
+            );
+            catch_up(
+                &self.watch_relists.get_or_create(&labels),
+                watch.relists.load(Relaxed),
+            );
+            catch_up(
+                &self.watch_decode_errors.get_or_create(&labels),
+                watch.decode_errors.load(Relaxed),
+            );
+            self.watch_last_revision
+                .get_or_create(&labels)
+                .set(watch.last_revision.load(Relaxed));
+        }
+        for (controller, depth) in self.queue_sources.lock().expect("metrics lock").iter() {
+            self.queue_depth
+                .get_or_create(&vec![("controller", *controller)])
+                .set(depth() as i64);
+        }
+        let mut text = String::new();
+        encode(&mut text, &self.registry).expect("writing to a String cannot fail");
+        text
+    }
+
+    /// Current value of a watch counter, for tests and `describe`.
+    pub fn watch(&self, resource: &str) -> Option<Arc<WatchMetrics>> {
+        self.watches
+            .lock()
+            .expect("metrics lock")
+            .iter()
+            .find(|(r, _)| *r == resource)
+            .map(|(_, w)| w.clone())
+    }
+}
+
+/// Moves a Prometheus counter up to a watch's atomic counter (which only grows).
+fn catch_up(counter: &Counter, value: u64) {
+    let current = counter.get();
+    if value > current {
+        counter.inc_by(value - current);
+    }
+}
+
+/// What `/healthz` reports on.
+pub struct Health {
+    /// Set while the controller loops run.
+    pub loops_running: AtomicBool,
+    /// Why the loops are not running (or not leading), when they are not.
+    pub reason: Mutex<String>,
+    client: etcd_client::Client,
+}
+
+impl Health {
+    pub fn new(client: etcd_client::Client) -> Health {
+        Health {
+            loops_running: AtomicBool::new(false),
+            reason: Mutex::new("starting".to_string()),
+            client,
+        }
+    }
+
+    /// `Ok(())` when the loops run and etcd answers within a second, else the reason.
+    pub async fn check(&self) -> Result<(), String> {
+        if !self.loops_running.load(Ordering::SeqCst) {
+            return Err(self.reason.lock().expect("health lock").clone());
+        }
+        let mut kv = self.client.kv_client();
+        let probe = kv.get("/", Some(etcd_client::GetOptions::new().with_count_only()));
+        match tokio::time::timeout(Duration::from_secs(1), probe).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!(
+                "etcd unreachable: {}",
+                crate::registry::describe_etcd_error(&e)
+            )),
+            Err(_) => Err("etcd unreachable: no answer within 1s".to_string()),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+}
+
+async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
+    match state.health.check().await {
+        Ok(()) => (StatusCode::OK, "ok".to_string()),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+}
+
+/// Binds the status endpoint on `addr`.
+///
+/// # Errors
+/// When the address cannot be bound (in use, not local).
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("bind the status endpoint on {addr} (use --address/--port)"))
+}
+
+/// Serves `/healthz` and `/metrics` until `shutdown` resolves.
+///
+/// # Errors
+/// When serving fails.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let app = axum::Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(self::metrics))
+        .with_state(AppState { metrics, health });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("serve the status endpoint")
+}

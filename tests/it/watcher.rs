@@ -1,0 +1,1119 @@
+//! The etcd watcher against a real etcd: the 2014 translation rules driven by real puts and
+//! deletes, the resourceVersion rules, stopping and dropping, and the resumable watch's
+//! exactly-once delivery through network cuts, etcd crashes and compaction.
+//!
+//! Every scripted write goes through a direct client and records the revision etcd
+//! acknowledged, so expectations name exact resourceVersions.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, TxnOpResponse, TxnResponse};
+use futures::StreamExt as _;
+use kcm::api::Pod;
+use kcm::client::ClientConfig;
+use kcm::etcd_watcher::{
+    self, BackoffConfig, Filter, RawKind, ResumableWatch, Update, WatchEvent, WatchMetrics,
+    WatchStream, Watcher,
+};
+use kcm::registry::Registry;
+use tokio::task::JoinSet;
+
+use crate::support::{eventually, start_etcd, with_timeout, EtcdServer, FaultProxy};
+
+/// Bound on a whole test.
+const LIMIT: Duration = Duration::from_secs(120);
+/// Bound on waiting for one expected event.
+const EVENT_DEADLINE: Duration = Duration::from_secs(30);
+/// The directory of pods under the default prefix: the watched key of an all-namespaces list.
+const PODS_DIR: &str = "/registry/pods/";
+/// Short, so that the fault tests resume quickly.
+const SHORT_BACKOFF: BackoffConfig = BackoffConfig {
+    min: Duration::from_millis(50),
+    max: Duration::from_millis(500),
+    reset_after: Duration::from_secs(120),
+};
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+fn pod_key(namespace: &str, name: &str) -> String {
+    format!("{PODS_DIR}{namespace}/{name}")
+}
+
+/// A stored pod document labelled `app={app}`.
+fn pod_json(namespace: &str, name: &str, app: &str) -> String {
+    serde_json::json!({
+        "kind": "Pod",
+        "apiVersion": "v1beta3",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    })
+    .to_string()
+}
+
+/// Puts `value` at `key` and returns the revision etcd acknowledged.
+async fn put(client: &mut Client, key: &str, value: impl Into<Vec<u8>>) -> i64 {
+    client
+        .put(key, value, None)
+        .await
+        .unwrap_or_else(|e| panic!("put {key}: {e}"))
+        .header()
+        .expect("etcd responses carry a header")
+        .revision()
+}
+
+/// Puts pod `namespace/name` labelled `app={app}`; returns the revision.
+async fn put_pod(client: &mut Client, namespace: &str, name: &str, app: &str) -> i64 {
+    put(
+        client,
+        &pod_key(namespace, name),
+        pod_json(namespace, name, app),
+    )
+    .await
+}
+
+/// Deletes pod `namespace/name`; returns the revision of the delete.
+async fn delete_pod(client: &mut Client, namespace: &str, name: &str) -> i64 {
+    let key = pod_key(namespace, name);
+    let response = client
+        .delete(key.as_str(), None)
+        .await
+        .unwrap_or_else(|e| panic!("delete {key}: {e}"));
+    assert_eq!(response.deleted(), 1, "{key} existed");
+    response.header().expect("header").revision()
+}
+
+/// The current etcd revision.
+async fn current_revision(client: &mut Client) -> i64 {
+    client
+        .get("/kcm-test/revision-probe", None)
+        .await
+        .expect("read the current revision")
+        .header()
+        .expect("header")
+        .revision()
+}
+
+/// A watcher through a client built the way kcm builds them, with keepalive 1s/1s, so that
+/// a dead connection is noticed within seconds.
+async fn watcher_via(endpoint: String) -> Watcher {
+    let config = ClientConfig {
+        keepalive_interval: Duration::from_secs(1),
+        keepalive_timeout: Duration::from_secs(1),
+        connect_timeout: Duration::from_secs(2),
+        request_timeout: Duration::from_secs(5),
+        ..ClientConfig::new([endpoint])
+    };
+    let client = kcm::client::build(&config).await.expect("build etcd client");
+    let registry = Registry::new(&client, kcm::api::DEFAULT_PREFIX)
+        .expect("registry")
+        .with_request_timeout(config.request_timeout);
+    Watcher::new(&client, registry)
+}
+
+/// One etcd, a direct client for scripted writes, and a watcher on its own client.
+struct Env {
+    etcd: EtcdServer,
+    client: Client,
+    watcher: Watcher,
+}
+
+/// `None` when etcd is not installed (the test is skipped, see `start_etcd`).
+async fn env() -> Option<Env> {
+    let etcd = start_etcd().await?;
+    let client = etcd.client().await;
+    let watcher = watcher_via(etcd.endpoint()).await;
+    Some(Env {
+        etcd,
+        client,
+        watcher,
+    })
+}
+
+fn selector(text: &str) -> Filter<Pod> {
+    etcd_watcher::selector_filter(text.parse().expect("valid selector"))
+}
+
+/// `TYPE namespace/name rv=N app=L`, or `ERROR code`: what the data-driven checks compare.
+fn describe(event: &WatchEvent<Pod>) -> String {
+    match event {
+        WatchEvent::Error(status) => format!("ERROR {}", status.code),
+        WatchEvent::Added(pod) | WatchEvent::Modified(pod) | WatchEvent::Deleted(pod) => {
+            let meta = &pod.metadata;
+            format!(
+                "{} {}/{} rv={} app={}",
+                event.type_name(),
+                meta.namespace,
+                meta.name,
+                event.revision().map_or("none".to_string(), |rv| rv.to_string()),
+                meta.labels.get("app").unwrap_or("-")
+            )
+        }
+    }
+}
+
+/// The next event of a one-shot stream, failing the test if it ends or takes too long.
+async fn next_event(stream: &mut WatchStream<Pod>) -> WatchEvent<Pod> {
+    match tokio::time::timeout(EVENT_DEADLINE, stream.next()).await {
+        Ok(Some(event)) => event,
+        Ok(None) => panic!("the watch ended while an event was expected"),
+        Err(_) => panic!("no watch event within {EVENT_DEADLINE:?}"),
+    }
+}
+
+/// Reads `expected.len()` events and compares their descriptions.
+async fn expect_events(stream: &mut WatchStream<Pod>, expected: &[String]) {
+    let mut got = Vec::new();
+    for _ in expected {
+        got.push(describe(&next_event(stream).await));
+    }
+    assert_eq!(got, expected);
+}
+
+/// The next update of a resumable watch, failing the test if it takes too long.
+async fn next_update(watch: &mut ResumableWatch<Pod>) -> Update<Pod> {
+    tokio::time::timeout(EVENT_DEADLINE, watch.next())
+        .await
+        .unwrap_or_else(|_| panic!("no update from the resumable watch within {EVENT_DEADLINE:?}"))
+}
+
+/// The next update, which must be an event; returns its description.
+async fn next_update_event(watch: &mut ResumableWatch<Pod>) -> String {
+    match next_update(watch).await {
+        Update::Event(event, _) => describe(&event),
+        other => panic!("expected an event, got {other:?}"),
+    }
+}
+
+/// Waits up to `limit` for `check`, without failing: for fault schedules that take
+/// "whichever comes first".
+async fn within(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check() {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------------------
+// Translation rules, one per test, on real puts and deletes
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_of_a_new_key_is_added() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let start = current_revision(&mut env.client).await;
+        let mut stream = env
+            .watcher
+            .watch_list::<Pod>(Some("ns"), &start.to_string(), etcd_watcher::everything())
+            .unwrap();
+        let rv = put_pod(&mut env.client, "ns", "a", "x").await;
+        let (event, raw) = tokio::time::timeout(EVENT_DEADLINE, stream.next_with_raw())
+            .await
+            .expect("an event in time")
+            .expect("the stream is open");
+        assert_eq!(describe(&event), format!("ADDED ns/a rv={rv} app=x"));
+        let raw = raw.expect("a watch event carries its etcd event");
+        assert_eq!(raw.kind, RawKind::Put);
+        assert_eq!(raw.key, pod_key("ns", "a"));
+        assert_eq!((raw.create_revision, raw.mod_revision), (rv, rv));
+        assert!(!raw.has_prev, "a create has no previous value");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_of_an_existing_key_is_modified() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let created = put_pod(&mut env.client, "ns", "a", "x").await;
+        let mut stream = env
+            .watcher
+            .watch_list::<Pod>(Some("ns"), &created.to_string(), etcd_watcher::everything())
+            .unwrap();
+        let rv = put_pod(&mut env.client, "ns", "a", "y").await;
+        let (event, raw) = tokio::time::timeout(EVENT_DEADLINE, stream.next_with_raw())
+            .await
+            .expect("an event in time")
+            .expect("the stream is open");
+        assert_eq!(describe(&event), format!("MODIFIED ns/a rv={rv} app=y"));
+        let raw = raw.expect("a watch event carries its etcd event");
+        assert_eq!((raw.create_revision, raw.mod_revision), (created, rv));
+        assert!(raw.has_prev, "the watch asks etcd for previous values");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_change_into_the_selector_is_added() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let created = put_pod(&mut env.client, "ns", "a", "x").await;
+        let mut stream = env
+            .watcher
+            .watch_list::<Pod>(Some("ns"), &created.to_string(), selector("app=b"))
+            .unwrap();
+        let rv = put_pod(&mut env.client, "ns", "a", "b").await;
+        expect_events(&mut stream, &[format!("ADDED ns/a rv={rv} app=b")]).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_change_out_of_the_selector_is_deleted_with_the_old_object_at_the_new_revision() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let created = put_pod(&mut env.client, "ns", "a", "b").await;
+        let mut stream = env
+            .watcher
+            .watch_list::<Pod>(Some("ns"), &created.to_string(), selector("app=b"))
+            .unwrap();
+        let rv = put_pod(&mut env.client, "ns", "a", "x").await;
+        // The last state that passed (app=b), stamped with the revision that made it leave.
+        expect_events(&mut stream, &[format!("DELETED ns/a rv={rv} app=b")]).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_outside_the_selector_emit_nothing() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let start = current_revision(&mut env.client).await;
+        let mut stream = env
+            .watcher
+            .watch_list::<Pod>(Some("ns"), &start.to_string(), selector("app=b"))
+            .unwrap();
+        put_pod(&mut env.client, "ns", "a", "x").await; // create, not passing
+        put_pod(&mut env.client, "ns", "a", "y").await; // neither old nor new passes
+        delete_pod(&mut env.client, "ns", "a").await; // delete of a non-passing object
+        let marker = put_pod(&mut env.client, "ns", "marker", "b").await;
+        // The first event is the marker: nothing came before it.
+        expect_events(&mut stream, &[format!("ADDED ns/marker rv={marker} app=b")]).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_is_deleted_with_the_previous_object_at_the_delete_revision() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let created = put_pod(&mut env.client, "ns", "a", "b").await;
+        let mut stream = env
+            .watcher
+            .watch_list::<Pod>(Some("ns"), &created.to_string(), selector("app=b"))
+            .unwrap();
+        let rv = delete_pod(&mut env.client, "ns", "a").await;
+        let (event, raw) = tokio::time::timeout(EVENT_DEADLINE, stream.next_with_raw())
+            .await
+            .expect("an event in time")
+            .expect("the stream is open");
+        assert_eq!(describe(&event), format!("DELETED ns/a rv={rv} app=b"));
+        let pod = event.object().unwrap();
+        assert_eq!(pod.spec.containers[0].image, "busybox", "the whole old object");
+        let raw = raw.expect("a watch event carries its etcd event");
+        assert_eq!((raw.kind, raw.mod_revision), (RawKind::Delete, rv));
+        assert!(raw.has_prev);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_for_the_watched_directory_key_itself_are_ignored() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        // Something (another tool, a v2 migration) wrote the directory key itself, with a
+        // value that is not a pod.
+        put(&mut env.client, PODS_DIR, "directory").await;
+        let mut one_shot = env
+            .watcher
+            .watch_list::<Pod>(None, "", etcd_watcher::everything())
+            .unwrap();
+        let mut resumable = env
+            .watcher
+            .resumable_list::<Pod>(None, "", etcd_watcher::everything())
+            .unwrap();
+        match next_update(&mut resumable).await {
+            Update::Relisted { added: 0, .. } => {}
+            other => panic!("expected an empty list, got {other:?}"),
+        }
+        put(&mut env.client, PODS_DIR, "directory again").await;
+        delete(&mut env.client, PODS_DIR).await;
+        let rv = put_pod(&mut env.client, "ns", "a", "x").await;
+        let expected = format!("ADDED ns/a rv={rv} app=x");
+        expect_events(&mut one_shot, std::slice::from_ref(&expected)).await;
+        assert_eq!(next_update_event(&mut resumable).await, expected);
+        // Ignored, not skipped as undecodable.
+        assert_eq!(
+            resumable.metrics().decode_errors.load(Ordering::Relaxed),
+            0
+        );
+    })
+    .await;
+}
+
+async fn delete(client: &mut Client, key: &str) {
+    client
+        .delete(key, None)
+        .await
+        .unwrap_or_else(|e| panic!("delete {key}: {e}"));
+}
+
+// ---------------------------------------------------------------------------------------
+// resourceVersion rules
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_empty_existing_objects_arrive_as_added_then_live_events() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        let b = put_pod(&mut env.client, "ns", "b", "y").await;
+        let b2 = put_pod(&mut env.client, "ns", "b", "z").await; // listed as its latest state
+        put_pod(&mut env.client, "other", "c", "x").await; // another namespace
+        let mut stream = env
+            .watcher
+            .watch_list::<Pod>(Some("ns"), "", etcd_watcher::everything())
+            .unwrap();
+        expect_events(
+            &mut stream,
+            &[
+                format!("ADDED ns/a rv={a} app=x"),
+                format!("ADDED ns/b rv={b2} app=z"),
+            ],
+        )
+        .await;
+        assert!(b < b2);
+        let c = put_pod(&mut env.client, "ns", "c", "x").await;
+        let a2 = put_pod(&mut env.client, "ns", "a", "w").await;
+        let gone = delete_pod(&mut env.client, "ns", "b").await;
+        expect_events(
+            &mut stream,
+            &[
+                format!("ADDED ns/c rv={c} app=x"),
+                format!("MODIFIED ns/a rv={a2} app=w"),
+                format!("DELETED ns/b rv={gone} app=z"),
+            ],
+        )
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_a_revision_the_event_at_it_is_not_repeated_and_the_next_one_is_delivered() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let n = put_pod(&mut env.client, "ns", "a", "x").await;
+        let n1 = put_pod(&mut env.client, "ns", "b", "x").await;
+        assert_eq!(n1, n + 1);
+        let mut stream = env
+            .watcher
+            .watch_list::<Pod>(Some("ns"), &n.to_string(), etcd_watcher::everything())
+            .unwrap();
+        let mut resumable = env
+            .watcher
+            .resumable_list::<Pod>(Some("ns"), &n.to_string(), etcd_watcher::everything())
+            .unwrap();
+        let later = put_pod(&mut env.client, "ns", "c", "x").await;
+        let expected = [
+            format!("ADDED ns/b rv={n1} app=x"),
+            format!("ADDED ns/c rv={later} app=x"),
+        ];
+        expect_events(&mut stream, &expected).await;
+        for event in expected {
+            assert_eq!(next_update_event(&mut resumable).await, event);
+        }
+        assert_eq!(resumable.metrics().relists.load(Ordering::Relaxed), 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_watch_sees_only_its_own_key() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        let mut stream = env.watcher.watch::<Pod>("ns", "a", "").unwrap();
+        expect_events(&mut stream, &[format!("ADDED ns/a rv={a} app=x")]).await;
+        // "ab" shares the key prefix of "a".
+        put_pod(&mut env.client, "ns", "ab", "x").await;
+        let a2 = put_pod(&mut env.client, "ns", "a", "y").await;
+        let gone = delete_pod(&mut env.client, "ns", "a").await;
+        expect_events(
+            &mut stream,
+            &[
+                format!("MODIFIED ns/a rv={a2} app=y"),
+                format!("DELETED ns/a rv={gone} app=y"),
+            ],
+        )
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_numeric_resource_version_is_an_error_before_anything_starts() {
+    with_timeout(LIMIT, async {
+        // No etcd: the client connects lazily and nothing may try to reach it.
+        let watcher = watcher_via("http://127.0.0.1:1".to_string()).await;
+        let everything = etcd_watcher::everything::<Pod>;
+        for rv in ["abc", "12x", "-3", "1.5"] {
+            let errors = [
+                watcher.watch_list(None, rv, everything()).err(),
+                watcher.watch::<Pod>("ns", "a", rv).err(),
+                watcher.resumable_list(None, rv, everything()).err(),
+                watcher.resumable_object::<Pod>("ns", "a", rv).err(),
+            ];
+            for error in errors {
+                let error = error.unwrap_or_else(|| panic!("{rv:?} was accepted"));
+                let message = format!("{error:#}");
+                assert!(message.contains("resourceVersion"), "{message}");
+            }
+        }
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Malformed values, stop and drop, backpressure, dead etcd
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_value_is_skipped_and_counted_and_the_events_around_it_arrive() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let x = put_pod(&mut env.client, "ns", "x", "x").await;
+        put(&mut env.client, &pod_key("ns", "listed-garbage"), "{not json").await;
+        let mut one_shot = env
+            .watcher
+            .watch_list::<Pod>(Some("ns"), "", etcd_watcher::everything())
+            .unwrap();
+        let mut resumable = env
+            .watcher
+            .resumable_list::<Pod>(Some("ns"), "", etcd_watcher::everything())
+            .unwrap();
+        let metrics = resumable.metrics();
+        match next_update(&mut resumable).await {
+            Update::Relisted { added: 1, .. } => {}
+            other => panic!("expected a list of one object, got {other:?}"),
+        }
+        assert_eq!(
+            next_update_event(&mut resumable).await,
+            format!("ADDED ns/x rv={x} app=x")
+        );
+        assert_eq!(metrics.decode_errors.load(Ordering::Relaxed), 1);
+
+        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        put(&mut env.client, &pod_key("ns", "garbage"), "\u{1}binary").await;
+        // A document of another kind under the pods key is malformed too.
+        put(
+            &mut env.client,
+            &pod_key("ns", "wrong-kind"),
+            r#"{"kind":"Service","metadata":{"name":"wrong-kind"}}"#,
+        )
+        .await;
+        let c = put_pod(&mut env.client, "ns", "c", "x").await;
+        let expected = [
+            format!("ADDED ns/a rv={a} app=x"),
+            format!("ADDED ns/c rv={c} app=x"),
+        ];
+        for event in &expected {
+            assert_eq!(&next_update_event(&mut resumable).await, event);
+        }
+        assert_eq!(metrics.decode_errors.load(Ordering::Relaxed), 3);
+        expect_events(
+            &mut one_shot,
+            &[
+                format!("ADDED ns/x rv={x} app=x"),
+                expected[0].clone(),
+                expected[1].clone(),
+            ],
+        )
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_twice_is_harmless_and_ends_the_stream_without_an_error() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let mut stream = env
+            .watcher
+            .watch_list::<Pod>(None, "", etcd_watcher::everything())
+            .unwrap();
+        let probe = stream.task_probe();
+        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        expect_events(&mut stream, &[format!("ADDED ns/a rv={a} app=x")]).await;
+        // Buffered but unread events are dropped by stop, not delivered or turned into
+        // an error.
+        put_pod(&mut env.client, "ns", "b", "x").await;
+        stream.stop();
+        stream.stop();
+        assert!(stream.next().await.is_none(), "the stream ends after stop");
+        assert!(stream.next().await.is_none(), "and stays ended");
+        eventually(Duration::from_secs(10), "the reader task to end", || {
+            let running = probe.is_running();
+            async move { !running }
+        })
+        .await;
+        stream.stop();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_stream_ends_its_task_even_when_its_buffer_is_full() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let idle = env
+            .watcher
+            .watch_list::<Pod>(None, "", etcd_watcher::everything())
+            .unwrap();
+        let idle_probe = idle.task_probe();
+        let mut full = env
+            .watcher
+            .watch_list::<Pod>(None, "", etcd_watcher::everything())
+            .unwrap();
+        let full_probe = full.task_probe();
+        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        // Make sure the watch is established before the burst, then fill its buffer.
+        expect_events(&mut full, &[format!("ADDED ns/a rv={a} app=x")]).await;
+        let burst = etcd_watcher::WATCH_BUFFER + 50;
+        put_many(&env.client, "burst", burst).await;
+        assert!(idle_probe.is_running() && full_probe.is_running());
+        drop(idle);
+        drop(full);
+        eventually(Duration::from_secs(10), "both reader tasks to end", || {
+            let running = idle_probe.is_running() || full_probe.is_running();
+            async move { !running }
+        })
+        .await;
+    })
+    .await;
+}
+
+/// Creates pods `{stem}-0..n` in namespace `ns`, eight at a time; returns the
+/// acknowledged revisions, in order.
+async fn put_many(client: &Client, stem: &str, n: usize) -> Vec<i64> {
+    let mut revisions: Vec<i64> = futures::stream::iter(0..n)
+        .map(|i| {
+            let mut client = client.clone();
+            let name = format!("{stem}-{i:04}");
+            async move { put_pod(&mut client, "ns", &name, "x").await }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    revisions.sort_unstable();
+    revisions
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_does_not_read_gets_everything_in_order_once_it_does() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let start = current_revision(&mut env.client).await;
+        let mut stream = env
+            .watcher
+            .watch_list::<Pod>(None, &start.to_string(), etcd_watcher::everything())
+            .unwrap();
+        let mut resumable = env
+            .watcher
+            .resumable_list::<Pod>(None, &start.to_string(), etcd_watcher::everything())
+            .unwrap();
+        // Neither watch is read while 1,000 events are written.
+        let written = put_many(&env.client, "p", 1000).await;
+        let mut from_stream = Vec::new();
+        let mut from_resumable = Vec::new();
+        for _ in &written {
+            let event = next_event(&mut stream).await;
+            assert_eq!(event.type_name(), "ADDED", "{event:?}");
+            from_stream.push(event.revision().unwrap());
+            match next_update(&mut resumable).await {
+                Update::Event(event @ WatchEvent::Added(_), _) => {
+                    from_resumable.push(event.revision().unwrap())
+                }
+                other => panic!("expected an Added event, got {other:?}"),
+            }
+        }
+        assert_same_revisions(&from_stream, &written);
+        assert_same_revisions(&from_resumable, &written);
+        let metrics = resumable.metrics();
+        assert_eq!(metrics.restarts.load(Ordering::Relaxed), 0);
+        assert_eq!(metrics.events.load(Ordering::Relaxed), 1000);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_etcd_yields_an_error_within_seconds() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let proxy = FaultProxy::start(env.etcd.client_addr()).await;
+        let watcher = watcher_via(proxy.endpoint()).await;
+        let start = current_revision(&mut env.client).await;
+        let mut stream = watcher
+            .watch_list::<Pod>(None, &start.to_string(), etcd_watcher::everything())
+            .unwrap();
+        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        expect_events(&mut stream, &[format!("ADDED ns/a rv={a} app=x")]).await;
+
+        proxy.blackhole();
+        let blackholed_at = Instant::now();
+        // Written while etcd is unreachable: must not arrive through the hung connection.
+        put_pod(&mut env.client, "ns", "b", "x").await;
+        let event = next_event(&mut stream).await;
+        let waited = blackholed_at.elapsed();
+        match &event {
+            WatchEvent::Error(status) => assert_eq!(status.code, 500, "{status}"),
+            other => panic!("expected an Error, got {other:?}"),
+        }
+        // Keepalive 1s + timeout 1s; allow for a loaded machine.
+        assert!(
+            waited < Duration::from_secs(10),
+            "the dead connection took {waited:?} to notice"
+        );
+        assert!(
+            tokio::time::timeout(EVENT_DEADLINE, stream.next())
+                .await
+                .expect("the stream ends after an Error")
+                .is_none(),
+            "nothing after the Error"
+        );
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Exactly once through faults
+
+/// Pods the writer creates (and, all but the last of each lane, deletes).
+const WRITER_PODS: usize = 1000;
+/// Concurrent writer lanes, each with its own pods.
+const WRITER_LANES: usize = 4;
+/// The pod the writer creates last; its event ends the consumer's loop.
+const DONE: &str = "zz-done";
+
+/// Writes through a direct client, recording every acknowledged revision.
+///
+/// Each write is a guarded transaction that also writes a marker key outside the watched
+/// range, so retrying after an error (etcd down, ack lost) never applies a write twice and
+/// always learns the revision the write was applied at.
+#[derive(Clone)]
+struct Writer {
+    client: Client,
+    /// Operations acknowledged so far, for the fault schedule.
+    progress: Arc<AtomicUsize>,
+}
+
+impl Writer {
+    /// Runs `txn` until etcd answers it, each attempt bounded (etcd may be down).
+    async fn run(&self, txn: Txn) -> TxnResponse {
+        let mut kv = self.client.kv_client();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(3), kv.txn(txn.clone())).await {
+                Ok(Ok(response)) => return response,
+                Ok(Err(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    /// Creates pod `default/{name}` once; returns the revision it was created at.
+    async fn create(&self, name: &str) -> i64 {
+        let marker = format!("/kcm-test/created/{name}");
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                marker.as_str(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([
+                TxnOp::put(
+                    pod_key("default", name),
+                    pod_json("default", name, "w"),
+                    None,
+                ),
+                TxnOp::put(marker.as_str(), "", None),
+            ])
+            .or_else([TxnOp::get(marker.as_str(), None)]);
+        let revision = self.applied_at(self.run(txn).await);
+        self.progress.fetch_add(1, Ordering::SeqCst);
+        revision
+    }
+
+    /// Deletes pod `default/{name}` once; returns the revision of the delete.
+    async fn delete(&self, name: &str) -> i64 {
+        let marker = format!("/kcm-test/deleted/{name}");
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                marker.as_str(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([
+                TxnOp::delete(pod_key("default", name), None),
+                TxnOp::put(marker.as_str(), "", None),
+            ])
+            .or_else([TxnOp::get(marker.as_str(), None)]);
+        let revision = self.applied_at(self.run(txn).await);
+        self.progress.fetch_add(1, Ordering::SeqCst);
+        revision
+    }
+
+    /// The revision a guarded write was applied at: this response's, or (when an earlier
+    /// attempt applied it) the marker's creation.
+    fn applied_at(&self, response: TxnResponse) -> i64 {
+        if response.succeeded() {
+            return response.header().expect("header").revision();
+        }
+        match response.op_responses().as_slice() {
+            [TxnOpResponse::Get(get)] => get.kvs()[0].create_revision(),
+            other => panic!("unexpected else branch {other:?}"),
+        }
+    }
+
+    /// Creates and deletes [`WRITER_PODS`] pods in [`WRITER_LANES`] lanes, then creates
+    /// [`DONE`]. Returns every revision, sorted.
+    async fn write_all(self) -> Vec<i64> {
+        let mut lanes = JoinSet::new();
+        for lane in 0..WRITER_LANES {
+            let writer = self.clone();
+            lanes.spawn(async move {
+                let mut revisions = Vec::new();
+                let mut previous: Option<String> = None;
+                for i in (lane..WRITER_PODS).step_by(WRITER_LANES) {
+                    let name = format!("w-{i:04}");
+                    revisions.push(writer.create(&name).await);
+                    if let Some(previous) = previous.replace(name) {
+                        revisions.push(writer.delete(&previous).await);
+                    }
+                }
+                revisions
+            });
+        }
+        let mut revisions = Vec::new();
+        while let Some(lane) = lanes.join_next().await {
+            revisions.extend(lane.expect("writer lane"));
+        }
+        revisions.push(self.create(DONE).await);
+        revisions.sort_unstable();
+        revisions
+    }
+
+    /// How many operations [`Writer::write_all`] performs.
+    fn total_ops() -> usize {
+        2 * WRITER_PODS - WRITER_LANES + 1
+    }
+}
+
+/// Compares delivered event revisions with the acknowledged ones, naming the first
+/// differences rather than printing thousands of numbers.
+#[track_caller]
+fn assert_same_revisions(delivered: &[i64], acknowledged: &[i64]) {
+    if delivered == acknowledged {
+        return;
+    }
+    let out_of_order: Vec<_> = delivered
+        .windows(2)
+        .filter(|pair| pair[0] >= pair[1])
+        .take(5)
+        .collect();
+    let delivered_set: std::collections::BTreeSet<_> = delivered.iter().collect();
+    let acknowledged_set: std::collections::BTreeSet<_> = acknowledged.iter().collect();
+    let missing: Vec<_> = acknowledged_set.difference(&delivered_set).take(10).collect();
+    let unexpected: Vec<_> = delivered_set.difference(&acknowledged_set).take(10).collect();
+    panic!(
+        "delivered {} events for {} acknowledged writes; missing {missing:?}, \
+         unexpected {unexpected:?}, out of order or repeated {out_of_order:?}",
+        delivered.len(),
+        acknowledged.len()
+    );
+}
+
+/// Consumes `watch` until the [`DONE`] pod arrives; returns the revisions of every event
+/// and how many times the watch resumed.
+async fn consume_until_done(watch: &mut ResumableWatch<Pod>) -> (Vec<i64>, usize) {
+    let mut revisions = Vec::new();
+    let mut resumes = 0;
+    loop {
+        match next_update(watch).await {
+            Update::Event(event, _) => {
+                let pod = event.object().expect("no Error from a resumable watch");
+                revisions.push(event.revision().expect("events carry their revision"));
+                if pod.metadata.name == DONE {
+                    return (revisions, resumes);
+                }
+            }
+            Update::Resumed { .. } => resumes += 1,
+            Update::Relisted { .. } => panic!("relisted without compaction"),
+        }
+    }
+}
+
+/// Starts the writer once `watch` has listed (so every write arrives as a watch event).
+async fn start_writer(
+    watch: &mut ResumableWatch<Pod>,
+    client: Client,
+) -> (tokio::task::JoinHandle<Vec<i64>>, Arc<AtomicUsize>) {
+    match next_update(watch).await {
+        Update::Relisted { added: 0, .. } => {}
+        other => panic!("expected an empty initial list, got {other:?}"),
+    }
+    let progress = Arc::new(AtomicUsize::new(0));
+    let writer = Writer {
+        client,
+        progress: progress.clone(),
+    };
+    (tokio::spawn(writer.write_all()), progress)
+}
+
+/// Waits until the writer has done `fraction` of its work.
+async fn wait_for_progress(progress: &AtomicUsize, fraction: f64) {
+    let target = (Writer::total_ops() as f64 * fraction) as usize;
+    eventually(LIMIT, &format!("the writer to reach {target} ops"), || {
+        let done = progress.load(Ordering::SeqCst);
+        async move { done >= target }
+    })
+    .await;
+}
+
+/// Resumes the watch has made so far.
+fn restarts(metrics: &WatchMetrics) -> u64 {
+    metrics.restarts.load(Ordering::SeqCst)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cutting_the_network_mid_stream_loses_and_repeats_nothing() {
+    const CUTS: usize = 5;
+    with_timeout(LIMIT, async {
+        let Some(env) = env().await else { return };
+        let proxy = Arc::new(FaultProxy::start(env.etcd.client_addr()).await);
+        let watcher = watcher_via(proxy.endpoint()).await;
+        let mut watch = watcher
+            .resumable_list::<Pod>(None, "", etcd_watcher::everything())
+            .unwrap()
+            .with_backoff(SHORT_BACKOFF);
+        let metrics = watch.metrics();
+        let (writer, progress) = start_writer(&mut watch, env.client.clone()).await;
+        let faults = tokio::spawn({
+            let proxy = proxy.clone();
+            let metrics = metrics.clone();
+            async move {
+                for cut in 1..=CUTS {
+                    wait_for_progress(&progress, cut as f64 / (CUTS + 1) as f64).await;
+                    let before = restarts(&metrics);
+                    proxy.cut();
+                    within(Duration::from_millis(200), || restarts(&metrics) > before).await;
+                    proxy.restore();
+                }
+            }
+        });
+        let (delivered, resumes) = consume_until_done(&mut watch).await;
+        faults.await.expect("fault schedule");
+        let acknowledged = writer.await.expect("writer");
+        assert_eq!(acknowledged.len(), Writer::total_ops());
+        assert_same_revisions(&delivered, &acknowledged);
+        assert_eq!(proxy.cuts(), CUTS);
+        assert!(resumes >= CUTS, "only {resumes} resumes for {CUTS} cuts");
+        assert_eq!(metrics.relists.load(Ordering::SeqCst), 1);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_etcd_mid_stream_loses_and_repeats_nothing() {
+    const KILLS: usize = 2;
+    with_timeout(LIMIT, async {
+        let Some(Env {
+            mut etcd,
+            client,
+            watcher,
+        }) = env().await
+        else {
+            return;
+        };
+        let mut watch = watcher
+            .resumable_list::<Pod>(None, "", etcd_watcher::everything())
+            .unwrap()
+            .with_backoff(SHORT_BACKOFF);
+        let metrics = watch.metrics();
+        let (writer, progress) = start_writer(&mut watch, client).await;
+        let faults = tokio::spawn({
+            let metrics = metrics.clone();
+            async move {
+                for kill in 1..=KILLS {
+                    wait_for_progress(&progress, kill as f64 / (KILLS + 1) as f64).await;
+                    let before = restarts(&metrics);
+                    etcd.kill();
+                    within(Duration::from_millis(200), || restarts(&metrics) > before).await;
+                    etcd.restart().await;
+                }
+                etcd
+            }
+        });
+        let (delivered, resumes) = consume_until_done(&mut watch).await;
+        let _etcd = faults.await.expect("fault schedule");
+        let acknowledged = writer.await.expect("writer");
+        assert_eq!(acknowledged.len(), Writer::total_ops());
+        assert_same_revisions(&delivered, &acknowledged);
+        assert!(resumes >= KILLS, "only {resumes} resumes for {KILLS} kills");
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Compaction
+
+/// Replays events onto a map keyed by `namespace/name` (Added/Modified insert, Deleted
+/// removes), as a cache would.
+fn replay(state: &mut BTreeMap<String, Pod>, event: WatchEvent<Pod>) {
+    match event {
+        WatchEvent::Added(pod) | WatchEvent::Modified(pod) => {
+            state.insert(pod.metadata.key(), pod);
+        }
+        WatchEvent::Deleted(pod) => {
+            state.remove(&pod.metadata.key());
+        }
+        WatchEvent::Error(status) => panic!("error event {status}"),
+    }
+}
+
+/// `namespace/name` → `resourceVersion app`, the comparable part of a state.
+fn summary(state: &BTreeMap<String, Pod>) -> BTreeMap<String, String> {
+    state
+        .iter()
+        .map(|(key, pod)| {
+            (
+                key.clone(),
+                format!(
+                    "{} {}",
+                    pod.metadata.resource_version.unwrap(),
+                    pod.metadata.labels.get("app").unwrap_or("-")
+                ),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_during_a_cut_is_a_410_for_the_one_shot_watch_and_a_relist_for_the_resumable_one(
+) {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        for i in 0..10 {
+            put_pod(&mut env.client, "ns", &format!("k{i}"), "old").await;
+        }
+        let proxy = FaultProxy::start(env.etcd.client_addr()).await;
+        let watcher = watcher_via(proxy.endpoint()).await;
+        let mut one_shot = watcher
+            .watch_list::<Pod>(None, "", etcd_watcher::everything())
+            .unwrap();
+        let mut resumable = watcher
+            .resumable_list::<Pod>(None, "", etcd_watcher::everything())
+            .unwrap()
+            .with_backoff(SHORT_BACKOFF);
+        let metrics = resumable.metrics();
+
+        let mut last_seen = 0;
+        for _ in 0..10 {
+            last_seen = last_seen.max(next_event(&mut one_shot).await.revision().unwrap());
+        }
+        let mut cache = BTreeMap::new();
+        match next_update(&mut resumable).await {
+            Update::Relisted { added: 10, .. } => {}
+            other => panic!("expected a list of 10, got {other:?}"),
+        }
+        for _ in 0..10 {
+            match next_update(&mut resumable).await {
+                Update::Event(event, _) => replay(&mut cache, event),
+                other => panic!("expected an event, got {other:?}"),
+            }
+        }
+
+        proxy.cut();
+        // The open one-shot watch reports the broken connection instead of hanging.
+        assert_eq!(describe(&next_event(&mut one_shot).await), "ERROR 500");
+        for i in 0..3 {
+            put_pod(&mut env.client, "ns", &format!("k{i}"), "new").await;
+        }
+        for i in 3..6 {
+            delete_pod(&mut env.client, "ns", &format!("k{i}")).await;
+        }
+        for i in 0..3 {
+            put_pod(&mut env.client, "ns", &format!("n{i}"), "new").await;
+        }
+        let compacted = env.etcd.compact().await;
+        assert!(compacted > last_seen + 1);
+        proxy.restore();
+
+        let mut again = watcher
+            .watch_list::<Pod>(None, &last_seen.to_string(), etcd_watcher::everything())
+            .unwrap();
+        match next_event(&mut again).await {
+            WatchEvent::Error(status) => {
+                assert_eq!(status.code, 410, "{status}");
+                assert!(status.is_gone());
+            }
+            other => panic!("expected a 410 Error, got {other:?}"),
+        }
+
+        // The resumable watch resumes, finds its revision compacted and lists again.
+        let (added, modified, deleted) = loop {
+            match next_update(&mut resumable).await {
+                Update::Resumed { .. } => {}
+                Update::Relisted {
+                    revision,
+                    added,
+                    modified,
+                    deleted,
+                } => {
+                    assert!(revision >= compacted);
+                    break (added, modified, deleted);
+                }
+                Update::Event(event, _) => panic!("event before the relist: {event:?}"),
+            }
+        };
+        assert_eq!((added, modified, deleted), (3, 3, 3));
+        let mut deleted_names = Vec::new();
+        for _ in 0..added + modified + deleted {
+            match next_update(&mut resumable).await {
+                Update::Event(event, _) => {
+                    if let WatchEvent::Deleted(pod) = &event {
+                        deleted_names.push(pod.metadata.name.clone());
+                    }
+                    replay(&mut cache, event);
+                }
+                other => panic!("expected an event, got {other:?}"),
+            }
+        }
+        deleted_names.sort();
+        assert_eq!(deleted_names, ["k3", "k4", "k5"]);
+        assert_eq!(metrics.relists.load(Ordering::SeqCst), 2);
+
+        let registry = Registry::new(&env.client, kcm::api::DEFAULT_PREFIX).unwrap();
+        let listed = registry
+            .list::<Pod>(None, &Default::default())
+            .await
+            .expect("list pods");
+        let etcd_state: BTreeMap<_, _> = listed
+            .items
+            .into_iter()
+            .map(|pod| (pod.metadata.key(), pod))
+            .collect();
+        assert_eq!(summary(&cache), summary(&etcd_state));
+
+        // And it goes on watching live.
+        let live = put_pod(&mut env.client, "ns", "k9", "live").await;
+        assert_eq!(
+            next_update_event(&mut resumable).await,
+            format!("MODIFIED ns/k9 rv={live} app=live")
+        );
+    })
+    .await;
+}
