@@ -307,18 +307,18 @@ impl Registry {
         let revision = self
             .for_each_page(&prefix, None, |page| {
                 for kv in page {
+                    // Only `namespace/name` keys hold objects. Anything else under the
+                    // directory (a deeper key, the namespace itself) is not ours to judge,
+                    // whether or not its value happens to decode: skip it silently.
+                    let key = String::from_utf8_lossy(kv.key());
+                    if api::parse_key::<T>(&self.prefix, &key).is_none() {
+                        continue;
+                    }
                     match self.decode::<T>(kv) {
                         Ok(object) if selector.matches(&object.metadata().labels) => {
                             items.push(object)
                         }
                         Ok(_) => {}
-                        // A deeper key (not ns/name) is not ours to judge; skip silently.
-                        Err(_)
-                            if api::parse_key::<T>(
-                                &self.prefix,
-                                &String::from_utf8_lossy(kv.key()),
-                            )
-                            .is_none() => {}
                         Err(e) => errors.push(e),
                     }
                 }
@@ -409,6 +409,13 @@ impl Registry {
                 op: "create",
                 key,
                 message: "metadata.name and metadata.namespace are required".into(),
+            });
+        }
+        if meta.name.contains('/') || meta.namespace.contains('/') {
+            return Err(StorageError::BadRequest {
+                op: "create",
+                key,
+                message: "metadata.name and metadata.namespace may not contain '/'".into(),
             });
         }
         if meta.resource_version.is_some() {

@@ -821,3 +821,6 @@ impl<P: PodControl> Inner<P> {
         (deleted, errors)
     }
 }
+
+#[cfg(test)]
+mod tests;

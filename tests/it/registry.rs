@@ -347,6 +347,15 @@ async fn stale_writes_conflict_and_missing_keys_are_not_found() {
             StorageError::is_not_found,
         );
 
+        // An update needs the version it was read at.
+        let mut unversioned = fresh.clone();
+        unversioned.metadata.resource_version = None;
+        unversioned.metadata.labels.insert("app", "unversioned");
+        expect_err(registry.update(&unversioned).await, "BadRequest", |e| {
+            matches!(e, StorageError::BadRequest { op: "update", .. })
+        });
+        assert_eq!(stored_version(&client, &key).await, v2, "nothing written");
+
         // An update of an object deleted since it was read is a conflict with no current
         // version, and does not bring it back.
         registry

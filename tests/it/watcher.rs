@@ -107,7 +107,9 @@ async fn watcher_via(endpoint: String) -> Watcher {
         request_timeout: Duration::from_secs(5),
         ..ClientConfig::new([endpoint])
     };
-    let client = kcm::client::build(&config).await.expect("build etcd client");
+    let client = kcm::client::build(&config)
+        .await
+        .expect("build etcd client");
     let registry = Registry::new(&client, kcm::api::DEFAULT_PREFIX)
         .expect("registry")
         .with_request_timeout(config.request_timeout);
@@ -148,7 +150,9 @@ fn describe(event: &WatchEvent<Pod>) -> String {
                 event.type_name(),
                 meta.namespace,
                 meta.name,
-                event.revision().map_or("none".to_string(), |rv| rv.to_string()),
+                event
+                    .revision()
+                    .map_or("none".to_string(), |rv| rv.to_string()),
                 meta.labels.get("app").unwrap_or("-")
             )
         }
@@ -316,7 +320,10 @@ async fn delete_is_deleted_with_the_previous_object_at_the_delete_revision() {
             .expect("the stream is open");
         assert_eq!(describe(&event), format!("DELETED ns/a rv={rv} app=b"));
         let pod = event.object().unwrap();
-        assert_eq!(pod.spec.containers[0].image, "busybox", "the whole old object");
+        assert_eq!(
+            pod.spec.containers[0].image, "busybox",
+            "the whole old object"
+        );
         let raw = raw.expect("a watch event carries its etcd event");
         assert_eq!((raw.kind, raw.mod_revision), (RawKind::Delete, rv));
         assert!(raw.has_prev);
@@ -350,10 +357,7 @@ async fn events_for_the_watched_directory_key_itself_are_ignored() {
         expect_events(&mut one_shot, std::slice::from_ref(&expected)).await;
         assert_eq!(next_update_event(&mut resumable).await, expected);
         // Ignored, not skipped as undecodable.
-        assert_eq!(
-            resumable.metrics().decode_errors.load(Ordering::Relaxed),
-            0
-        );
+        assert_eq!(resumable.metrics().decode_errors.load(Ordering::Relaxed), 0);
     })
     .await;
 }
@@ -488,7 +492,12 @@ async fn a_malformed_value_is_skipped_and_counted_and_the_events_around_it_arriv
     with_timeout(LIMIT, async {
         let Some(mut env) = env().await else { return };
         let x = put_pod(&mut env.client, "ns", "x", "x").await;
-        put(&mut env.client, &pod_key("ns", "listed-garbage"), "{not json").await;
+        put(
+            &mut env.client,
+            &pod_key("ns", "listed-garbage"),
+            "{not json",
+        )
+        .await;
         let mut one_shot = env
             .watcher
             .watch_list::<Pod>(Some("ns"), "", etcd_watcher::everything())
@@ -694,7 +703,7 @@ async fn a_silent_etcd_yields_an_error_within_seconds() {
 // Exactly once through faults
 
 /// Pods the writer creates (and, all but the last of each lane, deletes).
-const WRITER_PODS: usize = 1000;
+const WRITER_PODS: usize = 2000;
 /// Concurrent writer lanes, each with its own pods.
 const WRITER_LANES: usize = 4;
 /// The pod the writer creates last; its event ends the consumer's loop.
@@ -826,8 +835,14 @@ fn assert_same_revisions(delivered: &[i64], acknowledged: &[i64]) {
         .collect();
     let delivered_set: std::collections::BTreeSet<_> = delivered.iter().collect();
     let acknowledged_set: std::collections::BTreeSet<_> = acknowledged.iter().collect();
-    let missing: Vec<_> = acknowledged_set.difference(&delivered_set).take(10).collect();
-    let unexpected: Vec<_> = delivered_set.difference(&acknowledged_set).take(10).collect();
+    let missing: Vec<_> = acknowledged_set
+        .difference(&delivered_set)
+        .take(10)
+        .collect();
+    let unexpected: Vec<_> = delivered_set
+        .difference(&acknowledged_set)
+        .take(10)
+        .collect();
     panic!(
         "delivered {} events for {} acknowledged writes; missing {missing:?}, \
          unexpected {unexpected:?}, out of order or repeated {out_of_order:?}",
@@ -915,6 +930,12 @@ async fn cutting_the_network_mid_stream_loses_and_repeats_nothing() {
             }
         });
         let (delivered, resumes) = consume_until_done(&mut watch).await;
+        eprintln!(
+            "DEBUG cut: delivered {} resumes {} restarts {}",
+            delivered.len(),
+            resumes,
+            restarts(&metrics)
+        );
         faults.await.expect("fault schedule");
         let acknowledged = writer.await.expect("writer");
         assert_eq!(acknowledged.len(), Writer::total_ops());
@@ -958,6 +979,12 @@ async fn killing_etcd_mid_stream_loses_and_repeats_nothing() {
             }
         });
         let (delivered, resumes) = consume_until_done(&mut watch).await;
+        eprintln!(
+            "DEBUG kill: delivered {} resumes {} restarts {}",
+            delivered.len(),
+            resumes,
+            restarts(&metrics)
+        );
         let _etcd = faults.await.expect("fault schedule");
         let acknowledged = writer.await.expect("writer");
         assert_eq!(acknowledged.len(), Writer::total_ops());

@@ -203,12 +203,40 @@ impl EtcdServer {
         }
     }
 
-    /// Freezes etcd with SIGSTOP: connections stay open but nothing is answered, like a hung
-    /// server. Undo with [`EtcdServer::resume`]; dropping a paused server is fine.
+    /// Freezes etcd with SIGSTOP and returns once all its threads have stopped: connections stay
+    /// open but nothing is answered, like a hung server. Undo with [`EtcdServer::resume`];
+    /// dropping a paused server is fine.
     ///
     /// Panics if etcd is not running.
     pub fn pause(&self) {
-        signal(self.running(), libc::SIGSTOP);
+        let child = self.running();
+        signal(child, libc::SIGSTOP);
+        // kill(2) only queues the stop: under load an etcd thread can still answer a request
+        // after it returns. Wait until every thread has stopped (or the process died); WNOWAIT
+        // leaves the state for std's own wait.
+        let pid = libc::id_t::from(child.id());
+        // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: `info` is a valid, writable siginfo_t; the pid is our unreaped child.
+            let rc = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    pid,
+                    &mut info,
+                    libc::WSTOPPED | libc::WEXITED | libc::WNOWAIT,
+                )
+            };
+            if rc == 0 {
+                return;
+            }
+            let err = io::Error::last_os_error();
+            assert_eq!(
+                err.kind(),
+                io::ErrorKind::Interrupted,
+                "waitid({pid}) for SIGSTOP: {err}"
+            );
+        }
     }
 
     /// Thaws a server frozen by [`EtcdServer::pause`] with SIGCONT.
