@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::api::{self, Endpoints, Object, Pod, ReplicationController, Service};
 use crate::client::{self, ClientConfig};
 use crate::controller_manager;
+use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::{self, Update, WatchEvent, Watcher};
 use crate::labels::Selector;
 use crate::registry::Registry;
@@ -93,7 +94,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run the controller loops (the replication manager) and the status endpoint
+    /// Run the controller loops (replication manager, endpoints controller) and the status endpoint
     /// (/healthz, /metrics) until SIGINT or SIGTERM.
     ControllerManager(ControllerManagerArgs),
     /// Print the typed watch events of one kind, as the 2014 apiserver's watch did.
@@ -106,7 +107,12 @@ pub enum Command {
 #[derive(Args, Debug)]
 pub struct ControllerManagerArgs {
     /// Controllers to run, comma separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "replication")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "replication,endpoints"
+    )]
     pub controllers: Vec<controller_manager::Controller>,
     /// How often every controller is synced even without events (2014: 10s).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
@@ -117,6 +123,9 @@ pub struct ControllerManagerArgs {
     /// Most pods created or deleted for one controller in one sync.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
     pub burst_replicas: u32,
+    /// Period of the endpoints controller's full pass over every Service (2014: 10s).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub endpoint_sync_period: Duration,
     /// Address of the status endpoint; anything but loopback exposes it.
     #[arg(long, default_value = "127.0.0.1")]
     pub address: std::net::IpAddr,
@@ -137,6 +146,10 @@ impl ControllerManagerArgs {
                 concurrent_syncs: self.concurrent_rc_syncs as usize,
                 burst_replicas: self.burst_replicas as usize,
                 ..ManagerConfig::default()
+            },
+            endpoints: EndpointsConfig {
+                sync_period: self.endpoint_sync_period,
+                ..EndpointsConfig::default()
             },
             status_addr: std::net::SocketAddr::new(self.address, self.port),
         }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{self, ClientConfig};
+use crate::endpoints::{EndpointsConfig, EndpointsController};
 use crate::etcd_watcher::Watcher;
 use crate::registry::Registry;
 use crate::replication_manager::{ManagerConfig, ReplicationManager};
@@ -21,6 +22,8 @@ use crate::status::{self, Health, Metrics};
 pub enum Controller {
     /// The replication manager.
     Replication,
+    /// The endpoints controller.
+    Endpoints,
 }
 
 /// Everything `run` needs, validated.
@@ -30,6 +33,7 @@ pub struct Config {
     pub prefix: String,
     pub controllers: Vec<Controller>,
     pub manager: ManagerConfig,
+    pub endpoints: EndpointsConfig,
     /// Where `/healthz` and `/metrics` listen. Default 127.0.0.1:10252 (2014's port).
     pub status_addr: SocketAddr,
 }
@@ -67,12 +71,37 @@ pub async fn run(
     ));
     let watcher = Watcher::new(&client, registry.clone());
     health.loops_running.store(true, Ordering::SeqCst);
-    let manager = ReplicationManager::new(registry, config.manager.clone(), metrics.clone());
-    let result = if config.controllers.contains(&Controller::Replication) {
-        manager.run(watcher, shutdown).await
-    } else {
-        shutdown.await;
-        Ok(())
+    // Every controller waits on the same token; each drains its own workers.
+    let token = CancellationToken::new();
+    let replication = async {
+        if config.controllers.contains(&Controller::Replication) {
+            ReplicationManager::new(registry.clone(), config.manager.clone(), metrics.clone())
+                .run(watcher.clone(), token.clone().cancelled_owned())
+                .await
+        } else {
+            Ok(())
+        }
+    };
+    let endpoints = async {
+        if config.controllers.contains(&Controller::Endpoints) {
+            EndpointsController::new(registry.clone(), config.endpoints.clone(), metrics.clone())
+                .run(watcher.clone(), token.clone().cancelled_owned())
+                .await
+        } else {
+            Ok(())
+        }
+    };
+    let controllers = async {
+        let (replication, endpoints) = tokio::join!(replication, endpoints);
+        replication.and(endpoints)
+    };
+    tokio::pin!(controllers, shutdown);
+    let result = tokio::select! {
+        result = &mut controllers => result,
+        _ = &mut shutdown => {
+            token.cancel();
+            controllers.await
+        }
     };
     health.loops_running.store(false, Ordering::SeqCst);
     *health.reason.lock().expect("health lock") = "shutting down".to_string();

@@ -5,7 +5,9 @@
 pub mod api;
 pub mod cli;
 pub mod client;
+pub mod controller;
 pub mod controller_manager;
+pub mod endpoints;
 pub mod etcd_watcher;
 pub mod labels;
 pub mod registry;

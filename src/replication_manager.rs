@@ -19,17 +19,16 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tracing::Instrument as _;
 
 use crate::api::{
-    self, Object, ObjectMeta, Pod, PodPhase, PodStatus, ReplicationController, ResourceVersion,
+    self, ObjectMeta, Pod, PodPhase, PodStatus, ReplicationController, ResourceVersion,
 };
+use crate::controller::{forward, log_notice, worker, SyncHandler};
 use crate::etcd_watcher::{self, BackoffConfig, Update, WatchEvent, Watcher};
 use crate::labels::{Selector, Set};
 use crate::registry::{Registry, StorageError};
@@ -290,11 +289,6 @@ pub fn new_pod_from_template(controller: &ReplicationController, name: String) -
 // ---------------------------------------------------------------------------------------
 // The manager
 
-/// A sync handler: syncs the controller `namespace/name` (2014's injectable
-/// `syncHandler`, here so the loop can be tested without etcd).
-pub type SyncHandler =
-    Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>> + Send + Sync>;
-
 /// `ReplicationManager`.
 pub struct ReplicationManager<P: PodControl = EtcdPodControl> {
     inner: Arc<Inner<P>>,
@@ -422,6 +416,7 @@ impl<P: PodControl> ReplicationManager<P> {
         let mut workers = JoinSet::new();
         for _ in 0..config.concurrent_syncs.max(1) {
             workers.spawn(worker(
+                "replication",
                 queue.clone(),
                 self.handler(),
                 self.inner.metrics.clone(),
@@ -493,76 +488,12 @@ impl<P: PodControl> ReplicationManager<P> {
     }
 }
 
-/// Runs a resumable watch on its own task, so that the loop's `select!` only ever waits
-/// on a channel (cancel-safe); a relist in progress is never restarted by another arm.
-fn forward<T: Object>(
-    mut watch: etcd_watcher::ResumableWatch<T>,
-    tasks: &mut JoinSet<()>,
-) -> mpsc::Receiver<Update<T>> {
-    let (tx, rx) = mpsc::channel(etcd_watcher::WATCH_BUFFER);
-    tasks.spawn(async move {
-        loop {
-            let update = watch.next().await;
-            if tx.send(update).await.is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-fn log_notice<T>(resource: &str, update: &Update<T>) {
-    match update {
-        Update::Resumed { from, reason } => {
-            tracing::info!(resource, from, %reason, "watch resumed from its last resourceVersion")
-        }
-        Update::Relisted {
-            revision,
-            added,
-            modified,
-            deleted,
-        } => tracing::info!(resource, revision, added, modified, deleted, "watch listed"),
-        Update::Event(..) => {}
-    }
-}
-
 /// What woke the loop.
 enum Trigger {
     Shutdown,
     Resync,
     Controller(Box<Update<ReplicationController>>),
     Pod(Box<Update<Pod>>),
-}
-
-/// One worker: takes keys from the queue until it shuts down.
-async fn worker(queue: Arc<WorkQueue<String>>, handler: SyncHandler, metrics: Arc<Metrics>) {
-    while let Some(key) = queue.get().await {
-        let started = Instant::now();
-        let result = handler(key.clone())
-            .instrument(tracing::info_span!("sync", controller = %key))
-            .await;
-        metrics
-            .rc_sync_duration
-            .observe(started.elapsed().as_secs_f64());
-        match result {
-            Ok(()) => {
-                metrics
-                    .rc_syncs
-                    .get_or_create(&vec![("result", "ok")])
-                    .inc();
-                queue.forget(&key);
-            }
-            Err(e) => {
-                metrics
-                    .rc_syncs
-                    .get_or_create(&vec![("result", "error")])
-                    .inc();
-                let delay = queue.add_rate_limited(key.clone());
-                tracing::debug!(controller = %key, error = format!("{e:#}"), ?delay, "sync failed; retrying");
-            }
-        }
-        queue.done(&key);
-    }
 }
 
 /// The controllers the loop knows of, by namespace, with what it needs to map pod

@@ -32,10 +32,10 @@ type QueueDepth = Box<dyn Fn() -> usize + Send + Sync>;
 /// Every metric kcm exports. Cheap to share behind an `Arc`.
 pub struct Metrics {
     registry: PromRegistry,
-    /// Syncs of replication controllers, by result (`ok`, `error`).
-    pub rc_syncs: Family<Vec<(&'static str, &'static str)>, Counter>,
-    /// Duration of one controller sync, seconds.
-    pub rc_sync_duration: Histogram,
+    /// Syncs by controller (`replication`, `endpoints`) and result (`ok`, `error`).
+    pub syncs: Family<Vec<(&'static str, &'static str)>, Counter>,
+    /// Duration of one sync by controller, seconds.
+    pub sync_duration: Family<ResourceLabel, Histogram>,
     pub pods_created: Counter,
     pub pods_deleted: Counter,
     /// Keys waiting in the work queues, by controller.
@@ -60,8 +60,10 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = PromRegistry::with_prefix("kcm");
         let metrics = Metrics {
-            rc_syncs: Family::default(),
-            rc_sync_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            syncs: Family::default(),
+            sync_duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+            }),
             pods_created: Counter::default(),
             pods_deleted: Counter::default(),
             queue_depth: Family::default(),
@@ -75,14 +77,14 @@ impl Metrics {
             registry: PromRegistry::default(),
         };
         registry.register(
-            "rc_syncs",
-            "Replication controller syncs by result",
-            metrics.rc_syncs.clone(),
+            "syncs",
+            "Controller syncs by controller and result",
+            metrics.syncs.clone(),
         );
         registry.register(
-            "rc_sync_duration_seconds",
-            "Duration of one replication controller sync",
-            metrics.rc_sync_duration.clone(),
+            "sync_duration_seconds",
+            "Duration of one controller sync",
+            metrics.sync_duration.clone(),
         );
         registry.register(
             "pods_created",

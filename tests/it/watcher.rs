@@ -376,10 +376,13 @@ async fn delete(client: &mut Client, key: &str) {
 async fn from_empty_existing_objects_arrive_as_added_then_live_events() {
     with_timeout(LIMIT, async {
         let Some(mut env) = env().await else { return };
-        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        // Written out of key order: the list delivers in revision order, so that revisions
+        // never go backwards (a consumer may resume from the last one it saw).
         let b = put_pod(&mut env.client, "ns", "b", "y").await;
+        let a = put_pod(&mut env.client, "ns", "a", "x").await;
         let b2 = put_pod(&mut env.client, "ns", "b", "z").await; // listed as its latest state
         put_pod(&mut env.client, "other", "c", "x").await; // another namespace
+        assert!(b < a && a < b2);
         let mut stream = env
             .watcher
             .watch_list::<Pod>(Some("ns"), "", etcd_watcher::everything())
@@ -392,7 +395,6 @@ async fn from_empty_existing_objects_arrive_as_added_then_live_events() {
             ],
         )
         .await;
-        assert!(b < b2);
         let c = put_pod(&mut env.client, "ns", "c", "x").await;
         let a2 = put_pod(&mut env.client, "ns", "a", "w").await;
         let gone = delete_pod(&mut env.client, "ns", "b").await;
@@ -699,6 +701,51 @@ async fn a_silent_etcd_yields_an_error_within_seconds() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumable_watch_resumes_after_a_silent_etcd_answers_again() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        let proxy = FaultProxy::start(env.etcd.client_addr()).await;
+        let watcher = watcher_via(proxy.endpoint()).await;
+        let start = current_revision(&mut env.client).await;
+        let mut watch = watcher
+            .resumable_list::<Pod>(None, &start.to_string(), etcd_watcher::everything())
+            .unwrap()
+            .with_backoff(SHORT_BACKOFF);
+        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        assert_eq!(
+            next_update_event(&mut watch).await,
+            format!("ADDED ns/a rv={a} app=x")
+        );
+
+        proxy.blackhole();
+        let b = put_pod(&mut env.client, "ns", "b", "x").await;
+        // Keepalive notices the silence and the watch re-opens from `a`.
+        match next_update(&mut watch).await {
+            Update::Resumed { from, .. } => assert_eq!(from, a),
+            other => panic!("expected a resume, got {other:?}"),
+        }
+        proxy.restore();
+        let c = put_pod(&mut env.client, "ns", "c", "x").await;
+        let mut events = Vec::new();
+        while events.len() < 2 {
+            match next_update(&mut watch).await {
+                Update::Event(event, _) => events.push(describe(&event)),
+                Update::Resumed { from, .. } => assert_eq!(from, a),
+                Update::Relisted { .. } => panic!("relisted without compaction"),
+            }
+        }
+        assert_eq!(
+            events,
+            [
+                format!("ADDED ns/b rv={b} app=x"),
+                format!("ADDED ns/c rv={c} app=x"),
+            ]
+        );
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Exactly once through faults
 
@@ -930,12 +977,6 @@ async fn cutting_the_network_mid_stream_loses_and_repeats_nothing() {
             }
         });
         let (delivered, resumes) = consume_until_done(&mut watch).await;
-        eprintln!(
-            "DEBUG cut: delivered {} resumes {} restarts {}",
-            delivered.len(),
-            resumes,
-            restarts(&metrics)
-        );
         faults.await.expect("fault schedule");
         let acknowledged = writer.await.expect("writer");
         assert_eq!(acknowledged.len(), Writer::total_ops());
@@ -979,12 +1020,6 @@ async fn killing_etcd_mid_stream_loses_and_repeats_nothing() {
             }
         });
         let (delivered, resumes) = consume_until_done(&mut watch).await;
-        eprintln!(
-            "DEBUG kill: delivered {} resumes {} restarts {}",
-            delivered.len(),
-            resumes,
-            restarts(&metrics)
-        );
         let _etcd = faults.await.expect("fault schedule");
         let acknowledged = writer.await.expect("writer");
         assert_eq!(acknowledged.len(), Writer::total_ops());
@@ -1028,12 +1063,22 @@ fn summary(state: &BTreeMap<String, Pod>) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Fails unless `revisions` never go backwards.
+#[track_caller]
+fn assert_non_decreasing(revisions: &[i64]) {
+    assert!(
+        revisions.windows(2).all(|pair| pair[0] <= pair[1]),
+        "revisions went backwards: {revisions:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_during_a_cut_is_a_410_for_the_one_shot_watch_and_a_relist_for_the_resumable_one(
 ) {
     with_timeout(LIMIT, async {
         let Some(mut env) = env().await else { return };
-        for i in 0..10 {
+        // In reverse key order, so that key order and revision order differ.
+        for i in (0..10).rev() {
             put_pod(&mut env.client, "ns", &format!("k{i}"), "old").await;
         }
         let proxy = FaultProxy::start(env.etcd.client_addr()).await;
@@ -1047,18 +1092,25 @@ async fn compaction_during_a_cut_is_a_410_for_the_one_shot_watch_and_a_relist_fo
             .with_backoff(SHORT_BACKOFF);
         let metrics = resumable.metrics();
 
-        let mut last_seen = 0;
+        let mut one_shot_revisions = Vec::new();
         for _ in 0..10 {
-            last_seen = last_seen.max(next_event(&mut one_shot).await.revision().unwrap());
+            one_shot_revisions.push(next_event(&mut one_shot).await.revision().unwrap());
         }
+        assert_non_decreasing(&one_shot_revisions);
+        let last_seen = *one_shot_revisions.last().unwrap();
+
         let mut cache = BTreeMap::new();
+        let mut resumable_revisions = Vec::new();
         match next_update(&mut resumable).await {
             Update::Relisted { added: 10, .. } => {}
             other => panic!("expected a list of 10, got {other:?}"),
         }
         for _ in 0..10 {
             match next_update(&mut resumable).await {
-                Update::Event(event, _) => replay(&mut cache, event),
+                Update::Event(event, _) => {
+                    resumable_revisions.push(event.revision().unwrap());
+                    replay(&mut cache, event);
+                }
                 other => panic!("expected an event, got {other:?}"),
             }
         }
@@ -1066,14 +1118,15 @@ async fn compaction_during_a_cut_is_a_410_for_the_one_shot_watch_and_a_relist_fo
         proxy.cut();
         // The open one-shot watch reports the broken connection instead of hanging.
         assert_eq!(describe(&next_event(&mut one_shot).await), "ERROR 500");
+        // Some added, some changed (in reverse key order again), some deleted.
         for i in 0..3 {
+            put_pod(&mut env.client, "ns", &format!("n{i}"), "new").await;
+        }
+        for i in (0..3).rev() {
             put_pod(&mut env.client, "ns", &format!("k{i}"), "new").await;
         }
         for i in 3..6 {
             delete_pod(&mut env.client, "ns", &format!("k{i}")).await;
-        }
-        for i in 0..3 {
-            put_pod(&mut env.client, "ns", &format!("n{i}"), "new").await;
         }
         let compacted = env.etcd.compact().await;
         assert!(compacted > last_seen + 1);
@@ -1114,6 +1167,7 @@ async fn compaction_during_a_cut_is_a_410_for_the_one_shot_watch_and_a_relist_fo
                     if let WatchEvent::Deleted(pod) = &event {
                         deleted_names.push(pod.metadata.name.clone());
                     }
+                    resumable_revisions.push(event.revision().unwrap());
                     replay(&mut cache, event);
                 }
                 other => panic!("expected an event, got {other:?}"),
@@ -1122,6 +1176,7 @@ async fn compaction_during_a_cut_is_a_410_for_the_one_shot_watch_and_a_relist_fo
         deleted_names.sort();
         assert_eq!(deleted_names, ["k3", "k4", "k5"]);
         assert_eq!(metrics.relists.load(Ordering::SeqCst), 2);
+        assert_non_decreasing(&resumable_revisions);
 
         let registry = Registry::new(&env.client, kcm::api::DEFAULT_PREFIX).unwrap();
         let listed = registry

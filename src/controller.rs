@@ -1,0 +1,93 @@
+//! Machinery the controller loops share: the worker that drains a work queue through a
+//! sync handler, and watch forwarding onto a channel.
+//!
+//! 2014 had none of this: each controller was one `util.Forever` loop. kcm's
+//! controllers (`replication_manager`, `endpoints`) are each a `select!` loop that only
+//! classifies what arrived and queues keys, plus N workers from here that sync them.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tracing::Instrument as _;
+
+use crate::api::Object;
+use crate::etcd_watcher::{self, ResumableWatch, Update};
+use crate::status::Metrics;
+use crate::workqueue::WorkQueue;
+
+/// Syncs one object `namespace/name` (2014's injectable `syncHandler`, so loops can be
+/// tested without etcd).
+pub type SyncHandler =
+    Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>> + Send + Sync>;
+
+/// One worker of `controller`: takes keys from the queue until it shuts down, syncs
+/// each, and re-queues failures with the key's backoff.
+pub async fn worker(
+    controller: &'static str,
+    queue: Arc<WorkQueue<String>>,
+    handler: SyncHandler,
+    metrics: Arc<Metrics>,
+) {
+    while let Some(key) = queue.get().await {
+        let started = Instant::now();
+        let result = handler(key.clone())
+            .instrument(tracing::info_span!("sync", controller, key = %key))
+            .await;
+        metrics
+            .sync_duration
+            .get_or_create(&vec![("controller", controller)])
+            .observe(started.elapsed().as_secs_f64());
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        metrics
+            .syncs
+            .get_or_create(&vec![("controller", controller), ("result", outcome)])
+            .inc();
+        match result {
+            Ok(()) => queue.forget(&key),
+            Err(e) => {
+                let delay = queue.add_rate_limited(key.clone());
+                tracing::debug!(controller, %key, error = format!("{e:#}"), ?delay, "sync failed; retrying");
+            }
+        }
+        queue.done(&key);
+    }
+}
+
+/// Runs a resumable watch on its own task (owned by `tasks`), so that a loop's
+/// `select!` only ever waits on a channel, which is cancel-safe: a relist in progress is
+/// never restarted because another arm fired first.
+pub fn forward<T: Object>(
+    mut watch: ResumableWatch<T>,
+    tasks: &mut JoinSet<()>,
+) -> mpsc::Receiver<Update<T>> {
+    let (tx, rx) = mpsc::channel(etcd_watcher::WATCH_BUFFER);
+    tasks.spawn(async move {
+        loop {
+            let update = watch.next().await;
+            if tx.send(update).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Logs a resumable watch's resume and relist notices.
+pub fn log_notice<T>(resource: &str, update: &Update<T>) {
+    match update {
+        Update::Resumed { from, reason } => {
+            tracing::info!(resource, from, %reason, "watch resumed from its last resourceVersion")
+        }
+        Update::Relisted {
+            revision,
+            added,
+            modified,
+            deleted,
+        } => tracing::info!(resource, revision, added, modified, deleted, "watch listed"),
+        Update::Event(..) => {}
+    }
+}
