@@ -6,10 +6,12 @@
 //! classifies what arrived and queues keys, plus N workers from here that sync them.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::FutureExt as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::Instrument as _;
@@ -34,9 +36,21 @@ pub async fn worker(
 ) {
     while let Some(key) = queue.get().await {
         let started = Instant::now();
-        let result = handler(key.clone())
+        // Like 2014's util.HandleCrash: a panicking sync is logged and retried with
+        // backoff; it does not take the worker (or the process) down.
+        let result = AssertUnwindSafe(handler(key.clone()))
+            .catch_unwind()
             .instrument(tracing::info_span!("sync", controller, key = %key))
-            .await;
+            .await
+            .unwrap_or_else(|panic| {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                tracing::error!(controller, %key, %message, "sync panicked");
+                Err(anyhow::anyhow!("sync panicked: {message}"))
+            });
         metrics
             .sync_duration
             .get_or_create(&vec![("controller", controller)])

@@ -333,3 +333,44 @@ async fn shutdown_waits_for_in_flight_syncs() {
     // And nothing new started after shutdown.
     assert_eq!(synced.lock().unwrap().len(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_sync_is_retried_and_does_not_take_the_worker_down() {
+    let config = ManagerConfig {
+        concurrent_syncs: 1,
+        ..ManagerConfig::default()
+    };
+    let (manager, _, _) = counting_manager(config, Duration::ZERO).await;
+    let synced = Arc::new(Mutex::new(Vec::new()));
+    let handler: SyncHandler = {
+        let synced = synced.clone();
+        Arc::new(move |key: String| {
+            synced.lock().unwrap().push(key.clone());
+            Box::pin(async move {
+                assert_ne!(key, "ns/boom", "sync of a bad controller panicked");
+                Ok(())
+            })
+        })
+    };
+    let manager = manager.with_sync_handler(handler);
+    let (rc_tx, rc_rx) = mpsc::channel(10);
+    let (_pod_tx, pod_rx) = mpsc::channel(10);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(async move {
+        manager
+            .run_loop(rc_rx, pod_rx, async {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    rc_tx.send(added("boom")).await.unwrap();
+    rc_tx.send(added("fine")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let synced_keys = synced.lock().unwrap().clone();
+    // The only worker survived the panic, synced the next key, and retried the
+    // panicking one with backoff.
+    assert!(synced_keys.contains(&"ns/fine".to_string()), "{synced_keys:?}");
+    assert!(synced_keys.iter().filter(|k| *k == "ns/boom").count() >= 2, "{synced_keys:?}");
+    stop_tx.send(()).unwrap();
+    run.await.unwrap().unwrap();
+}
