@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, Error, GetOptions, WatchOptions};
+use etcd_client::{Client, ConnectOptions, Error, GetOptions, WatchOptions};
 
 use crate::support::{eventually, start_etcd, with_timeout, FaultProxy};
 
@@ -299,6 +299,43 @@ async fn blackhole_hangs_requests_until_restore() {
         eventually(
             Duration::from_secs(10),
             "the old client to answer again",
+            || get_succeeds(client.clone()),
+        )
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blackhole_is_detected_by_http2_keepalive() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let proxy = FaultProxy::start(etcd.client_addr()).await;
+        let options = ConnectOptions::new()
+            .with_keep_alive(Duration::from_millis(250), Duration::from_millis(250));
+        let mut client = Client::connect([proxy.endpoint()], Some(options))
+            .await
+            .expect("connect through proxy");
+        let mut watch = client
+            .watch("/registry/", Some(WatchOptions::new().with_prefix()))
+            .await
+            .expect("watch");
+        watch.message().await.expect("watch created");
+
+        proxy.blackhole();
+        // Nothing closes the connection; only the missed PING acks end the stream. Observed:
+        // an error (gRPC UNKNOWN, broken pipe) about interval + timeout after the blackhole.
+        let end = tokio::time::timeout(Duration::from_secs(5), watch.message())
+            .await
+            .expect("keepalive ends a blackholed watch within 5s");
+        assert!(end.is_err(), "expected an error, got {end:?}");
+
+        proxy.restore();
+        eventually(
+            Duration::from_secs(10),
+            "the client to reconnect after restore",
             || get_succeeds(client.clone()),
         )
         .await;

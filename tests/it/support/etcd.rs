@@ -109,6 +109,9 @@ pub struct EtcdServer {
 /// Launch failed because a port was taken; the caller picks new ports or retries.
 struct PortInUse;
 
+/// The process exited while we waited for it to become healthy.
+struct Exited;
+
 impl EtcdServer {
     /// The client URL, `http://127.0.0.1:PORT`, for `Client::connect` or `--etcd-servers`.
     pub fn endpoint(&self) -> String {
@@ -138,10 +141,10 @@ impl EtcdServer {
     /// Waits until etcd serves a linearizable read (so it has a leader), polling every 20 ms.
     ///
     /// Panics after 20 s, or as soon as the process exits, with the tail of the log.
-    pub async fn wait_healthy(&mut self) {
+    pub async fn wait_healthy(&self) {
         if self.wait_ready().await.is_err() {
             panic!(
-                "etcd on {} exited: port in use; log tail:\n{}",
+                "etcd on {} exited before becoming healthy; log tail:\n{}",
                 self.endpoint(),
                 self.log_tail()
             );
@@ -296,6 +299,7 @@ impl EtcdServer {
             .open(&self.log_path)
             .expect("open etcd log file");
         let stderr = log.try_clone().expect("clone etcd log file handle");
+        let log_start = log.metadata().map_or(0, |meta| meta.len());
         let client_url = self.endpoint();
         let peer_url = self.peer_url();
         let mut command = Command::new(&self.bin);
@@ -333,29 +337,31 @@ impl EtcdServer {
                 .spawn()
                 .unwrap_or_else(|err| panic!("spawn {}: {err}", self.bin.display())),
         );
-        self.wait_ready().await
+        if self.wait_ready().await.is_ok() {
+            return Ok(());
+        }
+        let mut child = self.child.take().expect("etcd was running");
+        let status = child.wait().expect("reap etcd");
+        let log = self.log();
+        let this_run = log.get(log_start as usize..).unwrap_or(&log);
+        if this_run.contains("address already in use") {
+            return Err(PortInUse);
+        }
+        panic!(
+            "etcd on {} exited ({status}) before becoming healthy; log tail:\n{}",
+            self.endpoint(),
+            self.log_tail()
+        );
     }
 
-    /// Polls until etcd serves a linearizable read. Returns `Err(PortInUse)` if the process
-    /// exited because a port was taken; panics on any other exit or after 20 s.
-    async fn wait_ready(&mut self) -> Result<(), PortInUse> {
-        let log_start = fs::metadata(&self.log_path).map_or(0, |meta| meta.len());
+    /// Polls until etcd serves a linearizable read; `Err(Exited)` as soon as the process exits
+    /// (left unreaped for the caller). Panics after 20 s.
+    async fn wait_ready(&self) -> Result<(), Exited> {
         let deadline = tokio::time::Instant::now() + HEALTHY_DEADLINE;
         let mut last_error = String::from("client port not listening yet");
         loop {
-            let child = self.child.as_mut().expect("etcd is not running");
-            if let Ok(Some(status)) = child.try_wait() {
-                self.child = None;
-                let log = self.log();
-                let this_run = log.get(log_start as usize..).unwrap_or(&log);
-                if this_run.contains("address already in use") {
-                    return Err(PortInUse);
-                }
-                panic!(
-                    "etcd on {} exited with {status} before becoming healthy; log tail:\n{}",
-                    self.endpoint(),
-                    self.log_tail()
-                );
+            if has_exited(self.running()) {
+                return Err(Exited);
             }
             // A plain TCP connect fails fast while the port is closed, whereas an etcd-client
             // request would wait for the lazy channel to connect.
@@ -435,6 +441,26 @@ async fn probe(endpoint: &str, peer_url: &str) -> Result<(), String> {
     } else {
         Err(format!("{endpoint} is served by another etcd: {members:?}"))
     }
+}
+
+/// Whether `child` has exited, without reaping it (so `Child::wait` still works).
+fn has_exited(child: &Child) -> bool {
+    let pid = libc::id_t::from(child.id());
+    // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is a valid, writable siginfo_t; the pid is our unreaped child.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    assert_eq!(rc, 0, "waitid({pid}): {}", io::Error::last_os_error());
+    // With WNOHANG, waitid leaves si_pid zero when the child is still running.
+    // SAFETY: waitid filled `info` (or left it zeroed), so si_pid is initialised.
+    unsafe { info.si_pid() != 0 }
 }
 
 fn signal(child: &Child, signal: libc::c_int) {
