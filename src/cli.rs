@@ -13,6 +13,9 @@ use crate::client::{self, ClientConfig};
 use crate::controller_manager;
 use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::{self, Update, WatchEvent, Watcher};
+use crate::kubecfg::{
+    self, CreateArgs, DeleteArgs, DescribeArgs, GetArgs, ResizeArgs, RunArgs, StopArgs,
+};
 use crate::labels::Selector;
 use crate::registry::Registry;
 use crate::replication_manager::ManagerConfig;
@@ -97,11 +100,41 @@ pub enum Command {
     /// Run the controller loops (replication manager, endpoints controller) and the status endpoint
     /// (/healthz, /metrics) until SIGINT or SIGTERM.
     ControllerManager(ControllerManagerArgs),
+    /// Run a simulated node until SIGINT or SIGTERM: claim unassigned pods (at most
+    /// --max-pods), turn them Running with an address from --pod-cidr after
+    /// --start-delay, and fail a --fail-rate share of them after --fail-after.
+    Kubelet(crate::kubelet::KubeletArgs),
     /// Print the typed watch events of one kind, as the 2014 apiserver's watch did.
     ///
     /// Follows the resumable watch until Ctrl-C; says on stderr when it resumes after a
     /// disconnect or lists again after compaction.
     Watch(WatchArgs),
+    /// Create objects from a JSON file.
+    ///
+    /// The file holds one object or a `{"items": [...]}` list of ReplicationControllers,
+    /// Pods, Services and Endpoints. Every object is validated before any is written.
+    Create(CreateArgs),
+    /// Print objects of one kind as a table or as JSON.
+    Get(GetArgs),
+    /// Set a replication controller's desired replicas (2014 kubecfg's `resize`).
+    #[command(visible_alias = "scale")]
+    Resize(ResizeArgs),
+    /// Delete one object.
+    ///
+    /// Deleting a replication controller leaves its pods; `stop` deletes them too.
+    Delete(DeleteArgs),
+    /// Delete a replication controller and its pods.
+    ///
+    /// Resizes it to 0, waits until no active pod matches its selector (a running
+    /// controller-manager deletes them), then deletes it.
+    Stop(StopArgs),
+    /// Run an image under a new replication controller (2014 kubecfg's `run`).
+    ///
+    /// The controller, its pods and (with --expose) a service in front of them are all
+    /// labelled and selected by `name=NAME`.
+    Run(RunArgs),
+    /// Show a replication controller's spec, status and pods, and what looks wrong.
+    Describe(DescribeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -216,12 +249,23 @@ pub async fn run(
             api::normalize_prefix(&cli.global.prefix)?;
             controller_manager::run(args.config(&cli.global), shutdown).await
         }
+        Command::Kubelet(args) => crate::kubelet::run(&cli.global, args.config()?, shutdown).await,
         Command::Watch(args) => {
             tokio::select! {
                 result = watch(&cli.global, args) => result,
                 _ = shutdown => Ok(()),
             }
         }
+        // The one-shot verbs never poll `shutdown`, so no signal handler is installed and
+        // Ctrl-C ends them at once (a `stop` interrupted while waiting leaves the
+        // controller at 0 replicas).
+        Command::Create(args) => kubecfg::create(&cli.global, args).await,
+        Command::Get(args) => kubecfg::get(&cli.global, args).await,
+        Command::Resize(args) => kubecfg::resize(&cli.global, args).await,
+        Command::Delete(args) => kubecfg::delete(&cli.global, args).await,
+        Command::Stop(args) => kubecfg::stop(&cli.global, args).await,
+        Command::Run(args) => kubecfg::run(&cli.global, args).await,
+        Command::Describe(args) => kubecfg::describe(&cli.global, args).await,
     }
 }
 

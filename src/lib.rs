@@ -9,6 +9,8 @@ pub mod controller;
 pub mod controller_manager;
 pub mod endpoints;
 pub mod etcd_watcher;
+pub mod kubecfg;
+pub mod kubelet;
 pub mod labels;
 pub mod registry;
 pub mod replication_manager;
