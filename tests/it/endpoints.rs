@@ -1,0 +1,587 @@
+//! Integration tests of the endpoints controller through the real `kcm controller-manager`
+//! binary against a real etcd: endpoints follow pods through scale up and down, an address
+//! change, relabelling, named and numeric `containerPort`, and service deletion; every change
+//! arrives from the watch (the full pass runs once a minute); Endpoints are written only when
+//! their set changes; and end to end, a replication controller's pods started by `kcm kubelet`
+//! show up behind their service.
+//!
+//! Services and pods are written and read as raw JSON with etcd-client.
+
+use std::collections::BTreeSet;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+
+use crate::support::{eventually, free_port, kcm_bin, start_etcd, with_timeout};
+
+const LIMIT: Duration = Duration::from_secs(120);
+/// The controller's full pass runs this rarely, so anything faster comes from a watch.
+const SLOW_SYNC: &str = "60s";
+/// How long a watch-driven change may take to reach the Endpoints (generous: tests run in
+/// parallel; far below [`SLOW_SYNC`]).
+const FROM_THE_WATCH: Duration = Duration::from_secs(10);
+/// How long a pod getting its address may take to show in its service's Endpoints.
+const POD_IP_LATENCY: Duration = Duration::from_secs(3);
+/// How long replicas may take to be created, claimed and started.
+const CONVERGE: Duration = Duration::from_secs(60);
+const NAMESPACE: &str = "shop";
+
+// ---------------------------------------------------------------------------------------------
+// `kcm` child processes
+
+/// A running `kcm` command, killed on drop. Its stderr is echoed to the test's captured
+/// output line by line, so a failing test shows it.
+struct Kcm {
+    child: Child,
+    pump: JoinHandle<()>,
+}
+
+impl Kcm {
+    fn spawn(endpoint: &str, args: &[&str]) -> Kcm {
+        let mut command = Command::new(kcm_bin());
+        command
+            .args(args)
+            .args(["--etcd-servers", endpoint])
+            .env_remove("RUST_LOG")
+            .env_remove("KCM_ETCD_SERVERS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            command.pre_exec(|| {
+                // Kill kcm if the test thread dies, so a test binary killed from outside does
+                // not leave it running.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn kcm {args:?}: {e}"));
+        let pid = child.id().expect("a fresh child has a pid");
+        let name = args[0].to_owned();
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let pump = tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("[kcm {name} {pid}] {line}");
+            }
+        });
+        Kcm { child, pump }
+    }
+
+    /// `kcm controller-manager --controllers {controllers}` with slow periodic syncs, and
+    /// the port of its status endpoint once that answers.
+    async fn controller_manager(endpoint: &str, controllers: &str) -> (Kcm, u16) {
+        let port = free_port();
+        let port_arg = port.to_string();
+        let mut kcm = Kcm::spawn(
+            endpoint,
+            &[
+                "controller-manager",
+                "--controllers",
+                controllers,
+                "--port",
+                &port_arg,
+                "--sync-period",
+                SLOW_SYNC,
+                "--endpoint-sync-period",
+                SLOW_SYNC,
+            ],
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http_get(port, "/healthz").await.is_none() {
+            let status = kcm.child.try_wait().expect("poll kcm");
+            assert!(
+                status.is_none(),
+                "kcm controller-manager exited: {status:?}"
+            );
+            assert!(
+                Instant::now() < deadline,
+                "kcm controller-manager did not serve /healthz within 30s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        (kcm, port)
+    }
+
+    /// Sends SIGTERM and waits (up to 15 s) for the exit status.
+    async fn terminate(&mut self) -> ExitStatus {
+        let pid = self.child.id().expect("kcm not yet reaped");
+        let pid = libc::pid_t::try_from(pid).expect("pid fits in pid_t");
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our unreaped child.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "kill({pid})");
+        tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+            .await
+            .expect("kcm exits within 15s of SIGTERM")
+            .expect("wait for kcm")
+    }
+}
+
+impl Drop for Kcm {
+    fn drop(&mut self) {
+        // kill_on_drop SIGKILLs the child when `child` drops, right after this.
+        self.pump.abort();
+    }
+}
+
+/// One HTTP/1.0 `GET` to a status endpoint, bounded to 5 s.
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let attempt = async {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.ok()?;
+        let text = String::from_utf8(response).ok()?;
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        let status = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some((status, body.to_owned()))
+    };
+    tokio::time::timeout(Duration::from_secs(5), attempt)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The value of one series of the manager's `/metrics`; 0 when not exported yet.
+async fn metric(port: u16, series: &str) -> f64 {
+    let Some((200, text)) = http_get(port, "/metrics").await else {
+        panic!("GET /metrics failed");
+    };
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(0.0, |value| value.trim().parse().expect("a numeric sample"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Objects as raw JSON in etcd
+
+fn service_key(name: &str) -> String {
+    format!("/registry/services/specs/{NAMESPACE}/{name}")
+}
+
+fn endpoints_key(name: &str) -> String {
+    format!("/registry/services/endpoints/{NAMESPACE}/{name}")
+}
+
+fn pod_key(name: &str) -> String {
+    format!("/registry/pods/{NAMESPACE}/{name}")
+}
+
+fn service(name: &str, app: &str, container_port: Value) -> Value {
+    json!({
+        "kind": "Service",
+        "apiVersion": "v1beta3",
+        "metadata": { "name": name, "namespace": NAMESPACE },
+        "spec": { "selector": { "app": app }, "port": 80, "containerPort": container_port },
+    })
+}
+
+/// A pod labelled `app={app}` with ports `http` 8080 and `metrics` 9090, Running with `ip`
+/// (no status at all when `ip` is empty).
+fn pod(name: &str, app: &str, ip: &str) -> Value {
+    let mut pod = json!({
+        "kind": "Pod",
+        "apiVersion": "v1beta3",
+        "metadata": { "name": name, "namespace": NAMESPACE, "labels": { "app": app } },
+        "spec": {
+            "host": "node-1",
+            "containers": [{
+                "name": "web",
+                "image": "nginx",
+                "ports": [
+                    { "name": "http", "containerPort": 8080 },
+                    { "name": "metrics", "containerPort": 9090 },
+                ],
+            }],
+        },
+    });
+    if !ip.is_empty() {
+        pod["status"] = json!({ "phase": "Running", "host": "node-1", "podIP": ip });
+    }
+    pod
+}
+
+async fn put(client: &Client, key: &str, value: &Value) {
+    client
+        .clone()
+        .put(key, value.to_string(), None)
+        .await
+        .unwrap_or_else(|e| panic!("put {key}: {e}"));
+}
+
+async fn delete(client: &Client, key: &str) {
+    let response = client
+        .clone()
+        .delete(key, None)
+        .await
+        .unwrap_or_else(|e| panic!("delete {key}: {e}"));
+    assert_eq!(response.deleted(), 1, "{key} existed");
+}
+
+/// Rewrites the JSON document at `key` with `change`, compare-and-swap on its mod revision,
+/// retrying on conflicts.
+async fn update_json(client: &Client, key: &str, mut change: impl FnMut(&mut Value)) {
+    let mut client = client.clone();
+    for _ in 0..100 {
+        let response = client.get(key, None).await.expect("get for update");
+        let kv = response
+            .kvs()
+            .first()
+            .unwrap_or_else(|| panic!("{key} not found"));
+        let mut document: Value = serde_json::from_slice(kv.value()).expect("stored JSON");
+        change(&mut document);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key,
+                CompareOp::Equal,
+                kv.mod_revision(),
+            )])
+            .and_then([TxnOp::put(key, document.to_string(), None)]);
+        if client.txn(txn).await.expect("update txn").succeeded() {
+            return;
+        }
+    }
+    panic!("{key} kept changing under 100 updates");
+}
+
+/// The stored Endpoints of service `name`: its entries, mod revision and version (the
+/// number of writes since it was created); `None` if absent.
+async fn endpoints(client: &Client, name: &str) -> Option<(Vec<String>, i64, i64)> {
+    let response = client
+        .clone()
+        .get(endpoints_key(name), None)
+        .await
+        .expect("get endpoints");
+    let kv = response.kvs().first()?;
+    let document: Value = serde_json::from_slice(kv.value()).expect("endpoints JSON");
+    let entries = serde_json::from_value(document["endpoints"].clone()).unwrap_or_default();
+    Some((entries, kv.mod_revision(), kv.version()))
+}
+
+async fn endpoints_are(client: &Client, name: &str, expected: &[&str]) -> bool {
+    endpoints(client, name)
+        .await
+        .is_some_and(|(entries, _, _)| entries == expected)
+}
+
+/// Waits until service `name`'s Endpoints are exactly `expected` (sorted).
+async fn wait_endpoints(client: &Client, name: &str, expected: &[&str], why: &str) {
+    eventually(
+        FROM_THE_WATCH,
+        &format!("endpoints of {name} to be {expected:?} ({why})"),
+        || endpoints_are(client, name, expected),
+    )
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_follow_pods_through_scaling_address_and_port_changes_and_deletion() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let (_manager, _) = Kcm::controller_manager(&etcd.endpoint(), "endpoints").await;
+        put(
+            &client,
+            &service_key("web"),
+            &service("web", "web", json!("http")),
+        )
+        .await;
+        put(&client, &pod_key("db-1"), &pod("db-1", "db", "10.1.0.99")).await;
+        // Same labels, another namespace: never behind this service.
+        let mut elsewhere = pod("web-0", "web", "10.9.0.1");
+        elsewhere["metadata"]["namespace"] = json!("elsewhere");
+        put(&client, "/registry/pods/elsewhere/web-0", &elsewhere).await;
+        wait_endpoints(&client, "web", &[], "no pod selected yet").await;
+
+        // Scale up: two pods with addresses, one still without.
+        put(&client, &pod_key("web-1"), &pod("web-1", "web", "10.1.0.1")).await;
+        put(&client, &pod_key("web-2"), &pod("web-2", "web", "10.1.0.2")).await;
+        put(&client, &pod_key("web-3"), &pod("web-3", "web", "")).await;
+        wait_endpoints(
+            &client,
+            "web",
+            &["10.1.0.1:8080", "10.1.0.2:8080"],
+            "scale up",
+        )
+        .await;
+
+        // A pod that gets its address shows up within moments, from the pod watch.
+        let started = Instant::now();
+        put(&client, &pod_key("web-3"), &pod("web-3", "web", "10.1.0.3")).await;
+        eventually(
+            POD_IP_LATENCY,
+            "web-3's address to reach the endpoints",
+            || async {
+                endpoints(&client, "web")
+                    .await
+                    .is_some_and(|(entries, _, _)| entries.contains(&"10.1.0.3:8080".into()))
+            },
+        )
+        .await;
+        eprintln!(
+            "web-3's address reached the endpoints after {:?}",
+            started.elapsed()
+        );
+
+        delete(&client, &pod_key("web-1")).await;
+        wait_endpoints(
+            &client,
+            "web",
+            &["10.1.0.2:8080", "10.1.0.3:8080"],
+            "scale down",
+        )
+        .await;
+
+        update_json(&client, &pod_key("web-2"), |pod| {
+            pod["status"]["podIP"] = json!("10.1.0.20")
+        })
+        .await;
+        wait_endpoints(
+            &client,
+            "web",
+            &["10.1.0.20:8080", "10.1.0.3:8080"],
+            "new address",
+        )
+        .await;
+
+        // A number is used as given; a name is looked up in the pods' ports.
+        update_json(&client, &service_key("web"), |service| {
+            service["spec"]["containerPort"] = json!(7000)
+        })
+        .await;
+        wait_endpoints(
+            &client,
+            "web",
+            &["10.1.0.20:7000", "10.1.0.3:7000"],
+            "numeric port",
+        )
+        .await;
+        update_json(&client, &service_key("web"), |service| {
+            service["spec"]["containerPort"] = json!("metrics")
+        })
+        .await;
+        wait_endpoints(
+            &client,
+            "web",
+            &["10.1.0.20:9090", "10.1.0.3:9090"],
+            "named port",
+        )
+        .await;
+
+        update_json(&client, &pod_key("web-3"), |pod| {
+            pod["metadata"]["labels"]["app"] = json!("db")
+        })
+        .await;
+        wait_endpoints(&client, "web", &["10.1.0.20:9090"], "relabelled out").await;
+
+        update_json(&client, &service_key("web"), |service| {
+            service["spec"]["selector"] = json!({ "app": "db" })
+        })
+        .await;
+        wait_endpoints(
+            &client,
+            "web",
+            &["10.1.0.3:9090", "10.1.0.99:9090"],
+            "new selector",
+        )
+        .await;
+
+        delete(&client, &service_key("web")).await;
+        eventually(
+            FROM_THE_WATCH,
+            "the Endpoints of the deleted service to go",
+            || async { endpoints(&client, "web").await.is_none() },
+        )
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_are_written_only_when_their_set_changes() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let (_manager, port) = Kcm::controller_manager(&etcd.endpoint(), "endpoints").await;
+        put(
+            &client,
+            &service_key("web"),
+            &service("web", "web", json!(0)),
+        )
+        .await;
+        put(&client, &pod_key("web-1"), &pod("web-1", "web", "10.1.0.1")).await;
+        wait_endpoints(&client, "web", &["10.1.0.1:8080"], "first pod").await;
+        let (_, mod_revision, version) = endpoints(&client, "web").await.expect("endpoints");
+
+        // A label change that keeps the pod selected: the pod watch queues the service, the
+        // sync finds the same set and writes nothing.
+        const OK_SYNCS: &str = r#"kcm_syncs_total{controller="endpoints",result="ok"}"#;
+        const WRITES: &str = "kcm_endpoints_writes_total";
+        let (syncs, writes) = (metric(port, OK_SYNCS).await, metric(port, WRITES).await);
+        assert!(
+            syncs >= 1.0 && writes >= 1.0,
+            "syncs {syncs}, writes {writes}"
+        );
+        update_json(&client, &pod_key("web-1"), |pod| {
+            pod["metadata"]["labels"]["track"] = json!("stable");
+            pod["metadata"]["annotations"] = json!({ "note": "unrelated" });
+        })
+        .await;
+        eventually(
+            FROM_THE_WATCH,
+            "the relabelled pod's service to be synced",
+            || async { metric(port, OK_SYNCS).await > syncs },
+        )
+        .await;
+        assert_eq!(metric(port, WRITES).await, writes, "no endpoints write");
+        assert_eq!(
+            endpoints(&client, "web").await,
+            Some((vec!["10.1.0.1:8080".to_owned()], mod_revision, version)),
+            "the Endpoints key was not rewritten"
+        );
+
+        // A change of the set is written, once.
+        put(&client, &pod_key("web-2"), &pod("web-2", "web", "10.1.0.2")).await;
+        wait_endpoints(
+            &client,
+            "web",
+            &["10.1.0.1:8080", "10.1.0.2:8080"],
+            "second pod",
+        )
+        .await;
+        let (_, _, new_version) = endpoints(&client, "web").await.expect("endpoints");
+        assert_eq!(new_version, version + 1, "one write for one change");
+    })
+    .await;
+}
+
+/// The sorted `ip:8080` of the active pods of the namespace, if every one of them is Running
+/// with an address and there are `n`.
+async fn running_pod_endpoints(client: &Client, n: usize) -> Option<Vec<String>> {
+    let prefix = pod_key("");
+    let response = client
+        .clone()
+        .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("list pods");
+    let mut entries = BTreeSet::new();
+    for kv in response.kvs() {
+        let pod: Value = serde_json::from_slice(kv.value()).expect("pod JSON");
+        if pod["status"]["phase"] != json!("Running") {
+            return None;
+        }
+        entries.insert(format!("{}:8080", pod["status"]["podIP"].as_str()?));
+    }
+    (entries.len() == n).then(|| entries.into_iter().collect())
+}
+
+/// Waits until `n` replicas run and the service's Endpoints are exactly their addresses.
+async fn wait_serving(client: &Client, n: usize) {
+    eventually(
+        CONVERGE,
+        &format!("{n} running replicas behind the service"),
+        || async {
+            match running_pod_endpoints(client, n).await {
+                Some(expected) => endpoints(client, "web")
+                    .await
+                    .is_some_and(|(entries, _, _)| entries == expected),
+                None => false,
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_started_by_kcm_kubelet_are_served_by_their_service() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let endpoint = etcd.endpoint();
+        let (_manager, _) = Kcm::controller_manager(&endpoint, "endpoints,replication").await;
+        let mut kubelet = Kcm::spawn(
+            &endpoint,
+            &[
+                "kubelet",
+                "--node",
+                "node-1",
+                "--pod-cidr",
+                "10.244.1.0/24",
+                "--start-delay",
+                "200ms",
+            ],
+        );
+        let controller_key = format!("/registry/controllers/{NAMESPACE}/web");
+        let labels = json!({ "app": "web" });
+        let controller = json!({
+            "kind": "ReplicationController",
+            "apiVersion": "v1beta3",
+            "metadata": { "name": "web", "namespace": NAMESPACE, "uid": "uid-web" },
+            "spec": {
+                "replicas": 3,
+                "selector": labels,
+                "template": {
+                    "metadata": { "labels": labels },
+                    "spec": { "containers": [{
+                        "name": "web",
+                        "image": "nginx",
+                        "ports": [{ "name": "http", "containerPort": 8080 }],
+                    }] },
+                },
+            },
+        });
+        put(&client, &controller_key, &controller).await;
+        put(
+            &client,
+            &service_key("web"),
+            &service("web", "web", json!("http")),
+        )
+        .await;
+        wait_serving(&client, 3).await;
+
+        let scale = |replicas: i64| {
+            update_json(&client, &controller_key, move |rc| {
+                rc["spec"]["replicas"] = json!(replicas)
+            })
+        };
+        scale(5).await;
+        wait_serving(&client, 5).await;
+        scale(1).await;
+        wait_serving(&client, 1).await;
+
+        delete(&client, &service_key("web")).await;
+        eventually(
+            FROM_THE_WATCH,
+            "the Endpoints of the deleted service to go",
+            || async { endpoints(&client, "web").await.is_none() },
+        )
+        .await;
+        let status = kubelet.terminate().await;
+        assert!(
+            status.success(),
+            "kcm kubelet exits 0 on SIGTERM: {status:?}"
+        );
+    })
+    .await;
+}

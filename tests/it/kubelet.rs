@@ -1,0 +1,542 @@
+//! Integration tests of the simulated kubelet (`Kubelet::run`, in-process) against a real
+//! etcd: two nodes racing for fifty pods, checked against etcd's own history (every pod
+//! claimed once, by one node), unique addresses, `--fail-rate 1`, `--max-pods`, and a restart
+//! that keeps the addresses its pods hold.
+//!
+//! Pods are written and read as raw JSON with etcd-client: the key layout and document shape
+//! are the contract.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use etcd_client::{Client, EventType, GetOptions, WatchOptions};
+use kcm::etcd_watcher::Watcher;
+use kcm::kubelet::{Ipv4Cidr, Kubelet, KubeletConfig};
+use kcm::registry::Registry;
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{eventually, init_tracing, start_etcd, with_timeout};
+
+const LIMIT: Duration = Duration::from_secs(120);
+/// How long nodes may take to settle after a change (generous: tests run in parallel).
+const SETTLE: Duration = Duration::from_secs(60);
+const NAMESPACE: &str = "sim";
+
+// ---------------------------------------------------------------------------------------------
+// Nodes running in-process
+
+/// A `Kubelet::run` on its own task, stopped by [`Node::stop`] (or aborted on drop).
+struct Node {
+    stop: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Node {
+    async fn start(client: &Client, config: KubeletConfig) -> Node {
+        init_tracing();
+        let registry = Registry::new(client, "/registry").expect("registry");
+        let watcher = Watcher::new(client, registry.clone());
+        let kubelet = Kubelet::new(registry, config).expect("valid kubelet config");
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(kubelet.run(watcher, stop.clone().cancelled_owned()));
+        Node { stop, task }
+    }
+
+    /// Resolves the shutdown future and checks that `run` returns `Ok` promptly.
+    async fn stop(mut self) {
+        self.stop.cancel();
+        let result = tokio::time::timeout(Duration::from_secs(15), &mut self.task)
+            .await
+            .expect("the kubelet stops within 15s of shutdown")
+            .expect("the kubelet task does not panic");
+        result.expect("the kubelet returns Ok on shutdown");
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn config(node: &str, cidr: &str) -> KubeletConfig {
+    KubeletConfig {
+        pod_cidr: cidr.parse().expect("test CIDR"),
+        start_delay: Duration::from_millis(100),
+        ..KubeletConfig::new(node)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pods as raw JSON in etcd
+
+fn pod_key(name: &str) -> String {
+    format!("/registry/pods/{NAMESPACE}/{name}")
+}
+
+/// An unassigned pod without status, carrying fields kcm does not model.
+fn unassigned_pod(name: &str) -> Value {
+    json!({
+        "kind": "Pod",
+        "apiVersion": "v1beta3",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": { "app": "sim" },
+            "generation": 3,
+        },
+        "spec": {
+            "containers": [{ "name": "c", "image": "busybox", "resources": { "cpu": "1" } }],
+            "restartPolicy": { "always": {} },
+        },
+        "futureField": [1, 2],
+    })
+}
+
+async fn put_pods(client: &Client, names: impl IntoIterator<Item = String>) {
+    for name in names {
+        client
+            .clone()
+            .put(pod_key(&name), unassigned_pod(&name).to_string(), None)
+            .await
+            .unwrap_or_else(|e| panic!("put pod {name}: {e}"));
+    }
+}
+
+fn names(range: std::ops::Range<usize>) -> impl Iterator<Item = String> {
+    range.map(|i| format!("pod-{i:02}"))
+}
+
+/// Every pod of the test namespace, by name, with its mod revision.
+async fn pods(client: &Client) -> BTreeMap<String, (Value, i64)> {
+    let prefix = pod_key("");
+    let response = client
+        .clone()
+        .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("list pods");
+    response
+        .kvs()
+        .iter()
+        .map(|kv| {
+            let name = kv.key_str().expect("utf-8 key")[prefix.len()..].to_owned();
+            let pod = serde_json::from_slice(kv.value()).expect("stored pod JSON");
+            (name, (pod, kv.mod_revision()))
+        })
+        .collect()
+}
+
+fn text<'a>(pod: &'a Value, path: &[&str]) -> &'a str {
+    path.iter()
+        .fold(pod, |value, field| &value[field])
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn phase(pod: &Value) -> &str {
+    match text(pod, &["status", "phase"]) {
+        "" => "Pending",
+        phase => phase,
+    }
+}
+
+fn host(pod: &Value) -> &str {
+    text(pod, &["spec", "host"])
+}
+
+/// How many pods are in `phase`, by host ("" for unassigned).
+async fn count_by_host(client: &Client, wanted: &str) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for (pod, _) in pods(client).await.values() {
+        if phase(pod) == wanted {
+            *counts.entry(host(pod).to_owned()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+async fn current_revision(client: &Client) -> i64 {
+    client
+        .clone()
+        .get("/kcm-test/revision-probe", None)
+        .await
+        .expect("read revision")
+        .header()
+        .expect("header")
+        .revision()
+}
+
+/// Every write to the test namespace's pods after `start`, in order, from etcd's own history
+/// (nothing a poller could miss): `(revision, name, document)`, `None` for a delete.
+async fn history(client: &Client, start: i64) -> Vec<(i64, String, Option<Value>)> {
+    // Just outside the kubelets' `/registry/pods/` range but inside the watched one: marks the
+    // end of the history to read.
+    const SENTINEL: &str = "/registry/pods~end";
+    let end = client
+        .clone()
+        .put(SENTINEL, "end", None)
+        .await
+        .expect("put sentinel")
+        .header()
+        .expect("header")
+        .revision();
+    let options = WatchOptions::new()
+        .with_range("/registry/pods\x7f")
+        .with_start_revision(start + 1);
+    let mut stream = client
+        .clone()
+        .watch("/registry/pods/", Some(options))
+        .await
+        .expect("watch pod history");
+    let prefix = pod_key("");
+    let mut writes = Vec::new();
+    loop {
+        let response = tokio::time::timeout(Duration::from_secs(30), stream.message())
+            .await
+            .expect("history arrives within 30s")
+            .expect("history watch")
+            .expect("history watch open");
+        assert!(!response.canceled(), "history watch canceled: {response:?}");
+        for event in response.events() {
+            let kv = event.kv().expect("events carry a kv");
+            let key = kv.key_str().expect("utf-8 key");
+            if key == SENTINEL {
+                assert_eq!(kv.mod_revision(), end);
+                return writes;
+            }
+            let Some(name) = key.strip_prefix(&prefix) else {
+                continue;
+            };
+            let document = match event.event_type() {
+                EventType::Put => Some(serde_json::from_slice(kv.value()).expect("pod JSON")),
+                EventType::Delete => None,
+            };
+            writes.push((kv.mod_revision(), name.to_owned(), document));
+        }
+    }
+}
+
+/// Checks that every pod's `spec.host` went from empty to a node in one write and never
+/// changed again, and that `status.host` always agrees with it once set. Returns each pod's
+/// node.
+#[track_caller]
+fn assert_claimed_once(writes: &[(i64, String, Option<Value>)]) -> BTreeMap<String, String> {
+    let mut hosts: BTreeMap<String, String> = BTreeMap::new();
+    let mut claims: BTreeMap<String, usize> = BTreeMap::new();
+    for (revision, name, document) in writes {
+        let Some(pod) = document else {
+            hosts.remove(name);
+            continue;
+        };
+        let before = hosts.get(name).map(String::as_str).unwrap_or_default();
+        let after = host(pod);
+        if after != before {
+            assert!(
+                before.is_empty(),
+                "pod {name} re-claimed at revision {revision}: host {before:?} became {after:?}"
+            );
+            *claims.entry(name.clone()).or_default() += 1;
+            hosts.insert(name.clone(), after.to_owned());
+        }
+        let status_host = text(pod, &["status", "host"]);
+        assert!(
+            status_host.is_empty() || status_host == after,
+            "pod {name} at revision {revision}: status.host {status_host:?}, spec.host {after:?}"
+        );
+    }
+    for (name, n) in &claims {
+        assert_eq!(*n, 1, "pod {name} was claimed {n} times");
+    }
+    hosts
+}
+
+/// The most active pods each node held at any revision of `writes`, starting from `initial`.
+fn max_active_by_host(
+    initial: &BTreeMap<String, (Value, i64)>,
+    writes: &[(i64, String, Option<Value>)],
+) -> BTreeMap<String, usize> {
+    let is_active = |pod: &Value| !matches!(phase(pod), "Failed" | "Succeeded");
+    let mut current: HashMap<String, Value> = initial
+        .iter()
+        .map(|(name, (pod, _))| (name.clone(), pod.clone()))
+        .collect();
+    let mut max: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, name, document) in writes {
+        match document {
+            Some(pod) => current.insert(name.clone(), pod.clone()),
+            None => current.remove(name),
+        };
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for pod in current.values().filter(|pod| is_active(pod)) {
+            *counts.entry(host(pod)).or_default() += 1;
+        }
+        for (node, n) in counts {
+            let entry = max.entry(node.to_owned()).or_default();
+            *entry = (*entry).max(n);
+        }
+    }
+    max.remove("");
+    max
+}
+
+/// Checks the Running pods' addresses: present, distinct, and inside their node's range.
+#[track_caller]
+fn assert_addresses(pods: &BTreeMap<String, (Value, i64)>, cidrs: &[(&str, &str)]) {
+    let mut seen: BTreeMap<Ipv4Addr, &str> = BTreeMap::new();
+    for (name, (pod, _)) in pods.iter().filter(|(_, (pod, _))| phase(pod) == "Running") {
+        let ip: Ipv4Addr = text(pod, &["status", "podIP"])
+            .parse()
+            .unwrap_or_else(|_| panic!("running pod {name} has no IPv4 podIP: {pod}"));
+        if let Some(other) = seen.insert(ip, name) {
+            panic!("pods {other} and {name} share the address {ip}");
+        }
+        let node = host(pod);
+        let (_, cidr) = cidrs
+            .iter()
+            .find(|(n, _)| *n == node)
+            .unwrap_or_else(|| panic!("pod {name} runs on unknown node {node:?}"));
+        let cidr: Ipv4Cidr = cidr.parse().expect("test CIDR");
+        assert!(
+            cidr.is_pod_address(ip),
+            "pod {name} on {node} has {ip}, outside {cidr}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_claim_fifty_pods_each_exactly_once_with_unique_addresses() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let start = current_revision(&client).await;
+        // Half the pods are there before the nodes start (their first list), half arrive
+        // while they run (the watch), so both paths race.
+        put_pods(&client, names(0..25)).await;
+        let nodes = [("node-a", "10.244.1.0/24"), ("node-b", "10.244.2.0/24")];
+        let a = Node::start(&client, config(nodes[0].0, nodes[0].1)).await;
+        let b = Node::start(&client, config(nodes[1].0, nodes[1].1)).await;
+        put_pods(&client, names(25..50)).await;
+
+        eventually(SETTLE, "all 50 pods to be Running", || async {
+            count_by_host(&client, "Running")
+                .await
+                .values()
+                .sum::<usize>()
+                == 50
+        })
+        .await;
+        let pods = pods(&client).await;
+        assert_addresses(&pods, &nodes);
+        for (name, (pod, _)) in &pods {
+            assert!(
+                nodes.iter().any(|(node, _)| *node == host(pod)),
+                "{name}: {pod}"
+            );
+            assert_eq!(text(pod, &["status", "host"]), host(pod), "{name}: {pod}");
+            // Fields kcm does not model survive the claim and the start.
+            assert_eq!(pod["futureField"], json!([1, 2]), "{name}: {pod}");
+            assert_eq!(pod["metadata"]["generation"], json!(3), "{name}: {pod}");
+            assert_eq!(pod["spec"]["restartPolicy"], json!({ "always": {} }));
+            assert_eq!(
+                pod["spec"]["containers"][0]["resources"],
+                json!({ "cpu": "1" })
+            );
+        }
+
+        let writes = history(&client, start).await;
+        let hosts = assert_claimed_once(&writes);
+        assert_eq!(hosts.len(), 50, "every pod was claimed: {hosts:?}");
+        // Each pod: created, claimed, started; nothing else (no lost-race overwrites).
+        let mut writes_per_pod: BTreeMap<&str, usize> = BTreeMap::new();
+        for (_, name, _) in &writes {
+            *writes_per_pod.entry(name).or_default() += 1;
+        }
+        for (name, n) in writes_per_pod {
+            assert_eq!(n, 3, "pod {name} was written {n} times");
+        }
+        a.stop().await;
+        b.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_rate_one_fails_every_started_pod_and_frees_its_address() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let start = current_revision(&client).await;
+        let node = Node::start(
+            &client,
+            KubeletConfig {
+                fail_rate: 1.0,
+                fail_after: Duration::from_millis(300),
+                // Failed pods free their slot, so all six get their turn.
+                max_pods: 2,
+                ..config("node-a", "10.244.1.0/24")
+            },
+        )
+        .await;
+        put_pods(&client, names(0..6)).await;
+
+        eventually(SETTLE, "all 6 pods to be Failed on node-a", || async {
+            count_by_host(&client, "Failed").await == BTreeMap::from([("node-a".into(), 6)])
+        })
+        .await;
+        for (name, (pod, _)) in pods(&client).await {
+            assert_eq!(
+                text(&pod, &["status", "podIP"]),
+                "",
+                "{name} kept its address"
+            );
+        }
+        let writes = history(&client, start).await;
+        assert_claimed_once(&writes);
+        let mut phases: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (_, name, document) in &writes {
+            phases
+                .entry(name)
+                .or_default()
+                .push(phase(document.as_ref().expect("no pod is deleted")));
+        }
+        for (name, phases) in phases {
+            assert_eq!(
+                phases,
+                ["Pending", "Pending", "Running", "Failed"],
+                "pod {name}: created, claimed, started, failed"
+            );
+        }
+        assert_eq!(
+            max_active_by_host(&BTreeMap::new(), &writes),
+            BTreeMap::from([("node-a".into(), 2)])
+        );
+        node.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_pods_caps_each_node_and_a_freed_slot_is_taken_again() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let start = current_revision(&client).await;
+        put_pods(&client, names(0..8)).await;
+        let a = Node::start(
+            &client,
+            KubeletConfig {
+                max_pods: 3,
+                ..config("node-a", "10.244.1.0/24")
+            },
+        )
+        .await;
+        let b = Node::start(
+            &client,
+            KubeletConfig {
+                max_pods: 2,
+                ..config("node-b", "10.244.2.0/24")
+            },
+        )
+        .await;
+        let full = BTreeMap::from([("node-a".into(), 3), ("node-b".into(), 2)]);
+        eventually(SETTLE, "3 pods Running on node-a, 2 on node-b", || async {
+            count_by_host(&client, "Running").await == full
+        })
+        .await;
+        assert_eq!(
+            count_by_host(&client, "Pending").await,
+            BTreeMap::from([(String::new(), 3)]),
+            "the rest wait unassigned"
+        );
+
+        // Deleting one of node-a's pods frees a slot; one of the waiting pods takes it.
+        let (victim, _) = pods(&client)
+            .await
+            .into_iter()
+            .find(|(_, (pod, _))| host(pod) == "node-a")
+            .expect("node-a has pods");
+        client
+            .clone()
+            .delete(pod_key(&victim), None)
+            .await
+            .expect("delete a pod");
+        eventually(SETTLE, "node-a to fill its freed slot", || async {
+            count_by_host(&client, "Running").await == full
+                && count_by_host(&client, "Pending").await == BTreeMap::from([(String::new(), 2)])
+        })
+        .await;
+
+        let writes = history(&client, start).await;
+        assert_claimed_once(&writes);
+        assert_eq!(max_active_by_host(&BTreeMap::new(), &writes), full);
+        a.stop().await;
+        b.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_keeps_its_pods_addresses_and_hands_out_fresh_ones() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let nodes = [("node-a", "10.244.1.0/24")];
+        let node = Node::start(&client, config(nodes[0].0, nodes[0].1)).await;
+        put_pods(&client, names(0..5)).await;
+        eventually(SETTLE, "5 pods Running", || async {
+            count_by_host(&client, "Running").await == BTreeMap::from([("node-a".into(), 5)])
+        })
+        .await;
+        node.stop().await;
+
+        // While the node is down: one of its pods goes away (its address is free again) and
+        // new pods arrive.
+        let before = pods(&client).await;
+        client
+            .clone()
+            .delete(pod_key("pod-00"), None)
+            .await
+            .expect("delete pod-00");
+        put_pods(&client, names(5..10)).await;
+        let start = current_revision(&client).await;
+
+        let node = Node::start(&client, config(nodes[0].0, nodes[0].1)).await;
+        eventually(SETTLE, "9 pods Running after the restart", || async {
+            count_by_host(&client, "Running").await == BTreeMap::from([("node-a".into(), 9)])
+        })
+        .await;
+        let after = pods(&client).await;
+        assert_addresses(&after, &nodes);
+        // The pods that were running are left as they were.
+        for name in names(1..5) {
+            assert_eq!(after[&name], before[&name], "{name} was rewritten");
+        }
+        let writes = history(&client, start).await;
+        assert_claimed_once(&writes);
+        let rewritten: BTreeSet<&str> = writes.iter().map(|(_, name, _)| name.as_str()).collect();
+        assert_eq!(
+            rewritten,
+            names(5..10)
+                .collect::<BTreeSet<_>>()
+                .iter()
+                .map(String::as_str)
+                .collect(),
+        );
+        node.stop().await;
+    })
+    .await;
+}
