@@ -20,8 +20,8 @@ lint:
 deps:
 	scripts/install-deps.sh
 
-## demo: install deps, build the release binary and show its commands.
-## `kcm up --demo` replaces the --help call once the CLI issue lands.
+## demo: the README's main job: install deps if missing, build, and run the guided
+## tour (a private etcd, the controllers and two simulated kubelets, about a minute).
 demo: deps
 	$(CARGO) build --release
-	target/release/kcm --help
+	target/release/kcm up --demo

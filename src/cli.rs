@@ -97,6 +97,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// The whole loop on one machine: a private etcd (unless one answers at
+    /// --etcd-servers), the controller manager and simulated kubelets, until Ctrl-C.
+    /// `--demo` runs a one-minute guided tour and exits.
+    Up(crate::up::UpArgs),
     /// Run the controller loops (replication manager, endpoints controller) and the status endpoint
     /// (/healthz, /metrics) until SIGINT or SIGTERM.
     ControllerManager(ControllerManagerArgs),
@@ -245,6 +249,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     match cli.command {
+        Command::Up(args) => crate::up::run(&cli.global, args, shutdown).await,
         Command::ControllerManager(args) => {
             api::normalize_prefix(&cli.global.prefix)?;
             controller_manager::run(args.config(&cli.global), shutdown).await
@@ -287,6 +292,10 @@ async fn watch_kind<T: Object>(global: &GlobalArgs, args: WatchArgs) -> anyhow::
             anyhow::ensure!(
                 !args.all_namespaces,
                 "a NAME needs one namespace; drop --all-namespaces"
+            );
+            anyhow::ensure!(
+                args.selector.is_none(),
+                "a NAME names one object; drop --selector"
             );
             watcher.resumable_object::<T>(&args.namespace, name, &args.resource_version)?
         }

@@ -482,7 +482,8 @@ impl Watcher {
     /// passes `filter` (2014's `WatchList`).
     ///
     /// `resource_version` `""` or `"0"`: list at one revision R, deliver an Added event
-    /// per existing object, then the events after R. `N`: the events after N.
+    /// per existing object (oldest revision first), then the events after R. `N`: the
+    /// events after N.
     ///
     /// # Errors
     /// A non-numeric `resource_version`, before anything starts.
@@ -620,6 +621,10 @@ impl<T: Object> Reader<T> {
             Ok(revision) => revision,
             Err(e) => return Ok(Err(status_of(&e))),
         };
+        // Deliver in revision order, not key order, so that revisions never go backwards
+        // (a consumer may resume from the last one it saw). The sort is stable: objects
+        // written by one transaction stay in key order.
+        events.sort_by_key(|object: &T| object.metadata().resource_version);
         for object in events {
             self.send(Item::Event(WatchEvent::Added(object), None))
                 .await?;
@@ -1149,6 +1154,9 @@ impl<T: Object> ResumableWatch<T> {
             })
             .await?;
         self.metrics.relists.fetch_add(1, Ordering::Relaxed);
+        // Added and Modified in revision order, then Deleted at the list revision, so that
+        // revisions never go backwards (as in `Reader::initial_list`).
+        listed.sort_by_key(|(_, object)| object.metadata().resource_version);
         let (mut added, mut modified) = (0, 0);
         let mut still_there = HashMap::with_capacity(listed.len());
         let mut events = Vec::new();

@@ -15,4 +15,5 @@ pub mod labels;
 pub mod registry;
 pub mod replication_manager;
 pub mod status;
+pub mod up;
 pub mod workqueue;

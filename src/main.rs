@@ -6,7 +6,9 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
     let cli = kcm::cli::Cli::parse();
-    init_tracing(cli.global.verbose);
+    // The demo narrates on stdout; its logs would drown the story unless asked for.
+    let quiet = matches!(&cli.command, kcm::cli::Command::Up(up) if up.demo);
+    init_tracing(cli.global.verbose, quiet);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -25,8 +27,9 @@ fn main() -> std::process::ExitCode {
 
 /// `-v` levels map to glog's V levels: none = info, -v = debug, -vv and more = trace.
 /// `RUST_LOG` overrides.
-fn init_tracing(verbose: u8) {
+fn init_tracing(verbose: u8, quiet: bool) {
     let default = match verbose {
+        0 if quiet => "warn",
         0 => "kcm=info,warn",
         1 => "kcm=debug,info",
         2 => "kcm=trace,info",

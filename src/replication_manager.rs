@@ -591,7 +591,8 @@ impl<P: PodControl> Inner<P> {
     ///
     /// # Errors
     /// When etcd fails, or a create or delete fails (the key is retried with backoff).
-    /// An invalid or malformed controller is not an error: it is skipped with a warning.
+    /// An invalid or malformed controller is not an error: it is skipped, with one
+    /// warning per bad version (for a malformed one, the controller watch's).
     pub async fn sync_replication_controller(&self, key: &str) -> anyhow::Result<()> {
         let Some((namespace, name)) = key.split_once('/') else {
             anyhow::bail!("invalid controller key {key:?}");
@@ -604,12 +605,11 @@ impl<P: PodControl> Inner<P> {
             Ok(rc) => rc,
             // Deleted since it was queued: nothing to do (2014 synced it anyway).
             Err(StorageError::NotFound { .. }) => return Ok(()),
+            // The controller watch has already warned about this very value (it meets
+            // every stored revision, by event or by list, and reports each it cannot
+            // decode); a second warning here would report one bad write twice.
             Err(StorageError::Decode(e)) => {
-                self.warn_once(
-                    key,
-                    &e.revision.to_string(),
-                    &format!("skipping controller: {e}"),
-                );
+                tracing::debug!(error = %e, "skipping malformed controller");
                 return Ok(());
             }
             Err(e) => return Err(e.into()),

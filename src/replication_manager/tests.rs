@@ -369,8 +369,14 @@ async fn a_panicking_sync_is_retried_and_does_not_take_the_worker_down() {
     let synced_keys = synced.lock().unwrap().clone();
     // The only worker survived the panic, synced the next key, and retried the
     // panicking one with backoff.
-    assert!(synced_keys.contains(&"ns/fine".to_string()), "{synced_keys:?}");
-    assert!(synced_keys.iter().filter(|k| *k == "ns/boom").count() >= 2, "{synced_keys:?}");
+    assert!(
+        synced_keys.contains(&"ns/fine".to_string()),
+        "{synced_keys:?}"
+    );
+    assert!(
+        synced_keys.iter().filter(|k| *k == "ns/boom").count() >= 2,
+        "{synced_keys:?}"
+    );
     stop_tx.send(()).unwrap();
     run.await.unwrap().unwrap();
 }

@@ -8,4 +8,5 @@ mod harness;
 mod kubelet;
 mod manager;
 mod registry;
+mod watch_cli;
 mod watcher;

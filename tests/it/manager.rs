@@ -1,1 +1,1129 @@
+//! Integration tests of the replication manager through the real `kcm controller-manager`
+//! binary against a real etcd: convergence and ranking, healing from the pod watch, namespace
+//! isolation, invalid input, watch cuts and compaction, an etcd crash, over-creation and
+//! over-deletion checked against etcd's own history, SIGTERM, and the status endpoint.
+//!
+//! Every controller and pod is written and read as raw JSON with etcd-client, the way other
+//! tools write them with etcdctl: the key layout and the document shape are the contract.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::unix::process::ExitStatusExt as _;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp, WatchOptions};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+
+use crate::support::{
+    eventually, free_port, kcm_bin, start_etcd, with_timeout, EtcdServer, FaultProxy,
+};
+
+const LIMIT: Duration = Duration::from_secs(120);
+/// How long a manager may take to converge after a change (generous: tests run in parallel).
+const CONVERGE: Duration = Duration::from_secs(60);
+/// A sync period long enough that anything faster must come from a watch event.
+const SLOW_SYNC: &str = "30s";
+/// Flags for a manager whose connection to etcd gets cut or killed.
+const FAST_KEEPALIVE: [&str; 4] = ["--etcd-keepalive", "1s", "--etcd-keepalive-timeout", "1s"];
+
+/// Successful syncs of the replication manager.
+const SYNCS_OK: &str = r#"kcm_syncs_total{controller="replication",result="ok"}"#;
+
+// ---------------------------------------------------------------------------------------------
+// A `kcm controller-manager` child process
+
+/// A running `kcm controller-manager`, killed on drop. Its stderr is echoed to the test's
+/// captured output line by line (so a failing or timed-out test shows it) and kept for greps.
+struct Manager {
+    child: Child,
+    /// Port of its status endpoint on 127.0.0.1.
+    port: u16,
+    /// Everything it has written to stderr so far.
+    log: Arc<Mutex<String>>,
+    /// Copies stderr into `log`; aborted on drop.
+    pump: JoinHandle<()>,
+}
+
+impl Manager {
+    /// Starts `kcm controller-manager --etcd-servers {endpoint} --port {free} {args}` and waits
+    /// until its status endpoint answers.
+    async fn start(endpoint: &str, args: &[&str]) -> Manager {
+        let port = free_port();
+        let mut command = Command::new(kcm_bin());
+        command
+            .arg("controller-manager")
+            .args(["--etcd-servers", endpoint, "--port", &port.to_string()])
+            .args(args)
+            // The default filter (info, warnings from everything) is what the greps expect.
+            .env_remove("RUST_LOG")
+            .env_remove("KCM_ETCD_SERVERS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            command.pre_exec(|| {
+                // Kill kcm if the test thread dies, so a test binary killed from outside does
+                // not leave a manager retrying against a dead etcd forever.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().expect("spawn kcm controller-manager");
+        let pid = child.id().expect("a fresh child has a pid");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let log = Arc::new(Mutex::new(String::new()));
+        let pump = tokio::spawn({
+            let log = log.clone();
+            async move {
+                let mut lines = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    eprintln!("[kcm {pid}] {line}");
+                    let mut log = log.lock().expect("log lock");
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            }
+        });
+        let mut manager = Manager {
+            child,
+            port,
+            log,
+            pump,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http_get(port, "/healthz").await.is_none() {
+            manager.assert_running();
+            assert!(
+                Instant::now() < deadline,
+                "kcm controller-manager did not serve /healthz within 30s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        manager
+    }
+
+    /// What it has logged so far.
+    fn log(&self) -> String {
+        self.log.lock().expect("log lock").clone()
+    }
+
+    /// Lines of the log at WARN level that mention `needle`.
+    fn warnings_about(&self, needle: &str) -> Vec<String> {
+        self.log()
+            .lines()
+            .filter(|line| line.contains(" WARN ") && line.contains(needle))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Panics if the process has exited.
+    fn assert_running(&mut self) {
+        let status = self.child.try_wait().expect("poll kcm");
+        assert!(
+            status.is_none(),
+            "kcm controller-manager exited with {status:?}"
+        );
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let pid = self.child.id().expect("kcm not yet reaped");
+        let pid = libc::pid_t::try_from(pid).expect("pid fits in pid_t");
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our unreaped child.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({pid}, {signal})");
+    }
+
+    /// Waits for the process to exit, panicking after `limit`, then for the rest of its log.
+    async fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+        let status = match tokio::time::timeout(limit, self.child.wait()).await {
+            Ok(status) => status.expect("wait for kcm"),
+            Err(_) => panic!("kcm did not exit within {limit:?}"),
+        };
+        tokio::time::timeout(Duration::from_secs(5), &mut self.pump)
+            .await
+            .expect("stderr reaches its end once kcm exits")
+            .expect("the stderr pump does not panic");
+        status
+    }
+
+    /// `GET /metrics`.
+    async fn metrics(&self) -> String {
+        match http_get(self.port, "/metrics").await {
+            Some((200, body)) => body,
+            other => panic!("GET /metrics: {other:?}"),
+        }
+    }
+
+    /// The value of one series, e.g. `kcm_pods_created_total` or
+    /// `kcm_watch_relists_total{resource="pods"}`; 0 when it is not exported yet.
+    async fn metric(&self, series: &str) -> f64 {
+        metric_value(&self.metrics().await, series)
+    }
+
+    /// `GET /healthz`: status code and body, `None` if nothing answered.
+    async fn healthz(&self) -> Option<(u16, String)> {
+        http_get(self.port, "/healthz").await
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        // kill_on_drop SIGKILLs the child when `child` drops, right after this.
+        self.pump.abort();
+    }
+}
+
+/// One HTTP/1.0 `GET` to the status endpoint, bounded to 5 s.
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let attempt = async {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.ok()?;
+        let text = String::from_utf8(response).ok()?;
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        let status = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some((status, body.to_owned()))
+    };
+    tokio::time::timeout(Duration::from_secs(5), attempt)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The value of `series` in a Prometheus text exposition; 0 when absent.
+fn metric_value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(0.0, |value| {
+            value
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("unparsable value of {series}: {value:?}"))
+        })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Controllers and pods as raw JSON in etcd
+
+fn controller_key(namespace: &str, name: &str) -> String {
+    format!("/registry/controllers/{namespace}/{name}")
+}
+
+fn pod_key(namespace: &str, name: &str) -> String {
+    format!("/registry/pods/{namespace}/{name}")
+}
+
+/// A controller document with `selector` and template labels given separately.
+fn controller_json(
+    namespace: &str,
+    name: &str,
+    replicas: i64,
+    selector: Value,
+    template_labels: Value,
+) -> Value {
+    json!({
+        "kind": "ReplicationController",
+        "apiVersion": "v1beta3",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": format!("uid-{namespace}-{name}"),
+            "creationTimestamp": "2014-11-01T00:00:00Z",
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": selector,
+            "template": {
+                "metadata": { "labels": template_labels },
+                "spec": { "containers": [{ "name": "web", "image": "nginx" }] },
+            },
+        },
+    })
+}
+
+async fn put(client: &Client, key: &str, value: impl Into<Vec<u8>>) -> i64 {
+    client
+        .clone()
+        .put(key, value, None)
+        .await
+        .unwrap_or_else(|e| panic!("put {key}: {e}"))
+        .header()
+        .expect("responses carry a header")
+        .revision()
+}
+
+/// Puts a valid controller selecting (and stamping) `app={app}`.
+async fn put_controller(client: &Client, namespace: &str, name: &str, app: &str, replicas: i64) {
+    let labels = json!({ "app": app });
+    let document = controller_json(namespace, name, replicas, labels.clone(), labels);
+    put(
+        client,
+        &controller_key(namespace, name),
+        document.to_string(),
+    )
+    .await;
+}
+
+/// Rewrites the JSON document at `key` with `change`, compare-and-swap on its mod revision,
+/// retrying on conflicts (the manager writes controller status concurrently). Returns the
+/// revision of the write.
+async fn update_json(client: &Client, key: &str, mut change: impl FnMut(&mut Value)) -> i64 {
+    let mut client = client.clone();
+    for _ in 0..100 {
+        let response = client.get(key, None).await.expect("get for update");
+        let kv = response
+            .kvs()
+            .first()
+            .unwrap_or_else(|| panic!("{key} not found"));
+        let mut document: Value = serde_json::from_slice(kv.value()).expect("stored JSON");
+        change(&mut document);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key,
+                CompareOp::Equal,
+                kv.mod_revision(),
+            )])
+            .and_then([TxnOp::put(key, document.to_string(), None)]);
+        let response = client.txn(txn).await.expect("update txn");
+        if response.succeeded() {
+            return response.header().expect("header").revision();
+        }
+    }
+    panic!("{key} kept changing under 100 updates");
+}
+
+async fn scale(client: &Client, namespace: &str, name: &str, replicas: i64) {
+    update_json(client, &controller_key(namespace, name), |rc| {
+        rc["spec"]["replicas"] = json!(replicas)
+    })
+    .await;
+}
+
+/// The stored controller document, `None` if absent.
+async fn controller(client: &Client, namespace: &str, name: &str) -> Option<Value> {
+    let response = client
+        .clone()
+        .get(controller_key(namespace, name), None)
+        .await
+        .expect("get controller");
+    let kv = response.kvs().first()?;
+    Some(serde_json::from_slice(kv.value()).expect("stored controller JSON"))
+}
+
+/// One stored pod, as much of it as the tests look at.
+#[derive(Debug, Clone, PartialEq)]
+struct PodInfo {
+    name: String,
+    labels: BTreeMap<String, String>,
+    phase: String,
+    host: String,
+    created_by: String,
+    mod_revision: i64,
+}
+
+impl PodInfo {
+    fn parse(name: String, value: &[u8], mod_revision: i64) -> PodInfo {
+        let pod: Value = serde_json::from_slice(value).expect("stored pod JSON");
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        PodInfo {
+            name,
+            labels: serde_json::from_value(pod["metadata"]["labels"].clone()).unwrap_or_default(),
+            phase: pod["status"]["phase"]
+                .as_str()
+                .unwrap_or("Pending")
+                .to_owned(),
+            host: text(&pod["spec"]["host"]),
+            created_by: text(&pod["metadata"]["annotations"]["kubernetes.io/created-by"]),
+            mod_revision,
+        }
+    }
+
+    /// Pending, Running or Unknown. Failed and Succeeded pods are done, and a phase kcm
+    /// does not know makes the pod undecodable, so uncountable.
+    fn is_active(&self) -> bool {
+        matches!(self.phase.as_str(), "Pending" | "Running" | "Unknown")
+    }
+
+    /// Active and labelled `app={app}`: what a controller selecting `app={app}` counts.
+    fn counts_for(&self, app: &str) -> bool {
+        self.is_active() && self.labels.get("app").map(String::as_str) == Some(app)
+    }
+}
+
+/// Every pod in `namespace`, by name.
+async fn pods(client: &Client, namespace: &str) -> BTreeMap<String, PodInfo> {
+    let prefix = format!("/registry/pods/{namespace}/");
+    let response = client
+        .clone()
+        .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("list pods");
+    response
+        .kvs()
+        .iter()
+        .map(|kv| {
+            let key = kv.key_str().expect("utf-8 key");
+            let name = key.strip_prefix(&prefix).expect("listed under prefix");
+            let pod = PodInfo::parse(name.to_owned(), kv.value(), kv.mod_revision());
+            (name.to_owned(), pod)
+        })
+        .collect()
+}
+
+/// The names of the pods in `namespace` that a controller selecting `app={app}` counts.
+async fn active_pods(client: &Client, namespace: &str, app: &str) -> BTreeSet<String> {
+    pods(client, namespace)
+        .await
+        .into_values()
+        .filter(|pod| pod.counts_for(app))
+        .map(|pod| pod.name)
+        .collect()
+}
+
+/// Whether controller `namespace/name` (selecting `app={app}`) wants `replicas`, has exactly
+/// that many active pods and has written that count to its status.
+async fn is_converged(client: Client, namespace: &str, name: &str, app: &str, n: i64) -> bool {
+    let Some(rc) = controller(&client, namespace, name).await else {
+        return false;
+    };
+    rc["spec"]["replicas"] == json!(n)
+        && rc["status"]["replicas"].as_i64().unwrap_or(0) == n
+        && active_pods(&client, namespace, app).await.len() as i64 == n
+}
+
+async fn wait_converged(client: &Client, namespace: &str, name: &str, app: &str, n: i64) {
+    eventually(
+        CONVERGE,
+        &format!("{namespace}/{name} to converge on {n} active pods with status.replicas {n}"),
+        || is_converged(client.clone(), namespace, name, app, n),
+    )
+    .await;
+}
+
+/// Sets `status.phase` of a pod (and `spec.host`, if given) with a compare-and-swap.
+async fn set_pod_phase(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    phase: &str,
+    host: Option<&str>,
+) {
+    update_json(client, &pod_key(namespace, name), |pod| {
+        pod["status"]["phase"] = json!(phase);
+        if let Some(host) = host {
+            pod["spec"]["host"] = json!(host);
+        }
+    })
+    .await;
+}
+
+/// `ETCDCTL_API=3 etcdctl --endpoints {endpoint} del {key}`, as an operator would.
+async fn etcdctl_del(endpoint: &str, key: &str) {
+    let output = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", endpoint, "del", key])
+        .output()
+        .await
+        .expect("run etcdctl (etcd-client package)");
+    assert!(
+        output.status.success() && String::from_utf8_lossy(&output.stdout).trim() == "1",
+        "etcdctl del {key}: {output:?}"
+    );
+}
+
+/// The count of active `app={app}` pods in `namespace` at `start` and after every later
+/// revision that touched the namespace's pods, replayed from etcd's own history (so nothing a
+/// poller could miss), up to now.
+async fn replay_active_counts(
+    client: &Client,
+    namespace: &str,
+    app: &str,
+    start: i64,
+) -> Vec<(i64, usize)> {
+    // A sentinel just outside the manager's `/registry/pods/` range but inside ours marks the
+    // end of the history to read.
+    const SENTINEL: &str = "/registry/pods~end";
+    let prefix = format!("/registry/pods/{namespace}/");
+    let snapshot = client
+        .clone()
+        .get(
+            prefix.as_str(),
+            Some(GetOptions::new().with_prefix().with_revision(start)),
+        )
+        .await
+        .expect("list pods at the start revision");
+    let mut active: HashMap<String, bool> = snapshot
+        .kvs()
+        .iter()
+        .map(|kv| {
+            let key = kv.key_str().expect("utf-8 key").to_owned();
+            let pod = PodInfo::parse(key.clone(), kv.value(), kv.mod_revision());
+            (key, pod.counts_for(app))
+        })
+        .collect();
+    let count = |active: &HashMap<String, bool>| active.values().filter(|a| **a).count();
+    let mut counts = vec![(start, count(&active))];
+
+    let end = put(client, SENTINEL, "end").await;
+    let options = WatchOptions::new()
+        .with_range("/registry/pods\x7f")
+        .with_start_revision(start + 1);
+    let mut stream = client
+        .clone()
+        .watch("/registry/pods/", Some(options))
+        .await
+        .expect("watch pod history");
+    let mut pending: Option<i64> = None;
+    loop {
+        let response = tokio::time::timeout(Duration::from_secs(30), stream.message())
+            .await
+            .expect("history arrives within 30s")
+            .expect("history watch")
+            .expect("history watch open");
+        assert!(!response.canceled(), "history watch canceled: {response:?}");
+        for event in response.events() {
+            let kv = event.kv().expect("events carry a kv");
+            let revision = kv.mod_revision();
+            // One transaction is one revision: count once all of its events are applied.
+            if let Some(last) = pending.filter(|last| *last != revision) {
+                counts.push((last, count(&active)));
+                pending = None;
+            }
+            let key = kv.key_str().expect("utf-8 key");
+            if key == SENTINEL {
+                assert_eq!(revision, end);
+                return counts;
+            }
+            if !key.starts_with(&prefix) {
+                continue;
+            }
+            pending = Some(revision);
+            match event.event_type() {
+                EventType::Put => {
+                    let pod = PodInfo::parse(key.to_owned(), kv.value(), revision);
+                    active.insert(key.to_owned(), pod.counts_for(app));
+                }
+                EventType::Delete => {
+                    active.remove(key);
+                }
+            }
+        }
+    }
+}
+
+/// The current revision of etcd.
+async fn current_revision(client: &Client) -> i64 {
+    client
+        .clone()
+        .get("/kcm-test/revision-probe", None)
+        .await
+        .expect("read revision")
+        .header()
+        .expect("header")
+        .revision()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_converges_and_scale_down_keeps_the_running_assigned_pods() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let _manager = Manager::start(&etcd.endpoint(), &["--sync-period", SLOW_SYNC]).await;
+
+        put_controller(&client, "scale", "web", "web", 0).await;
+        scale(&client, "scale", "web", 5).await;
+        wait_converged(&client, "scale", "web", "web", 5).await;
+        let created = pods(&client, "scale").await;
+        for pod in created.values() {
+            assert_eq!(pod.phase, "Pending", "{pod:?}");
+            assert!(pod.host.is_empty(), "{pod:?}");
+            assert!(pod.name.starts_with("web-"), "{pod:?}");
+            assert!(pod.created_by.contains(r#""name":"web""#), "{pod:?}");
+        }
+
+        // The two pods that are Running on a node outrank the three Pending ones.
+        let keep: BTreeSet<String> = created.keys().skip(1).step_by(2).cloned().collect();
+        assert_eq!(keep.len(), 2);
+        for name in &keep {
+            set_pod_phase(&client, "scale", name, "Running", Some("node-1")).await;
+        }
+        scale(&client, "scale", "web", 2).await;
+        wait_converged(&client, "scale", "web", "web", 2).await;
+        assert_eq!(active_pods(&client, "scale", "web").await, keep);
+        assert_eq!(
+            pods(&client, "scale").await.len(),
+            2,
+            "deleted, not relabelled"
+        );
+
+        scale(&client, "scale", "web", 7).await;
+        wait_converged(&client, "scale", "web", "web", 7).await;
+        let after = pods(&client, "scale").await;
+        assert_eq!(after.len(), 7);
+        for name in &keep {
+            assert_eq!(after[name].phase, "Running", "survivor {name} untouched");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_failed_and_relabelled_pods_are_replaced_from_the_pod_watch() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let _manager = Manager::start(&etcd.endpoint(), &["--sync-period", SLOW_SYNC]).await;
+        // Well under the 30 s sync period: healing must come from the pod watch.
+        let heal = Duration::from_secs(5);
+
+        put_controller(&client, "heal", "web", "web", 3).await;
+        wait_converged(&client, "heal", "web", "web", 3).await;
+        let original = pods(&client, "heal").await;
+        let mut names = original.keys();
+
+        // Deleted behind the manager's back.
+        let deleted = names.next().unwrap().clone();
+        let before = current_revision(&client).await;
+        etcdctl_del(&etcd.endpoint(), &pod_key("heal", &deleted)).await;
+        // The replacement may already exist by now: it is the pod written after the delete.
+        eventually(heal, "a deleted pod to be replaced", || {
+            let client = client.clone();
+            async move {
+                let now = pods(&client, "heal").await;
+                now.values().filter(|pod| pod.counts_for("web")).count() == 3
+                    && now.values().any(|pod| pod.mod_revision > before + 1)
+            }
+        })
+        .await;
+
+        // Failed: replaced, and the failed pod stays.
+        let failed = names.next().unwrap().clone();
+        set_pod_phase(&client, "heal", &failed, "Failed", None).await;
+        eventually(heal, "a failed pod to be replaced", || {
+            let client = client.clone();
+            async move { active_pods(&client, "heal", "web").await.len() == 3 }
+        })
+        .await;
+        let now = pods(&client, "heal").await;
+        assert_eq!(now.len(), 4, "{now:?}");
+        assert_eq!(now[&failed].phase, "Failed", "the failed pod stays");
+
+        // Relabelled out of the selector: replaced, and the pod is left alone.
+        let relabelled = names.next().unwrap().clone();
+        update_json(&client, &pod_key("heal", &relabelled), |pod| {
+            pod["metadata"]["labels"]["app"] = json!("debug")
+        })
+        .await;
+        eventually(heal, "a relabelled pod to be replaced", || {
+            let client = client.clone();
+            async move { active_pods(&client, "heal", "web").await.len() == 3 }
+        })
+        .await;
+        let now = pods(&client, "heal").await;
+        assert_eq!(now.len(), 5, "{now:?}");
+        assert_eq!(now[&relabelled].labels["app"], "debug");
+        wait_converged(&client, "heal", "web", "web", 3).await;
+
+        wait_converged(&client, "heal", "web", "web", 3).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecodable_pod_is_replaced_under_another_name_and_left_in_place() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        // The pod watch skips values it cannot decode (as 2014's did), so the replacement
+        // comes from a resync.
+        let _manager = Manager::start(&etcd.endpoint(), &["--sync-period", "500ms"]).await;
+        put_controller(&client, "garbled", "web", "web", 2).await;
+        wait_converged(&client, "garbled", "web", "web", 2).await;
+
+        // A phase kcm does not know makes the document undecodable: the pod cannot be
+        // counted, and its name (the replica slot) stays taken.
+        let garbled = pods(&client, "garbled").await.into_keys().next().unwrap();
+        set_pod_phase(&client, "garbled", &garbled, "Exploded", None).await;
+        wait_converged(&client, "garbled", "web", "web", 2).await;
+        let now = pods(&client, "garbled").await;
+        assert_eq!(now.len(), 3, "{now:?}");
+        assert_eq!(now[&garbled].phase, "Exploded", "left in place");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controllers_in_two_namespaces_with_one_selector_keep_to_their_own_pods() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let _manager = Manager::start(&etcd.endpoint(), &["--sync-period", SLOW_SYNC]).await;
+
+        put_controller(&client, "alpha", "web", "web", 3).await;
+        put_controller(&client, "beta", "web", "web", 2).await;
+        wait_converged(&client, "alpha", "web", "web", 3).await;
+        wait_converged(&client, "beta", "web", "web", 2).await;
+        for namespace in ["alpha", "beta"] {
+            for pod in pods(&client, namespace).await.values() {
+                assert!(
+                    pod.created_by
+                        .contains(&format!(r#""namespace":"{namespace}""#)),
+                    "{namespace}: {pod:?}"
+                );
+            }
+        }
+        let beta = pods(&client, "beta").await;
+
+        scale(&client, "alpha", "web", 1).await;
+        wait_converged(&client, "alpha", "web", "web", 1).await;
+        assert_eq!(
+            pods(&client, "beta").await,
+            beta,
+            "beta untouched by alpha's scale-down"
+        );
+
+        // A pod lost in alpha is replaced in alpha only.
+        let lost = pods(&client, "alpha").await.into_keys().next().unwrap();
+        let before = current_revision(&client).await;
+        client
+            .clone()
+            .delete(pod_key("alpha", &lost), None)
+            .await
+            .expect("delete pod");
+        eventually(CONVERGE, "alpha to replace its pod", || {
+            let client = client.clone();
+            async move {
+                let now = pods(&client, "alpha").await;
+                now.len() == 1 && now.values().all(|pod| pod.mod_revision > before + 1)
+            }
+        })
+        .await;
+        wait_converged(&client, "beta", "web", "web", 2).await;
+        assert_eq!(
+            pods(&client, "beta").await,
+            beta,
+            "beta untouched by alpha's loss"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_and_malformed_controllers_are_skipped_with_one_warning_each() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        // Malformed before the manager starts: met in the initial list.
+        put(&client, &controller_key("junk", "broken"), "{not json").await;
+        // A short sync period, so each bad controller is looked at again and again.
+        let mut manager = Manager::start(&etcd.endpoint(), &["--sync-period", "500ms"]).await;
+
+        put_controller(&client, "shop", "web", "web", 2).await;
+        wait_converged(&client, "shop", "web", "web", 2).await;
+        let shop = pods(&client, "shop").await;
+
+        // An empty selector next to the valid controller would count (and could delete) its
+        // pods; a selector that misses the template labels would create forever.
+        let empty = controller_json("shop", "everything", 1, json!({}), json!({ "app": "x" }));
+        put(
+            &client,
+            &controller_key("shop", "everything"),
+            empty.to_string(),
+        )
+        .await;
+        let mismatched = controller_json(
+            "odd",
+            "mismatch",
+            3,
+            json!({ "app": "a" }),
+            json!({ "app": "b" }),
+        );
+        put(
+            &client,
+            &controller_key("odd", "mismatch"),
+            mismatched.to_string(),
+        )
+        .await;
+        // Malformed while running: met by the watch.
+        put(
+            &client,
+            &controller_key("junk", "garbled"),
+            r#"{"spec": 7}"#,
+        )
+        .await;
+        // A working controller overwritten with junk: its pods are left alone, even one
+        // lost afterwards (the manager must not fall back to the last good copy).
+        put_controller(&client, "junk", "overwritten", "over", 2).await;
+        wait_converged(&client, "junk", "overwritten", "over", 2).await;
+        put(
+            &client,
+            &controller_key("junk", "overwritten"),
+            r#"{"metadata": 5}"#,
+        )
+        .await;
+        let mut over = pods(&client, "junk").await;
+        let lost = over.keys().next().unwrap().clone();
+        over.remove(&lost);
+        client
+            .clone()
+            .delete(pod_key("junk", &lost), None)
+            .await
+            .expect("delete pod");
+
+        let bad = [
+            "shop/everything",
+            "odd/mismatch",
+            "junk/broken",
+            "junk/garbled",
+            "junk/overwritten",
+        ];
+        for key in bad {
+            eventually(CONVERGE, &format!("a warning about {key}"), || {
+                std::future::ready(!manager.warnings_about(key).is_empty())
+            })
+            .await;
+        }
+        // Let several resyncs pass over the bad controllers (four known controllers, so at
+        // least twelve syncs), then check nothing more was said or written.
+        let syncs = manager.metric(SYNCS_OK).await;
+        eventually(CONVERGE, "three more resyncs", || {
+            let manager = &manager;
+            async move { manager.metric(SYNCS_OK).await >= syncs + 12.0 }
+        })
+        .await;
+
+        // The valid controller still works.
+        scale(&client, "shop", "web", 3).await;
+        wait_converged(&client, "shop", "web", "web", 3).await;
+        let now = pods(&client, "shop").await;
+        assert!(
+            shop.iter().all(|(name, pod)| now.get(name) == Some(pod)),
+            "the valid controller's pods untouched: {now:?}"
+        );
+        assert!(
+            pods(&client, "odd").await.is_empty(),
+            "no pods for an invalid controller"
+        );
+        assert_eq!(
+            pods(&client, "junk").await,
+            over,
+            "no writes for a malformed one"
+        );
+        // shop/web's 3 and junk/overwritten's 2 while it was valid.
+        assert_eq!(manager.metric("kcm_pods_created_total").await, 5.0);
+        assert_eq!(manager.metric("kcm_pods_deleted_total").await, 0.0);
+        let everything = controller(&client, "shop", "everything").await.unwrap();
+        assert!(
+            everything["status"]["replicas"].is_null(),
+            "no status for an invalid controller"
+        );
+
+        for key in bad {
+            let warnings = manager.warnings_about(key);
+            assert_eq!(
+                warnings.len(),
+                1,
+                "exactly one warning about {key}: {warnings:#?}"
+            );
+        }
+        manager.assert_running();
+    })
+    .await;
+}
+
+/// The scenario shared by the cut and compaction tests: controllers `gone` (3 pods) and `grow`
+/// (2); while the manager is cut off from etcd, `gone` loses a pod and is deleted, `grow` is
+/// scaled to 4 and `fresh` (2) is created (and etcd is compacted if `compact`). After the
+/// cut is restored everything must converge with `gone`'s pods left as they were. Returns the
+/// manager (and its proxy) for the caller to check its watch metrics.
+async fn cut_scenario(etcd: &EtcdServer, compact: bool) -> (Manager, FaultProxy) {
+    let client = etcd.client().await;
+    let proxy = FaultProxy::start(etcd.client_addr()).await;
+    let mut args = vec!["--sync-period", SLOW_SYNC];
+    args.extend(FAST_KEEPALIVE);
+    let manager = Manager::start(&proxy.endpoint(), &args).await;
+
+    put_controller(&client, "cut", "gone", "gone", 3).await;
+    put_controller(&client, "cut", "grow", "grow", 2).await;
+    wait_converged(&client, "cut", "gone", "gone", 3).await;
+    wait_converged(&client, "cut", "grow", "grow", 2).await;
+    let restarts = r#"kcm_watch_restarts_total{resource="replicationcontrollers"}"#;
+    assert_eq!(manager.metric(restarts).await, 0.0);
+
+    proxy.cut();
+    // `gone` loses a pod and is deleted: syncing it at its last state (as 2014 did) would
+    // create a replacement that nobody owns.
+    let mut gone = pods(&client, "cut").await;
+    gone.retain(|_, pod| pod.labels["app"] == "gone");
+    let lost = gone.keys().next().unwrap().clone();
+    gone.remove(&lost);
+    client
+        .clone()
+        .delete(pod_key("cut", &lost), None)
+        .await
+        .expect("delete pod");
+    client
+        .clone()
+        .delete(controller_key("cut", "gone"), None)
+        .await
+        .expect("delete controller");
+    scale(&client, "cut", "grow", 4).await;
+    put_controller(&client, "cut", "fresh", "fresh", 2).await;
+    if compact {
+        etcd.compact().await;
+    }
+    // The manager notices: its status endpoint (not behind the proxy) reports etcd gone.
+    eventually(CONVERGE, "/healthz to report etcd unreachable", || {
+        let manager = &manager;
+        async move { matches!(manager.healthz().await, Some((503, _))) }
+    })
+    .await;
+    proxy.restore();
+
+    wait_converged(&client, "cut", "grow", "grow", 4).await;
+    wait_converged(&client, "cut", "fresh", "fresh", 2).await;
+    let mut after = pods(&client, "cut").await;
+    after.retain(|_, pod| pod.labels["app"] == "gone");
+    assert_eq!(
+        after, gone,
+        "a deleted controller's pods are left exactly as they were"
+    );
+    // 3 + 2 before the cut, 2 for grow and 2 for fresh after it; none for gone.
+    assert_eq!(manager.metric("kcm_pods_created_total").await, 9.0);
+    assert!(
+        manager.metric(restarts).await > 0.0,
+        "the watch was restarted"
+    );
+    (manager, proxy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_watch_resumes_without_relisting_and_a_deleted_controller_is_left_alone() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let (manager, _proxy) = cut_scenario(&etcd, false).await;
+        let relists = r#"kcm_watch_relists_total{resource="replicationcontrollers"}"#;
+        assert_eq!(manager.metric(relists).await, 1.0, "resumed, not relisted");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_compacted_while_cut_relists_and_converges() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let (manager, _proxy) = cut_scenario(&etcd, true).await;
+        let relists = r#"kcm_watch_relists_total{resource="replicationcontrollers"}"#;
+        assert!(
+            manager.metric(relists).await >= 2.0,
+            "relisted after compaction"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_manager_survives_an_etcd_crash_and_restart() {
+    with_timeout(LIMIT, async {
+        let Some(mut etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let mut args = vec!["--sync-period", SLOW_SYNC];
+        args.extend(FAST_KEEPALIVE);
+        let mut manager = Manager::start(&etcd.endpoint(), &args).await;
+        put_controller(&client, "crash", "web", "web", 3).await;
+        wait_converged(&client, "crash", "web", "web", 3).await;
+
+        etcd.kill();
+        eventually(CONVERGE, "/healthz to report etcd down", || {
+            let manager = &manager;
+            async move { matches!(manager.healthz().await, Some((503, _))) }
+        })
+        .await;
+        manager.assert_running();
+        etcd.restart().await;
+
+        let client = etcd.client().await;
+        scale(&client, "crash", "web", 5).await;
+        wait_converged(&client, "crash", "web", "web", 5).await;
+        manager.assert_running();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_history_shows_no_over_creation_by_two_managers_and_no_over_deletion() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let args = ["--sync-period", SLOW_SYNC];
+        let endpoint = etcd.endpoint();
+        let (first, second) = tokio::join!(
+            Manager::start(&endpoint, &args),
+            Manager::start(&endpoint, &args)
+        );
+        put_controller(&client, "many", "web", "web", 0).await;
+        eventually(CONVERGE, "both managers to sync the controller", || {
+            let (first, second) = (&first, &second);
+            async move {
+                first.metric(SYNCS_OK).await >= 1.0
+                    && second.metric(SYNCS_OK).await >= 1.0
+            }
+        })
+        .await;
+
+        let start = current_revision(&client).await;
+        scale(&client, "many", "web", 300).await;
+        wait_converged(&client, "many", "web", "web", 300).await;
+        let counts = replay_active_counts(&client, "many", "web", start).await;
+        let peak = counts.iter().max_by_key(|(_, n)| *n).unwrap();
+        assert!(
+            peak.1 <= 300,
+            "{} active pods at revision {}",
+            peak.1,
+            peak.0
+        );
+        assert_eq!(counts.last().unwrap().1, 300, "ends at 300");
+        assert!(
+            first.metric("kcm_pods_created_total").await > 0.0
+                || second.metric("kcm_pods_created_total").await > 0.0
+        );
+        drop(second);
+
+        let start = current_revision(&client).await;
+        scale(&client, "many", "web", 30).await;
+        wait_converged(&client, "many", "web", "web", 30).await;
+        let counts = replay_active_counts(&client, "many", "web", start).await;
+        let low = counts.iter().min_by_key(|(_, n)| *n).unwrap();
+        assert!(low.1 >= 30, "{} active pods at revision {}", low.1, low.0);
+        assert_eq!(counts.last().unwrap().1, 30, "ends at 30");
+        assert_eq!(pods(&client, "many").await.len(), 30);
+        drop(first);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_large_scale_up_exits_cleanly_and_a_restart_finishes_it() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        // A burst of 100 spreads the scale-up over ten syncs, so SIGTERM lands mid-way.
+        let args = ["--sync-period", SLOW_SYNC, "--burst-replicas", "100"];
+        let mut manager = Manager::start(&etcd.endpoint(), &args).await;
+        put_controller(&client, "big", "web", "web", 1000).await;
+        eventually(CONVERGE, "the scale-up to begin", || {
+            let client = client.clone();
+            async move { !pods(&client, "big").await.is_empty() }
+        })
+        .await;
+
+        let signalled = Instant::now();
+        manager.signal(libc::SIGTERM);
+        let status = manager.wait_exit(Duration::from_secs(10)).await;
+        assert!(
+            status.success(),
+            "exit after SIGTERM: {status:?} (signal {:?})",
+            status.signal()
+        );
+        assert!(signalled.elapsed() < Duration::from_secs(10));
+        assert!(manager.log().contains("controller manager stopped"));
+        let at_exit = pods(&client, "big").await.len();
+        assert!(at_exit <= 1000, "{at_exit} pods at exit");
+
+        let _restarted = Manager::start(&etcd.endpoint(), &args).await;
+        wait_converged(&client, "big", "web", "web", 1000).await;
+        assert_eq!(pods(&client, "big").await.len(), 1000);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_follows_etcd_reachability_and_metrics_are_served() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let proxy = FaultProxy::start(etcd.client_addr()).await;
+        let mut args = vec!["--sync-period", SLOW_SYNC];
+        args.extend(FAST_KEEPALIVE);
+        let manager = Manager::start(&proxy.endpoint(), &args).await;
+
+        eventually(CONVERGE, "/healthz to answer 200 ok", || {
+            let manager = &manager;
+            async move { manager.healthz().await == Some((200, "ok".to_owned())) }
+        })
+        .await;
+        let metrics = manager.metrics().await;
+        for series in [
+            "# TYPE kcm_syncs counter",
+            "kcm_pods_created_total",
+            r#"kcm_watch_relists_total{resource="replicationcontrollers"}"#,
+            r#"kcm_watch_relists_total{resource="pods"}"#,
+        ] {
+            assert!(
+                metrics.contains(series),
+                "{series} missing from:\n{metrics}"
+            );
+        }
+        assert_eq!(
+            metric_value(&metrics, r#"kcm_watch_relists_total{resource="pods"}"#),
+            1.0
+        );
+
+        proxy.cut();
+        eventually(
+            CONVERGE,
+            "/healthz to turn 503 while etcd is unreachable",
+            || {
+                let manager = &manager;
+                async move { matches!(manager.healthz().await, Some((503, _))) }
+            },
+        )
+        .await;
+        let (_, reason) = manager.healthz().await.unwrap();
+        assert!(reason.contains("etcd"), "{reason}");
+
+        proxy.restore();
+        eventually(CONVERGE, "/healthz to answer 200 again", || {
+            let manager = &manager;
+            async move { manager.healthz().await == Some((200, "ok".to_owned())) }
+        })
+        .await;
+    })
+    .await;
+}

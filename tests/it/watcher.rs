@@ -86,6 +86,30 @@ async fn delete_pod(client: &mut Client, namespace: &str, name: &str) -> i64 {
     response.header().expect("header").revision()
 }
 
+/// Deletes `key`, whatever it holds.
+async fn delete(client: &mut Client, key: &str) {
+    client
+        .delete(key, None)
+        .await
+        .unwrap_or_else(|e| panic!("delete {key}: {e}"));
+}
+
+/// Creates pods `{stem}-0..n` in namespace `ns`, eight at a time; returns the
+/// acknowledged revisions, in order.
+async fn put_many(client: &Client, stem: &str, n: usize) -> Vec<i64> {
+    let mut revisions: Vec<i64> = futures::stream::iter(0..n)
+        .map(|i| {
+            let mut client = client.clone();
+            let name = format!("{stem}-{i:04}");
+            async move { put_pod(&mut client, "ns", &name, "x").await }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    revisions.sort_unstable();
+    revisions
+}
+
 /// The current etcd revision.
 async fn current_revision(client: &mut Client) -> i64 {
     client
@@ -362,13 +386,6 @@ async fn events_for_the_watched_directory_key_itself_are_ignored() {
     .await;
 }
 
-async fn delete(client: &mut Client, key: &str) {
-    client
-        .delete(key, None)
-        .await
-        .unwrap_or_else(|e| panic!("delete {key}: {e}"));
-}
-
 // ---------------------------------------------------------------------------------------
 // resourceVersion rules
 
@@ -379,10 +396,10 @@ async fn from_empty_existing_objects_arrive_as_added_then_live_events() {
         // Written out of key order: the list delivers in revision order, so that revisions
         // never go backwards (a consumer may resume from the last one it saw).
         let b = put_pod(&mut env.client, "ns", "b", "y").await;
-        let a = put_pod(&mut env.client, "ns", "a", "x").await;
         let b2 = put_pod(&mut env.client, "ns", "b", "z").await; // listed as its latest state
+        let a = put_pod(&mut env.client, "ns", "a", "x").await;
         put_pod(&mut env.client, "other", "c", "x").await; // another namespace
-        assert!(b < a && a < b2);
+        assert!(b < b2 && b2 < a);
         let mut stream = env
             .watcher
             .watch_list::<Pod>(Some("ns"), "", etcd_watcher::everything())
@@ -390,8 +407,8 @@ async fn from_empty_existing_objects_arrive_as_added_then_live_events() {
         expect_events(
             &mut stream,
             &[
-                format!("ADDED ns/a rv={a} app=x"),
                 format!("ADDED ns/b rv={b2} app=z"),
+                format!("ADDED ns/a rv={a} app=x"),
             ],
         )
         .await;
@@ -607,22 +624,6 @@ async fn dropping_a_stream_ends_its_task_even_when_its_buffer_is_full() {
         .await;
     })
     .await;
-}
-
-/// Creates pods `{stem}-0..n` in namespace `ns`, eight at a time; returns the
-/// acknowledged revisions, in order.
-async fn put_many(client: &Client, stem: &str, n: usize) -> Vec<i64> {
-    let mut revisions: Vec<i64> = futures::stream::iter(0..n)
-        .map(|i| {
-            let mut client = client.clone();
-            let name = format!("{stem}-{i:04}");
-            async move { put_pod(&mut client, "ns", &name, "x").await }
-        })
-        .buffer_unordered(8)
-        .collect()
-        .await;
-    revisions.sort_unstable();
-    revisions
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

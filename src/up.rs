@@ -1,0 +1,671 @@
+//! `kcm up`: the whole loop on one machine, one command away.
+//!
+//! Uses the etcd that answers at `--etcd-servers` (docker compose's, a real cluster), or
+//! starts a private one from PATH on that address with a temporary data dir. Then runs
+//! the controller manager and `--nodes` simulated kubelets in this process until Ctrl-C,
+//! and shuts everything down: controllers first, then kubelets, then the private etcd,
+//! whose temporary data dir is removed. `--demo` narrates a guided tour of the 2014 loop.
+//!
+//! Invariant: a private etcd never outlives kcm: it is stopped on every exit path, and the
+//! kernel kills it if kcm itself is killed (`PR_SET_PDEATHSIG`).
+
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use tokio::process::{Child, Command};
+
+use crate::client::{self, ClientConfig};
+
+#[derive(Args, Debug, Clone)]
+pub struct UpArgs {
+    /// Simulated kubelets (nodes) to run.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(0..=64))]
+    pub nodes: u16,
+    /// Data dir of the private etcd; default a temporary dir removed on exit.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// etcd binary for the private etcd (default: `etcd` on PATH).
+    #[arg(long, default_value = "etcd")]
+    pub etcd_binary: PathBuf,
+    /// Run the guided tour: create a controller and a service, watch pods converge,
+    /// delete a pod, scale, show the endpoints; then shut down.
+    #[arg(long)]
+    pub demo: bool,
+    /// Port of the status endpoint (/healthz, /metrics).
+    #[arg(long, default_value_t = 10252)]
+    pub port: u16,
+    /// How often every controller is synced even without events.
+    #[arg(long, default_value = "10s", value_parser = crate::cli::parse_duration)]
+    pub sync_period: Duration,
+}
+
+/// An etcd process kcm started and owns.
+pub struct PrivateEtcd {
+    child: Child,
+    endpoint: String,
+    /// Holds the temporary data dir (removed on drop) unless `--data-dir` was given.
+    _temp: Option<tempfile::TempDir>,
+    data_dir: PathBuf,
+    log_path: PathBuf,
+}
+
+impl PrivateEtcd {
+    /// Starts etcd listening for clients on `client_addr`, and waits until it answers.
+    ///
+    /// # Errors
+    /// When the binary is missing (with install instructions), the address is taken, or
+    /// etcd does not become healthy within 20 s (with the tail of its log).
+    pub async fn start(
+        binary: &Path,
+        client_addr: SocketAddr,
+        data_dir: Option<&Path>,
+    ) -> anyhow::Result<PrivateEtcd> {
+        let (temp, data_dir) = match data_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("create data dir {}", dir.display()))?;
+                (None, dir.to_path_buf())
+            }
+            None => {
+                let temp = tempfile::Builder::new()
+                    .prefix("kcm-etcd-")
+                    .tempdir()
+                    .context("create a temporary data dir")?;
+                let path = temp.path().to_path_buf();
+                (Some(temp), path)
+            }
+        };
+        // The log lives next to, not inside, etcd's member dir.
+        let log_path = data_dir.join("etcd.log");
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("create {}", log_path.display()))?;
+        let peer_port = free_port(client_addr.ip())?;
+        let client_url = format!("http://{client_addr}");
+        let peer_url = format!("http://{}", SocketAddr::new(client_addr.ip(), peer_port));
+        let mut command = Command::new(binary);
+        command
+            .arg("--name=kcm")
+            .arg(format!(
+                "--data-dir={}",
+                data_dir.join("member-data").display()
+            ))
+            .arg(format!("--listen-client-urls={client_url}"))
+            .arg(format!("--advertise-client-urls={client_url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=kcm={peer_url}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true);
+        // If kcm dies without cleaning up (SIGKILL), the kernel kills etcd too.
+        #[cfg(target_os = "linux")]
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                anyhow::anyhow!(
+                    "etcd not found ({}): install it (Debian/Ubuntu: sudo apt-get install etcd-server; \
+                     macOS: brew install etcd), pass --etcd-binary, or point --etcd-servers at a running etcd",
+                    binary.display()
+                )
+            } else {
+                anyhow::anyhow!("start {}: {e}", binary.display())
+            }
+        })?;
+        let mut etcd = PrivateEtcd {
+            child,
+            endpoint: client_url,
+            _temp: temp,
+            data_dir,
+            log_path,
+        };
+        etcd.wait_healthy(Duration::from_secs(20)).await?;
+        Ok(etcd)
+    }
+
+    async fn wait_healthy(&mut self, limit: Duration) -> anyhow::Result<()> {
+        let config = ClientConfig {
+            connect_timeout: Duration::from_millis(500),
+            request_timeout: Duration::from_millis(500),
+            ..ClientConfig::new([self.endpoint.clone()])
+        };
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                anyhow::bail!(
+                    "private etcd exited ({status}) before it was ready; its log:\n{}",
+                    self.log_tail(20)
+                );
+            }
+            if client::connect(&config).await.is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                anyhow::bail!(
+                    "private etcd did not answer at {} within {}; its log:\n{}",
+                    self.endpoint,
+                    humantime::format_duration(limit),
+                    self.log_tail(20)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The client URL, e.g. `http://127.0.0.1:2379`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The last `lines` lines of etcd's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Stops etcd: SIGTERM, then SIGKILL after 5 s. Removes a temporary data dir.
+    pub async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: pid is our own child, not yet reaped.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGTERM);
+            }
+        }
+        if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+fn free_port(ip: std::net::IpAddr) -> anyhow::Result<u16> {
+    Ok(TcpListener::bind((ip, 0))
+        .context("find a free port for etcd's peer URL")?
+        .local_addr()?
+        .port())
+}
+
+/// The socket address of an `http://host:port` URL, if it names this machine.
+pub fn local_client_addr(url: &str) -> Option<SocketAddr> {
+    let rest = url.strip_prefix("http://")?;
+    let host_port = rest.trim_end_matches('/');
+    let addr = host_port.to_socket_addrs().ok()?.next()?;
+    (addr.ip().is_loopback()).then_some(addr)
+}
+
+/// Prints one narration line.
+pub fn say(line: impl std::fmt::Display) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// A one-line progress indicator on stderr for steps that take more than a moment.
+pub struct Progress {
+    what: String,
+    started: Instant,
+    frame: usize,
+    tty: bool,
+}
+
+impl Progress {
+    pub fn new(what: impl Into<String>) -> Progress {
+        Progress {
+            what: what.into(),
+            started: Instant::now(),
+            frame: 0,
+            tty: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        }
+    }
+
+    /// Redraws the line with the current state (only on a terminal).
+    pub fn tick(&mut self, state: impl std::fmt::Display) {
+        if !self.tty {
+            return;
+        }
+        const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
+        self.frame += 1;
+        eprint!(
+            "\r{} {} {} ({:.1}s)   ",
+            FRAMES[self.frame % FRAMES.len()],
+            self.what,
+            state,
+            self.started.elapsed().as_secs_f64()
+        );
+    }
+
+    /// Clears the line.
+    pub fn done(self) {
+        if self.tty {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Orchestration
+
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{
+    Container, ContainerPort, IntOrString, ObjectMeta, Pod, PodPhase, PodSpec, PodTemplateSpec,
+    ReplicationController, ReplicationControllerSpec, Service, ServiceSpec,
+};
+use crate::cli::GlobalArgs;
+use crate::controller_manager::{self, Controller};
+use crate::endpoints::EndpointsConfig;
+use crate::etcd_watcher::Watcher;
+use crate::kubelet::{Kubelet, KubeletConfig};
+use crate::labels::{Selector, Set};
+use crate::registry::{Registry, StorageError};
+use crate::replication_manager::ManagerConfig;
+
+/// Runs `kcm up` until `shutdown` resolves (or the demo finishes).
+///
+/// # Errors
+/// When no etcd answers and a private one cannot be started, or a component fails to
+/// start (e.g. the status port is taken).
+pub async fn run(
+    global: &GlobalArgs,
+    args: UpArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let config = global.client_config();
+    let url = config
+        .endpoints
+        .first()
+        .cloned()
+        .context("no etcd endpoint given")?;
+    let quick = ClientConfig {
+        connect_timeout: Duration::from_millis(700),
+        request_timeout: Duration::from_millis(700),
+        ..config.clone()
+    };
+    let private = match client::connect(&quick).await {
+        Ok(_) => {
+            say(format!(
+                "kcm up: using the etcd that answers at {}",
+                config.endpoints_display()
+            ));
+            None
+        }
+        Err(_) => {
+            let addr = local_client_addr(&url).with_context(|| {
+                format!("no etcd answers at {url}, and it is not a local http address kcm could start one on")
+            })?;
+            let etcd =
+                PrivateEtcd::start(&args.etcd_binary, addr, args.data_dir.as_deref()).await?;
+            say(format!(
+                "kcm up: started a private etcd at {} (data dir {}{})",
+                etcd.endpoint(),
+                etcd.data_dir().display(),
+                if args.data_dir.is_some() {
+                    ""
+                } else {
+                    ", removed on exit"
+                }
+            ));
+            Some(etcd)
+        }
+    };
+    let result = run_cluster(global, &args, shutdown).await;
+    if let Some(etcd) = private {
+        etcd.stop().await;
+        say("kcm up: private etcd stopped");
+    }
+    result
+}
+
+async fn run_cluster(
+    global: &GlobalArgs,
+    args: &UpArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (client, registry) = global.registry().await?;
+    let token = CancellationToken::new();
+    let status_addr = SocketAddr::from(([127, 0, 0, 1], args.port));
+    let manager = controller_manager::run(
+        controller_manager::Config {
+            client: global.client_config(),
+            prefix: global.prefix.clone(),
+            controllers: vec![Controller::Replication, Controller::Endpoints],
+            manager: ManagerConfig {
+                sync_period: args.sync_period,
+                ..ManagerConfig::default()
+            },
+            endpoints: EndpointsConfig::default(),
+            status_addr,
+        },
+        token.clone().cancelled_owned(),
+    );
+    let kubelets = run_nodes(&client, &registry, args.nodes, &token);
+    let endpoints = global.etcd_servers.join(",");
+    let driver = async {
+        if args.demo {
+            tokio::pin!(shutdown);
+            tokio::select! {
+                result = demo(&registry, args.nodes) => {
+                    if let Err(e) = &result {
+                        say(format!("demo failed: {e:#}"));
+                    }
+                    token.cancel();
+                    result
+                }
+                _ = &mut shutdown => {
+                    token.cancel();
+                    Ok(())
+                }
+            }
+        } else {
+            say(format!(
+                "kcm up: controller manager and {} simulated kubelet(s) running; status on http://{status_addr}/healthz",
+                args.nodes
+            ));
+            say(format!("  try:  kcm --etcd-servers {endpoints} run web --image nginx --replicas 3 --port 80 --expose"));
+            say(format!("        kcm --etcd-servers {endpoints} get pods"));
+            say(format!(
+                "        kcm --etcd-servers {endpoints} watch pods --raw"
+            ));
+            say("  Ctrl-C stops everything.");
+            shutdown.await;
+            token.cancel();
+            Ok(())
+        }
+    };
+    let (manager, kubelets, driver) = tokio::join!(manager, kubelets, driver);
+    say("kcm up: controllers and kubelets stopped");
+    manager.and(kubelets).and(driver)
+}
+
+/// Runs `nodes` simulated kubelets named `node-1`, `node-2`, ... until `token` is
+/// cancelled.
+async fn run_nodes(
+    client: &etcd_client::Client,
+    registry: &Registry,
+    nodes: u16,
+    token: &CancellationToken,
+) -> anyhow::Result<()> {
+    let watcher = Watcher::new(client, registry.clone());
+    let mut runs = Vec::new();
+    for i in 1..=nodes {
+        let kubelet = Kubelet::new(registry.clone(), KubeletConfig::new(format!("node-{i}")))?;
+        runs.push(kubelet.run(watcher.clone(), token.clone().cancelled_owned()));
+    }
+    futures::future::join_all(runs)
+        .await
+        .into_iter()
+        .collect::<anyhow::Result<Vec<()>>>()
+        .map(drop)
+}
+
+// ---------------------------------------------------------------------------------------
+// The guided tour
+
+const DEMO_NAMESPACE: &str = "demo";
+const DEMO_NAME: &str = "web";
+
+fn demo_labels() -> Set {
+    [("name", DEMO_NAME)].into_iter().collect()
+}
+
+/// Active pods of the demo controller, sorted by name.
+async fn demo_pods(registry: &Registry) -> anyhow::Result<Vec<Pod>> {
+    let mut pods: Vec<Pod> = registry
+        .list::<Pod>(Some(DEMO_NAMESPACE), &demo_labels().as_selector())
+        .await?
+        .items
+        .into_iter()
+        .filter(Pod::is_active)
+        .collect();
+    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    Ok(pods)
+}
+
+/// Waits until the demo controller has `want` active pods (all Running when there are
+/// nodes to run them), showing progress.
+async fn converge(registry: &Registry, want: usize, nodes: u16) -> anyhow::Result<Vec<Pod>> {
+    let mut progress = Progress::new(format!("waiting for {want} pods"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pods = demo_pods(registry).await?;
+        let running = pods
+            .iter()
+            .filter(|p| p.phase() == PodPhase::Running)
+            .count();
+        if pods.len() == want && (nodes == 0 || running == want) {
+            progress.done();
+            return Ok(pods);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "pods did not converge to {want} within 30s (have {}, {running} running)",
+            pods.len()
+        );
+        progress.tick(format!("{} active, {running} running", pods.len()));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn show_pods(pods: &[Pod]) {
+    for pod in pods {
+        say(format!(
+            "     {:<12} {:<8} host={:<8} ip={}",
+            pod.metadata.name,
+            pod.phase(),
+            if pod.spec.host.is_empty() {
+                "-"
+            } else {
+                &pod.spec.host
+            },
+            pod.pod_ip().unwrap_or("-")
+        ));
+    }
+}
+
+async fn show_endpoints(registry: &Registry, want: usize) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let endpoints = match registry
+            .get::<crate::api::Endpoints>(DEMO_NAMESPACE, DEMO_NAME)
+            .await
+        {
+            Ok(e) => e.endpoints,
+            Err(StorageError::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        if endpoints.len() == want || Instant::now() >= deadline {
+            say(format!(
+                "     endpoints/demo/web = [{}]",
+                endpoints.join(", ")
+            ));
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn scale(registry: &Registry, replicas: i64) -> anyhow::Result<ReplicationController> {
+    Ok(registry
+        .guaranteed_update::<ReplicationController, _>(DEMO_NAMESPACE, DEMO_NAME, |mut rc| {
+            rc.spec.replicas = replicas;
+            Ok(rc)
+        })
+        .await?)
+}
+
+/// Removes what an earlier tour left in the demo namespace.
+async fn clean_demo(registry: &Registry) -> anyhow::Result<()> {
+    let _ = registry
+        .delete::<ReplicationController>(DEMO_NAMESPACE, DEMO_NAME, None)
+        .await;
+    let _ = registry
+        .delete::<Service>(DEMO_NAMESPACE, DEMO_NAME, None)
+        .await;
+    for pod in registry
+        .list::<Pod>(Some(DEMO_NAMESPACE), &Selector::everything())
+        .await?
+        .items
+    {
+        let _ = registry
+            .delete::<Pod>(DEMO_NAMESPACE, &pod.metadata.name, None)
+            .await;
+    }
+    Ok(())
+}
+
+/// The guided tour of the 2014 loop, narrated one line per step.
+async fn demo(registry: &Registry, nodes: u16) -> anyhow::Result<()> {
+    let started = Instant::now();
+    clean_demo(registry).await?;
+    say("");
+    say("== The 2014 Kubernetes control loop, on etcd v3 ==");
+    let rc = ReplicationController {
+        metadata: ObjectMeta {
+            labels: demo_labels(),
+            ..ObjectMeta::named(DEMO_NAMESPACE, DEMO_NAME)
+        },
+        spec: ReplicationControllerSpec {
+            replicas: 3,
+            selector: demo_labels(),
+            template: Some(PodTemplateSpec {
+                metadata: ObjectMeta {
+                    labels: demo_labels(),
+                    ..ObjectMeta::default()
+                },
+                spec: PodSpec {
+                    containers: vec![Container {
+                        name: DEMO_NAME.into(),
+                        image: "nginx".into(),
+                        ports: vec![ContainerPort {
+                            name: "http".into(),
+                            container_port: 80,
+                            protocol: "TCP".into(),
+                            ..ContainerPort::default()
+                        }],
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                },
+                ..PodTemplateSpec::default()
+            }),
+            ..ReplicationControllerSpec::default()
+        },
+        ..ReplicationController::default()
+    };
+    let rc = registry.create(&rc).await?;
+    registry
+        .create(&Service {
+            metadata: ObjectMeta::named(DEMO_NAMESPACE, DEMO_NAME),
+            spec: ServiceSpec {
+                selector: demo_labels(),
+                port: 80,
+                protocol: "TCP".into(),
+                container_port: Some(IntOrString::String("http".into())),
+                ..ServiceSpec::default()
+            },
+            ..Service::default()
+        })
+        .await?;
+    say(format!(
+        "1. Created replicationcontrollers/demo/web (replicas=3, selector name=web) at resourceVersion {}",
+        rc.metadata.resource_version.unwrap_or_default()
+    ));
+    say("   and services/demo/web (port 80 -> containerPort \"http\"). The manager's watch sees");
+    say("   the controller, its sync lists pods matching the selector, finds 0 and creates 3.");
+    let pods = converge(registry, 3, nodes).await?;
+    say(format!(
+        "2. Converged: 3 pods, scheduled and running on the simulated kubelets ({:.1}s):",
+        started.elapsed().as_secs_f64()
+    ));
+    show_pods(&pods);
+    say("   The endpoints controller followed them (ip:port, port resolved by name):");
+    show_endpoints(registry, 3).await?;
+
+    let victim = pods[0].clone();
+    let heal_started = Instant::now();
+    registry
+        .delete::<Pod>(DEMO_NAMESPACE, &victim.metadata.name, None)
+        .await?;
+    say(format!(
+        "3. Deleted pod {} (ip {}), as a node failure would. 2014 waited for the next 10s tick;",
+        victim.metadata.name,
+        victim.pod_ip().unwrap_or("-")
+    ));
+    say("   kcm's pod watch queues the controller at once.");
+    let recreated = converge(registry, 3, 0).await?;
+    let healed_in = heal_started.elapsed();
+    let replacement = recreated
+        .iter()
+        .find(|p| p.metadata.uid != victim.metadata.uid && p.metadata.name == victim.metadata.name)
+        .or_else(|| recreated.iter().find(|p| p.phase() == PodPhase::Pending))
+        .map(|p| p.metadata.name.clone())
+        .unwrap_or_else(|| "a new pod".to_string());
+    say(format!(
+        "   Recreated in {} ms as {replacement}: the same replica slot, so the same name (slot names are",
+        healed_in.as_millis()
+    ));
+    say("   derived from the controller's uid and written create-if-absent: a retry can never add a pod).");
+    let pods = converge(registry, 3, nodes).await?;
+    say("   Running again after the kubelet's start delay, with a new IP:");
+    show_pods(&pods);
+
+    scale(registry, 5).await?;
+    say("4. Resized to 5 (2014's `kubecfg resize`): creates go out in slow-start batches 1, 2, 4, ...");
+    let pods = converge(registry, 5, nodes).await?;
+    show_pods(&pods);
+
+    scale(registry, 2).await?;
+    say("5. Resized to 2: the surplus is ranked (unassigned < pending < running, newer first) and each");
+    say("   delete is guarded by the pod's resourceVersion, so a pod that changed is never deleted blind.");
+    let pods = converge(registry, 2, nodes).await?;
+    show_pods(&pods);
+    show_endpoints(registry, 2).await?;
+    let rc = registry
+        .get::<ReplicationController>(DEMO_NAMESPACE, DEMO_NAME)
+        .await?;
+    say(format!(
+        "6. The manager wrote status.replicas={} (2014 computed it on every read). Tour done in {:.1}s.",
+        rc.status.replicas,
+        started.elapsed().as_secs_f64()
+    ));
+    say(
+        "   Next: `kcm up` (no --demo) keeps running; `kcm watch pods --raw` shows each etcd event",
+    );
+    say("   and the typed event it became; `kcm describe rc web -n demo` explains a controller.");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_urls_get_a_private_etcd() {
+        assert_eq!(
+            local_client_addr("http://127.0.0.1:2379"),
+            Some("127.0.0.1:2379".parse().unwrap())
+        );
+        assert!(local_client_addr("http://localhost:2379").is_some());
+        assert_eq!(local_client_addr("http://10.1.2.3:2379"), None);
+        assert_eq!(local_client_addr("https://127.0.0.1:2379"), None);
+    }
+}
