@@ -8,5 +8,6 @@ mod harness;
 mod kubelet;
 mod manager;
 mod registry;
+mod up;
 mod watch_cli;
 mod watcher;

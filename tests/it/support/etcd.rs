@@ -40,16 +40,7 @@ const LOG_TAIL_LINES: usize = 100;
 ///
 /// Panics if etcd does not become healthy within 20 s, with the tail of its log.
 pub async fn start_etcd() -> Option<EtcdServer> {
-    let Some(bin) = find_etcd() else {
-        if std::env::var_os("CI").is_some_and(|value| !value.is_empty()) {
-            panic!(
-                "etcd not found on PATH and ETCD_BIN unset; CI requires it: \
-                 apt-get install etcd-server"
-            );
-        }
-        eprintln!("skipping: etcd not found (install etcd-server or set ETCD_BIN)");
-        return None;
-    };
+    let bin = etcd_binary()?;
     let dir = tempfile::Builder::new()
         .prefix("kcm-etcd-")
         .tempdir()
@@ -395,6 +386,22 @@ impl Drop for EtcdServer {
             );
         }
     }
+}
+
+/// The etcd binary for tests that start etcd through `kcm` itself (`kcm up`): `None` with
+/// a skip notice when missing, a panic when `CI` is set, as for [`start_etcd`].
+pub fn etcd_binary() -> Option<PathBuf> {
+    let bin = find_etcd();
+    if bin.is_none() {
+        if std::env::var_os("CI").is_some_and(|value| !value.is_empty()) {
+            panic!(
+                "etcd not found on PATH and ETCD_BIN unset; CI requires it: \
+                 apt-get install etcd-server"
+            );
+        }
+        eprintln!("skipping: etcd not found (install etcd-server or set ETCD_BIN)");
+    }
+    bin
 }
 
 /// `$ETCD_BIN` if set and non-empty, else the first executable `etcd` on `PATH`.
