@@ -624,10 +624,18 @@ impl<P: PodControl> Inner<P> {
             .registry
             .list::<Pod>(Some(namespace), &Selector::everything())
             .await?;
+        // A pod that does not decode is not counted, but its name is taken all the same:
+        // left out here, its slot would be chosen (and found taken) by every sync.
+        let undecodable_names = listed
+            .errors
+            .iter()
+            .filter_map(|e| api::parse_key::<Pod>(self.registry.prefix(), &e.key))
+            .map(|(_, name)| name);
         let existing_names: HashSet<&str> = listed
             .items
             .iter()
             .map(|p| p.metadata.name.as_str())
+            .chain(undecodable_names)
             .collect();
         let active: Vec<Pod> = filter_active_pods(
             listed
