@@ -1,5 +1,5 @@
-# Convenience targets. `make test` is exactly `cargo test --all-targets`, so running cargo
-# directly (without make) is the same thing.
+# Convenience aliases for the scripts the README names: `make demo` is scripts/demo.sh,
+# `make test` is scripts/test.sh (which runs `cargo test --all-targets`).
 
 CARGO ?= cargo
 
@@ -7,9 +7,9 @@ CARGO ?= cargo
 
 all: test
 
-## test: the README's test command (needs etcd and protoc; see `make deps`)
+## test: the README's test command, scripts/test.sh (installs etcd and protoc if missing)
 test:
-	$(CARGO) test --all-targets
+	scripts/test.sh
 
 ## lint: formatting check and clippy with warnings as errors, as CI runs them
 lint:
@@ -22,6 +22,5 @@ deps:
 
 ## demo: the README's main job: install deps if missing, build, and run the guided
 ## tour (a private etcd, the controllers and two simulated kubelets, about a minute).
-demo: deps
-	$(CARGO) build --release
-	target/release/kcm up --demo
+demo:
+	scripts/demo.sh
