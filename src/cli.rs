@@ -3,6 +3,7 @@
 //! `main.rs` only parses [`Cli`], installs tracing and the shutdown signal, and calls
 //! [`run`]. Every flag's `///` comment is its help text.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -46,8 +47,10 @@ pub struct GlobalArgs {
     /// Key prefix under which objects are stored.
     #[arg(long, global = true, default_value = api::DEFAULT_PREFIX)]
     pub prefix: String,
-    /// Interval of HTTP/2 keepalive pings to etcd; a member that misses one for
-    /// --etcd-keepalive-timeout is abandoned.
+    /// Interval of HTTP/2 keepalive pings to etcd while a watch or request is open; a
+    /// member that misses one for --etcd-keepalive-timeout is abandoned. etcd closes
+    /// connections that ping more often than its --grpc-keepalive-min-time (5s by
+    /// default).
     #[arg(long, global = true, default_value = "5s", value_parser = parse_duration)]
     pub etcd_keepalive: Duration,
     /// How long a keepalive ping may go unanswered.
@@ -56,6 +59,24 @@ pub struct GlobalArgs {
     /// Bound on each etcd request (watches excepted).
     #[arg(long, global = true, default_value = "10s", value_parser = parse_duration)]
     pub etcd_request_timeout: Duration,
+    /// CA certificate (PEM) that signed etcd's serving certificates; needed for https://
+    /// endpoints.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub etcd_cafile: Option<PathBuf>,
+    /// Client certificate (PEM), for an etcd that runs with --client-cert-auth.
+    #[arg(long, global = true, value_name = "FILE", requires = "etcd_keyfile")]
+    pub etcd_certfile: Option<PathBuf>,
+    /// Key (PEM) of --etcd-certfile.
+    #[arg(long, global = true, value_name = "FILE", requires = "etcd_certfile")]
+    pub etcd_keyfile: Option<PathBuf>,
+    /// etcd user, for an etcd with authentication enabled. The password comes from
+    /// --etcd-password-file or the KCM_ETCD_PASSWORD environment variable, never from a
+    /// flag (flags show in `ps`).
+    #[arg(long, global = true, env = "KCM_ETCD_USER")]
+    pub etcd_user: Option<String>,
+    /// File whose first line is the password of --etcd-user.
+    #[arg(long, global = true, value_name = "FILE", requires = "etcd_user")]
+    pub etcd_password_file: Option<PathBuf>,
     /// More logging: -v info, -vv debug, -vvv trace (like glog's V levels). RUST_LOG
     /// overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -70,19 +91,30 @@ impl GlobalArgs {
             keepalive_interval: self.etcd_keepalive,
             keepalive_timeout: self.etcd_keepalive_timeout,
             request_timeout: self.etcd_request_timeout,
+            tls: client::TlsFiles {
+                ca_file: self.etcd_cafile.clone(),
+                cert_file: self.etcd_certfile.clone(),
+                key_file: self.etcd_keyfile.clone(),
+            },
+            auth: self.etcd_user.as_ref().map(|user| client::AuthConfig {
+                user: user.clone(),
+                password_file: self.etcd_password_file.clone(),
+            }),
             ..ClientConfig::default()
         }
     }
 
-    /// Connects (checking that etcd answers) and builds the registry.
+    /// Connects (checking that etcd answers and the user may read the prefix) and
+    /// builds the registry.
     ///
     /// # Errors
-    /// One line when etcd is unreachable or the prefix is invalid.
+    /// One line when etcd is unreachable, refuses us, or the prefix is invalid.
     pub async fn registry(&self) -> anyhow::Result<(etcd_client::Client, Registry)> {
         let config = self.client_config();
         let client = client::connect(&config).await?;
         let registry =
             Registry::new(&client, &self.prefix)?.with_request_timeout(config.request_timeout);
+        client::check_access(&client, &config, registry.prefix(), false).await?;
         Ok((client, registry))
     }
 }
@@ -139,6 +171,13 @@ pub enum Command {
     Run(RunArgs),
     /// Show a replication controller's spec, status and pods, and what looks wrong.
     Describe(DescribeArgs),
+    /// Measure kcm against raw etcd on this machine: scale-up, scale-down, heal, resync,
+    /// watch, resume and memory, each with a baseline measured in the same run, and the
+    /// ratios against the targets in docs/PERFORMANCE.md.
+    ///
+    /// Starts a private etcd unless --etcd-servers (or KCM_ETCD_SERVERS) names one; works
+    /// under its own key prefix, deleted at the end.
+    Bench(crate::bench::BenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -169,6 +208,35 @@ pub struct ControllerManagerArgs {
     /// Port of the status endpoint (2014's controller-manager port).
     #[arg(long, default_value_t = 10252)]
     pub port: u16,
+    /// Run the controllers only while this process is the leader, elected through etcd's
+    /// election API among the managers with the same --leader-elect-name and --prefix.
+    /// Every write is fenced with the leadership term, so a deposed leader cannot write.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// TTL of the leader's etcd lease (whole seconds), renewed every third of it: how long
+    /// standbys wait after a leader dies without resigning.
+    #[arg(long, default_value = "15s", value_parser = parse_lease_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// Name of the election; its keys live under PREFIX/elections/NAME/.
+    #[arg(long, default_value = crate::leader::DEFAULT_ELECTION_NAME, value_parser = parse_election_name)]
+    pub leader_elect_name: String,
+}
+
+/// A lease TTL: a duration of at least one second.
+fn parse_lease_duration(s: &str) -> Result<Duration, String> {
+    let duration = parse_duration(s)?;
+    if duration < Duration::from_secs(1) {
+        return Err("a lease lasts at least 1s".to_string());
+    }
+    Ok(duration)
+}
+
+/// An election name: non-empty, without `/`.
+fn parse_election_name(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.contains('/') {
+        return Err("an election name is non-empty and has no '/'".to_string());
+    }
+    Ok(s.to_string())
 }
 
 impl ControllerManagerArgs {
@@ -189,6 +257,13 @@ impl ControllerManagerArgs {
                 ..EndpointsConfig::default()
             },
             status_addr: std::net::SocketAddr::new(self.address, self.port),
+            leader_election: self
+                .leader_elect
+                .then(|| crate::leader::LeaderElectionConfig {
+                    name: self.leader_elect_name.clone(),
+                    lease_duration: self.leader_elect_lease_duration,
+                    ..crate::leader::LeaderElectionConfig::new()
+                }),
         }
     }
 }
@@ -271,6 +346,12 @@ pub async fn run(
         Command::Stop(args) => kubecfg::stop(&cli.global, args).await,
         Command::Run(args) => kubecfg::run(&cli.global, args).await,
         Command::Describe(args) => kubecfg::describe(&cli.global, args).await,
+        Command::Bench(args) => {
+            tokio::select! {
+                result = crate::bench::run(&cli.global, args) => result,
+                _ = shutdown => Ok(()),
+            }
+        }
     }
 }
 
@@ -397,6 +478,83 @@ mod tests {
         assert_eq!(args.kind, Kind::Replicationcontrollers);
         assert!(args.all_namespaces && args.raw);
         assert_eq!(args.selector.unwrap().to_string(), "app=web");
+    }
+
+    #[test]
+    fn leader_election_and_security_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "kcm",
+            "controller-manager",
+            "--leader-elect",
+            "--leader-elect-lease-duration",
+            "3s",
+            "--etcd-servers",
+            "https://a:2379",
+            "--etcd-cafile",
+            "ca.pem",
+            "--etcd-certfile",
+            "c.pem",
+            "--etcd-keyfile",
+            "k.pem",
+            "--etcd-user",
+            "kcm",
+            "--etcd-password-file",
+            "pw",
+        ])
+        .unwrap();
+        let Command::ControllerManager(args) = &cli.command else {
+            panic!("parsed as another command")
+        };
+        let config = args.config(&cli.global);
+        let election = config.leader_election.expect("--leader-elect");
+        assert_eq!(election.name, "kcm-controller-manager");
+        assert_eq!(election.lease_duration, Duration::from_secs(3));
+        assert_eq!(config.client.tls.ca_file, Some(PathBuf::from("ca.pem")));
+        assert_eq!(config.client.tls.key_file, Some(PathBuf::from("k.pem")));
+        let auth = config.client.auth.expect("--etcd-user");
+        assert_eq!(auth.user, "kcm");
+        assert_eq!(auth.password_file, Some(PathBuf::from("pw")));
+
+        let cli = Cli::try_parse_from(["kcm", "controller-manager"]).unwrap();
+        let Command::ControllerManager(args) = &cli.command else {
+            panic!("parsed as another command")
+        };
+        assert!(args.config(&cli.global).leader_election.is_none());
+        assert_eq!(args.leader_elect_lease_duration, Duration::from_secs(15));
+    }
+
+    #[test]
+    fn bad_leader_and_security_flags_are_rejected() {
+        let check = |args: &[&str], expected: &str| {
+            let err = Cli::try_parse_from(args).unwrap_err().to_string();
+            assert!(err.contains(expected), "{err}");
+        };
+        check(
+            &["kcm", "--etcd-password-file", "pw", "get", "pods"],
+            "--etcd-user",
+        );
+        check(
+            &["kcm", "--etcd-certfile", "c.pem", "get", "pods"],
+            "--etcd-keyfile",
+        );
+        check(
+            &[
+                "kcm",
+                "controller-manager",
+                "--leader-elect-lease-duration",
+                "500ms",
+            ],
+            "at least 1s",
+        );
+        check(
+            &["kcm", "controller-manager", "--leader-elect-name", "a/b"],
+            "no '/'",
+        );
+        // There is no password flag at all.
+        check(
+            &["kcm", "--etcd-password", "x", "get", "pods"],
+            "unexpected argument",
+        );
     }
 
     #[test]

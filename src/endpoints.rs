@@ -8,6 +8,9 @@
 //! Endpoints are written by compare-and-swap, not last-writer-wins; and Endpoints whose
 //! Service is gone are deleted (2014 leaked them).
 //!
+//! Pods are read from the pod informer (`informer`), shared with the replication manager
+//! under `kcm controller-manager`: one pod watch and one pod store for both controllers.
+//!
 //! Invariant: an Endpoints object is written only when its set of entries changed, with
 //! its entries sorted, keeping the fields kcm does not know.
 
@@ -23,7 +26,8 @@ use tokio::task::JoinSet;
 use crate::api::{Endpoints, IntOrString, ObjectMeta, Pod, Service};
 use crate::controller::{forward, log_notice, worker, SyncHandler};
 use crate::etcd_watcher::{self, BackoffConfig, Update, WatchEvent, Watcher};
-use crate::labels::{Selector, Set};
+use crate::informer::{CachedPod, Delta, Informer, PodInformer, PodPorts};
+use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
 use crate::status::Metrics;
 use crate::workqueue::WorkQueue;
@@ -41,6 +45,9 @@ pub struct EndpointsConfig {
     /// How long shutdown waits for in-flight syncs. Default 8 s.
     pub shutdown_timeout: Duration,
     pub watch_backoff: BackoffConfig,
+    /// How long a sync waits for the pod cache's first list before it reads etcd
+    /// instead. Default 500 ms.
+    pub cache_wait: Duration,
 }
 
 impl Default for EndpointsConfig {
@@ -50,6 +57,7 @@ impl Default for EndpointsConfig {
             concurrent_syncs: 5,
             shutdown_timeout: Duration::from_secs(8),
             watch_backoff: BackoffConfig::default(),
+            cache_wait: Duration::from_millis(500),
         }
     }
 }
@@ -62,27 +70,7 @@ impl Default for EndpointsConfig {
 /// A number is used as given; a name is looked up among every container's ports; absent,
 /// 0 or "" means the first container's first port. `None` when nothing resolves.
 pub fn find_port(pod: &Pod, container_port: Option<&IntOrString>) -> Option<u16> {
-    let first_port = || {
-        pod.spec
-            .containers
-            .first()
-            .and_then(|c| c.ports.first())
-            .map(|p| p.container_port)
-            .filter(|p| *p > 0)
-    };
-    let port = match container_port {
-        None | Some(IntOrString::Int(0)) => first_port(),
-        Some(IntOrString::String(name)) if name.is_empty() => first_port(),
-        Some(IntOrString::Int(port)) => Some(*port),
-        Some(IntOrString::String(name)) => pod
-            .spec
-            .containers
-            .iter()
-            .flat_map(|c| &c.ports)
-            .find(|p| &p.name == name)
-            .map(|p| p.container_port),
-    };
-    port.and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0)
+    PodPorts::of(pod).find(container_port)
 }
 
 /// `net.JoinHostPort(ip, port)`: IPv6 addresses are bracketed.
@@ -96,17 +84,23 @@ pub fn join_host_port(ip: &str, port: u16) -> String {
 /// The sorted, de-duplicated endpoints of `service` among `pods` (all in its namespace).
 /// Pods without an IP or a resolvable port are skipped; phase is ignored, as in 2014.
 pub fn endpoints_for(service: &Service, pods: &[Pod]) -> Vec<String> {
+    let cached: Vec<Arc<CachedPod>> = pods.iter().map(|p| Arc::new(CachedPod::from(p))).collect();
+    endpoints_for_cached(service, &cached)
+}
+
+/// [`endpoints_for`] over cached pods.
+pub fn endpoints_for_cached(service: &Service, pods: &[Arc<CachedPod>]) -> Vec<String> {
     let selector = service.spec.selector.as_selector();
     let mut entries: Vec<String> = pods
         .iter()
-        .filter(|pod| selector.matches(&pod.metadata.labels))
+        .filter(|pod| selector.matches(&pod.labels))
         .filter_map(|pod| {
-            let Some(ip) = pod.pod_ip() else {
-                tracing::debug!(pod = %pod.metadata.key(), "no pod IP yet; skipped");
+            let Some(ip) = pod.pod_ip.as_deref() else {
+                tracing::debug!(pod = %pod.key(), "no pod IP yet; skipped");
                 return None;
             };
-            let Some(port) = find_port(pod, service.spec.container_port.as_ref()) else {
-                tracing::debug!(pod = %pod.metadata.key(), "no port matches the service's containerPort; skipped");
+            let Some(port) = pod.ports.find(service.spec.container_port.as_ref()) else {
+                tracing::debug!(pod = %pod.key(), "no port matches the service's containerPort; skipped");
                 return None;
             };
             Some(join_host_port(ip, port))
@@ -125,6 +119,8 @@ pub struct EndpointsController {
     registry: Registry,
     config: EndpointsConfig,
     metrics: Arc<Metrics>,
+    /// A pod informer the caller runs (and shares); without it, `run` runs its own.
+    pods: Option<PodInformer>,
 }
 
 impl EndpointsController {
@@ -133,7 +129,14 @@ impl EndpointsController {
             registry,
             config,
             metrics,
+            pods: None,
         }
+    }
+
+    /// Reads pods from `pods`, an informer the caller runs and may share.
+    pub fn with_pod_informer(mut self, pods: PodInformer) -> Self {
+        self.pods = Some(pods);
+        self
     }
 
     /// Runs the controller until `shutdown` resolves (same shutdown contract as the
@@ -150,25 +153,35 @@ impl EndpointsController {
         let service_watch = watcher
             .resumable_list::<Service>(None, "", etcd_watcher::everything())?
             .with_backoff(backoff.clone());
-        let pod_watch = watcher
-            .resumable_list::<Pod>(None, "", etcd_watcher::everything())?
-            .with_backoff(backoff);
         self.metrics
             .register_watch("services", service_watch.metrics());
-        self.metrics
-            .register_watch("pods (endpoints)", pod_watch.metrics());
+        let stop = tokio_util::sync::CancellationToken::new();
         let mut watch_tasks = JoinSet::new();
+        let pods = match &self.pods {
+            Some(pods) => pods.clone(),
+            None => {
+                let pods: PodInformer = Informer::new(watcher.clone()).with_backoff(backoff);
+                self.metrics
+                    .register_watch("pods (endpoints)", pods.metrics());
+                watch_tasks.spawn(pods.clone().run(stop.clone().cancelled_owned()));
+                pods
+            }
+        };
+        let pod_events = pods.subscribe();
         let service_events = forward(service_watch, &mut watch_tasks);
-        let pod_events = forward(pod_watch, &mut watch_tasks);
-        let result = self.run_loop(service_events, pod_events, shutdown).await;
+        let result = self
+            .run_loop(pods, service_events, pod_events, shutdown)
+            .await;
+        stop.cancel();
         watch_tasks.shutdown().await;
         result
     }
 
     async fn run_loop(
         &self,
+        pods: PodInformer,
         mut service_events: mpsc::Receiver<Update<Service>>,
-        mut pod_events: mpsc::Receiver<Update<Pod>>,
+        mut pod_events: mpsc::Receiver<Delta<CachedPod>>,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
         let queue = Arc::new(WorkQueue::<String>::new());
@@ -180,10 +193,15 @@ impl EndpointsController {
         let handler: SyncHandler = {
             let registry = self.registry.clone();
             let metrics = self.metrics.clone();
+            let cache_wait = self.config.cache_wait;
             Arc::new(move |key: String| {
                 let registry = registry.clone();
                 let metrics = metrics.clone();
-                Box::pin(async move { sync_service_endpoints(&registry, &metrics, &key).await })
+                let pods = pods.clone();
+                Box::pin(async move {
+                    let pods = PodSource::Cache(&pods, cache_wait);
+                    sync_service_endpoints(&registry, &metrics, pods, &key).await
+                })
             })
         };
         let mut workers = JoinSet::new();
@@ -225,16 +243,15 @@ impl EndpointsController {
                     }
                     notice => log_notice("services", &notice),
                 },
-                Some(update) = pod_events.recv() => match update {
-                    Update::Event(event, _) => {
-                        for key in index.services_for(&event) {
-                            queue.add(key);
-                        }
+                Some(delta) = pod_events.recv() => {
+                    for key in index.services_for(&delta) {
+                        queue.add(key);
                     }
-                    notice => log_notice("pods", &notice),
-                },
+                }
             }
         }
+        // Unsubscribe first, so a shared informer is not held back by this loop.
+        drop(pod_events);
         queue.shut_down();
         let drained = tokio::time::timeout(self.config.shutdown_timeout, async {
             while workers.join_next().await.is_some() {}
@@ -262,15 +279,25 @@ impl EndpointsController {
     }
 }
 
-/// `syncServiceEndpoints` for one Service: computes its endpoints from a fresh read of
-/// the pods in its namespace and writes them if they changed; deletes the Endpoints of a
-/// Service that is gone.
+/// Where a sync reads pods from.
+#[derive(Clone, Copy)]
+pub enum PodSource<'a> {
+    /// A fresh list of the namespace (2014).
+    Etcd,
+    /// The pod informer, once it has listed (waiting at most this long, else etcd).
+    Cache(&'a PodInformer, Duration),
+}
+
+/// `syncServiceEndpoints` for one Service: computes its endpoints from the pods in its
+/// namespace and writes them if they changed; deletes the Endpoints of a Service that is
+/// gone.
 ///
 /// # Errors
 /// When etcd fails or a write conflicts (the key is retried with backoff).
 pub async fn sync_service_endpoints(
     registry: &Registry,
     metrics: &Metrics,
+    pods: PodSource<'_>,
     key: &str,
 ) -> anyhow::Result<()> {
     let Some((namespace, name)) = key.split_once('/') else {
@@ -303,10 +330,20 @@ pub async fn sync_service_endpoints(
         // otherwise select every pod in the namespace.
         return Ok(());
     }
-    let pods = registry
-        .list::<Pod>(Some(namespace), &Selector::everything())
-        .await?;
-    let entries = endpoints_for(&service, &pods.items);
+    let selector = service.spec.selector.as_selector();
+    let selected = match pods {
+        PodSource::Cache(cache, wait) if cache.wait_for(0, wait).await => {
+            cache.select(namespace, &selector)
+        }
+        _ => registry
+            .list::<Pod>(Some(namespace), &selector)
+            .await?
+            .items
+            .iter()
+            .map(|pod| Arc::new(CachedPod::from(pod)))
+            .collect(),
+    };
+    let entries = endpoints_for_cached(&service, &selected);
     match registry.get::<Endpoints>(namespace, name).await {
         Err(StorageError::NotFound { .. }) => {
             let endpoints = Endpoints {
@@ -341,12 +378,11 @@ pub async fn sync_service_endpoints(
     Ok(())
 }
 
-/// The Services the loop knows of, by namespace, and every pod's last labels, so that a
-/// pod event can be mapped to the Services whose selector matched it before or after.
+/// The Services the loop knows of, by namespace, so that a pod change can be mapped to
+/// the Services whose selector matched it before or after.
 #[derive(Default)]
 struct ServiceIndex {
     selectors: HashMap<String, HashMap<String, Selector>>,
-    pod_labels: HashMap<String, Set>,
 }
 
 impl ServiceIndex {
@@ -379,26 +415,20 @@ impl ServiceIndex {
         }
     }
 
-    /// Every pod event may change an IP, a port or membership: queue the Services that
+    /// Every pod change may change an IP, a port or membership: queue the Services that
     /// select the pod by its old or new labels.
-    fn services_for(&mut self, event: &WatchEvent<Pod>) -> Vec<String> {
-        let Some(pod) = event.object() else {
+    fn services_for(&self, delta: &Delta<CachedPod>) -> Vec<String> {
+        let Some(services) = self.selectors.get(&*delta.namespace) else {
             return Vec::new();
         };
-        let key = pod.metadata.key();
-        let old = match event {
-            WatchEvent::Deleted(_) => self.pod_labels.remove(&key),
-            _ => self.pod_labels.insert(key, pod.metadata.labels.clone()),
-        };
-        let Some(services) = self.selectors.get(&pod.metadata.namespace) else {
-            return Vec::new();
+        let matches = |selector: &Selector, pod: &Option<Arc<CachedPod>>| {
+            pod.as_ref()
+                .is_some_and(|pod| selector.matches(&pod.labels))
         };
         let mut keys: HashSet<String> = HashSet::new();
         for (name, selector) in services {
-            if selector.matches(&pod.metadata.labels)
-                || old.as_ref().is_some_and(|old| selector.matches(old))
-            {
-                keys.insert(format!("{}/{name}", pod.metadata.namespace));
+            if matches(selector, &delta.new) || matches(selector, &delta.old) {
+                keys.insert(format!("{}/{name}", delta.namespace));
             }
         }
         keys.into_iter().collect()
@@ -502,15 +532,23 @@ mod tests {
         };
         index.upsert(&service("web", "web"));
         index.upsert(&service("db", "db"));
-        let mut p = pod("p", "1.1.1.1", &[]);
-        let mut sorted = |event| {
-            let mut keys = index.services_for(&event);
+        let web = Arc::new(CachedPod::from(&pod("p", "1.1.1.1", &[])));
+        let mut relabelled = pod("p", "1.1.1.1", &[]);
+        relabelled.metadata.labels = [("app", "db")].into_iter().collect();
+        let db = Arc::new(CachedPod::from(&relabelled));
+        let sorted = |old: Option<&Arc<CachedPod>>, new: Option<&Arc<CachedPod>>| {
+            let delta = Delta {
+                namespace: "ns".into(),
+                name: "p".into(),
+                old: old.cloned(),
+                new: new.cloned(),
+            };
+            let mut keys = index.services_for(&delta);
             keys.sort();
             keys
         };
-        assert_eq!(sorted(WatchEvent::Added(p.clone())), ["ns/web"]);
-        p.metadata.labels = [("app", "db")].into_iter().collect();
-        assert_eq!(sorted(WatchEvent::Modified(p.clone())), ["ns/db", "ns/web"]);
-        assert_eq!(sorted(WatchEvent::Deleted(p)), ["ns/db"]);
+        assert_eq!(sorted(None, Some(&web)), ["ns/web"]);
+        assert_eq!(sorted(Some(&web), Some(&db)), ["ns/db", "ns/web"]);
+        assert_eq!(sorted(Some(&db), None), ["ns/db"]);
     }
 }

@@ -404,7 +404,7 @@ pub struct WatchMetrics {
 }
 
 impl WatchMetrics {
-    fn observe_revision(&self, revision: i64) {
+    pub(crate) fn observe_revision(&self, revision: i64) {
         self.last_revision.fetch_max(revision, Ordering::Relaxed);
     }
 }
@@ -476,6 +476,16 @@ impl Watcher {
     /// The registry whose prefix and KV client this watcher uses.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The watch client (with the raised message limit), for the informers.
+    pub(crate) fn watch_client(&self) -> WatchClient {
+        self.watch_client.clone()
+    }
+
+    /// How long opening a watch may take before it counts as failed.
+    pub(crate) fn open_timeout(&self) -> Duration {
+        self.open_timeout
     }
 
     /// Watches every object of kind `T` in one namespace (or all, with `None`) that
@@ -854,13 +864,13 @@ impl Default for BackoffConfig {
 }
 
 #[derive(Debug)]
-struct Backoff {
+pub(crate) struct Backoff {
     config: BackoffConfig,
     next: Duration,
 }
 
 impl Backoff {
-    fn new(config: BackoffConfig) -> Backoff {
+    pub(crate) fn new(config: BackoffConfig) -> Backoff {
         Backoff {
             next: config.min,
             config,
@@ -868,7 +878,7 @@ impl Backoff {
     }
 
     /// The delay before the next attempt; `healthy_for` is how long the last watch ran.
-    fn delay(&mut self, healthy_for: Duration) -> Duration {
+    pub(crate) fn delay(&mut self, healthy_for: Duration) -> Duration {
         if healthy_for >= self.config.reset_after {
             self.next = self.config.min;
         }
@@ -877,6 +887,43 @@ impl Backoff {
         // Jitter up to +50%, so many watchers do not reconnect in lockstep.
         let jitter = rand::thread_rng().gen_range(0.0..0.5);
         base.mul_f64(1.0 + jitter).min(self.config.max)
+    }
+}
+
+/// How often a watch whose etcd stopped answering checks whether it answers again.
+const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Waits out `delay`, the backoff before re-opening a watch, with one exception: when
+/// etcd did not answer at first and answers again, the wait ends at once.
+///
+/// The backoff protects an etcd that answers but fails watches (overloaded, say): it gets
+/// the whole delay. An etcd that could not be reached lost a connection, not its
+/// patience; a cheap single-key read every 100 ms tells when it is back, so a watch
+/// catches up within 100 ms of a restored connection instead of up to a whole (growing)
+/// backoff later. Reads to an unreachable etcd cost it nothing.
+pub(crate) async fn wait_before_reopen(registry: &Registry, key: &str, delay: Duration) {
+    let deadline = tokio::time::Instant::now() + delay;
+    let mut kv = registry.kv();
+    let mut unreachable = false;
+    loop {
+        let probe = kv.get(key, Some(etcd_client::GetOptions::new().with_count_only()));
+        let answered = matches!(
+            tokio::time::timeout(PROBE_INTERVAL * 2, probe).await,
+            Ok(Ok(_))
+        );
+        if answered {
+            if unreachable {
+                return;
+            }
+            tokio::time::sleep_until(deadline).await;
+            return;
+        }
+        unreachable = true;
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return;
+        }
+        tokio::time::sleep_until(deadline.min(now + PROBE_INTERVAL)).await;
     }
 }
 
@@ -1099,7 +1146,7 @@ impl<T: Object> ResumableWatch<T> {
         if let Some(reason) = self.resume_reason.take() {
             let delay = self.backoff.delay(self.opened_at.elapsed());
             tracing::debug!(key = %self.target.start, ?delay, "waiting before re-opening watch");
-            tokio::time::sleep(delay).await;
+            wait_before_reopen(&self.watcher.registry, &self.target.start, delay).await;
             if !self.need_relist {
                 let from = self.revision.unwrap_or(0);
                 self.metrics.restarts.fetch_add(1, Ordering::Relaxed);

@@ -3,15 +3,18 @@
 //! ARCHITECTURE.md has the map; each module's header names the 2014 file it mirrors.
 
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod controller;
 pub mod controller_manager;
 pub mod endpoints;
 pub mod etcd_watcher;
+pub mod informer;
 pub mod kubecfg;
 pub mod kubelet;
 pub mod labels;
+pub mod leader;
 pub mod registry;
 pub mod replication_manager;
 pub mod status;

@@ -6,8 +6,10 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
     let cli = kcm::cli::Cli::parse();
-    // The demo narrates on stdout; its logs would drown the story unless asked for.
-    let quiet = matches!(&cli.command, kcm::cli::Command::Up(up) if up.demo);
+    // The demo narrates on stdout and the bench prints a table; their logs would drown
+    // them unless asked for.
+    let quiet = matches!(&cli.command, kcm::cli::Command::Up(up) if up.demo)
+        || matches!(&cli.command, kcm::cli::Command::Bench(_));
     init_tracing(cli.global.verbose, quiet);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

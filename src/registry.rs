@@ -11,15 +11,19 @@
 //! - a value that does not decode never fails a list: it is reported per key in
 //!   [`ObjectList::errors`] next to the good objects;
 //! - writes never drop fields kcm does not model (see `api`), and an unchanged object
-//!   is not written at all by [`Registry::guaranteed_update`].
+//!   is not written at all by [`Registry::guaranteed_update`];
+//! - every write is one transaction; in a fenced registry ([`Registry::with_fence`])
+//!   each also compares the leader key's create revision, so a deposed leader's write
+//!   commits nowhere, not even one already on the wire when leadership was lost.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, KvClient, Txn, TxnOp,
-    TxnOpResponse,
+    Client, Compare, CompareOp, GetOptions, KeyValue, KvClient, Txn, TxnOp, TxnOpResponse,
+    TxnResponse,
 };
+use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, Object, ResourceVersion};
 use crate::labels::Selector;
@@ -34,6 +38,79 @@ pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
 /// How often `guaranteed_update` retries a conflicting write before giving up.
 const MAX_UPDATE_ATTEMPTS: usize = 100;
+
+/// The annotation a fenced registry stamps on every object it creates: the fencing token
+/// (leader key create revision) of the leadership term that created it. An audit trail:
+/// etcd's history then shows which term wrote each object.
+pub const FENCING_TOKEN_ANNOTATION: &str = "kcm.io/fencing-token";
+
+/// A fencing token: the key a leader holds in an etcd election and that key's create
+/// revision (etcd's `LeaderKey.rev`). A fenced write commits only while this very key
+/// exists; once the lease behind it expires or the leader resigns, the key is gone (or
+/// re-created by a later campaign with a higher revision) and every write carrying the
+/// fence fails in etcd, wherever it comes from.
+#[derive(Clone, Debug)]
+pub struct Fence {
+    /// The leader key, e.g. `/registry/elections/kcm-controller-manager/694d77b5e6a4a20f`.
+    pub key: Vec<u8>,
+    /// The leader key's create revision; increases with every term.
+    pub create_revision: i64,
+    /// Cancelled when the term ends, by the elector or by a registry that found the
+    /// fence broken in etcd.
+    lost: CancellationToken,
+}
+
+impl Fence {
+    /// The fence of a term that has just been won; the term ends when `lost` is
+    /// cancelled (the elector passes a child of its lease's token, so an expired lease
+    /// ends the term at once).
+    pub fn new(key: impl Into<Vec<u8>>, create_revision: i64, lost: CancellationToken) -> Fence {
+        Fence {
+            key: key.into(),
+            create_revision,
+            lost,
+        }
+    }
+
+    /// Cancelled once the term is over; fenced writes are then refused locally.
+    pub fn lost(&self) -> &CancellationToken {
+        &self.lost
+    }
+
+    /// Whether etcd's answer to `get(key)` shows the fence still held.
+    fn held_in(&self, kv: Option<&KeyValue>) -> bool {
+        kv.is_some_and(|kv| kv.create_revision() == self.create_revision)
+    }
+}
+
+/// The fence of the current leadership term, shared by the elector (which fills it when
+/// it wins and ends the term when it loses) and every fenced registry. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct FenceSlot(Arc<RwLock<Option<Fence>>>);
+
+impl FenceSlot {
+    /// Starts a term: from now on fenced writes carry `fence`.
+    pub fn set(&self, fence: Fence) {
+        *self.0.write().expect("fence lock") = Some(fence);
+    }
+
+    /// Ends the current term, if any: fenced writes are refused until the next `set`.
+    pub fn clear(&self) {
+        if let Some(fence) = self.0.write().expect("fence lock").take() {
+            fence.lost.cancel();
+        }
+    }
+
+    /// The fence of the current term, `None` when there is none or it was lost.
+    pub fn current(&self) -> Option<Fence> {
+        self.0
+            .read()
+            .expect("fence lock")
+            .as_ref()
+            .filter(|fence| !fence.lost.is_cancelled())
+            .cloned()
+    }
+}
 
 /// A value under the prefix that could not be decoded as its kind.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,6 +155,10 @@ pub enum StorageError {
     },
     #[error("update {key}: {source:#}")]
     Update { key: String, source: anyhow::Error },
+    /// A fenced registry's write while this process does not hold the leadership (or
+    /// found in etcd that it no longer does). Nothing was written.
+    #[error("{op} {key}: refused, this process is not the leader (leadership lost)")]
+    Fenced { op: &'static str, key: String },
 }
 
 impl StorageError {
@@ -95,6 +176,11 @@ impl StorageError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, StorageError::NotFound { .. })
     }
+
+    /// True when a fenced write was refused because leadership was lost.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, StorageError::Fenced { .. })
+    }
 }
 
 /// A one-line description of an etcd-client error (tonic's Display is verbose).
@@ -102,23 +188,46 @@ pub fn describe_etcd_error(error: &etcd_client::Error) -> String {
     match error {
         etcd_client::Error::GRpcStatus(status) => {
             let message = status.message();
-            if message.is_empty() {
+            let text = if message.is_empty() {
                 format!("{:?}", status.code())
             } else {
                 message.to_string()
-            }
+            };
+            // A transport failure ("transport error") keeps its cause (a TLS alert, a
+            // refused connection) in the source chain.
+            with_sources(text, std::error::Error::source(status))
         }
         etcd_client::Error::TransportError(e) => {
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(e);
-            while let Some(s) = source {
-                text = format!("{text}: {s}");
-                source = s.source();
-            }
-            text
+            with_sources(e.to_string(), std::error::Error::source(e))
         }
         other => other.to_string(),
     }
+}
+
+/// How often [`Registry`] re-sends a call that was never sent.
+const MAX_RESENDS: usize = 2;
+
+/// True when a call failed before it was sent: the channel could not connect to the member
+/// it picked (a member that died). tonic reports that as Unavailable "tcp connect error".
+fn is_unsent(error: &etcd_client::Error) -> bool {
+    matches!(error, etcd_client::Error::GRpcStatus(s)
+        if s.code() == tonic::Code::Unavailable && s.message().contains("connect error"))
+}
+
+/// `text: source: its source: ...`, leaving out a source whose words are already there
+/// (tonic repeats the cause in the status message).
+fn with_sources(
+    mut text: String,
+    mut source: Option<&(dyn std::error::Error + 'static)>,
+) -> String {
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text = format!("{text}: {part}");
+        }
+        source = s.source();
+    }
+    text
 }
 
 fn is_compacted(error: &etcd_client::Error) -> bool {
@@ -171,6 +280,8 @@ pub struct Registry {
     prefix: Arc<str>,
     request_timeout: Duration,
     page_size: i64,
+    /// Set for a leader's registry: every write carries the current fence.
+    fence: Option<FenceSlot>,
 }
 
 impl Registry {
@@ -186,7 +297,18 @@ impl Registry {
             prefix: api::normalize_prefix(prefix)?.into(),
             request_timeout: Duration::from_secs(10),
             page_size: DEFAULT_PAGE_SIZE,
+            fence: None,
         })
+    }
+
+    /// Fences every write: each transaction also requires the leader key of `slot`'s
+    /// current term to exist at its create revision, and is refused without asking etcd
+    /// while the slot holds no term. A write that etcd rejects because the fence broke
+    /// fails with [`StorageError::Fenced`] and ends the term. Objects created carry the
+    /// token in [`FENCING_TOKEN_ANNOTATION`].
+    pub fn with_fence(mut self, slot: FenceSlot) -> Registry {
+        self.fence = Some(slot);
+        self
     }
 
     /// Bounds every unary request (default 10 s).
@@ -216,26 +338,40 @@ impl Registry {
         api::object_key::<T>(&self.prefix, namespace, name)
     }
 
-    /// Runs one unary etcd call under the request timeout.
-    async fn raw<R>(
-        &self,
-        request: impl std::future::Future<Output = Result<R, etcd_client::Error>>,
-    ) -> Result<R, RawError> {
-        match tokio::time::timeout(self.request_timeout, request).await {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(e)) => Err(RawError::Etcd(e)),
-            Err(_) => Err(RawError::Timeout),
+    /// Runs one unary etcd call (`request` sends it through the KV client it is given)
+    /// under the request timeout. A call that was never sent, because the connection to
+    /// the member it was routed to could not be made, is sent again (at most twice): the
+    /// balanced channel may route it to a member that answers. Only never-sent calls are
+    /// repeated, so a write is never applied twice.
+    async fn raw<R, Fut>(&self, request: impl Fn(KvClient) -> Fut) -> Result<R, RawError>
+    where
+        Fut: std::future::Future<Output = Result<R, etcd_client::Error>>,
+    {
+        let mut resends = 0;
+        loop {
+            match tokio::time::timeout(self.request_timeout, request(self.kv.clone())).await {
+                Ok(Ok(response)) => return Ok(response),
+                Ok(Err(e)) if is_unsent(&e) && resends < MAX_RESENDS => {
+                    resends += 1;
+                    tracing::debug!(error = %describe_etcd_error(&e), "etcd call not sent; resending");
+                }
+                Ok(Err(e)) => return Err(RawError::Etcd(e)),
+                Err(_) => return Err(RawError::Timeout),
+            }
         }
     }
 
     /// Runs one unary etcd call under the request timeout, naming the operation and key
     /// in any error.
-    async fn call<R>(
+    async fn call<R, Fut>(
         &self,
         op: &'static str,
         key: &str,
-        request: impl std::future::Future<Output = Result<R, etcd_client::Error>>,
-    ) -> Result<R, StorageError> {
+        request: impl Fn(KvClient) -> Fut,
+    ) -> Result<R, StorageError>
+    where
+        Fut: std::future::Future<Output = Result<R, etcd_client::Error>>,
+    {
         self.raw(request)
             .await
             .map_err(|e| self.storage_error(op, key, e))
@@ -260,6 +396,71 @@ impl Registry {
         }
     }
 
+    /// The fence a write must carry: `None` for an unfenced registry.
+    ///
+    /// # Errors
+    /// `Fenced` when the registry is fenced but holds no current term.
+    fn write_fence(&self, op: &'static str, key: &str) -> Result<Option<Fence>, StorageError> {
+        match &self.fence {
+            None => Ok(None),
+            Some(slot) => slot.current().map(Some).ok_or(StorageError::Fenced {
+                op,
+                key: key.to_string(),
+            }),
+        }
+    }
+
+    /// Runs one write transaction: if `compares` hold, `success`, else `failure`. With a
+    /// fence, the fence's compare joins `compares` and a read of the leader key ends
+    /// `failure`, so a failed transaction tells whether the fence broke.
+    ///
+    /// # Errors
+    /// `Fenced` (and the term is ended) when etcd refused the write because the leader
+    /// key is gone or belongs to a later term; `Etcd` when the call fails.
+    async fn write_txn(
+        &self,
+        op: &'static str,
+        key: &str,
+        fence: Option<&Fence>,
+        mut compares: Vec<Compare>,
+        success: Vec<TxnOp>,
+        mut failure: Vec<TxnOp>,
+    ) -> Result<TxnResponse, StorageError> {
+        if let Some(fence) = fence {
+            compares.push(Compare::create_revision(
+                fence.key.clone(),
+                CompareOp::Equal,
+                fence.create_revision,
+            ));
+            failure.push(TxnOp::get(fence.key.clone(), None));
+        }
+        let txn = Txn::new().when(compares).and_then(success).or_else(failure);
+        let response = self
+            .call(op, key, |mut kv| {
+                let txn = txn.clone();
+                async move { kv.txn(txn).await }
+            })
+            .await?;
+        if let Some(fence) = fence.filter(|_| !response.succeeded()) {
+            let leader = match response.op_responses().last() {
+                Some(TxnOpResponse::Get(get)) => get.kvs().first().cloned(),
+                _ => None,
+            };
+            if !fence.held_in(leader.as_ref()) {
+                if !fence.lost.is_cancelled() {
+                    tracing::warn!(%key, term = fence.create_revision,
+                        "etcd refused a write: the leader key is gone; leadership lost");
+                }
+                fence.lost.cancel();
+                return Err(StorageError::Fenced {
+                    op,
+                    key: key.to_string(),
+                });
+            }
+        }
+        Ok(response)
+    }
+
     /// Decodes a key-value read from etcd as a `T` at its `mod_revision`.
     ///
     /// # Errors
@@ -282,8 +483,12 @@ impl Registry {
     /// `NotFound`, `Decode` for a malformed value, `Etcd` when etcd fails.
     pub async fn get<T: Object>(&self, namespace: &str, name: &str) -> Result<T, StorageError> {
         let key = self.key::<T>(namespace, name);
-        let mut kv = self.kv.clone();
-        let response = self.call("get", &key, kv.get(key.as_str(), None)).await?;
+        let response = self
+            .call("get", &key, |mut kv| {
+                let key = key.clone();
+                async move { kv.get(key, None).await }
+            })
+            .await?;
         match response.kvs().first() {
             Some(found) => Ok(self.decode(found)?),
             None => Err(StorageError::NotFound { key }),
@@ -365,13 +570,16 @@ impl Registry {
         let mut start = prefix.as_bytes().to_vec();
         let mut pinned = revision.unwrap_or(0);
         let mut page_size = self.page_size;
-        let mut kv = self.kv.clone();
         loop {
             let options = GetOptions::new()
                 .with_range(range_end.clone())
                 .with_limit(page_size)
                 .with_revision(pinned);
-            let response = match self.raw(kv.get(start.clone(), Some(options))).await {
+            let read = |mut kv: KvClient| {
+                let (start, options) = (start.clone(), options.clone());
+                async move { kv.get(start, Some(options)).await }
+            };
+            let response = match self.raw(read).await {
                 Ok(response) => response,
                 Err(RawError::Etcd(e)) if is_too_large(&e) && page_size > 1 => {
                     page_size /= 2;
@@ -425,14 +633,26 @@ impl Registry {
                 message: "resourceVersion may not be set on objects to be created".into(),
             });
         }
+        let fence = self.write_fence("create", &key)?;
         let mut object = object.clone();
         api::fill_system_fields(object.metadata_mut());
+        if let Some(fence) = &fence {
+            object.metadata_mut().annotations.insert(
+                FENCING_TOKEN_ANNOTATION.to_string(),
+                fence.create_revision.to_string(),
+            );
+        }
         let value = self.encode(&key, &object)?;
-        let txn = Txn::new()
-            .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key.as_str(), value, None)]);
-        let mut kv = self.kv.clone();
-        let response = self.call("create", &key, kv.txn(txn)).await?;
+        let response = self
+            .write_txn(
+                "create",
+                &key,
+                fence.as_ref(),
+                vec![Compare::create_revision(key.as_str(), CompareOp::Equal, 0)],
+                vec![TxnOp::put(key.as_str(), value, None)],
+                vec![],
+            )
+            .await?;
         if !response.succeeded() {
             return Err(StorageError::AlreadyExists { key });
         }
@@ -482,13 +702,16 @@ impl Registry {
         value: Vec<u8>,
         mut object: T,
     ) -> Result<(T, ()), (StorageError, Option<KeyValue>)> {
-        let txn = Txn::new()
-            .when(unchanged_since(&key, expected))
-            .and_then([TxnOp::put(key.as_str(), value, None)])
-            .or_else([TxnOp::get(key.as_str(), None)]);
-        let mut kv = self.kv.clone();
+        let fence = self.write_fence("update", &key).map_err(|e| (e, None))?;
         let response = self
-            .call("update", &key, kv.txn(txn))
+            .write_txn(
+                "update",
+                &key,
+                fence.as_ref(),
+                unchanged_since(&key, expected).to_vec(),
+                vec![TxnOp::put(key.as_str(), value, None)],
+                vec![TxnOp::get(key.as_str(), None)],
+            )
             .await
             .map_err(|e| (e, None))?;
         if response.succeeded() {
@@ -524,27 +747,40 @@ impl Registry {
         precondition: Option<ResourceVersion>,
     ) -> Result<ResourceVersion, StorageError> {
         let key = self.key::<T>(namespace, name);
-        let mut kv = self.kv.clone();
+        let fence = self.write_fence("delete", &key)?;
         let Some(expected) = precondition else {
+            // A transaction, not a plain delete, so that it can carry the fence.
             let response = self
-                .call(
+                .write_txn(
                     "delete",
                     &key,
-                    kv.delete(key.as_str(), Some(DeleteOptions::new())),
+                    fence.as_ref(),
+                    vec![],
+                    vec![TxnOp::delete(key.as_str(), None)],
+                    vec![],
                 )
                 .await?;
-            if response.deleted() == 0 {
+            let deleted = response
+                .op_responses()
+                .iter()
+                .any(|r| matches!(r, TxnOpResponse::Delete(delete) if delete.deleted() > 0));
+            if !deleted {
                 return Err(StorageError::NotFound { key });
             }
             return Ok(ResourceVersion(
                 response.header().map_or(0, |h| h.revision()),
             ));
         };
-        let txn = Txn::new()
-            .when(unchanged_since(&key, expected))
-            .and_then([TxnOp::delete(key.as_str(), None)])
-            .or_else([TxnOp::get(key.as_str(), None)]);
-        let response = self.call("delete", &key, kv.txn(txn)).await?;
+        let response = self
+            .write_txn(
+                "delete",
+                &key,
+                fence.as_ref(),
+                unchanged_since(&key, expected).to_vec(),
+                vec![TxnOp::delete(key.as_str(), None)],
+                vec![TxnOp::get(key.as_str(), None)],
+            )
+            .await?;
         if response.succeeded() {
             return Ok(ResourceVersion(
                 response.header().map_or(0, |h| h.revision()),
@@ -638,6 +874,60 @@ fn current_kv(responses: &[TxnOpResponse]) -> Option<KeyValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fence_slot_holds_the_current_term_until_it_is_lost_or_cleared() {
+        let slot = FenceSlot::default();
+        assert!(slot.current().is_none());
+        let lost = CancellationToken::new();
+        slot.set(Fence::new("/e/a", 7, lost.clone()));
+        assert_eq!(slot.current().map(|f| f.create_revision), Some(7));
+        lost.cancel();
+        assert!(slot.current().is_none(), "a lost term is not handed out");
+        let next = CancellationToken::new();
+        slot.set(Fence::new("/e/b", 9, next.clone()));
+        assert_eq!(slot.current().map(|f| f.key), Some(b"/e/b".to_vec()));
+        slot.clear();
+        assert!(next.is_cancelled() && slot.current().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_fenced_registry_without_a_term_refuses_writes_without_asking_etcd() {
+        // Nothing listens on port 1; the refusal comes before any connection attempt.
+        let client = Client::connect(["http://127.0.0.1:1"], None).await.unwrap();
+        let registry = Registry::new(&client, "/registry")
+            .unwrap()
+            .with_fence(FenceSlot::default());
+        let mut pod = api::Pod::default();
+        pod.metadata.name = "a".into();
+        pod.metadata.namespace = "ns".into();
+        let refused = registry.create(&pod).await.unwrap_err();
+        assert!(refused.is_fenced(), "{refused}");
+        assert_eq!(
+            refused.to_string(),
+            "create /registry/pods/ns/a: refused, this process is not the leader (leadership lost)"
+        );
+        let refused = registry.delete::<api::Pod>("ns", "a", None).await;
+        assert!(matches!(
+            refused,
+            Err(StorageError::Fenced { op: "delete", .. })
+        ));
+    }
+
+    #[test]
+    fn only_calls_that_never_left_are_resent() {
+        let check = |status: tonic::Status, expected: bool| {
+            let error = etcd_client::Error::GRpcStatus(status);
+            assert_eq!(is_unsent(&error), expected, "{error}");
+        };
+        check(tonic::Status::unavailable("tcp connect error"), true);
+        check(tonic::Status::unavailable("h2 protocol error"), false);
+        check(tonic::Status::deadline_exceeded("tcp connect error"), false);
+        check(
+            tonic::Status::unknown("etcdserver: request timed out"),
+            false,
+        );
+    }
 
     #[test]
     fn prefix_range_end_increments_the_last_byte() {

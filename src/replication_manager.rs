@@ -12,25 +12,34 @@
 //!   pod name, written create-if-absent, so concurrent syncs or two kcm processes cannot
 //!   create the same replica twice; creates are capped per sync and slow-started;
 //! - scale-down deletes the lowest-ranked pods, each guarded by its resourceVersion;
-//! - a deleted controller creates and deletes nothing; status.replicas is written.
+//! - a deleted controller creates and deletes nothing; status.replicas is written;
+//! - controllers and pods are read from shared informer caches (`informer`), not listed
+//!   per sync: a resync of 1,000 controllers reads no etcd at all.
 //!
-//! Invariant: a sync counts pods from a fresh etcd read, which includes every write this
-//! manager made for the controller (its own creates returned before the read began).
+//! Invariant (read-your-writes): a sync counts pods from the cache only once the cache
+//! has applied every write this manager made for that controller (the header revision of
+//! each create, delete and status write is recorded per controller); a cache that does
+//! not catch up within `cache_wait` is bypassed for a fresh etcd read. Creates stay
+//! idempotent (deterministic slot names, create-if-absent), so even a view that misses
+//! another writer's pods can only try names that are taken, never over-create.
 
+use std::cmp::Ordering as CmpOrdering;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use crate::api::{
     self, ObjectMeta, Pod, PodPhase, PodStatus, ReplicationController, ResourceVersion,
 };
-use crate::controller::{forward, log_notice, worker, SyncHandler};
-use crate::etcd_watcher::{self, BackoffConfig, Update, WatchEvent, Watcher};
-use crate::labels::{Selector, Set};
+use crate::controller::{worker, SyncHandler};
+use crate::etcd_watcher::{BackoffConfig, Watcher};
+use crate::informer::{CachedPod, ControllerInformer, Delta, Informer, Namespace, PodInformer};
+use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
 use crate::status::Metrics;
 use crate::workqueue::WorkQueue;
@@ -55,6 +64,12 @@ pub struct ManagerConfig {
     pub shutdown_timeout: Duration,
     /// Backoff of the controller and pod watches.
     pub watch_backoff: BackoffConfig,
+    /// How long a sync waits for the caches to apply this manager's own last writes for
+    /// the controller before it reads etcd instead. Default 500 ms.
+    pub cache_wait: Duration,
+    /// Count pods from a fresh etcd list of the namespace in every sync, as 2014 did,
+    /// instead of from the shared cache. Default false; `kcm bench` measures both.
+    pub fresh_reads: bool,
 }
 
 impl Default for ManagerConfig {
@@ -65,6 +80,8 @@ impl Default for ManagerConfig {
             burst_replicas: 500,
             shutdown_timeout: Duration::from_secs(8),
             watch_backoff: BackoffConfig::default(),
+            cache_wait: Duration::from_millis(500),
+            fresh_reads: false,
         }
     }
 }
@@ -75,7 +92,8 @@ impl Default for ManagerConfig {
 /// What a create found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CreateOutcome {
-    Created,
+    /// Created at this revision.
+    Created(ResourceVersion),
     /// The name was taken; the pod holding it, if it could be read.
     Exists(Option<Box<Pod>>),
 }
@@ -83,7 +101,8 @@ pub enum CreateOutcome {
 /// What a guarded delete found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeleteOutcome {
-    Deleted,
+    /// Deleted at this revision.
+    Deleted(ResourceVersion),
     /// The pod changed since it was ranked; nothing was deleted.
     Changed,
     /// The pod was already gone.
@@ -118,7 +137,9 @@ impl EtcdPodControl {
 impl PodControl for EtcdPodControl {
     async fn create_pod(&self, pod: Pod) -> anyhow::Result<CreateOutcome> {
         match self.registry.create(&pod).await {
-            Ok(_) => Ok(CreateOutcome::Created),
+            Ok(created) => Ok(CreateOutcome::Created(
+                created.metadata.resource_version.unwrap_or_default(),
+            )),
             Err(StorageError::AlreadyExists { .. }) => {
                 let meta = &pod.metadata;
                 let existing = self
@@ -143,7 +164,7 @@ impl PodControl for EtcdPodControl {
             .delete::<Pod>(namespace, name, Some(resource_version))
             .await
         {
-            Ok(_) => Ok(DeleteOutcome::Deleted),
+            Ok(revision) => Ok(DeleteOutcome::Deleted(revision)),
             Err(StorageError::Conflict { .. }) => Ok(DeleteOutcome::Changed),
             Err(StorageError::NotFound { .. }) => Ok(DeleteOutcome::Gone),
             Err(e) => Err(e.into()),
@@ -183,12 +204,22 @@ pub fn names_to_create(
     existing: &HashSet<&str>,
     n: usize,
 ) -> Vec<String> {
+    names_to_create_with(controller, uid, |name| existing.contains(name), n)
+}
+
+/// [`names_to_create`] with any test for a taken name (e.g. a cache lookup).
+pub fn names_to_create_with(
+    controller: &str,
+    uid: &str,
+    is_taken: impl Fn(&str) -> bool,
+    n: usize,
+) -> Vec<String> {
     let mut names = Vec::with_capacity(n);
     let mut chosen = HashSet::with_capacity(n);
     let mut slot = 0u64;
     while names.len() < n {
         let name = pod_name(controller, uid, slot);
-        if !existing.contains(name.as_str()) && chosen.insert(name.clone()) {
+        if !is_taken(name.as_str()) && chosen.insert(name.clone()) {
             names.push(name);
         }
         slot += 1;
@@ -209,9 +240,12 @@ pub fn slow_start_batches(n: usize) -> Vec<usize> {
     batches
 }
 
-/// Sorts active pods so that the ones to delete first come first: unassigned before
-/// assigned, Pending before Unknown before Running, newer before older, then by name.
-pub fn rank_for_deletion(pods: &mut [Pod]) {
+/// What deletion ranking looks at: assigned, phase, creation time, name.
+type RankKey<'a> = (bool, PodPhase, Option<&'a str>, &'a str);
+
+/// Unassigned before assigned, Pending before Unknown before Running, newer before
+/// older, then by name.
+fn deletion_order(a: RankKey<'_>, b: RankKey<'_>) -> CmpOrdering {
     fn phase_rank(phase: PodPhase) -> u8 {
         match phase {
             PodPhase::Pending => 0,
@@ -220,19 +254,38 @@ pub fn rank_for_deletion(pods: &mut [Pod]) {
             PodPhase::Succeeded | PodPhase::Failed => 3,
         }
     }
-    pods.sort_by(|a, b| {
-        let assigned = |p: &Pod| !p.spec.host.is_empty();
-        assigned(a)
-            .cmp(&assigned(b))
-            .then(phase_rank(a.phase()).cmp(&phase_rank(b.phase())))
-            // RFC 3339 timestamps of one format sort as strings; newer first.
-            .then(
-                b.metadata
-                    .creation_timestamp
-                    .cmp(&a.metadata.creation_timestamp),
-            )
-            .then(a.metadata.name.cmp(&b.metadata.name))
-    });
+    a.0.cmp(&b.0)
+        .then(phase_rank(a.1).cmp(&phase_rank(b.1)))
+        // RFC 3339 timestamps of one format sort as strings; newer first.
+        .then(b.2.cmp(&a.2))
+        .then(a.3.cmp(b.3))
+}
+
+/// Sorts active pods so that the ones to delete first come first: unassigned before
+/// assigned, Pending before Unknown before Running, newer before older, then by name.
+pub fn rank_for_deletion(pods: &mut [Pod]) {
+    fn key(p: &Pod) -> RankKey<'_> {
+        (
+            !p.spec.host.is_empty(),
+            p.phase(),
+            p.metadata.creation_timestamp.as_deref(),
+            &p.metadata.name,
+        )
+    }
+    pods.sort_by(|a, b| deletion_order(key(a), key(b)));
+}
+
+/// [`rank_for_deletion`] for cached pods.
+pub fn rank_cached_for_deletion(pods: &mut [Arc<CachedPod>]) {
+    fn key(p: &CachedPod) -> RankKey<'_> {
+        (
+            p.assigned,
+            p.phase,
+            p.creation_timestamp.as_deref(),
+            &p.name,
+        )
+    }
+    pods.sort_by(|a, b| deletion_order(key(a), key(b)));
 }
 
 /// What one sync will do, before it does it.
@@ -303,6 +356,22 @@ struct Inner<P> {
     /// The resourceVersion a controller was last warned about (invalid or malformed),
     /// so each bad version is reported once.
     warned: Mutex<HashMap<String, String>>,
+    /// The controller cache; set by `run` (or `with_caches`). Without it, syncs read etcd.
+    controllers: OnceLock<ControllerInformer>,
+    /// The pod cache, shared with the endpoints controller when given.
+    pods: OnceLock<PodInformer>,
+    /// Per controller key, the revisions of this manager's last writes for it.
+    written: Mutex<HashMap<String, Written>>,
+}
+
+/// The header revisions of a manager's last writes for one controller: what its caches
+/// must have applied before a sync may count from them (read-your-writes).
+#[derive(Clone, Copy, Debug, Default)]
+struct Written {
+    /// Last pod create or delete.
+    pods: i64,
+    /// Last `status.replicas` write.
+    status: i64,
 }
 
 impl ReplicationManager<EtcdPodControl> {
@@ -316,6 +385,9 @@ impl ReplicationManager<EtcdPodControl> {
                 config,
                 metrics,
                 warned: Mutex::default(),
+                controllers: OnceLock::new(),
+                pods: OnceLock::new(),
+                written: Mutex::default(),
             }),
             sync_handler: None,
         }
@@ -334,6 +406,9 @@ impl<P: PodControl> ReplicationManager<P> {
                 config: inner.config,
                 metrics: inner.metrics,
                 warned: inner.warned,
+                controllers: inner.controllers,
+                pods: inner.pods,
+                written: inner.written,
             }),
             sync_handler: self.sync_handler,
         }
@@ -342,6 +417,21 @@ impl<P: PodControl> ReplicationManager<P> {
     /// Replaces the sync handler (tests count syncs without touching etcd).
     pub fn with_sync_handler(mut self, handler: SyncHandler) -> Self {
         self.sync_handler = Some(handler);
+        self
+    }
+
+    /// Reads pods from `pods`, an informer the caller runs and may share (the controller
+    /// manager shares one with the endpoints controller). Without it, `run` runs its own.
+    pub fn with_pod_informer(self, pods: PodInformer) -> Self {
+        let _ = self.inner.pods.set(pods);
+        self
+    }
+
+    /// Reads controllers and pods from informers the caller runs, for syncs outside
+    /// [`ReplicationManager::run`] ([`ReplicationManager::sync_all`], as `kcm bench` does).
+    pub fn with_caches(self, controllers: ControllerInformer, pods: PodInformer) -> Self {
+        let _ = self.inner.controllers.set(controllers);
+        let _ = self.inner.pods.set(pods);
         self
     }
 
@@ -356,11 +446,40 @@ impl<P: PodControl> ReplicationManager<P> {
         })
     }
 
+    /// Syncs each controller in `keys` once, `concurrent_syncs` at a time, and returns
+    /// when all are done: the work of one resync tick, without the queue. Returns how
+    /// many syncs failed.
+    pub async fn sync_all(&self, keys: Vec<String>) -> usize {
+        let handler = self.handler();
+        let limit = Arc::new(tokio::sync::Semaphore::new(
+            self.inner.config.concurrent_syncs.max(1),
+        ));
+        let mut syncs = JoinSet::new();
+        for key in keys {
+            let permit = limit.clone().acquire_owned().await.expect("never closed");
+            let handler = handler.clone();
+            syncs.spawn(async move {
+                let result = handler(key).await;
+                drop(permit);
+                result
+            });
+        }
+        let mut failures = 0;
+        while let Some(result) = syncs.join_next().await {
+            if !matches!(result, Ok(Ok(()))) {
+                failures += 1;
+            }
+        }
+        failures
+    }
+
     /// Runs the manager until `shutdown` resolves.
     ///
-    /// Watches controllers and pods in all namespaces from `""` (so every existing
-    /// controller syncs at start), resyncs every controller each sync period, and syncs
-    /// a controller on each of its events and on relevant pod events.
+    /// Lists and watches controllers and pods in all namespaces through informers (the
+    /// pod informer may be shared, see [`ReplicationManager::with_pod_informer`]), waits
+    /// until both have listed, then syncs every controller, resyncs every controller each
+    /// sync period, and syncs a controller on each of its changes and on relevant pod
+    /// changes.
     ///
     /// Shutdown contract: after `shutdown` resolves no new sync starts, the watches are
     /// dropped, in-flight syncs (and their creates and deletes) get up to
@@ -374,35 +493,61 @@ impl<P: PodControl> ReplicationManager<P> {
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
         let backoff = self.inner.config.watch_backoff.clone();
-        let rc_watch = watcher
-            .resumable_list::<ReplicationController>(None, "", etcd_watcher::everything())?
-            .with_backoff(backoff.clone());
-        let pod_watch = watcher
-            .resumable_list::<Pod>(None, "", etcd_watcher::everything())?
-            .with_backoff(backoff);
-        self.inner
-            .metrics
-            .register_watch("replicationcontrollers", rc_watch.metrics());
-        self.inner
-            .metrics
-            .register_watch("pods", pod_watch.metrics());
-        let mut watch_tasks = JoinSet::<()>::new();
-        let rc_events = forward(rc_watch, &mut watch_tasks);
-        let pod_events = forward(pod_watch, &mut watch_tasks);
-        let result = self.run_loop(rc_events, pod_events, shutdown).await;
-        watch_tasks.shutdown().await;
+        let stop = CancellationToken::new();
+        let mut informer_tasks = JoinSet::<()>::new();
+        let (controllers, own_controllers) = match self.inner.controllers.get() {
+            Some(controllers) => (controllers.clone(), false),
+            None => {
+                let controllers =
+                    ControllerInformer::new(watcher.clone()).with_backoff(backoff.clone());
+                self.inner
+                    .metrics
+                    .register_watch("replicationcontrollers", controllers.metrics());
+                let _ = self.inner.controllers.set(controllers.clone());
+                (controllers, true)
+            }
+        };
+        let pods = match self.inner.pods.get() {
+            Some(pods) => pods.clone(),
+            None => {
+                let pods = Informer::new(watcher.clone()).with_backoff(backoff);
+                self.inner.metrics.register_watch("pods", pods.metrics());
+                let _ = self.inner.pods.set(pods.clone());
+                informer_tasks.spawn(pods.clone().run(stop.clone().cancelled_owned()));
+                pods
+            }
+        };
+        // Subscribed before the controller informer lists, so its first list queues every
+        // controller.
+        let rc_events = controllers.subscribe();
+        let pod_events = pods.subscribe();
+        if own_controllers {
+            informer_tasks.spawn(controllers.clone().run(stop.clone().cancelled_owned()));
+        }
+        tokio::pin!(shutdown);
+        // client-go's WaitForCacheSync: no sync counts from a cache that has not listed.
+        let synced = async {
+            controllers.wait_synced().await;
+            pods.wait_synced().await;
+        };
+        let result = tokio::select! {
+            _ = &mut shutdown => Ok(()),
+            _ = synced => self.run_loop(rc_events, pod_events, shutdown).await,
+        };
+        stop.cancel();
+        informer_tasks.shutdown().await;
         result
     }
 
-    /// The loop itself, over any source of controller and pod updates (tests feed
+    /// The loop itself, over any source of controller and pod changes (tests feed
     /// channels).
     ///
     /// # Errors
     /// Never at present; kept fallible for future setup steps.
     pub async fn run_loop(
         &self,
-        mut rc_events: mpsc::Receiver<Update<ReplicationController>>,
-        mut pod_events: mpsc::Receiver<Update<Pod>>,
+        mut rc_events: mpsc::Receiver<Delta<ReplicationController>>,
+        mut pod_events: mpsc::Receiver<Delta<CachedPod>>,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
         let config = &self.inner.config;
@@ -434,8 +579,8 @@ impl<P: PodControl> ReplicationManager<P> {
                 biased;
                 _ = &mut shutdown => Trigger::Shutdown,
                 _ = resync.tick() => Trigger::Resync,
-                Some(update) = rc_events.recv() => Trigger::Controller(Box::new(update)),
-                Some(update) = pod_events.recv() => Trigger::Pod(Box::new(update)),
+                Some(delta) = rc_events.recv() => Trigger::Controller(delta),
+                Some(delta) = pod_events.recv() => Trigger::Pod(delta),
             };
             match trigger {
                 Trigger::Shutdown => break,
@@ -445,33 +590,31 @@ impl<P: PodControl> ReplicationManager<P> {
                         queue.add(key);
                     }
                 }
-                Trigger::Controller(update) if matches!(*update, Update::Event(..)) => {
-                    match update.into_event() {
-                        Some(WatchEvent::Added(rc) | WatchEvent::Modified(rc)) => {
-                            let key = rc.metadata.key();
-                            index.upsert(&rc);
-                            queue.add(key);
-                        }
-                        // 2014 synced a deleted controller at its last state, which could
-                        // create orphans; a deleted controller gets no more writes.
-                        Some(WatchEvent::Deleted(rc)) => {
-                            index.remove(&rc.metadata);
-                            self.inner.forget_warning(&rc.metadata.key());
-                        }
-                        _ => {}
+                Trigger::Controller(delta) => match &delta.new {
+                    Some(rc) => {
+                        index.upsert(rc);
+                        queue.add(delta.key());
                     }
-                }
-                Trigger::Pod(update) if matches!(*update, Update::Event(..)) => {
-                    let event = update.into_event().expect("checked to be an event");
-                    for key in index.controllers_to_sync_for(&event) {
+                    // 2014 synced a deleted controller at its last state, which could
+                    // create orphans; a deleted (or undecodable) controller gets no more
+                    // writes.
+                    None => {
+                        let key = delta.key();
+                        index.remove(&delta.namespace, &delta.name);
+                        self.inner.forget(&key);
+                    }
+                },
+                Trigger::Pod(delta) => {
+                    for key in index.controllers_to_sync_for(&delta) {
                         queue.add(key);
                     }
                 }
-                Trigger::Controller(notice) => log_notice("replicationcontrollers", &notice),
-                Trigger::Pod(notice) => log_notice("pods", &notice),
             }
         }
         tracing::info!("replication manager shutting down");
+        // Unsubscribe first, so a shared informer is not held back by this loop.
+        drop(rc_events);
+        drop(pod_events);
         queue.shut_down();
         let drained = tokio::time::timeout(config.shutdown_timeout, async {
             while workers.join_next().await.is_some() {}
@@ -492,16 +635,15 @@ impl<P: PodControl> ReplicationManager<P> {
 enum Trigger {
     Shutdown,
     Resync,
-    Controller(Box<Update<ReplicationController>>),
-    Pod(Box<Update<Pod>>),
+    Controller(Delta<ReplicationController>),
+    Pod(Delta<CachedPod>),
 }
 
-/// The controllers the loop knows of, by namespace, with what it needs to map pod
-/// events to them; and the last labels and activity of every pod.
+/// The controllers the loop knows of, by namespace, with the selectors it needs to map
+/// pod changes to them.
 #[derive(Default)]
 struct ControllerIndex {
     selectors: HashMap<String, HashMap<String, Selector>>,
-    pods: HashMap<String, (Set, bool)>,
 }
 
 impl ControllerIndex {
@@ -523,52 +665,75 @@ impl ControllerIndex {
             .insert(rc.metadata.name.clone(), rc.spec.selector.as_selector());
     }
 
-    fn remove(&mut self, meta: &ObjectMeta) {
-        if let Some(names) = self.selectors.get_mut(&meta.namespace) {
-            names.remove(&meta.name);
+    fn remove(&mut self, namespace: &str, name: &str) {
+        if let Some(names) = self.selectors.get_mut(namespace) {
+            names.remove(name);
             if names.is_empty() {
-                self.selectors.remove(&meta.namespace);
+                self.selectors.remove(namespace);
             }
         }
     }
 
-    /// The controllers a pod event should sync: those in the pod's namespace whose
-    /// selector matches its old or new labels, when the pod was deleted, stopped being
-    /// active, or changed labels.
-    fn controllers_to_sync_for(&mut self, event: &WatchEvent<Pod>) -> Vec<String> {
-        let Some(pod) = event.object() else {
-            return Vec::new();
-        };
-        let key = pod.metadata.key();
-        let new_state = (pod.metadata.labels.clone(), pod.is_active());
-        let old_state = match event {
-            WatchEvent::Deleted(_) => self.pods.remove(&key),
-            _ => self.pods.insert(key, new_state.clone()),
-        };
-        let relevant = match (event, &old_state) {
-            (WatchEvent::Deleted(_), _) => true,
-            (_, Some((old_labels, old_active))) => {
-                *old_labels != new_state.0 || (*old_active && !new_state.1)
+    /// The controllers a pod change should sync: those in the pod's namespace whose
+    /// selector matches its old or new labels, when the pod was deleted (or stopped
+    /// decoding), stopped being active, or changed labels.
+    fn controllers_to_sync_for(&self, delta: &Delta<CachedPod>) -> Vec<String> {
+        let relevant = match (&delta.old, &delta.new) {
+            (_, None) => true,
+            (Some(old), Some(new)) => {
+                old.labels != new.labels || (old.is_active() && !new.is_active())
             }
             // First sight of an inactive pod (e.g. after a relist).
-            (_, None) => !new_state.1,
+            (None, Some(new)) => !new.is_active(),
         };
         if !relevant {
             return Vec::new();
         }
-        let Some(controllers) = self.selectors.get(&pod.metadata.namespace) else {
+        let Some(controllers) = self.selectors.get(&*delta.namespace) else {
             return Vec::new();
+        };
+        let matches = |selector: &Selector, pod: &Option<Arc<CachedPod>>| {
+            pod.as_ref()
+                .is_some_and(|pod| selector.matches(&pod.labels))
         };
         controllers
             .iter()
-            .filter(|(_, selector)| {
-                selector.matches(&pod.metadata.labels)
-                    || old_state
-                        .as_ref()
-                        .is_some_and(|(old, _)| selector.matches(old))
-            })
-            .map(|(name, _)| format!("{}/{name}", pod.metadata.namespace))
+            .filter(|(_, selector)| matches(selector, &delta.new) || matches(selector, &delta.old))
+            .map(|(name, _)| format!("{}/{name}", delta.namespace))
             .collect()
+    }
+}
+
+/// What a sync found and will do.
+struct Assessment {
+    selector: Selector,
+    /// The controller's active pods.
+    active: Vec<Arc<CachedPod>>,
+    plan: Plan,
+}
+
+/// The pods a sync counts: the shared cache, or a fresh read when the cache is behind.
+enum PodView {
+    Cache(PodInformer, String),
+    Fresh(Namespace<CachedPod>),
+}
+
+impl PodView {
+    fn select(&self, selector: &Selector) -> Vec<Arc<CachedPod>> {
+        match self {
+            PodView::Cache(pods, namespace) => pods.select(namespace, selector),
+            PodView::Fresh(namespace) => namespace.select(selector),
+        }
+    }
+
+    /// Whether a pod (decodable or not) holds `name`.
+    fn is_taken(&self, name: &str) -> bool {
+        match self {
+            PodView::Cache(pods, namespace) => {
+                pods.read(namespace, |ns| ns.is_some_and(|ns| ns.is_taken(name)))
+            }
+            PodView::Fresh(namespace) => namespace.is_taken(name),
+        }
     }
 }
 
@@ -582,72 +747,170 @@ impl<P: PodControl> Inner<P> {
         }
     }
 
-    fn forget_warning(&self, key: &str) {
+    /// Forgets what the manager remembers of a deleted controller.
+    fn forget(&self, key: &str) {
         self.warned.lock().expect("warned lock").remove(key);
+        self.written.lock().expect("written lock").remove(key);
     }
 
-    /// `syncReplicationController`: reads the controller, counts its active pods from a
-    /// fresh read, creates or deletes the difference, and writes `status.replicas`.
-    ///
-    /// # Errors
-    /// When etcd fails, or a create or delete fails (the key is retried with backoff).
-    /// An invalid or malformed controller is not an error: it is skipped, with one
-    /// warning per bad version (for a malformed one, the controller watch's).
-    pub async fn sync_replication_controller(&self, key: &str) -> anyhow::Result<()> {
-        let Some((namespace, name)) = key.split_once('/') else {
-            anyhow::bail!("invalid controller key {key:?}");
-        };
-        let rc = match self
+    fn written(&self, key: &str) -> Written {
+        self.written
+            .lock()
+            .expect("written lock")
+            .get(key)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn record(&self, key: &str, record: impl FnOnce(&mut Written)) {
+        let mut written = self.written.lock().expect("written lock");
+        record(written.entry(key.to_string()).or_default());
+    }
+
+    /// The controller to sync, and whether it came from the cache: from the cache once
+    /// it has applied this manager's last status write, else from etcd. `None` when it
+    /// does not exist (or does not decode).
+    async fn controller(
+        &self,
+        namespace: &str,
+        name: &str,
+        written: Written,
+    ) -> Result<Option<(Arc<ReplicationController>, bool)>, StorageError> {
+        if let Some(cache) = self.controllers.get() {
+            if !self.config.fresh_reads
+                && cache.wait_for(written.status, self.config.cache_wait).await
+            {
+                return Ok(cache.get(namespace, name).map(|rc| (rc, true)));
+            }
+        }
+        Ok(self
+            .fresh_controller(namespace, name)
+            .await?
+            .map(|rc| (rc, false)))
+    }
+
+    /// The controller as etcd has it now; `None` when it does not exist (or does not
+    /// decode).
+    async fn fresh_controller(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<ReplicationController>>, StorageError> {
+        match self
             .registry
             .get::<ReplicationController>(namespace, name)
             .await
         {
-            Ok(rc) => rc,
+            Ok(rc) => Ok(Some(Arc::new(rc))),
             // Deleted since it was queued: nothing to do (2014 synced it anyway).
-            Err(StorageError::NotFound { .. }) => return Ok(()),
-            // The controller watch has already warned about this very value (it meets
+            Err(StorageError::NotFound { .. }) => Ok(None),
+            // The controller informer has already warned about this very value (it meets
             // every stored revision, by event or by list, and reports each it cannot
             // decode); a second warning here would report one bad write twice.
             Err(StorageError::Decode(e)) => {
                 tracing::debug!(error = %e, "skipping malformed controller");
-                return Ok(());
+                Ok(None)
             }
-            Err(e) => return Err(e.into()),
-        };
-        let version = rc.metadata.resource_version.unwrap_or_default().to_string();
-        if let Err(e) = api::validate(&rc) {
-            self.warn_once(key, &version, &format!("skipping controller: {e}"));
-            return Ok(());
+            Err(e) => Err(e),
         }
-        let selector = rc.spec.selector.as_selector();
+    }
+
+    /// The namespace's pods: the cache once it has applied this manager's last pod write
+    /// for the controller, else a fresh list.
+    async fn pods(&self, namespace: &str, written: Written) -> Result<PodView, StorageError> {
+        if let Some(cache) = self.pods.get() {
+            if !self.config.fresh_reads
+                && cache.wait_for(written.pods, self.config.cache_wait).await
+            {
+                return Ok(PodView::Cache(cache.clone(), namespace.to_string()));
+            }
+            if !self.config.fresh_reads {
+                tracing::debug!(
+                    namespace,
+                    revision = written.pods,
+                    "pod cache behind; reading etcd"
+                );
+            }
+        }
         let listed = self
             .registry
             .list::<Pod>(Some(namespace), &Selector::everything())
             .await?;
+        let mut fresh = Namespace::from_items(
+            listed.items.iter().map(CachedPod::from),
+            |pod: &CachedPod| pod.name.clone(),
+        );
         // A pod that does not decode is not counted, but its name is taken all the same:
         // left out here, its slot would be chosen (and found taken) by every sync.
-        let undecodable_names = listed
-            .errors
-            .iter()
-            .filter_map(|e| api::parse_key::<Pod>(self.registry.prefix(), &e.key))
-            .map(|(_, name)| name);
-        let existing_names: HashSet<&str> = listed
-            .items
-            .iter()
-            .map(|p| p.metadata.name.as_str())
-            .chain(undecodable_names)
-            .collect();
-        let active: Vec<Pod> = filter_active_pods(
-            listed
-                .items
-                .iter()
-                .filter(|p| selector.matches(&p.metadata.labels))
-                .cloned()
-                .collect(),
-        );
+        for error in &listed.errors {
+            if let Some((_, name)) = api::parse_key::<Pod>(self.registry.prefix(), &error.key) {
+                fresh.mark_undecodable(name.into());
+            }
+        }
+        Ok(PodView::Fresh(fresh))
+    }
+
+    /// Validates the controller and plans its sync over `pods`; `None` (after one
+    /// warning per version) for an invalid controller.
+    fn assess(&self, key: &str, rc: &ReplicationController, pods: &PodView) -> Option<Assessment> {
+        if let Err(e) = api::validate(rc) {
+            let version = rc.metadata.resource_version.unwrap_or_default().to_string();
+            self.warn_once(key, &version, &format!("skipping controller: {e}"));
+            return None;
+        }
+        let selector = rc.spec.selector.as_selector();
+        let mut active = pods.select(&selector);
+        active.retain(|pod| pod.is_active());
+        let plan = plan(rc.spec.replicas, active.len(), self.config.burst_replicas);
+        Some(Assessment {
+            selector,
+            active,
+            plan,
+        })
+    }
+
+    /// `syncReplicationController`: reads the controller, counts its active pods,
+    /// creates or deletes the difference, and writes `status.replicas`.
+    ///
+    /// # Errors
+    /// When etcd fails, or a create or delete fails (the key is retried with backoff).
+    /// An invalid or malformed controller is not an error: it is skipped, with one
+    /// warning per bad version (for a malformed one, the controller informer's).
+    pub async fn sync_replication_controller(&self, key: &str) -> anyhow::Result<()> {
+        let Some((namespace, name)) = key.split_once('/') else {
+            anyhow::bail!("invalid controller key {key:?}");
+        };
+        let written = self.written(key);
+        let Some((mut rc, from_cache)) = self.controller(namespace, name, written).await? else {
+            return Ok(());
+        };
+        let pods = self.pods(namespace, written).await?;
+        let Some(mut assessed) = self.assess(key, &rc, &pods) else {
+            return Ok(());
+        };
+        if from_cache && assessed.plan != Plan::Nothing {
+            // The controller and pod caches follow two watches, so a pod change can arrive
+            // before the change to its controller that came first (its deletion, say).
+            // Before writing, confirm the controller from etcd, as 2014's get-then-act did.
+            let Some(fresh) = self.fresh_controller(namespace, name).await? else {
+                return Ok(());
+            };
+            if fresh.metadata.resource_version != rc.metadata.resource_version {
+                rc = fresh;
+                let Some(again) = self.assess(key, &rc, &pods) else {
+                    return Ok(());
+                };
+                assessed = again;
+            }
+        }
+        let Assessment {
+            selector,
+            active,
+            plan,
+        } = assessed;
         let n_active = active.len();
         let (mut created, mut deleted, mut failures) = (0usize, 0usize, Vec::new());
-        match plan(rc.spec.replicas, n_active, self.config.burst_replicas) {
+        match plan {
             Plan::Nothing => {}
             Plan::Create(n) => {
                 tracing::info!(
@@ -656,9 +919,13 @@ impl<P: PodControl> Inner<P> {
                     creating = n,
                     "scaling up"
                 );
-                let names =
-                    names_to_create(&rc.metadata.name, &rc.metadata.uid, &existing_names, n);
-                (created, failures) = self.create_replicas(&rc, &selector, names).await;
+                let names = names_to_create_with(
+                    &rc.metadata.name,
+                    &rc.metadata.uid,
+                    |name| pods.is_taken(name),
+                    n,
+                );
+                (created, failures) = self.create_replicas(key, &rc, &selector, names).await;
             }
             Plan::Delete(n) => {
                 tracing::info!(
@@ -668,19 +935,23 @@ impl<P: PodControl> Inner<P> {
                     "scaling down"
                 );
                 let mut ranked = active;
-                rank_for_deletion(&mut ranked);
+                rank_cached_for_deletion(&mut ranked);
                 ranked.truncate(n);
-                (deleted, failures) = self.delete_pods(ranked).await;
+                (deleted, failures) = self.delete_pods(key, ranked).await;
             }
         }
+        drop(pods);
         self.metrics.pods_created.inc_by(created as u64);
         self.metrics.pods_deleted.inc_by(deleted as u64);
         let now_active = (n_active + created).saturating_sub(deleted) as i64;
         if rc.status.replicas != now_active {
-            let mut updated = rc.clone();
+            let mut updated = (*rc).clone();
             updated.status.replicas = now_active;
             match self.registry.update(&updated).await {
-                Ok(_) => {}
+                Ok(stored) => {
+                    let revision = stored.metadata.resource_version.unwrap_or_default().0;
+                    self.record(key, |w| w.status = w.status.max(revision));
+                }
                 // The controller changed meanwhile; its event syncs it again.
                 Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {}
                 Err(e) => failures.push(anyhow::Error::from(e).context("update status")),
@@ -696,6 +967,7 @@ impl<P: PodControl> Inner<P> {
     /// error. Returns how many now exist for the controller, and the errors.
     async fn create_replicas(
         &self,
+        key: &str,
         rc: &ReplicationController,
         selector: &Selector,
         names: Vec<String>,
@@ -709,9 +981,13 @@ impl<P: PodControl> Inner<P> {
             });
             let results = futures::future::join_all(creates).await;
             let mut errors = Vec::new();
+            let mut highest = 0;
             for (name, result) in results {
                 match result {
-                    Ok(CreateOutcome::Created) => created += 1,
+                    Ok(CreateOutcome::Created(revision)) => {
+                        created += 1;
+                        highest = highest.max(revision.0);
+                    }
                     // A concurrent sync (or another kcm) created this very replica.
                     Ok(CreateOutcome::Exists(Some(pod)))
                         if pod.is_active() && selector.matches(&pod.metadata.labels) =>
@@ -725,6 +1001,7 @@ impl<P: PodControl> Inner<P> {
                         .push(e.context(format!("create pod {}/{name}", rc.metadata.namespace))),
                 }
             }
+            self.record(key, |w| w.pods = w.pods.max(highest));
             if !errors.is_empty() {
                 return (created, errors);
             }
@@ -733,30 +1010,39 @@ impl<P: PodControl> Inner<P> {
     }
 
     /// Deletes the given pods in parallel, each guarded by its resourceVersion.
-    async fn delete_pods(&self, victims: Vec<Pod>) -> (usize, Vec<anyhow::Error>) {
+    async fn delete_pods(
+        &self,
+        key: &str,
+        victims: Vec<Arc<CachedPod>>,
+    ) -> (usize, Vec<anyhow::Error>) {
         let deletes = victims.iter().map(|pod| async move {
-            let meta = &pod.metadata;
             let result = self
                 .pod_control
                 .delete_pod(
-                    &meta.namespace,
-                    &meta.name,
-                    meta.resource_version.unwrap_or_default(),
+                    &pod.namespace,
+                    &pod.name,
+                    ResourceVersion(pod.resource_version),
                 )
                 .await;
-            (meta.key(), result)
+            (pod.key(), result)
         });
         let mut deleted = 0;
+        let mut highest = 0;
         let mut errors = Vec::new();
-        for (key, result) in futures::future::join_all(deletes).await {
+        for (pod, result) in futures::future::join_all(deletes).await {
             match result {
-                Ok(DeleteOutcome::Deleted | DeleteOutcome::Gone) => deleted += 1,
-                Ok(DeleteOutcome::Changed) => {
-                    tracing::debug!(pod = %key, "pod changed since it was ranked; skipped")
+                Ok(DeleteOutcome::Deleted(revision)) => {
+                    deleted += 1;
+                    highest = highest.max(revision.0);
                 }
-                Err(e) => errors.push(e.context(format!("delete pod {key}"))),
+                Ok(DeleteOutcome::Gone) => deleted += 1,
+                Ok(DeleteOutcome::Changed) => {
+                    tracing::debug!(%pod, "pod changed since it was ranked; skipped")
+                }
+                Err(e) => errors.push(e.context(format!("delete pod {pod}"))),
             }
         }
+        self.record(key, |w| w.pods = w.pods.max(highest));
         (deleted, errors)
     }
 }

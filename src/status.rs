@@ -3,6 +3,8 @@
 //! 2014's controller-manager served `/healthz` (pkg/healthz/healthz.go: 200 "ok") on
 //! `--address`:`--port` (127.0.0.1:10252, pkg/master/ports/ports.go). kcm keeps that and
 //! adds Prometheus metrics; `/healthz` also checks that the loops run and etcd answers.
+//! With `--leader-elect`, a healthy standby answers 200 too, and the body's second line
+//! (`leader: true` or `leader: false (standby)`) and the `kcm_leader` gauge tell which.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +44,9 @@ pub struct Metrics {
     pub queue_depth: Family<ResourceLabel, Gauge>,
     /// Endpoints objects written (created or updated) and deleted.
     pub endpoints_writes: Counter,
+    /// 1 while this process runs the controllers (with `--leader-elect`: while it
+    /// leads), else 0.
+    pub leader: Gauge,
     watch_restarts: Family<ResourceLabel, Counter>,
     watch_relists: Family<ResourceLabel, Counter>,
     watch_decode_errors: Family<ResourceLabel, Counter>,
@@ -68,6 +73,7 @@ impl Metrics {
             pods_deleted: Counter::default(),
             queue_depth: Family::default(),
             endpoints_writes: Counter::default(),
+            leader: Gauge::default(),
             watch_restarts: Family::default(),
             watch_relists: Family::default(),
             watch_decode_errors: Family::default(),
@@ -105,6 +111,11 @@ impl Metrics {
             "endpoints_writes",
             "Endpoints objects written or deleted",
             metrics.endpoints_writes.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this process runs the controllers (leads, with --leader-elect)",
+            metrics.leader.clone(),
         );
         registry.register(
             "watch_restarts",
@@ -208,6 +219,11 @@ pub struct Health {
     pub loops_running: AtomicBool,
     /// Why the loops are not running (or not leading), when they are not.
     pub reason: Mutex<String>,
+    /// Set when the process runs with `--leader-elect`: a standby (not `leading`, loops
+    /// not running) is then healthy.
+    pub leader_election: AtomicBool,
+    /// Set while this process holds the leadership.
+    pub leading: AtomicBool,
     client: etcd_client::Client,
 }
 
@@ -216,19 +232,38 @@ impl Health {
         Health {
             loops_running: AtomicBool::new(false),
             reason: Mutex::new("starting".to_string()),
+            leader_election: AtomicBool::new(false),
+            leading: AtomicBool::new(false),
             client,
         }
     }
 
-    /// `Ok(())` when the loops run and etcd answers within a second, else the reason.
-    pub async fn check(&self) -> Result<(), String> {
-        if !self.loops_running.load(Ordering::SeqCst) {
+    /// The body of a healthy answer: `ok`, plus with `--leader-elect` a line saying
+    /// whether this process leads. `Err` with the reason when the loops should run but
+    /// do not, or etcd does not answer within a second.
+    pub async fn check(&self) -> Result<String, String> {
+        let role = self
+            .leader_election
+            .load(Ordering::SeqCst)
+            .then(|| self.leading.load(Ordering::SeqCst));
+        if role != Some(false) && !self.loops_running.load(Ordering::SeqCst) {
             return Err(self.reason.lock().expect("health lock").clone());
         }
+        let body = match role {
+            None => "ok".to_string(),
+            Some(true) => "ok\nleader: true".to_string(),
+            Some(false) => "ok\nleader: false (standby)".to_string(),
+        };
         let mut kv = self.client.kv_client();
         let probe = kv.get("/", Some(etcd_client::GetOptions::new().with_count_only()));
         match tokio::time::timeout(Duration::from_secs(1), probe).await {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(_)) => Ok(body),
+            // etcd answered; a user restricted to kcm's prefix may not read "/".
+            Ok(Err(etcd_client::Error::GRpcStatus(status)))
+                if status.code() == tonic::Code::PermissionDenied =>
+            {
+                Ok(body)
+            }
             Ok(Err(e)) => Err(format!(
                 "etcd unreachable: {}",
                 crate::registry::describe_etcd_error(&e)
@@ -246,7 +281,7 @@ struct AppState {
 
 async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
     match state.health.check().await {
-        Ok(()) => (StatusCode::OK, "ok".to_string()),
+        Ok(body) => (StatusCode::OK, body),
         Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
     }
 }

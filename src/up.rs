@@ -354,6 +354,7 @@ async fn run_cluster(
             },
             endpoints: EndpointsConfig::default(),
             status_addr,
+            leader_election: None,
         },
         token.clone().cancelled_owned(),
     );

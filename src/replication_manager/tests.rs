@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
 use crate::api::PodTemplateSpec;
+use crate::labels::Set;
 
 fn pod(name: &str, host: &str, phase: PodPhase, created: &str) -> Pod {
     Pod {
@@ -180,22 +181,41 @@ fn pod_events_sync_the_controllers_whose_selector_matches_old_or_new_labels() {
     let labelled = |app: &str, phase| {
         let mut p = pod("p", "", phase, "2014-10-01T00:00:00Z");
         p.metadata.labels = [("app", app)].into_iter().collect();
-        p
+        Arc::new(CachedPod::from(&p))
     };
-    let mut check = |event: WatchEvent<Pod>, expected: &[&str]| {
-        let mut keys = index.controllers_to_sync_for(&event);
+    let check = |old: Option<Arc<CachedPod>>, new: Option<Arc<CachedPod>>, expected: &[&str]| {
+        let delta = Delta {
+            namespace: "ns".into(),
+            name: "p".into(),
+            old,
+            new,
+        };
+        let mut keys = index.controllers_to_sync_for(&delta);
         keys.sort();
-        assert_eq!(keys, expected, "for {}", event.type_name());
+        assert_eq!(keys, expected, "for {delta:?}");
     };
     use PodPhase::*;
-    check(WatchEvent::Added(labelled("web", Pending)), &[]);
-    check(WatchEvent::Modified(labelled("web", Running)), &[]);
+    // Added, then Running: nothing a controller must act on.
+    check(None, Some(labelled("web", Pending)), &[]);
     check(
-        WatchEvent::Modified(labelled("db", Running)),
+        Some(labelled("web", Pending)),
+        Some(labelled("web", Running)),
+        &[],
+    );
+    // Relabelled: both the old and the new owner.
+    check(
+        Some(labelled("web", Running)),
+        Some(labelled("db", Running)),
         &["ns/db", "ns/web"],
     );
-    check(WatchEvent::Modified(labelled("db", Failed)), &["ns/db"]);
-    check(WatchEvent::Deleted(labelled("db", Failed)), &["ns/db"]);
+    check(
+        Some(labelled("db", Running)),
+        Some(labelled("db", Failed)),
+        &["ns/db"],
+    );
+    // First sight of an inactive pod, deleted, undecodable (no new state).
+    check(None, Some(labelled("db", Failed)), &["ns/db"]);
+    check(Some(labelled("db", Failed)), None, &["ns/db"]);
 }
 
 /// A manager whose syncs are counted, not run; the registry is never used.
@@ -231,10 +251,15 @@ async fn counting_manager(
     (manager, synced, finished)
 }
 
-fn added(name: &str) -> Update<ReplicationController> {
+fn added(name: &str) -> Delta<ReplicationController> {
     let mut rc = controller(1);
     rc.metadata.name = name.into();
-    Update::Event(WatchEvent::Added(rc), None)
+    Delta {
+        namespace: "ns".into(),
+        name: name.into(),
+        old: None,
+        new: Some(Arc::new(rc)),
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -264,12 +289,9 @@ async fn the_loop_resyncs_every_period_and_syncs_on_events() {
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(synced.lock().unwrap().len(), 3);
     // A deleted controller is no longer resynced.
-    let mut gone = controller(1);
-    gone.metadata.name = "a".into();
-    rc_tx
-        .send(Update::Event(WatchEvent::Deleted(gone), None))
-        .await
-        .unwrap();
+    let mut gone = added("a");
+    gone.old = gone.new.take();
+    rc_tx.send(gone).await.unwrap();
     tokio::time::sleep(Duration::from_secs(25)).await;
     assert_eq!(synced.lock().unwrap().len(), 3);
     stop_tx.send(()).unwrap();

@@ -1,13 +1,16 @@
 //! Integration tests: every test here runs against a real etcd started by `support`.
 mod support;
 
+mod bench;
 mod cli;
 mod compose;
 mod endpoints;
+mod ha;
 mod harness;
 mod kubelet;
 mod manager;
 mod registry;
+mod tls;
 mod up;
 mod watch_cli;
 mod watcher;

@@ -405,7 +405,7 @@ pub fn etcd_binary() -> Option<PathBuf> {
 }
 
 /// `$ETCD_BIN` if set and non-empty, else the first executable `etcd` on `PATH`.
-fn find_etcd() -> Option<PathBuf> {
+pub(super) fn find_etcd() -> Option<PathBuf> {
     if let Some(bin) = std::env::var_os("ETCD_BIN").filter(|bin| !bin.is_empty()) {
         return Some(PathBuf::from(bin));
     }
@@ -451,7 +451,7 @@ async fn probe(endpoint: &str, peer_url: &str) -> Result<(), String> {
 }
 
 /// Whether `child` has exited, without reaping it (so `Child::wait` still works).
-fn has_exited(child: &Child) -> bool {
+pub(super) fn has_exited(child: &Child) -> bool {
     let pid = libc::id_t::from(child.id());
     // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -470,7 +470,7 @@ fn has_exited(child: &Child) -> bool {
     unsafe { info.si_pid() != 0 }
 }
 
-fn signal(child: &Child, signal: libc::c_int) {
+pub(super) fn signal(child: &Child, signal: libc::c_int) {
     let pid = libc::pid_t::try_from(child.id()).expect("pid fits in pid_t");
     // SAFETY: kill(2) has no memory-safety preconditions. The pid is our unreaped child, so it
     // cannot have been recycled for another process.

@@ -2,7 +2,9 @@
 //! proxy that injects network faults ([`FaultProxy`]) and pollers that replace fixed sleeps.
 #![allow(dead_code)] // Each test module uses a different subset.
 
+pub mod cluster;
 pub mod etcd;
+pub mod kcm;
 pub mod proxy;
 
 use std::future::Future;

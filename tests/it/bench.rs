@@ -1,0 +1,151 @@
+//! `kcm bench --quick`: the smoke run of the benchmark. It checks the output's shape (one
+//! row per figure, every column filled, ratios present, `--json` parseable, `--svg` an SVG
+//! with both curves), never its timings: those belong in docs/PERFORMANCE.md.
+
+use std::time::Duration;
+
+use etcd_client::GetOptions;
+use serde_json::Value;
+use tokio::process::Command;
+
+use crate::support::etcd::etcd_binary;
+use crate::support::{kcm_bin, start_etcd, with_timeout};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The figures every full report has: (scenario, rows).
+const EXPECTED_ROWS: [(&str, usize); 7] = [
+    ("scale-up", 1),
+    ("scale-down", 1),
+    ("heal", 2),
+    ("resync", 2),
+    ("watch", 1),
+    ("resume", 1),
+    ("memory", 1),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (json, svg) = (dir.path().join("bench.json"), dir.path().join("bench.svg"));
+        let output = Command::new(kcm_bin())
+            .args(["--etcd-servers", &etcd.endpoint(), "bench", "--quick"])
+            .arg("--json")
+            .arg(&json)
+            .arg("--svg")
+            .arg(&svg)
+            .env_remove("KCM_ETCD_SERVERS")
+            .output()
+            .await
+            .expect("run kcm bench");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "kcm bench failed: {stderr}\n{stdout}"
+        );
+
+        // The table: a header, a rule, one line per figure, a footer.
+        let lines: Vec<&str> = stdout.lines().collect();
+        for column in [
+            "scenario", "measure", "kcm", "baseline", "ratio", "target", "met",
+        ] {
+            assert!(
+                lines[0].contains(column),
+                "no {column} column: {}",
+                lines[0]
+            );
+        }
+        assert!(lines[1].starts_with("---"), "{stdout}");
+        let rows: Vec<&str> = lines[2..lines.len() - 1].to_vec();
+        assert_eq!(rows.len(), 9, "{stdout}");
+        for (scenario, count) in EXPECTED_ROWS {
+            let found = rows.iter().filter(|r| r.starts_with(scenario)).count();
+            assert_eq!(found, count, "rows of {scenario}: {stdout}");
+        }
+        for row in &rows {
+            // Every row has a ratio: a number with two decimals, in the ratio column.
+            let has_ratio = row
+                .split_whitespace()
+                .any(|cell| cell.contains('.') && cell.parse::<f64>().is_ok());
+            assert!(has_ratio, "no ratio in {row:?}");
+        }
+        assert!(lines.last().unwrap().contains("etcd"), "{stdout}");
+
+        // The JSON has every figure, with its ratio.
+        let report: Value =
+            serde_json::from_slice(&std::fs::read(&json).expect("read --json")).expect("JSON");
+        let json_rows = report["rows"].as_array().expect("rows");
+        assert_eq!(json_rows.len(), 9);
+        for row in json_rows {
+            for field in [
+                "scenario", "measure", "unit", "kcm", "baseline", "ratio", "target",
+            ] {
+                assert!(!row[field].is_null(), "{field} missing in {row}");
+            }
+            assert!(row["ratio"].as_f64().is_some_and(f64::is_finite), "{row}");
+        }
+        assert_eq!(report["quick"], true);
+        assert!(report["sizes"]["scale_replicas"].as_u64().unwrap() > 0);
+        for scenario in ["scale-up", "scale-down"] {
+            for who in ["kcm", "baseline"] {
+                let curve = report["curves"][scenario][who].as_array();
+                assert!(
+                    curve.is_some_and(|c| !c.is_empty()),
+                    "no {who} curve for {scenario}"
+                );
+            }
+        }
+
+        // The picture: two panels, each with both polylines.
+        let svg = std::fs::read_to_string(&svg).expect("read --svg");
+        assert!(svg.starts_with("<svg"), "{svg}");
+        assert_eq!(svg.matches("<polyline").count(), 4, "{svg}");
+
+        // Nothing is left behind in the etcd it was given.
+        let left = etcd
+            .client()
+            .await
+            .get(
+                "/kcm-bench",
+                Some(GetOptions::new().with_prefix().with_count_only()),
+            )
+            .await
+            .expect("count leftovers")
+            .count();
+        assert_eq!(left, 0, "keys left under /kcm-bench*");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_starts_its_own_etcd_when_none_is_given() {
+    let Some(etcd) = etcd_binary() else { return };
+    with_timeout(LIMIT, async {
+        let output = Command::new(kcm_bin())
+            .args(["bench", "--quick", "--tmpfs", "heal", "resync"])
+            .arg("--etcd-binary")
+            .arg(&etcd)
+            .env_remove("KCM_ETCD_SERVERS")
+            .output()
+            .await
+            .expect("run kcm bench");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "kcm bench failed: {}\n{stdout}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let rows: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.starts_with("heal") || l.starts_with("resync"))
+            .collect();
+        assert_eq!(rows.len(), 4, "{stdout}");
+        assert!(stdout.contains("private, tmpfs"), "{stdout}");
+    })
+    .await;
+}

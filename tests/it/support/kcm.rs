@@ -1,0 +1,239 @@
+//! `kcm` child processes for the HA and TLS tests: a long-running `kcm controller-manager`
+//! ([`Kcm`]) and one-shot commands ([`run_kcm`]).
+//!
+//! Invariants: a [`Kcm`] owns its process (SIGKILLed on drop, `PR_SET_PDEATHSIG` against a
+//! test binary killed from outside); its stderr is echoed to the test's output, prefixed
+//! with its pid, and kept for greps. Children never inherit `RUST_LOG`, `KCM_ETCD_*`.
+
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+
+use super::{free_port, kcm_bin};
+
+/// Environment variables a test's kcm must not inherit from the developer's shell.
+const SCRUBBED_ENV: [&str; 4] = [
+    "RUST_LOG",
+    "KCM_ETCD_SERVERS",
+    "KCM_ETCD_USER",
+    "KCM_ETCD_PASSWORD",
+];
+
+/// A running `kcm controller-manager`, killed on drop.
+pub struct Kcm {
+    child: Child,
+    pid: u32,
+    /// Port of its status endpoint on 127.0.0.1.
+    port: u16,
+    /// Everything it has written to stderr so far.
+    log: Arc<Mutex<String>>,
+    /// Copies stderr into `log`; aborted on drop.
+    pump: JoinHandle<()>,
+}
+
+impl Kcm {
+    /// Starts `kcm controller-manager --port {free} {args}` with `env` set and waits until
+    /// its status endpoint answers (any status).
+    pub async fn start(args: &[&str], env: &[(&str, &str)]) -> Kcm {
+        let port = free_port();
+        let mut command = Command::new(kcm_bin());
+        command
+            .arg("controller-manager")
+            .args(["--port", &port.to_string()])
+            .args(args);
+        scrub(&mut command);
+        command
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        die_with_parent(&mut command);
+        let mut child = command.spawn().expect("spawn kcm controller-manager");
+        let pid = child.id().expect("a fresh child has a pid");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let log = Arc::new(Mutex::new(String::new()));
+        let pump = tokio::spawn({
+            let log = log.clone();
+            async move {
+                let mut lines = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    eprintln!("[kcm {pid}] {line}");
+                    let mut log = log.lock().expect("log lock");
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            }
+        });
+        let mut kcm = Kcm {
+            child,
+            pid,
+            port,
+            log,
+            pump,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http_get(port, "/healthz").await.is_none() {
+            kcm.assert_running();
+            assert!(
+                Instant::now() < deadline,
+                "kcm controller-manager did not serve /healthz within 30s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        kcm
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// What it has logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().expect("log lock").clone()
+    }
+
+    /// Panics if the process has exited.
+    pub fn assert_running(&mut self) {
+        let status = self.child.try_wait().expect("poll kcm");
+        assert!(status.is_none(), "kcm {} exited with {status:?}", self.pid);
+    }
+
+    /// Sends `signal` (SIGTERM, SIGKILL, SIGSTOP, SIGCONT).
+    pub fn signal(&self, signal: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.pid).expect("pid fits in pid_t");
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our unreaped child.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({pid}, {signal})");
+    }
+
+    /// Waits for the process to exit, panicking after `limit`, then for the rest of its log.
+    pub async fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+        let status = match tokio::time::timeout(limit, self.child.wait()).await {
+            Ok(status) => status.expect("wait for kcm"),
+            Err(_) => panic!("kcm {} did not exit within {limit:?}", self.pid),
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.pump).await;
+        status
+    }
+
+    /// `GET /healthz`: status code and body, `None` if nothing answered within 5 s.
+    pub async fn healthz(&self) -> Option<(u16, String)> {
+        http_get(self.port, "/healthz").await
+    }
+
+    /// Whether `/healthz` answers 200 with `leader: true`.
+    pub async fn is_leader(&self) -> bool {
+        matches!(self.healthz().await, Some((200, body)) if body.contains("leader: true"))
+    }
+
+    /// Whether `/healthz` answers 200 as a standby.
+    pub async fn is_standby(&self) -> bool {
+        matches!(self.healthz().await, Some((200, body)) if body.contains("leader: false"))
+    }
+
+    /// `GET /metrics`.
+    pub async fn metrics(&self) -> String {
+        match http_get(self.port, "/metrics").await {
+            Some((200, body)) => body,
+            other => panic!("GET /metrics: {other:?}"),
+        }
+    }
+
+    /// The value of one series, e.g. `kcm_leader`; 0 when it is not exported.
+    pub async fn metric(&self, series: &str) -> f64 {
+        metric_value(&self.metrics().await, series)
+    }
+}
+
+impl Drop for Kcm {
+    fn drop(&mut self) {
+        // kill_on_drop SIGKILLs the child when `child` drops, right after this; SIGKILL
+        // also ends a process stopped by SIGSTOP.
+        self.pump.abort();
+    }
+}
+
+/// What a one-shot `kcm` command did.
+#[derive(Debug)]
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `kcm {args}` with `env` set, bounded to 30 s.
+pub async fn run_kcm(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(kcm_bin());
+    command.args(args);
+    scrub(&mut command);
+    command
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    die_with_parent(&mut command);
+    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
+        .await
+        .unwrap_or_else(|_| panic!("kcm {args:?} did not finish within 30s"))
+        .expect("run kcm");
+    Output {
+        status: output.status,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn scrub(command: &mut Command) {
+    for name in SCRUBBED_ENV {
+        command.env_remove(name);
+    }
+}
+
+fn die_with_parent(command: &mut Command) {
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// One HTTP/1.0 `GET` to a status endpoint on 127.0.0.1, bounded to 5 s.
+pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let attempt = async {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.ok()?;
+        let text = String::from_utf8(response).ok()?;
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        let status = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some((status, body.to_owned()))
+    };
+    tokio::time::timeout(Duration::from_secs(5), attempt)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The value of `series` in a Prometheus text exposition; 0 when absent.
+pub fn metric_value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(0.0, |value| {
+            value
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("unparsable value of {series}: {value:?}"))
+        })
+}
