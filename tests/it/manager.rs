@@ -28,8 +28,9 @@ const LIMIT: Duration = Duration::from_secs(120);
 const CONVERGE: Duration = Duration::from_secs(60);
 /// A sync period long enough that anything faster must come from a watch event.
 const SLOW_SYNC: &str = "30s";
-/// Flags for a manager whose connection to etcd gets cut or killed.
-const FAST_KEEPALIVE: [&str; 4] = ["--etcd-keepalive", "1s", "--etcd-keepalive-timeout", "1s"];
+/// Flags for a manager whose connection to etcd gets cut or killed: the fastest keepalive
+/// etcd tolerates (it resets connections that ping more often than every 5 s).
+const FAST_KEEPALIVE: [&str; 4] = ["--etcd-keepalive", "5s", "--etcd-keepalive-timeout", "2s"];
 
 /// Successful syncs of the replication manager.
 const SYNCS_OK: &str = r#"kcm_syncs_total{controller="replication",result="ok"}"#;
