@@ -8,17 +8,13 @@
 //! Services and pods are written and read as raw JSON with etcd-client.
 
 use std::collections::BTreeSet;
-use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
-use tokio::task::JoinHandle;
 
-use crate::support::{eventually, free_port, kcm_bin, start_etcd, with_timeout};
+use crate::support::kcm::Kcm;
+use crate::support::{eventually, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// The controller's full pass runs this rarely, so anything faster comes from a watch.
@@ -35,133 +31,23 @@ const NAMESPACE: &str = "shop";
 // ---------------------------------------------------------------------------------------------
 // `kcm` child processes
 
-/// A running `kcm` command, killed on drop. Its stderr is echoed to the test's captured
-/// output line by line, so a failing test shows it.
-struct Kcm {
-    child: Child,
-    pump: JoinHandle<()>,
-}
-
-impl Kcm {
-    fn spawn(endpoint: &str, args: &[&str]) -> Kcm {
-        let mut command = Command::new(kcm_bin());
-        command
-            .args(args)
-            .args(["--etcd-servers", endpoint])
-            .env_remove("RUST_LOG")
-            .env_remove("KCM_ETCD_SERVERS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            command.pre_exec(|| {
-                // Kill kcm if the test thread dies, so a test binary killed from outside does
-                // not leave it running.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn kcm {args:?}: {e}"));
-        let pid = child.id().expect("a fresh child has a pid");
-        let name = args[0].to_owned();
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let pump = tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                eprintln!("[kcm {name} {pid}] {line}");
-            }
-        });
-        Kcm { child, pump }
-    }
-
-    /// `kcm controller-manager --controllers {controllers}` with slow periodic syncs, and
-    /// the port of its status endpoint once that answers.
-    async fn controller_manager(endpoint: &str, controllers: &str) -> (Kcm, u16) {
-        let port = free_port();
-        let port_arg = port.to_string();
-        let mut kcm = Kcm::spawn(
+/// `kcm controller-manager --controllers {controllers}` with slow periodic syncs, so that
+/// every change must come from a watch; returns once its status endpoint answers.
+async fn controller_manager(endpoint: &str, controllers: &str) -> Kcm {
+    Kcm::start(
+        &[
+            "--etcd-servers",
             endpoint,
-            &[
-                "controller-manager",
-                "--controllers",
-                controllers,
-                "--port",
-                &port_arg,
-                "--sync-period",
-                SLOW_SYNC,
-                "--endpoint-sync-period",
-                SLOW_SYNC,
-            ],
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while http_get(port, "/healthz").await.is_none() {
-            let status = kcm.child.try_wait().expect("poll kcm");
-            assert!(
-                status.is_none(),
-                "kcm controller-manager exited: {status:?}"
-            );
-            assert!(
-                Instant::now() < deadline,
-                "kcm controller-manager did not serve /healthz within 30s"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        (kcm, port)
-    }
-
-    /// Sends SIGTERM and waits (up to 15 s) for the exit status.
-    async fn terminate(&mut self) -> ExitStatus {
-        let pid = self.child.id().expect("kcm not yet reaped");
-        let pid = libc::pid_t::try_from(pid).expect("pid fits in pid_t");
-        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our unreaped child.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "kill({pid})");
-        tokio::time::timeout(Duration::from_secs(15), self.child.wait())
-            .await
-            .expect("kcm exits within 15s of SIGTERM")
-            .expect("wait for kcm")
-    }
-}
-
-impl Drop for Kcm {
-    fn drop(&mut self) {
-        // kill_on_drop SIGKILLs the child when `child` drops, right after this.
-        self.pump.abort();
-    }
-}
-
-/// One HTTP/1.0 `GET` to a status endpoint, bounded to 5 s.
-async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let attempt = async {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-        let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).await.ok()?;
-        let text = String::from_utf8(response).ok()?;
-        let (head, body) = text.split_once("\r\n\r\n")?;
-        let status = head.split_whitespace().nth(1)?.parse().ok()?;
-        Some((status, body.to_owned()))
-    };
-    tokio::time::timeout(Duration::from_secs(5), attempt)
-        .await
-        .ok()
-        .flatten()
-}
-
-/// The value of one series of the manager's `/metrics`; 0 when not exported yet.
-async fn metric(port: u16, series: &str) -> f64 {
-    let Some((200, text)) = http_get(port, "/metrics").await else {
-        panic!("GET /metrics failed");
-    };
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .map_or(0.0, |value| value.trim().parse().expect("a numeric sample"))
+            "--controllers",
+            controllers,
+            "--sync-period",
+            SLOW_SYNC,
+            "--endpoint-sync-period",
+            SLOW_SYNC,
+        ],
+        &[],
+    )
+    .await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -296,7 +182,7 @@ async fn endpoints_follow_pods_through_scaling_address_and_port_changes_and_dele
             return;
         };
         let client = etcd.client().await;
-        let (_manager, _) = Kcm::controller_manager(&etcd.endpoint(), "endpoints").await;
+        let _manager = controller_manager(&etcd.endpoint(), "endpoints").await;
         put(
             &client,
             &service_key("web"),
@@ -421,7 +307,7 @@ async fn endpoints_are_written_only_when_their_set_changes() {
             return;
         };
         let client = etcd.client().await;
-        let (_manager, port) = Kcm::controller_manager(&etcd.endpoint(), "endpoints").await;
+        let manager = controller_manager(&etcd.endpoint(), "endpoints").await;
         put(
             &client,
             &service_key("web"),
@@ -436,7 +322,7 @@ async fn endpoints_are_written_only_when_their_set_changes() {
         // sync finds the same set and writes nothing.
         const OK_SYNCS: &str = r#"kcm_syncs_total{controller="endpoints",result="ok"}"#;
         const WRITES: &str = "kcm_endpoints_writes_total";
-        let (syncs, writes) = (metric(port, OK_SYNCS).await, metric(port, WRITES).await);
+        let (syncs, writes) = (manager.metric(OK_SYNCS).await, manager.metric(WRITES).await);
         assert!(
             syncs >= 1.0 && writes >= 1.0,
             "syncs {syncs}, writes {writes}"
@@ -449,10 +335,10 @@ async fn endpoints_are_written_only_when_their_set_changes() {
         eventually(
             FROM_THE_WATCH,
             "the relabelled pod's service to be synced",
-            || async { metric(port, OK_SYNCS).await > syncs },
+            || async { manager.metric(OK_SYNCS).await > syncs },
         )
         .await;
-        assert_eq!(metric(port, WRITES).await, writes, "no endpoints write");
+        assert_eq!(manager.metric(WRITES).await, writes, "no endpoints write");
         assert_eq!(
             endpoints(&client, "web").await,
             Some((vec!["10.1.0.1:8080".to_owned()], mod_revision, version)),
@@ -519,10 +405,11 @@ async fn replicas_started_by_kcm_kubelet_are_served_by_their_service() {
         };
         let client = etcd.client().await;
         let endpoint = etcd.endpoint();
-        let (_manager, _) = Kcm::controller_manager(&endpoint, "endpoints,replication").await;
+        let _manager = controller_manager(&endpoint, "endpoints,replication").await;
         let mut kubelet = Kcm::spawn(
-            &endpoint,
             &[
+                "--etcd-servers",
+                &endpoint,
                 "kubelet",
                 "--node",
                 "node-1",
@@ -531,6 +418,7 @@ async fn replicas_started_by_kcm_kubelet_are_served_by_their_service() {
                 "--start-delay",
                 "200ms",
             ],
+            &[],
         );
         let controller_key = format!("/registry/controllers/{NAMESPACE}/web");
         let labels = json!({ "app": "web" });

@@ -8,20 +8,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::process::ExitStatusExt as _;
-use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp, WatchOptions};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
-use tokio::task::JoinHandle;
+use tokio::process::Command;
 
-use crate::support::{
-    eventually, free_port, kcm_bin, start_etcd, with_timeout, EtcdServer, FaultProxy,
-};
+use crate::support::kcm::{metric_value, Kcm};
+use crate::support::{eventually, start_etcd, with_timeout, EtcdServer, FaultProxy};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// How long a manager may take to converge after a change (generous: tests run in parallel).
@@ -38,185 +32,13 @@ const SYNCS_OK: &str = r#"kcm_syncs_total{controller="replication",result="ok"}"
 // ---------------------------------------------------------------------------------------------
 // A `kcm controller-manager` child process
 
-/// A running `kcm controller-manager`, killed on drop. Its stderr is echoed to the test's
-/// captured output line by line (so a failing or timed-out test shows it) and kept for greps.
-struct Manager {
-    child: Child,
-    /// Port of its status endpoint on 127.0.0.1.
-    port: u16,
-    /// Everything it has written to stderr so far.
-    log: Arc<Mutex<String>>,
-    /// Copies stderr into `log`; aborted on drop.
-    pump: JoinHandle<()>,
+/// Starts `kcm controller-manager --etcd-servers {endpoint} {args}` and waits until its
+/// status endpoint answers.
+async fn start_manager(endpoint: &str, args: &[&str]) -> Kcm {
+    let mut all = vec!["--etcd-servers", endpoint];
+    all.extend_from_slice(args);
+    Kcm::start(&all, &[]).await
 }
-
-impl Manager {
-    /// Starts `kcm controller-manager --etcd-servers {endpoint} --port {free} {args}` and waits
-    /// until its status endpoint answers.
-    async fn start(endpoint: &str, args: &[&str]) -> Manager {
-        let port = free_port();
-        let mut command = Command::new(kcm_bin());
-        command
-            .arg("controller-manager")
-            .args(["--etcd-servers", endpoint, "--port", &port.to_string()])
-            .args(args)
-            // The default filter (info, warnings from everything) is what the greps expect.
-            .env_remove("RUST_LOG")
-            .env_remove("KCM_ETCD_SERVERS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            command.pre_exec(|| {
-                // Kill kcm if the test thread dies, so a test binary killed from outside does
-                // not leave a manager retrying against a dead etcd forever.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let mut child = command.spawn().expect("spawn kcm controller-manager");
-        let pid = child.id().expect("a fresh child has a pid");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let log = Arc::new(Mutex::new(String::new()));
-        let pump = tokio::spawn({
-            let log = log.clone();
-            async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    eprintln!("[kcm {pid}] {line}");
-                    let mut log = log.lock().expect("log lock");
-                    log.push_str(&line);
-                    log.push('\n');
-                }
-            }
-        });
-        let mut manager = Manager {
-            child,
-            port,
-            log,
-            pump,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while http_get(port, "/healthz").await.is_none() {
-            manager.assert_running();
-            assert!(
-                Instant::now() < deadline,
-                "kcm controller-manager did not serve /healthz within 30s"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        manager
-    }
-
-    /// What it has logged so far.
-    fn log(&self) -> String {
-        self.log.lock().expect("log lock").clone()
-    }
-
-    /// Lines of the log at WARN level that mention `needle`.
-    fn warnings_about(&self, needle: &str) -> Vec<String> {
-        self.log()
-            .lines()
-            .filter(|line| line.contains(" WARN ") && line.contains(needle))
-            .map(str::to_owned)
-            .collect()
-    }
-
-    /// Panics if the process has exited.
-    fn assert_running(&mut self) {
-        let status = self.child.try_wait().expect("poll kcm");
-        assert!(
-            status.is_none(),
-            "kcm controller-manager exited with {status:?}"
-        );
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        let pid = self.child.id().expect("kcm not yet reaped");
-        let pid = libc::pid_t::try_from(pid).expect("pid fits in pid_t");
-        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our unreaped child.
-        let rc = unsafe { libc::kill(pid, signal) };
-        assert_eq!(rc, 0, "kill({pid}, {signal})");
-    }
-
-    /// Waits for the process to exit, panicking after `limit`, then for the rest of its log.
-    async fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
-        let status = match tokio::time::timeout(limit, self.child.wait()).await {
-            Ok(status) => status.expect("wait for kcm"),
-            Err(_) => panic!("kcm did not exit within {limit:?}"),
-        };
-        tokio::time::timeout(Duration::from_secs(5), &mut self.pump)
-            .await
-            .expect("stderr reaches its end once kcm exits")
-            .expect("the stderr pump does not panic");
-        status
-    }
-
-    /// `GET /metrics`.
-    async fn metrics(&self) -> String {
-        match http_get(self.port, "/metrics").await {
-            Some((200, body)) => body,
-            other => panic!("GET /metrics: {other:?}"),
-        }
-    }
-
-    /// The value of one series, e.g. `kcm_pods_created_total` or
-    /// `kcm_watch_relists_total{resource="pods"}`; 0 when it is not exported yet.
-    async fn metric(&self, series: &str) -> f64 {
-        metric_value(&self.metrics().await, series)
-    }
-
-    /// `GET /healthz`: status code and body, `None` if nothing answered.
-    async fn healthz(&self) -> Option<(u16, String)> {
-        http_get(self.port, "/healthz").await
-    }
-}
-
-impl Drop for Manager {
-    fn drop(&mut self) {
-        // kill_on_drop SIGKILLs the child when `child` drops, right after this.
-        self.pump.abort();
-    }
-}
-
-/// One HTTP/1.0 `GET` to the status endpoint, bounded to 5 s.
-async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let attempt = async {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-        let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).await.ok()?;
-        let text = String::from_utf8(response).ok()?;
-        let (head, body) = text.split_once("\r\n\r\n")?;
-        let status = head.split_whitespace().nth(1)?.parse().ok()?;
-        Some((status, body.to_owned()))
-    };
-    tokio::time::timeout(Duration::from_secs(5), attempt)
-        .await
-        .ok()
-        .flatten()
-}
-
-/// The value of `series` in a Prometheus text exposition; 0 when absent.
-fn metric_value(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .map_or(0.0, |value| {
-            value
-                .split_whitespace()
-                .next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("unparsable value of {series}: {value:?}"))
-        })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Controllers and pods as raw JSON in etcd
 
 fn controller_key(namespace: &str, name: &str) -> String {
     format!("/registry/controllers/{namespace}/{name}")
@@ -546,7 +368,7 @@ async fn scaling_converges_and_scale_down_keeps_the_running_assigned_pods() {
             return;
         };
         let client = etcd.client().await;
-        let _manager = Manager::start(&etcd.endpoint(), &["--sync-period", SLOW_SYNC]).await;
+        let _manager = start_manager(&etcd.endpoint(), &["--sync-period", SLOW_SYNC]).await;
 
         put_controller(&client, "scale", "web", "web", 0).await;
         scale(&client, "scale", "web", 5).await;
@@ -592,7 +414,7 @@ async fn deleted_failed_and_relabelled_pods_are_replaced_from_the_pod_watch() {
             return;
         };
         let client = etcd.client().await;
-        let _manager = Manager::start(&etcd.endpoint(), &["--sync-period", SLOW_SYNC]).await;
+        let _manager = start_manager(&etcd.endpoint(), &["--sync-period", SLOW_SYNC]).await;
         // Well under the 30 s sync period: healing must come from the pod watch.
         let heal = Duration::from_secs(5);
 
@@ -658,7 +480,7 @@ async fn an_undecodable_pod_is_replaced_under_another_name_and_left_in_place() {
         let client = etcd.client().await;
         // The pod watch skips values it cannot decode (as 2014's did), so the replacement
         // comes from a resync.
-        let _manager = Manager::start(&etcd.endpoint(), &["--sync-period", "500ms"]).await;
+        let _manager = start_manager(&etcd.endpoint(), &["--sync-period", "500ms"]).await;
         put_controller(&client, "garbled", "web", "web", 2).await;
         wait_converged(&client, "garbled", "web", "web", 2).await;
 
@@ -681,7 +503,7 @@ async fn controllers_in_two_namespaces_with_one_selector_keep_to_their_own_pods(
             return;
         };
         let client = etcd.client().await;
-        let _manager = Manager::start(&etcd.endpoint(), &["--sync-period", SLOW_SYNC]).await;
+        let _manager = start_manager(&etcd.endpoint(), &["--sync-period", SLOW_SYNC]).await;
 
         put_controller(&client, "alpha", "web", "web", 3).await;
         put_controller(&client, "beta", "web", "web", 2).await;
@@ -742,7 +564,7 @@ async fn invalid_and_malformed_controllers_are_skipped_with_one_warning_each() {
         // Malformed before the manager starts: met in the initial list.
         put(&client, &controller_key("junk", "broken"), "{not json").await;
         // A short sync period, so each bad controller is looked at again and again.
-        let mut manager = Manager::start(&etcd.endpoint(), &["--sync-period", "500ms"]).await;
+        let mut manager = start_manager(&etcd.endpoint(), &["--sync-period", "500ms"]).await;
 
         put_controller(&client, "shop", "web", "web", 2).await;
         wait_converged(&client, "shop", "web", "web", 2).await;
@@ -862,12 +684,12 @@ async fn invalid_and_malformed_controllers_are_skipped_with_one_warning_each() {
 /// scaled to 4 and `fresh` (2) is created (and etcd is compacted if `compact`). After the
 /// cut is restored everything must converge with `gone`'s pods left as they were. Returns the
 /// manager (and its proxy) for the caller to check its watch metrics.
-async fn cut_scenario(etcd: &EtcdServer, compact: bool) -> (Manager, FaultProxy) {
+async fn cut_scenario(etcd: &EtcdServer, compact: bool) -> (Kcm, FaultProxy) {
     let client = etcd.client().await;
     let proxy = FaultProxy::start(etcd.client_addr()).await;
     let mut args = vec!["--sync-period", SLOW_SYNC];
     args.extend(FAST_KEEPALIVE);
-    let manager = Manager::start(&proxy.endpoint(), &args).await;
+    let manager = start_manager(&proxy.endpoint(), &args).await;
 
     put_controller(&client, "cut", "gone", "gone", 3).await;
     put_controller(&client, "cut", "grow", "grow", 2).await;
@@ -961,7 +783,7 @@ async fn the_manager_survives_an_etcd_crash_and_restart() {
         let client = etcd.client().await;
         let mut args = vec!["--sync-period", SLOW_SYNC];
         args.extend(FAST_KEEPALIVE);
-        let mut manager = Manager::start(&etcd.endpoint(), &args).await;
+        let mut manager = start_manager(&etcd.endpoint(), &args).await;
         put_controller(&client, "crash", "web", "web", 3).await;
         wait_converged(&client, "crash", "web", "web", 3).await;
 
@@ -992,8 +814,8 @@ async fn etcd_history_shows_no_over_creation_by_two_managers_and_no_over_deletio
         let args = ["--sync-period", SLOW_SYNC];
         let endpoint = etcd.endpoint();
         let (first, second) = tokio::join!(
-            Manager::start(&endpoint, &args),
-            Manager::start(&endpoint, &args)
+            start_manager(&endpoint, &args),
+            start_manager(&endpoint, &args)
         );
         put_controller(&client, "many", "web", "web", 0).await;
         eventually(CONVERGE, "both managers to sync the controller", || {
@@ -1045,7 +867,7 @@ async fn sigterm_during_a_large_scale_up_exits_cleanly_and_a_restart_finishes_it
         let client = etcd.client().await;
         // A burst of 100 spreads the scale-up over ten syncs, so SIGTERM lands mid-way.
         let args = ["--sync-period", SLOW_SYNC, "--burst-replicas", "100"];
-        let mut manager = Manager::start(&etcd.endpoint(), &args).await;
+        let mut manager = start_manager(&etcd.endpoint(), &args).await;
         put_controller(&client, "big", "web", "web", 1000).await;
         eventually(CONVERGE, "the scale-up to begin", || {
             let client = client.clone();
@@ -1066,7 +888,7 @@ async fn sigterm_during_a_large_scale_up_exits_cleanly_and_a_restart_finishes_it
         let at_exit = pods(&client, "big").await.len();
         assert!(at_exit <= 1000, "{at_exit} pods at exit");
 
-        let _restarted = Manager::start(&etcd.endpoint(), &args).await;
+        let _restarted = start_manager(&etcd.endpoint(), &args).await;
         wait_converged(&client, "big", "web", "web", 1000).await;
         assert_eq!(pods(&client, "big").await.len(), 1000);
     })
@@ -1082,7 +904,7 @@ async fn healthz_follows_etcd_reachability_and_metrics_are_served() {
         let proxy = FaultProxy::start(etcd.client_addr()).await;
         let mut args = vec!["--sync-period", SLOW_SYNC];
         args.extend(FAST_KEEPALIVE);
-        let manager = Manager::start(&proxy.endpoint(), &args).await;
+        let manager = start_manager(&proxy.endpoint(), &args).await;
 
         eventually(CONVERGE, "/healthz to answer 200 ok", || {
             let manager = &manager;

@@ -41,42 +41,11 @@ impl Kcm {
     /// its status endpoint answers (any status).
     pub async fn start(args: &[&str], env: &[(&str, &str)]) -> Kcm {
         let port = free_port();
-        let mut command = Command::new(kcm_bin());
-        command
-            .arg("controller-manager")
-            .args(["--port", &port.to_string()])
-            .args(args);
-        scrub(&mut command);
-        command
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        die_with_parent(&mut command);
-        let mut child = command.spawn().expect("spawn kcm controller-manager");
-        let pid = child.id().expect("a fresh child has a pid");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let log = Arc::new(Mutex::new(String::new()));
-        let pump = tokio::spawn({
-            let log = log.clone();
-            async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    eprintln!("[kcm {pid}] {line}");
-                    let mut log = log.lock().expect("log lock");
-                    log.push_str(&line);
-                    log.push('\n');
-                }
-            }
-        });
-        let mut kcm = Kcm {
-            child,
-            pid,
-            port,
-            log,
-            pump,
-        };
+        let port_arg = port.to_string();
+        let mut all = vec!["controller-manager", "--port", port_arg.as_str()];
+        all.extend_from_slice(args);
+        let mut kcm = Kcm::spawn(&all, env);
+        kcm.port = port;
         let deadline = Instant::now() + Duration::from_secs(30);
         while http_get(port, "/healthz").await.is_none() {
             kcm.assert_running();
@@ -87,6 +56,68 @@ impl Kcm {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         kcm
+    }
+
+    /// Starts `kcm {args}` (any command) with `env` set, without waiting for anything.
+    /// Its stderr is echoed to the test's captured output line by line, so a failing or
+    /// timed-out test shows it, and kept for [`Kcm::log`].
+    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Kcm {
+        let mut command = Command::new(kcm_bin());
+        command.args(args);
+        scrub(&mut command);
+        command
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        die_with_parent(&mut command);
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn kcm {args:?}: {e}"));
+        let pid = child.id().expect("a fresh child has a pid");
+        let name = args.first().copied().unwrap_or("").to_owned();
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let log = Arc::new(Mutex::new(String::new()));
+        let pump = tokio::spawn({
+            let log = log.clone();
+            async move {
+                let mut lines = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    eprintln!("[kcm {name} {pid}] {line}");
+                    let mut log = log.lock().expect("log lock");
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            }
+        });
+        Kcm {
+            child,
+            pid,
+            port: 0,
+            log,
+            pump,
+        }
+    }
+
+    /// Port of the status endpoint (0 for commands other than controller-manager).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Lines of the log at WARN level that mention `needle`.
+    pub fn warnings_about(&self, needle: &str) -> Vec<String> {
+        self.log()
+            .lines()
+            .filter(|line| line.contains(" WARN ") && line.contains(needle))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Sends SIGTERM and waits (up to 15 s) for the exit status.
+    pub async fn terminate(&mut self) -> ExitStatus {
+        self.signal(libc::SIGTERM);
+        self.wait_exit(Duration::from_secs(15)).await
     }
 
     pub fn pid(&self) -> u32 {
