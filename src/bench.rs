@@ -102,6 +102,10 @@ pub struct BenchArgs {
     /// etcd binary for the private etcd.
     #[arg(long, default_value = "etcd")]
     pub etcd_binary: PathBuf,
+    /// The kcm binary whose `controller-manager` the memory scenario measures (default:
+    /// this one), e.g. an older build to compare with.
+    #[arg(long)]
+    pub manager_binary: Option<PathBuf>,
 }
 
 /// How big each scenario is.
@@ -258,6 +262,7 @@ pub async fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
         client_config,
         root: root.clone(),
         sizes: sizes.clone(),
+        manager_binary: args.manager_binary.clone(),
         curves: Mutex::default(),
     };
     eprintln!(
@@ -347,7 +352,13 @@ pub fn table(report: &Report) -> String {
                 Some(b) => format!("{} {} ({})", figure(b), row.unit, row.baseline_is),
                 None => row.baseline_is.clone(),
             },
-            row.ratio.map_or("-".into(), |r| format!("{r:.2}")),
+            row.ratio.map_or("-".into(), |r| {
+                if r >= 0.01 {
+                    format!("{r:.2}")
+                } else {
+                    format!("{r:.5}")
+                }
+            }),
             row.target.clone(),
             match row.met {
                 Some(true) => "yes".into(),
@@ -524,6 +535,7 @@ struct Bench {
     client_config: ClientConfig,
     root: String,
     sizes: Sizes,
+    manager_binary: Option<PathBuf>,
     curves: Mutex<HashMap<String, HashMap<String, Curve>>>,
 }
 
@@ -721,12 +733,9 @@ impl Bench {
         let n = self.sizes.scale_replicas;
         let prefix = self.prefix(scenario);
         let config = ManagerConfig::default();
-        // kcm's concurrency: creates go in slow-start batches of at most the largest batch
-        // below the burst limit; deletes go all at once up to the burst limit.
-        let create_concurrency = replication_manager::slow_start_batches(config.burst_replicas)
-            .into_iter()
-            .max()
-            .unwrap_or(1);
+        // kcm's concurrency: at most the burst limit in flight, creates in slow-start
+        // batches that grow up to it, deletes all at once up to it.
+        let create_concurrency = config.burst_replicas;
         let delete_concurrency = config.burst_replicas;
         let limit = Duration::from_secs(300);
 
@@ -1232,7 +1241,10 @@ impl Bench {
             .local_addr()?
             .port();
         let log = tempfile::NamedTempFile::new()?;
-        let exe = std::env::current_exe().context("find the kcm binary")?;
+        let exe = match &self.manager_binary {
+            Some(binary) => binary.clone(),
+            None => std::env::current_exe().context("find the kcm binary")?,
+        };
         let mut child = tokio::process::Command::new(exe)
             .args([
                 "controller-manager",
@@ -1479,8 +1491,8 @@ pub fn svg(report: &Report) -> String {
             let _ = writeln!(
                 out,
                 r#"<text x="{:.1}" y="{:.1}" fill="{color}">{who}</text>"#,
-                x0 + plot_w - 60.0,
-                margin + 14.0 * (j as f64 + 1.0)
+                x0 + plot_w - 120.0 + 70.0 * j as f64,
+                margin - 20.0
             );
         }
     }

@@ -436,25 +436,16 @@ impl<I: Cached> Store<I> {
                 let (new, old) = ns.upsert(shared_name.clone(), item);
                 (old, Some(new))
             }
-            Change::Undecodable => {
-                let was_undecodable = ns.undecodable.contains(name);
-                let old = ns.mark_undecodable(shared_name.clone());
-                if old.is_none() && was_undecodable {
-                    return None;
-                }
-                (old, None)
-            }
-            Change::Remove => {
-                let was_undecodable = ns.undecodable.remove(name);
-                let old = ns.remove(name);
-                if old.is_none() && !was_undecodable {
-                    return None;
-                }
-                (old, None)
-            }
+            // Subscribers only hear of items: a name taken or freed by a value that does
+            // not decode changes no item, so it has no delta.
+            Change::Undecodable => (ns.mark_undecodable(shared_name.clone()), None),
+            Change::Remove => (ns.remove(name), None),
         };
         if ns.items.is_empty() && ns.undecodable.is_empty() {
             self.namespaces.remove(namespace);
+        }
+        if old.is_none() && new.is_none() {
+            return None;
         }
         Some(Delta {
             namespace: shared_namespace,
@@ -997,10 +988,10 @@ mod tests {
         let ns = &store.namespaces["ns"];
         assert!(ns.get("a").is_none() && ns.is_taken("a"));
         check_select(&store, "app=web", &[]);
-        // Deleted for real: the name is free again, and the namespace goes away.
-        assert!(store.apply("ns", "a", Change::Remove).is_some());
-        assert!(store.namespaces.is_empty());
+        // Deleted for real: the name is free again (no item changed, so no delta), and
+        // the namespace goes away.
         assert!(store.apply("ns", "a", Change::Remove).is_none());
+        assert!(store.namespaces.is_empty());
     }
 
     #[test]

@@ -229,8 +229,13 @@ pub fn names_to_create_with(
 
 /// Sizes of slow-start batches for `n` creates: 1, 2, 4, ... (the ReplicaSet rule).
 pub fn slow_start_batches(n: usize) -> Vec<usize> {
+    slow_start_batches_from(1, n)
+}
+
+/// Slow-start batches for `n` creates beginning at `first`: first, 2 first, 4 first, ...
+pub fn slow_start_batches_from(first: usize, n: usize) -> Vec<usize> {
     let mut batches = Vec::new();
-    let (mut size, mut left) = (1, n);
+    let (mut size, mut left) = (first.max(1), n);
     while left > 0 {
         let batch = size.min(left);
         batches.push(batch);
@@ -372,7 +377,18 @@ struct Written {
     pods: i64,
     /// Last `status.replicas` write.
     status: i64,
+    /// The slow-start batch the controller's next creates begin with, and when that was
+    /// earned: after a sync whose creates all succeeded, double its last batch (capped at
+    /// the burst limit), good for [`SLOW_START_MEMORY`]; otherwise 1. A scale-up spread
+    /// over many syncs ramps up once, not once per sync; a failure still costs at most
+    /// one batch before creates start again from 1, and a controller that was quiet for
+    /// a while starts from 1 too.
+    slow_start: Option<(usize, tokio::time::Instant)>,
 }
+
+/// How long a controller's slow-start progress carries over to its next sync. The next
+/// sync of a continuing scale-up follows within milliseconds (its status write wakes it).
+const SLOW_START_MEMORY: Duration = Duration::from_secs(1);
 
 impl ReplicationManager<EtcdPodControl> {
     /// A manager writing pods through etcd.
@@ -963,7 +979,8 @@ impl<P: PodControl> Inner<P> {
         }
     }
 
-    /// Creates pods in slow-start batches of 1, 2, 4, ... stopping after a batch with an
+    /// Creates pods in slow-start batches of 1, 2, 4, ... (continuing from where the
+    /// controller's last successful creates got to), stopping after a batch with an
     /// error. Returns how many now exist for the controller, and the errors.
     async fn create_replicas(
         &self,
@@ -974,7 +991,13 @@ impl<P: PodControl> Inner<P> {
     ) -> (usize, Vec<anyhow::Error>) {
         let mut names = names.into_iter();
         let mut created = 0;
-        for batch_size in slow_start_batches(names.len()) {
+        let first = match self.written(key).slow_start {
+            Some((batch, at)) if at.elapsed() < SLOW_START_MEMORY => batch,
+            _ => 1,
+        };
+        let mut last_batch = 0;
+        for batch_size in slow_start_batches_from(first, names.len()) {
+            last_batch = batch_size;
             let creates = names.by_ref().take(batch_size).map(|name| async move {
                 let pod = new_pod_from_template(rc, name.clone());
                 (name, self.pod_control.create_pod(pod).await)
@@ -1003,9 +1026,15 @@ impl<P: PodControl> Inner<P> {
             }
             self.record(key, |w| w.pods = w.pods.max(highest));
             if !errors.is_empty() {
+                self.record(key, |w| w.slow_start = None);
                 return (created, errors);
             }
         }
+        let burst = self.config.burst_replicas.max(1);
+        let next = (last_batch * 2).clamp(1, burst);
+        self.record(key, |w| {
+            w.slow_start = Some((next, tokio::time::Instant::now()))
+        });
         (created, Vec::new())
     }
 

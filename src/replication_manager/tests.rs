@@ -88,6 +88,9 @@ fn slow_start_batches_double_until_the_total() {
     assert_eq!(slow_start_batches(1), [1]);
     assert_eq!(slow_start_batches(10), [1, 2, 4, 3]);
     assert_eq!(slow_start_batches(500).iter().sum::<usize>(), 500);
+    // A scale-up continued by the next sync picks up where the last one got to.
+    assert_eq!(slow_start_batches_from(256, 500), [256, 244]);
+    assert_eq!(slow_start_batches_from(0, 3), [1, 2]);
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod compose;
 mod endpoints;
 mod ha;
 mod harness;
+mod informer;
 mod kubelet;
 mod manager;
 mod registry;
