@@ -20,7 +20,7 @@ use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::etcd::{find_etcd, has_exited, signal};
+use super::etcd::{find_etcd, has_exited, signal, stop_process};
 use super::free_port;
 
 /// How long a (re)started member may take to serve a linearizable read.
@@ -252,32 +252,7 @@ impl Cluster {
     /// Freezes member `i` with SIGSTOP and returns once all its threads have stopped: its
     /// connections stay open but nothing is answered. Undo with [`Cluster::resume`].
     pub fn pause(&self, i: usize) {
-        let child = self.running(i);
-        signal(child, libc::SIGSTOP);
-        let pid = libc::id_t::from(child.id());
-        // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        loop {
-            // SAFETY: `info` is valid and writable; the pid is our unreaped child. WNOWAIT
-            // leaves the state for std's own wait.
-            let rc = unsafe {
-                libc::waitid(
-                    libc::P_PID,
-                    pid,
-                    &mut info,
-                    libc::WSTOPPED | libc::WEXITED | libc::WNOWAIT,
-                )
-            };
-            if rc == 0 {
-                return;
-            }
-            let err = io::Error::last_os_error();
-            assert_eq!(
-                err.kind(),
-                io::ErrorKind::Interrupted,
-                "waitid({pid}): {err}"
-            );
-        }
+        stop_process(self.running(i));
     }
 
     /// Thaws member `i` with SIGCONT.

@@ -203,34 +203,7 @@ impl EtcdServer {
     ///
     /// Panics if etcd is not running.
     pub fn pause(&self) {
-        let child = self.running();
-        signal(child, libc::SIGSTOP);
-        // kill(2) only queues the stop: under load an etcd thread can still answer a request
-        // after it returns. Wait until every thread has stopped (or the process died); WNOWAIT
-        // leaves the state for std's own wait.
-        let pid = libc::id_t::from(child.id());
-        // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        loop {
-            // SAFETY: `info` is a valid, writable siginfo_t; the pid is our unreaped child.
-            let rc = unsafe {
-                libc::waitid(
-                    libc::P_PID,
-                    pid,
-                    &mut info,
-                    libc::WSTOPPED | libc::WEXITED | libc::WNOWAIT,
-                )
-            };
-            if rc == 0 {
-                return;
-            }
-            let err = io::Error::last_os_error();
-            assert_eq!(
-                err.kind(),
-                io::ErrorKind::Interrupted,
-                "waitid({pid}) for SIGSTOP: {err}"
-            );
-        }
+        stop_process(self.running());
     }
 
     /// Thaws a server frozen by [`EtcdServer::pause`] with SIGCONT.
@@ -481,4 +454,34 @@ pub(super) fn signal(child: &Child, signal: libc::c_int) {
         "kill({pid}, {signal}): {}",
         io::Error::last_os_error()
     );
+}
+
+/// Sends SIGSTOP to `child` and returns once every one of its threads has stopped (or it
+/// died). kill(2) only queues the stop: under load an etcd thread can still answer a request
+/// after it returns. WNOWAIT leaves the state for std's own wait.
+pub(super) fn stop_process(child: &Child) {
+    signal(child, libc::SIGSTOP);
+    let pid = libc::id_t::from(child.id());
+    // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `info` is a valid, writable siginfo_t; the pid is our unreaped child.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid,
+                &mut info,
+                libc::WSTOPPED | libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
+        let err = io::Error::last_os_error();
+        assert_eq!(
+            err.kind(),
+            io::ErrorKind::Interrupted,
+            "waitid({pid}) for SIGSTOP: {err}"
+        );
+    }
 }
