@@ -6,10 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use etcd_client::{
-    Client, Compare, CompareOp, EventType, GetOptions, SortOrder, SortTarget, Txn, TxnOp,
-    WatchOptions,
-};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp};
 use kcm::api::{ObjectMeta, Pod};
 use kcm::client::{ClientConfig, EndpointMonitor};
 use kcm::etcd_watcher::{everything, RawKind, Update, Watcher};
@@ -19,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::cluster::{start_cluster, Cluster};
+use crate::support::history::{self, HistoryEvent};
 use crate::support::kcm::{metric_value, Kcm};
 use crate::support::{eventually, start_etcd, with_timeout};
 
@@ -143,58 +141,9 @@ async fn current_revision(client: &Client) -> i64 {
 // ---------------------------------------------------------------------------------------------
 // etcd's history, and the leadership terms and pod writes in it
 
-/// One event of etcd's history.
-#[derive(Debug, Clone)]
-struct HistoryEvent {
-    revision: i64,
-    key: String,
-    put: bool,
-    create_revision: i64,
-    value: Vec<u8>,
-}
-
-/// Every event under `/registry/` after revision `after`, up to now, in revision order, read
-/// with a watch (so nothing a poller could miss).
+/// Every event under `/registry/` after revision `after`, up to now, in revision order.
 async fn read_history(client: &Client, after: i64) -> Vec<HistoryEvent> {
-    let end = client
-        .clone()
-        .put(HISTORY_END, "end", None)
-        .await
-        .expect("put the history sentinel")
-        .header()
-        .expect("header")
-        .revision();
-    let options = WatchOptions::new()
-        .with_prefix()
-        .with_start_revision(after + 1);
-    let mut stream = client
-        .clone()
-        .watch("/registry/", Some(options))
-        .await
-        .expect("watch the history");
-    let mut events = Vec::new();
-    loop {
-        let response = tokio::time::timeout(Duration::from_secs(30), stream.message())
-            .await
-            .expect("history arrives within 30s")
-            .expect("history watch")
-            .expect("history watch open");
-        assert!(!response.canceled(), "history watch canceled: {response:?}");
-        for event in response.events() {
-            let kv = event.kv().expect("events carry a kv");
-            let key = kv.key_str().expect("utf-8 key").to_owned();
-            if key == HISTORY_END && kv.mod_revision() == end {
-                return events;
-            }
-            events.push(HistoryEvent {
-                revision: kv.mod_revision(),
-                key,
-                put: event.event_type() == EventType::Put,
-                create_revision: kv.create_revision(),
-                value: kv.value().to_vec(),
-            });
-        }
-    }
+    history::read(client, "/registry/", "/registry0", after, HISTORY_END).await
 }
 
 /// One leadership term as etcd's history shows it: the leader key (the alive election key

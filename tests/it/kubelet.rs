@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use etcd_client::{Client, EventType, GetOptions, WatchOptions};
+use etcd_client::{Client, GetOptions};
 use kcm::etcd_watcher::Watcher;
 use kcm::kubelet::{Ipv4Cidr, Kubelet, KubeletConfig};
 use kcm::registry::Registry;
@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::support::history;
 use crate::support::{eventually, init_tracing, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -172,51 +173,27 @@ async fn current_revision(client: &Client) -> i64 {
 /// Every write to the test namespace's pods after `start`, in order, from etcd's own history
 /// (nothing a poller could miss): `(revision, name, document)`, `None` for a delete.
 async fn history(client: &Client, start: i64) -> Vec<(i64, String, Option<Value>)> {
-    // Just outside the kubelets' `/registry/pods/` range but inside the watched one: marks the
+    // Just outside the kubelets' `/registry/pods/` range but inside the read one: marks the
     // end of the history to read.
-    const SENTINEL: &str = "/registry/pods~end";
-    let end = client
-        .clone()
-        .put(SENTINEL, "end", None)
-        .await
-        .expect("put sentinel")
-        .header()
-        .expect("header")
-        .revision();
-    let options = WatchOptions::new()
-        .with_range("/registry/pods\x7f")
-        .with_start_revision(start + 1);
-    let mut stream = client
-        .clone()
-        .watch("/registry/pods/", Some(options))
-        .await
-        .expect("watch pod history");
+    let events = history::read(
+        client,
+        "/registry/pods/",
+        "/registry/pods\x7f",
+        start,
+        "/registry/pods~end",
+    )
+    .await;
     let prefix = pod_key("");
-    let mut writes = Vec::new();
-    loop {
-        let response = tokio::time::timeout(Duration::from_secs(30), stream.message())
-            .await
-            .expect("history arrives within 30s")
-            .expect("history watch")
-            .expect("history watch open");
-        assert!(!response.canceled(), "history watch canceled: {response:?}");
-        for event in response.events() {
-            let kv = event.kv().expect("events carry a kv");
-            let key = kv.key_str().expect("utf-8 key");
-            if key == SENTINEL {
-                assert_eq!(kv.mod_revision(), end);
-                return writes;
-            }
-            let Some(name) = key.strip_prefix(&prefix) else {
-                continue;
-            };
-            let document = match event.event_type() {
-                EventType::Put => Some(serde_json::from_slice(kv.value()).expect("pod JSON")),
-                EventType::Delete => None,
-            };
-            writes.push((kv.mod_revision(), name.to_owned(), document));
-        }
-    }
+    events
+        .into_iter()
+        .filter_map(|event| {
+            let name = event.key.strip_prefix(&prefix)?.to_owned();
+            let document = event
+                .put
+                .then(|| serde_json::from_slice(&event.value).expect("pod JSON"));
+            Some((event.revision, name, document))
+        })
+        .collect()
 }
 
 /// Checks that every pod's `spec.host` went from empty to a node in one write and never

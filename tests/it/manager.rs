@@ -10,10 +10,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::process::ExitStatusExt as _;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp, WatchOptions};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 use serde_json::{json, Value};
 use tokio::process::Command;
 
+use crate::support::history;
 use crate::support::kcm::{metric_value, Kcm};
 use crate::support::{eventually, start_etcd, with_timeout, EtcdServer, FaultProxy};
 
@@ -299,51 +300,35 @@ async fn replay_active_counts(
     let count = |active: &HashMap<String, bool>| active.values().filter(|a| **a).count();
     let mut counts = vec![(start, count(&active))];
 
-    let end = put(client, SENTINEL, "end").await;
-    let options = WatchOptions::new()
-        .with_range("/registry/pods\x7f")
-        .with_start_revision(start + 1);
-    let mut stream = client
-        .clone()
-        .watch("/registry/pods/", Some(options))
-        .await
-        .expect("watch pod history");
+    // One transaction is one revision: count once all of its events are applied.
+    let events = history::read(
+        client,
+        "/registry/pods/",
+        "/registry/pods\x7f",
+        start,
+        SENTINEL,
+    )
+    .await;
     let mut pending: Option<i64> = None;
-    loop {
-        let response = tokio::time::timeout(Duration::from_secs(30), stream.message())
-            .await
-            .expect("history arrives within 30s")
-            .expect("history watch")
-            .expect("history watch open");
-        assert!(!response.canceled(), "history watch canceled: {response:?}");
-        for event in response.events() {
-            let kv = event.kv().expect("events carry a kv");
-            let revision = kv.mod_revision();
-            // One transaction is one revision: count once all of its events are applied.
-            if let Some(last) = pending.filter(|last| *last != revision) {
-                counts.push((last, count(&active)));
-                pending = None;
-            }
-            let key = kv.key_str().expect("utf-8 key");
-            if key == SENTINEL {
-                assert_eq!(revision, end);
-                return counts;
-            }
-            if !key.starts_with(&prefix) {
-                continue;
-            }
-            pending = Some(revision);
-            match event.event_type() {
-                EventType::Put => {
-                    let pod = PodInfo::parse(key.to_owned(), kv.value(), revision);
-                    active.insert(key.to_owned(), pod.counts_for(app));
-                }
-                EventType::Delete => {
-                    active.remove(key);
-                }
-            }
+    for event in events {
+        if let Some(last) = pending.filter(|last| *last != event.revision) {
+            counts.push((last, count(&active)));
+        }
+        if !event.key.starts_with(&prefix) {
+            continue;
+        }
+        pending = Some(event.revision);
+        if event.put {
+            let pod = PodInfo::parse(event.key.clone(), &event.value, event.revision);
+            active.insert(event.key, pod.counts_for(app));
+        } else {
+            active.remove(&event.key);
         }
     }
+    if let Some(last) = pending {
+        counts.push((last, count(&active)));
+    }
+    counts
 }
 
 /// The current revision of etcd.

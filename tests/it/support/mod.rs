@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod etcd;
+pub mod history;
 pub mod kcm;
 pub mod proxy;
 
