@@ -42,8 +42,7 @@ use crate::api::{
 };
 use crate::cli::GlobalArgs;
 use crate::client::{self, ClientConfig};
-use crate::controller::forward;
-use crate::etcd_watcher::{self, Update, Watcher};
+use crate::etcd_watcher::{self, ResumableWatch, Update, Watcher};
 use crate::informer::{ControllerInformer, PodInformer};
 use crate::labels::Set;
 use crate::registry::Registry;
@@ -1108,8 +1107,9 @@ impl Bench {
             raw.push(n as f64 / seconds);
             let mut tasks = JoinSet::new();
             let started = Instant::now();
-            // On its own task feeding a channel, as the controllers run it.
-            let mut watch = forward(
+            // On its own task feeding a channel, polled all the time as a controller's loop
+            // polls it.
+            let mut watch = drive(
                 watcher.resumable_list::<Pod>(
                     Some("watch"),
                     &before.to_string(),
@@ -1169,7 +1169,7 @@ impl Bench {
         // On its own task, as the controllers run it: it notices the cut, and retries,
         // while nobody reads from it.
         let mut tasks = JoinSet::new();
-        let mut watch = forward(
+        let mut watch = drive(
             watcher.resumable_list::<Pod>(
                 Some("resume"),
                 &start.to_string(),
@@ -1498,4 +1498,22 @@ pub fn svg(report: &Report) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+/// Runs a watch on its own task (owned by `tasks`) feeding a channel, so that it is
+/// polled all the time, as a controller's loop polls it, while the bench waits elsewhere.
+fn drive<T: api::Object>(
+    mut watch: ResumableWatch<T>,
+    tasks: &mut JoinSet<()>,
+) -> tokio::sync::mpsc::Receiver<Update<T>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(etcd_watcher::WATCH_BUFFER);
+    tasks.spawn(async move {
+        loop {
+            let update = watch.next().await;
+            if tx.send(update).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }

@@ -394,6 +394,7 @@ async fn watch_kind<T: Object>(global: &GlobalArgs, args: WatchArgs) -> anyhow::
             Update::Resumed { from, reason } => {
                 eprintln!("kcm watch: resuming after revision {from} ({reason})");
             }
+            Update::Error(status) => anyhow::bail!("watch {}: {}", T::RESOURCE, status.message),
             Update::Relisted {
                 revision,
                 added,

@@ -1,5 +1,5 @@
 //! Machinery the controller loops share: the worker that drains a work queue through a
-//! sync handler, and watch forwarding onto a channel.
+//! sync handler, and the log line of a watch's notices.
 //!
 //! 2014 had none of this: each controller was one `util.Forever` loop. kcm's
 //! controllers (`replication_manager`, `endpoints`) are each a `select!` loop that only
@@ -12,12 +12,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::FutureExt as _;
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 use tracing::Instrument as _;
 
-use crate::api::Object;
-use crate::etcd_watcher::{self, ResumableWatch, Update};
+use crate::etcd_watcher::Update;
 use crate::status::Metrics;
 use crate::workqueue::WorkQueue;
 
@@ -71,25 +68,6 @@ pub async fn worker(
     }
 }
 
-/// Runs a resumable watch on its own task (owned by `tasks`), so that a loop's
-/// `select!` only ever waits on a channel, which is cancel-safe: a relist in progress is
-/// never restarted because another arm fired first.
-pub fn forward<T: Object>(
-    mut watch: ResumableWatch<T>,
-    tasks: &mut JoinSet<()>,
-) -> mpsc::Receiver<Update<T>> {
-    let (tx, rx) = mpsc::channel(etcd_watcher::WATCH_BUFFER);
-    tasks.spawn(async move {
-        loop {
-            let update = watch.next().await;
-            if tx.send(update).await.is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
 /// Logs a resumable watch's resume and relist notices.
 pub fn log_notice<T>(resource: &str, update: &Update<T>) {
     match update {
@@ -102,6 +80,7 @@ pub fn log_notice<T>(resource: &str, update: &Update<T>) {
             modified,
             deleted,
         } => tracing::info!(resource, revision, added, modified, deleted, "watch listed"),
+        Update::Error(status) => tracing::warn!(resource, %status, "watch ended"),
         Update::Event(..) => {}
     }
 }

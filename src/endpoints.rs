@@ -24,8 +24,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::api::{Endpoints, IntOrString, ObjectMeta, Pod, Service};
-use crate::controller::{forward, log_notice, worker, SyncHandler};
-use crate::etcd_watcher::{self, BackoffConfig, Update, WatchEvent, Watcher};
+use crate::controller::{log_notice, worker, SyncHandler};
+use crate::etcd_watcher::{self, BackoffConfig, ResumableWatch, Update, WatchEvent, Watcher};
 use crate::informer::{CachedPod, Delta, Informer, PodInformer, PodPorts};
 use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
@@ -168,9 +168,8 @@ impl EndpointsController {
             }
         };
         let pod_events = pods.subscribe();
-        let service_events = forward(service_watch, &mut watch_tasks);
         let result = self
-            .run_loop(pods, service_events, pod_events, shutdown)
+            .run_loop(pods, service_watch, pod_events, shutdown)
             .await;
         stop.cancel();
         watch_tasks.shutdown().await;
@@ -180,7 +179,7 @@ impl EndpointsController {
     async fn run_loop(
         &self,
         pods: PodInformer,
-        mut service_events: mpsc::Receiver<Update<Service>>,
+        mut service_events: ResumableWatch<Service>,
         mut pod_events: mpsc::Receiver<Delta<CachedPod>>,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
@@ -232,7 +231,8 @@ impl EndpointsController {
                         Err(e) => tracing::debug!(error = %e, "listing endpoints failed; next pass retries"),
                     }
                 }
-                Some(update) = service_events.recv() => match update {
+                // Cancel-safe: the watch's work in flight lives in the stream.
+                update = service_events.next() => match update {
                     Update::Event(WatchEvent::Added(service) | WatchEvent::Modified(service), _) => {
                         index.upsert(&service);
                         queue.add(service.metadata.key());

@@ -29,17 +29,18 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use etcd_client::{EventType, WatchOptions};
+use futures::StreamExt as _;
 use tokio::sync::{mpsc, watch};
 
 use crate::api::{self, IntOrString, Object, Pod, PodPhase, ReplicationController};
 use crate::etcd_watcher::{
-    wait_before_reopen, Backoff, BackoffConfig, WatchMetrics, Watcher, WATCH_BUFFER,
+    relist_diff, BackoffConfig, EngineConfig, ListChange, ListReason, Range, RawEvent,
+    RawItem, RawKind, Start, WatchMetrics, Watcher, WATCH_BUFFER,
 };
 use crate::labels::{Operator, Selector, Set};
-use crate::registry::{self, StorageError};
+use crate::registry::DecodeError;
 
 // ---------------------------------------------------------------------------------------
 // What the store keeps
@@ -410,7 +411,14 @@ impl<I: Cached> Store<I> {
     }
 
     /// Applies one change and returns its delta (`None` when nothing changed).
-    fn apply(&mut self, namespace: &str, name: &str, change: Change<I>) -> Option<Delta<I>> {
+    /// `force` replaces an item even at an equal resourceVersion (after a rewind).
+    fn apply(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        change: Change<I>,
+        force: bool,
+    ) -> Option<Delta<I>> {
         self.namespace_entry(namespace);
         let shared_namespace = self.shared_namespace(namespace);
         let ns = self
@@ -426,10 +434,11 @@ impl<I: Cached> Store<I> {
         let (old, new) = match change {
             Change::Upsert(mut item) => {
                 item.share_names(&shared_namespace, &shared_name);
-                if ns
-                    .items
-                    .get(name)
-                    .is_some_and(|old| old.resource_version() == item.resource_version())
+                if !force
+                    && ns
+                        .items
+                        .get(name)
+                        .is_some_and(|old| old.resource_version() == item.resource_version())
                 {
                     return None;
                 }
@@ -620,9 +629,10 @@ impl<I: Cached> Informer<I> {
     }
 
     /// Lists, then follows the watch, until `shutdown` resolves: resumes from the last
-    /// applied revision after a disconnect, lists again after compaction (410), with
-    /// jittered backoff between attempts. Never returns an error: etcd failures are
-    /// retried.
+    /// applied revision after a disconnect, lists again after compaction (410) or when
+    /// etcd's revision went backwards, with the engine's backoff between attempts
+    /// (`etcd_watcher`'s list-and-watch engine). Never returns an error: etcd failures
+    /// are retried.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
         tokio::select! {
             _ = shutdown => {}
@@ -630,227 +640,198 @@ impl<I: Cached> Informer<I> {
         }
     }
 
+    /// The reflector: applies the engine's items to the store.
     async fn reflect(&self) {
         let shared = &self.shared;
-        let mut backoff = Backoff::new(shared.backoff.clone());
-        let mut need_list = true;
-        let mut failure: Option<String> = None;
-        let mut opened_at = Instant::now();
-        let start = api::list_key::<I::Object>(shared.watcher.registry().prefix(), None);
-        loop {
-            if let Some(reason) = failure.take() {
-                let delay = backoff.delay(opened_at.elapsed());
-                tracing::debug!(key = %start, ?delay, %reason, "informer waiting before re-opening");
-                wait_before_reopen(shared.watcher.registry(), &start, delay).await;
-                if !need_list {
-                    shared.metrics.restarts.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(resource = I::Object::RESOURCE, from = self.revision(), %reason, "watch resumed from its last resourceVersion");
-                }
-            }
-            if need_list {
-                match self.list(&start).await {
-                    Ok(()) => need_list = false,
-                    Err(e) => {
-                        tracing::info!(key = %start, error = %e, "list failed; retrying");
-                        failure = Some(e.to_string());
-                        continue;
+        let config = EngineConfig {
+            range: Range::list::<I::Object>(shared.watcher.registry().prefix(), None),
+            start: Start::List,
+            resume: true,
+            // A PUT is an upsert and a DELETE a removal: no previous values needed.
+            prev_kv: false,
+            backoff: shared.backoff.clone(),
+            metrics: shared.metrics.clone(),
+        };
+        let mut raw = shared.watcher.engine(config).into_stream();
+        // The changes of a relist in progress (not the first list, which goes straight
+        // into the empty store).
+        let mut listed: Vec<(String, String, i64, Change<I>)> = Vec::new();
+        // The deltas of the first list, published once it is complete.
+        let mut first_deltas: Vec<Delta<I>> = Vec::new();
+        while let Some(item) = raw.next().await {
+            match item {
+                RawItem::Page { kvs, .. } => {
+                    let changes = kvs.iter().filter_map(|kv| self.decode(kv));
+                    if self.is_synced() {
+                        listed.extend(changes);
+                    } else {
+                        // The first list goes into the (empty) store page by page, so that
+                        // each page's pods share their label sets at once: collected
+                        // first, 100,000 pods would hold 100,000 copies of a few label
+                        // sets at the peak. Nobody reads the store before it is synced.
+                        let changes: Vec<_> = changes.collect();
+                        let mut store = shared.store.write().expect("store lock");
+                        for (namespace, name, _, change) in changes {
+                            first_deltas.extend(store.apply(&namespace, &name, change, false));
+                        }
                     }
                 }
-            }
-            opened_at = Instant::now();
-            match self.watch(&start).await {
-                WatchEnd::Compacted(reason) => {
-                    need_list = true;
-                    failure = Some(reason);
+                RawItem::ListFailed => {
+                    listed.clear();
+                    first_deltas.clear();
+                    if !self.is_synced() {
+                        // Start the next attempt from an empty store again.
+                        shared.store.write().expect("store lock").namespaces.clear();
+                    }
                 }
-                WatchEnd::Failed(reason) => failure = Some(reason),
+                RawItem::Listed { reason, revision } => {
+                    let deltas = if self.is_synced() {
+                        self.replace(std::mem::take(&mut listed), reason == ListReason::Rewound)
+                    } else {
+                        std::mem::take(&mut first_deltas)
+                    };
+                    tracing::info!(
+                        resource = I::Object::RESOURCE,
+                        revision,
+                        changes = deltas.len(),
+                        ?reason,
+                        "watch listed"
+                    );
+                    if reason == ListReason::Rewound {
+                        // A new history: the old revisions mean nothing any more.
+                        self.shared.progress.send_modify(|p| p.revision = revision);
+                    }
+                    self.advance(revision, true);
+                    self.publish(deltas).await;
+                }
+                RawItem::Events(events) => {
+                    let mut highest = 0;
+                    let mut changes = Vec::with_capacity(events.len());
+                    for event in &events {
+                        highest = highest.max(event.mod_revision);
+                        let change = match event.kind {
+                            RawKind::Put => self.decode(event),
+                            RawKind::Delete => self.parse(&event.key).map(|(ns, name)| {
+                                (ns, name, event.mod_revision, Change::Remove)
+                            }),
+                        };
+                        changes.extend(change);
+                    }
+                    let deltas: Vec<Delta<I>> = {
+                        let mut store = shared.store.write().expect("store lock");
+                        changes
+                            .into_iter()
+                            .filter_map(|(ns, name, _, change)| store.apply(&ns, &name, change, false))
+                            .collect()
+                    };
+                    shared
+                        .metrics
+                        .events
+                        .fetch_add(deltas.len() as u64, Ordering::Relaxed);
+                    self.advance(highest, false);
+                    self.publish(deltas).await;
+                }
+                RawItem::Progress(revision) => self.advance(revision, false),
+                RawItem::Resumed { from, reason } => {
+                    tracing::info!(resource = I::Object::RESOURCE, from, %reason, "watch resumed from its last resourceVersion");
+                }
+                // A resuming engine never ends on its own.
+                RawItem::Ended(status) => {
+                    tracing::error!(resource = I::Object::RESOURCE, %status, "informer watch ended");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// `namespace` and `name` of a key of this kind; `None` (counted, logged once) for a
+    /// key deeper than the layout allows.
+    fn parse(&self, key: &str) -> Option<(String, String)> {
+        let prefix = self.shared.watcher.registry().prefix();
+        match api::parse_key::<I::Object>(prefix, key) {
+            Some((namespace, name)) => Some((namespace.to_string(), name.to_string())),
+            None => {
+                self.shared.metrics.skip_key(key);
+                None
             }
         }
     }
 
     /// Decodes one stored value into a change.
-    fn decode(&self, kv: &etcd_client::KeyValue) -> Option<(String, String, Change<I>)> {
+    fn decode(&self, raw: &RawEvent) -> Option<(String, String, i64, Change<I>)> {
         let registry = self.shared.watcher.registry();
-        let key = std::str::from_utf8(kv.key()).ok()?;
-        let (namespace, name) = api::parse_key::<I::Object>(registry.prefix(), key)?;
-        let change = match registry.decode::<I::Object>(kv) {
-            Ok(object) => Change::Upsert(I::from_object(object)),
-            Err(e) => {
-                self.shared
-                    .metrics
-                    .decode_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(key = %e.key, revision = e.revision, error = %e.message, "skipping undecodable value");
-                Change::Undecodable
-            }
-        };
-        Some((namespace.to_string(), name.to_string(), change))
-    }
-
-    /// Lists every object at one revision and replaces the store's contents with it,
-    /// sending the differences to the subscribers.
-    async fn list(&self, start: &str) -> Result<(), StorageError> {
-        let shared = &self.shared;
-        let registry = shared.watcher.registry().clone();
-        let end = registry::prefix_range_end(start.as_bytes());
-        let mut listed = Vec::new();
-        let mut deltas = Vec::new();
-        // The first list goes into the (empty) store page by page, so that each page's
-        // pods share their label sets at once: collected first, 100,000 pods would hold
-        // 100,000 copies of a few label sets at the peak. Nothing can vanish from an empty
-        // store, and nobody reads it before it is synced.
-        let first = !self.is_synced();
-        let revision = registry
-            .for_each_page_in_range(start, &end, None, |page| {
-                let changes = page.iter().filter_map(|kv| self.decode(kv));
-                if first {
-                    let changes: Vec<_> = changes.collect();
-                    let mut store = shared.store.write().expect("store lock");
-                    for (namespace, name, change) in changes {
-                        deltas.extend(store.apply(&namespace, &name, change));
-                    }
-                } else {
-                    listed.extend(changes);
-                }
-            })
-            .await;
-        let revision = match revision {
-            Ok(revision) => revision,
-            Err(e) => {
-                if first {
-                    // Start the next attempt from an empty store again.
-                    shared.store.write().expect("store lock").namespaces.clear();
-                }
-                return Err(e);
-            }
-        };
-        shared.metrics.relists.fetch_add(1, Ordering::Relaxed);
-        if !first {
-            let mut store = shared.store.write().expect("store lock");
-            let mut seen: HashSet<(String, String)> = HashSet::with_capacity(listed.len());
-            for (namespace, name, change) in listed {
-                seen.insert((namespace.clone(), name.clone()));
-                deltas.extend(store.apply(&namespace, &name, change));
-            }
-            let vanished: Vec<(String, String)> = store
-                .namespaces
-                .iter()
-                .flat_map(|(ns, items)| {
-                    items
-                        .items
-                        .keys()
-                        .chain(items.undecodable.iter())
-                        .map(move |name| (ns.to_string(), name.to_string()))
-                })
-                .filter(|key| !seen.contains(key))
-                .collect();
-            for (namespace, name) in vanished {
-                deltas.extend(store.apply(&namespace, &name, Change::Remove));
-            }
-        }
-        tracing::info!(
-            resource = I::Object::RESOURCE,
-            revision,
-            changes = deltas.len(),
-            "watch listed"
-        );
-        self.advance(revision, true);
-        self.publish(deltas).await;
-        Ok(())
-    }
-
-    /// Follows the watch from the store's revision until it fails.
-    async fn watch(&self, start: &str) -> WatchEnd {
-        let shared = &self.shared;
-        let end = registry::prefix_range_end(start.as_bytes());
-        let from = self.revision() + 1;
-        let options = WatchOptions::new()
-            .with_range(end)
-            .with_start_revision(from)
-            .with_progress_notify();
-        let mut client = shared.watcher.watch_client();
-        let timeout = shared.watcher.open_timeout();
-        let mut stream =
-            match tokio::time::timeout(timeout, client.watch(start, Some(options))).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
-                    return WatchEnd::Failed(format!(
-                        "open watch on {start}: {}",
-                        registry::describe_etcd_error(&e)
-                    ))
-                }
-                Err(_) => {
-                    return WatchEnd::Failed(format!(
-                        "open watch on {start}: etcd did not answer within {}",
-                        humantime::format_duration(timeout)
-                    ))
-                }
-            };
-        loop {
-            let response = match stream.message().await {
-                Ok(Some(response)) => response,
-                Ok(None) => return WatchEnd::Failed(format!("watch on {start} closed by etcd")),
+        let (namespace, name) = self.parse(&raw.key)?;
+        let change =
+            match api::decode::<I::Object>(registry.prefix(), &raw.key, &raw.value, raw.mod_revision) {
+                Ok(object) => Change::Upsert(I::from_object(object)),
                 Err(e) => {
-                    return WatchEnd::Failed(format!(
-                        "watch on {start}: {}",
-                        registry::describe_etcd_error(&e)
-                    ))
+                    self.shared.metrics.undecodable(&DecodeError {
+                        kind: <I::Object as Object>::KIND,
+                        key: raw.key.clone(),
+                        revision: raw.mod_revision,
+                        message: format!("{e:#}"),
+                    });
+                    Change::Undecodable
                 }
             };
-            if response.canceled() {
-                let compacted = response.compact_revision();
-                return if compacted > 0 {
-                    WatchEnd::Compacted(format!(
-                        "resourceVersion too old: revision {from} of {start} has been compacted (oldest available {compacted})"
-                    ))
-                } else {
-                    WatchEnd::Failed(format!(
-                        "watch on {start} canceled by etcd: {}",
-                        response.cancel_reason()
-                    ))
-                };
-            }
-            if response.created() {
-                continue;
-            }
-            let events = response.events();
-            if events.is_empty() {
-                // A progress notification: every event up to the header revision has
-                // been sent.
-                if let Some(header) = response.header() {
-                    self.advance(header.revision(), false);
+        Some((namespace, name, raw.mod_revision, change))
+    }
+
+    /// Replaces the store's contents with a relist, through the one relist diff, and
+    /// returns the deltas. After a rewind every listed item replaces its namesake, even
+    /// at an equal revision (two histories reuse revision numbers).
+    fn replace(&self, listed: Vec<(String, String, i64, Change<I>)>, rewound: bool) -> Vec<Delta<I>> {
+        let mut store = self.shared.store.write().expect("store lock");
+        let keys: Vec<String> = listed
+            .iter()
+            .map(|(namespace, name, _, _)| format!("{namespace}/{name}"))
+            .collect();
+        let known: Vec<(String, Option<i64>)> = store
+            .namespaces
+            .iter()
+            .flat_map(|(ns, items)| {
+                let decoded = items
+                    .items
+                    .iter()
+                    .map(move |(name, item)| (format!("{ns}/{name}"), Some(item.resource_version())));
+                // An undecodable name has no version: it never compares equal.
+                let undecodable = items
+                    .undecodable
+                    .iter()
+                    .map(move |name| (format!("{ns}/{name}"), None));
+                decoded.chain(undecodable)
+            })
+            .map(|(key, version)| (key, if rewound { None } else { version }))
+            .collect();
+        let listed_versions: Vec<(&str, Option<i64>, i64)> = listed
+            .iter()
+            .zip(&keys)
+            .map(|((_, _, revision, change), key)| {
+                let version = matches!(change, Change::Upsert(_)).then_some(*revision);
+                (key.as_str(), version, *revision)
+            })
+            .collect();
+        let changes = relist_diff(
+            known.iter().map(|(key, version)| (key.as_str(), *version)),
+            &listed_versions,
+        );
+        drop(listed_versions);
+        let mut listed: Vec<Option<(String, String, i64, Change<I>)>> =
+            listed.into_iter().map(Some).collect();
+        let mut deltas = Vec::new();
+        for change in changes {
+            match change {
+                ListChange::Added(i) | ListChange::Modified(i) => {
+                    let (namespace, name, _, change) = listed[i].take().expect("each once");
+                    deltas.extend(store.apply(&namespace, &name, change, rewound));
                 }
-                continue;
+                ListChange::Deleted(key) => {
+                    let (namespace, name) = key.split_once('/').expect("ns/name");
+                    deltas.extend(store.apply(namespace, name, Change::Remove, false));
+                }
             }
-            let mut highest = 0;
-            let mut changes = Vec::with_capacity(events.len());
-            for event in events {
-                let Some(kv) = event.kv() else { continue };
-                highest = highest.max(kv.mod_revision());
-                let change = match event.event_type() {
-                    EventType::Put => self.decode(kv),
-                    EventType::Delete => std::str::from_utf8(kv.key()).ok().and_then(|key| {
-                        let prefix = shared.watcher.registry().prefix();
-                        let (ns, name) = api::parse_key::<I::Object>(prefix, key)?;
-                        Some((ns.to_string(), name.to_string(), Change::Remove))
-                    }),
-                };
-                changes.extend(change);
-            }
-            let deltas: Vec<Delta<I>> = {
-                let mut store = shared.store.write().expect("store lock");
-                changes
-                    .into_iter()
-                    .filter_map(|(ns, name, change)| store.apply(&ns, &name, change))
-                    .collect()
-            };
-            shared
-                .metrics
-                .events
-                .fetch_add(deltas.len() as u64, Ordering::Relaxed);
-            self.advance(highest, false);
-            self.publish(deltas).await;
         }
+        deltas
     }
 
     fn advance(&self, revision: i64, synced: bool) {
@@ -891,14 +872,6 @@ impl<I: Cached> Informer<I> {
                 .retain(|s| !s.is_closed());
         }
     }
-}
-
-/// Why a watch ended.
-enum WatchEnd {
-    /// The start revision was compacted: list again.
-    Compacted(String),
-    /// Anything else: resume from the last applied revision.
-    Failed(String),
 }
 
 #[cfg(test)]
@@ -951,16 +924,16 @@ mod tests {
         let mut store = Store {
             namespaces: HashMap::new(),
         };
-        store.apply("ns", "a", Change::Upsert(pod("a", "web", 1)));
-        store.apply("ns", "b", Change::Upsert(pod("b", "web", 2)));
-        store.apply("ns", "c", Change::Upsert(pod("c", "db", 3)));
+        store.apply("ns", "a", Change::Upsert(pod("a", "web", 1)), false);
+        store.apply("ns", "b", Change::Upsert(pod("b", "web", 2)), false);
+        store.apply("ns", "c", Change::Upsert(pod("c", "db", 3)), false);
         check_select(&store, "app=web", &["a", "b"]);
         check_select(&store, "app!=web", &["c"]);
         check_select(&store, "", &["a", "b", "c"]);
         check_select(&store, "app=", &[]);
         // Relabelled: moves between groups.
         let delta = store
-            .apply("ns", "b", Change::Upsert(pod("b", "db", 4)))
+            .apply("ns", "b", Change::Upsert(pod("b", "db", 4)), false)
             .unwrap();
         assert_eq!(delta.old.unwrap().labels.get("app"), Some("web"));
         check_select(&store, "app=web", &["a"]);
@@ -973,7 +946,7 @@ mod tests {
         ));
         // The same revision again is no change.
         assert!(store
-            .apply("ns", "b", Change::Upsert(pod("b", "db", 4)))
+            .apply("ns", "b", Change::Upsert(pod("b", "db", 4)), false)
             .is_none());
     }
 
@@ -982,15 +955,15 @@ mod tests {
         let mut store = Store {
             namespaces: HashMap::new(),
         };
-        store.apply("ns", "a", Change::Upsert(pod("a", "web", 1)));
-        let delta = store.apply("ns", "a", Change::Undecodable).unwrap();
+        store.apply("ns", "a", Change::Upsert(pod("a", "web", 1)), false);
+        let delta = store.apply("ns", "a", Change::Undecodable, false).unwrap();
         assert!(delta.old.is_some() && delta.new.is_none());
         let ns = &store.namespaces["ns"];
         assert!(ns.get("a").is_none() && ns.is_taken("a"));
         check_select(&store, "app=web", &[]);
         // Deleted for real: the name is free again (no item changed, so no delta), and
         // the namespace goes away.
-        assert!(store.apply("ns", "a", Change::Remove).is_none());
+        assert!(store.apply("ns", "a", Change::Remove, false).is_none());
         assert!(store.namespaces.is_empty());
     }
 

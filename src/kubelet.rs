@@ -29,17 +29,14 @@ use std::net::Ipv4Addr;
 use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::api::{Pod, PodPhase};
 use crate::cli::{parse_duration, GlobalArgs};
-use crate::controller::{forward, log_notice};
-use crate::etcd_watcher::{self, Update, WatchEvent, Watcher};
+use crate::controller::log_notice;
+use crate::etcd_watcher::{self, ResumableWatch, Update, WatchEvent, Watcher};
 use crate::labels;
 use crate::registry::{Registry, StorageError};
 
@@ -723,9 +720,7 @@ impl Kubelet {
         watcher: Watcher,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
-        let watch = watcher.resumable_list::<Pod>(None, "", etcd_watcher::everything())?;
-        let mut watch_tasks = JoinSet::new();
-        let pod_events = forward(watch, &mut watch_tasks);
+        let pod_events = watcher.resumable_list::<Pod>(None, "", etcd_watcher::everything())?;
         tracing::info!(
             node = %self.config.node,
             pod_cidr = %self.config.pod_cidr,
@@ -734,14 +729,13 @@ impl Kubelet {
         );
         let node = self.config.node.clone();
         let result = self.run_loop(pod_events, shutdown).await;
-        watch_tasks.shutdown().await;
         tracing::info!(%node, "kubelet stopped");
         result
     }
 
     async fn run_loop(
         self,
-        mut pod_events: mpsc::Receiver<Update<Pod>>,
+        mut pod_events: ResumableWatch<Pod>,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
         let mut state = NodeState::new(self.config.clone(), self.rng.clone());
@@ -752,7 +746,8 @@ impl Kubelet {
                 biased;
                 _ = &mut shutdown => break,
                 _ = tokio::time::sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => Trigger::Timer,
-                update = pod_events.recv() => Trigger::Watch(Box::new(update.context("the pod watch task ended")?)),
+                // Cancel-safe: the watch's work in flight lives in the stream.
+                update = pod_events.next() => Trigger::Watch(Box::new(update)),
             };
             match trigger {
                 Trigger::Timer => {}

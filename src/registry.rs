@@ -112,6 +112,28 @@ impl FenceSlot {
     }
 }
 
+/// One page of a range read ([`Registry::range_page`]).
+#[derive(Debug)]
+pub struct RangePage {
+    pub kvs: Vec<KeyValue>,
+    /// Whether keys beyond this page remain in the range.
+    pub more: bool,
+    /// The revision the page was read at (the response header's).
+    pub revision: i64,
+    /// The cluster that answered (the response header's).
+    pub cluster_id: u64,
+}
+
+impl RangePage {
+    /// Where the next page starts, when there is one.
+    pub fn next_start(&self) -> Option<Vec<u8>> {
+        let last = self.kvs.last().filter(|_| self.more)?;
+        let mut next = last.key().to_vec();
+        next.push(0);
+        Some(next)
+    }
+}
+
 /// A value under the prefix that could not be decoded as its kind.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed {kind} at {key} (revision {revision}): {message}")]
@@ -321,6 +343,11 @@ impl Registry {
     pub fn with_page_size(mut self, page_size: i64) -> Registry {
         self.page_size = page_size.max(1);
         self
+    }
+
+    /// Objects per list page.
+    pub fn page_size(&self) -> i64 {
+        self.page_size
     }
 
     /// The normalized key prefix, e.g. `/registry`.
@@ -566,39 +593,66 @@ impl Registry {
         revision: Option<i64>,
         mut on_page: impl FnMut(&[KeyValue]),
     ) -> Result<i64, StorageError> {
-        let range_end = range_end.to_vec();
         let mut start = prefix.as_bytes().to_vec();
         let mut pinned = revision.unwrap_or(0);
         let mut page_size = self.page_size;
         loop {
+            let page = self
+                .range_page(&start, range_end, pinned, &mut page_size)
+                .await?;
+            if pinned == 0 {
+                pinned = page.revision;
+            }
+            on_page(&page.kvs);
+            match page.next_start() {
+                Some(next) => start = next,
+                None => return Ok(pinned),
+            }
+        }
+    }
+
+    /// Reads one page of the keys in `[start, range_end)` at `revision` (0: the current
+    /// one), at most `page_size` keys. A page too large for the message limit is retried
+    /// with half as many keys, and `page_size` keeps the smaller size for the next page.
+    ///
+    /// # Errors
+    /// `Etcd` when the page cannot be read; `is_compacted()` tells when `revision` has
+    /// been compacted.
+    pub async fn range_page(
+        &self,
+        start: &[u8],
+        range_end: &[u8],
+        revision: i64,
+        page_size: &mut i64,
+    ) -> Result<RangePage, StorageError> {
+        loop {
             let options = GetOptions::new()
-                .with_range(range_end.clone())
-                .with_limit(page_size)
-                .with_revision(pinned);
+                .with_range(range_end.to_vec())
+                .with_limit(*page_size)
+                .with_revision(revision);
             let read = |mut kv: KvClient| {
-                let (start, options) = (start.clone(), options.clone());
+                let (start, options) = (start.to_vec(), options.clone());
                 async move { kv.get(start, Some(options)).await }
             };
-            let response = match self.raw(read).await {
-                Ok(response) => response,
-                Err(RawError::Etcd(e)) if is_too_large(&e) && page_size > 1 => {
-                    page_size /= 2;
-                    tracing::debug!(prefix, page_size, "list page too large; halving");
-                    continue;
+            let key = String::from_utf8_lossy(start);
+            match self.raw(read).await {
+                Ok(mut response) => {
+                    let header = response.header();
+                    let (revision, cluster_id) =
+                        header.map_or((0, 0), |h| (h.revision(), h.cluster_id()));
+                    let more = response.more();
+                    return Ok(RangePage {
+                        kvs: response.take_kvs(),
+                        more,
+                        revision,
+                        cluster_id,
+                    });
                 }
-                Err(e) => return Err(self.storage_error("list", prefix, e)),
-            };
-            if pinned == 0 {
-                pinned = response.header().map_or(0, |h| h.revision());
-            }
-            let kvs = response.kvs();
-            on_page(kvs);
-            match kvs.last() {
-                Some(last) if response.more() => {
-                    start = last.key().to_vec();
-                    start.push(0);
+                Err(RawError::Etcd(e)) if is_too_large(&e) && *page_size > 1 => {
+                    *page_size /= 2;
+                    tracing::debug!(%key, page_size = *page_size, "list page too large; halving");
                 }
-                _ => return Ok(pinned),
+                Err(e) => return Err(self.storage_error("list", &key, e)),
             }
         }
     }

@@ -51,6 +51,9 @@ pub struct Metrics {
     watch_relists: Family<ResourceLabel, Counter>,
     watch_decode_errors: Family<ResourceLabel, Counter>,
     watch_last_revision: Family<ResourceLabel, Gauge>,
+    watch_rewinds: Family<ResourceLabel, Counter>,
+    watch_skipped_keys: Family<ResourceLabel, Counter>,
+    watch_disconnected: Family<ResourceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     watches: Mutex<Vec<(&'static str, Arc<WatchMetrics>)>>,
     queue_sources: Mutex<Vec<(&'static str, QueueDepth)>>,
 }
@@ -78,6 +81,9 @@ impl Metrics {
             watch_relists: Family::default(),
             watch_decode_errors: Family::default(),
             watch_last_revision: Family::default(),
+            watch_rewinds: Family::default(),
+            watch_skipped_keys: Family::default(),
+            watch_disconnected: Family::default(),
             watches: Mutex::new(Vec::new()),
             queue_sources: Mutex::new(Vec::new()),
             registry: PromRegistry::default(),
@@ -137,6 +143,21 @@ impl Metrics {
             "Last etcd revision a watch delivered or passed",
             metrics.watch_last_revision.clone(),
         );
+        registry.register(
+            "watch_rewinds",
+            "Times etcd's revision went backwards (a restored store) or its cluster changed, each followed by a list from scratch",
+            metrics.watch_rewinds.clone(),
+        );
+        registry.register(
+            "watch_skipped_keys",
+            "Keys skipped because they have more segments than the key layout allows",
+            metrics.watch_skipped_keys.clone(),
+        );
+        registry.register(
+            "watch_disconnected_seconds",
+            "How long a watch has been without a live etcd watch (0 while it has one)",
+            metrics.watch_disconnected.clone(),
+        );
         Metrics {
             registry,
             ..metrics
@@ -183,6 +204,19 @@ impl Metrics {
             self.watch_last_revision
                 .get_or_create(&labels)
                 .set(watch.last_revision.load(Relaxed));
+            catch_up(
+                &self.watch_rewinds.get_or_create(&labels),
+                watch.rewinds.load(Relaxed),
+            );
+            catch_up(
+                &self.watch_skipped_keys.get_or_create(&labels),
+                watch.skipped_keys.load(Relaxed),
+            );
+            self.watch_disconnected.get_or_create(&labels).set(
+                watch
+                    .disconnected_for()
+                    .map_or(0.0, |(for_, _)| for_.as_secs_f64()),
+            );
         }
         for (controller, depth) in self.queue_sources.lock().expect("metrics lock").iter() {
             self.queue_depth
@@ -192,6 +226,19 @@ impl Metrics {
         let mut text = String::new();
         encode(&mut text, &self.registry).expect("writing to a String cannot fail");
         text
+    }
+
+    /// The watches without a live etcd watch: resource, for how long, and why.
+    pub fn disconnected_watches(&self) -> Vec<(&'static str, Duration, String)> {
+        self.watches
+            .lock()
+            .expect("metrics lock")
+            .iter()
+            .filter_map(|(resource, watch)| {
+                let (for_, reason) = watch.disconnected_for()?;
+                Some((*resource, for_, reason))
+            })
+            .collect()
     }
 
     /// Current value of a watch counter, for tests and `describe`.
@@ -279,10 +326,28 @@ struct AppState {
     health: Arc<Health>,
 }
 
+/// How long a watch may be without a live etcd watch before `/healthz` fails: longer
+/// than a reconnect after a blip or an etcd restart takes.
+pub const WATCH_DISCONNECTED_UNHEALTHY: Duration = Duration::from_secs(10);
+
 async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
-    match state.health.check().await {
-        Ok(body) => (StatusCode::OK, body),
-        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+    let (mut healthy, mut body) = match state.health.check().await {
+        Ok(body) => (true, body),
+        Err(reason) => (false, reason),
+    };
+    // A watch that is disconnected while etcd answers is a controller working from a
+    // stale cache: say so (with how long), and fail once it lasts.
+    for (resource, for_, reason) in state.metrics.disconnected_watches() {
+        healthy &= for_ < WATCH_DISCONNECTED_UNHEALTHY;
+        body.push_str(&format!(
+            "\nwatch {resource}: disconnected for {:.1}s ({reason})",
+            for_.as_secs_f64()
+        ));
+    }
+    if healthy {
+        (StatusCode::OK, body)
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, body)
     }
 }
 

@@ -814,6 +814,7 @@ async fn member_failure_scenario(fault: Fault) {
             Update::Event(event, None) => panic!("an event without its etcd event: {event:?}"),
             Update::Resumed { .. } => resumed += 1,
             Update::Relisted { .. } => panic!("no compaction, so no relist: {update:?}"),
+            Update::Error(status) => panic!("the watch ended: {status}"),
         }
     }
     pump.abort();

@@ -11,6 +11,7 @@ mod informer;
 mod kubelet;
 mod manager;
 mod registry;
+mod resume;
 mod sync;
 mod tls;
 mod up;

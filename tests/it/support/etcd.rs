@@ -174,6 +174,48 @@ impl EtcdServer {
         );
     }
 
+    /// Saves a snapshot of the store to `path` with `etcdctl snapshot save`, as an operator
+    /// backs etcd up.
+    pub fn snapshot(&self, path: &Path) {
+        let output = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &self.endpoint(), "snapshot", "save"])
+            .arg(path)
+            .output()
+            .expect("run etcdctl (etcd-client package)");
+        assert!(
+            output.status.success(),
+            "etcdctl snapshot save: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Stops etcd, replaces its data dir with `snapshot` restored by `etcdctl snapshot
+    /// restore` (same member name and peer URL), and starts it again on the same ports: "the
+    /// store was restored from a backup". Its revision is back at the snapshot's.
+    pub async fn restore_snapshot(&mut self, snapshot: &Path) {
+        self.stop().await;
+        fs::remove_dir_all(&self.data_dir).expect("remove the old data dir");
+        let peer_url = self.peer_url();
+        let output = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["snapshot", "restore"])
+            .arg(snapshot)
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["--name", "default"])
+            .args(["--initial-cluster", &format!("default={peer_url}")])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .output()
+            .expect("run etcdctl (etcd-client package)");
+        assert!(
+            output.status.success(),
+            "etcdctl snapshot restore: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        self.restart().await;
+    }
+
     /// Sends SIGTERM (a graceful shutdown) and waits for the process to exit; falls back to
     /// SIGKILL after 10 s. A no-op if it is not running.
     pub async fn stop(&mut self) {

@@ -1,0 +1,897 @@
+//! The one list-and-watch engine. Every watch in kcm is this state machine over one etcd
+//! range: the 2014 one-shot stream ([`super::WatchStream`]), the typed resumable watch
+//! ([`super::ResumableWatch`]) and the informers (`crate::informer`).
+//!
+//! It yields raw items ([`RawItem`]): list pages, the end of a list, watch events as etcd
+//! sent them, progress, resumes, and (when it does not resume) one typed end. Its states
+//! are an explicit enum, as in kube-runtime's `watcher()`:
+//!
+//! ```text
+//!   Listing ──last page──► Listed ──► Opening ──► Watching ──fails──► Waiting
+//!      ▲                                ▲                               │
+//!      └──── compacted, rewound ────────┴──────── resume ───────────────┘
+//! ```
+//!
+//! The stream is `futures::stream::unfold` over [`Engine::step`]: the step in flight
+//! lives inside the stream, so polling it from a `select!` arm is cancel-safe.
+//!
+//! Invariants:
+//! - the revisions it reports never go backwards, except after it has said that etcd's
+//!   revision went backwards (a restored or replaced store), when it lists from scratch;
+//! - a watch resumes from the highest revision it has reported, so no event is repeated
+//!   and none is skipped;
+//! - after a dropped connection it re-opens as soon as etcd answers (within a second,
+//!   however often the connection dropped before); only an etcd that answers and refuses
+//!   gets the growing backoff.
+
+use std::collections::HashSet;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use etcd_client::{WatchClient, WatchOptions};
+use futures::Stream;
+use rand::Rng;
+
+use super::event::Status;
+use super::translate::RawEvent;
+use crate::api::{self, Object};
+use crate::registry::{self, DecodeError, Registry, StorageError};
+
+// ---------------------------------------------------------------------------------------
+// Metrics
+
+/// Counters of one watch or informer.
+#[derive(Debug, Default)]
+pub struct WatchMetrics {
+    /// Re-opens from the last delivered revision after a disconnect or error.
+    pub restarts: AtomicU64,
+    /// Lists after compaction (410), after a rewind, or at start.
+    pub relists: AtomicU64,
+    /// Values skipped because they did not decode.
+    pub decode_errors: AtomicU64,
+    /// Events delivered to the consumer.
+    pub events: AtomicU64,
+    /// The highest revision delivered (or known to be passed) so far.
+    pub last_revision: AtomicI64,
+    /// Times etcd's revision went backwards (a restored store) or its cluster changed.
+    pub rewinds: AtomicU64,
+    /// Keys skipped because they have more segments than the key layout allows.
+    pub skipped_keys: AtomicU64,
+    /// Since when, and why, the watch has had no live etcd watch (None while it has one).
+    disconnected: Mutex<Option<(Instant, String)>>,
+    /// Keys already logged as skipped (each is logged once; at most [`MAX_LOGGED_KEYS`]).
+    logged_keys: Mutex<HashSet<String>>,
+}
+
+/// How many distinct skipped keys one watch logs.
+const MAX_LOGGED_KEYS: usize = 1000;
+
+impl WatchMetrics {
+    pub(crate) fn observe_revision(&self, revision: i64) {
+        self.last_revision.fetch_max(revision, Ordering::Relaxed);
+    }
+
+    /// How long the watch has been without a live etcd watch, and why; `None` while it
+    /// has one (or before it first tried).
+    pub fn disconnected_for(&self) -> Option<(Duration, String)> {
+        self.disconnected
+            .lock()
+            .expect("metrics lock")
+            .as_ref()
+            .map(|(since, reason)| (since.elapsed(), reason.clone()))
+    }
+
+    fn set_disconnected(&self, reason: &str) {
+        let mut disconnected = self.disconnected.lock().expect("metrics lock");
+        if disconnected.is_none() {
+            *disconnected = Some((Instant::now(), reason.to_string()));
+        }
+    }
+
+    fn set_connected(&self) {
+        *self.disconnected.lock().expect("metrics lock") = None;
+    }
+
+    /// Counts a value that does not decode, with one warning.
+    pub(crate) fn undecodable(&self, e: &DecodeError) {
+        self.decode_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(key = %e.key, revision = e.revision, error = %e.message, "skipping undecodable value");
+    }
+
+    /// Counts a key deeper than the layout allows; warns once per key.
+    pub(crate) fn skip_key(&self, key: &str) {
+        self.skipped_keys.fetch_add(1, Ordering::Relaxed);
+        let mut logged = self.logged_keys.lock().expect("metrics lock");
+        if logged.len() < MAX_LOGGED_KEYS && logged.insert(key.to_string()) {
+            tracing::warn!(%key, "skipping a key with more segments than {{prefix}}/{{kind}}/{{namespace}}/{{name}}; it is not an object");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// What the engine watches and yields
+
+/// The key range a list or object watch covers.
+#[derive(Clone, Debug)]
+pub(crate) struct Range {
+    /// First key of the range (the list prefix, or the object key).
+    pub start: String,
+    /// End of the range (exclusive).
+    pub end: Vec<u8>,
+    /// The directory key a list watch ignores events for.
+    pub watched_key: Option<String>,
+}
+
+impl Range {
+    pub fn list<T: Object>(prefix: &str, namespace: Option<&str>) -> Range {
+        let start = api::list_key::<T>(prefix, namespace);
+        Range {
+            end: registry::prefix_range_end(start.as_bytes()),
+            watched_key: Some(start.clone()),
+            start,
+        }
+    }
+
+    pub fn object<T: Object>(prefix: &str, namespace: &str, name: &str) -> Range {
+        let start = api::object_key::<T>(prefix, namespace, name);
+        let mut end = start.clone().into_bytes();
+        end.push(0);
+        Range {
+            start,
+            end,
+            watched_key: None,
+        }
+    }
+}
+
+/// Where a watch starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// List at the current revision, then watch after it.
+    List,
+    /// Watch the events after this revision.
+    After(i64),
+    /// Read the state at this revision (without delivering it as events), then watch the
+    /// events after it: what a resume from a caller's resourceVersion needs, so that a
+    /// later relist can be diffed against what the caller holds.
+    StateAt(i64),
+}
+
+/// Why the engine lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ListReason {
+    /// The first list of a watch from `""`.
+    Initial,
+    /// The state at the caller's resourceVersion ([`Start::StateAt`]).
+    StateAt,
+    /// The revision to resume from has been compacted.
+    Compacted,
+    /// etcd's revision went backwards, or its cluster changed.
+    Rewound,
+}
+
+/// What the engine yields.
+#[derive(Debug)]
+pub(crate) enum RawItem {
+    /// A page of a list; every page of one list is read at the same revision.
+    Page { kvs: Vec<RawEvent> },
+    /// The list is complete: the pages hold the whole range at `revision`.
+    Listed { reason: ListReason, revision: i64 },
+    /// A list failed part-way: drop its pages; it starts over.
+    ListFailed,
+    /// The events of one watch response, in revision order.
+    Events(Vec<RawEvent>),
+    /// Every event up to this revision has been delivered.
+    Progress(i64),
+    /// The watch was re-opened after the revision `from`, after `reason`.
+    Resumed { from: i64, reason: String },
+    /// The watch ended (only without resume, or when the caller's start revision is
+    /// compacted); nothing follows.
+    Ended(Status),
+}
+
+/// The engine's stream.
+pub(crate) type RawWatch = Pin<Box<dyn Stream<Item = RawItem> + Send>>;
+
+// ---------------------------------------------------------------------------------------
+// Backoff
+
+/// Backoff between re-opens of a watch that etcd refused or failed: exponential from
+/// `min` to `max`, jittered, back to `min` after a watch has been healthy for
+/// `reset_after`. A dropped connection does not use it (see [`Engine`]).
+#[derive(Clone, Debug)]
+pub struct BackoffConfig {
+    /// Default 800 ms (client-go's reflector).
+    pub min: Duration,
+    /// Default 30 s.
+    pub max: Duration,
+    /// Default 2 min.
+    pub reset_after: Duration,
+}
+
+impl Default for BackoffConfig {
+    fn default() -> Self {
+        BackoffConfig {
+            min: Duration::from_millis(800),
+            max: Duration::from_secs(30),
+            reset_after: Duration::from_secs(120),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    config: BackoffConfig,
+    next: Duration,
+}
+
+impl Backoff {
+    pub(crate) fn new(config: BackoffConfig) -> Backoff {
+        Backoff {
+            next: config.min,
+            config,
+        }
+    }
+
+    /// The delay before the next attempt; `healthy_for` is how long the last watch ran.
+    pub(crate) fn delay(&mut self, healthy_for: Duration) -> Duration {
+        if healthy_for >= self.config.reset_after {
+            self.next = self.config.min;
+        }
+        let base = self.next;
+        self.next = (self.next * 2).min(self.config.max);
+        // Jitter up to +50%, so many watchers do not reconnect in lockstep.
+        let jitter = rand::thread_rng().gen_range(0.0..0.5);
+        base.mul_f64(1.0 + jitter).min(self.config.max)
+    }
+}
+
+/// The most a watch waits after a dropped connection once etcd answers again.
+pub(crate) const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(1);
+
+/// The delay before re-opening after a dropped connection: none when the last watch
+/// lived at least [`MAX_RECONNECT_DELAY`]; otherwise 100 ms doubling to
+/// [`MAX_RECONNECT_DELAY`] over consecutive short-lived ones, so a connection that drops
+/// at once is not re-opened in a hot loop.
+pub(crate) fn reconnect_delay(short_lived: u32) -> Duration {
+    if short_lived == 0 {
+        return Duration::ZERO;
+    }
+    (PROBE_INTERVAL * 2u32.saturating_pow(short_lived - 1)).min(MAX_RECONNECT_DELAY)
+}
+
+/// How often a watch whose etcd stopped answering checks whether it answers again.
+const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Whether etcd answers a cheap single-key read within two probe intervals.
+async fn answers(registry: &Registry, key: &str) -> bool {
+    let mut kv = registry.kv();
+    let probe = kv.get(key, Some(etcd_client::GetOptions::new().with_count_only()));
+    matches!(
+        tokio::time::timeout(PROBE_INTERVAL * 2, probe).await,
+        Ok(Ok(_))
+    )
+}
+
+/// Waits out `delay`, the backoff before re-opening a watch etcd refused, with one
+/// exception: when etcd did not answer at first and answers again, the wait ends at once.
+///
+/// The backoff protects an etcd that answers but fails watches (overloaded, say): it gets
+/// the whole delay. An etcd that could not be reached lost a connection, not its
+/// patience.
+async fn wait_before_reopen(registry: &Registry, key: &str, delay: Duration) {
+    let deadline = tokio::time::Instant::now() + delay;
+    let mut unreachable = false;
+    loop {
+        if answers(registry, key).await {
+            if !unreachable {
+                tokio::time::sleep_until(deadline).await;
+            }
+            return;
+        }
+        unreachable = true;
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return;
+        }
+        tokio::time::sleep_until(deadline.min(now + PROBE_INTERVAL)).await;
+    }
+}
+
+/// Waits `delay`, then until etcd answers (probing every 100 ms).
+async fn wait_until_answering(registry: &Registry, key: &str, delay: Duration) {
+    tokio::time::sleep(delay).await;
+    while !answers(registry, key).await {
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The state machine
+
+/// How a watch or list failed.
+#[derive(Debug)]
+struct Failure {
+    reason: String,
+    /// The connection dropped or etcd did not answer (as opposed to: etcd answered and
+    /// refused or failed the request).
+    disconnected: bool,
+    /// List again (and why) instead of resuming.
+    relist: Option<ListReason>,
+}
+
+enum State {
+    Listing {
+        reason: ListReason,
+        /// Where the next page starts.
+        next: Vec<u8>,
+        /// The revision every page is read at (0 until the first page fixes it).
+        pinned: i64,
+        page_size: i64,
+        /// Whether a page of this list has been yielded.
+        yielded: bool,
+    },
+    Listed {
+        reason: ListReason,
+        revision: i64,
+    },
+    Opening {
+        /// Why this open is a resume (None for the first open after a list).
+        resumed: Option<String>,
+    },
+    Watching {
+        stream: etcd_client::WatchStream,
+        opened_at: Instant,
+    },
+    Waiting(Failure),
+    Done,
+}
+
+/// One list-and-watch: its settings, its progress and its state.
+pub(crate) struct Engine {
+    watch_client: WatchClient,
+    registry: Registry,
+    open_timeout: Duration,
+    range: Range,
+    resume: bool,
+    prev_kv: bool,
+    metrics: std::sync::Arc<WatchMetrics>,
+    backoff: Backoff,
+    /// Consecutive watches that lived less than [`MAX_RECONNECT_DELAY`].
+    short_lived: u32,
+    /// How long the last watch ran before it failed.
+    last_healthy: Duration,
+    /// The highest revision reported: the next watch starts after it.
+    revision: i64,
+    /// The cluster that answered first.
+    cluster_id: Option<u64>,
+    state: State,
+}
+
+/// The settings of one engine.
+pub(crate) struct EngineConfig {
+    pub range: Range,
+    pub start: Start,
+    /// Resume after failures (else: yield [`RawItem::Ended`] and stop).
+    pub resume: bool,
+    /// Ask etcd for previous values (the 2014 translation needs them; informers do not).
+    pub prev_kv: bool,
+    pub backoff: BackoffConfig,
+    pub metrics: std::sync::Arc<WatchMetrics>,
+}
+
+impl Engine {
+    pub(crate) fn new(
+        watch_client: WatchClient,
+        registry: Registry,
+        open_timeout: Duration,
+        config: EngineConfig,
+    ) -> Engine {
+        let page_size = registry.page_size();
+        let (state, revision) = match config.start {
+            Start::List => (
+                Engine::listing_with(ListReason::Initial, &config.range, 0, page_size),
+                0,
+            ),
+            Start::StateAt(at) => (
+                Engine::listing_with(ListReason::StateAt, &config.range, at, page_size),
+                at,
+            ),
+            Start::After(after) => (State::Opening { resumed: None }, after),
+        };
+        Engine {
+            watch_client,
+            registry,
+            open_timeout,
+            range: config.range,
+            resume: config.resume,
+            prev_kv: config.prev_kv,
+            metrics: config.metrics,
+            backoff: Backoff::new(config.backoff),
+            short_lived: 0,
+            last_healthy: Duration::ZERO,
+            revision,
+            cluster_id: None,
+            state,
+        }
+    }
+
+    fn listing(&self, reason: ListReason, at: i64) -> State {
+        Engine::listing_with(reason, &self.range, at, self.registry.page_size())
+    }
+
+    fn listing_with(reason: ListReason, range: &Range, at: i64, page_size: i64) -> State {
+        State::Listing {
+            reason,
+            next: range.start.clone().into_bytes(),
+            pinned: at,
+            page_size,
+            yielded: false,
+        }
+    }
+
+    /// Replaces the backoff between re-opens after a refusal.
+    pub(crate) fn set_backoff(&mut self, config: BackoffConfig) {
+        self.backoff = Backoff::new(config);
+    }
+
+    /// The engine as a stream.
+    pub(crate) fn into_stream(self) -> RawWatch {
+        Box::pin(futures::stream::unfold(self, |engine| engine.step()))
+    }
+
+    /// Runs the state machine until it has something to yield.
+    async fn step(mut self) -> Option<(RawItem, Engine)> {
+        loop {
+            match std::mem::replace(&mut self.state, State::Done) {
+                State::Done => return None,
+                State::Listing {
+                    reason,
+                    next,
+                    pinned,
+                    mut page_size,
+                    yielded,
+                } => {
+                    let page = self
+                        .registry
+                        .range_page(&next, &self.range.end, pinned, &mut page_size)
+                        .await;
+                    let page = match page {
+                        Ok(page) => page,
+                        Err(e) => {
+                            let end = self.list_failed(reason, pinned, &e);
+                            if let Some(item) = end {
+                                return Some((item, self));
+                            }
+                            if yielded {
+                                return Some((RawItem::ListFailed, self));
+                            }
+                            continue;
+                        }
+                    };
+                    self.metrics.set_connected();
+                    if let Some(rewind) = self.rewound(page.revision, page.cluster_id) {
+                        self.rewind(&rewind);
+                        if yielded {
+                            return Some((RawItem::ListFailed, self));
+                        }
+                        continue;
+                    }
+                    let pinned = if pinned == 0 { page.revision } else { pinned };
+                    let watched = self.range.watched_key.as_deref().map(str::as_bytes);
+                    let kvs: Vec<RawEvent> = page
+                        .kvs
+                        .iter()
+                        .filter(|kv| Some(kv.key()) != watched)
+                        .map(RawEvent::from_kv)
+                        .collect();
+                    self.state = match page.next_start() {
+                        Some(next) => State::Listing {
+                            reason,
+                            next,
+                            pinned,
+                            page_size,
+                            yielded: yielded || !kvs.is_empty(),
+                        },
+                        None => State::Listed {
+                            reason,
+                            revision: pinned,
+                        },
+                    };
+                    if !kvs.is_empty() {
+                        return Some((RawItem::Page { kvs }, self));
+                    }
+                }
+                State::Listed { reason, revision } => {
+                    if reason != ListReason::StateAt {
+                        self.metrics.relists.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // Only a rewind moves the revision backwards (said so when found).
+                    self.revision = revision;
+                    self.metrics.observe_revision(revision);
+                    self.state = State::Opening { resumed: None };
+                    return Some((RawItem::Listed { reason, revision }, self));
+                }
+                State::Opening { resumed } => {
+                    if let Some(reason) = resumed {
+                        self.metrics.restarts.fetch_add(1, Ordering::Relaxed);
+                        self.state = State::Opening { resumed: None };
+                        let from = self.revision;
+                        return Some((RawItem::Resumed { from, reason }, self));
+                    }
+                    match self.open().await {
+                        Ok(stream) => {
+                            self.state = State::Watching {
+                                stream,
+                                opened_at: Instant::now(),
+                            }
+                        }
+                        Err(failure) => {
+                            self.last_healthy = Duration::ZERO;
+                            if let Some(item) = self.fail(failure) {
+                                return Some((item, self));
+                            }
+                        }
+                    }
+                }
+                State::Watching {
+                    mut stream,
+                    opened_at,
+                } => match self.read(&mut stream).await {
+                    Read::Created {
+                        revision,
+                        cluster_id,
+                    }
+                    | Read::Progress {
+                        revision,
+                        cluster_id,
+                        notify: false,
+                    } => {
+                        self.metrics.set_connected();
+                        if let Some(rewind) = self.rewound(revision, cluster_id) {
+                            self.rewind(&rewind);
+                            continue;
+                        }
+                        self.state = State::Watching { stream, opened_at };
+                    }
+                    Read::Progress {
+                        revision,
+                        cluster_id,
+                        notify: true,
+                    } => {
+                        if let Some(rewind) = self.rewound(revision, cluster_id) {
+                            self.rewind(&rewind);
+                            continue;
+                        }
+                        self.state = State::Watching { stream, opened_at };
+                        if revision > self.revision {
+                            self.revision = revision;
+                            self.metrics.observe_revision(revision);
+                            return Some((RawItem::Progress(revision), self));
+                        }
+                    }
+                    Read::Events { events, cluster_id } => {
+                        if let Some(rewind) = self.rewound(i64::MAX, cluster_id) {
+                            self.rewind(&rewind);
+                            continue;
+                        }
+                        self.state = State::Watching { stream, opened_at };
+                        let highest = events.iter().map(|e| e.mod_revision).max().unwrap_or(0);
+                        self.revision = self.revision.max(highest);
+                        self.metrics.observe_revision(highest);
+                        let watched = self.range.watched_key.as_deref();
+                        let events: Vec<RawEvent> = events
+                            .into_iter()
+                            .filter(|e| Some(e.key.as_str()) != watched)
+                            .collect();
+                        return Some((RawItem::Events(events), self));
+                    }
+                    Read::End(failure) => {
+                        self.last_healthy = opened_at.elapsed();
+                        if let Some(item) = self.fail(failure) {
+                            return Some((item, self));
+                        }
+                    }
+                },
+                State::Waiting(failure) => {
+                    self.wait(&failure).await;
+                    self.state = match failure.relist {
+                        Some(ListReason::StateAt) => {
+                            self.listing(ListReason::StateAt, self.revision)
+                        }
+                        Some(reason) => self.listing(reason, 0),
+                        None => State::Opening {
+                            resumed: Some(failure.reason),
+                        },
+                    };
+                }
+            }
+        }
+    }
+
+    /// Handles a failed list page: the caller's start revision compacted ends the watch
+    /// (a 410 for the caller, whose state cannot be diffed any more); otherwise it ends
+    /// (one-shot) or waits and lists again.
+    fn list_failed(&mut self, reason: ListReason, pinned: i64, e: &StorageError) -> Option<RawItem> {
+        if reason == ListReason::StateAt && e.is_compacted() {
+            self.state = State::Done;
+            return Some(RawItem::Ended(Status::gone(format!(
+                "resourceVersion too old: revision {pinned} of {} has been compacted; list again (resourceVersion \"\" or 0)",
+                self.range.start
+            ))));
+        }
+        if !self.resume {
+            self.metrics.set_disconnected(&e.to_string());
+            self.state = State::Done;
+            return Some(RawItem::Ended(status_of(e)));
+        }
+        // A list that fails is retried as a list: a StateAt list at the caller's revision
+        // again, any other at a fresh revision. (A list error does not tell a dropped
+        // connection from a refusal; the wait probes etcd to tell.)
+        let failure = Failure {
+            reason: format!("list {}: {e}", self.range.start),
+            disconnected: false,
+            relist: Some(reason),
+        };
+        self.fail(failure)
+    }
+
+    /// Records a failure: ends a one-shot watch, else waits before the next attempt.
+    fn fail(&mut self, failure: Failure) -> Option<RawItem> {
+        self.metrics.set_disconnected(&failure.reason);
+        if !self.resume {
+            self.state = State::Done;
+            let status = match failure.relist {
+                Some(ListReason::Compacted) => Status::gone(failure.reason),
+                _ => Status::internal(failure.reason),
+            };
+            return Some(RawItem::Ended(status));
+        }
+        if failure.relist == Some(ListReason::Compacted) {
+            tracing::debug!(key = %self.range.start, reason = %failure.reason, "watch revision compacted; listing again");
+        } else {
+            tracing::debug!(key = %self.range.start, reason = %failure.reason, "watch ended; resuming");
+        }
+        self.state = State::Waiting(failure);
+        None
+    }
+
+    /// Whether an etcd answer at `revision` from `cluster_id` shows a rewound or replaced
+    /// store; the explanation if so.
+    fn rewound(&mut self, revision: i64, cluster_id: u64) -> Option<String> {
+        match self.cluster_id {
+            None if cluster_id != 0 => self.cluster_id = Some(cluster_id),
+            Some(known) if cluster_id != 0 && known != cluster_id => {
+                self.cluster_id = Some(cluster_id);
+                return Some(format!(
+                    "etcd's cluster changed (id {known:x} → {cluster_id:x})"
+                ));
+            }
+            _ => {}
+        }
+        (revision < self.revision).then(|| {
+            format!(
+                "etcd's revision went backwards ({} → {revision}): the store was restored from a snapshot or replaced",
+                self.revision
+            )
+        })
+    }
+
+    /// Lists from scratch after a rewind, saying so.
+    fn rewind(&mut self, why: &str) {
+        self.metrics.rewinds.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(key = %self.range.start, "{why}; listing again from scratch");
+        // The old revisions mean nothing in the new history: start over from the list.
+        self.revision = 0;
+        self.metrics.last_revision.store(0, Ordering::Relaxed);
+        self.state = self.listing(ListReason::Rewound, 0);
+    }
+
+    async fn wait(&mut self, failure: &Failure) {
+        let key = &self.range.start;
+        if failure.disconnected {
+            if self.last_healthy >= MAX_RECONNECT_DELAY {
+                self.short_lived = 0;
+            } else {
+                self.short_lived = self.short_lived.saturating_add(1);
+            }
+            let delay = reconnect_delay(self.short_lived);
+            tracing::debug!(%key, ?delay, "connection lost; re-opening once etcd answers");
+            wait_until_answering(&self.registry, key, delay).await;
+        } else {
+            let delay = self.backoff.delay(self.last_healthy);
+            tracing::debug!(%key, ?delay, "waiting before re-opening watch");
+            wait_before_reopen(&self.registry, key, delay).await;
+        }
+    }
+
+    /// Opens an etcd watch on the range after the reported revision.
+    async fn open(&mut self) -> Result<etcd_client::WatchStream, Failure> {
+        let key = &self.range.start;
+        let mut options = WatchOptions::new()
+            .with_range(self.range.end.clone())
+            .with_start_revision(self.revision + 1)
+            .with_progress_notify();
+        if self.prev_kv {
+            options = options.with_prev_key();
+        }
+        let opened = tokio::time::timeout(
+            self.open_timeout,
+            self.watch_client.watch(key.as_str(), Some(options)),
+        )
+        .await;
+        match opened {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(e)) => Err(Failure {
+                reason: format!(
+                    "open watch on {key}: {}",
+                    registry::describe_etcd_error(&e)
+                ),
+                disconnected: is_disconnect(&e),
+                relist: None,
+            }),
+            Err(_) => Err(Failure {
+                reason: format!(
+                    "open watch on {key}: etcd did not answer within {}",
+                    humantime::format_duration(self.open_timeout)
+                ),
+                disconnected: true,
+                relist: None,
+            }),
+        }
+    }
+
+    /// Reads one response of an open watch.
+    async fn read(&self, stream: &mut etcd_client::WatchStream) -> Read {
+        let key = &self.range.start;
+        let response = match stream.message().await {
+            Ok(Some(response)) => response,
+            Ok(None) => {
+                return Read::End(Failure {
+                    reason: format!("watch on {key} closed by etcd"),
+                    disconnected: true,
+                    relist: None,
+                })
+            }
+            Err(e) => {
+                return Read::End(Failure {
+                    reason: format!("watch on {key}: {}", registry::describe_etcd_error(&e)),
+                    disconnected: is_disconnect(&e),
+                    relist: None,
+                })
+            }
+        };
+        let (revision, cluster_id) = response
+            .header()
+            .map_or((0, 0), |h| (h.revision(), h.cluster_id()));
+        if response.canceled() {
+            let compacted = response.compact_revision();
+            return Read::End(if compacted > 0 {
+                Failure {
+                    reason: format!(
+                        "resourceVersion too old: revision {} of {key} has been compacted (oldest available {compacted})",
+                        self.revision + 1
+                    ),
+                    disconnected: false,
+                    relist: Some(ListReason::Compacted),
+                }
+            } else {
+                Failure {
+                    reason: format!(
+                        "watch on {key} canceled by etcd: {}",
+                        response.cancel_reason()
+                    ),
+                    disconnected: false,
+                    relist: None,
+                }
+            });
+        }
+        if response.created() {
+            // The header of `created` is etcd's current revision (events from the past may
+            // still follow), so it only tells whether the store went backwards.
+            return Read::Created {
+                revision,
+                cluster_id,
+            };
+        }
+        let events: Vec<RawEvent> = response
+            .events()
+            .iter()
+            .filter_map(RawEvent::from_etcd)
+            .collect();
+        if events.is_empty() {
+            // A progress notification: every event up to the header revision was sent.
+            return Read::Progress {
+                revision,
+                cluster_id,
+                notify: true,
+            };
+        }
+        Read::Events { events, cluster_id }
+    }
+}
+
+/// One read of an open watch.
+enum Read {
+    Created {
+        revision: i64,
+        cluster_id: u64,
+    },
+    Progress {
+        revision: i64,
+        cluster_id: u64,
+        /// A real progress notification (not a header seen in passing).
+        notify: bool,
+    },
+    Events {
+        events: Vec<RawEvent>,
+        cluster_id: u64,
+    },
+    End(Failure),
+}
+
+/// Whether an etcd-client error means the connection dropped or etcd did not answer,
+/// as opposed to etcd answering with a refusal.
+pub(crate) fn is_disconnect(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::GRpcStatus(status) => matches!(
+            status.code(),
+            tonic::Code::Unavailable
+                | tonic::Code::Cancelled
+                | tonic::Code::Unknown
+                | tonic::Code::DeadlineExceeded
+        ),
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        _ => false,
+    }
+}
+
+pub(crate) fn status_of(error: &StorageError) -> Status {
+    if error.is_compacted() {
+        Status::gone(format!("resourceVersion too old: {error}"))
+    } else {
+        Status::internal(error.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_the_cap_and_resets_after_a_healthy_period() {
+        let mut backoff = Backoff::new(BackoffConfig {
+            min: Duration::from_millis(100),
+            max: Duration::from_millis(1000),
+            reset_after: Duration::from_secs(60),
+        });
+        let delays: Vec<_> = (0..6).map(|_| backoff.delay(Duration::ZERO)).collect();
+        for (delay, base) in delays.iter().zip([100, 200, 400, 800, 1000, 1000]) {
+            let base = Duration::from_millis(base);
+            assert!(
+                *delay >= base && *delay <= (base * 3 / 2).min(Duration::from_millis(1000)),
+                "{delays:?}"
+            );
+        }
+        assert!(backoff.delay(Duration::from_secs(61)) < Duration::from_millis(151));
+    }
+
+    #[test]
+    fn a_dropped_connection_waits_at_most_a_second_however_often_it_dropped() {
+        assert_eq!(reconnect_delay(0), Duration::ZERO);
+        assert_eq!(reconnect_delay(1), Duration::from_millis(100));
+        assert_eq!(reconnect_delay(2), Duration::from_millis(200));
+        assert_eq!(reconnect_delay(5), MAX_RECONNECT_DELAY);
+        assert_eq!(reconnect_delay(u32::MAX), MAX_RECONNECT_DELAY);
+    }
+
+    #[test]
+    fn refusals_are_not_disconnects() {
+        let refused = etcd_client::Error::GRpcStatus(tonic::Status::permission_denied("no"));
+        assert!(!is_disconnect(&refused));
+        let dropped = etcd_client::Error::GRpcStatus(tonic::Status::unavailable("reset"));
+        assert!(is_disconnect(&dropped));
+    }
+}

@@ -1,0 +1,189 @@
+//! Typed, filtered watches on etcd v3: the 2014 one-shot watch, and the resumable watch
+//! and list-and-watch engine every controller in kcm uses.
+//!
+//! Mirrors 2014's `pkg/tools/etcd_tools_watch.go` (`etcdWatcher`: `WatchList`, `Watch`,
+//! `sendAdd`/`sendModify`/`sendDelete`, `ParseWatchResourceVersion`'s +1 rule). etcd v2
+//! actions become v3 events: a PUT whose `create_revision == mod_revision` is 2014's
+//! `create`, any other PUT is `set`/`compareAndSwap` (translated with the same filter
+//! transition table on the previous value), a DELETE is `delete`.
+//!
+//! Layout:
+//! - [`event`](WatchEvent): `watch.Event`, `api.Status`, filters;
+//! - `translate`: a pure function from one [`RawEvent`] to at most one [`WatchEvent`]; all
+//!   the 2014 rules live there and are table-tested without etcd;
+//! - `engine`: the one list-and-watch state machine (list at R page by page, watch from
+//!   R + 1, resume, relist after compaction or a rewound store), a cancel-safe stream of
+//!   raw items. Everything else is built on it;
+//! - `diff`: the relist diff, one pure function;
+//! - `typed`: [`ResumableWatch`] (engine + translation + the diff against what was
+//!   delivered) and the 2014 one-shot [`WatchStream`] (the same, without resume).
+//!   The informers (`crate::informer`) are the third consumer of the engine.
+//!
+//! Invariants: every object delivered carries `metadata.resourceVersion` (a Deleted
+//! object carries the revision of the delete); revisions delivered by one stream never
+//! go backwards (except after a logged rewind of etcd itself); no event at or below the
+//! starting revision is delivered twice; a key deeper than `{kind}/{namespace}/{name}`
+//! is skipped, never shown as another object.
+
+mod diff;
+mod engine;
+mod event;
+mod translate;
+mod typed;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{Client, WatchClient};
+
+pub use diff::{relist_diff, ListChange};
+pub(crate) use engine::{Engine, EngineConfig, ListReason, Range, RawItem, Start};
+pub use engine::{BackoffConfig, WatchMetrics};
+pub use event::{everything, selector_filter, Filter, Status, WatchEvent};
+pub use translate::{
+    parse_watch_resource_version, translate, RawEvent, RawInfo, RawKind, Translation,
+};
+pub use typed::{ResumableWatch, TaskProbe, Update, WatchStream};
+
+use crate::api::Object;
+use crate::registry::{self, Registry};
+
+/// Events buffered between the etcd reader and the consumer (the apiserver's 100). A
+/// slower consumer slows the reader instead of growing memory.
+pub const WATCH_BUFFER: usize = 100;
+
+/// Opens typed watches against one etcd. Cheap to clone.
+#[derive(Clone)]
+pub struct Watcher {
+    watch_client: WatchClient,
+    registry: Registry,
+    open_timeout: Duration,
+}
+
+impl Watcher {
+    /// A watcher reading through `client`, decoding under `registry`'s prefix.
+    pub fn new(client: &Client, registry: Registry) -> Watcher {
+        Watcher {
+            watch_client: client
+                .watch_client()
+                .max_decoding_message_size(registry::MAX_RESPONSE_BYTES),
+            registry,
+            open_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// The registry whose prefix and KV client this watcher uses.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// A list-and-watch engine over `config`'s range.
+    pub(crate) fn engine(&self, config: EngineConfig) -> Engine {
+        Engine::new(
+            self.watch_client.clone(),
+            self.registry.clone(),
+            self.open_timeout,
+            config,
+        )
+    }
+
+    /// Watches every object of kind `T` in one namespace (or all, with `None`) that
+    /// passes `filter` (2014's `WatchList`).
+    ///
+    /// `resource_version` `""` or `"0"`: list at one revision R, deliver an Added event
+    /// per existing object (oldest revision first), then the events after R. `N`: the
+    /// events after N.
+    ///
+    /// # Errors
+    /// A non-numeric `resource_version`, before anything starts.
+    pub fn watch_list<T: Object>(
+        &self,
+        namespace: Option<&str>,
+        resource_version: &str,
+        filter: Filter<T>,
+    ) -> anyhow::Result<WatchStream<T>> {
+        let start = parse_watch_resource_version(resource_version)?;
+        let range = Range::list::<T>(self.registry.prefix(), namespace);
+        Ok(self.one_shot(range, start, filter))
+    }
+
+    /// Watches one object (2014's `Watch`), with the same resourceVersion rules.
+    ///
+    /// # Errors
+    /// A non-numeric `resource_version`, before anything starts.
+    pub fn watch<T: Object>(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: &str,
+    ) -> anyhow::Result<WatchStream<T>> {
+        let start = parse_watch_resource_version(resource_version)?;
+        let range = Range::object::<T>(self.registry.prefix(), namespace, name);
+        Ok(self.one_shot(range, start, everything()))
+    }
+
+    fn one_shot<T: Object>(
+        &self,
+        range: Range,
+        after: Option<i64>,
+        filter: Filter<T>,
+    ) -> WatchStream<T> {
+        let config = EngineConfig {
+            range,
+            start: after.map_or(Start::List, Start::After),
+            resume: false,
+            prev_kv: true,
+            backoff: BackoffConfig::default(),
+            metrics: Arc::default(),
+        };
+        WatchStream::spawn(ResumableWatch::new(self, config, filter, false))
+    }
+
+    /// A resumable watch of kind `T` in one namespace (or all), from `resource_version`
+    /// (`""` lists first; `N` reads the state at N first, see [`ResumableWatch`]).
+    ///
+    /// # Errors
+    /// A non-numeric `resource_version`.
+    pub fn resumable_list<T: Object>(
+        &self,
+        namespace: Option<&str>,
+        resource_version: &str,
+        filter: Filter<T>,
+    ) -> anyhow::Result<ResumableWatch<T>> {
+        let start = parse_watch_resource_version(resource_version)?;
+        let range = Range::list::<T>(self.registry.prefix(), namespace);
+        Ok(self.resumable(range, start, filter))
+    }
+
+    /// A resumable watch of one object.
+    ///
+    /// # Errors
+    /// A non-numeric `resource_version`.
+    pub fn resumable_object<T: Object>(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: &str,
+    ) -> anyhow::Result<ResumableWatch<T>> {
+        let start = parse_watch_resource_version(resource_version)?;
+        let range = Range::object::<T>(self.registry.prefix(), namespace, name);
+        Ok(self.resumable(range, start, everything()))
+    }
+
+    fn resumable<T: Object>(
+        &self,
+        range: Range,
+        start: Option<i64>,
+        filter: Filter<T>,
+    ) -> ResumableWatch<T> {
+        let config = EngineConfig {
+            range,
+            start: start.map_or(Start::List, Start::StateAt),
+            resume: true,
+            prev_kv: true,
+            backoff: BackoffConfig::default(),
+            metrics: Arc::default(),
+        };
+        ResumableWatch::new(self, config, filter, true)
+    }
+}
