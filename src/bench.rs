@@ -98,6 +98,10 @@ pub struct BenchArgs {
     /// Draw pods over time for scale-up and scale-down, kcm against the baseline.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Run every scenario this many times and report, per figure, the run with the median
+    /// ratio and the spread (lowest–highest ratio) across runs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub repeat: u32,
     /// etcd binary for the private etcd.
     #[arg(long, default_value = "etcd")]
     pub etcd_binary: PathBuf,
@@ -175,6 +179,9 @@ pub struct Row {
     /// The target, e.g. "ratio ≥ 0.7".
     pub target: String,
     pub met: Option<bool>,
+    /// The ratio of every run, with `--repeat` (this row is the median one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<f64>,
 }
 
 /// Pods over time for one run: (seconds since start, pods).
@@ -276,25 +283,38 @@ pub async fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
         if args.quick { ", quick sizes" } else { "" }
     );
     let mut rows = Vec::new();
+    let repeat = args.repeat.max(1) as usize;
     let result = async {
         for scenario in &scenarios {
-            let scenario_started = Instant::now();
-            eprintln!("kcm bench: {} ...", scenario.name());
-            let new_rows = match scenario {
-                Scenario::ScaleUp => bench.scale(true).await?,
-                Scenario::ScaleDown => bench.scale(false).await?,
-                Scenario::Heal => bench.heal().await?,
-                Scenario::Resync => bench.resync().await?,
-                Scenario::Watch => bench.watch().await?,
-                Scenario::Resume => bench.resume().await?,
-                Scenario::Memory => bench.memory().await?,
-            };
-            eprintln!(
-                "kcm bench: {} done in {:.1}s",
-                scenario.name(),
-                scenario_started.elapsed().as_secs_f64()
-            );
-            rows.extend(new_rows);
+            let mut runs: Vec<Vec<Row>> = Vec::with_capacity(repeat);
+            for run in 0..repeat {
+                let scenario_started = Instant::now();
+                if repeat > 1 {
+                    eprintln!(
+                        "kcm bench: {} (run {} of {repeat}) ...",
+                        scenario.name(),
+                        run + 1
+                    );
+                } else {
+                    eprintln!("kcm bench: {} ...", scenario.name());
+                }
+                let new_rows = match scenario {
+                    Scenario::ScaleUp => bench.scale(true).await?,
+                    Scenario::ScaleDown => bench.scale(false).await?,
+                    Scenario::Heal => bench.heal().await?,
+                    Scenario::Resync => bench.resync().await?,
+                    Scenario::Watch => bench.watch().await?,
+                    Scenario::Resume => bench.resume().await?,
+                    Scenario::Memory => bench.memory().await?,
+                };
+                eprintln!(
+                    "kcm bench: {} done in {:.1}s",
+                    scenario.name(),
+                    scenario_started.elapsed().as_secs_f64()
+                );
+                runs.push(new_rows);
+            }
+            rows.extend(median_rows(runs));
         }
         anyhow::Ok(())
     }
@@ -352,10 +372,24 @@ pub fn table(report: &Report) -> String {
                 None => row.baseline_is.clone(),
             },
             row.ratio.map_or("-".into(), |r| {
-                if r >= 0.01 {
-                    format!("{r:.2}")
-                } else {
-                    format!("{r:.5}")
+                let ratio = |r: f64| {
+                    if r >= 0.01 {
+                        format!("{r:.2}")
+                    } else {
+                        format!("{r:.5}")
+                    }
+                };
+                match spread(&row.ratios) {
+                    Some((low, high)) => {
+                        format!(
+                            "{} ({}–{}, n={})",
+                            ratio(r),
+                            ratio(low),
+                            ratio(high),
+                            row.ratios.len()
+                        )
+                    }
+                    None => ratio(r),
                 }
             }),
             row.target.clone(),
@@ -400,6 +434,16 @@ pub fn table(report: &Report) -> String {
     out
 }
 
+/// The lowest and highest of several ratios (`None` for fewer than two).
+fn spread(ratios: &[f64]) -> Option<(f64, f64)> {
+    if ratios.len() < 2 {
+        return None;
+    }
+    let low = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((low, high))
+}
+
 fn figure(value: f64) -> String {
     if value >= 100.0 {
         format!("{value:.0}")
@@ -436,7 +480,37 @@ fn row(
             None => "-".into(),
         },
         met: target.map(|(t, higher)| if higher { ratio >= t } else { ratio <= t }),
+        ratios: Vec::new(),
     }
+}
+
+/// Combines the rows of several runs of one scenario: for each figure, the row of the run
+/// with the median ratio (by kcm's figure for rows without a ratio), carrying every run's
+/// ratio so the table can show the spread.
+pub fn median_rows(runs: Vec<Vec<Row>>) -> Vec<Row> {
+    if runs.len() <= 1 {
+        return runs.into_iter().flatten().collect();
+    }
+    let figures = runs.iter().map(Vec::len).min().unwrap_or(0);
+    let mut columns: Vec<Vec<Row>> = (0..figures).map(|_| Vec::new()).collect();
+    for run in runs {
+        for (i, row) in run.into_iter().take(figures).enumerate() {
+            columns[i].push(row);
+        }
+    }
+    columns
+        .into_iter()
+        .map(|mut column| {
+            let ratios: Vec<f64> = column.iter().filter_map(|r| r.ratio).collect();
+            column.sort_by(|a, b| {
+                let key = |r: &Row| r.ratio.unwrap_or(r.kcm);
+                key(a).total_cmp(&key(b))
+            });
+            let mut median = column.swap_remove(column.len() / 2);
+            median.ratios = ratios;
+            median
+        })
+        .collect()
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -1516,4 +1590,43 @@ fn drive<T: api::Object>(
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_ratio(kcm: f64, baseline: f64) -> Row {
+        row(
+            "scale-up",
+            format!("{kcm}"),
+            "pods/s",
+            kcm,
+            baseline,
+            "raw",
+            Some((0.7, true)),
+        )
+    }
+
+    #[test]
+    fn repeated_runs_report_the_median_row_and_every_ratio() {
+        let runs = vec![
+            vec![with_ratio(90.0, 100.0), with_ratio(1.0, 1.0)],
+            vec![with_ratio(50.0, 100.0), with_ratio(2.0, 1.0)],
+            vec![with_ratio(70.0, 100.0), with_ratio(3.0, 1.0)],
+        ];
+        let rows = median_rows(runs);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].kcm, 70.0, "the median run's own figures");
+        assert_eq!(rows[0].ratios, vec![0.9, 0.5, 0.7]);
+        assert_eq!(spread(&rows[0].ratios), Some((0.5, 0.9)));
+        assert_eq!(rows[1].ratio, Some(2.0));
+    }
+
+    #[test]
+    fn one_run_is_reported_as_it_is() {
+        let rows = median_rows(vec![vec![with_ratio(90.0, 100.0)]]);
+        assert!(rows[0].ratios.is_empty());
+        assert_eq!(spread(&rows[0].ratios), None);
+    }
 }

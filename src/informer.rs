@@ -36,8 +36,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::api::{self, IntOrString, Object, Pod, PodPhase, ReplicationController};
 use crate::etcd_watcher::{
-    relist_diff, BackoffConfig, EngineConfig, ListChange, ListReason, Range, RawEvent,
-    RawItem, RawKind, Start, WatchMetrics, Watcher, WATCH_BUFFER,
+    relist_diff, BackoffConfig, EngineConfig, ListChange, ListReason, Range, RawEvent, RawItem,
+    RawKind, Start, WatchMetrics, Watcher, WATCH_BUFFER,
 };
 use crate::labels::{Operator, Selector, Set};
 use crate::registry::DecodeError;
@@ -711,9 +711,9 @@ impl<I: Cached> Informer<I> {
                         highest = highest.max(event.mod_revision);
                         let change = match event.kind {
                             RawKind::Put => self.decode(event),
-                            RawKind::Delete => self.parse(&event.key).map(|(ns, name)| {
-                                (ns, name, event.mod_revision, Change::Remove)
-                            }),
+                            RawKind::Delete => self
+                                .parse(&event.key)
+                                .map(|(ns, name)| (ns, name, event.mod_revision, Change::Remove)),
                         };
                         changes.extend(change);
                     }
@@ -721,7 +721,9 @@ impl<I: Cached> Informer<I> {
                         let mut store = shared.store.write().expect("store lock");
                         changes
                             .into_iter()
-                            .filter_map(|(ns, name, _, change)| store.apply(&ns, &name, change, false))
+                            .filter_map(|(ns, name, _, change)| {
+                                store.apply(&ns, &name, change, false)
+                            })
                             .collect()
                     };
                     shared
@@ -761,26 +763,34 @@ impl<I: Cached> Informer<I> {
     fn decode(&self, raw: &RawEvent) -> Option<(String, String, i64, Change<I>)> {
         let registry = self.shared.watcher.registry();
         let (namespace, name) = self.parse(&raw.key)?;
-        let change =
-            match api::decode::<I::Object>(registry.prefix(), &raw.key, &raw.value, raw.mod_revision) {
-                Ok(object) => Change::Upsert(I::from_object(object)),
-                Err(e) => {
-                    self.shared.metrics.undecodable(&DecodeError {
-                        kind: <I::Object as Object>::KIND,
-                        key: raw.key.clone(),
-                        revision: raw.mod_revision,
-                        message: format!("{e:#}"),
-                    });
-                    Change::Undecodable
-                }
-            };
+        let change = match api::decode::<I::Object>(
+            registry.prefix(),
+            &raw.key,
+            &raw.value,
+            raw.mod_revision,
+        ) {
+            Ok(object) => Change::Upsert(I::from_object(object)),
+            Err(e) => {
+                self.shared.metrics.undecodable(&DecodeError {
+                    kind: <I::Object as Object>::KIND,
+                    key: raw.key.clone(),
+                    revision: raw.mod_revision,
+                    message: format!("{e:#}"),
+                });
+                Change::Undecodable
+            }
+        };
         Some((namespace, name, raw.mod_revision, change))
     }
 
     /// Replaces the store's contents with a relist, through the one relist diff, and
     /// returns the deltas. After a rewind every listed item replaces its namesake, even
     /// at an equal revision (two histories reuse revision numbers).
-    fn replace(&self, listed: Vec<(String, String, i64, Change<I>)>, rewound: bool) -> Vec<Delta<I>> {
+    fn replace(
+        &self,
+        listed: Vec<(String, String, i64, Change<I>)>,
+        rewound: bool,
+    ) -> Vec<Delta<I>> {
         let mut store = self.shared.store.write().expect("store lock");
         let keys: Vec<String> = listed
             .iter()
@@ -790,10 +800,9 @@ impl<I: Cached> Informer<I> {
             .namespaces
             .iter()
             .flat_map(|(ns, items)| {
-                let decoded = items
-                    .items
-                    .iter()
-                    .map(move |(name, item)| (format!("{ns}/{name}"), Some(item.resource_version())));
+                let decoded = items.items.iter().map(move |(name, item)| {
+                    (format!("{ns}/{name}"), Some(item.resource_version()))
+                });
                 // An undecodable name has no version: it never compares equal.
                 let undecodable = items
                     .undecodable

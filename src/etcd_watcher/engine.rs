@@ -614,7 +614,12 @@ impl Engine {
     /// Handles a failed list page: the caller's start revision compacted ends the watch
     /// (a 410 for the caller, whose state cannot be diffed any more); otherwise it ends
     /// (one-shot) or waits and lists again.
-    fn list_failed(&mut self, reason: ListReason, pinned: i64, e: &StorageError) -> Option<RawItem> {
+    fn list_failed(
+        &mut self,
+        reason: ListReason,
+        pinned: i64,
+        e: &StorageError,
+    ) -> Option<RawItem> {
         if reason == ListReason::StateAt && e.is_compacted() {
             self.state = State::Done;
             return Some(RawItem::Ended(Status::gone(format!(
@@ -725,10 +730,7 @@ impl Engine {
         match opened {
             Ok(Ok(stream)) => Ok(stream),
             Ok(Err(e)) => Err(Failure {
-                reason: format!(
-                    "open watch on {key}: {}",
-                    registry::describe_etcd_error(&e)
-                ),
+                reason: format!("open watch on {key}: {}", registry::describe_etcd_error(&e)),
                 disconnected: is_disconnect(&e),
                 relist: None,
             }),

@@ -10,7 +10,6 @@ use serde::{Serialize, Serializer};
 use crate::api::{self, Object};
 use crate::labels::Selector;
 
-
 /// `api.Status` as carried by an ERROR event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
@@ -135,4 +134,3 @@ pub fn selector_filter<T: Object>(selector: Selector) -> Filter<T> {
     }
     Arc::new(move |object: &T| selector.matches(&object.metadata().labels))
 }
-

@@ -37,8 +37,8 @@ use std::time::Duration;
 use etcd_client::{Client, WatchClient};
 
 pub use diff::{relist_diff, ListChange};
-pub(crate) use engine::{Engine, EngineConfig, ListReason, Range, RawItem, Start};
 pub use engine::{BackoffConfig, WatchMetrics};
+pub(crate) use engine::{Engine, EngineConfig, ListReason, Range, RawItem, Start};
 pub use event::{everything, selector_filter, Filter, Status, WatchEvent};
 pub use translate::{
     parse_watch_resource_version, translate, RawEvent, RawInfo, RawKind, Translation,

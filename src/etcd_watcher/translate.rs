@@ -11,7 +11,6 @@ use super::event::WatchEvent;
 use crate::api::{self, Object, ObjectMeta, ResourceVersion};
 use crate::registry::DecodeError;
 
-
 /// PUT or DELETE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RawKind {

@@ -16,8 +16,8 @@ use kcm::etcd_watcher::{self, ResumableWatch, Update, WatchEvent};
 
 use crate::support::{with_timeout, FaultProxy};
 use crate::watcher::{
-    current_revision, delete, env, pod_json, pod_key, put, put_pod, replay, summary,
-    watcher_via, SHORT_BACKOFF,
+    current_revision, delete, env, pod_json, pod_key, put, put_pod, replay, summary, watcher_via,
+    SHORT_BACKOFF,
 };
 
 const LIMIT: Duration = Duration::from_secs(180);
@@ -96,7 +96,10 @@ async fn follow(
                 let key = event.object().expect("no Error").metadata.key();
                 match &event {
                     WatchEvent::Added(_) => {
-                        assert!(!state.contains_key(&key), "ADDED {key}, which the caller holds")
+                        assert!(
+                            !state.contains_key(&key),
+                            "ADDED {key}, which the caller holds"
+                        )
                     }
                     WatchEvent::Modified(_) | WatchEvent::Deleted(_) => assert!(
                         state.contains_key(&key),
@@ -228,7 +231,12 @@ async fn a_watch_from_a_callers_revision_keeps_its_contract_through_a_cut_and_co
             vec![(third, third, third)],
             "one relist, with every change of the gap"
         );
-        assert!(list.metrics().relists.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+        assert!(
+            list.metrics()
+                .relists
+                .load(std::sync::atomic::Ordering::Relaxed)
+                >= 1
+        );
 
         follow(
             &mut single_deleted,
@@ -239,9 +247,7 @@ async fn a_watch_from_a_callers_revision_keeps_its_contract_through_a_cut_and_co
         )
         .await;
         assert_eq!(relists_deleted, vec![(0, 0, 1)], "the delete arrives");
-        let modified_want = expected[&format!("ns/{changed}")]
-            .metadata
-            .resource_version;
+        let modified_want = expected[&format!("ns/{changed}")].metadata.resource_version;
         follow(
             &mut single_modified,
             &mut one_modified,
@@ -266,7 +272,11 @@ async fn a_start_revision_already_compacted_is_a_410() {
         env.etcd.compact().await;
         let mut list = env
             .watcher
-            .resumable_list::<Pod>(Some("ns"), &(old - 1).to_string(), etcd_watcher::everything())
+            .resumable_list::<Pod>(
+                Some("ns"),
+                &(old - 1).to_string(),
+                etcd_watcher::everything(),
+            )
             .unwrap();
         let mut object = env
             .watcher
@@ -315,7 +325,10 @@ async fn a_deeper_key_is_never_shown_as_another_object() {
 
         let mut seen = Vec::new();
         loop {
-            match tokio::time::timeout(CATCH_UP, watch.next()).await.expect("updates") {
+            match tokio::time::timeout(CATCH_UP, watch.next())
+                .await
+                .expect("updates")
+            {
                 Update::Event(event, _) => {
                     let rv = event.revision().unwrap();
                     seen.push(format!(
@@ -336,8 +349,15 @@ async fn a_deeper_key_is_never_shown_as_another_object() {
             .metrics()
             .skipped_keys
             .load(std::sync::atomic::Ordering::Relaxed);
-        let decode_errors = watch.metrics().decode_errors.load(std::sync::atomic::Ordering::Relaxed);
-        assert_eq!((skipped, decode_errors), (3, 0), "the listed deep key, its update and its delete");
+        let decode_errors = watch
+            .metrics()
+            .decode_errors
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            (skipped, decode_errors),
+            (3, 0),
+            "the listed deep key, its update and its delete"
+        );
 
         let mut seen = Vec::new();
         loop {
@@ -387,7 +407,12 @@ async fn put_controller(client: &mut Client, name: &str, replicas: i64) {
             },
         },
     });
-    put(client, &format!("/registry/controllers/rc/{name}"), value.to_string()).await;
+    put(
+        client,
+        &format!("/registry/controllers/rc/{name}"),
+        value.to_string(),
+    )
+    .await;
 }
 
 /// Pods in namespace `rc` labelled `app={app}`.
@@ -424,7 +449,11 @@ async fn a_store_rewound_by_a_snapshot_restore_is_noticed_and_the_manager_conver
     with_timeout(LIMIT, async {
         let Some(mut env) = env().await else { return };
         let mut manager = crate::support::kcm::Kcm::start(
-            &[&["--etcd-servers", &env.etcd.endpoint()][..], &MANAGER_FLAGS[..]].concat(),
+            &[
+                &["--etcd-servers", &env.etcd.endpoint()][..],
+                &MANAGER_FLAGS[..],
+            ]
+            .concat(),
             &[],
         )
         .await;
@@ -442,10 +471,27 @@ async fn a_store_rewound_by_a_snapshot_restore_is_noticed_and_the_manager_conver
         env.etcd.restore_snapshot(&snapshot).await;
         let mut client = env.etcd.client().await;
         let restored = current_revision(&mut client).await;
-        assert!(restored < peak, "the restore rewound etcd ({backed_up} → {peak} → {restored})");
+        assert!(
+            restored < peak,
+            "the restore rewound etcd ({backed_up} → {peak} → {restored})"
+        );
         put_controller(&mut client, "after", 4).await;
-        wait_pods(&client, "after", 4, CATCH_UP, "4 pods of a controller created after the restore").await;
-        wait_pods(&client, "before", 2, CATCH_UP, "`before` as the backup has it").await;
+        wait_pods(
+            &client,
+            "after",
+            4,
+            CATCH_UP,
+            "4 pods of a controller created after the restore",
+        )
+        .await;
+        wait_pods(
+            &client,
+            "before",
+            2,
+            CATCH_UP,
+            "`before` as the backup has it",
+        )
+        .await;
         let rewinds = manager
             .metric(r#"kcm_watch_rewinds_total{resource="pods"}"#)
             .await;
@@ -468,7 +514,11 @@ async fn ten_short_connection_resets_leave_healing_as_fast_as_before() {
         let Some(mut env) = env().await else { return };
         let proxy = FaultProxy::start(env.etcd.client_addr()).await;
         let manager = crate::support::kcm::Kcm::start(
-            &[&["--etcd-servers", &proxy.endpoint()][..], &MANAGER_FLAGS[..]].concat(),
+            &[
+                &["--etcd-servers", &proxy.endpoint()][..],
+                &MANAGER_FLAGS[..],
+            ]
+            .concat(),
             &[],
         )
         .await;

@@ -727,8 +727,12 @@ async fn a_resumable_watch_resumes_after_a_silent_etcd_answers_again() {
         let metrics = watch.metrics();
         let deadline = Instant::now() + Duration::from_secs(30);
         while metrics.disconnected_for().is_none() {
-            assert!(Instant::now() < deadline, "the watch never noticed the silence");
-            if let Ok(update) = tokio::time::timeout(Duration::from_millis(100), watch.next()).await {
+            assert!(
+                Instant::now() < deadline,
+                "the watch never noticed the silence"
+            );
+            if let Ok(update) = tokio::time::timeout(Duration::from_millis(100), watch.next()).await
+            {
                 panic!("nothing can arrive through a black hole, got {update:?}");
             }
         }
