@@ -474,6 +474,9 @@ enum Change<I> {
 // ---------------------------------------------------------------------------------------
 // The informer
 
+/// One listed key: namespace, name, its revision, and what it becomes in the store.
+type Listed<I> = (String, String, i64, Change<I>);
+
 /// How far the store has got.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Progress {
@@ -655,7 +658,7 @@ impl<I: Cached> Informer<I> {
         let mut raw = shared.watcher.engine(config).into_stream();
         // The changes of a relist in progress (not the first list, which goes straight
         // into the empty store).
-        let mut listed: Vec<(String, String, i64, Change<I>)> = Vec::new();
+        let mut listed: Vec<Listed<I>> = Vec::new();
         // The deltas of the first list, published once it is complete.
         let mut first_deltas: Vec<Delta<I>> = Vec::new();
         while let Some(item) = raw.next().await {
@@ -760,7 +763,7 @@ impl<I: Cached> Informer<I> {
     }
 
     /// Decodes one stored value into a change.
-    fn decode(&self, raw: &RawEvent) -> Option<(String, String, i64, Change<I>)> {
+    fn decode(&self, raw: &RawEvent) -> Option<Listed<I>> {
         let registry = self.shared.watcher.registry();
         let (namespace, name) = self.parse(&raw.key)?;
         let change = match api::decode::<I::Object>(
@@ -786,11 +789,7 @@ impl<I: Cached> Informer<I> {
     /// Replaces the store's contents with a relist, through the one relist diff, and
     /// returns the deltas. After a rewind every listed item replaces its namesake, even
     /// at an equal revision (two histories reuse revision numbers).
-    fn replace(
-        &self,
-        listed: Vec<(String, String, i64, Change<I>)>,
-        rewound: bool,
-    ) -> Vec<Delta<I>> {
+    fn replace(&self, listed: Vec<Listed<I>>, rewound: bool) -> Vec<Delta<I>> {
         let mut store = self.shared.store.write().expect("store lock");
         let keys: Vec<String> = listed
             .iter()
@@ -825,8 +824,7 @@ impl<I: Cached> Informer<I> {
             &listed_versions,
         );
         drop(listed_versions);
-        let mut listed: Vec<Option<(String, String, i64, Change<I>)>> =
-            listed.into_iter().map(Some).collect();
+        let mut listed: Vec<Option<Listed<I>>> = listed.into_iter().map(Some).collect();
         let mut deltas = Vec::new();
         for change in changes {
             match change {

@@ -342,7 +342,7 @@ enum State {
         resumed: Option<String>,
     },
     Watching {
-        stream: etcd_client::WatchStream,
+        stream: Box<etcd_client::WatchStream>,
         opened_at: Instant,
     },
     Waiting(Failure),
@@ -524,7 +524,7 @@ impl Engine {
                     match self.open().await {
                         Ok(stream) => {
                             self.state = State::Watching {
-                                stream,
+                                stream: Box::new(stream),
                                 opened_at: Instant::now(),
                             }
                         }
