@@ -332,3 +332,45 @@ async fn kcm_watch_rejects_a_bad_selector_before_connecting() {
     })
     .await;
 }
+
+/// `kcm watch pods --resource-version N` with N already compacted: the caller's state at N
+/// cannot be read any more, so the watch cannot keep its contract; it exits 1 with a 410
+/// that says to list again, for a list and a single-object watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcm_watch_from_a_compacted_resource_version_exits_with_a_410() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let mut etcdctl = Etcdctl::new(&etcd).await;
+        let old = etcdctl.put_pod("demo", "web", "a").await;
+        etcdctl.put_pod("demo", "web", "b").await;
+        etcd.compact().await;
+        let rv = (old - 1).to_string();
+        let endpoint = etcd.endpoint();
+        for args in [
+            vec!["watch", "pods", "-n", "demo", "--resource-version", &rv],
+            vec![
+                "watch",
+                "pods",
+                "web",
+                "-n",
+                "demo",
+                "--resource-version",
+                &rv,
+            ],
+        ] {
+            let mut all = args.clone();
+            all.extend(["--etcd-servers", &endpoint]);
+            let output = crate::support::kcm::run_kcm(&all, &[]).await;
+            assert_eq!(output.status.code(), Some(1), "{}", output.stderr);
+            assert!(output.stdout.is_empty(), "{}", output.stdout);
+            assert!(
+                output.stderr.contains("too old") && output.stderr.contains("list again"),
+                "says why and what to do: {}",
+                output.stderr
+            );
+        }
+    })
+    .await;
+}
