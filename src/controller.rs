@@ -9,12 +9,12 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt as _;
 use tracing::Instrument as _;
 
-use crate::etcd_watcher::Update;
+use crate::etcd_watcher::{Update, WatchMetrics};
 use crate::status::Metrics;
 use crate::workqueue::WorkQueue;
 
@@ -65,6 +65,30 @@ pub async fn worker(
             }
         }
         queue.done(&key);
+    }
+}
+
+/// Before a resync acts on a cache: warns when the cache's watch has been disconnected for
+/// longer than the sync period, so a resync from a stale view is never silent. Returns
+/// whether it warned.
+pub fn warn_if_stale(
+    controller: &'static str,
+    resource: &str,
+    watch: &WatchMetrics,
+    sync_period: Duration,
+) -> bool {
+    match watch.disconnected_for() {
+        Some((for_, reason)) if for_ > sync_period => {
+            tracing::warn!(
+                controller,
+                resource,
+                disconnected_for = ?for_,
+                %reason,
+                "resyncing from a cache whose watch is disconnected; it may be stale"
+            );
+            true
+        }
+        _ => false,
     }
 }
 

@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::api::{Endpoints, IntOrString, ObjectMeta, Pod, Service};
-use crate::controller::{log_notice, worker, SyncHandler};
+use crate::controller::{log_notice, warn_if_stale, worker, SyncHandler};
 use crate::etcd_watcher::{self, BackoffConfig, ResumableWatch, Update, WatchEvent, Watcher};
 use crate::informer::{CachedPod, Delta, Informer, PodInformer, PodPorts};
 use crate::labels::Selector;
@@ -189,6 +189,7 @@ impl EndpointsController {
             self.metrics
                 .register_queue("endpoints", move || queue.len());
         }
+        let pods_metrics = pods.metrics();
         let handler: SyncHandler = {
             let registry = self.registry.clone();
             let metrics = self.metrics.clone();
@@ -223,6 +224,7 @@ impl EndpointsController {
                 biased;
                 _ = &mut shutdown => break,
                 _ = resync.tick() => {
+                    warn_if_stale("endpoints", "pods", &pods_metrics, self.config.sync_period);
                     for key in index.keys() {
                         queue.add(key);
                     }
