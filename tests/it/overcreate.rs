@@ -23,9 +23,9 @@ const LIMIT: Duration = Duration::from_secs(240);
 /// How long thousands of pods may take to converge on a shared 2-core machine.
 const CONVERGE: Duration = Duration::from_secs(150);
 
-/// Two unelected managers on `endpoint`, each with the default settings.
-async fn two_managers(endpoint: &str) -> (Kcm, Kcm) {
-    tokio::join!(start_manager(endpoint, &[]), start_manager(endpoint, &[]))
+/// Two unelected managers on `endpoint`, each started with `args`.
+async fn two_managers(endpoint: &str, args: &[&str]) -> (Kcm, Kcm) {
+    tokio::join!(start_manager(endpoint, args), start_manager(endpoint, args))
 }
 
 /// One revision of one controller's history: its active pods and its `spec.replicas`.
@@ -97,8 +97,10 @@ async fn two_unelected_managers_never_exceed_any_controllers_count_in_etcds_hist
         };
         const REPLICAS: i64 = 3000;
         let client = etcd.client().await;
-        let _managers = two_managers(&etcd.endpoint()).await;
-        let controllers: Vec<(String, String)> = (0..3)
+        // Bursts of 100, not 500: five times the syncs per scale-up, so five times the
+        // chances for the two managers' views to interleave.
+        let _managers = two_managers(&etcd.endpoint(), &["--burst-replicas", "100"]).await;
+        let controllers: Vec<(String, String)> = (0..4)
             .map(|i| (format!("web{i}"), format!("app{i}")))
             .collect();
 
@@ -139,48 +141,57 @@ async fn resizing_every_200ms_keeps_the_count_between_the_smallest_and_largest_d
         const SIZES: [i64; 2] = [3000, 2000];
         const RESIZES: usize = 40;
         let client = etcd.client().await;
-        let _managers = two_managers(&etcd.endpoint()).await;
-        let controllers = [("web".to_string(), "web".to_string())];
+        let _managers = two_managers(&etcd.endpoint(), &[]).await;
+        // Two controllers flapping in opposite phase: twice the chances, one writer.
+        let controllers: Vec<(String, String)> = (0..2)
+            .map(|i| (format!("web{i}"), format!("app{i}")))
+            .collect();
+        let size = |controller: usize, step: usize| SIZES[(controller + step) % 2];
 
         let start = current_revision(&client).await;
-        put_controller(&client, "flap", "web", "web", SIZES[0]).await;
+        for (i, (name, app)) in controllers.iter().enumerate() {
+            put_controller(&client, "flap", name, app, size(i, 0)).await;
+        }
         // The third writer, while the managers scale up (and down, and up).
         let mut every = tokio::time::interval(Duration::from_millis(200));
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         every.tick().await;
-        for i in 1..=RESIZES {
+        for step in 1..=RESIZES {
             every.tick().await;
-            scale(&client, "flap", "web", SIZES[i % 2]).await;
+            for (i, (name, _)) in controllers.iter().enumerate() {
+                scale(&client, "flap", name, size(i, step)).await;
+            }
         }
-        let last = SIZES[RESIZES % 2];
-        wait_converged_within(CONVERGE, &client, "flap", "web", "web", last).await;
+        for (i, (name, app)) in controllers.iter().enumerate() {
+            let last = size(i, RESIZES);
+            wait_converged_within(CONVERGE, &client, "flap", name, app, last).await;
+        }
 
         // Exactly what is guaranteed (ARCHITECTURE.md, "Invariants"): never more active pods
         // than the largest spec.replicas written up to that revision (a view taken just
         // before a resize to 2000 may still create up to 3000 after it), and, as no pod
         // changes rank here (no kubelet), never fewer than 2000 once 2000 were reached.
-        let samples = &timelines(&client, "flap", start, &controllers).await["web"];
-        let (most, at) = peak(samples);
-        let fewest = samples
+        let timelines = timelines(&client, "flap", start, &controllers).await;
+        let peaks: Vec<_> = controllers
             .iter()
-            .skip_while(|s| (s.active as i64) < SIZES[1])
-            .map(|s| s.active)
-            .min();
-        eprintln!(
-            "peak of {most} active pods at revision {at}; fewest once {} were reached: {fewest:?}",
-            SIZES[1]
-        );
-        assert_eq!(
-            first_above_the_largest_desired(samples),
-            None,
-            "(revision, active, largest desired so far) above the bound; peak {most} at {at}"
-        );
-        assert_eq!(
-            first_below_the_smallest_desired_once_reached(samples),
-            None,
-            "(revision, active, smallest desired) below the bound once reached"
-        );
-        assert_eq!(samples.last().unwrap().active, last as usize);
+            .map(|(name, _)| (name, peak(&timelines[name])))
+            .collect();
+        eprintln!("peaks (active pods, at revision): {peaks:?}");
+        for (i, (name, _)) in controllers.iter().enumerate() {
+            let samples = &timelines[name];
+            assert_eq!(
+                first_above_the_largest_desired(samples),
+                None,
+                "{name}: (revision, active, largest desired so far) above the bound; \
+                 peaks {peaks:?}"
+            );
+            assert_eq!(
+                first_below_the_smallest_desired_once_reached(samples),
+                None,
+                "{name}: (revision, active, smallest desired) below the bound once reached"
+            );
+            assert_eq!(samples.last().unwrap().active as i64, size(i, RESIZES));
+        }
     })
     .await;
 }
@@ -193,7 +204,7 @@ async fn a_controller_deleted_during_a_large_scale_up_gets_no_pod_after_its_dele
         };
         const REPLICAS: i64 = 2000;
         let client = etcd.client().await;
-        let _managers = two_managers(&etcd.endpoint()).await;
+        let _managers = two_managers(&etcd.endpoint(), &[]).await;
 
         let start = current_revision(&client).await;
         put_controller(&client, "gone", "web", "web", REPLICAS).await;
