@@ -14,7 +14,9 @@
 //!   is not written at all by [`Registry::guaranteed_update`];
 //! - every write is one transaction; in a fenced registry ([`Registry::with_fence`])
 //!   each also compares the leader key's create revision, so a deposed leader's write
-//!   commits nowhere, not even one already on the wire when leadership was lost.
+//!   commits nowhere, not even one already on the wire when leadership was lost; in a
+//!   guarded one ([`Registry::guarded_by`]) each also compares another object's create
+//!   revision, so no write made for an object lands after that object was deleted.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -134,6 +136,36 @@ impl RangePage {
     }
 }
 
+/// One incarnation of an object, as a write precondition: its key exists and was created
+/// at or before `read_at`, a revision at which the object was read. Deleting the key ends
+/// the incarnation for good: a key written again afterwards was created after the delete,
+/// so after `read_at`, whatever its document says (even the same uid). etcd's
+/// `create_revision` is what tells incarnations apart; the fencing token is the same idea
+/// applied to the leader key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Incarnation {
+    /// The object's key, e.g. `/registry/controllers/default/web`.
+    pub key: String,
+    /// A revision at which the object was read (its resourceVersion then).
+    pub read_at: i64,
+}
+
+impl Incarnation {
+    /// The compares that hold while the incarnation lives. etcd compares a missing key's
+    /// create revision as 0, so existence is a compare of its own.
+    fn compares(&self) -> [Compare; 2] {
+        [
+            Compare::create_revision(self.key.as_str(), CompareOp::Greater, 0),
+            Compare::create_revision(self.key.as_str(), CompareOp::Less, self.read_at + 1),
+        ]
+    }
+
+    /// Whether etcd's answer to `get(key)` shows the incarnation alive.
+    fn alive_in(&self, kv: Option<&KeyValue>) -> bool {
+        kv.is_some_and(|kv| kv.create_revision() > 0 && kv.create_revision() <= self.read_at)
+    }
+}
+
 /// A value under the prefix that could not be decoded as its kind.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed {kind} at {key} (revision {revision}): {message}")]
@@ -181,6 +213,14 @@ pub enum StorageError {
     /// found in etcd that it no longer does). Nothing was written.
     #[error("{op} {key}: refused, this process is not the leader (leadership lost)")]
     Fenced { op: &'static str, key: String },
+    /// A guarded registry's write after the incarnation it is guarded by ended (the object
+    /// was deleted, and maybe written again). Nothing was written.
+    #[error("{op} {key}: refused, {owner} was deleted since it was read")]
+    OwnerGone {
+        op: &'static str,
+        key: String,
+        owner: String,
+    },
 }
 
 impl StorageError {
@@ -304,6 +344,8 @@ pub struct Registry {
     page_size: i64,
     /// Set for a leader's registry: every write carries the current fence.
     fence: Option<FenceSlot>,
+    /// Set for a registry writing on an object's behalf: every write requires it to live.
+    guard: Option<Arc<Incarnation>>,
 }
 
 impl Registry {
@@ -320,6 +362,7 @@ impl Registry {
             request_timeout: Duration::from_secs(10),
             page_size: DEFAULT_PAGE_SIZE,
             fence: None,
+            guard: None,
         })
     }
 
@@ -331,6 +374,27 @@ impl Registry {
     pub fn with_fence(mut self, slot: FenceSlot) -> Registry {
         self.fence = Some(slot);
         self
+    }
+
+    /// A copy of this registry whose every write also requires `owner` to live (the
+    /// same transaction compares its key's create revision), with a read of the owner's
+    /// key in the failure branch, so a refusal because the owner is gone is told apart
+    /// from a conflict: [`StorageError::OwnerGone`]. Cheap: the connection is shared.
+    pub fn guarded_by(&self, owner: Incarnation) -> Registry {
+        Registry {
+            guard: Some(Arc::new(owner)),
+            ..self.clone()
+        }
+    }
+
+    /// The incarnation of `object` as read from this registry; `None` for an object that
+    /// was never stored (no resourceVersion).
+    pub fn incarnation<T: Object>(&self, object: &T) -> Option<Incarnation> {
+        let meta = object.metadata();
+        Some(Incarnation {
+            key: self.key::<T>(&meta.namespace, &meta.name),
+            read_at: meta.resource_version?.0,
+        })
     }
 
     /// Bounds every unary request (default 10 s).
@@ -438,12 +502,15 @@ impl Registry {
     }
 
     /// Runs one write transaction: if `compares` hold, `success`, else `failure`. With a
-    /// fence, the fence's compare joins `compares` and a read of the leader key ends
-    /// `failure`, so a failed transaction tells whether the fence broke.
+    /// guard, its compares join `compares` and a read of the owner's key follows
+    /// `failure`; with a fence, the fence's compare joins `compares` and a read of the
+    /// leader key ends `failure`. So a failed transaction tells whether the fence or the
+    /// guard broke, and the caller's own `failure` reads come first in the response.
     ///
     /// # Errors
     /// `Fenced` (and the term is ended) when etcd refused the write because the leader
-    /// key is gone or belongs to a later term; `Etcd` when the call fails.
+    /// key is gone or belongs to a later term; `OwnerGone` when it refused it because the
+    /// guard's incarnation ended; `Etcd` when the call fails.
     async fn write_txn(
         &self,
         op: &'static str,
@@ -453,6 +520,11 @@ impl Registry {
         success: Vec<TxnOp>,
         mut failure: Vec<TxnOp>,
     ) -> Result<TxnResponse, StorageError> {
+        let guard_read = failure.len();
+        if let Some(guard) = &self.guard {
+            compares.extend(guard.compares());
+            failure.push(TxnOp::get(guard.key.as_str(), None));
+        }
         if let Some(fence) = fence {
             compares.push(Compare::create_revision(
                 fence.key.clone(),
@@ -482,6 +554,19 @@ impl Registry {
                 return Err(StorageError::Fenced {
                     op,
                     key: key.to_string(),
+                });
+            }
+        }
+        if let Some(guard) = self.guard.as_ref().filter(|_| !response.succeeded()) {
+            let owner = match response.op_responses().get(guard_read) {
+                Some(TxnOpResponse::Get(get)) => get.kvs().first().cloned(),
+                _ => None,
+            };
+            if !guard.alive_in(owner.as_ref()) {
+                return Err(StorageError::OwnerGone {
+                    op,
+                    key: key.to_string(),
+                    owner: guard.key.clone(),
                 });
             }
         }
@@ -917,12 +1002,14 @@ fn unchanged_since(key: &str, expected: ResourceVersion) -> [Compare; 2] {
     ]
 }
 
-/// The key-value an `or_else([get])` branch returned, if the key exists.
+/// The key-value an `or_else([get, ..])` branch's first read returned, if the key exists.
+/// Only the first: the reads a fence or a guard adds follow it, and must not be taken for
+/// the key's value when the key is gone.
 fn current_kv(responses: &[TxnOpResponse]) -> Option<KeyValue> {
-    responses.iter().find_map(|r| match r {
-        TxnOpResponse::Get(get) => get.kvs().first().cloned(),
+    match responses.first() {
+        Some(TxnOpResponse::Get(get)) => get.kvs().first().cloned(),
         _ => None,
-    })
+    }
 }
 
 #[cfg(test)]

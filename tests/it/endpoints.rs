@@ -10,10 +10,11 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
+use etcd_client::{Client, GetOptions};
 use serde_json::{json, Value};
 
 use crate::support::kcm::Kcm;
+use crate::support::objects::update_json;
 use crate::support::{eventually, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -114,32 +115,6 @@ async fn delete(client: &Client, key: &str) {
         .await
         .unwrap_or_else(|e| panic!("delete {key}: {e}"));
     assert_eq!(response.deleted(), 1, "{key} existed");
-}
-
-/// Rewrites the JSON document at `key` with `change`, compare-and-swap on its mod revision,
-/// retrying on conflicts.
-async fn update_json(client: &Client, key: &str, mut change: impl FnMut(&mut Value)) {
-    let mut client = client.clone();
-    for _ in 0..100 {
-        let response = client.get(key, None).await.expect("get for update");
-        let kv = response
-            .kvs()
-            .first()
-            .unwrap_or_else(|| panic!("{key} not found"));
-        let mut document: Value = serde_json::from_slice(kv.value()).expect("stored JSON");
-        change(&mut document);
-        let txn = Txn::new()
-            .when([Compare::mod_revision(
-                key,
-                CompareOp::Equal,
-                kv.mod_revision(),
-            )])
-            .and_then([TxnOp::put(key, document.to_string(), None)]);
-        if client.txn(txn).await.expect("update txn").succeeded() {
-            return;
-        }
-    }
-    panic!("{key} kept changing under 100 updates");
 }
 
 /// The stored Endpoints of service `name`: its entries, mod revision and version (the

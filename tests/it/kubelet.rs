@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::history;
+use crate::support::objects::current_revision;
 use crate::support::{eventually, init_tracing, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -157,17 +158,6 @@ async fn count_by_host(client: &Client, wanted: &str) -> BTreeMap<String, usize>
         }
     }
     counts
-}
-
-async fn current_revision(client: &Client) -> i64 {
-    client
-        .clone()
-        .get("/kcm-test/revision-probe", None)
-        .await
-        .expect("read revision")
-        .header()
-        .expect("header")
-        .revision()
 }
 
 /// Every write to the test namespace's pods after `start`, in order, from etcd's own history

@@ -10,6 +10,7 @@ mod harness;
 mod informer;
 mod kubelet;
 mod manager;
+mod overcreate;
 mod registry;
 mod resume;
 mod sync;

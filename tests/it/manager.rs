@@ -6,21 +6,22 @@
 //! Every controller and pod is written and read as raw JSON with etcd-client, the way other
 //! tools write them with etcdctl: the key layout and the document shape are the contract.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::os::unix::process::ExitStatusExt as _;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
-use serde_json::{json, Value};
+use etcd_client::Client;
+use serde_json::json;
 use tokio::process::Command;
 
-use crate::support::history;
-use crate::support::kcm::{metric_value, Kcm};
+use crate::support::kcm::{metric_value, start_manager, Kcm};
+use crate::support::objects::{
+    active_pods, controller, controller_json, controller_key, current_revision, pod_key, pods, put,
+    put_controller, replay_active_counts, scale, update_json, wait_converged, CONVERGE,
+};
 use crate::support::{eventually, start_etcd, with_timeout, EtcdServer, FaultProxy};
 
 const LIMIT: Duration = Duration::from_secs(120);
-/// How long a manager may take to converge after a change (generous: tests run in parallel).
-const CONVERGE: Duration = Duration::from_secs(60);
 /// A sync period long enough that anything faster must come from a watch event.
 const SLOW_SYNC: &str = "30s";
 /// Flags for a manager whose connection to etcd gets cut or killed: the fastest keepalive
@@ -31,210 +32,7 @@ const FAST_KEEPALIVE: [&str; 4] = ["--etcd-keepalive", "5s", "--etcd-keepalive-t
 const SYNCS_OK: &str = r#"kcm_syncs_total{controller="replication",result="ok"}"#;
 
 // ---------------------------------------------------------------------------------------------
-// A `kcm controller-manager` child process
-
-/// Starts `kcm controller-manager --etcd-servers {endpoint} {args}` and waits until its
-/// status endpoint answers.
-async fn start_manager(endpoint: &str, args: &[&str]) -> Kcm {
-    let mut all = vec!["--etcd-servers", endpoint];
-    all.extend_from_slice(args);
-    Kcm::start(&all, &[]).await
-}
-
-fn controller_key(namespace: &str, name: &str) -> String {
-    format!("/registry/controllers/{namespace}/{name}")
-}
-
-fn pod_key(namespace: &str, name: &str) -> String {
-    format!("/registry/pods/{namespace}/{name}")
-}
-
-/// A controller document with `selector` and template labels given separately.
-fn controller_json(
-    namespace: &str,
-    name: &str,
-    replicas: i64,
-    selector: Value,
-    template_labels: Value,
-) -> Value {
-    json!({
-        "kind": "ReplicationController",
-        "apiVersion": "v1beta3",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": format!("uid-{namespace}-{name}"),
-            "creationTimestamp": "2014-11-01T00:00:00Z",
-        },
-        "spec": {
-            "replicas": replicas,
-            "selector": selector,
-            "template": {
-                "metadata": { "labels": template_labels },
-                "spec": { "containers": [{ "name": "web", "image": "nginx" }] },
-            },
-        },
-    })
-}
-
-async fn put(client: &Client, key: &str, value: impl Into<Vec<u8>>) -> i64 {
-    client
-        .clone()
-        .put(key, value, None)
-        .await
-        .unwrap_or_else(|e| panic!("put {key}: {e}"))
-        .header()
-        .expect("responses carry a header")
-        .revision()
-}
-
-/// Puts a valid controller selecting (and stamping) `app={app}`.
-async fn put_controller(client: &Client, namespace: &str, name: &str, app: &str, replicas: i64) {
-    let labels = json!({ "app": app });
-    let document = controller_json(namespace, name, replicas, labels.clone(), labels);
-    put(
-        client,
-        &controller_key(namespace, name),
-        document.to_string(),
-    )
-    .await;
-}
-
-/// Rewrites the JSON document at `key` with `change`, compare-and-swap on its mod revision,
-/// retrying on conflicts (the manager writes controller status concurrently). Returns the
-/// revision of the write.
-async fn update_json(client: &Client, key: &str, mut change: impl FnMut(&mut Value)) -> i64 {
-    let mut client = client.clone();
-    for _ in 0..100 {
-        let response = client.get(key, None).await.expect("get for update");
-        let kv = response
-            .kvs()
-            .first()
-            .unwrap_or_else(|| panic!("{key} not found"));
-        let mut document: Value = serde_json::from_slice(kv.value()).expect("stored JSON");
-        change(&mut document);
-        let txn = Txn::new()
-            .when([Compare::mod_revision(
-                key,
-                CompareOp::Equal,
-                kv.mod_revision(),
-            )])
-            .and_then([TxnOp::put(key, document.to_string(), None)]);
-        let response = client.txn(txn).await.expect("update txn");
-        if response.succeeded() {
-            return response.header().expect("header").revision();
-        }
-    }
-    panic!("{key} kept changing under 100 updates");
-}
-
-async fn scale(client: &Client, namespace: &str, name: &str, replicas: i64) {
-    update_json(client, &controller_key(namespace, name), |rc| {
-        rc["spec"]["replicas"] = json!(replicas)
-    })
-    .await;
-}
-
-/// The stored controller document, `None` if absent.
-async fn controller(client: &Client, namespace: &str, name: &str) -> Option<Value> {
-    let response = client
-        .clone()
-        .get(controller_key(namespace, name), None)
-        .await
-        .expect("get controller");
-    let kv = response.kvs().first()?;
-    Some(serde_json::from_slice(kv.value()).expect("stored controller JSON"))
-}
-
-/// One stored pod, as much of it as the tests look at.
-#[derive(Debug, Clone, PartialEq)]
-struct PodInfo {
-    name: String,
-    labels: BTreeMap<String, String>,
-    phase: String,
-    host: String,
-    created_by: String,
-    mod_revision: i64,
-}
-
-impl PodInfo {
-    fn parse(name: String, value: &[u8], mod_revision: i64) -> PodInfo {
-        let pod: Value = serde_json::from_slice(value).expect("stored pod JSON");
-        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-        PodInfo {
-            name,
-            labels: serde_json::from_value(pod["metadata"]["labels"].clone()).unwrap_or_default(),
-            phase: pod["status"]["phase"]
-                .as_str()
-                .unwrap_or("Pending")
-                .to_owned(),
-            host: text(&pod["spec"]["host"]),
-            created_by: text(&pod["metadata"]["annotations"]["kubernetes.io/created-by"]),
-            mod_revision,
-        }
-    }
-
-    /// Pending, Running or Unknown. Failed and Succeeded pods are done, and a phase kcm
-    /// does not know makes the pod undecodable, so uncountable.
-    fn is_active(&self) -> bool {
-        matches!(self.phase.as_str(), "Pending" | "Running" | "Unknown")
-    }
-
-    /// Active and labelled `app={app}`: what a controller selecting `app={app}` counts.
-    fn counts_for(&self, app: &str) -> bool {
-        self.is_active() && self.labels.get("app").map(String::as_str) == Some(app)
-    }
-}
-
-/// Every pod in `namespace`, by name.
-async fn pods(client: &Client, namespace: &str) -> BTreeMap<String, PodInfo> {
-    let prefix = format!("/registry/pods/{namespace}/");
-    let response = client
-        .clone()
-        .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
-        .await
-        .expect("list pods");
-    response
-        .kvs()
-        .iter()
-        .map(|kv| {
-            let key = kv.key_str().expect("utf-8 key");
-            let name = key.strip_prefix(&prefix).expect("listed under prefix");
-            let pod = PodInfo::parse(name.to_owned(), kv.value(), kv.mod_revision());
-            (name.to_owned(), pod)
-        })
-        .collect()
-}
-
-/// The names of the pods in `namespace` that a controller selecting `app={app}` counts.
-async fn active_pods(client: &Client, namespace: &str, app: &str) -> BTreeSet<String> {
-    pods(client, namespace)
-        .await
-        .into_values()
-        .filter(|pod| pod.counts_for(app))
-        .map(|pod| pod.name)
-        .collect()
-}
-
-/// Whether controller `namespace/name` (selecting `app={app}`) wants `replicas`, has exactly
-/// that many active pods and has written that count to its status.
-async fn is_converged(client: Client, namespace: &str, name: &str, app: &str, n: i64) -> bool {
-    let Some(rc) = controller(&client, namespace, name).await else {
-        return false;
-    };
-    rc["spec"]["replicas"] == json!(n)
-        && rc["status"]["replicas"].as_i64().unwrap_or(0) == n
-        && active_pods(&client, namespace, app).await.len() as i64 == n
-}
-
-async fn wait_converged(client: &Client, namespace: &str, name: &str, app: &str, n: i64) {
-    eventually(
-        CONVERGE,
-        &format!("{namespace}/{name} to converge on {n} active pods with status.replicas {n}"),
-        || is_converged(client.clone(), namespace, name, app, n),
-    )
-    .await;
-}
+// Helpers
 
 /// Sets `status.phase` of a pod (and `spec.host`, if given) with a compare-and-swap.
 async fn set_pod_phase(
@@ -265,82 +63,6 @@ async fn etcdctl_del(endpoint: &str, key: &str) {
         output.status.success() && String::from_utf8_lossy(&output.stdout).trim() == "1",
         "etcdctl del {key}: {output:?}"
     );
-}
-
-/// The count of active `app={app}` pods in `namespace` at `start` and after every later
-/// revision that touched the namespace's pods, replayed from etcd's own history (so nothing a
-/// poller could miss), up to now.
-async fn replay_active_counts(
-    client: &Client,
-    namespace: &str,
-    app: &str,
-    start: i64,
-) -> Vec<(i64, usize)> {
-    // A sentinel just outside the manager's `/registry/pods/` range but inside ours marks the
-    // end of the history to read.
-    const SENTINEL: &str = "/registry/pods~end";
-    let prefix = format!("/registry/pods/{namespace}/");
-    let snapshot = client
-        .clone()
-        .get(
-            prefix.as_str(),
-            Some(GetOptions::new().with_prefix().with_revision(start)),
-        )
-        .await
-        .expect("list pods at the start revision");
-    let mut active: HashMap<String, bool> = snapshot
-        .kvs()
-        .iter()
-        .map(|kv| {
-            let key = kv.key_str().expect("utf-8 key").to_owned();
-            let pod = PodInfo::parse(key.clone(), kv.value(), kv.mod_revision());
-            (key, pod.counts_for(app))
-        })
-        .collect();
-    let count = |active: &HashMap<String, bool>| active.values().filter(|a| **a).count();
-    let mut counts = vec![(start, count(&active))];
-
-    // One transaction is one revision: count once all of its events are applied.
-    let events = history::read(
-        client,
-        "/registry/pods/",
-        "/registry/pods\x7f",
-        start,
-        SENTINEL,
-    )
-    .await;
-    let mut pending: Option<i64> = None;
-    for event in events {
-        if let Some(last) = pending.filter(|last| *last != event.revision) {
-            counts.push((last, count(&active)));
-        }
-        if !event.key.starts_with(&prefix) {
-            continue;
-        }
-        pending = Some(event.revision);
-        if event.put {
-            let pod = PodInfo::parse(event.key.clone(), &event.value, event.revision);
-            active.insert(event.key, pod.counts_for(app));
-        } else {
-            active.remove(&event.key);
-        }
-    }
-    if let Some(last) = pending {
-        counts.push((last, count(&active)));
-    }
-    counts
-}
-
-/// The current revision of etcd.
-async fn current_revision(client: &Client) -> i64 {
-    client
-        .clone()
-        .get("/kcm-test/revision-probe", None)
-        .await
-        .expect("read revision")
-        .header()
-        .expect("header")
-        .revision()
 }
 
 // ---------------------------------------------------------------------------------------------

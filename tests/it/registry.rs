@@ -440,6 +440,85 @@ async fn create_never_overwrites() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_guarded_by_an_incarnation_commit_only_while_it_lives() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let registry = registry(&client);
+        let owner = registry
+            .create(&controller("default", "web", &[("app", "web")]))
+            .await
+            .unwrap();
+        let guarded = registry.guarded_by(registry.incarnation(&owner).unwrap());
+        let owner_gone = |e: &StorageError| matches!(e, StorageError::OwnerGone { .. });
+
+        // The owner's own later versions are the same incarnation.
+        let mut resized = owner.clone();
+        resized.spec.replicas = 5;
+        let resized = registry.update(&resized).await.unwrap();
+        let first = guarded.create(&pod("default", "a", &[])).await.unwrap();
+        // A refusal for another reason is still that reason.
+        expect_err(
+            guarded.create(&pod("default", "a", &[])).await,
+            "AlreadyExists",
+            |e| matches!(e, StorageError::AlreadyExists { .. }),
+        );
+        let stale = first
+            .metadata
+            .resource_version
+            .map(|rv| ResourceVersion(rv.0 - 1));
+        expect_err(
+            guarded.delete::<Pod>("default", "a", stale).await,
+            "Conflict",
+            |e| matches!(e, StorageError::Conflict { .. }),
+        );
+
+        // Deleted: nothing more commits on its behalf, not a create, not a delete.
+        registry
+            .delete::<ReplicationController>("default", "web", resized.metadata.resource_version)
+            .await
+            .unwrap();
+        let err = expect_err(
+            guarded.create(&pod("default", "b", &[])).await,
+            "OwnerGone",
+            owner_gone,
+        );
+        assert_eq!(
+            err.to_string(),
+            "create /registry/pods/default/b: refused, /registry/controllers/default/web was \
+             deleted since it was read"
+        );
+        expect_err(
+            guarded
+                .delete::<Pod>("default", "a", first.metadata.resource_version)
+                .await,
+            "OwnerGone",
+            owner_gone,
+        );
+
+        // Re-created under the same name, even with the very same document: a new
+        // incarnation, so still refused.
+        let mut again = owner.clone();
+        again.metadata.resource_version = None;
+        registry.create(&again).await.unwrap();
+        expect_err(
+            guarded.create(&pod("default", "b", &[])).await,
+            "OwnerGone",
+            owner_gone,
+        );
+        assert!(stored(&client, &registry.key::<Pod>("default", "b"))
+            .await
+            .is_none());
+        assert!(stored(&client, &registry.key::<Pod>("default", "a"))
+            .await
+            .is_some());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_guaranteed_updates_lose_nothing() {
     init_tracing();
     with_timeout(LIMIT, async {

@@ -190,6 +190,14 @@ impl Drop for Kcm {
     }
 }
 
+/// Starts `kcm controller-manager --etcd-servers {endpoint} {args}` and waits until its
+/// status endpoint answers.
+pub async fn start_manager(endpoint: &str, args: &[&str]) -> Kcm {
+    let mut all = vec!["--etcd-servers", endpoint];
+    all.extend_from_slice(args);
+    Kcm::start(&all, &[]).await
+}
+
 /// What a one-shot `kcm` command did.
 #[derive(Debug)]
 pub struct Output {

@@ -1,0 +1,368 @@
+//! Controllers and pods as raw JSON documents in etcd, written and read with etcd-client the
+//! way other tools write them with etcdctl (the key layout and the document shape are the
+//! contract), and a namespace replayed revision by revision from etcd's own history.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, GetOptions, KvClient, Txn, TxnOp};
+use serde_json::{json, Value};
+
+use super::eventually;
+use super::history::{self, HistoryEvent};
+
+/// How long a manager may take to converge after a change (generous: tests run in parallel).
+pub const CONVERGE: Duration = Duration::from_secs(60);
+
+pub fn controller_key(namespace: &str, name: &str) -> String {
+    format!("/registry/controllers/{namespace}/{name}")
+}
+
+pub fn pod_key(namespace: &str, name: &str) -> String {
+    format!("/registry/pods/{namespace}/{name}")
+}
+
+/// A controller document with `selector` and template labels given separately.
+pub fn controller_json(
+    namespace: &str,
+    name: &str,
+    replicas: i64,
+    selector: Value,
+    template_labels: Value,
+) -> Value {
+    json!({
+        "kind": "ReplicationController",
+        "apiVersion": "v1beta3",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": format!("uid-{namespace}-{name}"),
+            "creationTimestamp": "2014-11-01T00:00:00Z",
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": selector,
+            "template": {
+                "metadata": { "labels": template_labels },
+                "spec": { "containers": [{ "name": "web", "image": "nginx" }] },
+            },
+        },
+    })
+}
+
+pub async fn put(client: &Client, key: &str, value: impl Into<Vec<u8>>) -> i64 {
+    client
+        .clone()
+        .put(key, value, None)
+        .await
+        .unwrap_or_else(|e| panic!("put {key}: {e}"))
+        .header()
+        .expect("responses carry a header")
+        .revision()
+}
+
+/// Puts a valid controller selecting (and stamping) `app={app}`.
+pub async fn put_controller(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    app: &str,
+    replicas: i64,
+) {
+    let labels = json!({ "app": app });
+    let document = controller_json(namespace, name, replicas, labels.clone(), labels);
+    put(
+        client,
+        &controller_key(namespace, name),
+        document.to_string(),
+    )
+    .await;
+}
+
+/// Rewrites the JSON document at `key` with `change`, compare-and-swap on its mod revision,
+/// retrying on conflicts (the manager writes controller status concurrently). Returns the
+/// revision of the write.
+pub async fn update_json(client: &Client, key: &str, mut change: impl FnMut(&mut Value)) -> i64 {
+    let mut client = client.clone();
+    for _ in 0..100 {
+        let response = client.get(key, None).await.expect("get for update");
+        let kv = response
+            .kvs()
+            .first()
+            .unwrap_or_else(|| panic!("{key} not found"));
+        let mut document: Value = serde_json::from_slice(kv.value()).expect("stored JSON");
+        change(&mut document);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key,
+                CompareOp::Equal,
+                kv.mod_revision(),
+            )])
+            .and_then([TxnOp::put(key, document.to_string(), None)]);
+        let response = client.txn(txn).await.expect("update txn");
+        if response.succeeded() {
+            return response.header().expect("header").revision();
+        }
+    }
+    panic!("{key} kept changing under 100 updates");
+}
+
+pub async fn scale(client: &Client, namespace: &str, name: &str, replicas: i64) {
+    update_json(client, &controller_key(namespace, name), |rc| {
+        rc["spec"]["replicas"] = json!(replicas)
+    })
+    .await;
+}
+
+/// The stored controller document, `None` if absent.
+pub async fn controller(client: &Client, namespace: &str, name: &str) -> Option<Value> {
+    let response = client
+        .clone()
+        .get(controller_key(namespace, name), None)
+        .await
+        .expect("get controller");
+    let kv = response.kvs().first()?;
+    Some(serde_json::from_slice(kv.value()).expect("stored controller JSON"))
+}
+
+/// One stored pod, as much of it as the tests look at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodInfo {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub phase: String,
+    pub host: String,
+    pub created_by: String,
+    pub mod_revision: i64,
+}
+
+impl PodInfo {
+    pub fn parse(name: String, value: &[u8], mod_revision: i64) -> PodInfo {
+        let pod: Value = serde_json::from_slice(value).expect("stored pod JSON");
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        PodInfo {
+            name,
+            labels: serde_json::from_value(pod["metadata"]["labels"].clone()).unwrap_or_default(),
+            phase: pod["status"]["phase"]
+                .as_str()
+                .unwrap_or("Pending")
+                .to_owned(),
+            host: text(&pod["spec"]["host"]),
+            created_by: text(&pod["metadata"]["annotations"]["kubernetes.io/created-by"]),
+            mod_revision,
+        }
+    }
+
+    /// Pending, Running or Unknown. Failed and Succeeded pods are done, and a phase kcm
+    /// does not know makes the pod undecodable, so uncountable.
+    pub fn is_active(&self) -> bool {
+        matches!(self.phase.as_str(), "Pending" | "Running" | "Unknown")
+    }
+
+    /// Active and labelled `app={app}`: what a controller selecting `app={app}` counts.
+    pub fn counts_for(&self, app: &str) -> bool {
+        self.is_active() && self.labels.get("app").map(String::as_str) == Some(app)
+    }
+}
+
+/// A KV client that takes responses of thousands of pods (etcd-client's default limit is
+/// 4 MiB).
+fn kv(client: &Client) -> KvClient {
+    client
+        .kv_client()
+        .max_decoding_message_size(256 * 1024 * 1024)
+}
+
+/// Every pod in `namespace`, by name.
+pub async fn pods(client: &Client, namespace: &str) -> BTreeMap<String, PodInfo> {
+    let prefix = format!("/registry/pods/{namespace}/");
+    let response = kv(client)
+        .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("list pods");
+    response
+        .kvs()
+        .iter()
+        .map(|kv| {
+            let key = kv.key_str().expect("utf-8 key");
+            let name = key.strip_prefix(&prefix).expect("listed under prefix");
+            let pod = PodInfo::parse(name.to_owned(), kv.value(), kv.mod_revision());
+            (name.to_owned(), pod)
+        })
+        .collect()
+}
+
+/// The names of the pods in `namespace` that a controller selecting `app={app}` counts.
+pub async fn active_pods(client: &Client, namespace: &str, app: &str) -> BTreeSet<String> {
+    pods(client, namespace)
+        .await
+        .into_values()
+        .filter(|pod| pod.counts_for(app))
+        .map(|pod| pod.name)
+        .collect()
+}
+
+/// Whether controller `namespace/name` (selecting `app={app}`) wants `replicas`, has exactly
+/// that many active pods and has written that count to its status.
+pub async fn is_converged(client: Client, namespace: &str, name: &str, app: &str, n: i64) -> bool {
+    let Some(rc) = controller(&client, namespace, name).await else {
+        return false;
+    };
+    rc["spec"]["replicas"] == json!(n)
+        && rc["status"]["replicas"].as_i64().unwrap_or(0) == n
+        && active_pods(&client, namespace, app).await.len() as i64 == n
+}
+
+/// Waits up to [`CONVERGE`] for [`is_converged`].
+pub async fn wait_converged(client: &Client, namespace: &str, name: &str, app: &str, n: i64) {
+    wait_converged_within(CONVERGE, client, namespace, name, app, n).await;
+}
+
+/// Waits up to `timeout` for [`is_converged`].
+pub async fn wait_converged_within(
+    timeout: Duration,
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    app: &str,
+    n: i64,
+) {
+    eventually(
+        timeout,
+        &format!("{namespace}/{name} to converge on {n} active pods with status.replicas {n}"),
+        || is_converged(client.clone(), namespace, name, app, n),
+    )
+    .await;
+}
+
+/// The current revision of etcd.
+pub async fn current_revision(client: &Client) -> i64 {
+    client
+        .clone()
+        .get("/kcm-test/revision-probe", None)
+        .await
+        .expect("read revision")
+        .header()
+        .expect("header")
+        .revision()
+}
+
+/// One namespace's controllers and pods at one revision, as replayed by [`replay`].
+#[derive(Debug, Default)]
+pub struct Replayed {
+    pods: HashMap<String, PodInfo>,
+    /// Active pods by their `app` label, kept as pods change.
+    active: HashMap<String, usize>,
+    controllers: HashMap<String, Value>,
+}
+
+impl Replayed {
+    /// How many pods a controller selecting `app={app}` counts.
+    pub fn active(&self, app: &str) -> usize {
+        self.active.get(app).copied().unwrap_or(0)
+    }
+
+    /// `spec.replicas` of controller `name`; `None` while it does not exist.
+    pub fn replicas(&self, name: &str) -> Option<i64> {
+        self.controllers.get(name)?["spec"]["replicas"].as_i64()
+    }
+
+    fn put_pod(&mut self, name: &str, pod: Option<PodInfo>) {
+        let old = match pod {
+            Some(pod) => self.pods.insert(name.to_owned(), pod),
+            None => self.pods.remove(name),
+        };
+        fn counted(pod: &PodInfo) -> Option<&String> {
+            pod.labels.get("app").filter(|_| pod.is_active())
+        }
+        if let Some(app) = old.as_ref().and_then(counted) {
+            *self.active.get_mut(app).expect("counted when added") -= 1;
+        }
+        if let Some(app) = self.pods.get(name).and_then(counted) {
+            *self.active.entry(app.clone()).or_default() += 1;
+        }
+    }
+}
+
+/// Replays namespace `namespace` from etcd's own history, so nothing a poller could miss:
+/// calls `visit(start, [], state)` with its controllers and pods at revision `start`, then
+/// `visit(revision, events, state)` after every later revision that touched them, with that
+/// revision's events (one transaction is one revision), up to now.
+pub async fn replay(
+    client: &Client,
+    namespace: &str,
+    start: i64,
+    mut visit: impl FnMut(i64, &[HistoryEvent], &Replayed),
+) {
+    // Inside the range read but outside every directory kcm watches: marks the history's end.
+    const SENTINEL: &str = "/registry/pods~end";
+    let pods = format!("/registry/pods/{namespace}/");
+    let controllers = format!("/registry/controllers/{namespace}/");
+    let mut state = Replayed::default();
+    let apply = |state: &mut Replayed, key: &str, value: Option<&[u8]>, revision: i64| {
+        if let Some(name) = key.strip_prefix(&pods) {
+            let pod = value.map(|value| PodInfo::parse(name.to_owned(), value, revision));
+            state.put_pod(name, pod);
+        } else if let Some(name) = key.strip_prefix(&controllers) {
+            match value {
+                Some(value) => {
+                    let document = serde_json::from_slice(value).expect("stored controller JSON");
+                    state.controllers.insert(name.to_owned(), document);
+                }
+                None => {
+                    state.controllers.remove(name);
+                }
+            }
+        }
+    };
+    for prefix in [&pods, &controllers] {
+        let options = GetOptions::new().with_prefix().with_revision(start);
+        let snapshot = kv(client)
+            .get(prefix.as_str(), Some(options))
+            .await
+            .expect("list at the start revision");
+        for kv in snapshot.kvs() {
+            let key = kv.key_str().expect("utf-8 key");
+            apply(&mut state, key, Some(kv.value()), kv.mod_revision());
+        }
+    }
+    visit(start, &[], &state);
+
+    let events = history::read(client, "/registry/", "/registry0", start, SENTINEL).await;
+    let ours =
+        |event: &&HistoryEvent| event.key.starts_with(&pods) || event.key.starts_with(&controllers);
+    let mut events = events.iter().filter(ours).peekable();
+    let mut batch = Vec::new();
+    while let Some(event) = events.next() {
+        apply(
+            &mut state,
+            &event.key,
+            event.put.then_some(&event.value[..]),
+            event.revision,
+        );
+        batch.push(event.clone());
+        if events
+            .peek()
+            .is_none_or(|next| next.revision != event.revision)
+        {
+            visit(event.revision, &batch, &state);
+            batch.clear();
+        }
+    }
+}
+
+/// The count of active `app={app}` pods in `namespace` at `start` and after every later
+/// revision that touched the namespace, from etcd's own history (see [`replay`]).
+pub async fn replay_active_counts(
+    client: &Client,
+    namespace: &str,
+    app: &str,
+    start: i64,
+) -> Vec<(i64, usize)> {
+    let mut counts = Vec::new();
+    replay(client, namespace, start, |revision, _, state| {
+        counts.push((revision, state.active(app)))
+    })
+    .await;
+    counts
+}
