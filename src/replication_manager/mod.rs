@@ -50,7 +50,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::ReplicationController;
-use crate::controller::{worker, SyncHandler};
+use crate::controller::{warn_if_stale, worker, SyncHandler};
 use crate::etcd_watcher::{BackoffConfig, Watcher};
 use crate::informer::{CachedPod, ControllerInformer, Delta, Informer, PodInformer};
 use crate::labels::Selector;
@@ -330,6 +330,19 @@ impl<P: PodControl, R: FreshReads> ReplicationManager<P, R> {
                 Trigger::Shutdown => break,
                 Trigger::Resync => {
                     tracing::debug!(controllers = index.len(), "resync");
+                    // Tests drive the loop without caches; with them, a resync from a
+                    // cache whose watch is disconnected says so.
+                    if let Some(pods) = self.inner.pods.get() {
+                        warn_if_stale("replication", "pods", &pods.metrics(), config.sync_period);
+                    }
+                    if let Some(controllers) = self.inner.controllers.get() {
+                        warn_if_stale(
+                            "replication",
+                            "replicationcontrollers",
+                            &controllers.metrics(),
+                            config.sync_period,
+                        );
+                    }
                     for key in index.keys() {
                         queue.add(key);
                     }
