@@ -265,14 +265,11 @@ pub(crate) fn reconnect_delay(short_lived: u32) -> Duration {
 /// How often a watch whose etcd stopped answering checks whether it answers again.
 const PROBE_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Whether etcd answers a cheap single-key read within two probe intervals.
-async fn answers(registry: &Registry, key: &str) -> bool {
+/// Whether etcd answers a cheap single-key read within `limit`.
+async fn answers(registry: &Registry, key: &str, limit: Duration) -> bool {
     let mut kv = registry.kv();
     let probe = kv.get(key, Some(etcd_client::GetOptions::new().with_count_only()));
-    matches!(
-        tokio::time::timeout(PROBE_INTERVAL * 2, probe).await,
-        Ok(Ok(_))
-    )
+    matches!(tokio::time::timeout(limit, probe).await, Ok(Ok(_)))
 }
 
 /// Waits out `delay`, the backoff before re-opening a watch etcd refused, with one
@@ -285,7 +282,7 @@ async fn wait_before_reopen(registry: &Registry, key: &str, delay: Duration) {
     let deadline = tokio::time::Instant::now() + delay;
     let mut unreachable = false;
     loop {
-        if answers(registry, key).await {
+        if answers(registry, key, PROBE_INTERVAL * 2).await {
             if !unreachable {
                 tokio::time::sleep_until(deadline).await;
             }
@@ -300,10 +297,21 @@ async fn wait_before_reopen(registry: &Registry, key: &str, delay: Duration) {
     }
 }
 
-/// Waits `delay`, then until etcd answers (probing every 100 ms).
+/// How long a watch whose connection dropped probes etcd before it tries to re-open
+/// anyway (the open itself is the real test; the probe only makes the re-open prompt).
+const PROBE_FOR: Duration = Duration::from_secs(3);
+
+/// Waits `delay`, then until etcd answers (probing every 100 ms), for at most
+/// [`PROBE_FOR`].
 async fn wait_until_answering(registry: &Registry, key: &str, delay: Duration) {
     tokio::time::sleep(delay).await;
-    while !answers(registry, key).await {
+    let deadline = tokio::time::Instant::now() + PROBE_FOR;
+    while tokio::time::Instant::now() < deadline {
+        // A generous limit: a probe under load, on a connection being re-established,
+        // may take longer than a probe interval and still mean "etcd is back".
+        if answers(registry, key, Duration::from_secs(1)).await {
+            return;
+        }
         tokio::time::sleep(PROBE_INTERVAL).await;
     }
 }
