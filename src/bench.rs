@@ -270,6 +270,7 @@ pub async fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
         sizes: sizes.clone(),
         manager_binary: args.manager_binary.clone(),
         curves: Mutex::default(),
+        run: Default::default(),
     };
     eprintln!(
         "kcm bench: etcd {etcd_version} at {}{}, {} scenario(s){}",
@@ -288,6 +289,7 @@ pub async fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
         for scenario in &scenarios {
             let mut runs: Vec<Vec<Row>> = Vec::with_capacity(repeat);
             for run in 0..repeat {
+                bench.run.store(run, std::sync::atomic::Ordering::Relaxed);
                 let scenario_started = Instant::now();
                 if repeat > 1 {
                     eprintln!(
@@ -610,6 +612,8 @@ struct Bench {
     sizes: Sizes,
     manager_binary: Option<PathBuf>,
     curves: Mutex<HashMap<String, HashMap<String, Curve>>>,
+    /// Which run of `--repeat` is going: each works under its own prefix.
+    run: std::sync::atomic::AtomicUsize,
 }
 
 /// An in-process replication manager under one prefix, stopped on `stop`.
@@ -627,7 +631,10 @@ impl RunningManager {
 
 impl Bench {
     fn prefix(&self, scenario: &str) -> String {
-        format!("{}/{scenario}", self.root)
+        match self.run.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => format!("{}/{scenario}", self.root),
+            run => format!("{}/{scenario}-{run}", self.root),
+        }
     }
 
     async fn registry(&self, prefix: &str) -> anyhow::Result<Registry> {
