@@ -462,10 +462,15 @@ impl Engine {
                     mut page_size,
                     yielded,
                 } => {
-                    let page = self
-                        .registry
-                        .range_page(&next, &self.range.end, pinned, &mut page_size)
-                        .await;
+                    // Boxed, like the open and the wait below: the step future is rebuilt
+                    // for every item the stream yields, so it stays small.
+                    let page = Box::pin(self.registry.range_page(
+                        &next,
+                        &self.range.end,
+                        pinned,
+                        &mut page_size,
+                    ))
+                    .await;
                     let page = match page {
                         Ok(page) => page,
                         Err(e) => {
@@ -529,7 +534,7 @@ impl Engine {
                         let from = self.revision;
                         return Some((RawItem::Resumed { from, reason }, self));
                     }
-                    match self.open().await {
+                    match Box::pin(self.open()).await {
                         Ok(stream) => {
                             self.state = State::Watching {
                                 stream: Box::new(stream),
@@ -604,7 +609,7 @@ impl Engine {
                     }
                 },
                 State::Waiting(failure) => {
-                    self.wait(&failure).await;
+                    Box::pin(self.wait(&failure)).await;
                     self.state = match failure.relist {
                         Some(ListReason::StateAt) => {
                             self.listing(ListReason::StateAt, self.revision)
