@@ -6,7 +6,9 @@
 //! - a key is never handed to two workers at once: added while being processed, it is
 //!   queued again when the worker calls [`WorkQueue::done`];
 //! - a key re-added with [`WorkQueue::add_rate_limited`] waits 5 ms × 2^failures (capped
-//!   at 1000 s) before it is handed out; [`WorkQueue::forget`] resets the count.
+//!   at 1000 s) before it is handed out; [`WorkQueue::forget`] resets the count;
+//! - a key added with [`WorkQueue::add_after`] is handed out once its delay has passed,
+//!   unless a plain add or an earlier delayed add brings it forward.
 //!
 //! Only attempts that failed count towards the backoff: an event that re-adds a key during
 //! its backoff window makes it run earlier, without raising its next delay
@@ -98,23 +100,28 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         if state.shutting_down {
             return delay;
         }
-        let due = Instant::now() + delay;
-        // An earlier pending retry (or a queued entry) already covers this one.
-        let covered = state.dirty.contains(&key)
-            || state.delayed_at.get(&key).is_some_and(|(at, _)| *at <= due);
-        if !covered {
-            if let Some((at, seq)) = state.delayed_at.remove(&key) {
-                state.delayed.remove(&(at, seq, key.clone()));
-            }
-            state.sequence += 1;
-            let seq = state.sequence;
-            state.delayed.insert((due, seq, key.clone()));
-            state.delayed_at.insert(key, (due, seq));
-        }
+        state.schedule(key, Instant::now() + delay);
         drop(state);
         // Wake a waiting worker so it re-computes its sleep deadline.
         self.ready.notify_one();
         delay
+    }
+
+    /// Queues `key` once `delay` has passed (client-go's `AddAfter`), without counting a
+    /// failure: for work that is due later, such as a minimum ready time running out. A
+    /// plain [`WorkQueue::add`] of the same key meanwhile overtakes it, and an earlier
+    /// pending add covers a later one.
+    pub fn add_after(&self, key: K, delay: Duration) {
+        if delay.is_zero() {
+            return self.add(key);
+        }
+        let mut state = self.state.lock().expect("work queue lock");
+        if state.shutting_down {
+            return;
+        }
+        state.schedule(key, Instant::now() + delay);
+        drop(state);
+        self.ready.notify_one();
     }
 
     /// Clears the failure count of `key` (after a successful sync).
@@ -207,6 +214,22 @@ impl<K: Clone + Eq + Hash + Ord> State<K> {
         if !self.processing.contains(&key) {
             self.queue.push_back(key);
         }
+    }
+
+    /// Makes `key` due at `due`, unless it is queued already or due earlier.
+    fn schedule(&mut self, key: K, due: Instant) {
+        let covered = self.dirty.contains(&key)
+            || self.delayed_at.get(&key).is_some_and(|(at, _)| *at <= due);
+        if covered {
+            return;
+        }
+        if let Some((at, seq)) = self.delayed_at.remove(&key) {
+            self.delayed.remove(&(at, seq, key.clone()));
+        }
+        self.sequence += 1;
+        let seq = self.sequence;
+        self.delayed.insert((due, seq, key.clone()));
+        self.delayed_at.insert(key, (due, seq));
     }
 
     fn promote_due(&mut self, now: Instant) {
@@ -303,5 +326,38 @@ mod tests {
         tokio::task::yield_now().await;
         queue.shut_down();
         assert_eq!(waiter.await.unwrap(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_hands_the_key_out_once_its_delay_has_passed_without_a_failure() {
+        let queue = WorkQueue::new();
+        let start = Instant::now();
+        queue.add_after("a", Duration::from_secs(30));
+        // A later delayed add does not postpone it; an earlier one brings it forward.
+        queue.add_after("a", Duration::from_secs(60));
+        queue.add_after("a", Duration::from_secs(10));
+        assert_eq!(queue.len(), 1);
+        assert_eq!(queue.get().await, Some("a"));
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        assert_eq!(queue.failures(&"a"), 0);
+        queue.done(&"a");
+        assert!(queue.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_plain_add_overtakes_a_delayed_one() {
+        let queue = WorkQueue::new();
+        let start = Instant::now();
+        queue.add_after("a", Duration::from_secs(30));
+        queue.add("a");
+        assert_eq!(queue.get().await, Some("a"));
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        queue.done(&"a");
+        assert!(queue.is_empty(), "the delayed add was superseded");
+        // And a key already queued is not delayed by a later add_after.
+        queue.add("b");
+        queue.add_after("b", Duration::from_secs(5));
+        assert_eq!(queue.get().await, Some("b"));
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
 }
