@@ -182,14 +182,19 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 pub struct ControllerManagerArgs {
-    /// Controllers to run, comma separated.
+    /// Controllers to run, comma separated, as the kube-controller-manager spells it: `*`
+    /// enables every controller that is on by default, `NAME` enables one, `-NAME` disables
+    /// one; the first mention of a controller wins. Known: replication (aliases
+    /// replicationcontroller, replicationcontroller-controller), endpoints (aliases
+    /// endpoint, endpoints-controller); both on by default.
     #[arg(
         long,
-        value_enum,
         value_delimiter = ',',
-        default_value = "replication,endpoints"
+        default_value = "*",
+        allow_hyphen_values = true,
+        value_parser = controller_manager::check_controller_entry
     )]
-    pub controllers: Vec<controller_manager::Controller>,
+    pub controllers: Vec<String>,
     /// How often every controller is synced even without events (2014: 10s).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub sync_period: Duration,
@@ -245,7 +250,7 @@ impl ControllerManagerArgs {
         controller_manager::Config {
             client: global.client_config(),
             prefix: global.prefix.clone(),
-            controllers: self.controllers.clone(),
+            controllers: controller_manager::enabled_controllers(&self.controllers),
             manager: ManagerConfig {
                 sync_period: self.sync_period,
                 concurrent_syncs: self.concurrent_rc_syncs as usize,

@@ -23,12 +23,83 @@ use crate::replication_manager::{ManagerConfig, ReplicationManager};
 use crate::status::{self, Health, Metrics};
 
 /// The controllers `kcm controller-manager` can run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Controller {
     /// The replication manager.
     Replication,
     /// The endpoints controller.
     Endpoints,
+}
+
+/// One row of the controller table (the kube-controller-manager's
+/// `NewControllerDescriptors()`): the name `--controllers` knows it by, its aliases, and
+/// whether `*` enables it.
+#[derive(Clone, Copy, Debug)]
+pub struct Descriptor {
+    pub controller: Controller,
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub disabled_by_default: bool,
+}
+
+/// Every controller kcm has, in the order they start.
+pub const DESCRIPTORS: &[Descriptor] = &[
+    Descriptor {
+        controller: Controller::Replication,
+        name: "replication",
+        aliases: &["replicationcontroller", "replicationcontroller-controller"],
+        disabled_by_default: false,
+    },
+    Descriptor {
+        controller: Controller::Endpoints,
+        name: "endpoints",
+        aliases: &["endpoint", "endpoints-controller"],
+        disabled_by_default: false,
+    },
+];
+
+/// The descriptor a `--controllers` entry names (by name or alias), if any.
+pub fn descriptor(name: &str) -> Option<&'static Descriptor> {
+    DESCRIPTORS
+        .iter()
+        .find(|d| d.name == name || d.aliases.contains(&name))
+}
+
+/// Checks one `--controllers` entry: `*`, a known name or alias, or one prefixed by `-`.
+///
+/// # Errors
+/// `"foo" is not in the list of known controllers` (the kube-controller-manager's words).
+pub fn check_controller_entry(entry: &str) -> Result<String, String> {
+    let entry = entry.trim();
+    let name = entry.strip_prefix('-').unwrap_or(entry);
+    if entry == "*" || descriptor(name).is_some() {
+        Ok(entry.to_string())
+    } else {
+        Err(format!("{name:?} is not in the list of known controllers"))
+    }
+}
+
+/// The controllers a `--controllers` list enables, in table order, with Kubernetes'
+/// rule (`IsControllerEnabled`): the first entry that names a controller (`name` or
+/// `-name`, by name or alias) decides; otherwise `*` enables it unless it is off by
+/// default; otherwise it is off. Entries must have passed [`check_controller_entry`].
+pub fn enabled_controllers(entries: &[String]) -> Vec<Controller> {
+    let star = entries.iter().any(|e| e.trim() == "*");
+    DESCRIPTORS
+        .iter()
+        .filter(|d| {
+            let explicit = entries.iter().find_map(|entry| {
+                let entry = entry.trim();
+                let (on, name) = match entry.strip_prefix('-') {
+                    Some(name) => (false, name),
+                    None => (true, entry),
+                };
+                (name == d.name || d.aliases.contains(&name)).then_some(on)
+            });
+            explicit.unwrap_or(star && !d.disabled_by_default)
+        })
+        .map(|d| d.controller)
+        .collect()
 }
 
 /// Everything `run` needs, validated.
@@ -252,5 +323,50 @@ impl Controllers<'_> {
         metrics.leader.set(0);
         health.loops_running.store(false, Ordering::SeqCst);
         replication.and(endpoints)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn check(spec: &str, expected: &[Controller]) {
+        let entries: Vec<String> = spec.split(',').map(String::from).collect();
+        for entry in &entries {
+            check_controller_entry(entry).unwrap();
+        }
+        assert_eq!(
+            enabled_controllers(&entries),
+            expected,
+            "--controllers {spec}"
+        );
+    }
+
+    #[test]
+    fn the_kubernetes_controllers_grammar() {
+        use Controller::{Endpoints, Replication};
+        check("*", &[Replication, Endpoints]);
+        check("replication", &[Replication]);
+        check("-endpoints,*", &[Replication]);
+        check("*,-endpoints", &[Replication]);
+        check("endpoints-controller", &[Endpoints]);
+        check("replication,endpoints", &[Replication, Endpoints]);
+        // The first explicit mention wins.
+        check("replication,-replication", &[Replication]);
+        check("-replicationcontroller,replication,*", &[Endpoints]);
+        // Without `*`, only what is named runs.
+        check("-endpoints", &[]);
+    }
+
+    #[test]
+    fn unknown_entries_are_refused_with_the_kubernetes_message() {
+        for entry in ["foo", "-foo"] {
+            assert_eq!(
+                check_controller_entry(entry).unwrap_err(),
+                r#""foo" is not in the list of known controllers"#
+            );
+        }
+        assert!(check_controller_entry("-endpoint").is_ok());
     }
 }

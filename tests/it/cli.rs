@@ -931,3 +931,48 @@ async fn describe_shows_the_spec_and_what_is_wrong() {
     })
     .await;
 }
+
+/// `--controllers` with an entry that names no controller (with or without `-`) exits 2
+/// before connecting, with the kube-controller-manager's words; the help lists every
+/// controller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_manager_refuses_an_unknown_controller_and_lists_the_known_ones() {
+    with_timeout(Duration::from_secs(60), async {
+        for spec in ["foo", "-foo", "replication,-foo"] {
+            // Nothing listens on port 1: the error must come before any connection.
+            let output = crate::support::kcm::run_kcm(
+                &[
+                    "controller-manager",
+                    "--controllers",
+                    spec,
+                    "--etcd-servers",
+                    "http://127.0.0.1:1",
+                ],
+                &[],
+            )
+            .await;
+            assert_eq!(output.status.code(), Some(2), "{spec}: {}", output.stderr);
+            assert!(
+                output
+                    .stderr
+                    .contains(r#""foo" is not in the list of known controllers"#),
+                "{spec}: {}",
+                output.stderr
+            );
+        }
+        let help = crate::support::kcm::run_kcm(&["controller-manager", "--help"], &[]).await;
+        for name in [
+            "replication",
+            "endpoints",
+            "endpoints-controller",
+            "on by default",
+        ] {
+            assert!(
+                help.stdout.contains(name),
+                "help names {name}: {}",
+                help.stdout
+            );
+        }
+    })
+    .await;
+}
