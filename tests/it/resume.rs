@@ -14,6 +14,7 @@ use etcd_client::{Client, GetOptions, Txn, TxnOp};
 use kcm::api::Pod;
 use kcm::etcd_watcher::{self, ResumableWatch, Update, WatchEvent};
 
+use crate::support::objects::{self, active_pods, put_controller, wait_converged_within};
 use crate::support::{with_timeout, FaultProxy};
 use crate::watcher::{
     current_revision, delete, env, pod_json, pod_key, put, put_pod, replay, summary, watcher_via,
@@ -393,54 +394,6 @@ const MANAGER_FLAGS: [&str; 6] = [
     "60s",
 ];
 
-async fn put_controller(client: &mut Client, name: &str, replicas: i64) {
-    let value = serde_json::json!({
-        "kind": "ReplicationController",
-        "apiVersion": "v1beta3",
-        "metadata": {"name": name, "namespace": "rc", "uid": format!("uid-{name}-{replicas}")},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"app": name},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "web", "image": "nginx"}]},
-            },
-        },
-    });
-    put(
-        client,
-        &format!("/registry/controllers/rc/{name}"),
-        value.to_string(),
-    )
-    .await;
-}
-
-/// Pods in namespace `rc` labelled `app={app}`.
-async fn pods_of(client: &Client, app: &str) -> Vec<String> {
-    let mut kv = client.kv_client();
-    let response = kv
-        .get("/registry/pods/rc/", Some(GetOptions::new().with_prefix()))
-        .await
-        .expect("list pods");
-    response
-        .kvs()
-        .iter()
-        .filter(|kv| {
-            serde_json::from_slice::<serde_json::Value>(kv.value())
-                .is_ok_and(|pod| pod["metadata"]["labels"]["app"] == app)
-        })
-        .map(|kv| kv.key_str().expect("utf-8").to_string())
-        .collect()
-}
-
-async fn wait_pods(client: &Client, app: &str, n: usize, within: Duration, what: &str) {
-    crate::support::eventually(within, what, || {
-        let client = client.clone();
-        async move { pods_of(&client, app).await.len() == n }
-    })
-    .await;
-}
-
 /// After etcd is restored from a snapshot its revision goes backwards. The manager's
 /// watches notice (a warning, a metric), list from scratch, and a controller created
 /// afterwards gets its pods from the watch.
@@ -457,15 +410,15 @@ async fn a_store_rewound_by_a_snapshot_restore_is_noticed_and_the_manager_conver
             &[],
         )
         .await;
-        put_controller(&mut env.client, "before", 2).await;
-        wait_pods(&env.client, "before", 2, CATCH_UP, "2 pods of `before`").await;
+        put_controller(&env.client, "rc", "before", "before", 2).await;
+        wait_converged_within(CATCH_UP, &env.client, "rc", "before", "before", 2).await;
         let dir = tempfile::tempdir().expect("temp dir");
         let snapshot = dir.path().join("backup.db");
         env.etcd.snapshot(&snapshot);
         let backed_up = current_revision(&mut env.client).await;
         // Work after the backup pushes the revision well past it.
-        put_controller(&mut env.client, "before", 40).await;
-        wait_pods(&env.client, "before", 40, CATCH_UP, "40 pods of `before`").await;
+        put_controller(&env.client, "rc", "before", "before", 40).await;
+        wait_converged_within(CATCH_UP, &env.client, "rc", "before", "before", 40).await;
         let peak = current_revision(&mut env.client).await;
 
         env.etcd.restore_snapshot(&snapshot).await;
@@ -475,23 +428,11 @@ async fn a_store_rewound_by_a_snapshot_restore_is_noticed_and_the_manager_conver
             restored < peak,
             "the restore rewound etcd ({backed_up} → {peak} → {restored})"
         );
-        put_controller(&mut client, "after", 4).await;
-        wait_pods(
-            &client,
-            "after",
-            4,
-            CATCH_UP,
-            "4 pods of a controller created after the restore",
-        )
-        .await;
-        wait_pods(
-            &client,
-            "before",
-            2,
-            CATCH_UP,
-            "`before` as the backup has it",
-        )
-        .await;
+        put_controller(&client, "rc", "after", "after", 4).await;
+        // A controller created after the restore converges, and `before` is back as the
+        // backup has it.
+        wait_converged_within(CATCH_UP, &client, "rc", "after", "after", 4).await;
+        wait_converged_within(CATCH_UP, &client, "rc", "before", "before", 2).await;
         let rewinds = manager
             .metric(r#"kcm_watch_rewinds_total{resource="pods"}"#)
             .await;
@@ -522,8 +463,8 @@ async fn ten_short_connection_resets_leave_healing_as_fast_as_before() {
             &[],
         )
         .await;
-        put_controller(&mut env.client, "web", 5).await;
-        wait_pods(&env.client, "web", 5, CATCH_UP, "5 pods").await;
+        put_controller(&env.client, "rc", "web", "web", 5).await;
+        wait_converged_within(CATCH_UP, &env.client, "rc", "web", "web", 5).await;
 
         // While the connection is down, /healthz names the disconnected watch.
         proxy.cut();
@@ -563,18 +504,12 @@ async fn ten_short_connection_resets_leave_healing_as_fast_as_before() {
             .await;
             proxy.restore();
         }
-        for round in 0..3 {
-            let pods = pods_of(&env.client, "web").await;
+        for _ in 0..3 {
+            let pods = active_pods(&env.client, "rc", "web").await;
             let victim = pods.first().expect("a pod").clone();
-            delete(&mut env.client, &victim).await;
-            wait_pods(
-                &env.client,
-                "web",
-                5,
-                Duration::from_secs(5),
-                &format!("a replacement within 5s of delete {round}"),
-            )
-            .await;
+            delete(&mut env.client, &objects::pod_key("rc", &victim)).await;
+            // A replacement within 5 s of the delete.
+            wait_converged_within(Duration::from_secs(5), &env.client, "rc", "web", "web", 5).await;
         }
     })
     .await;
