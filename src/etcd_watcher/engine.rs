@@ -556,11 +556,6 @@ impl Engine {
                     Read::Created {
                         revision,
                         cluster_id,
-                    }
-                    | Read::Progress {
-                        revision,
-                        cluster_id,
-                        notify: false,
                     } => {
                         self.metrics.set_connected();
                         if let Some(rewind) = self.rewound(revision, cluster_id) {
@@ -572,7 +567,6 @@ impl Engine {
                     Read::Progress {
                         revision,
                         cluster_id,
-                        notify: true,
                     } => {
                         if let Some(rewind) = self.rewound(revision, cluster_id) {
                             self.rewind(&rewind);
@@ -821,7 +815,6 @@ impl Engine {
             return Read::Progress {
                 revision,
                 cluster_id,
-                notify: true,
             };
         }
         Read::Events { events, cluster_id }
@@ -834,11 +827,10 @@ enum Read {
         revision: i64,
         cluster_id: u64,
     },
+    /// A progress notification: every event up to `revision` has been sent.
     Progress {
         revision: i64,
         cluster_id: u64,
-        /// A real progress notification (not a header seen in passing).
-        notify: bool,
     },
     Events {
         events: Vec<RawEvent>,
