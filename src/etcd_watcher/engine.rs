@@ -841,7 +841,7 @@ enum Read {
 
 /// Whether an etcd-client error means the connection dropped or etcd did not answer,
 /// as opposed to etcd answering with a refusal.
-pub(crate) fn is_disconnect(error: &etcd_client::Error) -> bool {
+fn is_disconnect(error: &etcd_client::Error) -> bool {
     match error {
         etcd_client::Error::GRpcStatus(status) => matches!(
             status.code(),
@@ -855,7 +855,7 @@ pub(crate) fn is_disconnect(error: &etcd_client::Error) -> bool {
     }
 }
 
-pub(crate) fn status_of(error: &StorageError) -> Status {
+fn status_of(error: &StorageError) -> Status {
     if error.is_compacted() {
         Status::gone(format!("resourceVersion too old: {error}"))
     } else {
