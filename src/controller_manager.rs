@@ -1,11 +1,15 @@
 //! `kcm controller-manager`: runs the controller loops and the status endpoint, and with
 //! `--leader-elect` only while this process leads.
 //!
-//! Mirrors 2014's `cmd/controller-manager/controller-manager.go`: each controller by
-//! name (like the later `NewControllerInitializers` map), plus `/healthz` on
-//! `--address`:`--port`. Leader election is a departure (see `leader`): the controllers
+//! Mirrors 2014's `cmd/controller-manager/controller-manager.go`, in the shape the
+//! kube-controller-manager took later (`cmd/kube-controller-manager/app`): a table of
+//! named controllers with init functions ([`descriptors`]), a `ControllerContext` with
+//! one shared informer factory per term, `StartControllers`, then the factory's start;
+//! plus `/healthz` and `/metrics` on `--address`:`--port`. Leader election is a departure (see `leader`): the controllers
 //! run under a token that is cancelled the moment the term is lost, their registry is
 //! fenced with the term's token, and a lost term is followed by a new campaign.
+
+mod descriptors;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -14,93 +18,19 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{self, ClientConfig};
-use crate::endpoints::{EndpointsConfig, EndpointsController};
+use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::Watcher;
-use crate::informer::PodInformer;
+use crate::informer::InformerFactory;
 use crate::leader::{Elector, LeaderElectionConfig};
 use crate::registry::{FenceSlot, Registry};
-use crate::replication_manager::{ManagerConfig, ReplicationManager};
+use crate::replication_manager::ManagerConfig;
 use crate::status::{self, Health, Metrics};
 
-/// The controllers `kcm controller-manager` can run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Controller {
-    /// The replication manager.
-    Replication,
-    /// The endpoints controller.
-    Endpoints,
-}
-
-/// One row of the controller table (the kube-controller-manager's
-/// `NewControllerDescriptors()`): the name `--controllers` knows it by, its aliases, and
-/// whether `*` enables it.
-#[derive(Clone, Copy, Debug)]
-pub struct Descriptor {
-    pub controller: Controller,
-    pub name: &'static str,
-    pub aliases: &'static [&'static str],
-    pub disabled_by_default: bool,
-}
-
-/// Every controller kcm has, in the order they start.
-pub const DESCRIPTORS: &[Descriptor] = &[
-    Descriptor {
-        controller: Controller::Replication,
-        name: "replication",
-        aliases: &["replicationcontroller", "replicationcontroller-controller"],
-        disabled_by_default: false,
-    },
-    Descriptor {
-        controller: Controller::Endpoints,
-        name: "endpoints",
-        aliases: &["endpoint", "endpoints-controller"],
-        disabled_by_default: false,
-    },
-];
-
-/// The descriptor a `--controllers` entry names (by name or alias), if any.
-pub fn descriptor(name: &str) -> Option<&'static Descriptor> {
-    DESCRIPTORS
-        .iter()
-        .find(|d| d.name == name || d.aliases.contains(&name))
-}
-
-/// Checks one `--controllers` entry: `*`, a known name or alias, or one prefixed by `-`.
-///
-/// # Errors
-/// `"foo" is not in the list of known controllers` (the kube-controller-manager's words).
-pub fn check_controller_entry(entry: &str) -> Result<String, String> {
-    let entry = entry.trim();
-    let name = entry.strip_prefix('-').unwrap_or(entry);
-    if entry == "*" || descriptor(name).is_some() {
-        Ok(entry.to_string())
-    } else {
-        Err(format!("{name:?} is not in the list of known controllers"))
-    }
-}
-
-/// The controllers a `--controllers` list enables, in table order, with Kubernetes'
-/// rule (`IsControllerEnabled`): the first entry that names a controller (`name` or
-/// `-name`, by name or alias) decides; otherwise `*` enables it unless it is off by
-/// default; otherwise it is off. Entries must have passed [`check_controller_entry`].
-pub fn enabled_controllers(entries: &[String]) -> Vec<Controller> {
-    let star = entries.iter().any(|e| e.trim() == "*");
-    DESCRIPTORS
-        .iter()
-        .filter(|d| {
-            let explicit = entries.iter().find_map(|entry| {
-                let entry = entry.trim();
-                let (on, name) = match entry.strip_prefix('-') {
-                    Some(name) => (false, name),
-                    None => (true, entry),
-                };
-                (name == d.name || d.aliases.contains(&name)).then_some(on)
-            });
-            explicit.unwrap_or(star && !d.disabled_by_default)
-        })
-        .map(|d| d.controller)
-        .collect()
-}
+pub use descriptors::{
+    check_controller_entry, controllers_help, descriptor, enabled_controllers, start_controllers,
+    Controller, ControllerContext, ControllerFuture, Descriptor, Init, InitFn, Settings,
+    DESCRIPTORS,
+};
 
 /// Everything `run` needs, validated.
 #[derive(Clone, Debug)]
@@ -264,8 +194,10 @@ struct Controllers<'a> {
 }
 
 impl Controllers<'_> {
-    /// Runs every selected controller until `token` is cancelled; each drains its own
-    /// workers before it returns.
+    /// Runs every selected controller until `token` is cancelled, on one informer
+    /// factory: every init function runs first (each asks for the informers it reads),
+    /// then the factory starts, so each kind is listed and watched once. Each controller
+    /// drains its own workers before it returns; the informers stop after the last one.
     async fn run(&self, token: CancellationToken) -> anyhow::Result<()> {
         let Controllers {
             config,
@@ -274,99 +206,40 @@ impl Controllers<'_> {
             metrics,
             health,
         } = self;
-        // One pod informer for both controllers: pods are watched and stored once.
-        let pods =
-            PodInformer::new((*watcher).clone()).with_backoff(config.manager.watch_backoff.clone());
-        metrics.register_watch("pods", pods.metrics());
-        let informer_stop = CancellationToken::new();
-        let replication = async {
-            if config.controllers.contains(&Controller::Replication) {
-                ReplicationManager::new(
-                    (*registry).clone(),
-                    config.manager.clone(),
-                    (*metrics).clone(),
-                )
-                .with_pod_informer(pods.clone())
-                .run((*watcher).clone(), token.clone().cancelled_owned())
-                .await
-            } else {
-                Ok(())
+        let ctx = ControllerContext {
+            registry: (*registry).clone(),
+            watcher: (*watcher).clone(),
+            informers: InformerFactory::new(
+                (*watcher).clone(),
+                config.manager.watch_backoff.clone(),
+                (*metrics).clone(),
+            ),
+            metrics: (*metrics).clone(),
+            settings: Settings {
+                replication: config.manager.clone(),
+                endpoints: config.endpoints.clone(),
+            },
+            stop: token.clone(),
+        };
+        let started = start_controllers(&ctx, DESCRIPTORS, &config.controllers);
+        ctx.informers.start();
+        tracing::debug!(informers = ?ctx.informers.resources(), "informers started");
+        let results = match started {
+            Ok(started) => {
+                health.loops_running.store(true, Ordering::SeqCst);
+                metrics.leader.set(1);
+                let (names, running): (Vec<_>, Vec<_>) = started.into_iter().unzip();
+                let results = futures::future::join_all(running).await;
+                names.into_iter().zip(results).collect()
             }
+            Err(e) => vec![("init", Err(e))],
         };
-        let endpoints = async {
-            if config.controllers.contains(&Controller::Endpoints) {
-                EndpointsController::new(
-                    (*registry).clone(),
-                    config.endpoints.clone(),
-                    (*metrics).clone(),
-                )
-                .with_pod_informer(pods.clone())
-                .run((*watcher).clone(), token.clone().cancelled_owned())
-                .await
-            } else {
-                Ok(())
-            }
-        };
-        health.loops_running.store(true, Ordering::SeqCst);
-        metrics.leader.set(1);
-        let controllers = async {
-            let results = tokio::join!(replication, endpoints);
-            informer_stop.cancel();
-            results
-        };
-        let informer = async {
-            if !config.controllers.is_empty() {
-                pods.clone().run(informer_stop.cancelled()).await;
-            }
-        };
-        let ((replication, endpoints), ()) = tokio::join!(controllers, informer);
+        token.cancel();
+        ctx.informers.shutdown().await;
         metrics.leader.set(0);
         health.loops_running.store(false, Ordering::SeqCst);
-        replication.and(endpoints)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[track_caller]
-    fn check(spec: &str, expected: &[Controller]) {
-        let entries: Vec<String> = spec.split(',').map(String::from).collect();
-        for entry in &entries {
-            check_controller_entry(entry).unwrap();
-        }
-        assert_eq!(
-            enabled_controllers(&entries),
-            expected,
-            "--controllers {spec}"
-        );
-    }
-
-    #[test]
-    fn the_kubernetes_controllers_grammar() {
-        use Controller::{Endpoints, Replication};
-        check("*", &[Replication, Endpoints]);
-        check("replication", &[Replication]);
-        check("-endpoints,*", &[Replication]);
-        check("*,-endpoints", &[Replication]);
-        check("endpoints-controller", &[Endpoints]);
-        check("replication,endpoints", &[Replication, Endpoints]);
-        // The first explicit mention wins.
-        check("replication,-replication", &[Replication]);
-        check("-replicationcontroller,replication,*", &[Endpoints]);
-        // Without `*`, only what is named runs.
-        check("-endpoints", &[]);
-    }
-
-    #[test]
-    fn unknown_entries_are_refused_with_the_kubernetes_message() {
-        for entry in ["foo", "-foo"] {
-            assert_eq!(
-                check_controller_entry(entry).unwrap_err(),
-                r#""foo" is not in the list of known controllers"#
-            );
-        }
-        assert!(check_controller_entry("-endpoint").is_ok());
+        results.into_iter().try_for_each(|(name, result)| {
+            result.map_err(|e| e.context(format!("{name} controller")))
+        })
     }
 }

@@ -8,29 +8,29 @@
 //! Endpoints are written by compare-and-swap, not last-writer-wins; and Endpoints whose
 //! Service is gone are deleted (2014 leaked them).
 //!
-//! Pods are read from the pod informer (`informer`), shared with the replication manager
-//! under `kcm controller-manager`: one pod watch and one pod store for both controllers.
+//! Services and pods are read from the shared informers (`informer`): under `kcm
+//! controller-manager` the pod informer is shared with the replication manager, so pods
+//! are watched and stored once for both controllers. The controller runs on the common
+//! runner (`controller`), which maps informer changes to Service keys through a
+//! [`SelectorIndex`].
 //!
 //! Invariant: an Endpoints object is written only when its set of entries changed, with
 //! its entries sorted, keeping the fields kcm does not know.
 
-use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use futures::future::BoxFuture;
 
 use crate::api::{Endpoints, IntOrString, ObjectMeta, Pod, Service};
-use crate::controller::{log_notice, warn_if_stale, worker, SyncHandler};
-use crate::etcd_watcher::{self, BackoffConfig, ResumableWatch, Update, WatchEvent, Watcher};
-use crate::informer::{CachedPod, Delta, Informer, PodInformer, PodPorts};
+use crate::controller::{Runner, RunnerConfig, SelectorIndex, SyncHandler};
+use crate::etcd_watcher::{BackoffConfig, Watcher};
+use crate::informer::{CachedPod, InformerFactory, PodInformer, PodPorts, ServiceInformer};
 use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
 use crate::status::Metrics;
-use crate::workqueue::WorkQueue;
 
 /// Services the 2014 controller left alone: the master's own services.
 const MASTER_SERVICES: [&str; 2] = ["kubernetes", "kubernetes-ro"];
@@ -45,9 +45,6 @@ pub struct EndpointsConfig {
     /// How long shutdown waits for in-flight syncs. Default 8 s.
     pub shutdown_timeout: Duration,
     pub watch_backoff: BackoffConfig,
-    /// How long a sync waits for the pod cache's first list before it reads etcd
-    /// instead. Default 500 ms.
-    pub cache_wait: Duration,
 }
 
 impl Default for EndpointsConfig {
@@ -57,7 +54,6 @@ impl Default for EndpointsConfig {
             concurrent_syncs: 5,
             shutdown_timeout: Duration::from_secs(8),
             watch_backoff: BackoffConfig::default(),
-            cache_wait: Duration::from_millis(500),
         }
     }
 }
@@ -119,8 +115,6 @@ pub struct EndpointsController {
     registry: Registry,
     config: EndpointsConfig,
     metrics: Arc<Metrics>,
-    /// A pod informer the caller runs (and shares); without it, `run` runs its own.
-    pods: Option<PodInformer>,
 }
 
 impl EndpointsController {
@@ -129,177 +123,163 @@ impl EndpointsController {
             registry,
             config,
             metrics,
-            pods: None,
         }
     }
 
-    /// Reads pods from `pods`, an informer the caller runs and may share.
-    pub fn with_pod_informer(mut self, pods: PodInformer) -> Self {
-        self.pods = Some(pods);
-        self
-    }
-
-    /// Runs the controller until `shutdown` resolves (same shutdown contract as the
-    /// replication manager: no new syncs, in-flight writes finish within the timeout).
+    /// Runs the controller until `shutdown` resolves, on informers of its own (the
+    /// controller manager shares one factory between its controllers instead, through
+    /// [`EndpointsController::start`]).
     ///
     /// # Errors
     /// Only for a broken setup; etcd failures are retried.
     pub async fn run(
         self,
         watcher: Watcher,
-        shutdown: impl Future<Output = ()> + Send,
+        shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let backoff = self.config.watch_backoff.clone();
-        let service_watch = watcher
-            .resumable_list::<Service>(None, "", etcd_watcher::everything())?
-            .with_backoff(backoff.clone());
-        self.metrics
-            .register_watch("services", service_watch.metrics());
-        let stop = tokio_util::sync::CancellationToken::new();
-        let mut watch_tasks = JoinSet::new();
-        let pods = match &self.pods {
-            Some(pods) => pods.clone(),
-            None => {
-                let pods: PodInformer = Informer::new(watcher.clone()).with_backoff(backoff);
-                self.metrics
-                    .register_watch("pods (endpoints)", pods.metrics());
-                watch_tasks.spawn(pods.clone().run(stop.clone().cancelled_owned()));
-                pods
-            }
-        };
-        let pod_events = pods.subscribe();
-        let result = self
-            .run_loop(pods, service_watch, pod_events, shutdown)
-            .await;
-        stop.cancel();
-        watch_tasks.shutdown().await;
-        result
+        let informers = InformerFactory::new(
+            watcher,
+            self.config.watch_backoff.clone(),
+            self.metrics.clone(),
+        );
+        let running = self.start(&informers, shutdown);
+        informers.serve(running).await
     }
 
-    async fn run_loop(
-        &self,
-        pods: PodInformer,
-        mut service_events: ResumableWatch<Service>,
-        mut pod_events: mpsc::Receiver<Delta<CachedPod>>,
-        shutdown: impl Future<Output = ()> + Send,
-    ) -> anyhow::Result<()> {
-        let queue = Arc::new(WorkQueue::<String>::new());
-        {
-            let queue = queue.clone();
-            self.metrics
-                .register_queue("endpoints", move || queue.len());
-        }
-        let pods_metrics = pods.metrics();
+    /// Sets the controller up on `informers` (services and pods) and returns it running
+    /// until `shutdown` resolves (same shutdown contract as the replication manager: no
+    /// new syncs, in-flight writes finish within the timeout). A Service is synced when
+    /// it changes, when a pod its selector matched before or after a change changes, and
+    /// every sync period; every sync period (and at once) Endpoints whose Service is gone
+    /// are found and synced, which deletes them. Subscribes at once: call it before the
+    /// factory starts.
+    pub fn start(
+        self,
+        informers: &InformerFactory,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> BoxFuture<'static, anyhow::Result<()>> {
+        let services = informers.services();
+        let pods = informers.pods();
+        let index = Arc::new(Mutex::new(SelectorIndex::default()));
+        let runner = Runner::new(
+            "endpoints",
+            RunnerConfig {
+                workers: self.config.concurrent_syncs,
+                sync_period: self.config.sync_period,
+                shutdown_timeout: self.config.shutdown_timeout,
+            },
+            self.metrics.clone(),
+        )
+        .watches(&services, {
+            let index = index.clone();
+            move |delta| {
+                let mut index = index.lock().expect("index lock");
+                match &delta.new {
+                    Some(service) => index.upsert(
+                        &delta.namespace,
+                        &delta.name,
+                        service.spec.selector.as_selector(),
+                    ),
+                    None => index.remove(&delta.namespace, &delta.name),
+                }
+                vec![delta.key()]
+            }
+        })
+        // Every pod change may change an IP, a port or membership.
+        .watches(&pods, {
+            let index = index.clone();
+            move |delta| index.lock().expect("index lock").selecting_change(delta)
+        })
+        .resync(move || index.lock().expect("index lock").keys())
+        .source(orphans(
+            self.registry.clone(),
+            services.clone(),
+            self.config.sync_period,
+        ));
         let handler: SyncHandler = {
             let registry = self.registry.clone();
             let metrics = self.metrics.clone();
-            let cache_wait = self.config.cache_wait;
             Arc::new(move |key: String| {
                 let registry = registry.clone();
                 let metrics = metrics.clone();
-                let pods = pods.clone();
+                let caches = Caches {
+                    services: services.clone(),
+                    pods: pods.clone(),
+                };
                 Box::pin(async move {
-                    let pods = PodSource::Cache(&pods, cache_wait);
-                    sync_service_endpoints(&registry, &metrics, pods, &key).await
+                    sync_service_endpoints(&registry, &metrics, Some(&caches), &key).await
                 })
             })
         };
-        let mut workers = JoinSet::new();
-        for _ in 0..self.config.concurrent_syncs.max(1) {
-            workers.spawn(worker(
-                "endpoints",
-                queue.clone(),
-                handler.clone(),
-                self.metrics.clone(),
-            ));
-        }
-        let mut index = ServiceIndex::default();
-        // The first full pass runs at once: it also deletes Endpoints left behind by
-        // Services deleted while kcm was down.
-        let mut resync = tokio::time::interval(self.config.sync_period);
-        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                biased;
-                _ = &mut shutdown => break,
-                _ = resync.tick() => {
-                    warn_if_stale("endpoints", "pods", &pods_metrics, self.config.sync_period);
-                    for key in index.keys() {
-                        queue.add(key);
-                    }
-                    match self.orphaned_endpoints(&index).await {
-                        Ok(orphans) => orphans.into_iter().for_each(|key| queue.add(key)),
-                        Err(e) => tracing::debug!(error = %e, "listing endpoints failed; next pass retries"),
-                    }
-                }
-                // Cancel-safe: the watch's work in flight lives in the stream.
-                update = service_events.next() => match update {
-                    Update::Event(WatchEvent::Added(service) | WatchEvent::Modified(service), _) => {
-                        index.upsert(&service);
-                        queue.add(service.metadata.key());
-                    }
-                    Update::Event(WatchEvent::Deleted(service), _) => {
-                        index.remove(&service.metadata);
-                        queue.add(service.metadata.key());
-                    }
-                    notice => log_notice("services", &notice),
-                },
-                Some(delta) = pod_events.recv() => {
-                    for key in index.services_for(&delta) {
-                        queue.add(key);
-                    }
-                }
-            }
-        }
-        // Unsubscribe first, so a shared informer is not held back by this loop.
-        drop(pod_events);
-        queue.shut_down();
-        let drained = tokio::time::timeout(self.config.shutdown_timeout, async {
-            while workers.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
-            tracing::warn!("in-flight endpoints syncs did not finish in time; abandoning them");
-            workers.shutdown().await;
-        }
-        Ok(())
-    }
-
-    /// Keys of Endpoints objects whose Service the index does not know.
-    async fn orphaned_endpoints(&self, index: &ServiceIndex) -> Result<Vec<String>, StorageError> {
-        let listed = self
-            .registry
-            .list::<Endpoints>(None, &Selector::everything())
-            .await?;
-        Ok(listed
-            .items
-            .iter()
-            .map(|e| e.metadata.key())
-            .filter(|key| !index.contains(key))
-            .collect())
+        Box::pin(runner.run(handler, shutdown))
     }
 }
 
-/// Where a sync reads pods from.
-#[derive(Clone, Copy)]
-pub enum PodSource<'a> {
-    /// A fresh list of the namespace (2014).
-    Etcd,
-    /// The pod informer, once it has listed (waiting at most this long, else etcd).
-    Cache(&'a PodInformer, Duration),
+/// Every `period`, starting at once, the keys of Endpoints objects whose Service the
+/// cache does not hold: 2014 leaked them when a Service was deleted while it was down.
+fn orphans(
+    registry: Registry,
+    services: ServiceInformer,
+    period: Duration,
+) -> impl futures::Stream<Item = Vec<String>> + Send + 'static {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    futures::stream::unfold(tick, move |mut tick| {
+        let registry = registry.clone();
+        let services = services.clone();
+        async move {
+            tick.tick().await;
+            let keys = match registry
+                .list::<Endpoints>(None, &Selector::everything())
+                .await
+            {
+                Ok(listed) => listed
+                    .items
+                    .iter()
+                    .map(|endpoints| &endpoints.metadata)
+                    .filter(|meta| {
+                        !services.read(&meta.namespace, |ns| {
+                            ns.is_some_and(|ns| ns.is_taken(&meta.name))
+                        })
+                    })
+                    .map(ObjectMeta::key)
+                    .collect(),
+                Err(e) => {
+                    tracing::debug!(error = %e, "listing endpoints failed; next pass retries");
+                    Vec::new()
+                }
+            };
+            Some((keys, tick))
+        }
+    })
+}
+
+/// The caches a sync reads.
+pub struct Caches {
+    pub services: ServiceInformer,
+    pub pods: PodInformer,
+}
+
+/// What the services cache says of one Service.
+enum Cached {
+    Present(Arc<Service>),
+    /// Its stored value does not decode.
+    Undecodable,
+    Absent,
 }
 
 /// `syncServiceEndpoints` for one Service: computes its endpoints from the pods in its
 /// namespace and writes them if they changed; deletes the Endpoints of a Service that is
-/// gone.
+/// gone. Reads the Service and its pods from `caches` (synced: the runner waits for
+/// them), or from etcd without caches (2014); a Service the cache does not hold is
+/// confirmed gone in etcd before its Endpoints are deleted.
 ///
 /// # Errors
 /// When etcd fails or a write conflicts (the key is retried with backoff).
 pub async fn sync_service_endpoints(
     registry: &Registry,
     metrics: &Metrics,
-    pods: PodSource<'_>,
+    caches: Option<&Caches>,
     key: &str,
 ) -> anyhow::Result<()> {
     let Some((namespace, name)) = key.split_once('/') else {
@@ -308,24 +288,41 @@ pub async fn sync_service_endpoints(
     if MASTER_SERVICES.contains(&name) {
         return Ok(());
     }
-    let service = match registry.get::<Service>(namespace, name).await {
-        Ok(service) => service,
-        Err(StorageError::NotFound { .. }) => {
-            return match registry.delete::<Endpoints>(namespace, name, None).await {
-                Ok(_) => {
-                    tracing::info!(service = %key, "service gone; deleted its endpoints");
-                    metrics.endpoints_writes.inc();
-                    Ok(())
-                }
-                Err(StorageError::NotFound { .. }) => Ok(()),
-                Err(e) => Err(e.into()),
-            };
-        }
-        Err(StorageError::Decode(e)) => {
-            tracing::debug!(service = %key, error = %e, "malformed service skipped");
+    let cached = match caches {
+        Some(caches) => caches.services.read(namespace, |ns| {
+            match ns.map(|ns| (ns.get(name), ns.is_taken(name))) {
+                Some((Some(service), _)) => Cached::Present(service.clone()),
+                Some((None, true)) => Cached::Undecodable,
+                _ => Cached::Absent,
+            }
+        }),
+        None => Cached::Absent,
+    };
+    let service = match cached {
+        Cached::Present(service) => service,
+        Cached::Undecodable => {
+            tracing::debug!(service = %key, "malformed service skipped");
             return Ok(());
         }
-        Err(e) => return Err(e.into()),
+        Cached::Absent => match registry.get::<Service>(namespace, name).await {
+            Ok(service) => Arc::new(service),
+            Err(StorageError::NotFound { .. }) => {
+                return match registry.delete::<Endpoints>(namespace, name, None).await {
+                    Ok(_) => {
+                        tracing::info!(service = %key, "service gone; deleted its endpoints");
+                        metrics.endpoints_writes.inc();
+                        Ok(())
+                    }
+                    Err(StorageError::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(e.into()),
+                };
+            }
+            Err(StorageError::Decode(e)) => {
+                tracing::debug!(service = %key, error = %e, "malformed service skipped");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        },
     };
     if service.spec.selector.is_empty() {
         // Early 2015 skipped services without selectors; an empty selector would
@@ -333,11 +330,9 @@ pub async fn sync_service_endpoints(
         return Ok(());
     }
     let selector = service.spec.selector.as_selector();
-    let selected = match pods {
-        PodSource::Cache(cache, wait) if cache.wait_for(0, wait).await => {
-            cache.select(namespace, &selector)
-        }
-        _ => registry
+    let selected = match caches {
+        Some(caches) => caches.pods.select(namespace, &selector),
+        None => registry
             .list::<Pod>(Some(namespace), &selector)
             .await?
             .items
@@ -378,63 +373,6 @@ pub async fn sync_service_endpoints(
         Err(e) => return Err(e.into()),
     }
     Ok(())
-}
-
-/// The Services the loop knows of, by namespace, so that a pod change can be mapped to
-/// the Services whose selector matched it before or after.
-#[derive(Default)]
-struct ServiceIndex {
-    selectors: HashMap<String, HashMap<String, Selector>>,
-}
-
-impl ServiceIndex {
-    fn keys(&self) -> Vec<String> {
-        self.selectors
-            .iter()
-            .flat_map(|(ns, names)| names.keys().map(move |name| format!("{ns}/{name}")))
-            .collect()
-    }
-
-    fn contains(&self, key: &str) -> bool {
-        key.split_once('/')
-            .and_then(|(ns, name)| self.selectors.get(ns).map(|names| names.contains_key(name)))
-            .unwrap_or(false)
-    }
-
-    fn upsert(&mut self, service: &Service) {
-        self.selectors
-            .entry(service.metadata.namespace.clone())
-            .or_default()
-            .insert(
-                service.metadata.name.clone(),
-                service.spec.selector.as_selector(),
-            );
-    }
-
-    fn remove(&mut self, meta: &ObjectMeta) {
-        if let Some(names) = self.selectors.get_mut(&meta.namespace) {
-            names.remove(&meta.name);
-        }
-    }
-
-    /// Every pod change may change an IP, a port or membership: queue the Services that
-    /// select the pod by its old or new labels.
-    fn services_for(&self, delta: &Delta<CachedPod>) -> Vec<String> {
-        let Some(services) = self.selectors.get(&*delta.namespace) else {
-            return Vec::new();
-        };
-        let matches = |selector: &Selector, pod: &Option<Arc<CachedPod>>| {
-            pod.as_ref()
-                .is_some_and(|pod| selector.matches(&pod.labels))
-        };
-        let mut keys: HashSet<String> = HashSet::new();
-        for (name, selector) in services {
-            if matches(selector, &delta.new) || matches(selector, &delta.old) {
-                keys.insert(format!("{}/{name}", delta.namespace));
-            }
-        }
-        keys.into_iter().collect()
-    }
 }
 
 #[cfg(test)]
@@ -520,37 +458,5 @@ mod tests {
             endpoints_for(&service, &pods),
             ["10.0.0.10:8080", "10.0.0.2:8080", "[fd00::1]:8080"]
         );
-    }
-
-    #[test]
-    fn pod_events_queue_services_matching_old_or_new_labels() {
-        let mut index = ServiceIndex::default();
-        let service = |name: &str, app: &str| -> Service {
-            serde_json::from_value(serde_json::json!({
-                "metadata": {"name": name, "namespace": "ns"},
-                "spec": {"selector": {"app": app}, "port": 80}
-            }))
-            .unwrap()
-        };
-        index.upsert(&service("web", "web"));
-        index.upsert(&service("db", "db"));
-        let web = Arc::new(CachedPod::from(&pod("p", "1.1.1.1", &[])));
-        let mut relabelled = pod("p", "1.1.1.1", &[]);
-        relabelled.metadata.labels = [("app", "db")].into_iter().collect();
-        let db = Arc::new(CachedPod::from(&relabelled));
-        let sorted = |old: Option<&Arc<CachedPod>>, new: Option<&Arc<CachedPod>>| {
-            let delta = Delta {
-                namespace: "ns".into(),
-                name: "p".into(),
-                old: old.cloned(),
-                new: new.cloned(),
-            };
-            let mut keys = index.services_for(&delta);
-            keys.sort();
-            keys
-        };
-        assert_eq!(sorted(None, Some(&web)), ["ns/web"]);
-        assert_eq!(sorted(Some(&web), Some(&db)), ["ns/db", "ns/web"]);
-        assert_eq!(sorted(Some(&db), None), ["ns/db"]);
     }
 }

@@ -45,18 +45,16 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
 
 use crate::api::ReplicationController;
-use crate::controller::{warn_if_stale, worker, SyncHandler};
+use crate::controller::{Runner, RunnerConfig, SelectorIndex, SyncHandler};
 use crate::etcd_watcher::{BackoffConfig, Watcher};
-use crate::informer::{CachedPod, ControllerInformer, Delta, Informer, PodInformer};
-use crate::labels::Selector;
+use crate::informer::{CachedPod, ControllerInformer, Delta, InformerFactory, PodInformer};
 use crate::registry::Registry;
 use crate::status::Metrics;
-use crate::workqueue::WorkQueue;
 
 pub use plan::{decide, new_pod_from_template, pod_name, Decision, SlotNames};
 pub use pod_control::{
@@ -217,216 +215,137 @@ impl<P: PodControl, R: FreshReads> ReplicationManager<P, R> {
         failures
     }
 
-    /// Runs the manager until `shutdown` resolves.
-    ///
-    /// Lists and watches controllers and pods in all namespaces through informers (the
-    /// pod informer may be shared, see [`ReplicationManager::with_pod_informer`]), waits
-    /// until both have listed, then syncs every controller, resyncs every controller each
-    /// sync period, and syncs a controller on each of its changes and on relevant pod
-    /// changes.
-    ///
-    /// Shutdown contract: after `shutdown` resolves no new sync starts, the watches are
-    /// dropped, in-flight syncs (and their creates and deletes) get up to
-    /// `shutdown_timeout` to finish, then `run` returns.
+    /// Runs the manager until `shutdown` resolves, on informers of its own (the
+    /// controller manager shares one factory between its controllers instead, through
+    /// [`ReplicationManager::start`]).
     ///
     /// # Errors
     /// Only for a broken setup; etcd failures are retried, never returned.
     pub async fn run(
         self,
         watcher: Watcher,
-        shutdown: impl Future<Output = ()> + Send,
+        shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let backoff = self.inner.config.watch_backoff.clone();
-        let stop = CancellationToken::new();
-        let mut informer_tasks = JoinSet::<()>::new();
-        let (controllers, own_controllers) = match self.inner.controllers.get() {
-            Some(controllers) => (controllers.clone(), false),
-            None => {
-                let controllers =
-                    ControllerInformer::new(watcher.clone()).with_backoff(backoff.clone());
-                self.inner
-                    .metrics
-                    .register_watch("replicationcontrollers", controllers.metrics());
-                let _ = self.inner.controllers.set(controllers.clone());
-                (controllers, true)
-            }
-        };
-        let pods = match self.inner.pods.get() {
-            Some(pods) => pods.clone(),
-            None => {
-                let pods = Informer::new(watcher.clone()).with_backoff(backoff);
-                self.inner.metrics.register_watch("pods", pods.metrics());
-                let _ = self.inner.pods.set(pods.clone());
-                informer_tasks.spawn(pods.clone().run(stop.clone().cancelled_owned()));
-                pods
-            }
-        };
-        // Subscribed before the controller informer lists, so its first list queues every
-        // controller.
-        let rc_events = controllers.subscribe();
-        let pod_events = pods.subscribe();
-        if own_controllers {
-            informer_tasks.spawn(controllers.clone().run(stop.clone().cancelled_owned()));
-        }
-        tokio::pin!(shutdown);
-        // client-go's WaitForCacheSync: no sync counts from a cache that has not listed.
-        let synced = async {
-            controllers.wait_synced().await;
-            pods.wait_synced().await;
-        };
-        let result = tokio::select! {
-            _ = &mut shutdown => Ok(()),
-            _ = synced => self.run_loop(rc_events, pod_events, shutdown).await,
-        };
-        stop.cancel();
-        informer_tasks.shutdown().await;
-        result
+        let informers = InformerFactory::new(
+            watcher,
+            self.inner.config.watch_backoff.clone(),
+            self.inner.metrics.clone(),
+        );
+        let running = self.start(&informers, shutdown);
+        informers.serve(running).await
     }
 
-    /// The loop itself, over any source of controller and pod changes (tests feed
-    /// channels).
+    /// Sets the manager up on `informers` (controllers and pods) and returns it running,
+    /// until `shutdown` resolves: it waits until both caches have listed, then syncs
+    /// every controller, resyncs every controller each sync period, and syncs a
+    /// controller on each of its changes and on relevant pod changes. Subscribes at
+    /// once: call it before the factory starts.
+    ///
+    /// Shutdown contract: after `shutdown` resolves no new sync starts, in-flight syncs
+    /// (and their creates and deletes) get up to `shutdown_timeout` to finish.
+    pub fn start(
+        self,
+        informers: &InformerFactory,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> BoxFuture<'static, anyhow::Result<()>> {
+        let controllers = informers.replication_controllers();
+        let pods = informers.pods();
+        let _ = self.inner.controllers.set(controllers.clone());
+        let _ = self.inner.pods.set(pods.clone());
+        let (runner, routes) = self.runner();
+        let inner = self.inner.clone();
+        let runner = runner
+            .watches(&controllers, {
+                let routes = routes.clone();
+                move |delta| routes.controller_changed(delta, &inner)
+            })
+            .watches(&pods, move |delta| routes.pod_changed(delta));
+        let handler = self.handler();
+        Box::pin(runner.run(handler, shutdown))
+    }
+
+    /// The loop over any source of controller and pod changes (tests feed channels).
     ///
     /// # Errors
     /// Never at present; kept fallible for future setup steps.
     pub async fn run_loop(
         &self,
-        mut rc_events: mpsc::Receiver<Delta<ReplicationController>>,
-        mut pod_events: mpsc::Receiver<Delta<CachedPod>>,
+        rc_events: mpsc::Receiver<Delta<ReplicationController>>,
+        pod_events: mpsc::Receiver<Delta<CachedPod>>,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
+        let (runner, routes) = self.runner();
+        let inner = self.inner.clone();
+        let runner = runner
+            .on(rc_events, {
+                let routes = routes.clone();
+                move |delta| routes.controller_changed(delta, &inner)
+            })
+            .on(pod_events, move |delta| routes.pod_changed(delta));
+        runner.run(self.handler(), shutdown).await
+    }
+
+    /// The manager's runner, resyncing every controller the routes know.
+    fn runner(&self) -> (Runner, Routes) {
         let config = &self.inner.config;
-        let queue = Arc::new(WorkQueue::<String>::new());
-        {
-            let queue = queue.clone();
-            self.inner
-                .metrics
-                .register_queue("replication", move || queue.len());
-        }
-        let mut workers = JoinSet::new();
-        for _ in 0..config.concurrent_syncs.max(1) {
-            workers.spawn(worker(
-                "replication",
-                queue.clone(),
-                self.handler(),
-                self.inner.metrics.clone(),
-            ));
-        }
-        let mut index = ControllerIndex::default();
-        let mut resync = tokio::time::interval_at(
-            tokio::time::Instant::now() + config.sync_period,
-            config.sync_period,
-        );
-        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tokio::pin!(shutdown);
-        loop {
-            let trigger = tokio::select! {
-                biased;
-                _ = &mut shutdown => Trigger::Shutdown,
-                _ = resync.tick() => Trigger::Resync,
-                Some(delta) = rc_events.recv() => Trigger::Controller(delta),
-                Some(delta) = pod_events.recv() => Trigger::Pod(delta),
-            };
-            match trigger {
-                Trigger::Shutdown => break,
-                Trigger::Resync => {
-                    tracing::debug!(controllers = index.len(), "resync");
-                    // Tests drive the loop without caches; with them, a resync from a
-                    // cache whose watch is disconnected says so.
-                    if let Some(pods) = self.inner.pods.get() {
-                        warn_if_stale("replication", "pods", &pods.metrics(), config.sync_period);
-                    }
-                    if let Some(controllers) = self.inner.controllers.get() {
-                        warn_if_stale(
-                            "replication",
-                            "replicationcontrollers",
-                            &controllers.metrics(),
-                            config.sync_period,
-                        );
-                    }
-                    for key in index.keys() {
-                        queue.add(key);
-                    }
-                }
-                Trigger::Controller(delta) => match &delta.new {
-                    Some(rc) => {
-                        index.upsert(rc);
-                        queue.add(delta.key());
-                    }
-                    // 2014 synced a deleted controller at its last state, which could
-                    // create orphans; a deleted (or undecodable) controller gets no more
-                    // writes.
-                    None => {
-                        let key = delta.key();
-                        index.remove(&delta.namespace, &delta.name);
-                        self.inner.forget(&key);
-                    }
-                },
-                Trigger::Pod(delta) => {
-                    for key in index.controllers_to_sync_for(&delta) {
-                        queue.add(key);
-                    }
-                }
-            }
-        }
-        tracing::info!("replication manager shutting down");
-        // Unsubscribe first, so a shared informer is not held back by this loop.
-        drop(rc_events);
-        drop(pod_events);
-        queue.shut_down();
-        let drained = tokio::time::timeout(config.shutdown_timeout, async {
-            while workers.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
-            tracing::warn!(
-                timeout = ?config.shutdown_timeout,
-                "in-flight syncs did not finish in time; abandoning them"
-            );
-            workers.shutdown().await;
-        }
-        Ok(())
+        let routes = Routes::default();
+        let runner = Runner::new(
+            "replication",
+            RunnerConfig {
+                workers: config.concurrent_syncs,
+                sync_period: config.sync_period,
+                shutdown_timeout: config.shutdown_timeout,
+            },
+            self.inner.metrics.clone(),
+        )
+        .resync({
+            let routes = routes.clone();
+            move || routes.keys()
+        });
+        (runner, routes)
     }
 }
 
-/// What woke the loop.
-enum Trigger {
-    Shutdown,
-    Resync,
-    Controller(Delta<ReplicationController>),
-    Pod(Delta<CachedPod>),
+/// Maps informer changes to the controllers to sync, through the controllers'
+/// selectors. The runner's loop is its only user; the lock is never contended.
+#[derive(Clone, Default)]
+struct Routes {
+    index: Arc<Mutex<SelectorIndex>>,
 }
 
-/// The controllers the loop knows of, by namespace, with the selectors it needs to map
-/// pod changes to them.
-#[derive(Default)]
-struct ControllerIndex {
-    selectors: HashMap<String, HashMap<String, Selector>>,
-}
-
-impl ControllerIndex {
-    fn len(&self) -> usize {
-        self.selectors.values().map(HashMap::len).sum()
+impl Routes {
+    fn index(&self) -> std::sync::MutexGuard<'_, SelectorIndex> {
+        self.index.lock().expect("routes lock")
     }
 
     fn keys(&self) -> Vec<String> {
-        self.selectors
-            .iter()
-            .flat_map(|(ns, names)| names.keys().map(move |name| format!("{ns}/{name}")))
-            .collect()
+        self.index().keys()
     }
 
-    fn upsert(&mut self, rc: &ReplicationController) {
-        self.selectors
-            .entry(rc.metadata.namespace.clone())
-            .or_default()
-            .insert(rc.metadata.name.clone(), rc.spec.selector.as_selector());
+    fn upsert(&self, rc: &ReplicationController) {
+        let meta = &rc.metadata;
+        self.index()
+            .upsert(&meta.namespace, &meta.name, rc.spec.selector.as_selector());
     }
 
-    fn remove(&mut self, namespace: &str, name: &str) {
-        if let Some(names) = self.selectors.get_mut(namespace) {
-            names.remove(name);
-            if names.is_empty() {
-                self.selectors.remove(namespace);
+    /// A changed controller is synced. 2014 synced a deleted controller at its last
+    /// state, which could create orphans; a deleted (or undecodable) controller gets no
+    /// more writes, and the manager forgets what it wrote for it.
+    fn controller_changed<P: PodControl, R: FreshReads>(
+        &self,
+        delta: &Delta<ReplicationController>,
+        inner: &Inner<P, R>,
+    ) -> Vec<String> {
+        let key = delta.key();
+        match &delta.new {
+            Some(rc) => {
+                self.upsert(rc);
+                vec![key]
+            }
+            None => {
+                self.index().remove(&delta.namespace, &delta.name);
+                inner.forget(&key);
+                Vec::new()
             }
         }
     }
@@ -434,7 +353,7 @@ impl ControllerIndex {
     /// The controllers a pod change should sync: those in the pod's namespace whose
     /// selector matches its old or new labels, when the pod was deleted (or stopped
     /// decoding), stopped being active, or changed labels.
-    fn controllers_to_sync_for(&self, delta: &Delta<CachedPod>) -> Vec<String> {
+    fn pod_changed(&self, delta: &Delta<CachedPod>) -> Vec<String> {
         let relevant = match (&delta.old, &delta.new) {
             (_, None) => true,
             (Some(old), Some(new)) => {
@@ -446,17 +365,6 @@ impl ControllerIndex {
         if !relevant {
             return Vec::new();
         }
-        let Some(controllers) = self.selectors.get(&*delta.namespace) else {
-            return Vec::new();
-        };
-        let matches = |selector: &Selector, pod: &Option<Arc<CachedPod>>| {
-            pod.as_ref()
-                .is_some_and(|pod| selector.matches(&pod.labels))
-        };
-        controllers
-            .iter()
-            .filter(|(_, selector)| matches(selector, &delta.new) || matches(selector, &delta.old))
-            .map(|(name, _)| format!("{}/{name}", delta.namespace))
-            .collect()
+        self.index().selecting_change(delta)
     }
 }

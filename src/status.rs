@@ -6,6 +6,7 @@
 //! With `--leader-elect`, a healthy standby answers 200 too, and the body's second line
 //! (`leader: true` or `leader: false (standby)`) and the `kcm_leader` gauge tell which.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,6 +32,16 @@ pub type ResourceLabel = Vec<(&'static str, &'static str)>;
 /// Reads the length of a work queue.
 type QueueDepth = Box<dyn Fn() -> usize + Send + Sync>;
 
+/// Reads whether an informer has listed.
+type SyncedProbe = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// One exported watch: its counters, and whether something runs it now (a stopped
+/// informer's watch is neither connected nor disconnected).
+struct ExportedWatch {
+    metrics: Arc<WatchMetrics>,
+    active: bool,
+}
+
 /// Every metric kcm exports. Cheap to share behind an `Arc`.
 pub struct Metrics {
     registry: PromRegistry,
@@ -54,8 +65,12 @@ pub struct Metrics {
     watch_rewinds: Family<ResourceLabel, Counter>,
     watch_skipped_keys: Family<ResourceLabel, Counter>,
     watch_disconnected: Family<ResourceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
-    watches: Mutex<Vec<(&'static str, Arc<WatchMetrics>)>>,
-    queue_sources: Mutex<Vec<(&'static str, QueueDepth)>>,
+    informer_synced: Family<ResourceLabel, Gauge>,
+    // Keyed by name, so that a new leadership term replaces its predecessor's entries
+    // instead of adding to them.
+    watches: Mutex<BTreeMap<&'static str, ExportedWatch>>,
+    queue_sources: Mutex<BTreeMap<&'static str, QueueDepth>>,
+    informers: Mutex<BTreeMap<&'static str, SyncedProbe>>,
 }
 
 impl Default for Metrics {
@@ -84,8 +99,10 @@ impl Metrics {
             watch_rewinds: Family::default(),
             watch_skipped_keys: Family::default(),
             watch_disconnected: Family::default(),
-            watches: Mutex::new(Vec::new()),
-            queue_sources: Mutex::new(Vec::new()),
+            informer_synced: Family::default(),
+            watches: Mutex::default(),
+            queue_sources: Mutex::default(),
+            informers: Mutex::default(),
             registry: PromRegistry::default(),
         };
         registry.register(
@@ -158,21 +175,74 @@ impl Metrics {
             "How long a watch has been without a live etcd watch (0 while it has one)",
             metrics.watch_disconnected.clone(),
         );
+        registry.register(
+            "informer_synced",
+            "1 once the shared informer of a resource has listed, 0 before and after it runs",
+            metrics.informer_synced.clone(),
+        );
         Metrics {
             registry,
             ..metrics
         }
     }
 
-    /// Exports a watch's counters under `resource`.
+    /// Exports a watch's counters under `resource`, replacing any watch exported under
+    /// that name before.
     pub fn register_watch(&self, resource: &'static str, watch: Arc<WatchMetrics>) {
-        self.watches
-            .lock()
-            .expect("metrics lock")
-            .push((resource, watch));
+        self.watches.lock().expect("metrics lock").insert(
+            resource,
+            ExportedWatch {
+                metrics: watch,
+                active: true,
+            },
+        );
     }
 
-    /// Exports the length of a work queue under `controller`.
+    /// The counters of the watch of `resource`, made on first use and kept for the
+    /// process's life: the informers of successive leadership terms count into the
+    /// same counters (Prometheus counters never go back).
+    pub fn watch_metrics(&self, resource: &'static str) -> Arc<WatchMetrics> {
+        let mut watches = self.watches.lock().expect("metrics lock");
+        let watch = watches.entry(resource).or_insert_with(|| ExportedWatch {
+            metrics: Arc::default(),
+            active: true,
+        });
+        watch.active = true;
+        watch.metrics.clone()
+    }
+
+    /// Exports whether the informer of `resource` has synced, as `kcm_informer_synced`.
+    pub fn register_informer(
+        &self,
+        resource: &'static str,
+        synced: impl Fn() -> bool + Send + Sync + 'static,
+    ) {
+        self.informer_synced
+            .get_or_create(&vec![("resource", resource)])
+            .set(0);
+        self.informers
+            .lock()
+            .expect("metrics lock")
+            .insert(resource, Box::new(synced));
+    }
+
+    /// The informer of `resource` stopped (its term ended): not synced, and its watch
+    /// no longer counts for `/healthz`.
+    pub fn informer_stopped(&self, resource: &'static str) {
+        self.informers
+            .lock()
+            .expect("metrics lock")
+            .remove(resource);
+        self.informer_synced
+            .get_or_create(&vec![("resource", resource)])
+            .set(0);
+        if let Some(watch) = self.watches.lock().expect("metrics lock").get_mut(resource) {
+            watch.active = false;
+        }
+    }
+
+    /// Exports the length of a work queue under `controller`, replacing any queue
+    /// exported under that name before.
     pub fn register_queue(
         &self,
         controller: &'static str,
@@ -181,14 +251,15 @@ impl Metrics {
         self.queue_sources
             .lock()
             .expect("metrics lock")
-            .push((controller, Box::new(depth)));
+            .insert(controller, Box::new(depth));
     }
 
     /// The metrics in Prometheus text format.
     pub fn render(&self) -> String {
         use std::sync::atomic::Ordering::Relaxed;
-        for (resource, watch) in self.watches.lock().expect("metrics lock").iter() {
+        for (resource, exported) in self.watches.lock().expect("metrics lock").iter() {
             let labels = vec![("resource", *resource)];
+            let watch = &exported.metrics;
             catch_up(
                 &self.watch_restarts.get_or_create(&labels),
                 watch.restarts.load(Relaxed),
@@ -212,11 +283,18 @@ impl Metrics {
                 &self.watch_skipped_keys.get_or_create(&labels),
                 watch.skipped_keys.load(Relaxed),
             );
-            self.watch_disconnected.get_or_create(&labels).set(
-                watch
-                    .disconnected_for()
-                    .map_or(0.0, |(for_, _)| for_.as_secs_f64()),
-            );
+            let disconnected = watch
+                .disconnected_for()
+                .filter(|_| exported.active)
+                .map_or(0.0, |(for_, _)| for_.as_secs_f64());
+            self.watch_disconnected
+                .get_or_create(&labels)
+                .set(disconnected);
+        }
+        for (resource, synced) in self.informers.lock().expect("metrics lock").iter() {
+            self.informer_synced
+                .get_or_create(&vec![("resource", *resource)])
+                .set(i64::from(synced()));
         }
         for (controller, depth) in self.queue_sources.lock().expect("metrics lock").iter() {
             self.queue_depth
@@ -234,8 +312,9 @@ impl Metrics {
             .lock()
             .expect("metrics lock")
             .iter()
+            .filter(|(_, watch)| watch.active)
             .filter_map(|(resource, watch)| {
-                let (for_, reason) = watch.disconnected_for()?;
+                let (for_, reason) = watch.metrics.disconnected_for()?;
                 Some((*resource, for_, reason))
             })
             .collect()
@@ -246,9 +325,8 @@ impl Metrics {
         self.watches
             .lock()
             .expect("metrics lock")
-            .iter()
-            .find(|(r, _)| *r == resource)
-            .map(|(_, w)| w.clone())
+            .get(resource)
+            .map(|w| w.metrics.clone())
     }
 }
 

@@ -90,7 +90,7 @@ impl WatchMetrics {
         }
     }
 
-    fn set_connected(&self) {
+    pub(crate) fn set_connected(&self) {
         *self.disconnected.lock().expect("metrics lock") = None;
     }
 

@@ -563,12 +563,12 @@ fn deletion_ranking() {
 
 #[test]
 fn pod_events_sync_the_controllers_whose_selector_matches_old_or_new_labels() {
-    let mut index = ControllerIndex::default();
-    index.upsert(&controller("web", 1));
-    index.upsert(&controller("db", 1));
+    let routes = Routes::default();
+    routes.upsert(&controller("web", 1));
+    routes.upsert(&controller("db", 1));
     let mut elsewhere = controller("web", 1);
     elsewhere.metadata.namespace = "other".into();
-    index.upsert(&elsewhere);
+    routes.upsert(&elsewhere);
 
     let labelled = |app_name: &str, phase| {
         Arc::new(CachedPod::from(&pod(
@@ -586,9 +586,7 @@ fn pod_events_sync_the_controllers_whose_selector_matches_old_or_new_labels() {
             old,
             new,
         };
-        let mut keys = index.controllers_to_sync_for(&delta);
-        keys.sort();
-        assert_eq!(keys, expected, "for {delta:?}");
+        assert_eq!(routes.pod_changed(&delta), expected, "for {delta:?}");
     };
     use PodPhase::*;
     // Added, then Running: nothing a controller must act on.

@@ -1,0 +1,254 @@
+//! The controller runner: what every controller repeats, written once. client-go's
+//! pattern (`Run(workers, stopCh)`: `WaitForCacheSync`, N `worker`s draining a rate
+//! limited queue, `processNextWorkItem`, `HandleCrash`) in the shape of kube-runtime's
+//! `Controller`: a controller says which informer changes map to which keys, which keys
+//! a resync queues, and how to sync one key; the runner does the rest.
+//!
+//! The runner's loop only classifies and queues: it waits on shutdown, the resync tick
+//! and the controller's sources, and turns each into keys for the queue. No IO runs in
+//! the loop; syncs run on the workers.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use futures::stream::{self, BoxStream, SelectAll};
+use futures::{FutureExt as _, Stream, StreamExt as _};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tracing::Instrument as _;
+
+use super::warn_if_stale;
+use crate::api::Object;
+use crate::etcd_watcher::WatchMetrics;
+use crate::informer::{Cached, Delta, Informer};
+use crate::status::Metrics;
+use crate::workqueue::WorkQueue;
+
+/// Syncs one object `namespace/name` (2014's injectable `syncHandler`, so loops can be
+/// tested without etcd).
+pub type SyncHandler =
+    Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>> + Send + Sync>;
+
+/// How a runner runs its controller.
+#[derive(Clone, Debug)]
+pub struct RunnerConfig {
+    /// Keys synced in parallel (`--concurrent-*-syncs`).
+    pub workers: usize,
+    /// Every key the resync returns is queued once per period; the first resync comes
+    /// one period after the caches synced (their first list queued everything).
+    pub sync_period: Duration,
+    /// How long shutdown waits for in-flight syncs.
+    pub shutdown_timeout: Duration,
+}
+
+/// Runs one controller: its queue, workers, resync tick, metrics and drain.
+pub struct Runner {
+    name: &'static str,
+    config: RunnerConfig,
+    metrics: Arc<Metrics>,
+    sources: SelectAll<BoxStream<'static, Vec<String>>>,
+    /// Resolve once the informers the controller reads have listed.
+    synced: Vec<BoxFuture<'static, ()>>,
+    /// The watches of those informers, for the stale-cache warning at resync.
+    watches: Vec<(&'static str, Arc<WatchMetrics>)>,
+    resync: Option<Box<dyn FnMut() -> Vec<String> + Send>>,
+}
+
+impl Runner {
+    /// A runner for the controller `name` (its label in metrics and logs).
+    pub fn new(name: &'static str, config: RunnerConfig, metrics: Arc<Metrics>) -> Runner {
+        Runner {
+            name,
+            config,
+            metrics,
+            sources: SelectAll::new(),
+            synced: Vec::new(),
+            watches: Vec::new(),
+            resync: None,
+        }
+    }
+
+    /// Queues the keys `map` returns for each change of `informer`, and waits for it to
+    /// list before the first sync. Subscribes at once: call it before the informer
+    /// starts, so its first list reaches the controller.
+    pub fn watches<I: Cached>(
+        mut self,
+        informer: &Informer<I>,
+        map: impl FnMut(&Delta<I>) -> Vec<String> + Send + 'static,
+    ) -> Runner {
+        let synced = informer.clone();
+        self.synced
+            .push(Box::pin(async move { synced.wait_synced().await }));
+        self.watches
+            .push((<I::Object as Object>::RESOURCE, informer.metrics()));
+        self.on(informer.subscribe(), map)
+    }
+
+    /// Queues the keys `map` returns for each item received on `changes` (the unit tests
+    /// feed channels).
+    pub fn on<T: Send + 'static>(
+        self,
+        changes: mpsc::Receiver<T>,
+        mut map: impl FnMut(&T) -> Vec<String> + Send + 'static,
+    ) -> Runner {
+        let items = stream::unfold(changes, |mut changes| async move {
+            changes.recv().await.map(|item| (item, changes))
+        });
+        self.source(items.map(move |item| map(&item)))
+    }
+
+    /// Queues the keys `keys` yields. The stream is polled by the runner's loop: it may
+    /// read (it is cancel-safe by being a stream), but should not block for long.
+    pub fn source(mut self, keys: impl Stream<Item = Vec<String>> + Send + 'static) -> Runner {
+        self.sources.push(keys.boxed());
+        self
+    }
+
+    /// Every sync period, queues the keys `keys` returns (read from caches: no IO).
+    pub fn resync(mut self, keys: impl FnMut() -> Vec<String> + Send + 'static) -> Runner {
+        self.resync = Some(Box::new(keys));
+        self
+    }
+
+    /// Runs until `shutdown` resolves: waits for the caches to list (client-go's
+    /// `WaitForCacheSync`: no sync reads a cache that has not listed), starts the
+    /// workers, and queues keys from the sources and the resync.
+    ///
+    /// Shutdown contract: after `shutdown` resolves no new sync starts, the sources are
+    /// dropped (unsubscribing from shared informers), in-flight syncs get up to
+    /// `shutdown_timeout` to finish, then `run` returns.
+    ///
+    /// # Errors
+    /// Never at present; kept fallible for setup steps to come.
+    pub async fn run(
+        self,
+        sync: SyncHandler,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
+        let Runner {
+            name,
+            config,
+            metrics,
+            mut sources,
+            synced,
+            watches,
+            mut resync,
+        } = self;
+        tokio::pin!(shutdown);
+        tokio::select! {
+            biased;
+            _ = &mut shutdown => return Ok(()),
+            _ = futures::future::join_all(synced) => {}
+        }
+        let queue = Arc::new(WorkQueue::<String>::new());
+        {
+            let queue = queue.clone();
+            metrics.register_queue(name, move || queue.len());
+        }
+        let mut workers = JoinSet::new();
+        for _ in 0..config.workers.max(1) {
+            workers.spawn(worker(name, queue.clone(), sync.clone(), metrics.clone()));
+        }
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + config.sync_period,
+            config.sync_period,
+        );
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let trigger = tokio::select! {
+                biased;
+                _ = &mut shutdown => Trigger::Shutdown,
+                _ = tick.tick() => Trigger::Resync,
+                Some(keys) = sources.next() => Trigger::Keys(keys),
+            };
+            let keys = match trigger {
+                Trigger::Shutdown => break,
+                Trigger::Resync => {
+                    for (resource, watch) in &watches {
+                        warn_if_stale(name, resource, watch, config.sync_period);
+                    }
+                    let keys = resync.as_mut().map(|keys| keys()).unwrap_or_default();
+                    tracing::debug!(controller = name, keys = keys.len(), "resync");
+                    keys
+                }
+                Trigger::Keys(keys) => keys,
+            };
+            for key in keys {
+                queue.add(key);
+            }
+        }
+        tracing::info!(controller = name, "shutting down");
+        // Unsubscribe first, so shared informers are not held back by this controller.
+        drop(sources);
+        queue.shut_down();
+        let drained = tokio::time::timeout(config.shutdown_timeout, async {
+            while workers.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                controller = name,
+                timeout = ?config.shutdown_timeout,
+                "in-flight syncs did not finish in time; abandoning them"
+            );
+            workers.shutdown().await;
+        }
+        Ok(())
+    }
+}
+
+/// What woke the runner's loop.
+enum Trigger {
+    Shutdown,
+    Resync,
+    Keys(Vec<String>),
+}
+
+/// One worker of `controller`: takes keys from the queue until it shuts down, syncs
+/// each, and re-queues failures with the key's backoff.
+async fn worker(
+    controller: &'static str,
+    queue: Arc<WorkQueue<String>>,
+    handler: SyncHandler,
+    metrics: Arc<Metrics>,
+) {
+    while let Some(key) = queue.get().await {
+        let started = Instant::now();
+        // Like 2014's util.HandleCrash: a panicking sync is logged and retried with
+        // backoff; it does not take the worker (or the process) down.
+        let result = AssertUnwindSafe(handler(key.clone()))
+            .catch_unwind()
+            .instrument(tracing::info_span!("sync", controller, key = %key))
+            .await
+            .unwrap_or_else(|panic| {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                tracing::error!(controller, %key, %message, "sync panicked");
+                Err(anyhow::anyhow!("sync panicked: {message}"))
+            });
+        metrics
+            .sync_duration
+            .get_or_create(&vec![("controller", controller)])
+            .observe(started.elapsed().as_secs_f64());
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        metrics
+            .syncs
+            .get_or_create(&vec![("controller", controller), ("result", outcome)])
+            .inc();
+        match result {
+            Ok(()) => queue.forget(&key),
+            Err(e) => {
+                let delay = queue.add_rate_limited(key.clone());
+                tracing::debug!(controller, %key, error = format!("{e:#}"), ?delay, "sync failed; retrying");
+            }
+        }
+        queue.done(&key);
+    }
+}

@@ -1,0 +1,263 @@
+//! The controller table and how controllers start: the kube-controller-manager's
+//! `NewControllerDescriptors()`, `ControllerContext`, its init functions
+//! (`cmd/kube-controller-manager/app/core.go`: `startReplicationController`,
+//! `startEndpointsController`) and `StartControllers`, plus the `--controllers` grammar
+//! (`IsControllerEnabled`).
+//!
+//! Adding a controller is one row here and one module: its init function asks the
+//! shared informer factory for the informers it reads and returns the controller's
+//! future, or declines.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::endpoints::{EndpointsConfig, EndpointsController};
+use crate::etcd_watcher::Watcher;
+use crate::informer::InformerFactory;
+use crate::registry::Registry;
+use crate::replication_manager::{ManagerConfig, ReplicationManager};
+use crate::status::Metrics;
+
+/// The controllers `kcm controller-manager` can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Controller {
+    /// The replication manager.
+    Replication,
+    /// The endpoints controller.
+    Endpoints,
+}
+
+/// One row of the controller table (the kube-controller-manager's
+/// `NewControllerDescriptors()`): the name `--controllers` knows it by, its aliases,
+/// whether `*` enables it, and the function that starts it.
+#[derive(Clone, Copy)]
+pub struct Descriptor {
+    pub controller: Controller,
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub disabled_by_default: bool,
+    pub init: InitFn,
+}
+
+impl std::fmt::Debug for Descriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Descriptor")
+            .field("name", &self.name)
+            .field("aliases", &self.aliases)
+            .field("disabled_by_default", &self.disabled_by_default)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every controller kcm has, in the order they start.
+pub const DESCRIPTORS: &[Descriptor] = &[
+    Descriptor {
+        controller: Controller::Replication,
+        name: "replication",
+        aliases: &["replicationcontroller", "replicationcontroller-controller"],
+        disabled_by_default: false,
+        init: start_replication_manager,
+    },
+    Descriptor {
+        controller: Controller::Endpoints,
+        name: "endpoints",
+        aliases: &["endpoint", "endpoints-controller"],
+        disabled_by_default: false,
+        init: start_endpoints_controller,
+    },
+];
+
+/// The descriptor a `--controllers` entry names (by name or alias), if any.
+pub fn descriptor(name: &str) -> Option<&'static Descriptor> {
+    DESCRIPTORS
+        .iter()
+        .find(|d| d.name == name || d.aliases.contains(&name))
+}
+
+/// Checks one `--controllers` entry: `*`, a known name or alias, or one prefixed by `-`.
+///
+/// # Errors
+/// `"foo" is not in the list of known controllers` (the kube-controller-manager's words).
+pub fn check_controller_entry(entry: &str) -> Result<String, String> {
+    let entry = entry.trim();
+    let name = entry.strip_prefix('-').unwrap_or(entry);
+    if entry == "*" || descriptor(name).is_some() {
+        Ok(entry.to_string())
+    } else {
+        Err(format!("{name:?} is not in the list of known controllers"))
+    }
+}
+
+/// The controllers a `--controllers` list enables, in table order, with Kubernetes'
+/// rule (`IsControllerEnabled`): the first entry that names a controller (`name` or
+/// `-name`, by name or alias) decides; otherwise `*` enables it unless it is off by
+/// default; otherwise it is off. Entries must have passed [`check_controller_entry`].
+pub fn enabled_controllers(entries: &[String]) -> Vec<Controller> {
+    let star = entries.iter().any(|e| e.trim() == "*");
+    DESCRIPTORS
+        .iter()
+        .filter(|d| {
+            let explicit = entries.iter().find_map(|entry| {
+                let entry = entry.trim();
+                let (on, name) = match entry.strip_prefix('-') {
+                    Some(name) => (false, name),
+                    None => (true, entry),
+                };
+                (name == d.name || d.aliases.contains(&name)).then_some(on)
+            });
+            explicit.unwrap_or(star && !d.disabled_by_default)
+        })
+        .map(|d| d.controller)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Starting controllers
+
+/// Every controller's settings.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    pub replication: ManagerConfig,
+    pub endpoints: EndpointsConfig,
+}
+
+/// What an init function gets: the kube-controller-manager's `ControllerContext`. One
+/// per leadership term (or per process without leader election).
+pub struct ControllerContext {
+    pub registry: Registry,
+    pub watcher: Watcher,
+    /// The term's shared informers; started after every init function ran.
+    pub informers: InformerFactory,
+    pub metrics: Arc<Metrics>,
+    pub settings: Settings,
+    /// Cancelled when the term ends or the process stops.
+    pub stop: CancellationToken,
+}
+
+/// A started controller: runs until the context's `stop` is cancelled, then drains.
+pub type ControllerFuture = BoxFuture<'static, anyhow::Result<()>>;
+
+/// What an init function did.
+pub enum Init {
+    Started(ControllerFuture),
+    /// It chose not to run, and why (logged once).
+    Declined(String),
+}
+
+/// Starts one controller on a context.
+pub type InitFn = fn(&ControllerContext) -> anyhow::Result<Init>;
+
+fn start_replication_manager(ctx: &ControllerContext) -> anyhow::Result<Init> {
+    let manager = ReplicationManager::new(
+        ctx.registry.clone(),
+        ctx.settings.replication.clone(),
+        ctx.metrics.clone(),
+    );
+    Ok(Init::Started(
+        manager.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
+    ))
+}
+
+fn start_endpoints_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
+    let controller = EndpointsController::new(
+        ctx.registry.clone(),
+        ctx.settings.endpoints.clone(),
+        ctx.metrics.clone(),
+    );
+    Ok(Init::Started(
+        controller.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
+    ))
+}
+
+/// `StartControllers`: runs the init function of every enabled controller of `table`, in
+/// table order, and returns the started ones by name. The caller starts the informer
+/// factory afterwards, so every controller subscribed before the first list.
+///
+/// # Errors
+/// When an init function fails; the controllers started before it are returned to
+/// nobody and stop with the context.
+pub fn start_controllers(
+    ctx: &ControllerContext,
+    table: &[Descriptor],
+    enabled: &[Controller],
+) -> anyhow::Result<Vec<(&'static str, ControllerFuture)>> {
+    let mut started = Vec::new();
+    for descriptor in table.iter().filter(|d| enabled.contains(&d.controller)) {
+        match (descriptor.init)(ctx)? {
+            Init::Started(future) => {
+                tracing::info!(controller = descriptor.name, "controller started");
+                started.push((descriptor.name, future));
+            }
+            Init::Declined(why) => {
+                tracing::warn!(controller = descriptor.name, reason = %why, "controller declined to start");
+            }
+        }
+    }
+    Ok(started)
+}
+
+/// The `--help` text of `--controllers`: the grammar and every name, marking those `*`
+/// leaves off.
+pub fn controllers_help() -> String {
+    let names: Vec<String> = DESCRIPTORS
+        .iter()
+        .map(|d| {
+            if d.disabled_by_default {
+                format!("{} (off by default)", d.name)
+            } else {
+                d.name.to_string()
+            }
+        })
+        .collect();
+    format!(
+        "A list of controllers to enable. '*' enables all on-by-default controllers, 'foo' enables the controller named 'foo', '-foo' disables the controller named 'foo'. All controllers: {}",
+        names.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn check(spec: &str, expected: &[Controller]) {
+        let entries: Vec<String> = spec.split(',').map(String::from).collect();
+        for entry in &entries {
+            check_controller_entry(entry).unwrap();
+        }
+        assert_eq!(
+            enabled_controllers(&entries),
+            expected,
+            "--controllers {spec}"
+        );
+    }
+
+    #[test]
+    fn the_kubernetes_controllers_grammar() {
+        use Controller::{Endpoints, Replication};
+        check("*", &[Replication, Endpoints]);
+        check("replication", &[Replication]);
+        check("-endpoints,*", &[Replication]);
+        check("*,-endpoints", &[Replication]);
+        check("endpoints-controller", &[Endpoints]);
+        check("replication,endpoints", &[Replication, Endpoints]);
+        // The first explicit mention wins.
+        check("replication,-replication", &[Replication]);
+        check("-replicationcontroller,replication,*", &[Endpoints]);
+        // Without `*`, only what is named runs.
+        check("-endpoints", &[]);
+    }
+
+    #[test]
+    fn unknown_entries_are_refused_with_the_kubernetes_message() {
+        for entry in ["foo", "-foo"] {
+            assert_eq!(
+                check_controller_entry(entry).unwrap_err(),
+                r#""foo" is not in the list of known controllers"#
+            );
+        }
+        assert!(check_controller_entry("-endpoint").is_ok());
+    }
+}

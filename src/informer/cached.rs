@@ -1,0 +1,169 @@
+//! What an informer's store keeps of each object: the [`Cached`] form of a kind. Pods
+//! are kept as a compact [`CachedPod`]; controllers and services whole.
+
+use std::sync::Arc;
+
+use crate::api::{IntOrString, Object, Pod, PodPhase, ReplicationController, Service};
+use crate::labels::Set;
+
+/// The form in which an informer stores objects of one kind.
+pub trait Cached: Send + Sync + Sized + 'static {
+    /// The stored kind.
+    type Object: Object;
+    /// Builds the cached form of a decoded object.
+    fn from_object(object: Self::Object) -> Self;
+    /// The labels the store groups and indexes items by; `None` for no label index.
+    fn labels(&self) -> Option<&Arc<Set>> {
+        None
+    }
+    /// Replaces the labels with an equal, shared copy (called before the item is stored).
+    fn share_labels(&mut self, _labels: Arc<Set>) {}
+    /// Replaces the namespace and name with the store's copies of them.
+    fn share_names(&mut self, _namespace: &Arc<str>, _name: &Arc<str>) {}
+    /// The item's `metadata.resourceVersion`.
+    fn resource_version(&self) -> i64;
+}
+
+/// Services are few and small: the store keeps them whole.
+impl Cached for Service {
+    type Object = Service;
+
+    fn from_object(object: Service) -> Self {
+        object
+    }
+
+    fn resource_version(&self) -> i64 {
+        self.metadata.resource_version.map_or(0, |rv| rv.0)
+    }
+}
+
+/// Controllers are few and small: the store keeps them whole.
+impl Cached for ReplicationController {
+    type Object = ReplicationController;
+
+    fn from_object(object: ReplicationController) -> Self {
+        object
+    }
+
+    fn resource_version(&self) -> i64 {
+        self.metadata.resource_version.map_or(0, |rv| rv.0)
+    }
+}
+
+/// What the controllers read of a pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedPod {
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    /// Shared with every other cached pod that has equal labels.
+    pub labels: Arc<Set>,
+    pub resource_version: i64,
+    pub phase: PodPhase,
+    /// `spec.host` is set (the pod is bound to a node).
+    pub assigned: bool,
+    /// RFC 3339, as stored.
+    pub creation_timestamp: Option<Box<str>>,
+    /// `status.podIP`, when set and non-empty.
+    pub pod_ip: Option<Box<str>>,
+    pub ports: PodPorts,
+}
+
+impl CachedPod {
+    /// Whether the pod counts towards a controller's replicas (`filterActivePods`).
+    pub fn is_active(&self) -> bool {
+        !matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+impl From<&Pod> for CachedPod {
+    fn from(pod: &Pod) -> CachedPod {
+        let meta = &pod.metadata;
+        CachedPod {
+            namespace: meta.namespace.as_str().into(),
+            name: meta.name.as_str().into(),
+            labels: Arc::new(meta.labels.clone()),
+            resource_version: meta.resource_version.map_or(0, |rv| rv.0),
+            phase: pod.phase(),
+            assigned: !pod.spec.host.is_empty(),
+            creation_timestamp: meta.creation_timestamp.as_deref().map(Box::from),
+            pod_ip: pod.pod_ip().map(Box::from),
+            ports: PodPorts::of(pod),
+        }
+    }
+}
+
+impl Cached for CachedPod {
+    type Object = Pod;
+
+    fn from_object(pod: Pod) -> Self {
+        CachedPod::from(&pod)
+    }
+
+    fn labels(&self) -> Option<&Arc<Set>> {
+        Some(&self.labels)
+    }
+
+    fn share_labels(&mut self, labels: Arc<Set>) {
+        self.labels = labels;
+    }
+
+    fn share_names(&mut self, namespace: &Arc<str>, name: &Arc<str>) {
+        self.namespace = namespace.clone();
+        self.name = name.clone();
+    }
+
+    fn resource_version(&self) -> i64 {
+        self.resource_version
+    }
+}
+
+/// The container ports of a pod, as `findPort` needs them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodPorts {
+    /// The first container's first port.
+    pub first: Option<i64>,
+    /// Every named port of every container, in order.
+    pub named: Box<[(Box<str>, i64)]>,
+}
+
+impl PodPorts {
+    pub fn of(pod: &Pod) -> PodPorts {
+        PodPorts {
+            first: pod
+                .spec
+                .containers
+                .first()
+                .and_then(|c| c.ports.first())
+                .map(|p| p.container_port),
+            named: pod
+                .spec
+                .containers
+                .iter()
+                .flat_map(|c| &c.ports)
+                .filter(|p| !p.name.is_empty())
+                .map(|p| (Box::from(p.name.as_str()), p.container_port))
+                .collect(),
+        }
+    }
+
+    /// `findPort`: a number is used as given; a name is looked up among every
+    /// container's ports; absent, 0 or "" means the first container's first port.
+    pub fn find(&self, container_port: Option<&IntOrString>) -> Option<u16> {
+        let port = match container_port {
+            None | Some(IntOrString::Int(0)) => self.first.filter(|p| *p > 0),
+            Some(IntOrString::String(name)) if name.is_empty() => self.first.filter(|p| *p > 0),
+            Some(IntOrString::Int(port)) => Some(*port),
+            Some(IntOrString::String(name)) => self
+                .named
+                .iter()
+                .find(|(n, _)| **n == **name)
+                .map(|(_, port)| *port),
+        };
+        port.and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0)
+    }
+}

@@ -1,0 +1,445 @@
+//! The [`Informer`]: a shared store fed by one list-and-watch of `etcd_watcher`'s
+//! engine (client-go's reflector), with subscribers that hear of every change.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use tokio::sync::{mpsc, watch};
+
+use super::store::{Change, Store};
+use super::{Cached, CachedPod, Delta, Namespace};
+use crate::api::{self, Object, ReplicationController, Service};
+use crate::etcd_watcher::{
+    relist_diff, BackoffConfig, EngineConfig, ListChange, ListReason, Range, RawEvent, RawItem,
+    RawKind, Start, WatchMetrics, Watcher, WATCH_BUFFER,
+};
+use crate::labels::Selector;
+use crate::registry::DecodeError;
+
+/// One listed key: namespace, name, its revision, and what it becomes in the store.
+type Listed<I> = (String, String, i64, Change<I>);
+
+/// How far the store has got.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Progress {
+    /// Every event up to this revision has been applied.
+    revision: i64,
+    /// The first list has been applied.
+    synced: bool,
+}
+
+struct Shared<I> {
+    watcher: Watcher,
+    store: RwLock<Store<I>>,
+    progress: watch::Sender<Progress>,
+    subscribers: Mutex<Vec<mpsc::Sender<Delta<I>>>>,
+    metrics: Arc<WatchMetrics>,
+    backoff: BackoffConfig,
+}
+
+/// A shared cache of every object of one kind under the prefix. Cheap to clone; every
+/// clone reads the same store. [`Informer::run`] feeds it; run it once.
+pub struct Informer<I> {
+    shared: Arc<Shared<I>>,
+}
+
+impl<I> Clone for Informer<I> {
+    fn clone(&self) -> Self {
+        Informer {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// The pod informer the controllers share.
+pub type PodInformer = Informer<CachedPod>;
+/// The replication manager's controller informer.
+pub type ControllerInformer = Informer<ReplicationController>;
+/// The endpoints controller's service informer.
+pub type ServiceInformer = Informer<Service>;
+
+impl<I: Cached> Informer<I> {
+    /// An informer reading through `watcher`; empty and not synced until [`Informer::run`].
+    pub fn new(watcher: Watcher) -> Informer<I> {
+        Informer {
+            shared: Arc::new(Shared {
+                watcher,
+                store: RwLock::new(Store {
+                    namespaces: HashMap::new(),
+                }),
+                progress: watch::Sender::new(Progress::default()),
+                subscribers: Mutex::new(Vec::new()),
+                metrics: Arc::default(),
+                backoff: BackoffConfig::default(),
+            }),
+        }
+    }
+
+    /// Replaces the backoff between re-opens.
+    ///
+    /// # Panics
+    /// When the informer has been cloned already: configure it before sharing it.
+    pub fn with_backoff(self, backoff: BackoffConfig) -> Self {
+        self.configure(|shared| shared.backoff = backoff)
+    }
+
+    /// Counts into `metrics` (kept across informers of the same resource, so counters
+    /// survive a new leadership term) instead of counters of its own.
+    ///
+    /// # Panics
+    /// When the informer has been cloned already.
+    pub fn with_metrics(self, metrics: Arc<WatchMetrics>) -> Self {
+        self.configure(|shared| shared.metrics = metrics)
+    }
+
+    fn configure(self, change: impl FnOnce(&mut Shared<I>)) -> Self {
+        let mut shared = Arc::try_unwrap(self.shared)
+            .unwrap_or_else(|_| panic!("configure an informer before sharing it"));
+        change(&mut shared);
+        Informer {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// The counters of the informer's watch (relists, restarts, decode errors, revision).
+    pub fn metrics(&self) -> Arc<WatchMetrics> {
+        self.shared.metrics.clone()
+    }
+
+    /// Every change from now on, after the store has applied it. A subscriber that stops
+    /// reading holds the informer back (the buffer is [`WATCH_BUFFER`]); drop the receiver
+    /// to unsubscribe.
+    pub fn subscribe(&self) -> mpsc::Receiver<Delta<I>> {
+        let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+        self.shared
+            .subscribers
+            .lock()
+            .expect("subscribers lock")
+            .push(tx);
+        rx
+    }
+
+    /// The revision up to which every event has been applied (0 before the first list).
+    pub fn revision(&self) -> i64 {
+        self.shared.progress.borrow().revision
+    }
+
+    /// Whether the first list has been applied.
+    pub fn is_synced(&self) -> bool {
+        self.shared.progress.borrow().synced
+    }
+
+    /// Waits until the store has synced and applied every event up to `revision`;
+    /// `false` if that takes longer than `timeout`.
+    pub async fn wait_for(&self, revision: i64, timeout: Duration) -> bool {
+        let mut progress = self.shared.progress.subscribe();
+        let reached = |p: &Progress| p.synced && p.revision >= revision;
+        if reached(&progress.borrow()) {
+            return true;
+        }
+        let reached = tokio::time::timeout(timeout, progress.wait_for(reached))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        reached
+    }
+
+    /// Waits until the first list has been applied (client-go's `WaitForCacheSync`).
+    pub async fn wait_synced(&self) {
+        let mut progress = self.shared.progress.subscribe();
+        let _ = progress.wait_for(|p| p.synced).await;
+    }
+
+    /// Reads the namespace under the store's read lock (`None` when it holds nothing).
+    /// Keep `read` short: the informer waits for it to apply new events.
+    pub fn read<R>(&self, namespace: &str, read: impl FnOnce(Option<&Namespace<I>>) -> R) -> R {
+        let store = self.shared.store.read().expect("store lock");
+        read(store.namespaces.get(namespace))
+    }
+
+    /// One item.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<I>> {
+        self.read(namespace, |ns| ns.and_then(|ns| ns.get(name)).cloned())
+    }
+
+    /// The items of `namespace` whose labels match `selector`.
+    pub fn select(&self, namespace: &str, selector: &Selector) -> Vec<Arc<I>> {
+        self.read(namespace, |ns| {
+            ns.map(|ns| ns.select(selector)).unwrap_or_default()
+        })
+    }
+
+    /// `namespace/name` of every item.
+    pub fn keys(&self) -> Vec<String> {
+        let store = self.shared.store.read().expect("store lock");
+        store
+            .namespaces
+            .iter()
+            .flat_map(|(ns, items)| items.items.keys().map(move |name| format!("{ns}/{name}")))
+            .collect()
+    }
+
+    /// How many items the store holds.
+    pub fn len(&self) -> usize {
+        let store = self.shared.store.read().expect("store lock");
+        store.namespaces.values().map(Namespace::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Lists, then follows the watch, until `shutdown` resolves: resumes from the last
+    /// applied revision after a disconnect, lists again after compaction (410) or when
+    /// etcd's revision went backwards, with the engine's backoff between attempts
+    /// (`etcd_watcher`'s list-and-watch engine). Never returns an error: etcd failures
+    /// are retried.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = self.reflect() => {}
+        }
+        // Stopped, not disconnected: `/healthz` must not report it.
+        self.shared.metrics.set_connected();
+    }
+
+    /// The reflector: applies the engine's items to the store.
+    async fn reflect(&self) {
+        let shared = &self.shared;
+        let config = EngineConfig {
+            range: Range::list::<I::Object>(shared.watcher.registry().prefix(), None),
+            start: Start::List,
+            resume: true,
+            // A PUT is an upsert and a DELETE a removal: no previous values needed.
+            prev_kv: false,
+            backoff: shared.backoff.clone(),
+            metrics: shared.metrics.clone(),
+        };
+        let mut raw = shared.watcher.engine(config).into_stream();
+        // The changes of a relist in progress (not the first list, which goes straight
+        // into the empty store).
+        let mut listed: Vec<Listed<I>> = Vec::new();
+        // The deltas of the first list, published once it is complete.
+        let mut first_deltas: Vec<Delta<I>> = Vec::new();
+        while let Some(item) = raw.next().await {
+            match item {
+                RawItem::Page { kvs, .. } => {
+                    let changes = kvs.iter().filter_map(|kv| self.decode(kv));
+                    if self.is_synced() {
+                        listed.extend(changes);
+                    } else {
+                        // The first list goes into the (empty) store page by page, so that
+                        // each page's pods share their label sets at once: collected
+                        // first, 100,000 pods would hold 100,000 copies of a few label
+                        // sets at the peak. Nobody reads the store before it is synced.
+                        let changes: Vec<_> = changes.collect();
+                        let mut store = shared.store.write().expect("store lock");
+                        for (namespace, name, _, change) in changes {
+                            first_deltas.extend(store.apply(&namespace, &name, change, false));
+                        }
+                    }
+                }
+                RawItem::ListFailed => {
+                    listed.clear();
+                    first_deltas.clear();
+                    if !self.is_synced() {
+                        // Start the next attempt from an empty store again.
+                        shared.store.write().expect("store lock").namespaces.clear();
+                    }
+                }
+                RawItem::Listed { reason, revision } => {
+                    let deltas = if self.is_synced() {
+                        self.replace(std::mem::take(&mut listed), reason == ListReason::Rewound)
+                    } else {
+                        std::mem::take(&mut first_deltas)
+                    };
+                    tracing::info!(
+                        resource = I::Object::RESOURCE,
+                        revision,
+                        changes = deltas.len(),
+                        ?reason,
+                        "watch listed"
+                    );
+                    if reason == ListReason::Rewound {
+                        // A new history: the old revisions mean nothing any more.
+                        self.shared.progress.send_modify(|p| p.revision = revision);
+                    }
+                    self.advance(revision, true);
+                    self.publish(deltas).await;
+                }
+                RawItem::Events(events) => {
+                    let mut highest = 0;
+                    let mut changes = Vec::with_capacity(events.len());
+                    for event in &events {
+                        highest = highest.max(event.mod_revision);
+                        let change = match event.kind {
+                            RawKind::Put => self.decode(event),
+                            RawKind::Delete => self
+                                .parse(&event.key)
+                                .map(|(ns, name)| (ns, name, event.mod_revision, Change::Remove)),
+                        };
+                        changes.extend(change);
+                    }
+                    let deltas: Vec<Delta<I>> = {
+                        let mut store = shared.store.write().expect("store lock");
+                        changes
+                            .into_iter()
+                            .filter_map(|(ns, name, _, change)| {
+                                store.apply(&ns, &name, change, false)
+                            })
+                            .collect()
+                    };
+                    shared
+                        .metrics
+                        .events
+                        .fetch_add(deltas.len() as u64, Ordering::Relaxed);
+                    self.advance(highest, false);
+                    self.publish(deltas).await;
+                }
+                RawItem::Progress(revision) => self.advance(revision, false),
+                RawItem::Resumed { from, reason } => {
+                    tracing::info!(resource = I::Object::RESOURCE, from, %reason, "watch resumed from its last resourceVersion");
+                }
+                // A resuming engine never ends on its own.
+                RawItem::Ended(status) => {
+                    tracing::error!(resource = I::Object::RESOURCE, %status, "informer watch ended");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// `namespace` and `name` of a key of this kind; `None` (counted, logged once) for a
+    /// key deeper than the layout allows.
+    fn parse(&self, key: &str) -> Option<(String, String)> {
+        let prefix = self.shared.watcher.registry().prefix();
+        match api::parse_key::<I::Object>(prefix, key) {
+            Some((namespace, name)) => Some((namespace.to_string(), name.to_string())),
+            None => {
+                self.shared.metrics.skip_key(key);
+                None
+            }
+        }
+    }
+
+    /// Decodes one stored value into a change.
+    fn decode(&self, raw: &RawEvent) -> Option<Listed<I>> {
+        let registry = self.shared.watcher.registry();
+        let (namespace, name) = self.parse(&raw.key)?;
+        let change = match api::decode::<I::Object>(
+            registry.prefix(),
+            &raw.key,
+            &raw.value,
+            raw.mod_revision,
+        ) {
+            Ok(object) => Change::Upsert(I::from_object(object)),
+            Err(e) => {
+                self.shared.metrics.undecodable(&DecodeError {
+                    kind: <I::Object as Object>::KIND,
+                    key: raw.key.clone(),
+                    revision: raw.mod_revision,
+                    message: format!("{e:#}"),
+                });
+                Change::Undecodable
+            }
+        };
+        Some((namespace, name, raw.mod_revision, change))
+    }
+
+    /// Replaces the store's contents with a relist, through the one relist diff, and
+    /// returns the deltas. After a rewind every listed item replaces its namesake, even
+    /// at an equal revision (two histories reuse revision numbers).
+    fn replace(&self, listed: Vec<Listed<I>>, rewound: bool) -> Vec<Delta<I>> {
+        let mut store = self.shared.store.write().expect("store lock");
+        let keys: Vec<String> = listed
+            .iter()
+            .map(|(namespace, name, _, _)| format!("{namespace}/{name}"))
+            .collect();
+        let known: Vec<(String, Option<i64>)> = store
+            .namespaces
+            .iter()
+            .flat_map(|(ns, items)| {
+                let decoded = items.items.iter().map(move |(name, item)| {
+                    (format!("{ns}/{name}"), Some(item.resource_version()))
+                });
+                // An undecodable name has no version: it never compares equal.
+                let undecodable = items
+                    .undecodable
+                    .iter()
+                    .map(move |name| (format!("{ns}/{name}"), None));
+                decoded.chain(undecodable)
+            })
+            .map(|(key, version)| (key, if rewound { None } else { version }))
+            .collect();
+        let listed_versions: Vec<(&str, Option<i64>, i64)> = listed
+            .iter()
+            .zip(&keys)
+            .map(|((_, _, revision, change), key)| {
+                let version = matches!(change, Change::Upsert(_)).then_some(*revision);
+                (key.as_str(), version, *revision)
+            })
+            .collect();
+        let changes = relist_diff(
+            known.iter().map(|(key, version)| (key.as_str(), *version)),
+            &listed_versions,
+        );
+        drop(listed_versions);
+        let mut listed: Vec<Option<Listed<I>>> = listed.into_iter().map(Some).collect();
+        let mut deltas = Vec::new();
+        for change in changes {
+            match change {
+                ListChange::Added(i) | ListChange::Modified(i) => {
+                    let (namespace, name, _, change) = listed[i].take().expect("each once");
+                    deltas.extend(store.apply(&namespace, &name, change, rewound));
+                }
+                ListChange::Deleted(key) => {
+                    let (namespace, name) = key.split_once('/').expect("ns/name");
+                    deltas.extend(store.apply(namespace, name, Change::Remove, false));
+                }
+            }
+        }
+        deltas
+    }
+
+    fn advance(&self, revision: i64, synced: bool) {
+        self.shared.metrics.observe_revision(revision);
+        self.shared.progress.send_if_modified(|progress| {
+            let before = *progress;
+            progress.revision = progress.revision.max(revision);
+            progress.synced |= synced;
+            *progress != before
+        });
+    }
+
+    /// Sends deltas to every subscriber, dropping those that went away.
+    async fn publish(&self, deltas: Vec<Delta<I>>) {
+        if deltas.is_empty() {
+            return;
+        }
+        let subscribers = self
+            .shared
+            .subscribers
+            .lock()
+            .expect("subscribers lock")
+            .clone();
+        let mut gone = false;
+        for subscriber in &subscribers {
+            for delta in &deltas {
+                if subscriber.send(delta.clone()).await.is_err() {
+                    gone = true;
+                    break;
+                }
+            }
+        }
+        if gone {
+            self.shared
+                .subscribers
+                .lock()
+                .expect("subscribers lock")
+                .retain(|s| !s.is_closed());
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! The store of one informer: its items by namespace and name, with an index from
+//! `key=value` label pairs to the label sets (groups of items) that carry them, and the
+//! [`Delta`] each applied change produces.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::Cached;
+use crate::labels::{Operator, Selector, Set};
+
+/// One change, as a subscriber sees it: the item before and after (`None` when absent,
+/// or when the stored value did not decode).
+#[derive(Debug)]
+pub struct Delta<I> {
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub old: Option<Arc<I>>,
+    pub new: Option<Arc<I>>,
+}
+
+impl<I> Delta<I> {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+impl<I> Clone for Delta<I> {
+    fn clone(&self) -> Self {
+        Delta {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            old: self.old.clone(),
+            new: self.new.clone(),
+        }
+    }
+}
+
+/// The items of one namespace, with the label index.
+pub struct Namespace<I> {
+    pub(super) items: HashMap<Arc<str>, Arc<I>>,
+    /// Names whose stored value does not decode: not objects, but the names are taken.
+    pub(super) undecodable: HashSet<Arc<str>>,
+    /// Items grouped by their exact label set.
+    groups: HashMap<Arc<Set>, HashSet<Arc<str>>>,
+    /// For each `key=value` pair, the label sets (groups) that contain it.
+    by_pair: HashMap<(String, String), HashSet<Arc<Set>>>,
+}
+
+impl<I> Default for Namespace<I> {
+    fn default() -> Self {
+        Namespace {
+            items: HashMap::new(),
+            undecodable: HashSet::new(),
+            groups: HashMap::new(),
+            by_pair: HashMap::new(),
+        }
+    }
+}
+
+impl<I: Cached> Namespace<I> {
+    /// A namespace holding `items` (a fresh read, for callers that cannot use the cache).
+    pub fn from_items(
+        items: impl IntoIterator<Item = I>,
+        name_of: impl Fn(&I) -> Arc<str>,
+    ) -> Self {
+        let mut namespace = Namespace::default();
+        for item in items {
+            let name = name_of(&item);
+            namespace.upsert(name, item);
+        }
+        namespace
+    }
+
+    /// Marks `name` as taken by a value that does not decode.
+    pub fn mark_undecodable(&mut self, name: Arc<str>) -> Option<Arc<I>> {
+        let old = self.remove(&name);
+        self.undecodable.insert(name);
+        old
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<I>> {
+        self.items.get(name)
+    }
+
+    /// Whether `name` is held by an item or by a value that does not decode.
+    pub fn is_taken(&self, name: &str) -> bool {
+        self.items.contains_key(name) || self.undecodable.contains(name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn items(&self) -> impl Iterator<Item = &Arc<I>> {
+        self.items.values()
+    }
+
+    fn upsert(&mut self, name: Arc<str>, mut item: I) -> (Arc<I>, Option<Arc<I>>) {
+        self.undecodable.remove(&name);
+        if let Some(labels) = item.labels() {
+            if let Some((shared, _)) = self.groups.get_key_value(&**labels) {
+                let shared = shared.clone();
+                item.share_labels(shared);
+            }
+        }
+        let item = Arc::new(item);
+        let old = self.items.insert(name.clone(), item.clone());
+        let same_group = match (&old, item.labels()) {
+            (Some(old), Some(labels)) => old.labels().is_some_and(|o| Arc::ptr_eq(o, labels)),
+            _ => false,
+        };
+        if !same_group {
+            if let Some(old) = &old {
+                self.ungroup(&name, old);
+            }
+            if let Some(labels) = item.labels() {
+                let members = self.groups.entry(labels.clone()).or_default();
+                if members.is_empty() {
+                    for (key, value) in labels.iter() {
+                        self.by_pair
+                            .entry((key.clone(), value.clone()))
+                            .or_default()
+                            .insert(labels.clone());
+                    }
+                }
+                self.groups
+                    .get_mut(&**labels)
+                    .expect("inserted above")
+                    .insert(name);
+            }
+        }
+        (item, old)
+    }
+
+    fn remove(&mut self, name: &str) -> Option<Arc<I>> {
+        self.undecodable.remove(name);
+        let old = self.items.remove(name)?;
+        self.ungroup(name, &old);
+        Some(old)
+    }
+
+    fn ungroup(&mut self, name: &str, item: &Arc<I>) {
+        let Some(labels) = item.labels() else {
+            return;
+        };
+        let Some(members) = self.groups.get_mut(&**labels) else {
+            return;
+        };
+        members.remove(name);
+        if members.is_empty() {
+            self.groups.remove(&**labels);
+            for (key, value) in labels.iter() {
+                let pair = (key.clone(), value.clone());
+                if let Some(sets) = self.by_pair.get_mut(&pair) {
+                    sets.remove(&**labels);
+                    if sets.is_empty() {
+                        self.by_pair.remove(&pair);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The items whose labels match `selector`. Uses the index when the selector has a
+    /// `key=value` requirement with a non-empty value (`key=` also matches objects without
+    /// `key`, which no pair index can find); otherwise looks at every label set once.
+    pub fn select(&self, selector: &Selector) -> Vec<Arc<I>> {
+        let indexed = selector.requirements().iter().find_map(|requirement| {
+            let value = requirement.values().first()?;
+            (matches!(
+                requirement.operator(),
+                Operator::Equals | Operator::DoubleEquals
+            ) && !value.is_empty())
+            .then(|| (requirement.key().to_string(), value.clone()))
+        });
+        let mut selected = Vec::new();
+        let mut take = |labels: &Arc<Set>| {
+            if selector.matches(labels) {
+                if let Some(members) = self.groups.get(&**labels) {
+                    selected.extend(
+                        members
+                            .iter()
+                            .filter_map(|name| self.items.get(name))
+                            .cloned(),
+                    );
+                }
+            }
+        };
+        match indexed {
+            Some(pair) => {
+                if let Some(sets) = self.by_pair.get(&pair) {
+                    sets.iter().for_each(&mut take);
+                }
+            }
+            None => self.groups.keys().for_each(&mut take),
+        }
+        selected
+    }
+}
+
+pub(super) struct Store<I> {
+    pub(super) namespaces: HashMap<Arc<str>, Namespace<I>>,
+}
+
+impl<I: Cached> Store<I> {
+    fn namespace_entry(&mut self, namespace: &str) {
+        if !self.namespaces.contains_key(namespace) {
+            self.namespaces
+                .insert(namespace.into(), Namespace::default());
+        }
+    }
+
+    fn shared_namespace(&self, namespace: &str) -> Arc<str> {
+        self.namespaces
+            .get_key_value(namespace)
+            .map_or_else(|| namespace.into(), |(ns, _)| ns.clone())
+    }
+
+    /// Applies one change and returns its delta (`None` when nothing changed).
+    /// `force` replaces an item even at an equal resourceVersion (after a rewind).
+    pub(super) fn apply(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        change: Change<I>,
+        force: bool,
+    ) -> Option<Delta<I>> {
+        self.namespace_entry(namespace);
+        let shared_namespace = self.shared_namespace(namespace);
+        let ns = self
+            .namespaces
+            .get_mut(namespace)
+            .expect("entry made above");
+        let shared_name: Arc<str> = ns
+            .items
+            .get_key_value(name)
+            .map(|(n, _)| n.clone())
+            .or_else(|| ns.undecodable.get(name).cloned())
+            .unwrap_or_else(|| name.into());
+        let (old, new) = match change {
+            Change::Upsert(mut item) => {
+                item.share_names(&shared_namespace, &shared_name);
+                if !force
+                    && ns
+                        .items
+                        .get(name)
+                        .is_some_and(|old| old.resource_version() == item.resource_version())
+                {
+                    return None;
+                }
+                let (new, old) = ns.upsert(shared_name.clone(), item);
+                (old, Some(new))
+            }
+            // Subscribers only hear of items: a name taken or freed by a value that does
+            // not decode changes no item, so it has no delta.
+            Change::Undecodable => (ns.mark_undecodable(shared_name.clone()), None),
+            Change::Remove => (ns.remove(name), None),
+        };
+        if ns.items.is_empty() && ns.undecodable.is_empty() {
+            self.namespaces.remove(namespace);
+        }
+        if old.is_none() && new.is_none() {
+            return None;
+        }
+        Some(Delta {
+            namespace: shared_namespace,
+            name: shared_name,
+            old,
+            new,
+        })
+    }
+}
+
+pub(super) enum Change<I> {
+    Upsert(I),
+    Undecodable,
+    Remove,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{
+        self, Container, ContainerPort, IntOrString, ObjectMeta, Pod, PodSpec, PodStatus,
+    };
+    use crate::informer::CachedPod;
+
+    fn pod(name: &str, app: &str, rv: i64) -> CachedPod {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                labels: [("app", app)].into_iter().collect(),
+                resource_version: Some(api::ResourceVersion(rv)),
+                ..ObjectMeta::named("ns", name)
+            },
+            spec: PodSpec {
+                containers: vec![Container {
+                    ports: vec![ContainerPort {
+                        name: "http".into(),
+                        container_port: 8080,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+            status: Some(PodStatus::default()),
+            ..Pod::default()
+        };
+        CachedPod::from(&pod)
+    }
+
+    fn names(mut pods: Vec<Arc<CachedPod>>) -> Vec<String> {
+        pods.sort_by(|a, b| a.name.cmp(&b.name));
+        pods.iter().map(|p| p.name.to_string()).collect()
+    }
+
+    #[track_caller]
+    fn check_select(store: &Store<CachedPod>, selector: &str, expected: &[&str]) {
+        let selector: Selector = selector.parse().unwrap();
+        let got = store
+            .namespaces
+            .get("ns")
+            .map(|ns| names(ns.select(&selector)))
+            .unwrap_or_default();
+        assert_eq!(got, expected, "selector {selector}");
+    }
+
+    #[test]
+    fn selection_uses_the_label_index_and_follows_changes() {
+        let mut store = Store {
+            namespaces: HashMap::new(),
+        };
+        store.apply("ns", "a", Change::Upsert(pod("a", "web", 1)), false);
+        store.apply("ns", "b", Change::Upsert(pod("b", "web", 2)), false);
+        store.apply("ns", "c", Change::Upsert(pod("c", "db", 3)), false);
+        check_select(&store, "app=web", &["a", "b"]);
+        check_select(&store, "app!=web", &["c"]);
+        check_select(&store, "", &["a", "b", "c"]);
+        check_select(&store, "app=", &[]);
+        // Relabelled: moves between groups.
+        let delta = store
+            .apply("ns", "b", Change::Upsert(pod("b", "db", 4)), false)
+            .unwrap();
+        assert_eq!(delta.old.unwrap().labels.get("app"), Some("web"));
+        check_select(&store, "app=web", &["a"]);
+        check_select(&store, "app=db", &["b", "c"]);
+        // Pods with equal labels share one label set.
+        let ns = &store.namespaces["ns"];
+        assert!(Arc::ptr_eq(
+            &ns.get("b").unwrap().labels,
+            &ns.get("c").unwrap().labels
+        ));
+        // The same revision again is no change.
+        assert!(store
+            .apply("ns", "b", Change::Upsert(pod("b", "db", 4)), false)
+            .is_none());
+    }
+
+    #[test]
+    fn an_undecodable_value_removes_the_item_and_keeps_the_name_taken() {
+        let mut store = Store {
+            namespaces: HashMap::new(),
+        };
+        store.apply("ns", "a", Change::Upsert(pod("a", "web", 1)), false);
+        let delta = store.apply("ns", "a", Change::Undecodable, false).unwrap();
+        assert!(delta.old.is_some() && delta.new.is_none());
+        let ns = &store.namespaces["ns"];
+        assert!(ns.get("a").is_none() && ns.is_taken("a"));
+        check_select(&store, "app=web", &[]);
+        // Deleted for real: the name is free again (no item changed, so no delta), and
+        // the namespace goes away.
+        assert!(store.apply("ns", "a", Change::Remove, false).is_none());
+        assert!(store.namespaces.is_empty());
+    }
+
+    #[test]
+    fn find_port_on_cached_ports() {
+        let ports = pod("a", "web", 1).ports;
+        assert_eq!(ports.find(None), Some(8080));
+        assert_eq!(
+            ports.find(Some(&IntOrString::String("http".into()))),
+            Some(8080)
+        );
+        assert_eq!(ports.find(Some(&IntOrString::String("grpc".into()))), None);
+        assert_eq!(ports.find(Some(&IntOrString::Int(70000))), None);
+    }
+}
