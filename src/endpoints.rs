@@ -341,29 +341,9 @@ pub async fn sync_service_endpoints(
             .collect(),
     };
     let entries = endpoints_for_cached(&service, &selected);
-    match registry.get::<Endpoints>(namespace, name).await {
-        Err(StorageError::NotFound { .. }) => {
-            let endpoints = Endpoints {
-                metadata: ObjectMeta::named(namespace, name),
-                endpoints: entries,
-                ..Endpoints::default()
-            };
-            registry.create(&endpoints).await?;
-            metrics.endpoints_writes.inc();
-            tracing::info!(service = %key, endpoints = ?endpoints.endpoints, "created endpoints");
-        }
-        Ok(mut current) => {
-            let mut old = current.endpoints.clone();
-            old.sort();
-            old.dedup();
-            if old == entries && current.endpoints == entries {
-                return Ok(());
-            }
-            current.endpoints = entries;
-            registry.update(&current).await?;
-            metrics.endpoints_writes.inc();
-            tracing::info!(service = %key, endpoints = ?current.endpoints, "updated endpoints");
-        }
+    let current = match registry.get::<Endpoints>(namespace, name).await {
+        Ok(current) => Some(current),
+        Err(StorageError::NotFound { .. }) => None,
         // A malformed Endpoints value is replaced: kcm owns these objects.
         Err(StorageError::Decode(e)) => {
             tracing::warn!(service = %key, error = %e, "replacing malformed endpoints");
@@ -371,8 +351,53 @@ pub async fn sync_service_endpoints(
             anyhow::bail!("replaced malformed endpoints {key}; retrying");
         }
         Err(e) => return Err(e.into()),
+    };
+    match decide(namespace, name, entries, current) {
+        Write::Nothing => {}
+        Write::Create(endpoints) => {
+            registry.create(&endpoints).await?;
+            metrics.endpoints_writes.inc();
+            tracing::info!(service = %key, endpoints = ?endpoints.endpoints, "created endpoints");
+        }
+        Write::Update(endpoints) => {
+            registry.update(&endpoints).await?;
+            metrics.endpoints_writes.inc();
+            tracing::info!(service = %key, endpoints = ?endpoints.endpoints, "updated endpoints");
+        }
     }
     Ok(())
+}
+
+/// What a sync writes for one Service.
+#[derive(Debug, PartialEq)]
+pub enum Write {
+    Nothing,
+    Create(Endpoints),
+    /// The current object with its entries replaced (its other fields kept).
+    Update(Endpoints),
+}
+
+/// Decides the write that makes `current` (the stored Endpoints of `namespace/name`, if
+/// any) hold `entries` (sorted, de-duplicated): nothing when it already holds exactly
+/// them, in that order.
+pub fn decide(
+    namespace: &str,
+    name: &str,
+    entries: Vec<String>,
+    current: Option<Endpoints>,
+) -> Write {
+    match current {
+        None => Write::Create(Endpoints {
+            metadata: ObjectMeta::named(namespace, name),
+            endpoints: entries,
+            ..Endpoints::default()
+        }),
+        Some(current) if current.endpoints == entries => Write::Nothing,
+        Some(mut current) => {
+            current.endpoints = entries;
+            Write::Update(current)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -458,5 +483,37 @@ mod tests {
             endpoints_for(&service, &pods),
             ["10.0.0.10:8080", "10.0.0.2:8080", "[fd00::1]:8080"]
         );
+    }
+
+    #[test]
+    fn a_sync_writes_only_when_the_entries_changed_and_keeps_other_fields() {
+        let entries = || vec!["10.0.0.1:80".to_string(), "10.0.0.2:80".to_string()];
+        let Write::Create(created) = decide("ns", "web", entries(), None) else {
+            panic!("absent endpoints are created");
+        };
+        assert_eq!(created.metadata.key(), "ns/web");
+        assert_eq!(created.endpoints, entries());
+        assert_eq!(
+            decide("ns", "web", entries(), Some(created.clone())),
+            Write::Nothing
+        );
+        // Unsorted or duplicated entries (written by someone else) are rewritten.
+        let mut unsorted = created.clone();
+        unsorted.endpoints.reverse();
+        assert!(matches!(
+            decide("ns", "web", entries(), Some(unsorted)),
+            Write::Update(_)
+        ));
+        let mut annotated: Endpoints = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ns", "annotations": {"a": "b"}},
+            "endpoints": ["10.0.0.9:80"],
+            "unknownField": 1
+        }))
+        .unwrap();
+        let Write::Update(updated) = decide("ns", "web", entries(), Some(annotated.clone())) else {
+            panic!("changed entries are written");
+        };
+        annotated.endpoints = entries();
+        assert_eq!(updated, annotated, "every other field is kept");
     }
 }

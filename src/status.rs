@@ -468,3 +468,53 @@ pub async fn serve(
         .await
         .context("serve the status endpoint")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(text: &str, name: &str) -> Vec<String> {
+        text.lines()
+            .filter(|line| line.starts_with(name))
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn a_second_term_replaces_the_first_terms_series_instead_of_adding_to_them() {
+        let metrics = Metrics::new();
+        for term in 0..3 {
+            let watch = metrics.watch_metrics("pods");
+            watch.restarts.fetch_add(1, Ordering::Relaxed);
+            metrics.register_informer("pods", move || term >= 1);
+            metrics.register_queue("replication", move || term);
+            let text = metrics.render();
+            assert_eq!(
+                series(&text, "kcm_workqueue_depth"),
+                [format!(
+                    "kcm_workqueue_depth{{controller=\"replication\"}} {term}"
+                )]
+            );
+            assert_eq!(
+                series(&text, "kcm_informer_synced"),
+                [format!(
+                    "kcm_informer_synced{{resource=\"pods\"}} {}",
+                    i64::from(term >= 1)
+                )]
+            );
+            // The counter goes on counting across terms; it never goes back.
+            assert_eq!(
+                series(&text, "kcm_watch_restarts_total"),
+                [format!(
+                    "kcm_watch_restarts_total{{resource=\"pods\"}} {}",
+                    term + 1
+                )]
+            );
+            metrics.informer_stopped("pods");
+            assert_eq!(
+                series(&metrics.render(), "kcm_informer_synced"),
+                ["kcm_informer_synced{resource=\"pods\"} 0"]
+            );
+        }
+    }
+}

@@ -260,4 +260,74 @@ mod tests {
         }
         assert!(check_controller_entry("-endpoint").is_ok());
     }
+
+    async fn context() -> ControllerContext {
+        // Connecting without credentials is lazy: nothing here talks to etcd.
+        let client = etcd_client::Client::connect(["http://127.0.0.1:1"], None)
+            .await
+            .unwrap();
+        let registry = Registry::new(&client, "/registry").unwrap();
+        let watcher = Watcher::new(&client, registry.clone());
+        let metrics = Arc::new(Metrics::new());
+        ControllerContext {
+            informers: InformerFactory::new(watcher.clone(), Default::default(), metrics.clone()),
+            registry,
+            watcher,
+            metrics,
+            settings: Settings::default(),
+            stop: CancellationToken::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn each_kind_is_asked_for_only_by_the_controllers_that_read_it() {
+        use Controller::{Endpoints, Replication};
+        for (enabled, informers) in [
+            (
+                &[Replication, Endpoints][..],
+                &["replicationcontrollers", "pods", "services"][..],
+            ),
+            (&[Replication], &["replicationcontrollers", "pods"]),
+            (&[Endpoints], &["services", "pods"]),
+            (&[], &[]),
+        ] {
+            let ctx = context().await;
+            let started = start_controllers(&ctx, DESCRIPTORS, enabled).unwrap();
+            let names: Vec<_> = started.iter().map(|(name, _)| *name).collect();
+            let expected: Vec<_> = DESCRIPTORS
+                .iter()
+                .filter(|d| enabled.contains(&d.controller))
+                .map(|d| d.name)
+                .collect();
+            assert_eq!(names, expected);
+            assert_eq!(ctx.informers.resources(), informers, "{enabled:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_declining_controller_is_skipped_and_the_others_start() {
+        let declines: InitFn = |_| Ok(Init::Declined("nothing to do".into()));
+        let starts: InitFn = |_| Ok(Init::Started(Box::pin(async { Ok(()) })));
+        let table = [
+            Descriptor {
+                init: declines,
+                ..DESCRIPTORS[0]
+            },
+            Descriptor {
+                init: starts,
+                ..DESCRIPTORS[1]
+            },
+        ];
+        let ctx = context().await;
+        let all = [Controller::Replication, Controller::Endpoints];
+        let started = start_controllers(&ctx, &table, &all).unwrap();
+        assert_eq!(started.len(), 1);
+        assert_eq!(started[0].0, "endpoints");
+        let failing: InitFn = |_| anyhow::bail!("no settings");
+        let table = [Descriptor {
+            init: failing,
+            ..DESCRIPTORS[0]
+        }];
+        assert!(start_controllers(&ctx, &table, &all).is_err());
+    }
 }
