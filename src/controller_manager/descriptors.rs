@@ -198,22 +198,28 @@ pub fn start_controllers(
     Ok(started)
 }
 
-/// The `--help` text of `--controllers`: the grammar and every name, marking those `*`
-/// leaves off.
+/// The `--help` text of `--controllers`, in the kube-controller-manager's words: the
+/// grammar, every controller, and the ones `*` leaves off.
 pub fn controllers_help() -> String {
-    let names: Vec<String> = DESCRIPTORS
-        .iter()
-        .map(|d| {
-            if d.disabled_by_default {
-                format!("{} (off by default)", d.name)
-            } else {
-                d.name.to_string()
-            }
-        })
-        .collect();
+    let names = |filter: fn(&Descriptor) -> bool| {
+        let names: Vec<String> = DESCRIPTORS
+            .iter()
+            .filter(|d| filter(d))
+            .map(|d| match d.aliases {
+                [] => d.name.to_string(),
+                aliases => format!("{} (aliases {})", d.name, aliases.join(", ")),
+            })
+            .collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join("; ")
+        }
+    };
     format!(
-        "A list of controllers to enable. '*' enables all on-by-default controllers, 'foo' enables the controller named 'foo', '-foo' disables the controller named 'foo'. All controllers: {}",
-        names.join(", ")
+        "A list of controllers to enable. '*' enables all on-by-default controllers, 'foo' enables the controller named 'foo', '-foo' disables the controller named 'foo'; the first mention of a controller wins.\nAll controllers: {}.\nDisabled-by-default controllers: {}.",
+        names(|_| true),
+        names(|d| d.disabled_by_default),
     )
 }
 
