@@ -10,7 +10,8 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
-use crate::support::{kcm_bin, start_etcd, with_timeout, EtcdServer};
+use crate::support::kcm::kcm_command;
+use crate::support::{start_etcd, with_timeout, EtcdServer};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// Bound on waiting for one line of output.
@@ -118,12 +119,10 @@ struct KcmWatch {
 
 impl KcmWatch {
     fn spawn(args: &[&str]) -> KcmWatch {
-        let mut child = Command::new(kcm_bin())
+        let mut child = kcm_command()
             .args(args)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("spawn kcm");
         KcmWatch {
@@ -302,7 +301,7 @@ async fn kcm_watch_raw_adds_the_etcd_event() {
 async fn kcm_watch_rejects_a_bad_selector_before_connecting() {
     with_timeout(LIMIT, async {
         // Nothing listens on port 1: a selector error must come before any connection.
-        let output = Command::new(kcm_bin())
+        let output = kcm_command()
             .args([
                 "watch",
                 "pods",
@@ -311,8 +310,6 @@ async fn kcm_watch_rejects_a_bad_selector_before_connecting() {
                 "--etcd-servers",
                 "http://127.0.0.1:1",
             ])
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
             .output()
             .await
             .expect("run kcm");

@@ -301,6 +301,16 @@ pub async fn active_pods(client: &Client, namespace: &str, app: &str) -> BTreeSe
         .collect()
 }
 
+/// How many pods in `namespace` are active (Pending, Running or Unknown), whatever their
+/// labels.
+pub async fn n_active(client: &Client, namespace: &str) -> usize {
+    pods(client, namespace)
+        .await
+        .values()
+        .filter(|pod| pod.is_active())
+        .count()
+}
+
 /// Whether controller `namespace/name` (selecting `app={app}`) wants `replicas`, has exactly
 /// that many active pods and has written that count to its status.
 pub async fn is_converged(client: Client, namespace: &str, name: &str, app: &str, n: i64) -> bool {
