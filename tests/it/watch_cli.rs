@@ -11,26 +11,12 @@ use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
 use crate::support::kcm::kcm_command;
+use crate::support::objects::{pod_json, pod_key};
 use crate::support::{start_etcd, with_timeout, EtcdServer};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// Bound on waiting for one line of output.
 const LINE_DEADLINE: Duration = Duration::from_secs(30);
-
-fn pod_key(namespace: &str, name: &str) -> String {
-    format!("/registry/pods/{namespace}/{name}")
-}
-
-/// A stored pod document labelled `app={app}`.
-fn pod_json(namespace: &str, name: &str, app: &str) -> String {
-    serde_json::json!({
-        "kind": "Pod",
-        "apiVersion": "v1beta3",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-    })
-    .to_string()
-}
 
 /// Scripted writes with `etcdctl` (API v3) when it is installed, else with etcd-client.
 /// Every write returns the revision etcd acknowledged.
@@ -90,8 +76,11 @@ impl Etcdctl {
     }
 
     async fn put_pod(&mut self, namespace: &str, name: &str, app: &str) -> i64 {
-        self.put(&pod_key(namespace, name), &pod_json(namespace, name, app))
-            .await
+        self.put(
+            &pod_key(namespace, name),
+            &pod_json(namespace, name, app).to_string(),
+        )
+        .await
     }
 
     async fn delete_pod(&mut self, namespace: &str, name: &str) -> i64 {
