@@ -241,10 +241,22 @@ async fn each_kind_is_watched_once_by_kcm_and_by_etcd_s_count() {
         };
         put_one_of_each(&etcd.client().await).await;
         // Both controllers share the pod informer: pods are watched once, not twice.
-        check_controllers(&etcd, "*", &CONTROLLERS, &KINDS).await;
+        let all = check_controllers(&etcd, "*", &CONTROLLERS, &KINDS).await;
         // Without the endpoints controller nothing watches services.
         let replication = ["pods", "replicationcontrollers"];
-        check_controllers(&etcd, "replication", &["replication"], &replication).await;
+        let some = check_controllers(&etcd, "replication", &["replication"], &replication).await;
+
+        // kcm says so itself: one synced informer per kind it watches, none for the others.
+        for (metrics, kinds) in [(&all, &KINDS[..]), (&some, &replication[..])] {
+            for kind in KINDS {
+                let series = format!(r#"kcm_informer_synced{{resource="{kind}"}} 1"#);
+                assert_eq!(
+                    metrics.lines().any(|line| line == series),
+                    kinds.contains(&kind),
+                    "{series}: {metrics}"
+                );
+            }
+        }
     })
     .await;
 }
