@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use etcd_client::GetOptions;
 use serde_json::Value;
-use tokio::process::Command;
 
 use crate::support::etcd::etcd_binary;
-use crate::support::{kcm_bin, start_etcd, with_timeout};
+use crate::support::kcm::kcm_command;
+use crate::support::{start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -32,13 +32,12 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
         };
         let dir = tempfile::tempdir().expect("temp dir");
         let (json, svg) = (dir.path().join("bench.json"), dir.path().join("bench.svg"));
-        let output = Command::new(kcm_bin())
+        let output = kcm_command()
             .args(["--etcd-servers", &etcd.endpoint(), "bench", "--quick"])
             .arg("--json")
             .arg(&json)
             .arg("--svg")
             .arg(&svg)
-            .env_remove("KCM_ETCD_SERVERS")
             .output()
             .await
             .expect("run kcm bench");
@@ -126,11 +125,10 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
 async fn bench_starts_its_own_etcd_when_none_is_given() {
     let Some(etcd) = etcd_binary() else { return };
     with_timeout(LIMIT, async {
-        let output = Command::new(kcm_bin())
+        let output = kcm_command()
             .args(["bench", "--quick", "--tmpfs", "heal", "resync"])
             .arg("--etcd-binary")
             .arg(&etcd)
-            .env_remove("KCM_ETCD_SERVERS")
             .output()
             .await
             .expect("run kcm bench");

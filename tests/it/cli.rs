@@ -13,7 +13,9 @@ use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 
-use crate::support::{eventually, free_port, kcm_bin, start_etcd, with_timeout};
+use crate::support::kcm::{kcm_command, start_manager};
+use crate::support::objects::{n_active, pods};
+use crate::support::{eventually, free_port, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// How long a controller-manager may take to create or delete pods.
@@ -69,16 +71,12 @@ impl Outcome {
 
 /// A `kcm --etcd-servers {endpoint} {args}` command, isolated from the caller's environment.
 fn command(endpoint: &str, args: &[&str]) -> Command {
-    let mut command = Command::new(kcm_bin());
+    let mut command = kcm_command();
     command
         .args(["--etcd-servers", endpoint])
         .args(args)
-        .env_remove("KCM_ETCD_SERVERS")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
     command
 }
 
@@ -174,53 +172,6 @@ async fn key_count(client: &mut Client) -> i64 {
         .await
         .expect("count keys")
         .count()
-}
-
-/// The names of the pods in namespace `default`, with their phases (Pending when absent).
-async fn pods(client: &mut Client) -> Vec<(String, String)> {
-    let response = client
-        .get(
-            "/registry/pods/default/",
-            Some(GetOptions::new().with_prefix()),
-        )
-        .await
-        .expect("list pods");
-    response
-        .kvs()
-        .iter()
-        .map(|kv| {
-            let pod: Value = serde_json::from_slice(kv.value()).expect("pod JSON");
-            let name = kv.key_str().expect("utf-8 key").rsplit('/').next().unwrap();
-            let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
-            (name.to_owned(), phase.to_owned())
-        })
-        .collect()
-}
-
-async fn active_pods(client: &mut Client) -> usize {
-    pods(client)
-        .await
-        .iter()
-        .filter(|(_, phase)| phase != "Failed" && phase != "Succeeded")
-        .count()
-}
-
-/// A `kcm controller-manager --controllers replication` child, killed on drop.
-fn start_manager(endpoint: &str) -> Child {
-    let port = free_port().to_string();
-    let mut manager = command(
-        endpoint,
-        &[
-            "controller-manager",
-            "--controllers",
-            "replication",
-            "--port",
-            &port,
-        ],
-    );
-    // Its log is only interesting when a test fails, and then the test shows it.
-    manager.stdout(Stdio::null()).stderr(Stdio::inherit());
-    manager.spawn().expect("spawn kcm controller-manager")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -553,11 +504,9 @@ async fn unreachable_etcd_is_one_quick_line_and_exit_1() {
             );
         }
         // The variable works as well as the flag.
-        let outcome = Command::new(kcm_bin())
+        let outcome = kcm_command()
             .args(["get", "pods"])
             .env("KCM_ETCD_SERVERS", &endpoint)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
             .output()
             .await
             .expect("run kcm");
@@ -740,10 +689,9 @@ async fn stop_waits_for_the_managers_deletes_then_deletes_the_controller() {
         create(&endpoint, json!({"items": [web_controller(3), failed]}))
             .await
             .success();
-        let _manager = start_manager(&endpoint);
-        eventually(CONVERGE, "the manager to create 3 pods", || {
-            let mut client = client.clone();
-            async move { active_pods(&mut client).await == 3 }
+        let _manager = start_manager(&endpoint, &["--controllers", "replication"]).await;
+        eventually(CONVERGE, "the manager to create 3 pods", || async {
+            n_active(&client, "default").await == 3
         })
         .await;
 
@@ -766,11 +714,13 @@ async fn stop_waits_for_the_managers_deletes_then_deletes_the_controller() {
             kcm(&endpoint, &["stop", "rc", "web"]).await.success(),
             "replicationcontrollers/web stopped\n"
         );
-        assert_eq!(active_pods(&mut client).await, 0);
-        assert_eq!(
-            pods(&mut client).await,
-            [("web-failed".to_owned(), "Failed".to_owned())]
-        );
+        assert_eq!(n_active(&client, "default").await, 0);
+        let phases: Vec<_> = pods(&client, "default")
+            .await
+            .into_values()
+            .map(|pod| (pod.name, pod.phase))
+            .collect();
+        assert_eq!(phases, [("web-failed".to_owned(), "Failed".to_owned())]);
         assert!(raw(&mut client, "/registry/controllers/default/web")
             .await
             .is_none());

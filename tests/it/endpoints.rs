@@ -14,7 +14,9 @@ use etcd_client::{Client, GetOptions};
 use serde_json::{json, Value};
 
 use crate::support::kcm::Kcm;
-use crate::support::objects::update_json;
+use crate::support::objects::{
+    delete, endpoints, pod_key, put_json, service_json, service_key, serving_pod_json, update_json,
+};
 use crate::support::{eventually, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -54,85 +56,8 @@ async fn controller_manager(endpoint: &str, controllers: &str) -> Kcm {
 // ---------------------------------------------------------------------------------------------
 // Objects as raw JSON in etcd
 
-fn service_key(name: &str) -> String {
-    format!("/registry/services/specs/{NAMESPACE}/{name}")
-}
-
-fn endpoints_key(name: &str) -> String {
-    format!("/registry/services/endpoints/{NAMESPACE}/{name}")
-}
-
-fn pod_key(name: &str) -> String {
-    format!("/registry/pods/{NAMESPACE}/{name}")
-}
-
-fn service(name: &str, app: &str, container_port: Value) -> Value {
-    json!({
-        "kind": "Service",
-        "apiVersion": "v1beta3",
-        "metadata": { "name": name, "namespace": NAMESPACE },
-        "spec": { "selector": { "app": app }, "port": 80, "containerPort": container_port },
-    })
-}
-
-/// A pod labelled `app={app}` with ports `http` 8080 and `metrics` 9090, Running with `ip`
-/// (no status at all when `ip` is empty).
-fn pod(name: &str, app: &str, ip: &str) -> Value {
-    let mut pod = json!({
-        "kind": "Pod",
-        "apiVersion": "v1beta3",
-        "metadata": { "name": name, "namespace": NAMESPACE, "labels": { "app": app } },
-        "spec": {
-            "host": "node-1",
-            "containers": [{
-                "name": "web",
-                "image": "nginx",
-                "ports": [
-                    { "name": "http", "containerPort": 8080 },
-                    { "name": "metrics", "containerPort": 9090 },
-                ],
-            }],
-        },
-    });
-    if !ip.is_empty() {
-        pod["status"] = json!({ "phase": "Running", "host": "node-1", "podIP": ip });
-    }
-    pod
-}
-
-async fn put(client: &Client, key: &str, value: &Value) {
-    client
-        .clone()
-        .put(key, value.to_string(), None)
-        .await
-        .unwrap_or_else(|e| panic!("put {key}: {e}"));
-}
-
-async fn delete(client: &Client, key: &str) {
-    let response = client
-        .clone()
-        .delete(key, None)
-        .await
-        .unwrap_or_else(|e| panic!("delete {key}: {e}"));
-    assert_eq!(response.deleted(), 1, "{key} existed");
-}
-
-/// The stored Endpoints of service `name`: its entries, mod revision and version (the
-/// number of writes since it was created); `None` if absent.
-async fn endpoints(client: &Client, name: &str) -> Option<(Vec<String>, i64, i64)> {
-    let response = client
-        .clone()
-        .get(endpoints_key(name), None)
-        .await
-        .expect("get endpoints");
-    let kv = response.kvs().first()?;
-    let document: Value = serde_json::from_slice(kv.value()).expect("endpoints JSON");
-    let entries = serde_json::from_value(document["endpoints"].clone()).unwrap_or_default();
-    Some((entries, kv.mod_revision(), kv.version()))
-}
-
 async fn endpoints_are(client: &Client, name: &str, expected: &[&str]) -> bool {
-    endpoints(client, name)
+    endpoints(client, NAMESPACE, name)
         .await
         .is_some_and(|(entries, _, _)| entries == expected)
 }
@@ -158,23 +83,43 @@ async fn endpoints_follow_pods_through_scaling_address_and_port_changes_and_dele
         };
         let client = etcd.client().await;
         let _manager = controller_manager(&etcd.endpoint(), "endpoints").await;
-        put(
+        put_json(
             &client,
-            &service_key("web"),
-            &service("web", "web", json!("http")),
+            &service_key(NAMESPACE, "web"),
+            &service_json(NAMESPACE, "web", "web", json!("http")),
         )
         .await;
-        put(&client, &pod_key("db-1"), &pod("db-1", "db", "10.1.0.99")).await;
+        put_json(
+            &client,
+            &pod_key(NAMESPACE, "db-1"),
+            &serving_pod_json(NAMESPACE, "db-1", "db", "10.1.0.99"),
+        )
+        .await;
         // Same labels, another namespace: never behind this service.
-        let mut elsewhere = pod("web-0", "web", "10.9.0.1");
+        let mut elsewhere = serving_pod_json(NAMESPACE, "web-0", "web", "10.9.0.1");
         elsewhere["metadata"]["namespace"] = json!("elsewhere");
-        put(&client, "/registry/pods/elsewhere/web-0", &elsewhere).await;
+        put_json(&client, "/registry/pods/elsewhere/web-0", &elsewhere).await;
         wait_endpoints(&client, "web", &[], "no pod selected yet").await;
 
         // Scale up: two pods with addresses, one still without.
-        put(&client, &pod_key("web-1"), &pod("web-1", "web", "10.1.0.1")).await;
-        put(&client, &pod_key("web-2"), &pod("web-2", "web", "10.1.0.2")).await;
-        put(&client, &pod_key("web-3"), &pod("web-3", "web", "")).await;
+        put_json(
+            &client,
+            &pod_key(NAMESPACE, "web-1"),
+            &serving_pod_json(NAMESPACE, "web-1", "web", "10.1.0.1"),
+        )
+        .await;
+        put_json(
+            &client,
+            &pod_key(NAMESPACE, "web-2"),
+            &serving_pod_json(NAMESPACE, "web-2", "web", "10.1.0.2"),
+        )
+        .await;
+        put_json(
+            &client,
+            &pod_key(NAMESPACE, "web-3"),
+            &serving_pod_json(NAMESPACE, "web-3", "web", ""),
+        )
+        .await;
         wait_endpoints(
             &client,
             "web",
@@ -185,12 +130,17 @@ async fn endpoints_follow_pods_through_scaling_address_and_port_changes_and_dele
 
         // A pod that gets its address shows up within moments, from the pod watch.
         let started = Instant::now();
-        put(&client, &pod_key("web-3"), &pod("web-3", "web", "10.1.0.3")).await;
+        put_json(
+            &client,
+            &pod_key(NAMESPACE, "web-3"),
+            &serving_pod_json(NAMESPACE, "web-3", "web", "10.1.0.3"),
+        )
+        .await;
         eventually(
             POD_IP_LATENCY,
             "web-3's address to reach the endpoints",
             || async {
-                endpoints(&client, "web")
+                endpoints(&client, NAMESPACE, "web")
                     .await
                     .is_some_and(|(entries, _, _)| entries.contains(&"10.1.0.3:8080".into()))
             },
@@ -201,7 +151,7 @@ async fn endpoints_follow_pods_through_scaling_address_and_port_changes_and_dele
             started.elapsed()
         );
 
-        delete(&client, &pod_key("web-1")).await;
+        delete(&client, &pod_key(NAMESPACE, "web-1")).await;
         wait_endpoints(
             &client,
             "web",
@@ -210,7 +160,7 @@ async fn endpoints_follow_pods_through_scaling_address_and_port_changes_and_dele
         )
         .await;
 
-        update_json(&client, &pod_key("web-2"), |pod| {
+        update_json(&client, &pod_key(NAMESPACE, "web-2"), |pod| {
             pod["status"]["podIP"] = json!("10.1.0.20")
         })
         .await;
@@ -223,7 +173,7 @@ async fn endpoints_follow_pods_through_scaling_address_and_port_changes_and_dele
         .await;
 
         // A number is used as given; a name is looked up in the pods' ports.
-        update_json(&client, &service_key("web"), |service| {
+        update_json(&client, &service_key(NAMESPACE, "web"), |service| {
             service["spec"]["containerPort"] = json!(7000)
         })
         .await;
@@ -234,7 +184,7 @@ async fn endpoints_follow_pods_through_scaling_address_and_port_changes_and_dele
             "numeric port",
         )
         .await;
-        update_json(&client, &service_key("web"), |service| {
+        update_json(&client, &service_key(NAMESPACE, "web"), |service| {
             service["spec"]["containerPort"] = json!("metrics")
         })
         .await;
@@ -246,13 +196,13 @@ async fn endpoints_follow_pods_through_scaling_address_and_port_changes_and_dele
         )
         .await;
 
-        update_json(&client, &pod_key("web-3"), |pod| {
+        update_json(&client, &pod_key(NAMESPACE, "web-3"), |pod| {
             pod["metadata"]["labels"]["app"] = json!("db")
         })
         .await;
         wait_endpoints(&client, "web", &["10.1.0.20:9090"], "relabelled out").await;
 
-        update_json(&client, &service_key("web"), |service| {
+        update_json(&client, &service_key(NAMESPACE, "web"), |service| {
             service["spec"]["selector"] = json!({ "app": "db" })
         })
         .await;
@@ -264,11 +214,11 @@ async fn endpoints_follow_pods_through_scaling_address_and_port_changes_and_dele
         )
         .await;
 
-        delete(&client, &service_key("web")).await;
+        delete(&client, &service_key(NAMESPACE, "web")).await;
         eventually(
             FROM_THE_WATCH,
             "the Endpoints of the deleted service to go",
-            || async { endpoints(&client, "web").await.is_none() },
+            || async { endpoints(&client, NAMESPACE, "web").await.is_none() },
         )
         .await;
     })
@@ -283,15 +233,22 @@ async fn endpoints_are_written_only_when_their_set_changes() {
         };
         let client = etcd.client().await;
         let manager = controller_manager(&etcd.endpoint(), "endpoints").await;
-        put(
+        put_json(
             &client,
-            &service_key("web"),
-            &service("web", "web", json!(0)),
+            &service_key(NAMESPACE, "web"),
+            &service_json(NAMESPACE, "web", "web", json!(0)),
         )
         .await;
-        put(&client, &pod_key("web-1"), &pod("web-1", "web", "10.1.0.1")).await;
+        put_json(
+            &client,
+            &pod_key(NAMESPACE, "web-1"),
+            &serving_pod_json(NAMESPACE, "web-1", "web", "10.1.0.1"),
+        )
+        .await;
         wait_endpoints(&client, "web", &["10.1.0.1:8080"], "first pod").await;
-        let (_, mod_revision, version) = endpoints(&client, "web").await.expect("endpoints");
+        let (_, mod_revision, version) = endpoints(&client, NAMESPACE, "web")
+            .await
+            .expect("endpoints");
 
         // A label change that keeps the pod selected: the pod watch queues the service, the
         // sync finds the same set and writes nothing.
@@ -302,7 +259,7 @@ async fn endpoints_are_written_only_when_their_set_changes() {
             syncs >= 1.0 && writes >= 1.0,
             "syncs {syncs}, writes {writes}"
         );
-        update_json(&client, &pod_key("web-1"), |pod| {
+        update_json(&client, &pod_key(NAMESPACE, "web-1"), |pod| {
             pod["metadata"]["labels"]["track"] = json!("stable");
             pod["metadata"]["annotations"] = json!({ "note": "unrelated" });
         })
@@ -315,13 +272,18 @@ async fn endpoints_are_written_only_when_their_set_changes() {
         .await;
         assert_eq!(manager.metric(WRITES).await, writes, "no endpoints write");
         assert_eq!(
-            endpoints(&client, "web").await,
+            endpoints(&client, NAMESPACE, "web").await,
             Some((vec!["10.1.0.1:8080".to_owned()], mod_revision, version)),
             "the Endpoints key was not rewritten"
         );
 
         // A change of the set is written, once.
-        put(&client, &pod_key("web-2"), &pod("web-2", "web", "10.1.0.2")).await;
+        put_json(
+            &client,
+            &pod_key(NAMESPACE, "web-2"),
+            &serving_pod_json(NAMESPACE, "web-2", "web", "10.1.0.2"),
+        )
+        .await;
         wait_endpoints(
             &client,
             "web",
@@ -329,7 +291,9 @@ async fn endpoints_are_written_only_when_their_set_changes() {
             "second pod",
         )
         .await;
-        let (_, _, new_version) = endpoints(&client, "web").await.expect("endpoints");
+        let (_, _, new_version) = endpoints(&client, NAMESPACE, "web")
+            .await
+            .expect("endpoints");
         assert_eq!(new_version, version + 1, "one write for one change");
     })
     .await;
@@ -338,7 +302,7 @@ async fn endpoints_are_written_only_when_their_set_changes() {
 /// The sorted `ip:8080` of the active pods of the namespace, if every one of them is Running
 /// with an address and there are `n`.
 async fn running_pod_endpoints(client: &Client, n: usize) -> Option<Vec<String>> {
-    let prefix = pod_key("");
+    let prefix = pod_key(NAMESPACE, "");
     let response = client
         .clone()
         .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
@@ -362,7 +326,7 @@ async fn wait_serving(client: &Client, n: usize) {
         &format!("{n} running replicas behind the service"),
         || async {
             match running_pod_endpoints(client, n).await {
-                Some(expected) => endpoints(client, "web")
+                Some(expected) => endpoints(client, NAMESPACE, "web")
                     .await
                     .is_some_and(|(entries, _, _)| entries == expected),
                 None => false,
@@ -414,11 +378,11 @@ async fn replicas_started_by_kcm_kubelet_are_served_by_their_service() {
                 },
             },
         });
-        put(&client, &controller_key, &controller).await;
-        put(
+        put_json(&client, &controller_key, &controller).await;
+        put_json(
             &client,
-            &service_key("web"),
-            &service("web", "web", json!("http")),
+            &service_key(NAMESPACE, "web"),
+            &service_json(NAMESPACE, "web", "web", json!("http")),
         )
         .await;
         wait_serving(&client, 3).await;
@@ -433,11 +397,11 @@ async fn replicas_started_by_kcm_kubelet_are_served_by_their_service() {
         scale(1).await;
         wait_serving(&client, 1).await;
 
-        delete(&client, &service_key("web")).await;
+        delete(&client, &service_key(NAMESPACE, "web")).await;
         eventually(
             FROM_THE_WATCH,
             "the Endpoints of the deleted service to go",
-            || async { endpoints(&client, "web").await.is_none() },
+            || async { endpoints(&client, NAMESPACE, "web").await.is_none() },
         )
         .await;
         let status = kubelet.terminate().await;

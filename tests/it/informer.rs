@@ -15,29 +15,11 @@ use kcm::registry::Registry;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::support::objects::{pod_key, put, put_pod};
 use crate::support::{eventually, start_etcd, with_timeout, FaultProxy};
 
 const LIMIT: Duration = Duration::from_secs(120);
 const DEADLINE: Duration = Duration::from_secs(30);
-
-fn pod_json(name: &str, app: &str) -> String {
-    serde_json::json!({
-        "metadata": {"name": name, "namespace": "ns", "labels": {"app": app}},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-    })
-    .to_string()
-}
-
-async fn put(client: &Client, name: &str, value: impl Into<Vec<u8>>) -> i64 {
-    client
-        .clone()
-        .put(format!("/registry/pods/ns/{name}"), value, None)
-        .await
-        .expect("put")
-        .header()
-        .expect("header")
-        .revision()
-}
 
 fn selected(pods: &PodInformer, selector: &str) -> BTreeSet<String> {
     let selector: Selector = selector.parse().expect("selector");
@@ -73,10 +55,10 @@ async fn the_store_and_its_index_follow_etcd_and_deltas_follow_the_store() {
             return;
         };
         let client = etcd.client().await;
-        put(&client, "a", pod_json("a", "web")).await;
-        put(&client, "b", pod_json("b", "web")).await;
-        put(&client, "c", pod_json("c", "db")).await;
-        put(&client, "junk", "{not json").await;
+        put_pod(&client, "ns", "a", "web").await;
+        put_pod(&client, "ns", "b", "web").await;
+        put_pod(&client, "ns", "c", "db").await;
+        put(&client, &pod_key("ns", "junk"), "{not json").await;
 
         let (pods, stop) = start(&client, BackoffConfig::default());
         let mut deltas = pods.subscribe();
@@ -92,7 +74,7 @@ async fn the_store_and_its_index_follow_etcd_and_deltas_follow_the_store() {
         }
 
         // A new pod: read-your-writes once the informer has applied its revision.
-        let revision = put(&client, "d", pod_json("d", "web")).await;
+        let revision = put_pod(&client, "ns", "d", "web").await;
         assert!(pods.wait_for(revision, DEADLINE).await);
         assert_eq!(selected(&pods, "app=web"), names(&["a", "b", "d"]));
         let delta = next_delta(&mut deltas).await;
@@ -100,7 +82,7 @@ async fn the_store_and_its_index_follow_etcd_and_deltas_follow_the_store() {
         assert!(delta.old.is_none());
 
         // Relabelled: moves between label groups; the delta carries both label sets.
-        let revision = put(&client, "a", pod_json("a", "db")).await;
+        let revision = put_pod(&client, "ns", "a", "db").await;
         assert!(pods.wait_for(revision, DEADLINE).await);
         assert_eq!(selected(&pods, "app=db"), names(&["a", "c"]));
         let delta = next_delta(&mut deltas).await;
@@ -108,7 +90,12 @@ async fn the_store_and_its_index_follow_etcd_and_deltas_follow_the_store() {
         assert_eq!(delta.new.unwrap().labels.get("app"), Some("db"));
 
         // A value that stops decoding: the pod is gone, its name still taken.
-        let revision = put(&client, "b", r#"{"status": {"phase": "Exploded"}}"#).await;
+        let revision = put(
+            &client,
+            &pod_key("ns", "b"),
+            r#"{"status": {"phase": "Exploded"}}"#,
+        )
+        .await;
         assert!(pods.wait_for(revision, DEADLINE).await);
         assert_eq!(selected(&pods, "app=web"), names(&["d"]));
         assert!(pods.read("ns", |ns| ns.is_some_and(|ns| ns.is_taken("b"))));
@@ -147,7 +134,7 @@ async fn after_a_cut_with_compaction_the_informer_lists_again_and_equals_etcd() 
         };
         let client = etcd.client().await;
         for (name, app) in [("a", "web"), ("b", "web"), ("c", "db")] {
-            put(&client, name, pod_json(name, app)).await;
+            put_pod(&client, "ns", name, app).await;
         }
         let proxy = FaultProxy::start(etcd.client_addr()).await;
         let proxied = kcm::client::connect(&ClientConfig {
@@ -172,8 +159,8 @@ async fn after_a_cut_with_compaction_the_informer_lists_again_and_equals_etcd() 
             .delete("/registry/pods/ns/a", None)
             .await
             .expect("delete");
-        put(&client, "b", pod_json("b", "db")).await;
-        put(&client, "e", pod_json("e", "web")).await;
+        put_pod(&client, "ns", "b", "db").await;
+        put_pod(&client, "ns", "e", "web").await;
         etcd.compact().await;
         proxy.restore();
 

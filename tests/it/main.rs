@@ -5,6 +5,7 @@ mod bench;
 mod cli;
 mod compose;
 mod endpoints;
+mod framework;
 mod ha;
 mod harness;
 mod informer;

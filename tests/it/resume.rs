@@ -14,12 +14,12 @@ use etcd_client::{Client, GetOptions, Txn, TxnOp};
 use kcm::api::Pod;
 use kcm::etcd_watcher::{self, ResumableWatch, Update, WatchEvent};
 
-use crate::support::objects::{self, active_pods, put_controller, wait_converged_within};
-use crate::support::{with_timeout, FaultProxy};
-use crate::watcher::{
-    current_revision, delete, env, pod_json, pod_key, put, put_pod, replay, summary, watcher_via,
-    SHORT_BACKOFF,
+use crate::support::objects::{
+    self, active_pods, current_revision, pod_json, pod_key, put, put_controller, put_pod,
+    wait_converged_within,
 };
+use crate::support::{with_timeout, FaultProxy};
+use crate::watcher::{delete, env, replay, summary, watcher_via, SHORT_BACKOFF};
 
 const LIMIT: Duration = Duration::from_secs(180);
 /// How long a watch may take to catch up after a restore.
@@ -131,12 +131,18 @@ async fn follow(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_from_a_callers_revision_keeps_its_contract_through_a_cut_and_compaction() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
+        let Some(env) = env().await else { return };
         let ops = (0..N_PODS)
-            .map(|i| TxnOp::put(pod_key("ns", &name(i)), pod_json("ns", &name(i), "x"), None))
+            .map(|i| {
+                TxnOp::put(
+                    pod_key("ns", &name(i)),
+                    pod_json("ns", &name(i), "x").to_string(),
+                    None,
+                )
+            })
             .collect();
         write_batched(&env.client, ops).await;
-        let n = current_revision(&mut env.client).await;
+        let n = current_revision(&env.client).await;
         let at_n = etcd_state(&env.client, n).await;
         assert_eq!(at_n.len(), N_PODS);
 
@@ -157,8 +163,8 @@ async fn a_watch_from_a_callers_revision_keeps_its_contract_through_a_cut_and_co
             .with_backoff(SHORT_BACKOFF);
 
         // One change each watch sees live, so every watch is open when the cut comes.
-        let touched = put_pod(&mut env.client, "ns", &gone, "touched").await;
-        let touched_too = put_pod(&mut env.client, "ns", &changed, "touched").await;
+        let touched = put_pod(&env.client, "ns", &gone, "touched").await;
+        let touched_too = put_pod(&env.client, "ns", &changed, "touched").await;
         let mut state = at_n.clone();
         let (mut last, mut relists) = (0, Vec::new());
         follow(&mut list, &mut state, &mut last, &mut relists, |s| {
@@ -210,11 +216,19 @@ async fn a_watch_from_a_callers_revision_keeps_its_contract_through_a_cut_and_co
             .collect();
         ops.extend((0..third).map(|i| {
             let name = name(i * 3 + 1);
-            TxnOp::put(pod_key("ns", &name), pod_json("ns", &name, "changed"), None)
+            TxnOp::put(
+                pod_key("ns", &name),
+                pod_json("ns", &name, "changed").to_string(),
+                None,
+            )
         }));
         ops.extend((0..third).map(|i| {
             let name = name(N_PODS + i);
-            TxnOp::put(pod_key("ns", &name), pod_json("ns", &name, "new"), None)
+            TxnOp::put(
+                pod_key("ns", &name),
+                pod_json("ns", &name, "new").to_string(),
+                None,
+            )
         }));
         write_batched(&env.client, ops).await;
         let compacted = env.etcd.compact().await;
@@ -267,9 +281,9 @@ async fn a_watch_from_a_callers_revision_keeps_its_contract_through_a_cut_and_co
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_revision_already_compacted_is_a_410() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
-        let old = put_pod(&mut env.client, "ns", "a", "x").await;
-        put_pod(&mut env.client, "ns", "a", "y").await;
+        let Some(env) = env().await else { return };
+        let old = put_pod(&env.client, "ns", "a", "x").await;
+        put_pod(&env.client, "ns", "a", "y").await;
         env.etcd.compact().await;
         let mut list = env
             .watcher
@@ -304,7 +318,7 @@ async fn a_deeper_key_is_never_shown_as_another_object() {
     with_timeout(LIMIT, async {
         let Some(mut env) = env().await else { return };
         let deep = format!("{}x/y", pod_key("ns", ""));
-        put(&mut env.client, &deep, pod_json("ns", "y", "deep")).await;
+        put(&env.client, &deep, pod_json("ns", "y", "deep").to_string()).await;
         let mut watch = env
             .watcher
             .resumable_list::<Pod>(None, "", etcd_watcher::everything())
@@ -319,10 +333,15 @@ async fn a_deeper_key_is_never_shown_as_another_object() {
             Ok(Update::Relisted { added: 0, .. }) => {}
             other => panic!("expected an empty list, got {other:?}"),
         }
-        put(&mut env.client, &deep, pod_json("ns", "y", "deeper")).await;
-        let y = put_pod(&mut env.client, "ns", "y", "real").await;
+        put(
+            &env.client,
+            &deep,
+            pod_json("ns", "y", "deeper").to_string(),
+        )
+        .await;
+        let y = put_pod(&env.client, "ns", "y", "real").await;
         delete(&mut env.client, &deep).await;
-        let done = put_pod(&mut env.client, "ns", "zz-done", "x").await;
+        let done = put_pod(&env.client, "ns", "zz-done", "x").await;
 
         let mut seen = Vec::new();
         loop {
@@ -415,15 +434,15 @@ async fn a_store_rewound_by_a_snapshot_restore_is_noticed_and_the_manager_conver
         let dir = tempfile::tempdir().expect("temp dir");
         let snapshot = dir.path().join("backup.db");
         env.etcd.snapshot(&snapshot);
-        let backed_up = current_revision(&mut env.client).await;
+        let backed_up = current_revision(&env.client).await;
         // Work after the backup pushes the revision well past it.
         put_controller(&env.client, "rc", "before", "before", 40).await;
         wait_converged_within(CATCH_UP, &env.client, "rc", "before", "before", 40).await;
-        let peak = current_revision(&mut env.client).await;
+        let peak = current_revision(&env.client).await;
 
         env.etcd.restore_snapshot(&snapshot).await;
-        let mut client = env.etcd.client().await;
-        let restored = current_revision(&mut client).await;
+        let client = env.etcd.client().await;
+        let restored = current_revision(&client).await;
         assert!(
             restored < peak,
             "the restore rewound etcd ({backed_up} → {peak} → {restored})"

@@ -7,26 +7,26 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use crate::support::etcd::etcd_binary;
-use crate::support::{eventually, free_port, kcm_bin, with_timeout};
+use crate::support::kcm::kcm_command;
+use crate::support::{eventually, free_port, with_timeout};
 
 /// `kcm --etcd-servers URL ARGS...` with the given etcd binary, stdout piped.
 fn kcm_up(url: &str, etcd: &Path, args: &[&str]) -> Child {
-    Command::new(kcm_bin())
+    kcm_command()
         .args(["--etcd-servers", url, "up", "--etcd-binary"])
         .arg(etcd)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn kcm up")
 }
 
 async fn kcm(url: &str, args: &[&str]) -> std::process::Output {
-    Command::new(kcm_bin())
+    kcm_command()
         .args(["--etcd-servers", url])
         .args(args)
         .output()
@@ -183,7 +183,7 @@ async fn up_demo_finishes_its_tour_within_a_minute() {
 async fn up_without_etcd_says_how_to_get_it() {
     with_timeout(Duration::from_secs(30), async {
         let url = format!("http://127.0.0.1:{}", free_port());
-        let out = Command::new(kcm_bin())
+        let out = kcm_command()
             .args([
                 "--etcd-servers",
                 &url,
@@ -200,7 +200,7 @@ async fn up_without_etcd_says_how_to_get_it() {
             stderr.contains("etcd not found") && stderr.contains("apt-get install etcd-server"),
             "{stderr}"
         );
-        let remote = Command::new(kcm_bin())
+        let remote = kcm_command()
             .args([
                 "--etcd-servers",
                 "http://192.0.2.1:2379",

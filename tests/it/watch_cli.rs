@@ -10,26 +10,13 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
-use crate::support::{kcm_bin, start_etcd, with_timeout, EtcdServer};
+use crate::support::kcm::kcm_command;
+use crate::support::objects::{pod_json, pod_key};
+use crate::support::{start_etcd, with_timeout, EtcdServer};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// Bound on waiting for one line of output.
 const LINE_DEADLINE: Duration = Duration::from_secs(30);
-
-fn pod_key(namespace: &str, name: &str) -> String {
-    format!("/registry/pods/{namespace}/{name}")
-}
-
-/// A stored pod document labelled `app={app}`.
-fn pod_json(namespace: &str, name: &str, app: &str) -> String {
-    serde_json::json!({
-        "kind": "Pod",
-        "apiVersion": "v1beta3",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-    })
-    .to_string()
-}
 
 /// Scripted writes with `etcdctl` (API v3) when it is installed, else with etcd-client.
 /// Every write returns the revision etcd acknowledged.
@@ -89,8 +76,11 @@ impl Etcdctl {
     }
 
     async fn put_pod(&mut self, namespace: &str, name: &str, app: &str) -> i64 {
-        self.put(&pod_key(namespace, name), &pod_json(namespace, name, app))
-            .await
+        self.put(
+            &pod_key(namespace, name),
+            &pod_json(namespace, name, app).to_string(),
+        )
+        .await
     }
 
     async fn delete_pod(&mut self, namespace: &str, name: &str) -> i64 {
@@ -118,12 +108,10 @@ struct KcmWatch {
 
 impl KcmWatch {
     fn spawn(args: &[&str]) -> KcmWatch {
-        let mut child = Command::new(kcm_bin())
+        let mut child = kcm_command()
             .args(args)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("spawn kcm");
         KcmWatch {
@@ -302,7 +290,7 @@ async fn kcm_watch_raw_adds_the_etcd_event() {
 async fn kcm_watch_rejects_a_bad_selector_before_connecting() {
     with_timeout(LIMIT, async {
         // Nothing listens on port 1: a selector error must come before any connection.
-        let output = Command::new(kcm_bin())
+        let output = kcm_command()
             .args([
                 "watch",
                 "pods",
@@ -311,8 +299,6 @@ async fn kcm_watch_rejects_a_bad_selector_before_connecting() {
                 "--etcd-servers",
                 "http://127.0.0.1:1",
             ])
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
             .output()
             .await
             .expect("run kcm");

@@ -21,6 +21,7 @@ use kcm::etcd_watcher::{
 use kcm::registry::Registry;
 use tokio::task::JoinSet;
 
+use crate::support::objects::{current_revision, pod_json, pod_key, put, put_pod};
 use crate::support::{eventually, start_etcd, with_timeout, EtcdServer, FaultProxy};
 
 /// Bound on a whole test.
@@ -38,42 +39,6 @@ pub(crate) const SHORT_BACKOFF: BackoffConfig = BackoffConfig {
 
 // ---------------------------------------------------------------------------------------
 // Helpers
-
-pub(crate) fn pod_key(namespace: &str, name: &str) -> String {
-    format!("{PODS_DIR}{namespace}/{name}")
-}
-
-/// A stored pod document labelled `app={app}`.
-pub(crate) fn pod_json(namespace: &str, name: &str, app: &str) -> String {
-    serde_json::json!({
-        "kind": "Pod",
-        "apiVersion": "v1beta3",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-    })
-    .to_string()
-}
-
-/// Puts `value` at `key` and returns the revision etcd acknowledged.
-pub(crate) async fn put(client: &mut Client, key: &str, value: impl Into<Vec<u8>>) -> i64 {
-    client
-        .put(key, value, None)
-        .await
-        .unwrap_or_else(|e| panic!("put {key}: {e}"))
-        .header()
-        .expect("etcd responses carry a header")
-        .revision()
-}
-
-/// Puts pod `namespace/name` labelled `app={app}`; returns the revision.
-pub(crate) async fn put_pod(client: &mut Client, namespace: &str, name: &str, app: &str) -> i64 {
-    put(
-        client,
-        &pod_key(namespace, name),
-        pod_json(namespace, name, app),
-    )
-    .await
-}
 
 /// Deletes pod `namespace/name`; returns the revision of the delete.
 pub(crate) async fn delete_pod(client: &mut Client, namespace: &str, name: &str) -> i64 {
@@ -99,26 +64,15 @@ pub(crate) async fn delete(client: &mut Client, key: &str) {
 async fn put_many(client: &Client, stem: &str, n: usize) -> Vec<i64> {
     let mut revisions: Vec<i64> = futures::stream::iter(0..n)
         .map(|i| {
-            let mut client = client.clone();
+            let client = client.clone();
             let name = format!("{stem}-{i:04}");
-            async move { put_pod(&mut client, "ns", &name, "x").await }
+            async move { put_pod(&client, "ns", &name, "x").await }
         })
         .buffer_unordered(8)
         .collect()
         .await;
     revisions.sort_unstable();
     revisions
-}
-
-/// The current etcd revision.
-pub(crate) async fn current_revision(client: &mut Client) -> i64 {
-    client
-        .get("/kcm-test/revision-probe", None)
-        .await
-        .expect("read the current revision")
-        .header()
-        .expect("header")
-        .revision()
 }
 
 /// A watcher through a client built the way kcm builds them, with keepalive 1s/1s, so that
@@ -235,13 +189,13 @@ async fn within(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_of_a_new_key_is_added() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
-        let start = current_revision(&mut env.client).await;
+        let Some(env) = env().await else { return };
+        let start = current_revision(&env.client).await;
         let mut stream = env
             .watcher
             .watch_list::<Pod>(Some("ns"), &start.to_string(), etcd_watcher::everything())
             .unwrap();
-        let rv = put_pod(&mut env.client, "ns", "a", "x").await;
+        let rv = put_pod(&env.client, "ns", "a", "x").await;
         let (event, raw) = tokio::time::timeout(EVENT_DEADLINE, stream.next_with_raw())
             .await
             .expect("an event in time")
@@ -259,13 +213,13 @@ async fn put_of_a_new_key_is_added() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_of_an_existing_key_is_modified() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
-        let created = put_pod(&mut env.client, "ns", "a", "x").await;
+        let Some(env) = env().await else { return };
+        let created = put_pod(&env.client, "ns", "a", "x").await;
         let mut stream = env
             .watcher
             .watch_list::<Pod>(Some("ns"), &created.to_string(), etcd_watcher::everything())
             .unwrap();
-        let rv = put_pod(&mut env.client, "ns", "a", "y").await;
+        let rv = put_pod(&env.client, "ns", "a", "y").await;
         let (event, raw) = tokio::time::timeout(EVENT_DEADLINE, stream.next_with_raw())
             .await
             .expect("an event in time")
@@ -281,13 +235,13 @@ async fn put_of_an_existing_key_is_modified() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn label_change_into_the_selector_is_added() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
-        let created = put_pod(&mut env.client, "ns", "a", "x").await;
+        let Some(env) = env().await else { return };
+        let created = put_pod(&env.client, "ns", "a", "x").await;
         let mut stream = env
             .watcher
             .watch_list::<Pod>(Some("ns"), &created.to_string(), selector("app=b"))
             .unwrap();
-        let rv = put_pod(&mut env.client, "ns", "a", "b").await;
+        let rv = put_pod(&env.client, "ns", "a", "b").await;
         expect_events(&mut stream, &[format!("ADDED ns/a rv={rv} app=b")]).await;
     })
     .await;
@@ -296,13 +250,13 @@ async fn label_change_into_the_selector_is_added() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn label_change_out_of_the_selector_is_deleted_with_the_old_object_at_the_new_revision() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
-        let created = put_pod(&mut env.client, "ns", "a", "b").await;
+        let Some(env) = env().await else { return };
+        let created = put_pod(&env.client, "ns", "a", "b").await;
         let mut stream = env
             .watcher
             .watch_list::<Pod>(Some("ns"), &created.to_string(), selector("app=b"))
             .unwrap();
-        let rv = put_pod(&mut env.client, "ns", "a", "x").await;
+        let rv = put_pod(&env.client, "ns", "a", "x").await;
         // The last state that passed (app=b), stamped with the revision that made it leave.
         expect_events(&mut stream, &[format!("DELETED ns/a rv={rv} app=b")]).await;
     })
@@ -313,15 +267,15 @@ async fn label_change_out_of_the_selector_is_deleted_with_the_old_object_at_the_
 async fn changes_outside_the_selector_emit_nothing() {
     with_timeout(LIMIT, async {
         let Some(mut env) = env().await else { return };
-        let start = current_revision(&mut env.client).await;
+        let start = current_revision(&env.client).await;
         let mut stream = env
             .watcher
             .watch_list::<Pod>(Some("ns"), &start.to_string(), selector("app=b"))
             .unwrap();
-        put_pod(&mut env.client, "ns", "a", "x").await; // create, not passing
-        put_pod(&mut env.client, "ns", "a", "y").await; // neither old nor new passes
+        put_pod(&env.client, "ns", "a", "x").await; // create, not passing
+        put_pod(&env.client, "ns", "a", "y").await; // neither old nor new passes
         delete_pod(&mut env.client, "ns", "a").await; // delete of a non-passing object
-        let marker = put_pod(&mut env.client, "ns", "marker", "b").await;
+        let marker = put_pod(&env.client, "ns", "marker", "b").await;
         // The first event is the marker: nothing came before it.
         expect_events(&mut stream, &[format!("ADDED ns/marker rv={marker} app=b")]).await;
     })
@@ -332,7 +286,7 @@ async fn changes_outside_the_selector_emit_nothing() {
 async fn delete_is_deleted_with_the_previous_object_at_the_delete_revision() {
     with_timeout(LIMIT, async {
         let Some(mut env) = env().await else { return };
-        let created = put_pod(&mut env.client, "ns", "a", "b").await;
+        let created = put_pod(&env.client, "ns", "a", "b").await;
         let mut stream = env
             .watcher
             .watch_list::<Pod>(Some("ns"), &created.to_string(), selector("app=b"))
@@ -361,7 +315,7 @@ async fn events_for_the_watched_directory_key_itself_are_ignored() {
         let Some(mut env) = env().await else { return };
         // Something (another tool, a v2 migration) wrote the directory key itself, with a
         // value that is not a pod.
-        put(&mut env.client, PODS_DIR, "directory").await;
+        put(&env.client, PODS_DIR, "directory").await;
         let mut one_shot = env
             .watcher
             .watch_list::<Pod>(None, "", etcd_watcher::everything())
@@ -374,9 +328,9 @@ async fn events_for_the_watched_directory_key_itself_are_ignored() {
             Update::Relisted { added: 0, .. } => {}
             other => panic!("expected an empty list, got {other:?}"),
         }
-        put(&mut env.client, PODS_DIR, "directory again").await;
+        put(&env.client, PODS_DIR, "directory again").await;
         delete(&mut env.client, PODS_DIR).await;
-        let rv = put_pod(&mut env.client, "ns", "a", "x").await;
+        let rv = put_pod(&env.client, "ns", "a", "x").await;
         let expected = format!("ADDED ns/a rv={rv} app=x");
         expect_events(&mut one_shot, std::slice::from_ref(&expected)).await;
         assert_eq!(next_update_event(&mut resumable).await, expected);
@@ -395,10 +349,10 @@ async fn from_empty_existing_objects_arrive_as_added_then_live_events() {
         let Some(mut env) = env().await else { return };
         // Written out of key order: the list delivers in revision order, so that revisions
         // never go backwards (a consumer may resume from the last one it saw).
-        let b = put_pod(&mut env.client, "ns", "b", "y").await;
-        let b2 = put_pod(&mut env.client, "ns", "b", "z").await; // listed as its latest state
-        let a = put_pod(&mut env.client, "ns", "a", "x").await;
-        put_pod(&mut env.client, "other", "c", "x").await; // another namespace
+        let b = put_pod(&env.client, "ns", "b", "y").await;
+        let b2 = put_pod(&env.client, "ns", "b", "z").await; // listed as its latest state
+        let a = put_pod(&env.client, "ns", "a", "x").await;
+        put_pod(&env.client, "other", "c", "x").await; // another namespace
         assert!(b < b2 && b2 < a);
         let mut stream = env
             .watcher
@@ -412,8 +366,8 @@ async fn from_empty_existing_objects_arrive_as_added_then_live_events() {
             ],
         )
         .await;
-        let c = put_pod(&mut env.client, "ns", "c", "x").await;
-        let a2 = put_pod(&mut env.client, "ns", "a", "w").await;
+        let c = put_pod(&env.client, "ns", "c", "x").await;
+        let a2 = put_pod(&env.client, "ns", "a", "w").await;
         let gone = delete_pod(&mut env.client, "ns", "b").await;
         expect_events(
             &mut stream,
@@ -431,9 +385,9 @@ async fn from_empty_existing_objects_arrive_as_added_then_live_events() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn from_a_revision_the_event_at_it_is_not_repeated_and_the_next_one_is_delivered() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
-        let n = put_pod(&mut env.client, "ns", "a", "x").await;
-        let n1 = put_pod(&mut env.client, "ns", "b", "x").await;
+        let Some(env) = env().await else { return };
+        let n = put_pod(&env.client, "ns", "a", "x").await;
+        let n1 = put_pod(&env.client, "ns", "b", "x").await;
         assert_eq!(n1, n + 1);
         let mut stream = env
             .watcher
@@ -443,7 +397,7 @@ async fn from_a_revision_the_event_at_it_is_not_repeated_and_the_next_one_is_del
             .watcher
             .resumable_list::<Pod>(Some("ns"), &n.to_string(), etcd_watcher::everything())
             .unwrap();
-        let later = put_pod(&mut env.client, "ns", "c", "x").await;
+        let later = put_pod(&env.client, "ns", "c", "x").await;
         let expected = [
             format!("ADDED ns/b rv={n1} app=x"),
             format!("ADDED ns/c rv={later} app=x"),
@@ -461,12 +415,12 @@ async fn from_a_revision_the_event_at_it_is_not_repeated_and_the_next_one_is_del
 async fn an_object_watch_sees_only_its_own_key() {
     with_timeout(LIMIT, async {
         let Some(mut env) = env().await else { return };
-        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        let a = put_pod(&env.client, "ns", "a", "x").await;
         let mut stream = env.watcher.watch::<Pod>("ns", "a", "").unwrap();
         expect_events(&mut stream, &[format!("ADDED ns/a rv={a} app=x")]).await;
         // "ab" shares the key prefix of "a".
-        put_pod(&mut env.client, "ns", "ab", "x").await;
-        let a2 = put_pod(&mut env.client, "ns", "a", "y").await;
+        put_pod(&env.client, "ns", "ab", "x").await;
+        let a2 = put_pod(&env.client, "ns", "a", "y").await;
         let gone = delete_pod(&mut env.client, "ns", "a").await;
         expect_events(
             &mut stream,
@@ -509,14 +463,9 @@ async fn a_non_numeric_resource_version_is_an_error_before_anything_starts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_value_is_skipped_and_counted_and_the_events_around_it_arrive() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
-        let x = put_pod(&mut env.client, "ns", "x", "x").await;
-        put(
-            &mut env.client,
-            &pod_key("ns", "listed-garbage"),
-            "{not json",
-        )
-        .await;
+        let Some(env) = env().await else { return };
+        let x = put_pod(&env.client, "ns", "x", "x").await;
+        put(&env.client, &pod_key("ns", "listed-garbage"), "{not json").await;
         let mut one_shot = env
             .watcher
             .watch_list::<Pod>(Some("ns"), "", etcd_watcher::everything())
@@ -536,16 +485,16 @@ async fn a_malformed_value_is_skipped_and_counted_and_the_events_around_it_arriv
         );
         assert_eq!(metrics.decode_errors.load(Ordering::Relaxed), 1);
 
-        let a = put_pod(&mut env.client, "ns", "a", "x").await;
-        put(&mut env.client, &pod_key("ns", "garbage"), "\u{1}binary").await;
+        let a = put_pod(&env.client, "ns", "a", "x").await;
+        put(&env.client, &pod_key("ns", "garbage"), "\u{1}binary").await;
         // A document of another kind under the pods key is malformed too.
         put(
-            &mut env.client,
+            &env.client,
             &pod_key("ns", "wrong-kind"),
             r#"{"kind":"Service","metadata":{"name":"wrong-kind"}}"#,
         )
         .await;
-        let c = put_pod(&mut env.client, "ns", "c", "x").await;
+        let c = put_pod(&env.client, "ns", "c", "x").await;
         let expected = [
             format!("ADDED ns/a rv={a} app=x"),
             format!("ADDED ns/c rv={c} app=x"),
@@ -570,17 +519,17 @@ async fn a_malformed_value_is_skipped_and_counted_and_the_events_around_it_arriv
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_twice_is_harmless_and_ends_the_stream_without_an_error() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
+        let Some(env) = env().await else { return };
         let mut stream = env
             .watcher
             .watch_list::<Pod>(None, "", etcd_watcher::everything())
             .unwrap();
         let probe = stream.task_probe();
-        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        let a = put_pod(&env.client, "ns", "a", "x").await;
         expect_events(&mut stream, &[format!("ADDED ns/a rv={a} app=x")]).await;
         // Buffered but unread events are dropped by stop, not delivered or turned into
         // an error.
-        put_pod(&mut env.client, "ns", "b", "x").await;
+        put_pod(&env.client, "ns", "b", "x").await;
         stream.stop();
         stream.stop();
         assert!(stream.next().await.is_none(), "the stream ends after stop");
@@ -598,7 +547,7 @@ async fn stop_twice_is_harmless_and_ends_the_stream_without_an_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_stream_ends_its_task_even_when_its_buffer_is_full() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
+        let Some(env) = env().await else { return };
         let idle = env
             .watcher
             .watch_list::<Pod>(None, "", etcd_watcher::everything())
@@ -609,7 +558,7 @@ async fn dropping_a_stream_ends_its_task_even_when_its_buffer_is_full() {
             .watch_list::<Pod>(None, "", etcd_watcher::everything())
             .unwrap();
         let full_probe = full.task_probe();
-        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        let a = put_pod(&env.client, "ns", "a", "x").await;
         // Make sure the watch is established before the burst, then fill its buffer.
         expect_events(&mut full, &[format!("ADDED ns/a rv={a} app=x")]).await;
         let burst = etcd_watcher::WATCH_BUFFER + 50;
@@ -629,8 +578,8 @@ async fn dropping_a_stream_ends_its_task_even_when_its_buffer_is_full() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_that_does_not_read_gets_everything_in_order_once_it_does() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
-        let start = current_revision(&mut env.client).await;
+        let Some(env) = env().await else { return };
+        let start = current_revision(&env.client).await;
         let mut stream = env
             .watcher
             .watch_list::<Pod>(None, &start.to_string(), etcd_watcher::everything())
@@ -666,20 +615,20 @@ async fn a_consumer_that_does_not_read_gets_everything_in_order_once_it_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_etcd_yields_an_error_within_seconds() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
+        let Some(env) = env().await else { return };
         let proxy = FaultProxy::start(env.etcd.client_addr()).await;
         let watcher = watcher_via(proxy.endpoint()).await;
-        let start = current_revision(&mut env.client).await;
+        let start = current_revision(&env.client).await;
         let mut stream = watcher
             .watch_list::<Pod>(None, &start.to_string(), etcd_watcher::everything())
             .unwrap();
-        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        let a = put_pod(&env.client, "ns", "a", "x").await;
         expect_events(&mut stream, &[format!("ADDED ns/a rv={a} app=x")]).await;
 
         proxy.blackhole();
         let blackholed_at = Instant::now();
         // Written while etcd is unreachable: must not arrive through the hung connection.
-        put_pod(&mut env.client, "ns", "b", "x").await;
+        put_pod(&env.client, "ns", "b", "x").await;
         let event = next_event(&mut stream).await;
         let waited = blackholed_at.elapsed();
         match &event {
@@ -705,22 +654,22 @@ async fn a_silent_etcd_yields_an_error_within_seconds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumable_watch_resumes_after_a_silent_etcd_answers_again() {
     with_timeout(LIMIT, async {
-        let Some(mut env) = env().await else { return };
+        let Some(env) = env().await else { return };
         let proxy = FaultProxy::start(env.etcd.client_addr()).await;
         let watcher = watcher_via(proxy.endpoint()).await;
-        let start = current_revision(&mut env.client).await;
+        let start = current_revision(&env.client).await;
         let mut watch = watcher
             .resumable_list::<Pod>(None, &start.to_string(), etcd_watcher::everything())
             .unwrap()
             .with_backoff(SHORT_BACKOFF);
-        let a = put_pod(&mut env.client, "ns", "a", "x").await;
+        let a = put_pod(&env.client, "ns", "a", "x").await;
         assert_eq!(
             next_update_event(&mut watch).await,
             format!("ADDED ns/a rv={a} app=x")
         );
 
         proxy.blackhole();
-        let b = put_pod(&mut env.client, "ns", "b", "x").await;
+        let b = put_pod(&env.client, "ns", "b", "x").await;
         // Keepalive notices the silence. The watch says so (its metrics, hence /healthz)
         // and re-opens only once etcd answers again. Polling it under a timeout also
         // checks that `next` is cancel-safe: nothing is lost when it is dropped.
@@ -737,7 +686,7 @@ async fn a_resumable_watch_resumes_after_a_silent_etcd_answers_again() {
             }
         }
         proxy.restore();
-        let c = put_pod(&mut env.client, "ns", "c", "x").await;
+        let c = put_pod(&env.client, "ns", "c", "x").await;
         let mut events = Vec::new();
         while events.len() < 2 {
             match next_update(&mut watch).await {
@@ -804,7 +753,7 @@ impl Writer {
             .and_then([
                 TxnOp::put(
                     pod_key("default", name),
-                    pod_json("default", name, "w"),
+                    pod_json("default", name, "w").to_string(),
                     None,
                 ),
                 TxnOp::put(marker.as_str(), "", None),
@@ -1127,7 +1076,7 @@ async fn compaction_during_a_cut_is_a_410_for_the_one_shot_watch_and_a_relist_fo
         let Some(mut env) = env().await else { return };
         // In reverse key order, so that key order and revision order differ.
         for i in (0..10).rev() {
-            put_pod(&mut env.client, "ns", &format!("k{i}"), "old").await;
+            put_pod(&env.client, "ns", &format!("k{i}"), "old").await;
         }
         let proxy = FaultProxy::start(env.etcd.client_addr()).await;
         let watcher = watcher_via(proxy.endpoint()).await;
@@ -1168,10 +1117,10 @@ async fn compaction_during_a_cut_is_a_410_for_the_one_shot_watch_and_a_relist_fo
         assert_eq!(describe(&next_event(&mut one_shot).await), "ERROR 500");
         // Some added, some changed (in reverse key order again), some deleted.
         for i in 0..3 {
-            put_pod(&mut env.client, "ns", &format!("n{i}"), "new").await;
+            put_pod(&env.client, "ns", &format!("n{i}"), "new").await;
         }
         for i in (0..3).rev() {
-            put_pod(&mut env.client, "ns", &format!("k{i}"), "new").await;
+            put_pod(&env.client, "ns", &format!("k{i}"), "new").await;
         }
         for i in 3..6 {
             delete_pod(&mut env.client, "ns", &format!("k{i}")).await;
@@ -1240,7 +1189,7 @@ async fn compaction_during_a_cut_is_a_410_for_the_one_shot_watch_and_a_relist_fo
         assert_eq!(summary(&cache), summary(&etcd_state));
 
         // And it goes on watching live.
-        let live = put_pod(&mut env.client, "ns", "k9", "live").await;
+        let live = put_pod(&env.client, "ns", "k9", "live").await;
         assert_eq!(
             next_update_event(&mut resumable).await,
             format!("MODIFIED ns/k9 rv={live} app=live")

@@ -114,6 +114,20 @@ impl EtcdServer {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.client_port))
     }
 
+    /// etcd's own `/metrics` (Prometheus text), served over plain HTTP on the client URL.
+    pub async fn metrics(&self) -> String {
+        match super::kcm::http_get(self.client_port, "/metrics").await {
+            Some((200, body)) => body,
+            other => panic!("GET {}/metrics: {other:?}", self.endpoint()),
+        }
+    }
+
+    /// The value of one series of etcd's `/metrics`, e.g.
+    /// `etcd_debugging_mvcc_watcher_total`; 0 when it is not exported.
+    pub async fn metric(&self, series: &str) -> f64 {
+        super::kcm::metric_value(&self.metrics().await, series)
+    }
+
     /// etcd's data dir (`--data-dir`), kept across [`EtcdServer::kill`] and
     /// [`EtcdServer::restart`].
     pub fn data_dir(&self) -> &Path {

@@ -3,7 +3,8 @@
 //!
 //! Invariants: a [`Kcm`] owns its process (SIGKILLed on drop, `PR_SET_PDEATHSIG` against a
 //! test binary killed from outside); its stderr is echoed to the test's output, prefixed
-//! with its pid, and kept for greps. Children never inherit `RUST_LOG`, `KCM_ETCD_*`.
+//! with its pid, and kept for greps. Children never inherit `RUST_LOG`, `KCM_ETCD_*`: every test launches kcm through
+//! [`kcm_command`].
 
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -62,16 +63,12 @@ impl Kcm {
     /// Its stderr is echoed to the test's captured output line by line, so a failing or
     /// timed-out test shows it, and kept for [`Kcm::log`].
     pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Kcm {
-        let mut command = Command::new(kcm_bin());
-        command.args(args);
-        scrub(&mut command);
+        let mut command = kcm_command();
         command
+            .args(args)
             .envs(env.iter().copied())
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        die_with_parent(&mut command);
+            .stderr(Stdio::piped());
         let mut child = command
             .spawn()
             .unwrap_or_else(|e| panic!("spawn kcm {args:?}: {e}"));
@@ -208,14 +205,8 @@ pub struct Output {
 
 /// Runs `kcm {args}` with `env` set, bounded to 30 s.
 pub async fn run_kcm(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(kcm_bin());
-    command.args(args);
-    scrub(&mut command);
-    command
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    die_with_parent(&mut command);
+    let mut command = kcm_command();
+    command.args(args).envs(env.iter().copied());
     let output = tokio::time::timeout(Duration::from_secs(30), command.output())
         .await
         .unwrap_or_else(|_| panic!("kcm {args:?} did not finish within 30s"))
@@ -227,10 +218,17 @@ pub async fn run_kcm(args: &[&str], env: &[(&str, &str)]) -> Output {
     }
 }
 
-fn scrub(command: &mut Command) {
+/// The one way tests launch the `kcm` binary: without the environment variables of
+/// [`SCRUBBED_ENV`], stdin from /dev/null, killed when the handle drops and when the test
+/// binary dies. Add arguments, environment and output redirection to taste.
+pub fn kcm_command() -> Command {
+    let mut command = Command::new(kcm_bin());
     for name in SCRUBBED_ENV {
         command.env_remove(name);
     }
+    command.stdin(Stdio::null()).kill_on_drop(true);
+    die_with_parent(&mut command);
+    command
 }
 
 fn die_with_parent(command: &mut Command) {

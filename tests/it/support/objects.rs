@@ -50,6 +50,61 @@ pub fn controller_json(
     })
 }
 
+pub fn service_key(namespace: &str, name: &str) -> String {
+    format!("/registry/services/specs/{namespace}/{name}")
+}
+
+pub fn endpoints_key(namespace: &str, name: &str) -> String {
+    format!("/registry/services/endpoints/{namespace}/{name}")
+}
+
+/// A pod document labelled `app={app}`, without status.
+pub fn pod_json(namespace: &str, name: &str, app: &str) -> Value {
+    json!({
+        "kind": "Pod",
+        "apiVersion": "v1beta3",
+        "metadata": { "name": name, "namespace": namespace, "labels": { "app": app } },
+        "spec": { "containers": [{ "name": "c", "image": "busybox" }] },
+    })
+}
+
+/// A pod labelled `app={app}` with ports `http` 8080 and `metrics` 9090 on `node-1`,
+/// Running with `ip` (no status at all when `ip` is empty): what a service can select.
+pub fn serving_pod_json(namespace: &str, name: &str, app: &str, ip: &str) -> Value {
+    let mut pod = json!({
+        "kind": "Pod",
+        "apiVersion": "v1beta3",
+        "metadata": { "name": name, "namespace": namespace, "labels": { "app": app } },
+        "spec": {
+            "host": "node-1",
+            "containers": [{
+                "name": "web",
+                "image": "nginx",
+                "ports": [
+                    { "name": "http", "containerPort": 8080 },
+                    { "name": "metrics", "containerPort": 9090 },
+                ],
+            }],
+        },
+    });
+    if !ip.is_empty() {
+        pod["status"] = json!({ "phase": "Running", "host": "node-1", "podIP": ip });
+    }
+    pod
+}
+
+/// A service on port 80 selecting `app={app}`, forwarding to `container_port` (a number or
+/// a port name).
+pub fn service_json(namespace: &str, name: &str, app: &str, container_port: Value) -> Value {
+    json!({
+        "kind": "Service",
+        "apiVersion": "v1beta3",
+        "metadata": { "name": name, "namespace": namespace },
+        "spec": { "selector": { "app": app }, "port": 80, "containerPort": container_port },
+    })
+}
+
+/// Puts `value` at `key` and returns the revision etcd acknowledged.
 pub async fn put(client: &Client, key: &str, value: impl Into<Vec<u8>>) -> i64 {
     client
         .clone()
@@ -59,6 +114,32 @@ pub async fn put(client: &Client, key: &str, value: impl Into<Vec<u8>>) -> i64 {
         .header()
         .expect("responses carry a header")
         .revision()
+}
+
+/// Puts the JSON document `value` at `key`; returns the revision.
+pub async fn put_json(client: &Client, key: &str, value: &Value) -> i64 {
+    put(client, key, value.to_string()).await
+}
+
+/// Puts pod `namespace/name` labelled `app={app}` ([`pod_json`]); returns the revision.
+pub async fn put_pod(client: &Client, namespace: &str, name: &str, app: &str) -> i64 {
+    put_json(
+        client,
+        &pod_key(namespace, name),
+        &pod_json(namespace, name, app),
+    )
+    .await
+}
+
+/// Deletes `key`, which must exist; returns the revision of the delete.
+pub async fn delete(client: &Client, key: &str) -> i64 {
+    let response = client
+        .clone()
+        .delete(key, None)
+        .await
+        .unwrap_or_else(|e| panic!("delete {key}: {e}"));
+    assert_eq!(response.deleted(), 1, "{key} existed");
+    response.header().expect("header").revision()
 }
 
 /// Puts a valid controller selecting (and stamping) `app={app}`.
@@ -123,6 +204,24 @@ pub async fn controller(client: &Client, namespace: &str, name: &str) -> Option<
         .expect("get controller");
     let kv = response.kvs().first()?;
     Some(serde_json::from_slice(kv.value()).expect("stored controller JSON"))
+}
+
+/// The stored Endpoints of service `namespace/name`: its entries, mod revision and version
+/// (the number of writes since it was created); `None` if absent.
+pub async fn endpoints(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Option<(Vec<String>, i64, i64)> {
+    let response = client
+        .clone()
+        .get(endpoints_key(namespace, name), None)
+        .await
+        .expect("get endpoints");
+    let kv = response.kvs().first()?;
+    let document: Value = serde_json::from_slice(kv.value()).expect("endpoints JSON");
+    let entries = serde_json::from_value(document["endpoints"].clone()).unwrap_or_default();
+    Some((entries, kv.mod_revision(), kv.version()))
 }
 
 /// One stored pod, as much of it as the tests look at.
@@ -200,6 +299,16 @@ pub async fn active_pods(client: &Client, namespace: &str, app: &str) -> BTreeSe
         .filter(|pod| pod.counts_for(app))
         .map(|pod| pod.name)
         .collect()
+}
+
+/// How many pods in `namespace` are active (Pending, Running or Unknown), whatever their
+/// labels.
+pub async fn n_active(client: &Client, namespace: &str) -> usize {
+    pods(client, namespace)
+        .await
+        .values()
+        .filter(|pod| pod.is_active())
+        .count()
 }
 
 /// Whether controller `namespace/name` (selecting `app={app}`) wants `replicas`, has exactly
