@@ -42,13 +42,13 @@ use crate::api::{
 };
 use crate::cli::GlobalArgs;
 use crate::client::{self, ClientConfig};
+use crate::etcd_process::{local_client_addr, PrivateEtcd};
 use crate::etcd_watcher::{self, ResumableWatch, Update, Watcher};
 use crate::informer::{ControllerInformer, PodInformer};
 use crate::labels::Set;
 use crate::registry::Registry;
 use crate::replication_manager::{self, ManagerConfig, ReplicationManager};
 use crate::status::Metrics;
-use crate::up::PrivateEtcd;
 
 /// The scenarios, in the order they run.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -1232,7 +1232,7 @@ impl Bench {
             .endpoints
             .first()
             .and_then(|url| {
-                crate::up::local_client_addr(url)
+                local_client_addr(url)
                     .or_else(|| url.strip_prefix("http://").and_then(|a| a.parse().ok()))
             })
             .context("resume needs an http:// etcd endpoint")?;
