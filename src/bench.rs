@@ -26,7 +26,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use clap::{Args, ValueEnum};
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, EventType, GetOptions, Txn, TxnOp, WatchOptions,
 };
@@ -40,8 +39,7 @@ use crate::api::{
     self, Container, ContainerPort, Object as _, ObjectMeta, Pod, PodSpec, PodTemplateSpec,
     ReplicationController, ReplicationControllerSpec,
 };
-use crate::cli::GlobalArgs;
-use crate::client::{self, ClientConfig};
+use crate::client::{self, ClientConfig, Target};
 use crate::etcd_process::{local_client_addr, PrivateEtcd};
 use crate::etcd_watcher::{self, ResumableWatch, Update, Watcher};
 use crate::informer::{ControllerInformer, PodInformer};
@@ -51,7 +49,7 @@ use crate::replication_manager::{self, ManagerConfig, ReplicationManager};
 use crate::status::Metrics;
 
 /// The scenarios, in the order they run.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scenario {
     ScaleUp,
@@ -64,7 +62,19 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    fn name(self) -> &'static str {
+    /// Every scenario, in the order they run.
+    pub const ALL: [Scenario; 7] = [
+        Scenario::ScaleUp,
+        Scenario::ScaleDown,
+        Scenario::Heal,
+        Scenario::Resync,
+        Scenario::Watch,
+        Scenario::Resume,
+        Scenario::Memory,
+    ];
+
+    /// The scenario's name on the command line and in the table, e.g. `scale-up`.
+    pub fn name(self) -> &'static str {
         match self {
             Scenario::ScaleUp => "scale-up",
             Scenario::ScaleDown => "scale-down",
@@ -77,38 +87,34 @@ impl Scenario {
     }
 }
 
-#[derive(Args, Debug, Clone)]
-pub struct BenchArgs {
-    /// Scenarios to run (default: all): scale-up, scale-down, heal, resync, watch,
-    /// resume, memory.
-    #[arg(value_enum)]
+/// What `kcm bench` runs, and against which etcd.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The scenarios to run, in this order; never empty.
     pub scenarios: Vec<Scenario>,
-    /// Data dir of the private etcd (default: a temporary dir on disk, removed after).
-    #[arg(long, conflicts_with = "tmpfs")]
-    pub data_dir: Option<PathBuf>,
-    /// Put the private etcd's data dir on tmpfs (/dev/shm): no fsync cost.
-    #[arg(long)]
-    pub tmpfs: bool,
-    /// Small sizes, for a smoke run of a few seconds (the figures mean little).
-    #[arg(long)]
+    /// The etcd to start, or `None` to use the target's (one named with `--etcd-servers`).
+    pub private_etcd: Option<PrivateEtcdConfig>,
+    /// Small sizes, for a smoke run of a few seconds.
     pub quick: bool,
-    /// Write every figure, the sizes and the scale curves as JSON to this file.
-    #[arg(long)]
+    /// Where to write every figure, the sizes and the scale curves as JSON.
     pub json: Option<PathBuf>,
-    /// Draw pods over time for scale-up and scale-down, kcm against the baseline.
-    #[arg(long)]
+    /// Where to draw pods over time for scale-up and scale-down.
     pub svg: Option<PathBuf>,
-    /// Run every scenario this many times and report, per figure, the run with the median
-    /// ratio and the spread (lowest–highest ratio) across runs.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
-    pub repeat: u32,
-    /// etcd binary for the private etcd.
-    #[arg(long, default_value = "etcd")]
-    pub etcd_binary: PathBuf,
-    /// The kcm binary whose `controller-manager` the memory scenario measures (default:
-    /// this one), e.g. an older build to compare with.
-    #[arg(long)]
+    /// Runs of every scenario, at least 1; per figure the median run is reported.
+    pub repeat: usize,
+    /// The kcm binary whose `controller-manager` the memory scenario measures; `None` for
+    /// this one.
     pub manager_binary: Option<PathBuf>,
+}
+
+/// The private etcd of a bench run.
+#[derive(Clone, Debug)]
+pub struct PrivateEtcdConfig {
+    pub binary: PathBuf,
+    /// Its data dir; `None` for a temporary one (on /dev/shm with `tmpfs`).
+    pub data_dir: Option<PathBuf>,
+    /// Put the temporary data dir on tmpfs: no fsync cost.
+    pub tmpfs: bool,
 }
 
 /// How big each scenario is.
@@ -207,52 +213,48 @@ pub struct Report {
 /// # Errors
 /// When etcd cannot be started or reached, or a scenario fails (its setup, or it does
 /// not converge within its time limit).
-pub async fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
+pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
     let started = Instant::now();
-    let sizes = if args.quick {
+    let sizes = if config.quick {
         Sizes::quick()
     } else {
         Sizes::full()
     };
-    let scenarios = if args.scenarios.is_empty() {
-        Scenario::value_variants().to_vec()
-    } else {
-        args.scenarios.clone()
-    };
-    // `--etcd-servers` (or KCM_ETCD_SERVERS) names an etcd to use; otherwise the bench
-    // starts its own, so that nothing else shares it.
-    let given = std::env::var_os("KCM_ETCD_SERVERS").is_some()
-        || std::env::args().any(|a| a == "--etcd-servers" || a.starts_with("--etcd-servers="));
+    let scenarios = config.scenarios.clone();
+    // Held until the end: the tmpfs data dir is removed on drop.
     let mut _tmpfs_dir = None;
-    let private = if given {
-        None
-    } else {
-        let data_dir = match (&args.data_dir, args.tmpfs) {
-            (Some(dir), _) => Some(dir.clone()),
-            (None, true) => {
-                let dir = tempfile::Builder::new()
-                    .prefix("kcm-bench-etcd-")
-                    .tempdir_in("/dev/shm")
-                    .context("create a data dir on /dev/shm")?;
-                let path = dir.path().to_path_buf();
-                _tmpfs_dir = Some(dir);
-                Some(path)
-            }
-            (None, false) => None,
-        };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        Some(PrivateEtcd::start(&args.etcd_binary, addr, data_dir.as_deref()).await?)
+    let private = match &config.private_etcd {
+        None => None,
+        Some(private) => {
+            let data_dir = match (&private.data_dir, private.tmpfs) {
+                (Some(dir), _) => Some(dir.clone()),
+                (None, true) => {
+                    let dir = tempfile::Builder::new()
+                        .prefix("kcm-bench-etcd-")
+                        .tempdir_in("/dev/shm")
+                        .context("create a data dir on /dev/shm")?;
+                    let path = dir.path().to_path_buf();
+                    _tmpfs_dir = Some(dir);
+                    Some(path)
+                }
+                (None, false) => None,
+            };
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            Some(PrivateEtcd::start(&private.binary, addr, data_dir.as_deref()).await?)
+        }
     };
+    let given = private.is_none();
+    let tmpfs = config.private_etcd.as_ref().is_some_and(|p| p.tmpfs);
     let endpoints = match &private {
         Some(etcd) => vec![etcd.endpoint().to_string()],
-        None => global.etcd_servers.clone(),
+        None => target.client.endpoints.clone(),
     };
     let client_config = ClientConfig {
         endpoints: endpoints.clone(),
-        ..global.client_config()
+        ..target.client.clone()
     };
     let client = client::connect(&client_config).await?;
     let etcd_version = client
@@ -268,23 +270,23 @@ pub async fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
         client_config,
         root: root.clone(),
         sizes: sizes.clone(),
-        manager_binary: args.manager_binary.clone(),
+        manager_binary: config.manager_binary.clone(),
         curves: Mutex::default(),
         run: Default::default(),
     };
     eprintln!(
         "kcm bench: etcd {etcd_version} at {}{}, {} scenario(s){}",
         endpoints.join(","),
-        match (&private, args.tmpfs) {
+        match (&private, tmpfs) {
             (Some(_), true) => " (private, tmpfs)",
             (Some(_), false) => " (private, disk)",
             (None, _) => "",
         },
         scenarios.len(),
-        if args.quick { ", quick sizes" } else { "" }
+        if config.quick { ", quick sizes" } else { "" }
     );
     let mut rows = Vec::new();
-    let repeat = args.repeat.max(1) as usize;
+    let repeat = config.repeat.max(1);
     let result = async {
         for scenario in &scenarios {
             let mut runs: Vec<Vec<Row>> = Vec::with_capacity(repeat);
@@ -336,23 +338,23 @@ pub async fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
         etcd_version,
         etcd: if given {
             endpoints.join(",")
-        } else if args.tmpfs {
+        } else if tmpfs {
             "private, tmpfs".into()
         } else {
             "private, disk".into()
         },
-        quick: args.quick,
+        quick: config.quick,
         sizes,
         rows,
         curves: bench.curves.into_inner().expect("curves lock"),
         seconds: started.elapsed().as_secs_f64(),
     };
     print!("{}", table(&report));
-    if let Some(path) = &args.json {
+    if let Some(path) = &config.json {
         let json = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, json).with_context(|| format!("write {}", path.display()))?;
     }
-    if let Some(path) = &args.svg {
+    if let Some(path) = &config.svg {
         std::fs::write(path, svg(&report)).with_context(|| format!("write {}", path.display()))?;
     }
     Ok(())

@@ -1,5 +1,5 @@
-//! The kubecfg verbs: `create`, `get`, `resize` (`scale`), `delete`, `stop`, `run` and
-//! `describe`, talking to etcd directly instead of to an apiserver.
+//! The kubecfg verbs: `create`, `get`, `resize` (`scale`), `delete`, `stop`, `run`,
+//! `describe` and `watch`, talking to etcd directly instead of to an apiserver.
 //!
 //! Mirrors 2014's `cmd/kubecfg/kubecfg.go` and `pkg/kubecfg/` (`kubecfg.go`:
 //! `ResizeController`, `StopController`, `RunController`; `resource_printer.go`: the
@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
-use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
 use crate::api::{
@@ -28,7 +27,8 @@ use crate::api::{
     PodSpec, PodTemplateSpec, ReplicationController, ReplicationControllerSpec, Service,
     ServiceSpec, ValidationError,
 };
-use crate::cli::{parse_duration, GlobalArgs, Kind};
+use crate::client::Target;
+use crate::etcd_watcher::{self, Update, WatchEvent, Watcher};
 use crate::labels::{Selector, Set};
 use crate::registry::{ObjectList, Registry, StorageError};
 
@@ -40,18 +40,19 @@ const MAX_ENDPOINTS_SHOWN: usize = 3;
 const NONE: &str = "<none>";
 
 // ---------------------------------------------------------------------------------------
-// Arguments
+// What each verb is asked to do (the command line builds these in `cli::kubecfg`)
 
-/// The kind the controller verbs (`resize`, `stop`, `describe`) act on.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ControllerKind {
-    /// Replication controllers (`rc`).
-    #[value(alias = "rc", alias = "replicationcontroller")]
+/// The kinds kcm stores, as named on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Pods,
     Replicationcontrollers,
+    Services,
+    Endpoints,
 }
 
 /// How `kcm get` prints what it read.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GetOutput {
     /// Aligned columns.
     Table,
@@ -61,111 +62,108 @@ pub enum GetOutput {
     Json,
 }
 
-#[derive(Args, Debug)]
-pub struct CreateArgs {
-    /// JSON file holding one object or a `{"items": [...]}` list; `-` reads stdin.
-    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+/// How `kcm watch` prints each event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchOutput {
+    /// `ADDED pods/default/web-7xk2p rv=1234`
+    Text,
+    /// One wire-form event per line: `{"type":"ADDED","object":{...}}`
+    Json,
+}
+
+/// `kcm create -f FILE`.
+#[derive(Clone, Debug)]
+pub struct CreateOptions {
+    /// JSON file holding one object or a list; `-` reads stdin.
     pub filename: PathBuf,
-    /// Namespace of objects that name none [default: default]. An object naming another
-    /// namespace is an error.
-    #[arg(short, long)]
+    /// Namespace of objects that name none (`default` when `None`); an object naming
+    /// another namespace is an error.
     pub namespace: Option<String>,
 }
 
-#[derive(Args, Debug)]
-pub struct GetArgs {
-    /// pods (po), replicationcontrollers (rc), services (svc) or endpoints (ep).
+/// `kcm get KIND [NAME]`.
+#[derive(Clone, Debug)]
+pub struct GetOptions {
     pub kind: Kind,
-    /// Print only this object.
-    #[arg(conflicts_with_all = ["all_namespaces", "selector"])]
+    /// Print only this object (then `all_namespaces` is false and `selector` is `None`).
     pub name: Option<String>,
-    /// Namespace to read.
-    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE, conflicts_with = "all_namespaces")]
     pub namespace: String,
-    /// List every namespace (adds a NAMESPACE column).
-    #[arg(short = 'A', long)]
+    /// List every namespace (adds a NAMESPACE column); `namespace` is then ignored.
     pub all_namespaces: bool,
-    /// Only objects whose labels match, e.g. `app=web,tier!=db` or `env in (a,b)`.
-    #[arg(short = 'l', long)]
     pub selector: Option<Selector>,
-    /// Output format.
-    #[arg(short, long, value_enum, default_value_t = GetOutput::Table)]
     pub output: GetOutput,
 }
 
-#[derive(Args, Debug)]
-pub struct ResizeArgs {
-    /// replicationcontrollers (rc).
-    pub kind: ControllerKind,
-    /// The controller's name.
+/// `kcm resize rc NAME --replicas N`.
+#[derive(Clone, Debug)]
+pub struct ResizeOptions {
+    /// The replication controller's name.
     pub name: String,
-    /// The new spec.replicas.
-    #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
+    /// The new `spec.replicas`, at least 0.
     pub replicas: i64,
-    /// The controller's namespace.
-    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
     pub namespace: String,
 }
 
-#[derive(Args, Debug)]
-pub struct DeleteArgs {
-    /// pods (po), replicationcontrollers (rc), services (svc) or endpoints (ep).
+/// `kcm delete KIND NAME`.
+#[derive(Clone, Debug)]
+pub struct DeleteOptions {
     pub kind: Kind,
-    /// The object's name.
     pub name: String,
-    /// The object's namespace.
-    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
     pub namespace: String,
 }
 
-#[derive(Args, Debug)]
-pub struct StopArgs {
-    /// replicationcontrollers (rc).
-    pub kind: ControllerKind,
-    /// The controller's name.
+/// `kcm stop rc NAME`.
+#[derive(Clone, Debug)]
+pub struct StopOptions {
+    /// The replication controller's name.
     pub name: String,
-    /// The controller's namespace.
-    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
     pub namespace: String,
     /// How long to wait for the controller's pods to be deleted.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
 }
 
-#[derive(Args, Debug)]
-pub struct RunArgs {
-    /// Name of the controller (and of the service with --expose); its pods are labelled
+/// `kcm run NAME --image IMG`.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Name of the controller (and of the service with `expose`); its pods are labelled
     /// `name=NAME`.
     pub name: String,
-    /// The container image.
-    #[arg(long)]
     pub image: String,
-    /// spec.replicas of the controller.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i64).range(0..))]
+    /// `spec.replicas` of the controller, at least 0.
     pub replicas: i64,
     /// The container port (named `http`).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
-    /// Also create a Service NAME selecting `name=NAME`, forwarding to --port.
-    #[arg(long, requires = "port")]
+    /// Also create a Service NAME selecting `name=NAME`, forwarding to `port` (only
+    /// with a `port`).
     pub expose: bool,
-    /// The service's port [default: --port].
-    #[arg(long, requires = "expose", value_parser = clap::value_parser!(u16).range(1..))]
+    /// The service's port; default `port`.
     pub service_port: Option<u16>,
-    /// Namespace of the controller and service.
-    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
     pub namespace: String,
 }
 
-#[derive(Args, Debug)]
-pub struct DescribeArgs {
-    /// replicationcontrollers (rc).
-    pub kind: ControllerKind,
-    /// The controller's name.
+/// `kcm describe rc NAME`.
+#[derive(Clone, Debug)]
+pub struct DescribeOptions {
+    /// The replication controller's name.
     pub name: String,
-    /// The controller's namespace.
-    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
     pub namespace: String,
+}
+
+/// `kcm watch KIND [NAME]`.
+#[derive(Clone, Debug)]
+pub struct WatchOptions {
+    pub kind: Kind,
+    /// Watch only this object (needs one namespace and no selector).
+    pub name: Option<String>,
+    pub namespace: String,
+    /// Watch every namespace; `namespace` is then ignored.
+    pub all_namespaces: bool,
+    pub selector: Option<Selector>,
+    /// Start after this revision; empty lists the current objects first (as ADDED).
+    pub resource_version: String,
+    pub output: WatchOutput,
+    /// Also print the etcd event each event came from.
+    pub raw: bool,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -325,9 +323,9 @@ fn read_input(path: &Path) -> anyhow::Result<(String, String)> {
 /// # Errors
 /// Bad input (nothing is written), etcd unreachable, or objects that could not be
 /// created (`... already exists`); the others are still created.
-pub async fn create(global: &GlobalArgs, args: CreateArgs) -> anyhow::Result<()> {
-    let (source, text) = read_input(&args.filename)?;
-    let manifests = parse_manifests(&source, &text, args.namespace.as_deref())?;
+pub async fn create(target: &Target, options: CreateOptions) -> anyhow::Result<()> {
+    let (source, text) = read_input(&options.filename)?;
+    let manifests = parse_manifests(&source, &text, options.namespace.as_deref())?;
     let invalid: Vec<String> = manifests
         .iter()
         .filter_map(|manifest| manifest.validate().err())
@@ -335,7 +333,7 @@ pub async fn create(global: &GlobalArgs, args: CreateArgs) -> anyhow::Result<()>
         .collect();
     anyhow::ensure!(invalid.is_empty(), "{}", invalid.join("; "));
 
-    let (_client, registry) = global.registry().await?;
+    let (_client, registry) = target.connect().await?;
     let mut failures = Vec::new();
     for manifest in &manifests {
         match manifest.create(&registry).await {
@@ -618,36 +616,36 @@ fn to_json<T: Object>(mut object: T) -> anyhow::Result<Value> {
 /// # Errors
 /// `pods "x" not found`, a malformed NAME, or etcd failing. Malformed objects in a list
 /// are warnings on stderr, not errors.
-pub async fn get(global: &GlobalArgs, args: GetArgs) -> anyhow::Result<()> {
-    match args.kind {
-        Kind::Pods => get_kind::<Pod>(global, &args).await,
-        Kind::Replicationcontrollers => get_kind::<ReplicationController>(global, &args).await,
-        Kind::Services => get_kind::<Service>(global, &args).await,
-        Kind::Endpoints => get_kind::<Endpoints>(global, &args).await,
+pub async fn get(target: &Target, options: GetOptions) -> anyhow::Result<()> {
+    match options.kind {
+        Kind::Pods => get_kind::<Pod>(target, &options).await,
+        Kind::Replicationcontrollers => get_kind::<ReplicationController>(target, &options).await,
+        Kind::Services => get_kind::<Service>(target, &options).await,
+        Kind::Endpoints => get_kind::<Endpoints>(target, &options).await,
     }
 }
 
-async fn get_kind<T: Printable>(global: &GlobalArgs, args: &GetArgs) -> anyhow::Result<()> {
-    let (_client, registry) = global.registry().await?;
+async fn get_kind<T: Printable>(target: &Target, options: &GetOptions) -> anyhow::Result<()> {
+    let (_client, registry) = target.connect().await?;
     let now = SystemTime::now();
-    let wide = args.output == GetOutput::Wide;
-    if let Some(name) = &args.name {
+    let wide = options.output == GetOutput::Wide;
+    if let Some(name) = &options.name {
         let object: T = registry
-            .get(&args.namespace, name)
+            .get(&options.namespace, name)
             .await
             .map_err(|e| storage_error::<T>(e, name))?;
-        return emit(&match args.output {
+        return emit(&match options.output {
             GetOutput::Json => format!("{:#}\n", to_json(object)?),
             GetOutput::Table | GetOutput::Wide => render_objects(&[object], wide, false, now),
         });
     }
-    let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
-    let selector = args.selector.clone().unwrap_or_default();
+    let namespace = (!options.all_namespaces).then_some(options.namespace.as_str());
+    let selector = options.selector.clone().unwrap_or_default();
     let list: ObjectList<T> = registry.list(namespace, &selector).await?;
     for error in &list.errors {
         eprintln!("kcm: warning: skipping {error}");
     }
-    match args.output {
+    match options.output {
         GetOutput::Json => {
             let items = list
                 .items
@@ -669,9 +667,12 @@ async fn get_kind<T: Printable>(global: &GlobalArgs, args: &GetArgs) -> anyhow::
             }
             Ok(())
         }
-        GetOutput::Table | GetOutput::Wide => {
-            emit(&render_objects(&list.items, wide, args.all_namespaces, now))
-        }
+        GetOutput::Table | GetOutput::Wide => emit(&render_objects(
+            &list.items,
+            wide,
+            options.all_namespaces,
+            now,
+        )),
     }
 }
 
@@ -683,14 +684,13 @@ async fn get_kind<T: Printable>(global: &GlobalArgs, args: &GetArgs) -> anyhow::
 ///
 /// # Errors
 /// `replicationcontrollers "x" not found`, or etcd failing.
-pub async fn resize(global: &GlobalArgs, args: ResizeArgs) -> anyhow::Result<()> {
-    let ResizeArgs {
-        kind: ControllerKind::Replicationcontrollers,
+pub async fn resize(target: &Target, options: ResizeOptions) -> anyhow::Result<()> {
+    let ResizeOptions {
         name,
         replicas,
         namespace,
-    } = args;
-    let (_client, registry) = global.registry().await?;
+    } = options;
+    let (_client, registry) = target.connect().await?;
     set_replicas(&registry, &namespace, &name, replicas).await?;
     emit(&format!(
         "{}/{name} resized to {replicas}\n",
@@ -718,10 +718,10 @@ async fn set_replicas(
 ///
 /// # Errors
 /// `pods "x" not found`, or etcd failing.
-pub async fn delete(global: &GlobalArgs, args: DeleteArgs) -> anyhow::Result<()> {
-    let (_client, registry) = global.registry().await?;
-    let (namespace, name) = (args.namespace.as_str(), args.name.as_str());
-    match args.kind {
+pub async fn delete(target: &Target, options: DeleteOptions) -> anyhow::Result<()> {
+    let (_client, registry) = target.connect().await?;
+    let (namespace, name) = (options.namespace.as_str(), options.name.as_str());
+    match options.kind {
         Kind::Pods => delete_kind::<Pod>(&registry, namespace, name).await,
         Kind::Services => delete_kind::<Service>(&registry, namespace, name).await,
         Kind::Endpoints => delete_kind::<Endpoints>(&registry, namespace, name).await,
@@ -765,15 +765,14 @@ async fn delete_kind<T: Object>(
 /// Not found; an invalid controller (the manager ignores it, so its pods would never
 /// go); pods still active after `--timeout` (the controller is left at 0 replicas); etcd
 /// failing.
-pub async fn stop(global: &GlobalArgs, args: StopArgs) -> anyhow::Result<()> {
-    let StopArgs {
-        kind: ControllerKind::Replicationcontrollers,
+pub async fn stop(target: &Target, options: StopOptions) -> anyhow::Result<()> {
+    let StopOptions {
         name,
         namespace,
         timeout,
-    } = args;
+    } = options;
     let reference = format!("{}/{name}", ReplicationController::RESOURCE);
-    let (_client, registry) = global.registry().await?;
+    let (_client, registry) = target.connect().await?;
     let rc: ReplicationController = registry
         .get(&namespace, &name)
         .await
@@ -842,13 +841,13 @@ fn summarize_names(names: &[&str]) -> String {
 
 /// The controller (and, with `--expose`, the service) `kcm run` creates, as 2014's
 /// `RunController` built them: everything labelled and selected by `name=NAME`.
-pub fn run_objects(args: &RunArgs) -> (ReplicationController, Option<Service>) {
-    let labels: Set = [("name", args.name.as_str())].into_iter().collect();
+pub fn run_objects(options: &RunOptions) -> (ReplicationController, Option<Service>) {
+    let labels: Set = [("name", options.name.as_str())].into_iter().collect();
     let meta = ObjectMeta {
         labels: labels.clone(),
-        ..ObjectMeta::named(&args.namespace, &args.name)
+        ..ObjectMeta::named(&options.namespace, &options.name)
     };
-    let ports = args
+    let ports = options
         .port
         .map(|port| ContainerPort {
             name: "http".to_string(),
@@ -861,7 +860,7 @@ pub fn run_objects(args: &RunArgs) -> (ReplicationController, Option<Service>) {
     let controller = ReplicationController {
         metadata: meta.clone(),
         spec: ReplicationControllerSpec {
-            replicas: args.replicas,
+            replicas: options.replicas,
             selector: labels.clone(),
             template: Some(PodTemplateSpec {
                 metadata: ObjectMeta {
@@ -870,8 +869,8 @@ pub fn run_objects(args: &RunArgs) -> (ReplicationController, Option<Service>) {
                 },
                 spec: PodSpec {
                     containers: vec![Container {
-                        name: args.name.clone(),
-                        image: args.image.clone(),
+                        name: options.name.clone(),
+                        image: options.image.clone(),
                         ports,
                         ..Container::default()
                     }],
@@ -883,12 +882,12 @@ pub fn run_objects(args: &RunArgs) -> (ReplicationController, Option<Service>) {
         },
         ..ReplicationController::default()
     };
-    let service = match (args.expose, args.port) {
+    let service = match (options.expose, options.port) {
         (true, Some(port)) => Some(Service {
             metadata: meta,
             spec: ServiceSpec {
                 selector: labels,
-                port: i64::from(args.service_port.unwrap_or(port)),
+                port: i64::from(options.service_port.unwrap_or(port)),
                 protocol: "TCP".to_string(),
                 container_port: Some(IntOrString::Int(i64::from(port))),
                 ..ServiceSpec::default()
@@ -905,14 +904,17 @@ pub fn run_objects(args: &RunArgs) -> (ReplicationController, Option<Service>) {
 ///
 /// # Errors
 /// An invalid name or image, `... already exists`, or etcd failing.
-pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(!args.image.trim().is_empty(), "--image must not be empty");
-    let (controller, service) = run_objects(&args);
+pub async fn run(target: &Target, options: RunOptions) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !options.image.trim().is_empty(),
+        "--image must not be empty"
+    );
+    let (controller, service) = run_objects(&options);
     api::validate(&controller)?;
     if let Some(service) = &service {
         api::validate(service)?;
     }
-    let (_client, registry) = global.registry().await?;
+    let (_client, registry) = target.connect().await?;
     create_object(&registry, &controller).await?;
     emit(&format!("{} created\n", reference(&controller)))?;
     if let Some(service) = &service {
@@ -935,13 +937,9 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
 ///
 /// # Errors
 /// Not found, a malformed controller, or etcd failing.
-pub async fn describe(global: &GlobalArgs, args: DescribeArgs) -> anyhow::Result<()> {
-    let DescribeArgs {
-        kind: ControllerKind::Replicationcontrollers,
-        name,
-        namespace,
-    } = args;
-    let (_client, registry) = global.registry().await?;
+pub async fn describe(target: &Target, options: DescribeOptions) -> anyhow::Result<()> {
+    let DescribeOptions { name, namespace } = options;
+    let (_client, registry) = target.connect().await?;
     let rc: ReplicationController = registry
         .get(&namespace, &name)
         .await
@@ -1102,6 +1100,107 @@ fn port_text(port: &ContainerPort) -> String {
     } else {
         format!("{}/{protocol} ({})", port.container_port, port.name)
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// watch
+
+/// `kcm watch KIND [NAME]`: prints the typed events of one kind until the process ends;
+/// resumes after a disconnect and lists again after compaction, saying so on stderr.
+///
+/// # Errors
+/// A NAME with `--all-namespaces` or `--selector`, etcd unreachable at start, or the
+/// watch failing for good (e.g. its starting revision was compacted).
+pub async fn watch(target: &Target, options: WatchOptions) -> anyhow::Result<()> {
+    match options.kind {
+        Kind::Pods => watch_kind::<Pod>(target, options).await,
+        Kind::Replicationcontrollers => watch_kind::<ReplicationController>(target, options).await,
+        Kind::Services => watch_kind::<Service>(target, options).await,
+        Kind::Endpoints => watch_kind::<Endpoints>(target, options).await,
+    }
+}
+
+async fn watch_kind<T: Object>(target: &Target, options: WatchOptions) -> anyhow::Result<()> {
+    let (client, registry) = target.connect().await?;
+    let watcher = Watcher::new(&client, registry);
+    let filter = etcd_watcher::selector_filter::<T>(options.selector.clone().unwrap_or_default());
+    let mut watch = match &options.name {
+        Some(name) => {
+            anyhow::ensure!(
+                !options.all_namespaces,
+                "a NAME needs one namespace; drop --all-namespaces"
+            );
+            anyhow::ensure!(
+                options.selector.is_none(),
+                "a NAME names one object; drop --selector"
+            );
+            watcher.resumable_object::<T>(&options.namespace, name, &options.resource_version)?
+        }
+        None => {
+            let namespace = (!options.all_namespaces).then_some(options.namespace.as_str());
+            watcher.resumable_list::<T>(namespace, &options.resource_version, filter)?
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    loop {
+        match watch.next().await {
+            Update::Event(event, raw) => {
+                print_event(&mut stdout, &event, raw.as_ref(), &options)
+                    .context("write to stdout")?;
+            }
+            Update::Resumed { from, reason } => {
+                eprintln!("kcm watch: resuming after revision {from} ({reason})");
+            }
+            Update::Error(status) => anyhow::bail!("watch {}: {}", T::RESOURCE, status.message),
+            Update::Relisted {
+                revision,
+                added,
+                modified,
+                deleted,
+            } => {
+                eprintln!(
+                    "kcm watch: listed at revision {revision} ({added} added, {modified} modified, {deleted} deleted)"
+                );
+            }
+        }
+    }
+}
+
+fn print_event<T: Object>(
+    out: &mut impl std::io::Write,
+    event: &WatchEvent<T>,
+    raw: Option<&etcd_watcher::RawInfo>,
+    options: &WatchOptions,
+) -> std::io::Result<()> {
+    match options.output {
+        WatchOutput::Text => {
+            if options.raw {
+                match raw {
+                    Some(raw) => writeln!(out, "  etcd: {raw}")?,
+                    None => writeln!(out, "  etcd: (from a list)")?,
+                }
+            }
+            let object = event.object();
+            let meta = object.map(|o| o.metadata());
+            writeln!(
+                out,
+                "{} {}/{}/{} rv={}",
+                event.type_name(),
+                T::RESOURCE,
+                meta.map_or("", |m| m.namespace.as_str()),
+                meta.map_or("", |m| m.name.as_str()),
+                event.revision().unwrap_or(0)
+            )?;
+        }
+        WatchOutput::Json => {
+            let mut value = serde_json::to_value(event).map_err(std::io::Error::other)?;
+            if options.raw {
+                value["raw"] = serde_json::to_value(raw).map_err(std::io::Error::other)?;
+            }
+            writeln!(out, "{value}")?;
+        }
+    }
+    out.flush()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1354,51 +1453,8 @@ mod tests {
     }
 
     #[test]
-    fn verbs_parse_with_kubectls_flags() {
-        use crate::cli::{Cli, Command};
-        use clap::Parser as _;
-
-        let parse = |args: &[&str]| Cli::try_parse_from([&["kcm"], args].concat());
-        let cli = parse(&["scale", "rc", "web", "--replicas", "3", "-n", "prod"]).unwrap();
-        let Command::Resize(resize) = cli.command else {
-            panic!("scale is resize")
-        };
-        assert_eq!((resize.replicas, resize.namespace.as_str()), (3, "prod"));
-        let cli = parse(&["get", "svc", "-A", "-l", "a=b", "-o", "wide"]).unwrap();
-        let Command::Get(get) = cli.command else {
-            panic!("parsed as another command")
-        };
-        assert_eq!(get.kind, Kind::Services);
-        assert!(get.all_namespaces && get.output == GetOutput::Wide);
-        let Command::Stop(stop) = parse(&["stop", "rc", "web"]).unwrap().command else {
-            panic!("parsed as another command")
-        };
-        assert_eq!(stop.timeout, Duration::from_secs(60));
-
-        for (args, expected) in [
-            (&["get", "pods", "p", "-A"][..], "cannot be used with"),
-            (&["get", "pods", "p", "-l", "a=b"], "cannot be used with"),
-            (&["run", "web", "--image", "i", "--expose"], "--port"),
-            (
-                &["run", "web", "--image", "i", "--service-port", "80"],
-                "--expose",
-            ),
-            (
-                &["run", "web", "--image", "i", "--port", "0"],
-                "0 is not in 1..=65535",
-            ),
-            (&["stop", "svc", "web"], "invalid value 'svc'"),
-            (&["describe", "pods", "web"], "invalid value 'pods'"),
-            (&["create"], "--filename"),
-        ] {
-            let err = parse(args).unwrap_err().to_string();
-            assert!(err.contains(expected), "{args:?}: {err}");
-        }
-    }
-
-    #[test]
     fn run_builds_valid_objects_selected_by_name() {
-        let args = RunArgs {
+        let args = RunOptions {
             name: "web".into(),
             image: "nginx".into(),
             replicas: 2,
@@ -1424,7 +1480,7 @@ mod tests {
         assert_eq!(service.spec.container_port, Some(IntOrString::Int(80)));
         assert_eq!(service.spec.selector.to_string(), "name=web");
 
-        let (rc, service) = run_objects(&RunArgs {
+        let (rc, service) = run_objects(&RunOptions {
             port: None,
             expose: false,
             service_port: None,

@@ -15,31 +15,24 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use clap::Args;
 
-use crate::client::{self, ClientConfig};
+use crate::client::{self, ClientConfig, Target};
 use crate::etcd_process::{local_client_addr, PrivateEtcd};
 
-#[derive(Args, Debug, Clone)]
-pub struct UpArgs {
-    /// Simulated kubelets (nodes) to run.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(0..=64))]
+/// What `kcm up` runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Simulated kubelets (nodes) to run, `node-1` to `node-N`.
     pub nodes: u16,
-    /// Data dir of the private etcd; default a temporary dir removed on exit.
-    #[arg(long)]
+    /// Data dir of the private etcd; `None` for a temporary dir removed on exit.
     pub data_dir: Option<PathBuf>,
-    /// etcd binary for the private etcd (default: `etcd` on PATH).
-    #[arg(long, default_value = "etcd")]
+    /// etcd binary for the private etcd.
     pub etcd_binary: PathBuf,
-    /// Run the guided tour: create a controller and a service, watch pods converge,
-    /// delete a pod, scale, show the endpoints; then shut down.
-    #[arg(long)]
+    /// Run the guided tour, then shut down.
     pub demo: bool,
-    /// Port of the status endpoint (/healthz, /metrics).
-    #[arg(long, default_value_t = 10252)]
+    /// Port of the status endpoint (/healthz, /metrics), on 127.0.0.1.
     pub port: u16,
     /// How often every controller is synced even without events.
-    #[arg(long, default_value = "10s", value_parser = crate::cli::parse_duration)]
     pub sync_period: Duration,
 }
 
@@ -101,7 +94,6 @@ use crate::api::{
     Container, ContainerPort, IntOrString, ObjectMeta, Pod, PodPhase, PodSpec, PodTemplateSpec,
     ReplicationController, ReplicationControllerSpec, Service, ServiceSpec,
 };
-use crate::cli::GlobalArgs;
 use crate::controller_manager::{self, Controller};
 use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::Watcher;
@@ -116,12 +108,12 @@ use crate::replication_manager::ManagerConfig;
 /// When no etcd answers and a private one cannot be started, or a component fails to
 /// start (e.g. the status port is taken).
 pub async fn run(
-    global: &GlobalArgs,
-    args: UpArgs,
+    target: &Target,
+    config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let config = global.client_config();
-    let url = config
+    let client_config = &target.client;
+    let url = client_config
         .endpoints
         .first()
         .cloned()
@@ -129,13 +121,13 @@ pub async fn run(
     let quick = ClientConfig {
         connect_timeout: Duration::from_millis(700),
         request_timeout: Duration::from_millis(700),
-        ..config.clone()
+        ..client_config.clone()
     };
     let private = match client::connect(&quick).await {
         Ok(_) => {
             say(format!(
                 "kcm up: using the etcd that answers at {}",
-                config.endpoints_display()
+                client_config.endpoints_display()
             ));
             None
         }
@@ -144,12 +136,12 @@ pub async fn run(
                 format!("no etcd answers at {url}, and it is not a local http address kcm could start one on")
             })?;
             let etcd =
-                PrivateEtcd::start(&args.etcd_binary, addr, args.data_dir.as_deref()).await?;
+                PrivateEtcd::start(&config.etcd_binary, addr, config.data_dir.as_deref()).await?;
             say(format!(
                 "kcm up: started a private etcd at {} (data dir {}{})",
                 etcd.endpoint(),
                 etcd.data_dir().display(),
-                if args.data_dir.is_some() {
+                if config.data_dir.is_some() {
                     ""
                 } else {
                     ", removed on exit"
@@ -158,7 +150,7 @@ pub async fn run(
             Some(etcd)
         }
     };
-    let result = run_cluster(global, &args, shutdown).await;
+    let result = run_cluster(target, &config, shutdown).await;
     if let Some(etcd) = private {
         etcd.stop().await;
         say("kcm up: private etcd stopped");
@@ -167,20 +159,20 @@ pub async fn run(
 }
 
 async fn run_cluster(
-    global: &GlobalArgs,
-    args: &UpArgs,
+    target: &Target,
+    config: &Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (client, registry) = global.registry().await?;
+    let (client, registry) = target.connect().await?;
     let token = CancellationToken::new();
-    let status_addr = SocketAddr::from(([127, 0, 0, 1], args.port));
+    let status_addr = SocketAddr::from(([127, 0, 0, 1], config.port));
     let manager = controller_manager::run(
         controller_manager::Config {
-            client: global.client_config(),
-            prefix: global.prefix.clone(),
+            client: target.client.clone(),
+            prefix: target.prefix.clone(),
             controllers: vec![Controller::Replication, Controller::Endpoints],
             manager: ManagerConfig {
-                sync_period: args.sync_period,
+                sync_period: config.sync_period,
                 ..ManagerConfig::default()
             },
             endpoints: EndpointsConfig::default(),
@@ -189,13 +181,13 @@ async fn run_cluster(
         },
         token.clone().cancelled_owned(),
     );
-    let kubelets = run_nodes(&client, &registry, args.nodes, &token);
-    let endpoints = global.etcd_servers.join(",");
+    let kubelets = run_nodes(&client, &registry, config.nodes, &token);
+    let endpoints = target.client.endpoints_display();
     let driver = async {
-        if args.demo {
+        if config.demo {
             tokio::pin!(shutdown);
             tokio::select! {
-                result = demo(&registry, args.nodes) => {
+                result = demo(&registry, config.nodes) => {
                     if let Err(e) = &result {
                         say(format!("demo failed: {e:#}"));
                     }
@@ -210,7 +202,7 @@ async fn run_cluster(
         } else {
             say(format!(
                 "kcm up: controller manager and {} simulated kubelet(s) running; status on http://{status_addr}/healthz",
-                args.nodes
+                config.nodes
             ));
             say(format!("  try:  kcm --etcd-servers {endpoints} run web --image nginx --replicas 3 --port 80 --expose"));
             say(format!("        kcm --etcd-servers {endpoints} get pods"));
