@@ -21,3 +21,6 @@ pub mod replication_manager;
 pub mod status;
 pub mod up;
 pub mod workqueue;
+
+#[cfg(test)]
+mod module_dependencies;
