@@ -1,25 +1,36 @@
-//! The command line: clap definitions and the commands that are not long-running loops.
+//! The command line: every clap definition, and the dispatch to the commands.
 //!
 //! `main.rs` only parses [`Cli`], installs tracing and the shutdown signal, and calls
 //! [`run`]. Every flag's `///` comment is its help text.
+//!
+//! Invariant: this is the only module that knows clap (ripgrep's low-level args). Each
+//! command receives a validated configuration built here (the high-level args): a
+//! [`Target`] from the global flags (`TryFrom<&GlobalArgs>`) plus its own config, e.g.
+//! `KubeletConfig` from `KubeletArgs`. No other module imports this one.
+
+mod bench;
+mod controller_manager;
+mod kubecfg;
+mod kubelet;
+mod up;
+
+pub use self::bench::BenchArgs;
+pub use self::controller_manager::ControllerManagerArgs;
+pub use self::kubecfg::{
+    ControllerKind, CreateArgs, DeleteArgs, DescribeArgs, GetArgs, ResizeArgs, RunArgs, StopArgs,
+    WatchArgs,
+};
+pub use self::kubelet::KubeletArgs;
+pub use self::up::UpArgs;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context as _;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
-use crate::api::{self, Endpoints, Object, Pod, ReplicationController, Service};
-use crate::client::{self, ClientConfig};
-use crate::controller_manager;
-use crate::endpoints::EndpointsConfig;
-use crate::etcd_watcher::{self, Update, WatchEvent, Watcher};
-use crate::kubecfg::{
-    self, CreateArgs, DeleteArgs, DescribeArgs, GetArgs, ResizeArgs, RunArgs, StopArgs,
-};
-use crate::labels::Selector;
-use crate::registry::Registry;
-use crate::replication_manager::ManagerConfig;
+use crate::api;
+use crate::client::{self, ClientConfig, Target};
 
 /// kcm: the 2014 Kubernetes etcd-backed control loop (replication manager, endpoints
 /// controller, etcd watcher) running directly on etcd v3.
@@ -81,6 +92,11 @@ pub struct GlobalArgs {
     /// overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Whether `--etcd-servers` or `KCM_ETCD_SERVERS` named the servers, rather than the
+    /// default: set by [`Cli::parse_env`] and [`Cli::try_parse_args`] (clap's own
+    /// `Parser` methods leave it false). `kcm bench` starts a private etcd without it.
+    #[arg(skip)]
+    pub etcd_servers_given: bool,
 }
 
 impl GlobalArgs {
@@ -103,20 +119,59 @@ impl GlobalArgs {
             ..ClientConfig::default()
         }
     }
+}
 
-    /// Connects (checking that etcd answers and the user may read the prefix) and
-    /// builds the registry.
+impl TryFrom<&GlobalArgs> for Target {
+    type Error = anyhow::Error;
+
+    /// The etcd and prefix every command works on.
     ///
     /// # Errors
-    /// One line when etcd is unreachable, refuses us, or the prefix is invalid.
-    pub async fn registry(&self) -> anyhow::Result<(etcd_client::Client, Registry)> {
-        let config = self.client_config();
-        let client = client::connect(&config).await?;
-        let registry =
-            Registry::new(&client, &self.prefix)?.with_request_timeout(config.request_timeout);
-        client::check_access(&client, &config, registry.prefix(), false).await?;
-        Ok((client, registry))
+    /// An empty `--prefix`.
+    fn try_from(global: &GlobalArgs) -> anyhow::Result<Target> {
+        Target::new(global.client_config(), &global.prefix)
     }
+}
+
+impl Cli {
+    /// Parses the process's arguments as [`Parser::parse`] does (printing usage errors and
+    /// exiting 2, or printing help and exiting 0), and records where the connection flags
+    /// came from.
+    pub fn parse_env() -> Cli {
+        Cli::try_parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// Parses `args` (the program name first) as [`Parser::try_parse_from`] does, and
+    /// records where the connection flags came from
+    /// ([`GlobalArgs::etcd_servers_given`]).
+    ///
+    /// # Errors
+    /// clap's usage error, or its help or version "error".
+    pub fn try_parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut command = Cli::command();
+        let mut matches = command.try_get_matches_from_mut(args)?;
+        let given = was_given(&matches, "etcd_servers");
+        let mut cli =
+            Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command))?;
+        cli.global.etcd_servers_given = given;
+        Ok(cli)
+    }
+}
+
+/// Whether the argument `id` came from the command line or the environment, at the top
+/// level or in the subcommand (a global flag may be given on either side).
+fn was_given(matches: &ArgMatches, id: &str) -> bool {
+    let from_user = |matches: &ArgMatches| {
+        matches!(
+            matches.value_source(id),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        )
+    };
+    from_user(matches) || matches.subcommand().is_some_and(|(_, sub)| from_user(sub))
 }
 
 /// Parses `10s`, `500ms`, `1m30s`.
@@ -132,14 +187,14 @@ pub enum Command {
     /// The whole loop on one machine: a private etcd (unless one answers at
     /// --etcd-servers), the controller manager and simulated kubelets, until Ctrl-C.
     /// `--demo` runs a one-minute guided tour and exits.
-    Up(crate::up::UpArgs),
+    Up(UpArgs),
     /// Run the controller loops (replication manager, endpoints controller) and the status endpoint
     /// (/healthz, /metrics) until SIGINT or SIGTERM.
     ControllerManager(ControllerManagerArgs),
     /// Run a simulated node until SIGINT or SIGTERM: claim unassigned pods (at most
     /// --max-pods), turn them Running with an address from --pod-cidr after
     /// --start-delay, and fail a --fail-rate share of them after --fail-after.
-    Kubelet(crate::kubelet::KubeletArgs),
+    Kubelet(KubeletArgs),
     /// Print the typed watch events of one kind, as the 2014 apiserver's watch did.
     ///
     /// Follows the resumable watch until Ctrl-C; says on stderr when it resumes after a
@@ -177,147 +232,7 @@ pub enum Command {
     ///
     /// Starts a private etcd unless --etcd-servers (or KCM_ETCD_SERVERS) names one; works
     /// under its own key prefix, deleted at the end.
-    Bench(crate::bench::BenchArgs),
-}
-
-#[derive(Args, Debug)]
-pub struct ControllerManagerArgs {
-    /// Controllers to run, comma separated, as the kube-controller-manager spells it: `*`
-    /// enables every controller that is on by default, `NAME` enables one, `-NAME` disables
-    /// one; the first mention of a controller wins. Known: replication (aliases
-    /// replicationcontroller, replicationcontroller-controller), endpoints (aliases
-    /// endpoint, endpoints-controller); both on by default.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "*",
-        allow_hyphen_values = true,
-        value_parser = controller_manager::check_controller_entry
-    )]
-    pub controllers: Vec<String>,
-    /// How often every controller is synced even without events (2014: 10s).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub sync_period: Duration,
-    /// Replication controllers synced in parallel.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub concurrent_rc_syncs: u32,
-    /// Most pods created or deleted for one controller in one sync.
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
-    pub burst_replicas: u32,
-    /// Period of the endpoints controller's full pass over every Service (2014: 10s).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub endpoint_sync_period: Duration,
-    /// Address of the status endpoint; anything but loopback exposes it.
-    #[arg(long, default_value = "127.0.0.1")]
-    pub address: std::net::IpAddr,
-    /// Port of the status endpoint (2014's controller-manager port).
-    #[arg(long, default_value_t = 10252)]
-    pub port: u16,
-    /// Run the controllers only while this process is the leader, elected through etcd's
-    /// election API among the managers with the same --leader-elect-name and --prefix.
-    /// Every write is fenced with the leadership term, so a deposed leader cannot write.
-    #[arg(long)]
-    pub leader_elect: bool,
-    /// TTL of the leader's etcd lease (whole seconds), renewed every third of it: how long
-    /// standbys wait after a leader dies without resigning.
-    #[arg(long, default_value = "15s", value_parser = parse_lease_duration)]
-    pub leader_elect_lease_duration: Duration,
-    /// Name of the election; its keys live under PREFIX/elections/NAME/.
-    #[arg(long, default_value = crate::leader::DEFAULT_ELECTION_NAME, value_parser = parse_election_name)]
-    pub leader_elect_name: String,
-}
-
-/// A lease TTL: a duration of at least one second.
-fn parse_lease_duration(s: &str) -> Result<Duration, String> {
-    let duration = parse_duration(s)?;
-    if duration < Duration::from_secs(1) {
-        return Err("a lease lasts at least 1s".to_string());
-    }
-    Ok(duration)
-}
-
-/// An election name: non-empty, without `/`.
-fn parse_election_name(s: &str) -> Result<String, String> {
-    if s.is_empty() || s.contains('/') {
-        return Err("an election name is non-empty and has no '/'".to_string());
-    }
-    Ok(s.to_string())
-}
-
-impl ControllerManagerArgs {
-    /// The validated configuration of `kcm controller-manager`.
-    pub fn config(&self, global: &GlobalArgs) -> controller_manager::Config {
-        controller_manager::Config {
-            client: global.client_config(),
-            prefix: global.prefix.clone(),
-            controllers: controller_manager::enabled_controllers(&self.controllers),
-            manager: ManagerConfig {
-                sync_period: self.sync_period,
-                concurrent_syncs: self.concurrent_rc_syncs as usize,
-                burst_replicas: self.burst_replicas as usize,
-                ..ManagerConfig::default()
-            },
-            endpoints: EndpointsConfig {
-                sync_period: self.endpoint_sync_period,
-                ..EndpointsConfig::default()
-            },
-            status_addr: std::net::SocketAddr::new(self.address, self.port),
-            leader_election: self
-                .leader_elect
-                .then(|| crate::leader::LeaderElectionConfig {
-                    name: self.leader_elect_name.clone(),
-                    lease_duration: self.leader_elect_lease_duration,
-                    ..crate::leader::LeaderElectionConfig::new()
-                }),
-        }
-    }
-}
-
-/// The kinds kcm stores, as named on the command line.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    #[value(alias = "pod", alias = "po")]
-    Pods,
-    #[value(alias = "rc", alias = "replicationcontroller")]
-    Replicationcontrollers,
-    #[value(alias = "service", alias = "svc")]
-    Services,
-    #[value(alias = "ep")]
-    Endpoints,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WatchOutput {
-    /// `ADDED pods/default/web-7xk2p rv=1234`
-    Text,
-    /// One wire-form event per line: `{"type":"ADDED","object":{...}}`
-    Json,
-}
-
-#[derive(Args, Debug)]
-pub struct WatchArgs {
-    /// pods, replicationcontrollers (rc), services or endpoints.
-    pub kind: Kind,
-    /// Watch only this object.
-    pub name: Option<String>,
-    /// Namespace to watch.
-    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE, conflicts_with = "all_namespaces")]
-    pub namespace: String,
-    /// Watch every namespace.
-    #[arg(short = 'A', long)]
-    pub all_namespaces: bool,
-    /// Only objects whose labels match, e.g. `app=web,tier!=db` or `env in (a,b)`.
-    #[arg(short = 'l', long)]
-    pub selector: Option<Selector>,
-    /// Start after this revision; empty lists the current objects first (as ADDED).
-    #[arg(long, default_value = "")]
-    pub resource_version: String,
-    #[arg(short, long, value_enum, default_value_t = WatchOutput::Text)]
-    pub output: WatchOutput,
-    /// Also print the etcd event each event came from (type, key, revisions, version,
-    /// whether a previous value came with it).
-    #[arg(long)]
-    pub raw: bool,
+    Bench(BenchArgs),
 }
 
 /// Runs a parsed command until it finishes or `shutdown` resolves.
@@ -328,133 +243,50 @@ pub async fn run(
     cli: Cli,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let global = &cli.global;
     match cli.command {
-        Command::Up(args) => crate::up::run(&cli.global, args, shutdown).await,
+        Command::Up(args) => crate::up::run(&global.try_into()?, (&args).into(), shutdown).await,
         Command::ControllerManager(args) => {
-            api::normalize_prefix(&cli.global.prefix)?;
-            controller_manager::run(args.config(&cli.global), shutdown).await
+            let target = global.try_into()?;
+            crate::controller_manager::run(args.config(&target), shutdown).await
         }
-        Command::Kubelet(args) => crate::kubelet::run(&cli.global, args.config()?, shutdown).await,
+        Command::Kubelet(args) => {
+            let config = (&args).try_into()?;
+            crate::kubelet::run(&global.try_into()?, config, shutdown).await
+        }
         Command::Watch(args) => {
+            let target = global.try_into()?;
             tokio::select! {
-                result = watch(&cli.global, args) => result,
+                result = crate::kubecfg::watch(&target, args.into()) => result,
                 _ = shutdown => Ok(()),
             }
         }
         // The one-shot verbs never poll `shutdown`, so no signal handler is installed and
         // Ctrl-C ends them at once (a `stop` interrupted while waiting leaves the
         // controller at 0 replicas).
-        Command::Create(args) => kubecfg::create(&cli.global, args).await,
-        Command::Get(args) => kubecfg::get(&cli.global, args).await,
-        Command::Resize(args) => kubecfg::resize(&cli.global, args).await,
-        Command::Delete(args) => kubecfg::delete(&cli.global, args).await,
-        Command::Stop(args) => kubecfg::stop(&cli.global, args).await,
-        Command::Run(args) => kubecfg::run(&cli.global, args).await,
-        Command::Describe(args) => kubecfg::describe(&cli.global, args).await,
+        Command::Create(args) => crate::kubecfg::create(&global.try_into()?, args.into()).await,
+        Command::Get(args) => crate::kubecfg::get(&global.try_into()?, args.into()).await,
+        Command::Resize(args) => crate::kubecfg::resize(&global.try_into()?, args.into()).await,
+        Command::Delete(args) => crate::kubecfg::delete(&global.try_into()?, args.into()).await,
+        Command::Stop(args) => crate::kubecfg::stop(&global.try_into()?, args.into()).await,
+        Command::Run(args) => crate::kubecfg::run(&global.try_into()?, args.into()).await,
+        Command::Describe(args) => crate::kubecfg::describe(&global.try_into()?, args.into()).await,
         Command::Bench(args) => {
+            let config = args.config(global.etcd_servers_given);
+            let target = global.try_into()?;
             tokio::select! {
-                result = crate::bench::run(&cli.global, args) => result,
+                result = crate::bench::run(&target, config) => result,
                 _ = shutdown => Ok(()),
             }
         }
     }
 }
 
-async fn watch(global: &GlobalArgs, args: WatchArgs) -> anyhow::Result<()> {
-    match args.kind {
-        Kind::Pods => watch_kind::<Pod>(global, args).await,
-        Kind::Replicationcontrollers => watch_kind::<ReplicationController>(global, args).await,
-        Kind::Services => watch_kind::<Service>(global, args).await,
-        Kind::Endpoints => watch_kind::<Endpoints>(global, args).await,
-    }
-}
-
-async fn watch_kind<T: Object>(global: &GlobalArgs, args: WatchArgs) -> anyhow::Result<()> {
-    let (client, registry) = global.registry().await?;
-    let watcher = Watcher::new(&client, registry);
-    let filter = etcd_watcher::selector_filter::<T>(args.selector.clone().unwrap_or_default());
-    let mut watch = match &args.name {
-        Some(name) => {
-            anyhow::ensure!(
-                !args.all_namespaces,
-                "a NAME needs one namespace; drop --all-namespaces"
-            );
-            anyhow::ensure!(
-                args.selector.is_none(),
-                "a NAME names one object; drop --selector"
-            );
-            watcher.resumable_object::<T>(&args.namespace, name, &args.resource_version)?
-        }
-        None => {
-            let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
-            watcher.resumable_list::<T>(namespace, &args.resource_version, filter)?
-        }
-    };
-    let mut stdout = std::io::stdout().lock();
-    loop {
-        match watch.next().await {
-            Update::Event(event, raw) => {
-                print_event(&mut stdout, &event, raw.as_ref(), &args).context("write to stdout")?;
-            }
-            Update::Resumed { from, reason } => {
-                eprintln!("kcm watch: resuming after revision {from} ({reason})");
-            }
-            Update::Error(status) => anyhow::bail!("watch {}: {}", T::RESOURCE, status.message),
-            Update::Relisted {
-                revision,
-                added,
-                modified,
-                deleted,
-            } => {
-                eprintln!(
-                    "kcm watch: listed at revision {revision} ({added} added, {modified} modified, {deleted} deleted)"
-                );
-            }
-        }
-    }
-}
-
-fn print_event<T: Object>(
-    out: &mut impl std::io::Write,
-    event: &WatchEvent<T>,
-    raw: Option<&etcd_watcher::RawInfo>,
-    args: &WatchArgs,
-) -> std::io::Result<()> {
-    match args.output {
-        WatchOutput::Text => {
-            if args.raw {
-                match raw {
-                    Some(raw) => writeln!(out, "  etcd: {raw}")?,
-                    None => writeln!(out, "  etcd: (from a list)")?,
-                }
-            }
-            let object = event.object();
-            let meta = object.map(|o| o.metadata());
-            writeln!(
-                out,
-                "{} {}/{}/{} rv={}",
-                event.type_name(),
-                T::RESOURCE,
-                meta.map_or("", |m| m.namespace.as_str()),
-                meta.map_or("", |m| m.name.as_str()),
-                event.revision().unwrap_or(0)
-            )?;
-        }
-        WatchOutput::Json => {
-            let mut value = serde_json::to_value(event).map_err(std::io::Error::other)?;
-            if args.raw {
-                value["raw"] = serde_json::to_value(raw).map_err(std::io::Error::other)?;
-            }
-            writeln!(out, "{value}")?;
-        }
-    }
-    out.flush()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+    use crate::kubecfg::Kind;
+    use std::time::Duration;
 
     #[test]
     fn cli_is_well_formed() {
@@ -511,7 +343,7 @@ mod tests {
         let Command::ControllerManager(args) = &cli.command else {
             panic!("parsed as another command")
         };
-        let config = args.config(&cli.global);
+        let config = args.config(&Target::try_from(&cli.global).unwrap());
         let election = config.leader_election.expect("--leader-elect");
         assert_eq!(election.name, "kcm-controller-manager");
         assert_eq!(election.lease_duration, Duration::from_secs(3));
@@ -525,7 +357,8 @@ mod tests {
         let Command::ControllerManager(args) = &cli.command else {
             panic!("parsed as another command")
         };
-        assert!(args.config(&cli.global).leader_election.is_none());
+        let target = Target::try_from(&cli.global).unwrap();
+        assert!(args.config(&target).leader_election.is_none());
         assert_eq!(args.leader_elect_lease_duration, Duration::from_secs(15));
     }
 

@@ -195,6 +195,43 @@ impl ClientConfig {
     }
 }
 
+/// Where a command works: the etcd to reach, how, and the key prefix its objects live
+/// under. The command line builds one from its global flags (`--etcd-*`, `--prefix`);
+/// every command connects through it.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Endpoints, keepalive, timeouts, TLS and auth.
+    pub client: ClientConfig,
+    /// The key prefix, normalized (`/registry`, never empty, no trailing `/`).
+    pub prefix: String,
+}
+
+impl Target {
+    /// A target under `prefix`.
+    ///
+    /// # Errors
+    /// When the prefix is empty (see [`crate::api::normalize_prefix`]).
+    pub fn new(client: ClientConfig, prefix: &str) -> anyhow::Result<Target> {
+        Ok(Target {
+            client,
+            prefix: crate::api::normalize_prefix(prefix)?,
+        })
+    }
+
+    /// Connects (checking that etcd answers and the user may read the prefix) and builds
+    /// the registry, with the target's request timeout.
+    ///
+    /// # Errors
+    /// One line when etcd is unreachable or refuses us.
+    pub async fn connect(&self) -> anyhow::Result<(Client, crate::registry::Registry)> {
+        let client = connect(&self.client).await?;
+        let registry = crate::registry::Registry::new(&client, &self.prefix)?
+            .with_request_timeout(self.client.request_timeout);
+        check_access(&client, &self.client, registry.prefix(), false).await?;
+        Ok((client, registry))
+    }
+}
+
 /// Builds a client without checking that etcd answers (the channel connects lazily).
 ///
 /// # Errors

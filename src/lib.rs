@@ -9,6 +9,7 @@ pub mod client;
 pub mod controller;
 pub mod controller_manager;
 pub mod endpoints;
+pub mod etcd_process;
 pub mod etcd_watcher;
 pub mod informer;
 pub mod kubecfg;
@@ -20,3 +21,6 @@ pub mod replication_manager;
 pub mod status;
 pub mod up;
 pub mod workqueue;
+
+#[cfg(test)]
+mod module_dependencies;

@@ -1,11 +1,10 @@
 //! The `kcm` binary: parse the command line, install logging and the shutdown signal,
 //! and hand over to the library. Errors are printed once, with their whole chain.
 
-use clap::Parser as _;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
-    let cli = kcm::cli::Cli::parse();
+    let cli = kcm::cli::Cli::parse_env();
     // The demo narrates on stdout and the bench prints a table; their logs would drown
     // them unless asked for.
     let quiet = matches!(&cli.command, kcm::cli::Command::Up(up) if up.demo)

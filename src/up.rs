@@ -6,210 +6,34 @@
 //! and shuts everything down: controllers first, then kubelets, then the private etcd,
 //! whose temporary data dir is removed. `--demo` narrates a guided tour of the 2014 loop.
 //!
-//! Invariant: a private etcd never outlives kcm: it is stopped on every exit path, and the
-//! kernel kills it if kcm itself is killed (`PR_SET_PDEATHSIG`).
+//! Invariant: a private etcd ([`PrivateEtcd`]) never outlives kcm: it is stopped on every
+//! exit path, and the kernel kills it if kcm itself is killed.
 
 use std::io::Write as _;
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use clap::Args;
-use tokio::process::{Child, Command};
 
-use crate::client::{self, ClientConfig};
+use crate::client::{self, ClientConfig, Target};
+use crate::etcd_process::{local_client_addr, PrivateEtcd};
 
-#[derive(Args, Debug, Clone)]
-pub struct UpArgs {
-    /// Simulated kubelets (nodes) to run.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(0..=64))]
+/// What `kcm up` runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Simulated kubelets (nodes) to run, `node-1` to `node-N`.
     pub nodes: u16,
-    /// Data dir of the private etcd; default a temporary dir removed on exit.
-    #[arg(long)]
+    /// Data dir of the private etcd; `None` for a temporary dir removed on exit.
     pub data_dir: Option<PathBuf>,
-    /// etcd binary for the private etcd (default: `etcd` on PATH).
-    #[arg(long, default_value = "etcd")]
+    /// etcd binary for the private etcd.
     pub etcd_binary: PathBuf,
-    /// Run the guided tour: create a controller and a service, watch pods converge,
-    /// delete a pod, scale, show the endpoints; then shut down.
-    #[arg(long)]
+    /// Run the guided tour, then shut down.
     pub demo: bool,
-    /// Port of the status endpoint (/healthz, /metrics).
-    #[arg(long, default_value_t = 10252)]
+    /// Port of the status endpoint (/healthz, /metrics), on 127.0.0.1.
     pub port: u16,
     /// How often every controller is synced even without events.
-    #[arg(long, default_value = "10s", value_parser = crate::cli::parse_duration)]
     pub sync_period: Duration,
-}
-
-/// An etcd process kcm started and owns.
-pub struct PrivateEtcd {
-    child: Child,
-    endpoint: String,
-    /// Holds the temporary data dir (removed on drop) unless `--data-dir` was given.
-    _temp: Option<tempfile::TempDir>,
-    data_dir: PathBuf,
-    log_path: PathBuf,
-}
-
-impl PrivateEtcd {
-    /// Starts etcd listening for clients on `client_addr`, and waits until it answers.
-    ///
-    /// # Errors
-    /// When the binary is missing (with install instructions), the address is taken, or
-    /// etcd does not become healthy within 20 s (with the tail of its log).
-    pub async fn start(
-        binary: &Path,
-        client_addr: SocketAddr,
-        data_dir: Option<&Path>,
-    ) -> anyhow::Result<PrivateEtcd> {
-        let (temp, data_dir) = match data_dir {
-            Some(dir) => {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("create data dir {}", dir.display()))?;
-                (None, dir.to_path_buf())
-            }
-            None => {
-                let temp = tempfile::Builder::new()
-                    .prefix("kcm-etcd-")
-                    .tempdir()
-                    .context("create a temporary data dir")?;
-                let path = temp.path().to_path_buf();
-                (Some(temp), path)
-            }
-        };
-        // The log lives next to, not inside, etcd's member dir.
-        let log_path = data_dir.join("etcd.log");
-        let log = std::fs::File::create(&log_path)
-            .with_context(|| format!("create {}", log_path.display()))?;
-        let peer_port = free_port(client_addr.ip())?;
-        let client_url = format!("http://{client_addr}");
-        let peer_url = format!("http://{}", SocketAddr::new(client_addr.ip(), peer_port));
-        let mut command = Command::new(binary);
-        command
-            .arg("--name=kcm")
-            .arg(format!(
-                "--data-dir={}",
-                data_dir.join("member-data").display()
-            ))
-            .arg(format!("--listen-client-urls={client_url}"))
-            .arg(format!("--advertise-client-urls={client_url}"))
-            .arg(format!("--listen-peer-urls={peer_url}"))
-            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-            .arg(format!("--initial-cluster=kcm={peer_url}"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .kill_on_drop(true);
-        // If kcm dies without cleaning up (SIGKILL), the kernel kills etcd too.
-        #[cfg(target_os = "linux")]
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = command.spawn().map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                anyhow::anyhow!(
-                    "etcd not found ({}): install it (Debian/Ubuntu: sudo apt-get install etcd-server; \
-                     macOS: brew install etcd), pass --etcd-binary, or point --etcd-servers at a running etcd",
-                    binary.display()
-                )
-            } else {
-                anyhow::anyhow!("start {}: {e}", binary.display())
-            }
-        })?;
-        let mut etcd = PrivateEtcd {
-            child,
-            endpoint: client_url,
-            _temp: temp,
-            data_dir,
-            log_path,
-        };
-        etcd.wait_healthy(Duration::from_secs(20)).await?;
-        Ok(etcd)
-    }
-
-    async fn wait_healthy(&mut self, limit: Duration) -> anyhow::Result<()> {
-        let config = ClientConfig {
-            connect_timeout: Duration::from_millis(500),
-            request_timeout: Duration::from_millis(500),
-            ..ClientConfig::new([self.endpoint.clone()])
-        };
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait()? {
-                anyhow::bail!(
-                    "private etcd exited ({status}) before it was ready; its log:\n{}",
-                    self.log_tail(20)
-                );
-            }
-            if client::connect(&config).await.is_ok() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                anyhow::bail!(
-                    "private etcd did not answer at {} within {}; its log:\n{}",
-                    self.endpoint,
-                    humantime::format_duration(limit),
-                    self.log_tail(20)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// The client URL, e.g. `http://127.0.0.1:2379`.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    pub fn data_dir(&self) -> &Path {
-        &self.data_dir
-    }
-
-    /// The last `lines` lines of etcd's log.
-    pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    /// Stops etcd: SIGTERM, then SIGKILL after 5 s. Removes a temporary data dir.
-    pub async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            // SAFETY: pid is our own child, not yet reaped.
-            unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGTERM);
-            }
-        }
-        if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
-        }
-    }
-}
-
-fn free_port(ip: std::net::IpAddr) -> anyhow::Result<u16> {
-    Ok(TcpListener::bind((ip, 0))
-        .context("find a free port for etcd's peer URL")?
-        .local_addr()?
-        .port())
-}
-
-/// The socket address of an `http://host:port` URL, if it names this machine.
-pub fn local_client_addr(url: &str) -> Option<SocketAddr> {
-    let rest = url.strip_prefix("http://")?;
-    let host_port = rest.trim_end_matches('/');
-    let addr = host_port.to_socket_addrs().ok()?.next()?;
-    (addr.ip().is_loopback()).then_some(addr)
 }
 
 /// Prints one narration line.
@@ -270,7 +94,6 @@ use crate::api::{
     Container, ContainerPort, IntOrString, ObjectMeta, Pod, PodPhase, PodSpec, PodTemplateSpec,
     ReplicationController, ReplicationControllerSpec, Service, ServiceSpec,
 };
-use crate::cli::GlobalArgs;
 use crate::controller_manager::{self, Controller};
 use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::Watcher;
@@ -285,12 +108,12 @@ use crate::replication_manager::ManagerConfig;
 /// When no etcd answers and a private one cannot be started, or a component fails to
 /// start (e.g. the status port is taken).
 pub async fn run(
-    global: &GlobalArgs,
-    args: UpArgs,
+    target: &Target,
+    config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let config = global.client_config();
-    let url = config
+    let client_config = &target.client;
+    let url = client_config
         .endpoints
         .first()
         .cloned()
@@ -298,13 +121,13 @@ pub async fn run(
     let quick = ClientConfig {
         connect_timeout: Duration::from_millis(700),
         request_timeout: Duration::from_millis(700),
-        ..config.clone()
+        ..client_config.clone()
     };
     let private = match client::connect(&quick).await {
         Ok(_) => {
             say(format!(
                 "kcm up: using the etcd that answers at {}",
-                config.endpoints_display()
+                client_config.endpoints_display()
             ));
             None
         }
@@ -313,12 +136,12 @@ pub async fn run(
                 format!("no etcd answers at {url}, and it is not a local http address kcm could start one on")
             })?;
             let etcd =
-                PrivateEtcd::start(&args.etcd_binary, addr, args.data_dir.as_deref()).await?;
+                PrivateEtcd::start(&config.etcd_binary, addr, config.data_dir.as_deref()).await?;
             say(format!(
                 "kcm up: started a private etcd at {} (data dir {}{})",
                 etcd.endpoint(),
                 etcd.data_dir().display(),
-                if args.data_dir.is_some() {
+                if config.data_dir.is_some() {
                     ""
                 } else {
                     ", removed on exit"
@@ -327,7 +150,7 @@ pub async fn run(
             Some(etcd)
         }
     };
-    let result = run_cluster(global, &args, shutdown).await;
+    let result = run_cluster(target, &config, shutdown).await;
     if let Some(etcd) = private {
         etcd.stop().await;
         say("kcm up: private etcd stopped");
@@ -336,20 +159,20 @@ pub async fn run(
 }
 
 async fn run_cluster(
-    global: &GlobalArgs,
-    args: &UpArgs,
+    target: &Target,
+    config: &Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (client, registry) = global.registry().await?;
+    let (client, registry) = target.connect().await?;
     let token = CancellationToken::new();
-    let status_addr = SocketAddr::from(([127, 0, 0, 1], args.port));
+    let status_addr = SocketAddr::from(([127, 0, 0, 1], config.port));
     let manager = controller_manager::run(
         controller_manager::Config {
-            client: global.client_config(),
-            prefix: global.prefix.clone(),
+            client: target.client.clone(),
+            prefix: target.prefix.clone(),
             controllers: vec![Controller::Replication, Controller::Endpoints],
             manager: ManagerConfig {
-                sync_period: args.sync_period,
+                sync_period: config.sync_period,
                 ..ManagerConfig::default()
             },
             endpoints: EndpointsConfig::default(),
@@ -358,13 +181,13 @@ async fn run_cluster(
         },
         token.clone().cancelled_owned(),
     );
-    let kubelets = run_nodes(&client, &registry, args.nodes, &token);
-    let endpoints = global.etcd_servers.join(",");
+    let kubelets = run_nodes(&client, &registry, config.nodes, &token);
+    let endpoints = target.client.endpoints_display();
     let driver = async {
-        if args.demo {
+        if config.demo {
             tokio::pin!(shutdown);
             tokio::select! {
-                result = demo(&registry, args.nodes) => {
+                result = demo(&registry, config.nodes) => {
                     if let Err(e) = &result {
                         say(format!("demo failed: {e:#}"));
                     }
@@ -379,7 +202,7 @@ async fn run_cluster(
         } else {
             say(format!(
                 "kcm up: controller manager and {} simulated kubelet(s) running; status on http://{status_addr}/healthz",
-                args.nodes
+                config.nodes
             ));
             say(format!("  try:  kcm --etcd-servers {endpoints} run web --image nginx --replicas 3 --port 80 --expose"));
             say(format!("        kcm --etcd-servers {endpoints} get pods"));
@@ -653,20 +476,4 @@ async fn demo(registry: &Registry, nodes: u16) -> anyhow::Result<()> {
     );
     say("   and the typed event it became; `kcm describe rc web -n demo` explains a controller.");
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_loopback_urls_get_a_private_etcd() {
-        assert_eq!(
-            local_client_addr("http://127.0.0.1:2379"),
-            Some("127.0.0.1:2379".parse().unwrap())
-        );
-        assert!(local_client_addr("http://localhost:2379").is_some());
-        assert_eq!(local_client_addr("http://10.1.2.3:2379"), None);
-        assert_eq!(local_client_addr("https://127.0.0.1:2379"), None);
-    }
 }

@@ -1,0 +1,157 @@
+//! What the scenarios build and wait with: the documents (a controller, its replica slots'
+//! pods as the manager writes them), bounded polls, a raw watch's catch-up time, a
+//! process's peak memory, and a watch driven on its own task.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use etcd_client::{Client, WatchOptions};
+use tokio::task::JoinSet;
+
+use crate::api::{
+    self, Container, ContainerPort, Object as _, ObjectMeta, PodSpec, PodTemplateSpec,
+    ReplicationController, ReplicationControllerSpec,
+};
+use crate::etcd_watcher::{self, ResumableWatch, Update};
+use crate::labels::Set;
+use crate::replication_manager;
+
+/// A bounded wait for a condition the bench cannot observe by events.
+pub(super) async fn poll_until<F, Fut>(
+    limit: Duration,
+    what: &str,
+    mut check: F,
+) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if check().await? {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A controller in `namespace` selecting `app={name}`, with `replicas` and the given
+/// `status.replicas`; its template is an nginx pod with one named port.
+pub(super) fn controller(
+    namespace: &str,
+    name: &str,
+    replicas: i64,
+    status: i64,
+) -> ReplicationController {
+    let labels: Set = [("app", name), ("tier", "web")].into_iter().collect();
+    let mut rc = ReplicationController {
+        metadata: ObjectMeta {
+            uid: format!("{name}-{}", uuid::Uuid::new_v4().simple()),
+            creation_timestamp: Some("2014-11-01T00:00:00Z".into()),
+            ..ObjectMeta::named(namespace, name)
+        },
+        spec: ReplicationControllerSpec {
+            replicas,
+            selector: [("app", name)].into_iter().collect(),
+            template: Some(PodTemplateSpec {
+                metadata: ObjectMeta {
+                    labels,
+                    ..ObjectMeta::default()
+                },
+                spec: PodSpec {
+                    containers: vec![Container {
+                        name: "web".into(),
+                        image: "nginx:1.7.9".into(),
+                        ports: vec![ContainerPort {
+                            name: "http".into(),
+                            container_port: 80,
+                            ..ContainerPort::default()
+                        }],
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                },
+                ..PodTemplateSpec::default()
+            }),
+            ..ReplicationControllerSpec::default()
+        },
+        ..ReplicationController::default()
+    };
+    rc.status.replicas = status;
+    rc.set_type_meta();
+    rc
+}
+
+/// The document of replica slot `slot` of `rc`, exactly as the manager would create it.
+pub(super) fn pod_document(rc: &ReplicationController, slot: u64) -> (String, Vec<u8>) {
+    let name = replication_manager::pod_name(&rc.metadata.name, &rc.metadata.uid, slot);
+    let mut pod = replication_manager::new_pod_from_template(rc, name);
+    api::fill_system_fields(&mut pod.metadata);
+    pod.set_type_meta();
+    let value = api::encode(&pod).expect("a pod encodes");
+    (pod.metadata.name, value)
+}
+
+/// Seconds a raw watch from `before` takes to deliver every event up to `after`.
+pub(super) async fn raw_catch_up(
+    client: &Client,
+    dir: &str,
+    before: i64,
+    after: i64,
+) -> anyhow::Result<f64> {
+    let options = WatchOptions::new()
+        .with_prefix()
+        .with_prev_key()
+        .with_start_revision(before + 1);
+    let started = Instant::now();
+    let mut stream = client.watch_client().watch(dir, Some(options)).await?;
+    loop {
+        let response = tokio::time::timeout(Duration::from_secs(120), stream.message())
+            .await
+            .context("raw watch stalled")??
+            .context("raw watch closed")?;
+        if response
+            .events()
+            .iter()
+            .filter_map(|e| e.kv())
+            .any(|kv| kv.mod_revision() >= after)
+        {
+            return Ok(started.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// Peak resident set size of process `pid`, from `/proc/PID/status`.
+pub(super) fn vm_hwm(pid: u32) -> anyhow::Result<usize> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("read /proc/{pid}/status"))?;
+    let kib: usize = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .context("no VmHWM in /proc/PID/status")?;
+    Ok(kib * 1024)
+}
+
+/// Runs a watch on its own task (owned by `tasks`) feeding a channel, so that it is
+/// polled all the time, as a controller's loop polls it, while the bench waits elsewhere.
+pub(super) fn drive<T: api::Object>(
+    mut watch: ResumableWatch<T>,
+    tasks: &mut JoinSet<()>,
+) -> tokio::sync::mpsc::Receiver<Update<T>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(etcd_watcher::WATCH_BUFFER);
+    tasks.spawn(async move {
+        loop {
+            let update = watch.next().await;
+            if tx.send(update).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}

@@ -1,0 +1,101 @@
+//! `memory`: peak RSS of a `kcm controller-manager` child against its pods' size.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use super::fixtures::{controller, pod_document, poll_until, vm_hwm};
+use super::report::row;
+use super::{Bench, Row};
+use crate::api::{self, Pod, ReplicationController};
+
+impl Bench {
+    /// memory: peak RSS of a `kcm controller-manager` child managing the pods.
+    pub(super) async fn memory(&self) -> anyhow::Result<Vec<Row>> {
+        let prefix = self.prefix("memory");
+        let (n_controllers, each) = (self.sizes.memory_controllers, self.sizes.memory_pods_each);
+        let mut documents = Vec::new();
+        let mut bytes = 0usize;
+        for i in 0..n_controllers {
+            let rc = controller("memory", &format!("rc-{i:03}"), each as i64, 0);
+            self.put_controller(&prefix, &rc).await?;
+            for slot in 0..each as u64 {
+                let (name, value) = pod_document(&rc, slot);
+                bytes += value.len();
+                documents.push((api::object_key::<Pod>(&prefix, "memory", &name), value));
+            }
+        }
+        self.create_all(documents, 256).await?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let log = tempfile::NamedTempFile::new()?;
+        let exe = match &self.manager_binary {
+            Some(binary) => binary.clone(),
+            None => std::env::current_exe().context("find the kcm binary")?,
+        };
+        let mut child = tokio::process::Command::new(exe)
+            .args([
+                "controller-manager",
+                "--prefix",
+                &prefix,
+                "--port",
+                &port.to_string(),
+            ])
+            .arg("--etcd-servers")
+            .arg(self.client_config.endpoints.join(","))
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log.reopen()?)
+            .kill_on_drop(true)
+            .spawn()
+            .context("start kcm controller-manager")?;
+        let pid = child.id().context("child pid")?;
+        let registry = self.registry(&prefix).await?;
+        let converged = poll_until(
+            Duration::from_secs(300),
+            "the manager to sync every controller",
+            || {
+                let registry = registry.clone();
+                async move {
+                    let listed = registry
+                        .list::<ReplicationController>(
+                            Some("memory"),
+                            &crate::labels::Selector::everything(),
+                        )
+                        .await?;
+                    Ok(listed.items.len() == n_controllers
+                        && listed
+                            .items
+                            .iter()
+                            .all(|rc| rc.status.replicas == each as i64))
+                }
+            },
+        )
+        .await;
+        let peak = vm_hwm(pid);
+        // SIGTERM, as an operator would stop it.
+        // SAFETY: kill(2) on our own unreaped child.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGTERM);
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
+        if let Err(e) = converged {
+            let tail = std::fs::read_to_string(log.path()).unwrap_or_default();
+            anyhow::bail!("{e}; manager log:\n{tail}");
+        }
+        let peak = peak?;
+        let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
+        Ok(vec![row(
+            "memory",
+            format!("peak RSS (VmHWM), controller-manager, {n_controllers} × {each} pods"),
+            "MiB",
+            mib(peak),
+            mib(bytes),
+            format!("size of the {} pod documents", n_controllers * each),
+            Some((2.0, false)),
+        )])
+    }
+}

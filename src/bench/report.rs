@@ -1,0 +1,441 @@
+//! The report: the table as printed, the rows and their median across runs, and the SVG
+//! of the scale curves. Pure; unit-tested.
+
+use std::fmt::Write as _;
+
+use super::{Report, Row};
+
+/// The table as printed: one line per row, columns aligned.
+pub fn table(report: &Report) -> String {
+    let header = [
+        "scenario", "measure", "kcm", "baseline", "ratio", "target", "met",
+    ];
+    let mut lines: Vec<[String; 7]> = vec![header.map(String::from)];
+    for row in &report.rows {
+        lines.push([
+            row.scenario.to_string(),
+            row.measure.clone(),
+            format!("{} {}", figure(row.kcm), row.unit),
+            match row.baseline {
+                Some(b) => format!("{} {} ({})", figure(b), row.unit, row.baseline_is),
+                None => row.baseline_is.clone(),
+            },
+            row.ratio.map_or("-".into(), |r| {
+                let ratio = |r: f64| {
+                    if r >= 0.01 {
+                        format!("{r:.2}")
+                    } else {
+                        format!("{r:.5}")
+                    }
+                };
+                match spread(&row.ratios) {
+                    Some((low, high)) => {
+                        format!(
+                            "{} ({}–{}, n={})",
+                            ratio(r),
+                            ratio(low),
+                            ratio(high),
+                            row.ratios.len()
+                        )
+                    }
+                    None => ratio(r),
+                }
+            }),
+            row.target.clone(),
+            match row.met {
+                Some(true) => "yes".into(),
+                Some(false) => "NO".into(),
+                None => "-".into(),
+            },
+        ]);
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for (n, line) in lines.iter().enumerate() {
+        let cells: Vec<String> = line
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+        if n == 0 {
+            let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+            let _ = writeln!(out, "{}", rule.join("  "));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{} cores, etcd {} ({}), {:.0}s{}",
+        report.cores,
+        report.etcd_version,
+        report.etcd,
+        report.seconds,
+        if report.quick { ", quick sizes" } else { "" }
+    );
+    out
+}
+
+/// The lowest and highest of several ratios (`None` for fewer than two).
+fn spread(ratios: &[f64]) -> Option<(f64, f64)> {
+    if ratios.len() < 2 {
+        return None;
+    }
+    let low = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((low, high))
+}
+
+fn figure(value: f64) -> String {
+    if value >= 100.0 {
+        format!("{value:.0}")
+    } else if value >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+/// A row with a baseline; `higher_is_better` decides which way the target compares.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn row(
+    scenario: &'static str,
+    measure: impl Into<String>,
+    unit: &'static str,
+    kcm: f64,
+    baseline: f64,
+    baseline_is: impl Into<String>,
+    target: Option<(f64, bool)>,
+) -> Row {
+    let ratio = if baseline > 0.0 { kcm / baseline } else { 0.0 };
+    Row {
+        scenario,
+        measure: measure.into(),
+        unit,
+        kcm,
+        baseline: Some(baseline),
+        baseline_is: baseline_is.into(),
+        ratio: Some(ratio),
+        target: match target {
+            Some((t, true)) => format!("ratio ≥ {t}"),
+            Some((t, false)) => format!("ratio ≤ {t}"),
+            None => "-".into(),
+        },
+        met: target.map(|(t, higher)| if higher { ratio >= t } else { ratio <= t }),
+        ratios: Vec::new(),
+    }
+}
+
+/// Combines the rows of several runs of one scenario: for each figure, the row of the run
+/// with the median ratio (by kcm's figure for rows without a ratio), carrying every run's
+/// ratio so the table can show the spread.
+pub fn median_rows(runs: Vec<Vec<Row>>) -> Vec<Row> {
+    if runs.len() <= 1 {
+        return runs.into_iter().flatten().collect();
+    }
+    let figures = runs.iter().map(Vec::len).min().unwrap_or(0);
+    let mut columns: Vec<Vec<Row>> = (0..figures).map(|_| Vec::new()).collect();
+    for run in runs {
+        for (i, row) in run.into_iter().take(figures).enumerate() {
+            columns[i].push(row);
+        }
+    }
+    columns
+        .into_iter()
+        .map(|mut column| {
+            let ratios: Vec<f64> = column.iter().filter_map(|r| r.ratio).collect();
+            column.sort_by(|a, b| {
+                let key = |r: &Row| r.ratio.unwrap_or(r.kcm);
+                key(a).total_cmp(&key(b))
+            });
+            let mut median = column.swap_remove(column.len() / 2);
+            median.ratios = ratios;
+            median
+        })
+        .collect()
+}
+
+pub(super) fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Pods over time for scale-up and scale-down, kcm against the baseline: one panel per
+/// scenario, polylines, no dependencies.
+pub fn svg(report: &Report) -> String {
+    let (panel_w, panel_h, margin) = (520.0, 300.0, 50.0);
+    let panels: Vec<&str> = ["scale-up", "scale-down"]
+        .into_iter()
+        .filter(|s| report.curves.contains_key(*s))
+        .collect();
+    let width = panel_w * panels.len().max(1) as f64;
+    let mut out = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{panel_h}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+"#
+    );
+    for (i, scenario) in panels.iter().enumerate() {
+        let curves = &report.curves[*scenario];
+        let x0 = i as f64 * panel_w + margin;
+        let (plot_w, plot_h) = (panel_w - 1.5 * margin, panel_h - 2.0 * margin);
+        let y0 = margin + plot_h;
+        let max_t = curves
+            .values()
+            .flat_map(|c| c.iter().map(|p| p.0))
+            .fold(0.0f64, f64::max)
+            .max(0.001);
+        let max_n = curves
+            .values()
+            .flat_map(|c| c.iter().map(|p| p.1))
+            .max()
+            .unwrap_or(1)
+            .max(1) as f64;
+        let _ = writeln!(
+            out,
+            r#"<text x="{}" y="{}" font-weight="bold">{scenario}: pods over time</text>"#,
+            x0,
+            margin - 20.0
+        );
+        let _ = writeln!(
+            out,
+            r#"<line x1="{x0}" y1="{y0}" x2="{}" y2="{y0}" stroke="black"/><line x1="{x0}" y1="{margin}" x2="{x0}" y2="{y0}" stroke="black"/>"#,
+            x0 + plot_w
+        );
+        for tick in 0..=4 {
+            let f = tick as f64 / 4.0;
+            let _ = writeln!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{:.2}s</text><text x="{:.1}" y="{:.1}" text-anchor="end">{:.0}</text>"#,
+                x0 + f * plot_w,
+                y0 + 16.0,
+                f * max_t,
+                x0 - 4.0,
+                y0 - f * plot_h + 4.0,
+                f * max_n
+            );
+        }
+        for (j, (who, color)) in [("baseline", "#888888"), ("kcm", "#d62728")]
+            .iter()
+            .enumerate()
+        {
+            let Some(curve) = curves.get(*who) else {
+                continue;
+            };
+            let points: Vec<String> = curve
+                .iter()
+                .map(|(t, n)| {
+                    format!(
+                        "{:.1},{:.1}",
+                        x0 + t / max_t * plot_w,
+                        y0 - *n as f64 / max_n * plot_h
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+                points.join(" ")
+            );
+            let _ = writeln!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" fill="{color}">{who}</text>"#,
+                x0 + plot_w - 120.0 + 70.0 * j as f64,
+                margin - 20.0
+            );
+        }
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::{Curve, Sizes};
+    use std::collections::HashMap;
+
+    fn with_ratio(kcm: f64, baseline: f64) -> Row {
+        row(
+            "scale-up",
+            format!("{kcm}"),
+            "pods/s",
+            kcm,
+            baseline,
+            "raw",
+            Some((0.7, true)),
+        )
+    }
+
+    #[test]
+    fn repeated_runs_report_the_median_row_and_every_ratio() {
+        let runs = vec![
+            vec![with_ratio(90.0, 100.0), with_ratio(1.0, 1.0)],
+            vec![with_ratio(50.0, 100.0), with_ratio(2.0, 1.0)],
+            vec![with_ratio(70.0, 100.0), with_ratio(3.0, 1.0)],
+        ];
+        let rows = median_rows(runs);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].kcm, 70.0, "the median run's own figures");
+        assert_eq!(rows[0].ratios, vec![0.9, 0.5, 0.7]);
+        assert_eq!(spread(&rows[0].ratios), Some((0.5, 0.9)));
+        assert_eq!(rows[1].ratio, Some(2.0));
+    }
+
+    #[test]
+    fn one_run_is_reported_as_it_is() {
+        let rows = median_rows(vec![vec![with_ratio(90.0, 100.0)]]);
+        assert!(rows[0].ratios.is_empty());
+        assert_eq!(spread(&rows[0].ratios), None);
+    }
+
+    #[track_caller]
+    fn check_percentile(values: &[f64], p: f64, expected: f64) {
+        assert_eq!(percentile(values, p), expected, "p{p} of {values:?}");
+    }
+
+    #[test]
+    fn percentile_is_the_nearest_rank() {
+        let hundred: Vec<f64> = (1..=100).map(f64::from).collect();
+        check_percentile(&hundred, 50.0, 50.0);
+        check_percentile(&hundred, 99.0, 99.0);
+        check_percentile(&hundred, 100.0, 100.0);
+        check_percentile(&hundred, 0.0, 1.0);
+        check_percentile(&[1.0, 2.0, 3.0], 50.0, 2.0);
+        check_percentile(&[1.0, 2.0, 3.0], 99.0, 3.0);
+        check_percentile(&[7.0], 99.0, 7.0);
+        check_percentile(&[], 50.0, 0.0);
+    }
+
+    #[test]
+    fn median_sorts_and_takes_the_upper_middle() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 3.0);
+        assert_eq!(median(Vec::new()), 0.0);
+    }
+
+    #[test]
+    fn figures_keep_three_significant_digits_or_more() {
+        assert_eq!(figure(1234.5), "1234");
+        assert_eq!(figure(123.4), "123");
+        assert_eq!(figure(12.34), "12.3");
+        assert_eq!(figure(1.234), "1.23");
+        assert_eq!(figure(0.0), "0.00");
+    }
+
+    #[test]
+    fn a_row_compares_its_ratio_with_the_target_in_its_direction() {
+        let higher = with_ratio(80.0, 100.0);
+        assert_eq!(
+            (higher.ratio, higher.target.as_str(), higher.met),
+            (Some(0.8), "ratio ≥ 0.7", Some(true))
+        );
+        let lower = row("memory", "MiB", "MiB", 3.0, 1.0, "docs", Some((2.0, false)));
+        assert_eq!(
+            (lower.ratio, lower.target.as_str(), lower.met),
+            (Some(3.0), "ratio ≤ 2", Some(false))
+        );
+        let untargeted = row("heal", "ms", "ms", 5.0, 0.0, "2014", None);
+        assert_eq!(
+            (untargeted.ratio, untargeted.target.as_str(), untargeted.met),
+            (Some(0.0), "-", None)
+        );
+    }
+
+    fn report(rows: Vec<Row>, curves: &[(&str, &str, Curve)]) -> Report {
+        let mut by_scenario: HashMap<String, HashMap<String, Curve>> = HashMap::new();
+        for (scenario, who, curve) in curves {
+            by_scenario
+                .entry(scenario.to_string())
+                .or_default()
+                .insert(who.to_string(), curve.clone());
+        }
+        Report {
+            date: "2024-03-10T12:00:00Z".into(),
+            cores: 2,
+            etcd_version: "3.5.9".into(),
+            etcd: "private, disk".into(),
+            quick: true,
+            sizes: Sizes::quick(),
+            rows,
+            curves: by_scenario,
+            seconds: 12.4,
+        }
+    }
+
+    #[test]
+    fn the_table_aligns_columns_and_marks_missed_targets() {
+        let mut repeated = with_ratio(90.0, 100.0);
+        repeated.ratios = vec![0.9, 0.5, 0.004];
+        let rows = vec![
+            repeated,
+            row(
+                "memory",
+                "peak RSS",
+                "MiB",
+                30.0,
+                10.0,
+                "documents",
+                Some((2.0, false)),
+            ),
+            row("heal", "p50", "ms", 2.5, 5000.0, "2014", None),
+        ];
+        let expected = "\
+scenario  measure   kcm          baseline              ratio                     target       met
+--------  --------  -----------  --------------------  ------------------------  -----------  ---
+scale-up  90        90.0 pods/s  100 pods/s (raw)      0.90 (0.00400–0.90, n=3)  ratio ≥ 0.7  yes
+memory    peak RSS  30.0 MiB     10.0 MiB (documents)  3.00                      ratio ≤ 2    NO
+heal      p50       2.50 ms      5000 ms (2014)        0.00050                   -            -
+2 cores, etcd 3.5.9 (private, disk), 12s, quick sizes
+";
+        assert_eq!(table(&report(rows, &[])), expected);
+    }
+
+    #[test]
+    fn the_svg_draws_one_panel_per_scale_scenario_scaled_to_its_curves() {
+        let empty = svg(&report(Vec::new(), &[]));
+        assert!(empty.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"520\""));
+        assert!(empty.ends_with("</svg>\n") && !empty.contains("<polyline"));
+
+        let drawn = svg(&report(
+            Vec::new(),
+            &[
+                ("scale-up", "kcm", vec![(0.0, 0), (1.0, 10)]),
+                ("scale-up", "baseline", vec![(0.0, 0), (2.0, 10)]),
+                ("scale-down", "kcm", vec![(0.0, 10), (1.0, 0)]),
+                ("heal", "kcm", vec![(0.0, 1)]),
+            ],
+        ));
+        assert!(drawn.contains("width=\"1040\""), "two panels: {drawn}");
+        // The slower curve spans the x axis (50 to 495), the most pods the y axis (250 to 50).
+        assert!(drawn.contains(
+            r##"<polyline fill="none" stroke="#d62728" stroke-width="2" points="50.0,250.0 272.5,50.0"/>"##
+        ), "{drawn}");
+        assert!(drawn.contains(
+            r##"<polyline fill="none" stroke="#888888" stroke-width="2" points="50.0,250.0 495.0,50.0"/>"##
+        ), "{drawn}");
+        assert!(
+            drawn.contains(">scale-down: pods over time</text>"),
+            "{drawn}"
+        );
+        assert!(
+            !drawn.contains("heal"),
+            "only the scale scenarios are drawn"
+        );
+        assert_eq!(drawn.matches("<polyline").count(), 3);
+    }
+}

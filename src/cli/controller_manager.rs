@@ -1,0 +1,103 @@
+//! `kcm controller-manager`'s flags, and the [`controller_manager::Config`] they describe.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use super::parse_duration;
+use crate::client::Target;
+use crate::controller_manager;
+use crate::endpoints::EndpointsConfig;
+use crate::leader;
+use crate::replication_manager::ManagerConfig;
+
+#[derive(Args, Debug)]
+pub struct ControllerManagerArgs {
+    /// Controllers to run, comma separated, as the kube-controller-manager spells it: `*`
+    /// enables every controller that is on by default, `NAME` enables one, `-NAME` disables
+    /// one; the first mention of a controller wins. Known: replication (aliases
+    /// replicationcontroller, replicationcontroller-controller), endpoints (aliases
+    /// endpoint, endpoints-controller); both on by default.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "*",
+        allow_hyphen_values = true,
+        value_parser = controller_manager::check_controller_entry
+    )]
+    pub controllers: Vec<String>,
+    /// How often every controller is synced even without events (2014: 10s).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub sync_period: Duration,
+    /// Replication controllers synced in parallel.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub concurrent_rc_syncs: u32,
+    /// Most pods created or deleted for one controller in one sync.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
+    pub burst_replicas: u32,
+    /// Period of the endpoints controller's full pass over every Service (2014: 10s).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub endpoint_sync_period: Duration,
+    /// Address of the status endpoint; anything but loopback exposes it.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub address: std::net::IpAddr,
+    /// Port of the status endpoint (2014's controller-manager port).
+    #[arg(long, default_value_t = 10252)]
+    pub port: u16,
+    /// Run the controllers only while this process is the leader, elected through etcd's
+    /// election API among the managers with the same --leader-elect-name and --prefix.
+    /// Every write is fenced with the leadership term, so a deposed leader cannot write.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// TTL of the leader's etcd lease (whole seconds), renewed every third of it: how long
+    /// standbys wait after a leader dies without resigning.
+    #[arg(long, default_value = "15s", value_parser = parse_lease_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// Name of the election; its keys live under PREFIX/elections/NAME/.
+    #[arg(long, default_value = leader::DEFAULT_ELECTION_NAME, value_parser = parse_election_name)]
+    pub leader_elect_name: String,
+}
+
+/// A lease TTL: a duration of at least one second.
+fn parse_lease_duration(s: &str) -> Result<Duration, String> {
+    let duration = parse_duration(s)?;
+    if duration < Duration::from_secs(1) {
+        return Err("a lease lasts at least 1s".to_string());
+    }
+    Ok(duration)
+}
+
+/// An election name: non-empty, without `/`.
+fn parse_election_name(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.contains('/') {
+        return Err("an election name is non-empty and has no '/'".to_string());
+    }
+    Ok(s.to_string())
+}
+
+impl ControllerManagerArgs {
+    /// The validated configuration of `kcm controller-manager` on `target`.
+    pub fn config(&self, target: &Target) -> controller_manager::Config {
+        controller_manager::Config {
+            client: target.client.clone(),
+            prefix: target.prefix.clone(),
+            controllers: controller_manager::enabled_controllers(&self.controllers),
+            manager: ManagerConfig {
+                sync_period: self.sync_period,
+                concurrent_syncs: self.concurrent_rc_syncs as usize,
+                burst_replicas: self.burst_replicas as usize,
+                ..ManagerConfig::default()
+            },
+            endpoints: EndpointsConfig {
+                sync_period: self.endpoint_sync_period,
+                ..EndpointsConfig::default()
+            },
+            status_addr: std::net::SocketAddr::new(self.address, self.port),
+            leader_election: self.leader_elect.then(|| leader::LeaderElectionConfig {
+                name: self.leader_elect_name.clone(),
+                lease_duration: self.leader_elect_lease_duration,
+                ..leader::LeaderElectionConfig::new()
+            }),
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The kubecfg verbs' flags (`create`, `get`, `resize`, `delete`, `stop`, `run`,
+//! `describe`, `watch`), kubectl's spelling of kinds, and the [`crate::kubecfg`] options
+//! they describe.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::PossibleValue;
+use clap::{Args, ValueEnum};
+
+use super::parse_duration;
+use crate::api;
+use crate::kubecfg::{
+    CreateOptions, DeleteOptions, DescribeOptions, GetOptions, GetOutput, Kind, ResizeOptions,
+    RunOptions, StopOptions, WatchOptions, WatchOutput,
+};
+use crate::labels::Selector;
+
+impl ValueEnum for Kind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            Kind::Pods,
+            Kind::Replicationcontrollers,
+            Kind::Services,
+            Kind::Endpoints,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            Kind::Pods => PossibleValue::new("pods").alias("pod").alias("po"),
+            Kind::Replicationcontrollers => PossibleValue::new("replicationcontrollers")
+                .alias("rc")
+                .alias("replicationcontroller"),
+            Kind::Services => PossibleValue::new("services").alias("service").alias("svc"),
+            Kind::Endpoints => PossibleValue::new("endpoints").alias("ep"),
+        })
+    }
+}
+
+impl ValueEnum for GetOutput {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[GetOutput::Table, GetOutput::Wide, GetOutput::Json]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            GetOutput::Table => PossibleValue::new("table").help("Aligned columns"),
+            GetOutput::Wide => {
+                PossibleValue::new("wide").help("The table plus more columns (images, labels)")
+            }
+            GetOutput::Json => {
+                PossibleValue::new("json").help("The object, or a `List` of them, as JSON")
+            }
+        })
+    }
+}
+
+impl ValueEnum for WatchOutput {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[WatchOutput::Text, WatchOutput::Json]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            WatchOutput::Text => {
+                PossibleValue::new("text").help("`ADDED pods/default/web-7xk2p rv=1234`")
+            }
+            WatchOutput::Json => PossibleValue::new("json")
+                .help("One wire-form event per line: `{\"type\":\"ADDED\",\"object\":{...}}`"),
+        })
+    }
+}
+
+/// The kind the controller verbs (`resize`, `stop`, `describe`) act on.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControllerKind {
+    /// Replication controllers (`rc`).
+    #[value(alias = "rc", alias = "replicationcontroller")]
+    Replicationcontrollers,
+}
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// JSON file holding one object or a `{"items": [...]}` list; `-` reads stdin.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub filename: PathBuf,
+    /// Namespace of objects that name none [default: default]. An object naming another
+    /// namespace is an error.
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// pods (po), replicationcontrollers (rc), services (svc) or endpoints (ep).
+    pub kind: Kind,
+    /// Print only this object.
+    #[arg(conflicts_with_all = ["all_namespaces", "selector"])]
+    pub name: Option<String>,
+    /// Namespace to read.
+    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE, conflicts_with = "all_namespaces")]
+    pub namespace: String,
+    /// List every namespace (adds a NAMESPACE column).
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Only objects whose labels match, e.g. `app=web,tier!=db` or `env in (a,b)`.
+    #[arg(short = 'l', long)]
+    pub selector: Option<Selector>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = GetOutput::Table)]
+    pub output: GetOutput,
+}
+
+#[derive(Args, Debug)]
+pub struct ResizeArgs {
+    /// replicationcontrollers (rc).
+    pub kind: ControllerKind,
+    /// The controller's name.
+    pub name: String,
+    /// The new spec.replicas.
+    #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
+    pub replicas: i64,
+    /// The controller's namespace.
+    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+}
+
+#[derive(Args, Debug)]
+pub struct DeleteArgs {
+    /// pods (po), replicationcontrollers (rc), services (svc) or endpoints (ep).
+    pub kind: Kind,
+    /// The object's name.
+    pub name: String,
+    /// The object's namespace.
+    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+}
+
+#[derive(Args, Debug)]
+pub struct StopArgs {
+    /// replicationcontrollers (rc).
+    pub kind: ControllerKind,
+    /// The controller's name.
+    pub name: String,
+    /// The controller's namespace.
+    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+    /// How long to wait for the controller's pods to be deleted.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Name of the controller (and of the service with --expose); its pods are labelled
+    /// `name=NAME`.
+    pub name: String,
+    /// The container image.
+    #[arg(long)]
+    pub image: String,
+    /// spec.replicas of the controller.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i64).range(0..))]
+    pub replicas: i64,
+    /// The container port (named `http`).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+    /// Also create a Service NAME selecting `name=NAME`, forwarding to --port.
+    #[arg(long, requires = "port")]
+    pub expose: bool,
+    /// The service's port [default: --port].
+    #[arg(long, requires = "expose", value_parser = clap::value_parser!(u16).range(1..))]
+    pub service_port: Option<u16>,
+    /// Namespace of the controller and service.
+    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+}
+
+#[derive(Args, Debug)]
+pub struct DescribeArgs {
+    /// replicationcontrollers (rc).
+    pub kind: ControllerKind,
+    /// The controller's name.
+    pub name: String,
+    /// The controller's namespace.
+    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+}
+
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// pods, replicationcontrollers (rc), services or endpoints.
+    pub kind: Kind,
+    /// Watch only this object.
+    pub name: Option<String>,
+    /// Namespace to watch.
+    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE, conflicts_with = "all_namespaces")]
+    pub namespace: String,
+    /// Watch every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Only objects whose labels match, e.g. `app=web,tier!=db` or `env in (a,b)`.
+    #[arg(short = 'l', long)]
+    pub selector: Option<Selector>,
+    /// Start after this revision; empty lists the current objects first (as ADDED).
+    #[arg(long, default_value = "")]
+    pub resource_version: String,
+    #[arg(short, long, value_enum, default_value_t = WatchOutput::Text)]
+    pub output: WatchOutput,
+    /// Also print the etcd event each event came from (type, key, revisions, version,
+    /// whether a previous value came with it).
+    #[arg(long)]
+    pub raw: bool,
+}
+
+impl From<CreateArgs> for CreateOptions {
+    fn from(args: CreateArgs) -> CreateOptions {
+        CreateOptions {
+            filename: args.filename,
+            namespace: args.namespace,
+        }
+    }
+}
+
+impl From<GetArgs> for GetOptions {
+    fn from(args: GetArgs) -> GetOptions {
+        GetOptions {
+            kind: args.kind,
+            name: args.name,
+            namespace: args.namespace,
+            all_namespaces: args.all_namespaces,
+            selector: args.selector,
+            output: args.output,
+        }
+    }
+}
+
+impl From<ResizeArgs> for ResizeOptions {
+    fn from(args: ResizeArgs) -> ResizeOptions {
+        let ResizeArgs {
+            kind: ControllerKind::Replicationcontrollers,
+            name,
+            replicas,
+            namespace,
+        } = args;
+        ResizeOptions {
+            name,
+            replicas,
+            namespace,
+        }
+    }
+}
+
+impl From<DeleteArgs> for DeleteOptions {
+    fn from(args: DeleteArgs) -> DeleteOptions {
+        DeleteOptions {
+            kind: args.kind,
+            name: args.name,
+            namespace: args.namespace,
+        }
+    }
+}
+
+impl From<StopArgs> for StopOptions {
+    fn from(args: StopArgs) -> StopOptions {
+        let StopArgs {
+            kind: ControllerKind::Replicationcontrollers,
+            name,
+            namespace,
+            timeout,
+        } = args;
+        StopOptions {
+            name,
+            namespace,
+            timeout,
+        }
+    }
+}
+
+impl From<RunArgs> for RunOptions {
+    fn from(args: RunArgs) -> RunOptions {
+        RunOptions {
+            name: args.name,
+            image: args.image,
+            replicas: args.replicas,
+            port: args.port,
+            expose: args.expose,
+            service_port: args.service_port,
+            namespace: args.namespace,
+        }
+    }
+}
+
+impl From<DescribeArgs> for DescribeOptions {
+    fn from(args: DescribeArgs) -> DescribeOptions {
+        let DescribeArgs {
+            kind: ControllerKind::Replicationcontrollers,
+            name,
+            namespace,
+        } = args;
+        DescribeOptions { name, namespace }
+    }
+}
+
+impl From<WatchArgs> for WatchOptions {
+    fn from(args: WatchArgs) -> WatchOptions {
+        WatchOptions {
+            kind: args.kind,
+            name: args.name,
+            namespace: args.namespace,
+            all_namespaces: args.all_namespaces,
+            selector: args.selector,
+            resource_version: args.resource_version,
+            output: args.output,
+            raw: args.raw,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser as _;
+
+    #[test]
+    fn verbs_parse_with_kubectls_flags() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["kcm"], args].concat());
+        let cli = parse(&["scale", "rc", "web", "--replicas", "3", "-n", "prod"]).unwrap();
+        let Command::Resize(resize) = cli.command else {
+            panic!("scale is resize")
+        };
+        assert_eq!((resize.replicas, resize.namespace.as_str()), (3, "prod"));
+        let cli = parse(&["get", "svc", "-A", "-l", "a=b", "-o", "wide"]).unwrap();
+        let Command::Get(get) = cli.command else {
+            panic!("parsed as another command")
+        };
+        assert_eq!(get.kind, Kind::Services);
+        assert!(get.all_namespaces && get.output == GetOutput::Wide);
+        let Command::Stop(stop) = parse(&["stop", "rc", "web"]).unwrap().command else {
+            panic!("parsed as another command")
+        };
+        assert_eq!(stop.timeout, Duration::from_secs(60));
+
+        for (args, expected) in [
+            (&["get", "pods", "p", "-A"][..], "cannot be used with"),
+            (&["get", "pods", "p", "-l", "a=b"], "cannot be used with"),
+            (&["run", "web", "--image", "i", "--expose"], "--port"),
+            (
+                &["run", "web", "--image", "i", "--service-port", "80"],
+                "--expose",
+            ),
+            (
+                &["run", "web", "--image", "i", "--port", "0"],
+                "0 is not in 1..=65535",
+            ),
+            (&["stop", "svc", "web"], "invalid value 'svc'"),
+            (&["describe", "pods", "web"], "invalid value 'pods'"),
+            (&["create"], "--filename"),
+        ] {
+            let err = parse(args).unwrap_err().to_string();
+            assert!(err.contains(expected), "{args:?}: {err}");
+        }
+    }
+}

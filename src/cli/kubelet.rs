@@ -1,0 +1,118 @@
+//! `kcm kubelet`'s flags, and the [`KubeletConfig`] they describe.
+
+use std::time::Duration;
+
+use super::parse_duration;
+use crate::kubelet::{Ipv4Cidr, KubeletConfig};
+
+/// `kcm kubelet`: flags of one simulated node.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KubeletArgs {
+    /// Name of the node; written into the pods it claims as spec.host and status.host.
+    #[arg(long)]
+    pub node: String,
+    /// Pod address range of the node. Default 10.244.N.0/24 with N derived from the
+    /// node name (a hash: distinct names can collide, so give nodes distinct ranges).
+    #[arg(long)]
+    pub pod_cidr: Option<Ipv4Cidr>,
+    /// How long a claimed pod stays Pending before it turns Running.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub start_delay: Duration,
+    /// Probability (0 to 1) that a running pod later fails.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fail_rate)]
+    pub fail_rate: f64,
+    /// How long after turning Running a pod chosen to fail turns Failed.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub fail_after: Duration,
+    /// Most active pods the node holds.
+    #[arg(long, default_value_t = 110, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_pods: u32,
+}
+
+impl TryFrom<&KubeletArgs> for KubeletConfig {
+    type Error = anyhow::Error;
+
+    /// The validated configuration these flags describe.
+    ///
+    /// # Errors
+    /// As [`KubeletConfig::validate`].
+    fn try_from(args: &KubeletArgs) -> anyhow::Result<KubeletConfig> {
+        let mut config = KubeletConfig::new(args.node.clone());
+        if let Some(cidr) = args.pod_cidr {
+            config.pod_cidr = cidr;
+        }
+        config.start_delay = args.start_delay;
+        config.fail_rate = args.fail_rate;
+        config.fail_after = args.fail_after;
+        config.max_pods = args.max_pods as usize;
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// Parses a probability between 0 and 1.
+///
+/// # Errors
+/// A message naming the accepted range.
+fn parse_fail_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(rate) if (0.0..=1.0).contains(&rate) => Ok(rate),
+        _ => Err(format!("{s:?} is not a probability between 0 and 1")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use crate::kubelet::default_pod_cidr;
+    use clap::Parser as _;
+
+    #[test]
+    fn kubelet_flags_parse_and_validate() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["kcm", "kubelet"], args].concat()).map(|cli| match cli.command {
+                Command::Kubelet(args) => args,
+                other => panic!("parsed as {other:?}"),
+            })
+        };
+        let config = parse(&[
+            "--node",
+            "node-a",
+            "--pod-cidr",
+            "10.244.3.0/24",
+            "--start-delay",
+            "1s",
+            "--fail-rate",
+            "0.25",
+            "--max-pods",
+            "7",
+        ])
+        .unwrap();
+        let config = KubeletConfig::try_from(&config).unwrap();
+        assert_eq!(config.pod_cidr.to_string(), "10.244.3.0/24");
+        assert_eq!(config.start_delay, Duration::from_secs(1));
+        assert_eq!((config.fail_rate, config.max_pods), (0.25, 7));
+        let defaults = KubeletConfig::try_from(&parse(&["--node", "node-a"]).unwrap()).unwrap();
+        assert_eq!(defaults.pod_cidr, default_pod_cidr("node-a"));
+        assert_eq!(defaults.fail_after, Duration::from_secs(5));
+        for (args, part) in [
+            (
+                &["--node", "a", "--fail-rate", "1.5"][..],
+                "probability between 0 and 1",
+            ),
+            (
+                &["--node", "a", "--pod-cidr", "10.1.1.1/24"],
+                "host bits are set",
+            ),
+            (&["--node", "a", "--max-pods", "0"], "--max-pods"),
+            (&[], "--node"),
+        ] {
+            let message = parse(args).unwrap_err().to_string();
+            assert!(
+                message.contains(part),
+                "{args:?}: {message:?} should contain {part:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! `kcm up`'s flags, and the [`up::Config`] they describe.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::parse_duration;
+use crate::up;
+
+#[derive(Args, Debug, Clone)]
+pub struct UpArgs {
+    /// Simulated kubelets (nodes) to run.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(0..=64))]
+    pub nodes: u16,
+    /// Data dir of the private etcd; default a temporary dir removed on exit.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// etcd binary for the private etcd (default: `etcd` on PATH).
+    #[arg(long, default_value = "etcd")]
+    pub etcd_binary: PathBuf,
+    /// Run the guided tour: create a controller and a service, watch pods converge,
+    /// delete a pod, scale, show the endpoints; then shut down.
+    #[arg(long)]
+    pub demo: bool,
+    /// Port of the status endpoint (/healthz, /metrics).
+    #[arg(long, default_value_t = 10252)]
+    pub port: u16,
+    /// How often every controller is synced even without events.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub sync_period: Duration,
+}
+
+impl From<&UpArgs> for up::Config {
+    fn from(args: &UpArgs) -> up::Config {
+        up::Config {
+            nodes: args.nodes,
+            data_dir: args.data_dir.clone(),
+            etcd_binary: args.etcd_binary.clone(),
+            demo: args.demo,
+            port: args.port,
+            sync_period: args.sync_period,
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! `kcm get` and the tables: `Printable` for each kind, `render_table`, kubectl's `age`;
+//! 2014's `pkg/kubecfg/resource_printer.go`. The formatting is pure.
+
+use super::*;
+
+/// A kind `kcm get` can print as a table.
+pub trait Printable: Object {
+    /// The column headers (without NAMESPACE).
+    fn headers(wide: bool) -> Vec<&'static str>;
+    /// One row, matching [`Printable::headers`]; `now` is the reference for AGE.
+    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String>;
+}
+
+impl Printable for ReplicationController {
+    fn headers(wide: bool) -> Vec<&'static str> {
+        let mut headers = vec!["NAME", "DESIRED", "CURRENT", "SELECTOR", "AGE"];
+        if wide {
+            headers.extend(["CONTAINERS", "IMAGES"]);
+        }
+        headers
+    }
+
+    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
+        let mut cells = vec![
+            self.metadata.name.clone(),
+            self.spec.replicas.to_string(),
+            self.status.replicas.to_string(),
+            or_none(self.spec.selector.to_string()),
+            age_of(&self.metadata, now),
+        ];
+        if wide {
+            let containers = self
+                .spec
+                .template
+                .as_ref()
+                .map(|t| t.spec.containers.as_slice())
+                .unwrap_or_default();
+            cells.push(or_none(join(containers.iter().map(|c| c.name.as_str()))));
+            cells.push(or_none(join(containers.iter().map(|c| c.image.as_str()))));
+        }
+        cells
+    }
+}
+
+impl Printable for Pod {
+    fn headers(wide: bool) -> Vec<&'static str> {
+        let mut headers = vec!["NAME", "PHASE", "HOST", "IP", "AGE"];
+        if wide {
+            headers.extend(["IMAGES", "LABELS"]);
+        }
+        headers
+    }
+
+    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
+        let mut cells = vec![
+            self.metadata.name.clone(),
+            self.phase().to_string(),
+            or_none(pod_host(self).to_string()),
+            or_none(self.pod_ip().unwrap_or_default().to_string()),
+            age_of(&self.metadata, now),
+        ];
+        if wide {
+            cells.push(or_none(join(
+                self.spec.containers.iter().map(|c| c.image.as_str()),
+            )));
+            cells.push(or_none(self.metadata.labels.to_string()));
+        }
+        cells
+    }
+}
+
+impl Printable for Service {
+    fn headers(wide: bool) -> Vec<&'static str> {
+        let mut headers = vec!["NAME", "SELECTOR", "PORT", "CONTAINER-PORT"];
+        if wide {
+            headers.extend(["AGE", "LABELS"]);
+        }
+        headers
+    }
+
+    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
+        let protocol = match self.spec.protocol.as_str() {
+            "" => "TCP",
+            other => other,
+        };
+        let mut cells = vec![
+            self.metadata.name.clone(),
+            or_none(self.spec.selector.to_string()),
+            format!("{}/{protocol}", self.spec.port),
+            match &self.spec.container_port {
+                Some(IntOrString::Int(port)) => port.to_string(),
+                Some(IntOrString::String(name)) => or_none(name.clone()),
+                None => NONE.to_string(),
+            },
+        ];
+        if wide {
+            cells.push(age_of(&self.metadata, now));
+            cells.push(or_none(self.metadata.labels.to_string()));
+        }
+        cells
+    }
+}
+
+impl Printable for Endpoints {
+    fn headers(wide: bool) -> Vec<&'static str> {
+        if wide {
+            vec!["NAME", "ENDPOINTS", "AGE"]
+        } else {
+            vec!["NAME", "ENDPOINTS"]
+        }
+    }
+
+    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
+        let endpoints = if wide || self.endpoints.len() <= MAX_ENDPOINTS_SHOWN {
+            join(self.endpoints.iter().map(String::as_str))
+        } else {
+            format!(
+                "{} + {} more...",
+                join(
+                    self.endpoints[..MAX_ENDPOINTS_SHOWN]
+                        .iter()
+                        .map(String::as_str)
+                ),
+                self.endpoints.len() - MAX_ENDPOINTS_SHOWN
+            )
+        };
+        let mut cells = vec![self.metadata.name.clone(), or_none(endpoints)];
+        if wide {
+            cells.push(age_of(&self.metadata, now));
+        }
+        cells
+    }
+}
+
+/// The node a pod is bound to: `spec.host`, else what its status reports.
+pub(super) fn pod_host(pod: &Pod) -> &str {
+    if pod.spec.host.is_empty() {
+        pod.status.as_ref().map_or("", |s| s.host.as_str())
+    } else {
+        &pod.spec.host
+    }
+}
+
+pub(super) fn join<'a>(parts: impl Iterator<Item = &'a str>) -> String {
+    parts.collect::<Vec<_>>().join(",")
+}
+
+pub(super) fn or_none(text: String) -> String {
+    if text.is_empty() {
+        NONE.to_string()
+    } else {
+        text
+    }
+}
+
+/// The table of `objects`: a NAMESPACE column first when `all_namespaces`.
+pub fn render_objects<T: Printable>(
+    objects: &[T],
+    wide: bool,
+    all_namespaces: bool,
+    now: SystemTime,
+) -> String {
+    let mut headers = T::headers(wide);
+    if all_namespaces {
+        headers.insert(0, "NAMESPACE");
+    }
+    let rows: Vec<Vec<String>> = objects
+        .iter()
+        .map(|object| {
+            let mut cells = object.cells(wide, now);
+            if all_namespaces {
+                cells.insert(0, object.metadata().namespace.clone());
+            }
+            cells
+        })
+        .collect();
+    render_table(&headers, &rows)
+}
+
+/// Aligns `rows` under `headers`: each column as wide as its widest cell, columns three
+/// spaces apart (kubectl's tabwriter padding), no trailing spaces.
+pub fn render_table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let header_row: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+    let mut out = String::new();
+    for row in std::iter::once(&header_row).chain(rows) {
+        let mut line = String::new();
+        for (cell, width) in row.iter().zip(&widths) {
+            let _ = write!(line, "{cell:<width$}   ");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// AGE of an object: how long ago its `creationTimestamp` was.
+pub(super) fn age_of(meta: &ObjectMeta, now: SystemTime) -> String {
+    age(meta.creation_timestamp.as_deref(), now)
+}
+
+/// kubectl's `ShortHumanDuration` of `now - created`: `12s`, `5m`, `3h`, `2d`, `3y`;
+/// `<unknown>` without a timestamp, `<invalid>` for one that does not parse as RFC 3339
+/// or lies more than a second in the future (a little clock skew reads as `0s`).
+pub fn age(created: Option<&str>, now: SystemTime) -> String {
+    let Some(created) = created else {
+        return "<unknown>".to_string();
+    };
+    let Ok(created) = humantime::parse_rfc3339_weak(created) else {
+        return "<invalid>".to_string();
+    };
+    let seconds = match now.duration_since(created) {
+        Ok(elapsed) => elapsed.as_secs(),
+        Err(e) if e.duration() < Duration::from_secs(2) => 0,
+        Err(_) => return "<invalid>".to_string(),
+    };
+    let (minutes, hours) = (seconds / 60, seconds / 3600);
+    if seconds < 60 {
+        format!("{seconds}s")
+    } else if minutes < 60 {
+        format!("{minutes}m")
+    } else if hours < 24 {
+        format!("{hours}h")
+    } else if hours < 24 * 365 {
+        format!("{}d", hours / 24)
+    } else {
+        format!("{}y", hours / 24 / 365)
+    }
+}
+
+/// An object as printed by `-o json`: with its `kind` and `apiVersion`.
+pub(super) fn to_json<T: Object>(mut object: T) -> anyhow::Result<Value> {
+    object.set_type_meta();
+    serde_json::to_value(&object).with_context(|| format!("encode {}", T::KIND))
+}
+
+/// `kcm get KIND [NAME]`.
+///
+/// # Errors
+/// `pods "x" not found`, a malformed NAME, or etcd failing. Malformed objects in a list
+/// are warnings on stderr, not errors.
+pub async fn get(target: &Target, options: GetOptions) -> anyhow::Result<()> {
+    match options.kind {
+        Kind::Pods => get_kind::<Pod>(target, &options).await,
+        Kind::Replicationcontrollers => get_kind::<ReplicationController>(target, &options).await,
+        Kind::Services => get_kind::<Service>(target, &options).await,
+        Kind::Endpoints => get_kind::<Endpoints>(target, &options).await,
+    }
+}
+
+pub(super) async fn get_kind<T: Printable>(
+    target: &Target,
+    options: &GetOptions,
+) -> anyhow::Result<()> {
+    let (_client, registry) = target.connect().await?;
+    let now = SystemTime::now();
+    let wide = options.output == GetOutput::Wide;
+    if let Some(name) = &options.name {
+        let object: T = registry
+            .get(&options.namespace, name)
+            .await
+            .map_err(|e| storage_error::<T>(e, name))?;
+        return emit(&match options.output {
+            GetOutput::Json => format!("{:#}\n", to_json(object)?),
+            GetOutput::Table | GetOutput::Wide => render_objects(&[object], wide, false, now),
+        });
+    }
+    let namespace = (!options.all_namespaces).then_some(options.namespace.as_str());
+    let selector = options.selector.clone().unwrap_or_default();
+    let list: ObjectList<T> = registry.list(namespace, &selector).await?;
+    for error in &list.errors {
+        eprintln!("kcm: warning: skipping {error}");
+    }
+    match options.output {
+        GetOutput::Json => {
+            let items = list
+                .items
+                .into_iter()
+                .map(to_json)
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let document = json!({
+                "kind": "List",
+                "apiVersion": api::API_VERSION,
+                "metadata": {"resourceVersion": list.resource_version.to_string()},
+                "items": items,
+            });
+            emit(&format!("{document:#}\n"))
+        }
+        GetOutput::Table | GetOutput::Wide if list.items.is_empty() => {
+            match namespace {
+                Some(namespace) => eprintln!("No resources found in {namespace} namespace."),
+                None => eprintln!("No resources found."),
+            }
+            Ok(())
+        }
+        GetOutput::Table | GetOutput::Wide => emit(&render_objects(
+            &list.items,
+            wide,
+            options.all_namespaces,
+            now,
+        )),
+    }
+}

@@ -1,0 +1,336 @@
+//! Unit tests of the verbs' pure parts: manifests, tables, ages, `run`'s objects, `describe`.
+
+use super::*;
+use crate::api::{PodStatus, ResourceVersion};
+use crate::kubecfg::describe::port_text;
+use crate::registry::DecodeError;
+
+const NOW: &str = "2024-03-10T12:00:00Z";
+
+fn now() -> SystemTime {
+    humantime::parse_rfc3339(NOW).unwrap()
+}
+
+#[track_caller]
+fn check_age(created: Option<&str>, expected: &str) {
+    assert_eq!(age(created, now()), expected, "age of {created:?}");
+}
+
+#[test]
+fn age_is_kubectls_short_human_duration() {
+    check_age(Some("2024-03-10T12:00:00Z"), "0s");
+    check_age(Some("2024-03-10T11:59:48Z"), "12s");
+    check_age(Some("2024-03-10T11:59:00Z"), "1m");
+    check_age(Some("2024-03-10T11:55:00.5Z"), "4m");
+    check_age(Some("2024-03-10T09:00:00Z"), "3h");
+    check_age(Some("2024-03-09T12:00:01Z"), "23h");
+    check_age(Some("2024-03-08T12:00:00Z"), "2d");
+    check_age(Some("2021-03-10T12:00:00Z"), "3y");
+    // A second of clock skew is "now"; more is a bad timestamp.
+    check_age(Some("2024-03-10T12:00:01Z"), "0s");
+    check_age(Some("2024-03-10T12:05:00Z"), "<invalid>");
+    check_age(Some("yesterday"), "<invalid>");
+    check_age(None, "<unknown>");
+}
+
+#[test]
+fn table_columns_are_aligned_without_trailing_spaces() {
+    let rows = vec![
+        vec!["web".to_string(), "3".to_string(), String::new()],
+        vec![
+            "a-longer-name".to_string(),
+            "10".to_string(),
+            "x".to_string(),
+        ],
+    ];
+    assert_eq!(
+        render_table(&["NAME", "DESIRED", "LAST"], &rows),
+        "NAME            DESIRED   LAST\n\
+         web             3\n\
+         a-longer-name   10        x\n"
+    );
+    assert_eq!(render_table(&["NAME"], &[]), "NAME\n");
+}
+
+fn controller(value: Value) -> ReplicationController {
+    serde_json::from_value(value).unwrap()
+}
+
+fn web_controller() -> ReplicationController {
+    controller(json!({
+        "metadata": {"name": "web", "namespace": "default",
+            "creationTimestamp": "2024-03-10T11:55:00Z"},
+        "spec": {"replicas": 3, "selector": {"name": "web"},
+            "template": {"metadata": {"labels": {"name": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx",
+                    "ports": [{"name": "http", "containerPort": 80}]}]}}},
+        "status": {"replicas": 2}
+    }))
+}
+
+fn pod(name: &str, phase: PodPhase, host: &str, ip: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            namespace: "prod".into(),
+            creation_timestamp: Some("2024-03-10T11:59:30Z".into()),
+            labels: [("name", "web")].into_iter().collect(),
+            ..ObjectMeta::named("prod", name)
+        },
+        spec: PodSpec {
+            containers: vec![Container {
+                image: "nginx:1.7".into(),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        },
+        status: Some(PodStatus {
+            phase,
+            host: host.into(),
+            pod_ip: ip.into(),
+            ..PodStatus::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+#[test]
+fn controller_table_and_wide_and_all_namespaces() {
+    let rc = web_controller();
+    assert_eq!(
+        render_objects(std::slice::from_ref(&rc), false, false, now()),
+        "NAME   DESIRED   CURRENT   SELECTOR   AGE\n\
+         web    3         2         name=web   5m\n"
+    );
+    assert_eq!(
+        render_objects(&[rc], true, true, now()),
+        "NAMESPACE   NAME   DESIRED   CURRENT   SELECTOR   AGE   CONTAINERS   IMAGES\n\
+         default     web    3         2         name=web   5m    web          nginx\n"
+    );
+}
+
+#[test]
+fn pod_table_shows_phase_host_and_ip() {
+    let pods = [
+        pod("web-1", PodPhase::Running, "node-1", "10.0.0.7"),
+        pod("web-2", PodPhase::Pending, "", ""),
+    ];
+    assert_eq!(
+        render_objects(&pods, false, false, now()),
+        "NAME    PHASE     HOST     IP         AGE\n\
+         web-1   Running   node-1   10.0.0.7   30s\n\
+         web-2   Pending   <none>   <none>     30s\n"
+    );
+    assert_eq!(
+        render_objects(&pods[..1], true, false, now()),
+        "NAME    PHASE     HOST     IP         AGE   IMAGES      LABELS\n\
+         web-1   Running   node-1   10.0.0.7   30s   nginx:1.7   name=web\n"
+    );
+}
+
+#[test]
+fn service_and_endpoints_tables() {
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"name": "web"}, "port": 8080, "containerPort": "http"}
+    }))
+    .unwrap();
+    assert_eq!(
+        render_objects(&[service], false, false, now()),
+        "NAME   SELECTOR   PORT       CONTAINER-PORT\n\
+         web    name=web   8080/TCP   http\n"
+    );
+    let endpoints: Endpoints = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "endpoints": ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80"]
+    }))
+    .unwrap();
+    let empty = Endpoints {
+        metadata: ObjectMeta::named("default", "db"),
+        ..Endpoints::default()
+    };
+    assert_eq!(
+        render_objects(&[endpoints.clone(), empty], false, false, now()),
+        "NAME   ENDPOINTS\n\
+         web    10.0.0.1:80,10.0.0.2:80,10.0.0.3:80 + 1 more...\n\
+         db     <none>\n"
+    );
+    assert!(render_objects(&[endpoints], true, false, now()).contains("10.0.0.4:80"));
+}
+
+#[track_caller]
+fn check_parse_error(text: &str, namespace: Option<&str>, expected: &str) {
+    let err = parse_manifests("in.json", text, namespace).unwrap_err();
+    let message = format!("{err:#}");
+    assert!(
+        message.contains(expected),
+        "{message:?} should contain {expected:?}"
+    );
+}
+
+#[test]
+fn manifests_dispatch_on_kind_and_default_the_namespace() {
+    let text = r#"{"kind": "List", "items": [
+        {"kind": "Service", "metadata": {"name": "web"}, "spec": {"port": 80}},
+        {"kind": "Pod", "metadata": {"name": "p", "namespace": "prod"}},
+        {"kind": "Endpoints", "metadata": {"name": "web"}}
+    ]}"#;
+    let manifests = parse_manifests("in.json", text, None).unwrap();
+    let references: Vec<String> = manifests.iter().map(Manifest::reference).collect();
+    assert_eq!(references, ["services/web", "pods/p", "endpoints/web"]);
+    let Manifest::Service(service) = &manifests[0] else {
+        panic!("not a service")
+    };
+    assert_eq!(service.metadata.namespace, "default");
+    let Manifest::Pod(pod) = &manifests[1] else {
+        panic!("not a pod")
+    };
+    assert_eq!(pod.metadata.namespace, "prod");
+
+    let single = r#"{"kind": "ReplicationController", "metadata": {"name": "web"}}"#;
+    let manifests = parse_manifests("in.json", single, Some("staging")).unwrap();
+    let Manifest::Controller(rc) = &manifests[0] else {
+        panic!("not a controller")
+    };
+    assert_eq!(rc.metadata.key(), "staging/web");
+    // A list without a kind is a list too.
+    assert_eq!(
+        parse_manifests("in.json", r#"{"items": [{"kind": "Pod"}]}"#, None)
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn manifest_errors_name_the_source_the_item_and_the_problem() {
+    check_parse_error(
+        "{\"kind\": \n",
+        None,
+        "parse in.json: EOF while parsing a value at line 2 column 0",
+    );
+    check_parse_error(
+        r#"{"items": [{"kind": "Pod"}, {"kind": "Widget"}]}"#,
+        None,
+        "in.json: item 1: unknown kind \"Widget\"",
+    );
+    check_parse_error(r#"{"metadata": {}}"#, None, "in.json: no \"kind\"");
+    check_parse_error(r#"{"items": [7]}"#, None, "item 0: not a JSON object");
+    check_parse_error(r#"{"items": []}"#, None, "in.json: no objects to create");
+    check_parse_error(
+        r#"{"kind": "Pod", "status": {"phase": "Waiting"}}"#,
+        None,
+        "in.json: decode Pod: unknown variant `Waiting`",
+    );
+    check_parse_error(
+        r#"{"kind": "Pod", "metadata": {"name": "p", "namespace": "a"}}"#,
+        Some("b"),
+        "Pod \"p\" is in namespace \"a\", not --namespace \"b\"",
+    );
+    check_parse_error(
+        r#"{"kind": "Pod", "metadata": {"name": "p", "resourceVersion": "5"}}"#,
+        None,
+        "resourceVersion may not be set",
+    );
+}
+
+#[test]
+fn run_builds_valid_objects_selected_by_name() {
+    let args = RunOptions {
+        name: "web".into(),
+        image: "nginx".into(),
+        replicas: 2,
+        port: Some(80),
+        expose: true,
+        service_port: Some(8080),
+        namespace: "default".into(),
+    };
+    let (rc, service) = run_objects(&args);
+    api::validate(&rc).unwrap();
+    let service = service.expect("--expose makes a service");
+    api::validate(&service).unwrap();
+    assert_eq!(rc.spec.selector.to_string(), "name=web");
+    let template = rc.spec.template.as_ref().unwrap();
+    assert_eq!(template.metadata.labels.to_string(), "name=web");
+    let container = &template.spec.containers[0];
+    assert_eq!(
+        (container.name.as_str(), container.image.as_str()),
+        ("web", "nginx")
+    );
+    assert_eq!(port_text(&container.ports[0]), "80/TCP (http)");
+    assert_eq!(service.spec.port, 8080);
+    assert_eq!(service.spec.container_port, Some(IntOrString::Int(80)));
+    assert_eq!(service.spec.selector.to_string(), "name=web");
+
+    let (rc, service) = run_objects(&RunOptions {
+        port: None,
+        expose: false,
+        service_port: None,
+        ..args
+    });
+    assert!(service.is_none());
+    assert!(rc.spec.template.unwrap().spec.containers[0]
+        .ports
+        .is_empty());
+}
+
+#[test]
+fn describe_shows_spec_pods_and_problems() {
+    let rc = web_controller();
+    let pods = ObjectList {
+        items: vec![
+            pod("web-1", PodPhase::Running, "node-1", "10.0.0.7"),
+            pod("web-2", PodPhase::Failed, "node-2", ""),
+        ],
+        resource_version: ResourceVersion(9),
+        errors: vec![DecodeError {
+            kind: "Pod",
+            key: "/registry/pods/default/junk".into(),
+            revision: 4,
+            message: "expected value".into(),
+        }],
+    };
+    let text = describe_controller(&rc, Some(&pods), now());
+    let expected = "\
+Name:         web
+Namespace:    default
+Labels:       <none>
+Selector:     name=web
+Replicas:     3 desired, 2 current
+Created:      2024-03-10T11:55:00Z (5m ago)
+Pod Template:
+  Labels:     name=web
+  Containers:
+    web:
+      Image:  nginx
+      Ports:  80/TCP (http)
+Pods:         1 active, 1 failed, 2 in all
+  NAME    PHASE     HOST     IP         AGE
+  web-1   Running   node-1   10.0.0.7   30s
+  web-2   Failed    node-2   <none>     30s
+Problems:
+  - pod web-2 Failed (the manager replaces it but does not delete it)
+  - malformed Pod at /registry/pods/default/junk (revision 4): expected value
+  - 3 replicas desired but 2 current: the replication manager has not caught up yet; is `kcm controller-manager` running?
+";
+    assert_eq!(text, expected);
+}
+
+#[test]
+fn describe_reports_an_invalid_spec() {
+    let mut rc = web_controller();
+    rc.spec.selector = Set::new();
+    rc.status.replicas = 3;
+    let text = describe_controller(&rc, None, now());
+    assert!(
+        text.contains("Pods:         <none> (no selector)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  - the controller-manager skips this controller: invalid \
+             ReplicationController \"default/web\": spec.selector: required"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("desired but"), "{text}");
+}

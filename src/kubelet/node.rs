@@ -1,0 +1,478 @@
+//! The node's state: a pure core fed by watch events and write results. It knows the
+//! node's pods, the unassigned pods it may claim, its address pool and its timers, and
+//! says what is due; the loop in the parent module does the writes. No IO.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::net::Ipv4Addr;
+
+use rand::rngs::StdRng;
+use rand::Rng as _;
+use tokio::time::Instant;
+
+use super::ipam::IpAllocator;
+use super::{KubeletConfig, RETRY_DELAY};
+use crate::api::{Pod, PodPhase};
+use crate::etcd_watcher::{Update, WatchEvent};
+
+/// What a pod of this node waits for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Action {
+    /// Turn Running with an address (also repairs a Running pod whose address is
+    /// missing, outside the range or taken by another pod).
+    Start,
+    /// Turn Failed (the simulated crash).
+    Fail,
+}
+
+/// A pod whose `spec.host` is this node.
+#[derive(Debug)]
+pub(super) struct OwnedPod {
+    /// The newest version seen; older watch events are ignored.
+    resource_version: i64,
+    phase: PodPhase,
+    /// The address reserved for it in the allocator.
+    pub(super) ip: Option<Ipv4Addr>,
+    timer: Option<(Instant, Action)>,
+    /// Whether the dice for failing it have been cast (once per Running pod and process).
+    rolled: bool,
+}
+
+/// Whether a pod waits for a node: no host and Pending (or no status at all).
+pub fn is_claimable(pod: &Pod) -> bool {
+    pod.spec.host.is_empty() && pod.phase() == PodPhase::Pending
+}
+
+fn is_terminal(phase: PodPhase) -> bool {
+    matches!(phase, PodPhase::Failed | PodPhase::Succeeded)
+}
+
+/// What one node knows: its pods, the unassigned pods it may claim, its address pool and
+/// its timers. Updated only by the loop; no IO.
+pub(super) struct NodeState {
+    config: KubeletConfig,
+    pub(super) allocator: IpAllocator,
+    pub(super) owned: HashMap<String, OwnedPod>,
+    /// Claimable pods by `namespace/name`, latest version seen.
+    pub(super) unassigned: BTreeMap<String, Pod>,
+    /// Due times of the owned pods' timers; an entry whose pod's timer has changed since
+    /// is skipped when it comes up.
+    timers: BinaryHeap<Reverse<(Instant, String)>>,
+    /// Writes wait until then after etcd failed one.
+    paused_until: Option<Instant>,
+    /// Events of the first list still to come; the node writes nothing until it has
+    /// seen them all, so it knows its pods (and their addresses) before it claims or
+    /// starts anything.
+    initial_list: InitialList,
+    rng: StdRng,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum InitialList {
+    NotStarted,
+    Remaining(usize),
+    Done,
+}
+
+impl NodeState {
+    pub(super) fn new(config: KubeletConfig, rng: StdRng) -> NodeState {
+        NodeState {
+            allocator: IpAllocator::new(config.pod_cidr),
+            config,
+            owned: HashMap::new(),
+            unassigned: BTreeMap::new(),
+            timers: BinaryHeap::new(),
+            paused_until: None,
+            initial_list: InitialList::NotStarted,
+            rng,
+        }
+    }
+
+    pub(super) fn is_synced(&self) -> bool {
+        self.initial_list == InitialList::Done
+    }
+
+    /// Pods of this node that are not Failed or Succeeded.
+    pub(super) fn active_pods(&self) -> usize {
+        self.owned
+            .values()
+            .filter(|pod| !is_terminal(pod.phase))
+            .count()
+    }
+
+    /// When the loop should next wake up to write something, if ever.
+    pub(super) fn next_wake(&self) -> Option<Instant> {
+        if !self.is_synced() {
+            return None;
+        }
+        if let Some(paused_until) = self.paused_until {
+            return Some(paused_until);
+        }
+        self.timers.peek().map(|Reverse((due, _))| *due)
+    }
+
+    pub(super) fn may_write(&mut self, now: Instant) -> bool {
+        if self.paused_until.is_some_and(|until| until > now) {
+            return false;
+        }
+        self.paused_until = None;
+        self.is_synced()
+    }
+
+    pub(super) fn pause(&mut self, now: Instant) {
+        self.paused_until = Some(now + RETRY_DELAY);
+    }
+
+    pub(super) fn observe_notice(&mut self, update: &Update<Pod>) {
+        if let Update::Relisted {
+            added,
+            modified,
+            deleted,
+            ..
+        } = update
+        {
+            if self.initial_list == InitialList::NotStarted {
+                self.initial_list = InitialList::Remaining(added + modified + deleted);
+                self.count_list_event(0);
+            }
+        }
+    }
+
+    pub(super) fn count_list_event(&mut self, n: usize) {
+        if let InitialList::Remaining(remaining) = &mut self.initial_list {
+            *remaining = remaining.saturating_sub(n);
+            if *remaining == 0 {
+                self.initial_list = InitialList::Done;
+                tracing::debug!(
+                    node = %self.config.node,
+                    pods = self.owned.len(),
+                    addresses = self.allocator.in_use(),
+                    "initial pod list seen"
+                );
+            }
+        }
+    }
+
+    pub(super) fn observe_event(&mut self, event: WatchEvent<Pod>, now: Instant) {
+        match event {
+            WatchEvent::Added(pod) | WatchEvent::Modified(pod) => self.observe(pod, now),
+            WatchEvent::Deleted(pod) => {
+                let key = pod.metadata.key();
+                if !self.is_older(&key, &pod) {
+                    self.unassigned.remove(&key);
+                    self.forget(&key);
+                }
+            }
+            WatchEvent::Error(_) => {}
+        }
+        self.count_list_event(1);
+    }
+
+    /// Whether `pod` is a version at or before the one the node already has.
+    pub(super) fn is_older(&self, key: &str, pod: &Pod) -> bool {
+        let version = resource_version(pod);
+        let known = match (self.owned.get(key), self.unassigned.get(key)) {
+            (Some(owned), _) => Some(owned.resource_version),
+            (None, Some(unassigned)) => Some(resource_version(unassigned)),
+            (None, None) => None,
+        };
+        known.is_some_and(|known| version <= known)
+    }
+
+    /// Takes in a version of a pod read from the watch or returned by a write.
+    pub(super) fn observe(&mut self, pod: Pod, now: Instant) {
+        let key = pod.metadata.key();
+        if self.is_older(&key, &pod) {
+            return;
+        }
+        if pod.spec.host == self.config.node {
+            self.unassigned.remove(&key);
+            self.observe_owned(key, &pod, now);
+            return;
+        }
+        // Not (or no longer) ours.
+        self.forget(&key);
+        if is_claimable(&pod) {
+            self.unassigned.insert(key, pod);
+        } else {
+            self.unassigned.remove(&key);
+        }
+    }
+
+    pub(super) fn observe_owned(&mut self, key: String, pod: &Pod, now: Instant) {
+        let entry = self.owned.entry(key.clone()).or_insert(OwnedPod {
+            resource_version: 0,
+            phase: PodPhase::Pending,
+            ip: None,
+            timer: None,
+            rolled: false,
+        });
+        entry.resource_version = resource_version(pod);
+        entry.phase = pod.phase();
+        let timer = if is_terminal(entry.phase) {
+            if let Some(ip) = entry.ip.take() {
+                self.allocator.release(ip);
+            }
+            None
+        } else {
+            // Keep the pool in step with the address the pod holds.
+            let held = pod.pod_ip().and_then(|ip| ip.parse::<Ipv4Addr>().ok());
+            if held != entry.ip {
+                if let Some(ip) = entry.ip.take() {
+                    self.allocator.release(ip);
+                }
+                entry.ip = held.filter(|ip| self.allocator.reserve(*ip));
+            }
+            match entry.phase {
+                PodPhase::Pending => match entry.timer {
+                    Some((_, Action::Start)) => entry.timer,
+                    _ => Some((now + self.config.start_delay, Action::Start)),
+                },
+                PodPhase::Running if entry.ip.is_none() => {
+                    tracing::debug!(pod = %key, ip = ?pod.pod_ip(), "running pod without a usable address; assigning one");
+                    Some((now, Action::Start))
+                }
+                PodPhase::Running if !entry.rolled => {
+                    entry.rolled = true;
+                    let fail =
+                        self.config.fail_rate > 0.0 && self.rng.gen_bool(self.config.fail_rate);
+                    fail.then_some((now + self.config.fail_after, Action::Fail))
+                }
+                PodPhase::Running => entry.timer.filter(|(_, action)| *action == Action::Fail),
+                // Unknown (or anything else): leave it alone.
+                _ => None,
+            }
+        };
+        let entry = self.owned.get_mut(&key).expect("inserted above");
+        if timer != entry.timer {
+            entry.timer = timer;
+            if let Some((due, _)) = timer {
+                self.timers.push(Reverse((due, key)));
+            }
+        }
+    }
+
+    /// Drops a pod that is gone or no longer ours, freeing its address.
+    pub(super) fn forget(&mut self, key: &str) {
+        if let Some(pod) = self.owned.remove(key) {
+            if let Some(ip) = pod.ip {
+                self.allocator.release(ip);
+            }
+        }
+    }
+
+    /// Sets a pod's timer (replacing any other).
+    pub(super) fn schedule(&mut self, key: &str, due: Instant, action: Action) {
+        if let Some(pod) = self.owned.get_mut(key) {
+            pod.timer = Some((due, action));
+            self.timers.push(Reverse((due, key.to_string())));
+        }
+    }
+
+    /// The next pod whose timer is due by `now`, with its action; the timer is cleared.
+    pub(super) fn next_due(&mut self, now: Instant) -> Option<(String, Action)> {
+        while let Some(Reverse((due, _))) = self.timers.peek() {
+            if *due > now {
+                return None;
+            }
+            let Reverse((due, key)) = self.timers.pop().expect("peeked");
+            let Some(pod) = self.owned.get_mut(&key) else {
+                continue;
+            };
+            match pod.timer {
+                Some((when, action)) if when == due => {
+                    pod.timer = None;
+                    return Some((key, action));
+                }
+                _ => continue,
+            }
+        }
+        None
+    }
+
+    /// The next unassigned pod to claim, taken out of the set; `None` at `max_pods`.
+    ///
+    /// Picked at random: nodes that see the same backlog in the same order would
+    /// otherwise all race for the same pod, and the one a round trip ahead would win
+    /// every race and take every pod.
+    pub(super) fn next_claim(&mut self) -> Option<Pod> {
+        if self.unassigned.is_empty() || self.active_pods() >= self.config.max_pods {
+            return None;
+        }
+        let index = self.rng.gen_range(0..self.unassigned.len());
+        let key = self.unassigned.keys().nth(index).cloned()?;
+        self.unassigned.remove(&key)
+    }
+}
+
+fn resource_version(pod: &Pod) -> i64 {
+    pod.metadata.resource_version.map_or(0, |rv| rv.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ObjectMeta, PodStatus, ResourceVersion};
+    use rand::SeedableRng as _;
+    use std::time::Duration;
+
+    fn pod(name: &str, rv: i64, host: &str, phase: Option<PodPhase>, ip: &str) -> Pod {
+        let mut pod = Pod {
+            metadata: ObjectMeta::named("ns", name),
+            ..Pod::default()
+        };
+        pod.metadata.resource_version = Some(ResourceVersion(rv));
+        pod.spec.host = host.into();
+        pod.status = phase.map(|phase| PodStatus {
+            phase,
+            host: host.into(),
+            pod_ip: ip.into(),
+            ..PodStatus::default()
+        });
+        pod
+    }
+
+    fn state(config: KubeletConfig) -> NodeState {
+        let mut state = NodeState::new(
+            KubeletConfig {
+                pod_cidr: "10.0.0.0/24".parse().unwrap(),
+                ..config
+            },
+            StdRng::seed_from_u64(1),
+        );
+        state.observe_notice(&Update::Relisted {
+            revision: 1,
+            added: 0,
+            modified: 0,
+            deleted: 0,
+        });
+        state
+    }
+
+    #[test]
+    fn writes_wait_for_the_whole_initial_list() {
+        let mut state = NodeState::new(KubeletConfig::new("n"), StdRng::seed_from_u64(1));
+        let now = Instant::now();
+        assert!(!state.may_write(now));
+        state.observe_notice(&Update::Relisted {
+            revision: 9,
+            added: 2,
+            modified: 0,
+            deleted: 0,
+        });
+        state.observe_event(WatchEvent::Added(pod("a", 3, "", None, "")), now);
+        assert!(!state.may_write(now) && state.next_wake().is_none());
+        state.observe_event(WatchEvent::Added(pod("b", 5, "n", None, "")), now);
+        assert!(state.may_write(now));
+        assert!(state.next_wake().is_some());
+    }
+
+    #[test]
+    fn claims_stop_at_max_pods_and_resume_when_a_pod_ends() {
+        let mut state = state(KubeletConfig {
+            max_pods: 2,
+            ..KubeletConfig::new("n")
+        });
+        let now = Instant::now();
+        state.observe(
+            pod("mine", 2, "n", Some(PodPhase::Running), "10.0.0.9"),
+            now,
+        );
+        state.observe(pod("other", 3, "m", None, ""), now);
+        state.observe(pod("running", 4, "", Some(PodPhase::Running), ""), now);
+        for (name, rv) in [("a", 5), ("b", 6)] {
+            state.observe(pod(name, rv, "", None, ""), now);
+        }
+        let first = state.next_claim().unwrap();
+        let (name, rv) = (first.metadata.name.clone(), resource_version(&first));
+        assert!(["a", "b"].contains(&name.as_str()), "{name}");
+        state.observe(pod(&name, rv + 10, "n", Some(PodPhase::Pending), ""), now);
+        assert!(state.next_claim().is_none(), "at max_pods");
+        state.observe(pod(&name, rv + 11, "n", Some(PodPhase::Failed), ""), now);
+        let second = state.next_claim().unwrap();
+        assert_ne!(second.metadata.name, name);
+        assert!(state.next_claim().is_none(), "nothing else is claimable");
+    }
+
+    #[test]
+    fn addresses_held_are_reserved_and_duplicates_repaired() {
+        let mut state = state(KubeletConfig::new("n"));
+        let now = Instant::now();
+        state.observe(pod("a", 2, "n", Some(PodPhase::Running), "10.0.0.2"), now);
+        state.observe(pod("b", 3, "n", Some(PodPhase::Running), "10.0.0.2"), now);
+        state.observe(
+            pod("c", 4, "n", Some(PodPhase::Running), "192.168.0.1"),
+            now,
+        );
+        assert_eq!(state.allocator.in_use(), 1);
+        let mut due: Vec<_> = std::iter::from_fn(|| state.next_due(now)).collect();
+        due.sort_by(|x, y| x.0.cmp(&y.0));
+        assert_eq!(
+            due,
+            [
+                ("ns/b".to_string(), Action::Start),
+                ("ns/c".to_string(), Action::Start)
+            ]
+        );
+        // Failing frees the address; an older event does not bring it back.
+        state.observe(pod("a", 5, "n", Some(PodPhase::Failed), ""), now);
+        assert_eq!(state.allocator.in_use(), 0);
+        state.observe(pod("a", 2, "n", Some(PodPhase::Running), "10.0.0.2"), now);
+        assert_eq!(state.allocator.in_use(), 0);
+    }
+
+    #[test]
+    fn pending_pods_start_after_the_delay_and_deleted_ones_never() {
+        let delay = Duration::from_millis(500);
+        let mut state = state(KubeletConfig {
+            start_delay: delay,
+            ..KubeletConfig::new("n")
+        });
+        let now = Instant::now();
+        state.observe(pod("a", 2, "n", Some(PodPhase::Pending), ""), now);
+        state.observe(pod("b", 3, "n", None, ""), now);
+        // A later version does not push the start back.
+        state.observe(
+            pod("a", 4, "n", Some(PodPhase::Pending), ""),
+            now + delay / 2,
+        );
+        assert_eq!(state.next_wake(), Some(now + delay));
+        assert_eq!(state.next_due(now + delay / 2), None);
+        state.observe_event(WatchEvent::Deleted(pod("b", 5, "n", None, "")), now);
+        assert_eq!(
+            state.next_due(now + delay),
+            Some(("ns/a".to_string(), Action::Start))
+        );
+        assert_eq!(state.next_due(now + delay * 2), None);
+    }
+
+    #[test]
+    fn fail_rate_one_fails_every_running_pod_once() {
+        let after = Duration::from_secs(5);
+        let mut state = state(KubeletConfig {
+            fail_rate: 1.0,
+            fail_after: after,
+            ..KubeletConfig::new("n")
+        });
+        let now = Instant::now();
+        state.observe(pod("a", 2, "n", Some(PodPhase::Running), "10.0.0.2"), now);
+        state.observe(
+            pod("a", 3, "n", Some(PodPhase::Running), "10.0.0.2"),
+            now + after,
+        );
+        assert_eq!(state.next_due(now + after - Duration::from_millis(1)), None);
+        assert_eq!(
+            state.next_due(now + after),
+            Some(("ns/a".to_string(), Action::Fail))
+        );
+        state.observe(
+            pod("a", 4, "n", Some(PodPhase::Running), "10.0.0.2"),
+            now + after,
+        );
+        assert_eq!(
+            state.next_due(now + after * 3),
+            None,
+            "the dice are cast once"
+        );
+    }
+}
