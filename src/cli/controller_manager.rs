@@ -13,13 +13,10 @@ use crate::replication_manager::ManagerConfig;
 
 #[derive(Args, Debug)]
 pub struct ControllerManagerArgs {
-    /// Controllers to run, comma separated, as the kube-controller-manager spells it: `*`
-    /// enables every controller that is on by default, `NAME` enables one, `-NAME` disables
-    /// one; the first mention of a controller wins. Known: replication (aliases
-    /// replicationcontroller, replicationcontroller-controller), endpoints (aliases
-    /// endpoint, endpoints-controller); both on by default.
+    // The help text is built from the controller table, so it lists every controller.
     #[arg(
         long,
+        help = controller_manager::controllers_help(),
         value_delimiter = ',',
         default_value = "*",
         allow_hyphen_values = true,

@@ -915,7 +915,8 @@ async fn controller_manager_refuses_an_unknown_controller_and_lists_the_known_on
             "replication",
             "endpoints",
             "endpoints-controller",
-            "on by default",
+            "on-by-default controllers",
+            "Disabled-by-default controllers: none",
         ] {
             assert!(
                 help.stdout.contains(name),
