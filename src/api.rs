@@ -34,10 +34,15 @@ pub use kinds::{
     PodTemplateSpec, ReplicationController, ReplicationControllerSpec, ReplicationControllerStatus,
     Service, ServiceSpec,
 };
-pub use meta::{fill_system_fields, now_rfc3339, ObjectMeta, ResourceVersion};
+pub use meta::{
+    controller_of, fill_system_fields, now_rfc3339, set_generation, ObjectMeta, OwnerReference,
+    ResourceVersion,
+};
 pub use validation::{validate, FieldError, ValidationError};
 
-/// The only wire version kcm reads and writes.
+/// kcm's core wire version: the `apiVersion` of its 2014 kinds (ReplicationController, Pod,
+/// Service, Endpoints) and of the `List` and `Status` documents it prints. Each kind's own
+/// version is [`Object::API_VERSION`].
 pub const API_VERSION: &str = "v1beta3";
 /// The namespace used when none is given (`api.NamespaceDefault`).
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -53,10 +58,20 @@ pub trait Object:
 {
     /// The `kind` field, e.g. `Pod`.
     const KIND: &'static str;
+    /// The `apiVersion` this kind is stored with, e.g. `v1beta3` or `apps/v1`: written by
+    /// [`encode`], and the one [`decode`] accepts besides a missing one and
+    /// [`Object::READ_API_VERSIONS`].
+    const API_VERSION: &'static str;
+    /// Older versions of the same JSON shape that [`decode`] also accepts (and [`encode`]
+    /// rewrites as [`Object::API_VERSION`]); none by default.
+    const READ_API_VERSIONS: &'static [&'static str] = &[];
     /// The plural resource name used on the command line, e.g. `pods`.
     const RESOURCE: &'static str;
     /// The directory under the prefix, e.g. `services/specs`.
     const KEY_DIR: &'static str;
+    /// Whether the kind has a `spec` (its desired state), and so a `metadata.generation`
+    /// that kcm maintains ([`set_generation`]). Endpoints has none.
+    const HAS_SPEC: bool;
 
     fn metadata(&self) -> &ObjectMeta;
     fn metadata_mut(&mut self) -> &mut ObjectMeta;
@@ -64,6 +79,11 @@ pub trait Object:
     fn set_type_meta(&mut self);
     /// The `kind` the document claimed when it was decoded ("" if absent).
     fn stored_kind(&self) -> &str;
+    /// The `apiVersion` the document claimed when it was decoded ("" if absent).
+    fn stored_api_version(&self) -> &str;
+    /// Whether `self` and `other` have equal specs, unknown fields included (Kubernetes'
+    /// `apiequality.Semantic.DeepEqual(old.Spec, new.Spec)`); true for a kind without one.
+    fn same_spec(&self, other: &Self) -> bool;
     /// Kind-specific validation; [`validate`] adds the metadata rules.
     fn validate_spec(&self, errors: &mut Vec<FieldError>);
 }

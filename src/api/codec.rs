@@ -55,8 +55,9 @@ pub fn parse_key<'k, T: Object>(prefix: &str, key: &'k str) -> Option<(&'k str, 
 /// `metadata.namespace`/`name` from the key when the document leaves them out.
 ///
 /// # Errors
-/// When the value is not JSON of this kind's shape, names another kind, or names
-/// another object than its key.
+/// When the value is not JSON of this kind's shape, names another kind or an `apiVersion`
+/// the kind is not read in ([`Object::API_VERSION`], [`Object::READ_API_VERSIONS`]), or
+/// names another object than its key.
 pub fn decode<T: Object>(
     prefix: &str,
     key: &str,
@@ -69,6 +70,14 @@ pub fn decode<T: Object>(
         stored_kind.is_empty() || stored_kind == T::KIND,
         "kind is {stored_kind:?}, expected {:?}",
         T::KIND
+    );
+    let stored_version = object.stored_api_version();
+    anyhow::ensure!(
+        stored_version.is_empty()
+            || stored_version == T::API_VERSION
+            || T::READ_API_VERSIONS.contains(&stored_version),
+        "apiVersion is {stored_version:?}, expected {:?}",
+        T::API_VERSION
     );
     if let Some((namespace, name)) = parse_key::<T>(prefix, key) {
         let meta = object.metadata_mut();

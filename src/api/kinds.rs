@@ -10,12 +10,23 @@ use super::validation::{validate_controller, validate_service};
 use super::{Extra, FieldError, Object, ObjectMeta, API_VERSION};
 use crate::labels::Set;
 
+/// Implements [`Object`] for a kind: `spec: spec` for a kind whose `spec` field is its
+/// desired state (and so has a generation), `spec: none` for one without.
 macro_rules! impl_object {
-    ($ty:ty, $kind:literal, $resource:literal, $dir:literal, $validate:expr) => {
+    ($ty:ident {
+        kind: $kind:literal,
+        api_version: $api_version:expr,
+        resource: $resource:literal,
+        key_dir: $dir:literal,
+        spec: $spec:tt,
+        validate: $validate:expr $(,)?
+    }) => {
         impl Object for $ty {
             const KIND: &'static str = $kind;
+            const API_VERSION: &'static str = $api_version;
             const RESOURCE: &'static str = $resource;
             const KEY_DIR: &'static str = $dir;
+            const HAS_SPEC: bool = impl_object!(@has_spec $spec);
 
             fn metadata(&self) -> &ObjectMeta {
                 &self.metadata
@@ -25,10 +36,17 @@ macro_rules! impl_object {
             }
             fn set_type_meta(&mut self) {
                 self.kind = $kind.to_string();
-                self.api_version = API_VERSION.to_string();
+                self.api_version = Self::API_VERSION.to_string();
             }
             fn stored_kind(&self) -> &str {
                 &self.kind
+            }
+            fn stored_api_version(&self) -> &str {
+                &self.api_version
+            }
+            fn same_spec(&self, other: &Self) -> bool {
+                #[allow(clippy::redundant_closure_call)]
+                (impl_object!(@same_spec $spec))(self, other)
             }
             fn validate_spec(&self, errors: &mut Vec<FieldError>) {
                 #[allow(clippy::redundant_closure_call)]
@@ -36,6 +54,10 @@ macro_rules! impl_object {
             }
         }
     };
+    (@has_spec spec) => { true };
+    (@has_spec none) => { false };
+    (@same_spec spec) => { |a: &Self, b: &Self| a.spec == b.spec };
+    (@same_spec none) => { |_: &Self, _: &Self| true };
 }
 
 /// A ReplicationController: keep `spec.replicas` pods matching `spec.selector` alive.
@@ -263,31 +285,35 @@ pub struct Endpoints {
     pub extra: Extra,
 }
 
-impl_object!(
-    ReplicationController,
-    "ReplicationController",
-    "replicationcontrollers",
-    "controllers",
-    validate_controller
-);
-impl_object!(
-    Pod,
-    "Pod",
-    "pods",
-    "pods",
-    |_: &Pod, _: &mut Vec<FieldError>| {}
-);
-impl_object!(
-    Service,
-    "Service",
-    "services",
-    "services/specs",
-    validate_service
-);
-impl_object!(
-    Endpoints,
-    "Endpoints",
-    "endpoints",
-    "services/endpoints",
-    |_: &Endpoints, _: &mut Vec<FieldError>| {}
-);
+impl_object!(ReplicationController {
+    kind: "ReplicationController",
+    api_version: API_VERSION,
+    resource: "replicationcontrollers",
+    key_dir: "controllers",
+    spec: spec,
+    validate: validate_controller,
+});
+impl_object!(Pod {
+    kind: "Pod",
+    api_version: API_VERSION,
+    resource: "pods",
+    key_dir: "pods",
+    spec: spec,
+    validate: |_: &Pod, _: &mut Vec<FieldError>| {},
+});
+impl_object!(Service {
+    kind: "Service",
+    api_version: API_VERSION,
+    resource: "services",
+    key_dir: "services/specs",
+    spec: spec,
+    validate: validate_service,
+});
+impl_object!(Endpoints {
+    kind: "Endpoints",
+    api_version: API_VERSION,
+    resource: "endpoints",
+    key_dir: "services/endpoints",
+    spec: none,
+    validate: |_: &Endpoints, _: &mut Vec<FieldError>| {},
+});

@@ -8,7 +8,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use super::Extra;
+use super::{Extra, Object};
 use crate::labels::Set;
 
 /// An etcd revision used as an object's or a list's version.
@@ -98,8 +98,82 @@ pub struct ObjectMeta {
         skip_serializing_if = "Option::is_none"
     )]
     pub resource_version: Option<ResourceVersion>,
+    /// The version of the desired state: 1 on create, one more on every write that changes
+    /// `spec` (see [`set_generation`]); 0 when missing (a document kcm never wrote).
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "is_zero"
+    )]
+    pub generation: i64,
+    /// RFC 3339; set while a deletion waits for its finalizers. `None` for a live object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<String>,
+    /// What must happen before the object may be deleted (`orphan`, `foregroundDeletion`,
+    /// or anyone's own); unknown finalizers are kept.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub finalizers: Vec<String>,
+    /// The objects this one depends on; at most one of them is its controller
+    /// ([`controller_of`]).
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub owner_references: Vec<OwnerReference>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// `metav1.OwnerReference`: an object this one depends on. It has no namespace: the owner
+/// is always in the dependent's namespace, found by name, and is the owner only if its uid
+/// matches (a same-named object with another uid is a later incarnation, not the owner).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference {
+    /// The owner's `apiVersion`, e.g. `apps/v1`.
+    #[serde(default)]
+    pub api_version: String,
+    /// The owner's `kind`, e.g. `ReplicaSet`.
+    #[serde(default)]
+    pub kind: String,
+    /// The owner's name, in the dependent's namespace.
+    #[serde(default)]
+    pub name: String,
+    /// The owner's uid.
+    #[serde(default)]
+    pub uid: String,
+    /// Whether the owner is the dependent's managing controller; `None` (absent) is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<bool>,
+    /// Whether a foreground deletion of the owner waits for this dependent; `None` (absent)
+    /// is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_owner_deletion: Option<bool>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl OwnerReference {
+    /// Whether this reference names the managing controller (`controller: true`).
+    pub fn is_controller(&self) -> bool {
+        self.controller == Some(true)
+    }
+}
+
+/// The owner reference of `meta` that is its managing controller, if any
+/// (`metav1.GetControllerOf`). Validation allows at most one; should a document written by
+/// someone else carry several, the first one counts, as in Kubernetes.
+pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references.iter().find(|r| r.is_controller())
 }
 
 impl ObjectMeta {
@@ -131,4 +205,23 @@ pub fn fill_system_fields(meta: &mut ObjectMeta) {
     if meta.creation_timestamp.is_none() {
         meta.creation_timestamp = Some(now_rfc3339());
     }
+}
+
+/// Sets `metadata.generation` of `new`, about to be written over `old` (`None` on create),
+/// as Kubernetes' apiserver does in its registry strategies (`PrepareForCreate`,
+/// `PrepareForUpdate`): 1 on create, and on update the stored generation plus one exactly
+/// when `spec` changed. kcm has no apiserver, so the registry calls this on every create
+/// and compare-and-swap; no writer sets a generation itself, and whatever `new` carries is
+/// overwritten. A stored document without a generation counts as 0. Kinds without a spec
+/// ([`Object::HAS_SPEC`] false) are left alone.
+pub fn set_generation<T: Object>(old: Option<&T>, new: &mut T) {
+    if !T::HAS_SPEC {
+        return;
+    }
+    let generation = match old {
+        None => 1,
+        Some(old) if old.same_spec(new) => old.metadata().generation,
+        Some(old) => old.metadata().generation.saturating_add(1),
+    };
+    new.metadata_mut().generation = generation;
 }

@@ -1,6 +1,6 @@
 //! Validation on create and update (late-2014 `pkg/api/validation/validation.go`).
 
-use super::{IntOrString, Object, ReplicationController, Service};
+use super::{IntOrString, Object, OwnerReference, ReplicationController, Service};
 use crate::labels::{self, Set};
 
 /// One invalid field: its JSON path and what is wrong with it.
@@ -11,7 +11,8 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    fn new(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    /// An error for `field` (a JSON path such as `spec.selector`).
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> FieldError {
         FieldError {
             field: field.into(),
             message: message.into(),
@@ -47,6 +48,7 @@ pub fn validate<T: Object>(object: &T) -> Result<(), ValidationError> {
         }
     }
     validate_labels("metadata.labels", &meta.labels, &mut errors);
+    validate_owner_references(&meta.owner_references, &mut errors);
     object.validate_spec(&mut errors);
     if errors.is_empty() {
         Ok(())
@@ -56,6 +58,41 @@ pub fn validate<T: Object>(object: &T) -> Result<(), ValidationError> {
             name: meta.key(),
             errors,
         })
+    }
+}
+
+/// Every reference names its owner fully, and at most one is the controller
+/// (`ValidateOwnerReferences`).
+fn validate_owner_references(references: &[OwnerReference], errors: &mut Vec<FieldError>) {
+    for (i, reference) in references.iter().enumerate() {
+        for (field, value) in [
+            ("apiVersion", &reference.api_version),
+            ("kind", &reference.kind),
+            ("name", &reference.name),
+            ("uid", &reference.uid),
+        ] {
+            if value.is_empty() {
+                errors.push(FieldError::new(
+                    format!("metadata.ownerReferences[{i}].{field}"),
+                    "required",
+                ));
+            }
+        }
+    }
+    let controllers: Vec<String> = references
+        .iter()
+        .filter(|r| r.is_controller())
+        .map(|r| format!("{}/{}", r.kind, r.name))
+        .collect();
+    if controllers.len() > 1 {
+        errors.push(FieldError::new(
+            "metadata.ownerReferences",
+            format!(
+                "only one reference can have controller set to true, found {}: {}",
+                controllers.len(),
+                controllers.join(", ")
+            ),
+        ));
     }
 }
 
