@@ -12,6 +12,10 @@
 //!   [`ObjectList::errors`] next to the good objects;
 //! - writes never drop fields kcm does not model (see `api`), and an unchanged object
 //!   is not written at all by [`Registry::guaranteed_update`];
+//! - every create and update sets `metadata.generation` ([`api::set_generation`]): 1 on
+//!   create, one more exactly when `spec` changed. This is the one place kcm's writers (the
+//!   CLI, `up`, the kubelet, the controllers) get it from, as Kubernetes' get it from the
+//!   apiserver;
 //! - every write is one transaction; in a fenced registry ([`Registry::with_fence`])
 //!   each also compares the leader key's create revision, so a deposed leader's write
 //!   commits nowhere, not even one already on the wire when leadership was lost; in a
@@ -382,7 +386,8 @@ impl Registry {
     }
 
     /// Creates an object whose key does not exist yet (a create-if-absent transaction).
-    /// Fills `uid` and `creationTimestamp` when absent. Returns the stored object.
+    /// Fills `uid` and `creationTimestamp` when absent and sets `generation` to 1 (kinds with
+    /// a spec). Returns the stored object.
     ///
     /// # Errors
     /// `AlreadyExists` (nothing is written), `BadRequest` when the object carries a
@@ -414,6 +419,7 @@ impl Registry {
         let fence = self.write_fence("create", &key)?;
         let mut object = object.clone();
         api::fill_system_fields(object.metadata_mut());
+        api::set_generation(None, &mut object);
         if let Some(fence) = &fence {
             object.metadata_mut().annotations.insert(
                 FENCING_TOKEN_ANNOTATION.to_string(),
@@ -451,6 +457,10 @@ impl Registry {
     /// Writes an object read earlier, only if its key is still at the object's
     /// resourceVersion (compare-and-swap on `mod_revision`). Returns the stored object.
     ///
+    /// `generation` is the stored one, plus one when `spec` differs from the stored spec
+    /// ([`api::set_generation`]); for kinds with a spec that costs a read of the stored
+    /// value before the write.
+    ///
     /// # Errors
     /// `Conflict` when the key changed (or was deleted) since; `BadRequest` without a
     /// resourceVersion.
@@ -464,11 +474,51 @@ impl Registry {
                 message: "resourceVersion is required for an update".into(),
             });
         };
-        let value = self.encode(&key, object)?;
-        self.compare_and_put(key, expected, value, object.clone())
+        let mut object = object.clone();
+        if T::HAS_SPEC {
+            // The generation depends on the stored spec, which the caller's copy no longer
+            // shows. A stored value at another revision (or none) means the write below
+            // fails anyway, and classifies the failure itself.
+            self.write_fence("update", &key)?;
+            match self.stored_at::<T>(&key, expected).await? {
+                Some(Ok(stored)) => api::set_generation(Some(&stored), &mut object),
+                // Overwriting a value that does not decode: count the write as a spec
+                // change from what the writer saw.
+                Some(Err(_)) => {
+                    let meta = object.metadata_mut();
+                    meta.generation = meta.generation.max(0).saturating_add(1);
+                }
+                None => {}
+            }
+        }
+        let value = self.encode(&key, &object)?;
+        self.compare_and_put(key, expected, value, object)
             .await
             .map(|(object, _)| object)
             .map_err(|(error, _)| error)
+    }
+
+    /// The object stored at `key` if its revision is still `expected`: `None` when the key
+    /// is gone or has changed since, `Some(Err)` when its value does not decode.
+    ///
+    /// # Errors
+    /// `Etcd` when the read fails.
+    async fn stored_at<T: Object>(
+        &self,
+        key: &str,
+        expected: ResourceVersion,
+    ) -> Result<Option<Result<T, DecodeError>>, StorageError> {
+        let response = self
+            .call("update", key, |mut kv| {
+                let key = key.to_string();
+                async move { kv.get(key, None).await }
+            })
+            .await?;
+        Ok(response
+            .kvs()
+            .first()
+            .filter(|kv| kv.mod_revision() == expected.0)
+            .map(|kv| self.decode(kv)))
     }
 
     /// The CAS transaction behind `update`; on conflict also returns the current value
@@ -577,7 +627,9 @@ impl Registry {
     /// Reads an object, applies `update` to it and writes the result with
     /// compare-and-swap, retrying from the current value on conflict (2014's
     /// `AtomicUpdate`). When `update` returns an object that encodes to the same bytes,
-    /// nothing is written. Returns the stored object.
+    /// nothing is written. `generation` follows the spec, as in [`Registry::update`] (here
+    /// without an extra read), so a status-only change leaves it alone. Returns the stored
+    /// object.
     ///
     /// # Errors
     /// `NotFound`, `Decode`, `Update` when `update` fails (nothing is written), `Etcd`,
@@ -601,15 +653,15 @@ impl Registry {
                 .resource_version
                 .expect("decoded objects carry a resourceVersion");
             let old_bytes = self.encode(&key, &current)?;
-            let updated = update(current.clone()).map_err(|source| StorageError::Update {
+            let mut updated = update(current.clone()).map_err(|source| StorageError::Update {
                 key: key.clone(),
                 source,
             })?;
+            api::set_generation(Some(&current), &mut updated);
             let new_bytes = self.encode(&key, &updated)?;
             if new_bytes == old_bytes {
                 return Ok(current);
             }
-            let mut updated = updated;
             updated.metadata_mut().resource_version = Some(expected);
             match self
                 .compare_and_put(key.clone(), expected, new_bytes, updated)
