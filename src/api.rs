@@ -12,7 +12,7 @@
 //!
 //! The module is split along its seams: `meta` (`ObjectMeta` and what every kind carries),
 //! `kinds` (the kinds and their [`Object`] implementations), `codec` (keys,
-//! `encode`/`decode`) and `validation`. Everything public is re-exported here, so callers
+//! `encode`/`decode`), `validation` and `label_selector` (the apps/v1 `LabelSelector`). Everything public is re-exported here, so callers
 //! name `api::Pod`, `api::decode`, `api::validate`.
 
 use std::fmt;
@@ -23,6 +23,7 @@ use serde_json::Value;
 
 mod codec;
 mod kinds;
+mod label_selector;
 mod meta;
 #[cfg(test)]
 mod tests;
@@ -33,6 +34,10 @@ pub use kinds::{
     Container, ContainerPort, Endpoints, IntOrString, Pod, PodPhase, PodSpec, PodStatus,
     PodTemplateSpec, ReplicationController, ReplicationControllerSpec, ReplicationControllerStatus,
     Service, ServiceSpec,
+};
+pub use label_selector::{
+    label_selector_as_selector, validate_label_selector, LabelSelector, LabelSelectorOperator,
+    LabelSelectorRequirement, UnrepresentableSelector,
 };
 pub use meta::{
     controller_of, fill_system_fields, now_rfc3339, set_generation, ObjectMeta, OwnerReference,

@@ -1,6 +1,7 @@
 //! Unit tests of the object model: validation, round trips, the codec and keys.
 
 use super::*;
+use crate::labels;
 use serde_json::json;
 
 fn rc(value: Value) -> ReplicationController {
@@ -483,5 +484,290 @@ fn api_version_is_per_kind_and_checked_on_decode() {
     check(
         r#"{"apiVersion": "apps/v1"}"#,
         Err("apiVersion is \"apps/v1\""),
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// LabelSelector
+
+fn label_selector(value: Value) -> LabelSelector {
+    serde_json::from_value(value).unwrap()
+}
+
+fn label_set(pairs: &[(&str, &str)]) -> labels::Set {
+    pairs.iter().copied().collect()
+}
+
+/// Converts `value` and checks the result: the selector's string form, or a part of the
+/// error. Validation must agree: a selector converts exactly when it validates.
+#[track_caller]
+fn check_as_selector(value: Value, expected: Result<&str, &str>) {
+    let selector = label_selector(value.clone());
+    let mut errors = Vec::new();
+    validate_label_selector(&selector, "spec.selector", &mut errors);
+    match (selector.to_selector(), expected) {
+        (Ok(converted), Ok(text)) => {
+            assert_eq!(converted.to_string(), text, "{value}");
+            assert_eq!(errors, [], "{value} converts, so it must validate");
+        }
+        (Err(err), Err(part)) => {
+            assert!(err.to_string().contains(part), "{value}: {err}");
+            assert_ne!(
+                errors,
+                [],
+                "{value} does not convert, so it must not validate"
+            );
+        }
+        (other, expected) => panic!("{value}: {other:?}, expected {expected:?}"),
+    }
+}
+
+#[test]
+fn label_selector_as_selector_ands_labels_and_expressions() {
+    check_as_selector(json!({}), Ok(""));
+    check_as_selector(
+        json!({"matchLabels": null, "matchExpressions": null}),
+        Ok(""),
+    );
+    check_as_selector(json!({"matchLabels": {"app": "web"}}), Ok("app=web"));
+    check_as_selector(
+        json!({"matchLabels": {"tier": "front", "app": "web"},
+               "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]}]}),
+        Ok("app=web,env in (dev,prod),tier=front"),
+    );
+    check_as_selector(
+        json!({"matchExpressions": [
+            {"key": "a", "operator": "NotIn", "values": ["x"]},
+            {"key": "b", "operator": "Exists"},
+            {"key": "c", "operator": "DoesNotExist", "values": []}]}),
+        Ok("a notin (x),b,!c"),
+    );
+    // `k: ""` must exist with the empty value, not read a missing key as "".
+    check_as_selector(json!({"matchLabels": {"k": ""}}), Ok("k=,k"));
+
+    check_as_selector(
+        json!({"matchExpressions": [{"key": "a", "operator": "In"}]}),
+        Err(r#"operator "in" on key "a" takes at least one value, got 0"#),
+    );
+    check_as_selector(
+        json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}),
+        Err(r#"operator "exists" on key "a" takes no values, got 1"#),
+    );
+    check_as_selector(
+        json!({"matchExpressions": [{"key": "a", "operator": "In", "values": [""]}]}),
+        Err("must not be empty inside a value set"),
+    );
+    check_as_selector(
+        json!({"matchExpressions": [{"key": "a b", "operator": "Exists"}]}),
+        Err(r#"invalid key "a b""#),
+    );
+    check_as_selector(
+        json!({"matchLabels": {"-a": "x"}}),
+        Err(r#"invalid key "-a""#),
+    );
+    check_as_selector(
+        json!({"matchLabels": {"a": "x y"}}),
+        Err(r#"invalid value "x y""#),
+    );
+}
+
+#[test]
+fn a_missing_label_selector_selects_nothing_an_empty_one_everything() {
+    assert_eq!(label_selector_as_selector(None), Ok(None));
+    let everything = label_selector_as_selector(Some(&LabelSelector::default())).unwrap();
+    assert_eq!(everything, Some(labels::Selector::everything()));
+    assert!(LabelSelector::default().is_empty());
+    assert!(!label_selector(json!({"matchLabels": {"a": "b"}})).is_empty());
+}
+
+#[track_caller]
+fn check_selects(value: Value, labels: &[(&str, &str)], expected: bool) {
+    let selector = label_selector(value.clone()).to_selector().unwrap();
+    assert_eq!(
+        selector.matches(&label_set(labels)),
+        expected,
+        "{value} on {labels:?}"
+    );
+}
+
+#[test]
+fn label_selector_matching_follows_kubernetes() {
+    let web = json!({"matchLabels": {"app": "web"}});
+    check_selects(web.clone(), &[("app", "web"), ("x", "y")], true);
+    check_selects(web.clone(), &[("app", "db")], false);
+    check_selects(web, &[], false);
+    let empty_value = json!({"matchLabels": {"k": ""}});
+    check_selects(empty_value.clone(), &[("k", "")], true);
+    check_selects(empty_value.clone(), &[], false);
+    check_selects(empty_value, &[("k", "v")], false);
+    let not_in = json!({"matchExpressions": [{"key": "k", "operator": "NotIn", "values": ["a"]}]});
+    check_selects(not_in.clone(), &[], true);
+    check_selects(not_in.clone(), &[("k", "b")], true);
+    check_selects(not_in, &[("k", "a")], false);
+    let exists = json!({"matchExpressions": [{"key": "k", "operator": "Exists"},
+                                             {"key": "g", "operator": "DoesNotExist"}]});
+    check_selects(exists.clone(), &[("k", "")], true);
+    check_selects(exists.clone(), &[("k", ""), ("g", "x")], false);
+    check_selects(exists, &[], false);
+    check_selects(json!({}), &[], true);
+}
+
+/// Label sets over keys `a` and `k` with values "", `1`, `2`, for comparing selectors.
+fn sample_label_sets() -> Vec<labels::Set> {
+    let choices = [None, Some(""), Some("1"), Some("2")];
+    let mut sets = Vec::new();
+    for a in choices {
+        for k in choices {
+            let mut set = labels::Set::new();
+            if let Some(v) = a {
+                set.insert("a", v);
+            }
+            if let Some(v) = k {
+                set.insert("k", v);
+            }
+            sets.push(set);
+        }
+    }
+    sets
+}
+
+#[track_caller]
+fn check_from_selector(text: &str, expected: Result<Value, &str>) {
+    let selector: labels::Selector = text.parse().unwrap();
+    match (LabelSelector::from_selector(&selector), expected) {
+        (Ok(converted), Ok(json)) => {
+            assert_eq!(serde_json::to_value(&converted).unwrap(), json, "{text}");
+            let back = converted.to_selector().unwrap();
+            for labels in sample_label_sets() {
+                assert_eq!(
+                    back.matches(&labels),
+                    selector.matches(&labels),
+                    "{text} and {back} on {{{labels}}}"
+                );
+            }
+        }
+        (Err(err), Err(part)) => assert!(err.to_string().contains(part), "{text}: {err}"),
+        (other, expected) => panic!("{text}: {other:?}, expected {expected:?}"),
+    }
+}
+
+#[test]
+fn selectors_convert_to_label_selectors_that_match_the_same() {
+    check_from_selector("", Ok(json!({})));
+    check_from_selector("a=1,k==2", Ok(json!({"matchLabels": {"a": "1", "k": "2"}})));
+    check_from_selector(
+        "a=1,a=2",
+        Ok(json!({"matchLabels": {"a": "1"},
+                  "matchExpressions": [{"key": "a", "operator": "In", "values": ["2"]}]})),
+    );
+    check_from_selector(
+        "a!=1,k in (1,2)",
+        Ok(json!({"matchExpressions": [
+            {"key": "a", "operator": "NotIn", "values": ["1"]},
+            {"key": "k", "operator": "In", "values": ["1", "2"]}]})),
+    );
+    check_from_selector(
+        "a notin (1),k,!x",
+        Ok(json!({"matchExpressions": [
+            {"key": "a", "operator": "NotIn", "values": ["1"]},
+            {"key": "k", "operator": "Exists"},
+            {"key": "x", "operator": "DoesNotExist"}]})),
+    );
+    check_from_selector("k,k=", Ok(json!({"matchLabels": {"k": ""}})));
+    check_from_selector("k=", Err("it also matches objects without the key"));
+    check_from_selector("a!=", Err("no expression requires a non-empty value"));
+}
+
+#[test]
+fn label_selectors_round_trip_and_reject_unknown_operators() {
+    let value = json!({
+        "matchLabels": {"app": "web"},
+        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["front", "edge"],
+                              "futureField": 1},
+                             {"key": "canary", "operator": "DoesNotExist"}],
+        "futureTop": {"x": true}
+    });
+    let decoded = label_selector(value.clone());
+    assert_eq!(
+        decoded.match_expressions[1].operator,
+        LabelSelectorOperator::DoesNotExist
+    );
+    assert_eq!(serde_json::to_value(&decoded).unwrap(), value);
+
+    let unknown = json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]});
+    let err = serde_json::from_value::<LabelSelector>(unknown).unwrap_err();
+    assert!(err.to_string().contains("unknown variant `Gt`"), "{err}");
+}
+
+#[track_caller]
+fn check_label_selector_errors(value: Value, expected: &[(&str, &str)]) {
+    let mut errors = Vec::new();
+    validate_label_selector(&label_selector(value.clone()), "spec.selector", &mut errors);
+    let found: Vec<(&str, &str)> = errors
+        .iter()
+        .map(|e| (e.field.as_str(), e.message.as_str()))
+        .collect();
+    assert_eq!(found.len(), expected.len(), "{value}: {found:?}");
+    for ((field, message), (expected_field, part)) in found.iter().zip(expected) {
+        assert_eq!(field, expected_field, "{value}");
+        assert!(
+            message.contains(part),
+            "{value}: {message:?} lacks {part:?}"
+        );
+    }
+}
+
+#[test]
+fn label_selector_validation_rules() {
+    check_label_selector_errors(json!({}), &[]);
+    check_label_selector_errors(
+        json!({"matchLabels": {"a": "b"},
+               "matchExpressions": [{"key": "x/y", "operator": "NotIn", "values": ["1"]}]}),
+        &[],
+    );
+    check_label_selector_errors(
+        json!({"matchExpressions": [{"key": "a", "operator": "In", "values": []},
+                                    {"key": "b", "operator": "NotIn"}]}),
+        &[
+            (
+                "spec.selector.matchExpressions[0].values",
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            ),
+            (
+                "spec.selector.matchExpressions[1].values",
+                "must be specified",
+            ),
+        ],
+    );
+    check_label_selector_errors(
+        json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["1"]},
+                                    {"key": "b", "operator": "DoesNotExist", "values": ["1"]}]}),
+        &[
+            (
+                "spec.selector.matchExpressions[0].values",
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            ),
+            (
+                "spec.selector.matchExpressions[1].values",
+                "may not be specified",
+            ),
+        ],
+    );
+    check_label_selector_errors(
+        json!({"matchLabels": {"bad key": "v", "k": "-v"},
+               "matchExpressions": [{"key": "", "operator": "In", "values": ["ok", "a b", ""]}]}),
+        &[
+            ("spec.selector.matchLabels", "key \"bad key\""),
+            ("spec.selector.matchLabels.k", "value \"-v\""),
+            ("spec.selector.matchExpressions[0].key", "must not be empty"),
+            (
+                "spec.selector.matchExpressions[0].values[1]",
+                "\"a b\" must be empty or consist",
+            ),
+            (
+                "spec.selector.matchExpressions[0].values[2]",
+                "\"\" must not be empty",
+            ),
+        ],
     );
 }

@@ -96,7 +96,7 @@ fn validate_owner_references(references: &[OwnerReference], errors: &mut Vec<Fie
     }
 }
 
-fn validate_labels(field: &str, set: &Set, errors: &mut Vec<FieldError>) {
+pub(super) fn validate_labels(field: &str, set: &Set, errors: &mut Vec<FieldError>) {
     for (key, value) in set.iter() {
         if let Err(reason) = labels::validate_key(key) {
             errors.push(FieldError::new(field, format!("key {key:?} {reason}")));
