@@ -92,6 +92,11 @@ fn controller_validation_rules() {
         "required",
     );
     check_invalid(
+        |v| v["metadata"]["generation"] = json!(-1),
+        "metadata.generation",
+        ">= 0",
+    );
+    check_invalid(
         |v| v["metadata"]["labels"] = json!({"bad key": "x"}),
         "metadata.labels",
         "bad key",

@@ -48,6 +48,12 @@ pub fn validate<T: Object>(object: &T) -> Result<(), ValidationError> {
         }
     }
     validate_labels("metadata.labels", &meta.labels, &mut errors);
+    if meta.generation < 0 {
+        errors.push(FieldError::new(
+            "metadata.generation",
+            format!("must be >= 0, got {}", meta.generation),
+        ));
+    }
     validate_owner_references(&meta.owner_references, &mut errors);
     object.validate_spec(&mut errors);
     if errors.is_empty() {
