@@ -12,23 +12,41 @@
 //!   [`ObjectList::errors`] next to the good objects;
 //! - writes never drop fields kcm does not model (see `api`), and an unchanged object
 //!   is not written at all by [`Registry::guaranteed_update`];
+//! - every create and update sets `metadata.generation` ([`api::set_generation`]): 1 on
+//!   create, one more exactly when `spec` changed. This is the one place kcm's writers (the
+//!   CLI, `up`, the kubelet, the controllers) get it from, as Kubernetes' get it from the
+//!   apiserver;
 //! - every write is one transaction; in a fenced registry ([`Registry::with_fence`])
 //!   each also compares the leader key's create revision, so a deposed leader's write
 //!   commits nowhere, not even one already on the wire when leadership was lost; in a
 //!   guarded one ([`Registry::guarded_by`]) each also compares another object's create
 //!   revision, so no write made for an object lands after that object was deleted.
+//!
+//! The module is split along its seams: `fence` (the leader fence and object incarnations a
+//! write can be conditioned on), `errors` (`StorageError` and the classification of etcd's
+//! errors) and `paging` (pinned, paginated range reads). Everything public is re-exported
+//! here.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, KeyValue, KvClient, Txn, TxnOp, TxnOpResponse,
-    TxnResponse,
+    Client, Compare, CompareOp, KeyValue, KvClient, Txn, TxnOp, TxnOpResponse, TxnResponse,
 };
-use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, Object, ResourceVersion};
 use crate::labels::Selector;
+
+mod errors;
+mod fence;
+mod paging;
+#[cfg(test)]
+mod tests;
+
+pub use errors::{describe_etcd_error, DecodeError, StorageError};
+use errors::{is_compacted, is_unsent, RawError};
+pub use fence::{Fence, FenceSlot, Incarnation, FENCING_TOKEN_ANNOTATION};
+pub use paging::{prefix_range_end, RangePage};
 
 /// Objects per list page. Large on purpose: etcd 3.4 rescans the rest of the range for
 /// every page, so 50,000 pods in pages of 500 took 3x as long as one request.
@@ -41,289 +59,8 @@ pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 /// How often `guaranteed_update` retries a conflicting write before giving up.
 const MAX_UPDATE_ATTEMPTS: usize = 100;
 
-/// The annotation a fenced registry stamps on every object it creates: the fencing token
-/// (leader key create revision) of the leadership term that created it. An audit trail:
-/// etcd's history then shows which term wrote each object.
-pub const FENCING_TOKEN_ANNOTATION: &str = "kcm.io/fencing-token";
-
-/// A fencing token: the key a leader holds in an etcd election and that key's create
-/// revision (etcd's `LeaderKey.rev`). A fenced write commits only while this very key
-/// exists; once the lease behind it expires or the leader resigns, the key is gone (or
-/// re-created by a later campaign with a higher revision) and every write carrying the
-/// fence fails in etcd, wherever it comes from.
-#[derive(Clone, Debug)]
-pub struct Fence {
-    /// The leader key, e.g. `/registry/elections/kcm-controller-manager/694d77b5e6a4a20f`.
-    pub key: Vec<u8>,
-    /// The leader key's create revision; increases with every term.
-    pub create_revision: i64,
-    /// Cancelled when the term ends, by the elector or by a registry that found the
-    /// fence broken in etcd.
-    lost: CancellationToken,
-}
-
-impl Fence {
-    /// The fence of a term that has just been won; the term ends when `lost` is
-    /// cancelled (the elector passes a child of its lease's token, so an expired lease
-    /// ends the term at once).
-    pub fn new(key: impl Into<Vec<u8>>, create_revision: i64, lost: CancellationToken) -> Fence {
-        Fence {
-            key: key.into(),
-            create_revision,
-            lost,
-        }
-    }
-
-    /// Cancelled once the term is over; fenced writes are then refused locally.
-    pub fn lost(&self) -> &CancellationToken {
-        &self.lost
-    }
-
-    /// Whether etcd's answer to `get(key)` shows the fence still held.
-    fn held_in(&self, kv: Option<&KeyValue>) -> bool {
-        kv.is_some_and(|kv| kv.create_revision() == self.create_revision)
-    }
-}
-
-/// The fence of the current leadership term, shared by the elector (which fills it when
-/// it wins and ends the term when it loses) and every fenced registry. Cheap to clone.
-#[derive(Clone, Debug, Default)]
-pub struct FenceSlot(Arc<RwLock<Option<Fence>>>);
-
-impl FenceSlot {
-    /// Starts a term: from now on fenced writes carry `fence`.
-    pub fn set(&self, fence: Fence) {
-        *self.0.write().expect("fence lock") = Some(fence);
-    }
-
-    /// Ends the current term, if any: fenced writes are refused until the next `set`.
-    pub fn clear(&self) {
-        if let Some(fence) = self.0.write().expect("fence lock").take() {
-            fence.lost.cancel();
-        }
-    }
-
-    /// The fence of the current term, `None` when there is none or it was lost.
-    pub fn current(&self) -> Option<Fence> {
-        self.0
-            .read()
-            .expect("fence lock")
-            .as_ref()
-            .filter(|fence| !fence.lost.is_cancelled())
-            .cloned()
-    }
-}
-
-/// One page of a range read ([`Registry::range_page`]).
-#[derive(Debug)]
-pub struct RangePage {
-    pub kvs: Vec<KeyValue>,
-    /// Whether keys beyond this page remain in the range.
-    pub more: bool,
-    /// The revision the page was read at (the response header's).
-    pub revision: i64,
-    /// The cluster that answered (the response header's).
-    pub cluster_id: u64,
-}
-
-impl RangePage {
-    /// Where the next page starts, when there is one.
-    pub fn next_start(&self) -> Option<Vec<u8>> {
-        let last = self.kvs.last().filter(|_| self.more)?;
-        let mut next = last.key().to_vec();
-        next.push(0);
-        Some(next)
-    }
-}
-
-/// One incarnation of an object, as a write precondition: its key exists and was created
-/// at or before `read_at`, a revision at which the object was read. Deleting the key ends
-/// the incarnation for good: a key written again afterwards was created after the delete,
-/// so after `read_at`, whatever its document says (even the same uid). etcd's
-/// `create_revision` is what tells incarnations apart; the fencing token is the same idea
-/// applied to the leader key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Incarnation {
-    /// The object's key, e.g. `/registry/controllers/default/web`.
-    pub key: String,
-    /// A revision at which the object was read (its resourceVersion then).
-    pub read_at: i64,
-}
-
-impl Incarnation {
-    /// The compares that hold while the incarnation lives. etcd compares a missing key's
-    /// create revision as 0, so existence is a compare of its own.
-    fn compares(&self) -> [Compare; 2] {
-        [
-            Compare::create_revision(self.key.as_str(), CompareOp::Greater, 0),
-            Compare::create_revision(self.key.as_str(), CompareOp::Less, self.read_at + 1),
-        ]
-    }
-
-    /// Whether etcd's answer to `get(key)` shows the incarnation alive.
-    fn alive_in(&self, kv: Option<&KeyValue>) -> bool {
-        kv.is_some_and(|kv| kv.create_revision() > 0 && kv.create_revision() <= self.read_at)
-    }
-}
-
-/// A value under the prefix that could not be decoded as its kind.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("malformed {kind} at {key} (revision {revision}): {message}")]
-pub struct DecodeError {
-    pub kind: &'static str,
-    pub key: String,
-    pub revision: i64,
-    pub message: String,
-}
-
-/// The ways a storage call fails. Callers branch on `NotFound`, `AlreadyExists` and
-/// `Conflict`; the rest are reported.
-#[derive(Debug, thiserror::Error)]
-pub enum StorageError {
-    #[error("{key} not found")]
-    NotFound { key: String },
-    #[error("{key} already exists")]
-    AlreadyExists { key: String },
-    #[error("conflict writing {key}: expected resourceVersion {expected}, found {}",
-        .actual.map_or("none (deleted)".to_string(), |rv| rv.to_string()))]
-    Conflict {
-        key: String,
-        expected: ResourceVersion,
-        actual: Option<ResourceVersion>,
-    },
-    #[error("{op} {key}: {message}")]
-    BadRequest {
-        op: &'static str,
-        key: String,
-        message: String,
-    },
-    #[error(transparent)]
-    Decode(#[from] DecodeError),
-    #[error("{op} {key}: {message}")]
-    Etcd {
-        op: &'static str,
-        key: String,
-        message: String,
-        /// The revision etcd compacted to, when that is why the read failed.
-        compacted: bool,
-    },
-    #[error("update {key}: {source:#}")]
-    Update { key: String, source: anyhow::Error },
-    /// A fenced registry's write while this process does not hold the leadership (or
-    /// found in etcd that it no longer does). Nothing was written.
-    #[error("{op} {key}: refused, this process is not the leader (leadership lost)")]
-    Fenced { op: &'static str, key: String },
-    /// A guarded registry's write after the incarnation it is guarded by ended (the object
-    /// was deleted, and maybe written again). Nothing was written.
-    #[error("{op} {key}: refused, {owner} was deleted since it was read")]
-    OwnerGone {
-        op: &'static str,
-        key: String,
-        owner: String,
-    },
-}
-
-impl StorageError {
-    /// True when the call failed because a revision it needed has been compacted.
-    pub fn is_compacted(&self) -> bool {
-        matches!(
-            self,
-            StorageError::Etcd {
-                compacted: true,
-                ..
-            }
-        )
-    }
-
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, StorageError::NotFound { .. })
-    }
-
-    /// True when a fenced write was refused because leadership was lost.
-    pub fn is_fenced(&self) -> bool {
-        matches!(self, StorageError::Fenced { .. })
-    }
-}
-
-/// A one-line description of an etcd-client error (tonic's Display is verbose).
-pub fn describe_etcd_error(error: &etcd_client::Error) -> String {
-    match error {
-        etcd_client::Error::GRpcStatus(status) => {
-            let message = status.message();
-            let text = if message.is_empty() {
-                format!("{:?}", status.code())
-            } else {
-                message.to_string()
-            };
-            // A transport failure ("transport error") keeps its cause (a TLS alert, a
-            // refused connection) in the source chain.
-            with_sources(text, std::error::Error::source(status))
-        }
-        etcd_client::Error::TransportError(e) => {
-            with_sources(e.to_string(), std::error::Error::source(e))
-        }
-        other => other.to_string(),
-    }
-}
-
 /// How often [`Registry`] re-sends a call that was never sent.
 const MAX_RESENDS: usize = 2;
-
-/// True when a call failed before it was sent: the channel could not connect to the member
-/// it picked (a member that died). tonic reports that as Unavailable "tcp connect error".
-fn is_unsent(error: &etcd_client::Error) -> bool {
-    matches!(error, etcd_client::Error::GRpcStatus(s)
-        if s.code() == tonic::Code::Unavailable && s.message().contains("connect error"))
-}
-
-/// `text: source: its source: ...`, leaving out a source whose words are already there
-/// (tonic repeats the cause in the status message).
-fn with_sources(
-    mut text: String,
-    mut source: Option<&(dyn std::error::Error + 'static)>,
-) -> String {
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text = format!("{text}: {part}");
-        }
-        source = s.source();
-    }
-    text
-}
-
-fn is_compacted(error: &etcd_client::Error) -> bool {
-    matches!(error, etcd_client::Error::GRpcStatus(s) if s.message().contains("compacted"))
-}
-
-/// True when a response exceeded a gRPC message limit: ours when decoding (tonic's
-/// "decoded message length too large") or etcd's when sending ("larger than max"). Matched
-/// by message, not code: etcd also uses OutOfRange for "revision has been compacted" and
-/// ResourceExhausted for "too many requests", which a smaller page does not cure.
-fn is_too_large(error: &etcd_client::Error) -> bool {
-    matches!(error, etcd_client::Error::GRpcStatus(s)
-        if s.message().contains("message length too large")
-            || s.message().contains("larger than max"))
-}
-
-/// A unary call's failure before it is given context.
-enum RawError {
-    Etcd(etcd_client::Error),
-    Timeout,
-}
-
-/// The end of the key range that has `prefix` as a prefix (etcd's `GetPrefixRangeEnd`).
-pub fn prefix_range_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    // All 0xff (or empty): to the end of the keyspace.
-    vec![0]
-}
 
 /// A list result: the objects that decoded and matched, the revision the whole list was
 /// read at, and the values that did not decode.
@@ -648,102 +385,9 @@ impl Registry {
         })
     }
 
-    /// Reads every key under `prefix` in pages, all pinned to one revision (the first
-    /// page's header revision, or `revision` when given), calling `on_page` for each.
-    /// Returns the revision read at. A page too large for the message limit is retried
-    /// with half as many keys.
-    ///
-    /// # Errors
-    /// `Etcd` when a page cannot be read; `is_compacted()` tells when `revision` (or the
-    /// pinned one, mid-list) has been compacted.
-    pub async fn for_each_page(
-        &self,
-        prefix: &str,
-        revision: Option<i64>,
-        on_page: impl FnMut(&[KeyValue]),
-    ) -> Result<i64, StorageError> {
-        let range_end = prefix_range_end(prefix.as_bytes());
-        self.for_each_page_in_range(prefix, &range_end, revision, on_page)
-            .await
-    }
-
-    /// [`Registry::for_each_page`] over the keys in `[start, range_end)`.
-    ///
-    /// # Errors
-    /// As [`Registry::for_each_page`].
-    pub async fn for_each_page_in_range(
-        &self,
-        prefix: &str,
-        range_end: &[u8],
-        revision: Option<i64>,
-        mut on_page: impl FnMut(&[KeyValue]),
-    ) -> Result<i64, StorageError> {
-        let mut start = prefix.as_bytes().to_vec();
-        let mut pinned = revision.unwrap_or(0);
-        let mut page_size = self.page_size;
-        loop {
-            let page = self
-                .range_page(&start, range_end, pinned, &mut page_size)
-                .await?;
-            if pinned == 0 {
-                pinned = page.revision;
-            }
-            on_page(&page.kvs);
-            match page.next_start() {
-                Some(next) => start = next,
-                None => return Ok(pinned),
-            }
-        }
-    }
-
-    /// Reads one page of the keys in `[start, range_end)` at `revision` (0: the current
-    /// one), at most `page_size` keys. A page too large for the message limit is retried
-    /// with half as many keys, and `page_size` keeps the smaller size for the next page.
-    ///
-    /// # Errors
-    /// `Etcd` when the page cannot be read; `is_compacted()` tells when `revision` has
-    /// been compacted.
-    pub async fn range_page(
-        &self,
-        start: &[u8],
-        range_end: &[u8],
-        revision: i64,
-        page_size: &mut i64,
-    ) -> Result<RangePage, StorageError> {
-        loop {
-            let options = GetOptions::new()
-                .with_range(range_end.to_vec())
-                .with_limit(*page_size)
-                .with_revision(revision);
-            let read = |mut kv: KvClient| {
-                let (start, options) = (start.to_vec(), options.clone());
-                async move { kv.get(start, Some(options)).await }
-            };
-            let key = String::from_utf8_lossy(start);
-            match self.raw(read).await {
-                Ok(mut response) => {
-                    let header = response.header();
-                    let (revision, cluster_id) =
-                        header.map_or((0, 0), |h| (h.revision(), h.cluster_id()));
-                    let more = response.more();
-                    return Ok(RangePage {
-                        kvs: response.take_kvs(),
-                        more,
-                        revision,
-                        cluster_id,
-                    });
-                }
-                Err(RawError::Etcd(e)) if is_too_large(&e) && *page_size > 1 => {
-                    *page_size /= 2;
-                    tracing::debug!(%key, page_size = *page_size, "list page too large; halving");
-                }
-                Err(e) => return Err(self.storage_error("list", &key, e)),
-            }
-        }
-    }
-
     /// Creates an object whose key does not exist yet (a create-if-absent transaction).
-    /// Fills `uid` and `creationTimestamp` when absent. Returns the stored object.
+    /// Fills `uid` and `creationTimestamp` when absent and sets `generation` to 1 (kinds with
+    /// a spec). Returns the stored object.
     ///
     /// # Errors
     /// `AlreadyExists` (nothing is written), `BadRequest` when the object carries a
@@ -775,6 +419,7 @@ impl Registry {
         let fence = self.write_fence("create", &key)?;
         let mut object = object.clone();
         api::fill_system_fields(object.metadata_mut());
+        api::set_generation(None, &mut object);
         if let Some(fence) = &fence {
             object.metadata_mut().annotations.insert(
                 FENCING_TOKEN_ANNOTATION.to_string(),
@@ -812,6 +457,10 @@ impl Registry {
     /// Writes an object read earlier, only if its key is still at the object's
     /// resourceVersion (compare-and-swap on `mod_revision`). Returns the stored object.
     ///
+    /// `generation` is the stored one, plus one when `spec` differs from the stored spec
+    /// ([`api::set_generation`]); for kinds with a spec that costs a read of the stored
+    /// value before the write.
+    ///
     /// # Errors
     /// `Conflict` when the key changed (or was deleted) since; `BadRequest` without a
     /// resourceVersion.
@@ -825,11 +474,51 @@ impl Registry {
                 message: "resourceVersion is required for an update".into(),
             });
         };
-        let value = self.encode(&key, object)?;
-        self.compare_and_put(key, expected, value, object.clone())
+        let mut object = object.clone();
+        if T::HAS_SPEC {
+            // The generation depends on the stored spec, which the caller's copy no longer
+            // shows. A stored value at another revision (or none) means the write below
+            // fails anyway, and classifies the failure itself.
+            self.write_fence("update", &key)?;
+            match self.stored_at::<T>(&key, expected).await? {
+                Some(Ok(stored)) => api::set_generation(Some(&stored), &mut object),
+                // Overwriting a value that does not decode: count the write as a spec
+                // change from what the writer saw.
+                Some(Err(_)) => {
+                    let meta = object.metadata_mut();
+                    meta.generation = meta.generation.max(0).saturating_add(1);
+                }
+                None => {}
+            }
+        }
+        let value = self.encode(&key, &object)?;
+        self.compare_and_put(key, expected, value, object)
             .await
             .map(|(object, _)| object)
             .map_err(|(error, _)| error)
+    }
+
+    /// The object stored at `key` if its revision is still `expected`: `None` when the key
+    /// is gone or has changed since, `Some(Err)` when its value does not decode.
+    ///
+    /// # Errors
+    /// `Etcd` when the read fails.
+    async fn stored_at<T: Object>(
+        &self,
+        key: &str,
+        expected: ResourceVersion,
+    ) -> Result<Option<Result<T, DecodeError>>, StorageError> {
+        let response = self
+            .call("update", key, |mut kv| {
+                let key = key.to_string();
+                async move { kv.get(key, None).await }
+            })
+            .await?;
+        Ok(response
+            .kvs()
+            .first()
+            .filter(|kv| kv.mod_revision() == expected.0)
+            .map(|kv| self.decode(kv)))
     }
 
     /// The CAS transaction behind `update`; on conflict also returns the current value
@@ -938,7 +627,9 @@ impl Registry {
     /// Reads an object, applies `update` to it and writes the result with
     /// compare-and-swap, retrying from the current value on conflict (2014's
     /// `AtomicUpdate`). When `update` returns an object that encodes to the same bytes,
-    /// nothing is written. Returns the stored object.
+    /// nothing is written. `generation` follows the spec, as in [`Registry::update`] (here
+    /// without an extra read), so a status-only change leaves it alone. Returns the stored
+    /// object.
     ///
     /// # Errors
     /// `NotFound`, `Decode`, `Update` when `update` fails (nothing is written), `Etcd`,
@@ -962,15 +653,15 @@ impl Registry {
                 .resource_version
                 .expect("decoded objects carry a resourceVersion");
             let old_bytes = self.encode(&key, &current)?;
-            let updated = update(current.clone()).map_err(|source| StorageError::Update {
+            let mut updated = update(current.clone()).map_err(|source| StorageError::Update {
                 key: key.clone(),
                 source,
             })?;
+            api::set_generation(Some(&current), &mut updated);
             let new_bytes = self.encode(&key, &updated)?;
             if new_bytes == old_bytes {
                 return Ok(current);
             }
-            let mut updated = updated;
             updated.metadata_mut().resource_version = Some(expected);
             match self
                 .compare_and_put(key.clone(), expected, new_bytes, updated)
@@ -1009,71 +700,5 @@ fn current_kv(responses: &[TxnOpResponse]) -> Option<KeyValue> {
     match responses.first() {
         Some(TxnOpResponse::Get(get)) => get.kvs().first().cloned(),
         _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_fence_slot_holds_the_current_term_until_it_is_lost_or_cleared() {
-        let slot = FenceSlot::default();
-        assert!(slot.current().is_none());
-        let lost = CancellationToken::new();
-        slot.set(Fence::new("/e/a", 7, lost.clone()));
-        assert_eq!(slot.current().map(|f| f.create_revision), Some(7));
-        lost.cancel();
-        assert!(slot.current().is_none(), "a lost term is not handed out");
-        let next = CancellationToken::new();
-        slot.set(Fence::new("/e/b", 9, next.clone()));
-        assert_eq!(slot.current().map(|f| f.key), Some(b"/e/b".to_vec()));
-        slot.clear();
-        assert!(next.is_cancelled() && slot.current().is_none());
-    }
-
-    #[tokio::test]
-    async fn a_fenced_registry_without_a_term_refuses_writes_without_asking_etcd() {
-        // Nothing listens on port 1; the refusal comes before any connection attempt.
-        let client = Client::connect(["http://127.0.0.1:1"], None).await.unwrap();
-        let registry = Registry::new(&client, "/registry")
-            .unwrap()
-            .with_fence(FenceSlot::default());
-        let mut pod = api::Pod::default();
-        pod.metadata.name = "a".into();
-        pod.metadata.namespace = "ns".into();
-        let refused = registry.create(&pod).await.unwrap_err();
-        assert!(refused.is_fenced(), "{refused}");
-        assert_eq!(
-            refused.to_string(),
-            "create /registry/pods/ns/a: refused, this process is not the leader (leadership lost)"
-        );
-        let refused = registry.delete::<api::Pod>("ns", "a", None).await;
-        assert!(matches!(
-            refused,
-            Err(StorageError::Fenced { op: "delete", .. })
-        ));
-    }
-
-    #[test]
-    fn only_calls_that_never_left_are_resent() {
-        let check = |status: tonic::Status, expected: bool| {
-            let error = etcd_client::Error::GRpcStatus(status);
-            assert_eq!(is_unsent(&error), expected, "{error}");
-        };
-        check(tonic::Status::unavailable("tcp connect error"), true);
-        check(tonic::Status::unavailable("h2 protocol error"), false);
-        check(tonic::Status::deadline_exceeded("tcp connect error"), false);
-        check(
-            tonic::Status::unknown("etcdserver: request timed out"),
-            false,
-        );
-    }
-
-    #[test]
-    fn prefix_range_end_increments_the_last_byte() {
-        assert_eq!(prefix_range_end(b"/registry/pods/"), b"/registry/pods0");
-        assert_eq!(prefix_range_end(b"a\xff"), b"b");
-        assert_eq!(prefix_range_end(b"\xff\xff"), b"\0");
     }
 }

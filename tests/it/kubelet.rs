@@ -310,7 +310,8 @@ async fn two_nodes_claim_fifty_pods_each_exactly_once_with_unique_addresses() {
             assert_eq!(text(pod, &["status", "host"]), host(pod), "{name}: {pod}");
             // Fields kcm does not model survive the claim and the start.
             assert_eq!(pod["futureField"], json!([1, 2]), "{name}: {pod}");
-            assert_eq!(pod["metadata"]["generation"], json!(3), "{name}: {pod}");
+            // The claim wrote `spec.host`, a spec change: the registry added one.
+            assert_eq!(pod["metadata"]["generation"], json!(4), "{name}: {pod}");
             assert_eq!(pod["spec"]["restartPolicy"], json!({ "always": {} }));
             assert_eq!(
                 pod["spec"]["containers"][0]["resources"],

@@ -782,7 +782,8 @@ async fn unknown_fields_survive_an_update() {
                 "labels": {"app": "web"},
                 "generation": 7,
                 "finalizers": ["example.com/keep"],
-                "ownerReferences": null
+                "ownerReferences": [{"apiVersion": "v1beta3", "kind": "ReplicationController",
+                    "name": "web", "uid": "u1", "controller": true, "futureRefField": 1}]
             },
             "spec": {
                 "containers": [{"name": "web", "image": "nginx", "resources": {"cpu": "1"}}],
@@ -824,6 +825,101 @@ async fn unknown_fields_survive_an_update() {
         let mut expected = original.clone();
         expected["metadata"]["labels"]["app"] = json!("api");
         assert_eq!(written, expected);
+    })
+    .await;
+}
+
+/// `metadata.generation` as stored at `key` (`None` when the document has none).
+async fn stored_generation(client: &Client, key: &str) -> Option<i64> {
+    let kv = stored(client, key)
+        .await
+        .unwrap_or_else(|| panic!("{key} should exist"));
+    let document: Value = serde_json::from_slice(kv.value()).expect("stored JSON");
+    document["metadata"]["generation"].as_i64()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generation_is_one_on_create_and_counts_spec_changes() {
+    init_tracing();
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let registry = registry(&client);
+        let key = registry.key::<ReplicationController>("default", "web");
+
+        // Create: 1, whatever the caller put there.
+        let mut rc = controller("default", "web", &[("app", "web")]);
+        rc.metadata.generation = 9;
+        let rc = registry.create(&rc).await.unwrap();
+        assert_eq!(rc.metadata.generation, 1);
+        assert_eq!(stored_generation(&client, &key).await, Some(1));
+
+        // Compare-and-swap: metadata and status changes keep it, a spec change adds one
+        // (a forged number is ignored).
+        let mut relabelled = rc.clone();
+        relabelled.metadata.labels.insert("tier", "front");
+        relabelled.status.replicas = 2;
+        let relabelled = registry.update(&relabelled).await.unwrap();
+        assert_eq!(relabelled.metadata.generation, 1);
+        let mut resized = relabelled.clone();
+        resized.spec.replicas = 5;
+        resized.metadata.generation = 40;
+        let resized = registry.update(&resized).await.unwrap();
+        assert_eq!(resized.metadata.generation, 2);
+        assert_eq!(stored_generation(&client, &key).await, Some(2));
+        // A stale update still conflicts, generation or not.
+        expect_err(registry.update(&relabelled).await, "Conflict", |e| {
+            matches!(e, StorageError::Conflict { .. })
+        });
+
+        // guaranteed_update: the same rule; a status-only change keeps it.
+        let status_only = registry
+            .guaranteed_update("default", "web", |mut rc: ReplicationController| {
+                rc.status.replicas = 5;
+                Ok(rc)
+            })
+            .await
+            .unwrap();
+        assert_eq!(status_only.metadata.generation, 2);
+        let scaled = registry
+            .guaranteed_update("default", "web", |mut rc: ReplicationController| {
+                rc.spec.replicas = 1;
+                rc.metadata.generation = 0;
+                Ok(rc)
+            })
+            .await
+            .unwrap();
+        assert_eq!(scaled.metadata.generation, 3);
+        assert_eq!(stored_generation(&client, &key).await, Some(3));
+
+        // A document written by etcdctl without one counts from 0.
+        let pod_key = registry.key::<Pod>("default", "raw");
+        let mut raw = serde_json::to_value(pod("default", "raw", &[])).unwrap();
+        raw["apiVersion"] = json!("v1beta3");
+        raw_put(&client, &pod_key, serde_json::to_vec(&raw).unwrap()).await;
+        let mut claimed: Pod = registry.get("default", "raw").await.unwrap();
+        claimed.status = Some(Default::default());
+        let claimed = registry.update(&claimed).await.unwrap();
+        assert_eq!(stored_generation(&client, &pod_key).await, None);
+        let mut bound = claimed.clone();
+        bound.spec.host = "node-1".into();
+        assert_eq!(
+            registry.update(&bound).await.unwrap().metadata.generation,
+            1
+        );
+        assert_eq!(stored_generation(&client, &pod_key).await, Some(1));
+
+        // Endpoints have no spec and no generation.
+        let endpoints = registry
+            .create(&kcm::api::Endpoints {
+                metadata: ObjectMeta::named("default", "web"),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(endpoints.metadata.generation, 0);
     })
     .await;
 }

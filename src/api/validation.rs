@@ -1,0 +1,188 @@
+//! Validation on create and update (late-2014 `pkg/api/validation/validation.go`).
+
+use super::{IntOrString, Object, OwnerReference, ReplicationController, Service};
+use crate::labels::{self, Set};
+
+/// One invalid field: its JSON path and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    /// An error for `field` (a JSON path such as `spec.selector`).
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// An object that failed validation; names the object and every bad field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {kind} {name:?}: {}", .errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>().join("; "))]
+pub struct ValidationError {
+    pub kind: &'static str,
+    /// `namespace/name` of the object.
+    pub name: String,
+    pub errors: Vec<FieldError>,
+}
+
+/// Validates an object as the late-2014 apiserver did on create and update.
+///
+/// # Errors
+/// A [`ValidationError`] listing every invalid field.
+pub fn validate<T: Object>(object: &T) -> Result<(), ValidationError> {
+    let mut errors = Vec::new();
+    let meta = object.metadata();
+    for (field, value) in [
+        ("metadata.name", &meta.name),
+        ("metadata.namespace", &meta.namespace),
+    ] {
+        if value.is_empty() {
+            errors.push(FieldError::new(field, "required"));
+        } else if let Err(reason) = labels::validate_dns_subdomain(value) {
+            errors.push(FieldError::new(field, format!("{value:?} {reason}")));
+        }
+    }
+    validate_labels("metadata.labels", &meta.labels, &mut errors);
+    if meta.generation < 0 {
+        errors.push(FieldError::new(
+            "metadata.generation",
+            format!("must be >= 0, got {}", meta.generation),
+        ));
+    }
+    validate_owner_references(&meta.owner_references, &mut errors);
+    object.validate_spec(&mut errors);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ValidationError {
+            kind: T::KIND,
+            name: meta.key(),
+            errors,
+        })
+    }
+}
+
+/// Every reference names its owner fully, and at most one is the controller
+/// (`ValidateOwnerReferences`).
+fn validate_owner_references(references: &[OwnerReference], errors: &mut Vec<FieldError>) {
+    for (i, reference) in references.iter().enumerate() {
+        for (field, value) in [
+            ("apiVersion", &reference.api_version),
+            ("kind", &reference.kind),
+            ("name", &reference.name),
+            ("uid", &reference.uid),
+        ] {
+            if value.is_empty() {
+                errors.push(FieldError::new(
+                    format!("metadata.ownerReferences[{i}].{field}"),
+                    "required",
+                ));
+            }
+        }
+    }
+    let controllers: Vec<String> = references
+        .iter()
+        .filter(|r| r.is_controller())
+        .map(|r| format!("{}/{}", r.kind, r.name))
+        .collect();
+    if controllers.len() > 1 {
+        errors.push(FieldError::new(
+            "metadata.ownerReferences",
+            format!(
+                "only one reference can have controller set to true, found {}: {}",
+                controllers.len(),
+                controllers.join(", ")
+            ),
+        ));
+    }
+}
+
+pub(super) fn validate_labels(field: &str, set: &Set, errors: &mut Vec<FieldError>) {
+    for (key, value) in set.iter() {
+        if let Err(reason) = labels::validate_key(key) {
+            errors.push(FieldError::new(field, format!("key {key:?} {reason}")));
+        }
+        if let Err(reason) = labels::validate_value(value) {
+            errors.push(FieldError::new(
+                format!("{field}.{key}"),
+                format!("value {value:?} {reason}"),
+            ));
+        }
+    }
+}
+
+pub(super) fn validate_controller(rc: &ReplicationController, errors: &mut Vec<FieldError>) {
+    let spec = &rc.spec;
+    if spec.replicas < 0 {
+        errors.push(FieldError::new(
+            "spec.replicas",
+            format!("must be >= 0, got {}", spec.replicas),
+        ));
+    }
+    // An empty selector is Everything: the controller would count every pod in its
+    // namespace as its own.
+    if spec.selector.is_empty() {
+        errors.push(FieldError::new(
+            "spec.selector",
+            "required (must not be empty)",
+        ));
+    }
+    validate_labels("spec.selector", &spec.selector, errors);
+    match &spec.template {
+        None => errors.push(FieldError::new("spec.template", "required")),
+        Some(template) => {
+            validate_labels(
+                "spec.template.metadata.labels",
+                &template.metadata.labels,
+                errors,
+            );
+            // A template whose pods the selector does not match would make the
+            // controller create pods forever.
+            if !spec.selector.is_empty()
+                && !spec
+                    .selector
+                    .as_selector()
+                    .matches(&template.metadata.labels)
+            {
+                errors.push(FieldError::new(
+                    "spec.template.metadata.labels",
+                    format!(
+                        "selector {} does not match template labels {{{}}}",
+                        spec.selector, template.metadata.labels
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+pub(super) fn validate_service(service: &Service, errors: &mut Vec<FieldError>) {
+    let spec = &service.spec;
+    if spec.selector.is_empty() {
+        errors.push(FieldError::new(
+            "spec.selector",
+            "required (must not be empty)",
+        ));
+    }
+    validate_labels("spec.selector", &spec.selector, errors);
+    if !(1..=65535).contains(&spec.port) {
+        errors.push(FieldError::new(
+            "spec.port",
+            format!("must be between 1 and 65535, got {}", spec.port),
+        ));
+    }
+    match &spec.container_port {
+        Some(IntOrString::Int(port)) if !(0..=65535).contains(port) => {
+            errors.push(FieldError::new(
+                "spec.containerPort",
+                format!("must be between 0 and 65535, got {port}"),
+            ))
+        }
+        _ => {}
+    }
+}
