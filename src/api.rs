@@ -40,8 +40,8 @@ pub use label_selector::{
     LabelSelectorRequirement, UnrepresentableSelector,
 };
 pub use meta::{
-    controller_of, fill_system_fields, now_rfc3339, set_generation, ObjectMeta, OwnerReference,
-    ResourceVersion,
+    controller_of, fill_system_fields, now_rfc3339, remember_spec, set_generation,
+    set_generation_from_read, ObjectMeta, OwnerReference, ReadSpec, ResourceVersion,
 };
 pub use validation::{validate, FieldError, ValidationError};
 
@@ -89,6 +89,9 @@ pub trait Object:
     /// Whether `self` and `other` have equal specs, unknown fields included (Kubernetes'
     /// `apiequality.Semantic.DeepEqual(old.Spec, new.Spec)`); true for a kind without one.
     fn same_spec(&self, other: &Self) -> bool;
+    /// A digest of the encoded `spec` (0 for a kind without one): equal specs, equal
+    /// digests, within one process.
+    fn spec_digest(&self) -> u64;
     /// Kind-specific validation; [`validate`] adds the metadata rules.
     fn validate_spec(&self, errors: &mut Vec<FieldError>);
 }

@@ -443,6 +443,7 @@ impl Registry {
         let revision = response.header().map_or(0, |h| h.revision());
         object.set_type_meta();
         object.metadata_mut().resource_version = Some(ResourceVersion(revision));
+        api::remember_spec(&mut object);
         Ok(object)
     }
 
@@ -458,8 +459,9 @@ impl Registry {
     /// resourceVersion (compare-and-swap on `mod_revision`). Returns the stored object.
     ///
     /// `generation` is the stored one, plus one when `spec` differs from the stored spec
-    /// ([`api::set_generation`]); for kinds with a spec that costs a read of the stored
-    /// value before the write.
+    /// ([`api::set_generation`]). An object decoded at its resourceVersion remembers its
+    /// stored spec ([`api::ReadSpec`]); for one that does not (built by hand) that costs a
+    /// read of the stored value before the write.
     ///
     /// # Errors
     /// `Conflict` when the key changed (or was deleted) since; `BadRequest` without a
@@ -475,7 +477,7 @@ impl Registry {
             });
         };
         let mut object = object.clone();
-        if T::HAS_SPEC {
+        if !api::set_generation_from_read(&mut object) {
             // The generation depends on the stored spec, which the caller's copy no longer
             // shows. A stored value at another revision (or none) means the write below
             // fails anyway, and classifies the failure itself.
@@ -546,6 +548,7 @@ impl Registry {
             let revision = response.header().map_or(0, |h| h.revision());
             object.set_type_meta();
             object.metadata_mut().resource_version = Some(ResourceVersion(revision));
+            api::remember_spec(&mut object);
             return Ok((object, ()));
         }
         let current = current_kv(&response.op_responses());

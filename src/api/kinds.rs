@@ -44,6 +44,10 @@ macro_rules! impl_object {
             fn stored_api_version(&self) -> &str {
                 &self.api_version
             }
+            fn spec_digest(&self) -> u64 {
+                #[allow(clippy::redundant_closure_call)]
+                (impl_object!(@spec_digest $spec))(self)
+            }
             fn same_spec(&self, other: &Self) -> bool {
                 #[allow(clippy::redundant_closure_call)]
                 (impl_object!(@same_spec $spec))(self, other)
@@ -56,6 +60,17 @@ macro_rules! impl_object {
     };
     (@has_spec spec) => { true };
     (@has_spec none) => { false };
+    (@spec_digest spec) => {
+        |object: &Self| {
+            use std::hash::{Hash as _, Hasher as _};
+            let mut hasher = std::hash::DefaultHasher::new();
+            serde_json::to_vec(&object.spec)
+                .expect("a spec always encodes")
+                .hash(&mut hasher);
+            hasher.finish()
+        }
+    };
+    (@spec_digest none) => { |_: &Self| 0 };
     (@same_spec spec) => { |a: &Self, b: &Self| a.spec == b.spec };
     (@same_spec none) => { |_: &Self, _: &Self| true };
 }

@@ -125,8 +125,69 @@ pub struct ObjectMeta {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub owner_references: Vec<OwnerReference>,
+    /// What this copy knows of the stored spec; never serialized (see [`ReadSpec`]).
+    #[serde(skip)]
+    pub read_spec: ReadSpec,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// The spec a copy was read with (the revision read at, the stored generation, a digest of
+/// the stored spec), so that a compare-and-swap can tell whether it changes the spec
+/// without reading the stored value again. Set by [`decode`](super::decode) and by the
+/// registry's writes ([`remember_spec`]); never serialized, and not part of the object's
+/// value: any two compare equal.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReadSpec(Option<ReadSpecAt>);
+
+#[derive(Clone, Copy, Debug)]
+struct ReadSpecAt {
+    revision: i64,
+    generation: i64,
+    digest: u64,
+}
+
+impl PartialEq for ReadSpec {
+    fn eq(&self, _: &ReadSpec) -> bool {
+        true
+    }
+}
+
+/// Records the spec `object` holds at its resourceVersion as the stored one (after a read
+/// or a write of exactly this object).
+pub fn remember_spec<T: Object>(object: &mut T) {
+    if !T::HAS_SPEC {
+        return;
+    }
+    let Some(revision) = object.metadata().resource_version else {
+        return;
+    };
+    let at = ReadSpecAt {
+        revision: revision.0,
+        generation: object.metadata().generation,
+        digest: object.spec_digest(),
+    };
+    object.metadata_mut().read_spec = ReadSpec(Some(at));
+}
+
+/// [`set_generation`] against the spec `object` was read with, when it is still at the
+/// revision it was read at (so a compare-and-swap on that revision writes over exactly
+/// that spec). `false` when the copy cannot tell (built by hand, or its resourceVersion
+/// changed since): the caller reads the stored value instead.
+pub fn set_generation_from_read<T: Object>(object: &mut T) -> bool {
+    if !T::HAS_SPEC {
+        return true;
+    }
+    let meta = object.metadata();
+    let (Some(at), Some(revision)) = (meta.read_spec.0, meta.resource_version) else {
+        return false;
+    };
+    if at.revision != revision.0 {
+        return false;
+    }
+    let changed = object.spec_digest() != at.digest;
+    object.metadata_mut().generation = at.generation.saturating_add(i64::from(changed));
+    true
 }
 
 fn is_zero(n: &i64) -> bool {

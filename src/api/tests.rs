@@ -776,3 +776,52 @@ fn label_selector_validation_rules() {
         ],
     );
 }
+
+#[test]
+fn a_decoded_copy_tells_a_spec_change_from_what_it_was_read_with() {
+    let doc = serde_json::json!({
+        "metadata": {"name": "web", "namespace": "ns", "generation": 2},
+        "spec": {"replicas": 3, "selector": {"app": "web"}},
+        "status": {"replicas": 1}
+    });
+    let read = || -> ReplicationController {
+        super::decode(
+            "/registry",
+            "/registry/controllers/ns/web",
+            doc.to_string().as_bytes(),
+            5,
+        )
+        .unwrap()
+    };
+    // Status only: the stored generation stays.
+    let mut status_only = read();
+    status_only.status.replicas = 3;
+    assert!(set_generation_from_read(&mut status_only));
+    assert_eq!(status_only.metadata.generation, 2);
+    // A spec change: one more, whatever the writer put in `generation`.
+    let mut scaled = read();
+    scaled.spec.replicas = 5;
+    scaled.metadata.generation = 40;
+    assert!(set_generation_from_read(&mut scaled));
+    assert_eq!(scaled.metadata.generation, 3);
+    // A copy that moved to another revision, or one built by hand, cannot tell.
+    let mut moved = read();
+    moved.metadata.resource_version = Some(ResourceVersion(6));
+    assert!(!set_generation_from_read(&mut moved));
+    let mut by_hand = ReplicationController {
+        metadata: ObjectMeta {
+            resource_version: Some(ResourceVersion(5)),
+            ..ObjectMeta::named("ns", "web")
+        },
+        ..ReplicationController::default()
+    };
+    assert!(!set_generation_from_read(&mut by_hand));
+    // What a copy remembers is not part of its value.
+    let mut remembered = by_hand.clone();
+    remember_spec(&mut remembered);
+    assert_eq!(remembered, by_hand);
+    assert_eq!(
+        serde_json::to_value(&remembered).unwrap(),
+        serde_json::to_value(&by_hand).unwrap()
+    );
+}
