@@ -222,20 +222,26 @@ impl Controllers<'_> {
             stop: token.clone(),
         };
         let started = start_controllers(&ctx, DESCRIPTORS, &config.controllers);
-        ctx.informers.start();
+        // The informers run in this task, beside the controllers' loops (see
+        // `InformerFactory::run`).
+        let informers = ctx.informers.run();
         tracing::debug!(informers = ?ctx.informers.resources(), "informers started");
-        let results = match started {
-            Ok(started) => {
-                health.loops_running.store(true, Ordering::SeqCst);
-                metrics.leader.set(1);
-                let (names, running): (Vec<_>, Vec<_>) = started.into_iter().unzip();
-                let results = futures::future::join_all(running).await;
-                names.into_iter().zip(results).collect()
-            }
-            Err(e) => vec![("init", Err(e))],
+        let controllers = async {
+            let results: Vec<(&str, anyhow::Result<()>)> = match started {
+                Ok(started) => {
+                    health.loops_running.store(true, Ordering::SeqCst);
+                    metrics.leader.set(1);
+                    let (names, running): (Vec<_>, Vec<_>) = started.into_iter().unzip();
+                    let results = futures::future::join_all(running).await;
+                    names.into_iter().zip(results).collect()
+                }
+                Err(e) => vec![("init", Err(e))],
+            };
+            token.cancel();
+            ctx.informers.shutdown().await;
+            results
         };
-        token.cancel();
-        ctx.informers.shutdown().await;
+        let (results, ()) = futures::future::join(controllers, informers).await;
         metrics.leader.set(0);
         health.loops_running.store(false, Ordering::SeqCst);
         results.into_iter().try_for_each(|(name, result)| {

@@ -316,14 +316,17 @@ impl Registry {
     /// A [`DecodeError`] naming the key and revision.
     pub fn decode<T: Object>(&self, kv: &KeyValue) -> Result<T, DecodeError> {
         let key = String::from_utf8_lossy(kv.key());
-        api::decode::<T>(&self.prefix, &key, kv.value(), kv.mod_revision()).map_err(|e| {
-            DecodeError {
+        api::decode::<T>(&self.prefix, &key, kv.value(), kv.mod_revision())
+            .map(|mut object| {
+                api::remember_spec(&mut object);
+                object
+            })
+            .map_err(|e| DecodeError {
                 kind: T::KIND,
                 key: key.into_owned(),
                 revision: kv.mod_revision(),
                 message: format!("{e:#}"),
-            }
-        })
+            })
     }
 
     /// Reads one object.

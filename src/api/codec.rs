@@ -96,7 +96,6 @@ pub fn decode<T: Object>(
         }
     }
     object.metadata_mut().resource_version = Some(ResourceVersion(mod_revision));
-    super::remember_spec(&mut object);
     Ok(object)
 }
 

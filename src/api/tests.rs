@@ -784,14 +784,17 @@ fn a_decoded_copy_tells_a_spec_change_from_what_it_was_read_with() {
         "spec": {"replicas": 3, "selector": {"app": "web"}},
         "status": {"replicas": 1}
     });
+    // As the registry and the caches that keep whole objects read it.
     let read = || -> ReplicationController {
-        super::decode(
+        let mut rc: ReplicationController = super::decode(
             "/registry",
             "/registry/controllers/ns/web",
             doc.to_string().as_bytes(),
             5,
         )
-        .unwrap()
+        .unwrap();
+        remember_spec(&mut rc);
+        rc
     };
     // Status only: the stored generation stays.
     let mut status_only = read();

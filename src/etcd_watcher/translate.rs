@@ -160,12 +160,17 @@ pub fn translate<T: Object>(
         return Translation::BadKey;
     }
     let decode = |value: &[u8], revision: i64| {
-        api::decode::<T>(prefix, &raw.key, value, revision).map_err(|e| DecodeError {
-            kind: T::KIND,
-            key: raw.key.clone(),
-            revision: raw.mod_revision,
-            message: format!("{e:#}"),
-        })
+        api::decode::<T>(prefix, &raw.key, value, revision)
+            .map(|mut object| {
+                api::remember_spec(&mut object);
+                object
+            })
+            .map_err(|e| DecodeError {
+                kind: T::KIND,
+                key: raw.key.clone(),
+                revision: raw.mod_revision,
+                message: format!("{e:#}"),
+            })
     };
     let stamp = |mut object: T, revision: i64| {
         object.metadata_mut().resource_version = Some(ResourceVersion(revision));

@@ -28,7 +28,8 @@ pub trait Cached: Send + Sync + Sized + 'static {
 impl Cached for Service {
     type Object = Service;
 
-    fn from_object(object: Service) -> Self {
+    fn from_object(mut object: Service) -> Self {
+        crate::api::remember_spec(&mut object);
         object
     }
 
@@ -41,7 +42,9 @@ impl Cached for Service {
 impl Cached for ReplicationController {
     type Object = ReplicationController;
 
-    fn from_object(object: ReplicationController) -> Self {
+    fn from_object(mut object: ReplicationController) -> Self {
+        // Kept whole, so a write of it can tell a spec change without a read.
+        crate::api::remember_spec(&mut object);
         object
     }
 
