@@ -17,6 +17,8 @@
 //! Invariant: an Endpoints object is written only when its set of entries changed, with
 //! its entries sorted, keeping the fields kcm does not know.
 
+mod control;
+
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -31,6 +33,8 @@ use crate::informer::{CachedPod, InformerFactory, PodInformer, PodPorts, Service
 use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
 use crate::status::Metrics;
+
+pub use control::EndpointsControl;
 
 /// Services the 2014 controller left alone: the master's own services.
 const MASTER_SERVICES: [&str; 2] = ["kubernetes", "kubernetes-ro"];
@@ -277,7 +281,7 @@ enum Cached {
 /// # Errors
 /// When etcd fails or a write conflicts (the key is retried with backoff).
 pub async fn sync_service_endpoints(
-    registry: &Registry,
+    registry: &impl EndpointsControl,
     metrics: &Metrics,
     caches: Option<&Caches>,
     key: &str,
@@ -304,10 +308,10 @@ pub async fn sync_service_endpoints(
             tracing::debug!(service = %key, "malformed service skipped");
             return Ok(());
         }
-        Cached::Absent => match registry.get::<Service>(namespace, name).await {
+        Cached::Absent => match registry.service(namespace, name).await {
             Ok(service) => Arc::new(service),
             Err(StorageError::NotFound { .. }) => {
-                return match registry.delete::<Endpoints>(namespace, name, None).await {
+                return match registry.delete(namespace, name).await {
                     Ok(_) => {
                         tracing::info!(service = %key, "service gone; deleted its endpoints");
                         metrics.endpoints_writes.inc();
@@ -333,21 +337,20 @@ pub async fn sync_service_endpoints(
     let selected = match caches {
         Some(caches) => caches.pods.select(namespace, &selector),
         None => registry
-            .list::<Pod>(Some(namespace), &selector)
+            .pods(namespace, &selector)
             .await?
-            .items
             .iter()
             .map(|pod| Arc::new(CachedPod::from(pod)))
             .collect(),
     };
     let entries = endpoints_for_cached(&service, &selected);
-    let current = match registry.get::<Endpoints>(namespace, name).await {
+    let current = match registry.endpoints(namespace, name).await {
         Ok(current) => Some(current),
         Err(StorageError::NotFound { .. }) => None,
         // A malformed Endpoints value is replaced: kcm owns these objects.
         Err(StorageError::Decode(e)) => {
             tracing::warn!(service = %key, error = %e, "replacing malformed endpoints");
-            registry.delete::<Endpoints>(namespace, name, None).await?;
+            registry.delete(namespace, name).await?;
             anyhow::bail!("replaced malformed endpoints {key}; retrying");
         }
         Err(e) => return Err(e.into()),
@@ -515,5 +518,132 @@ mod tests {
         };
         annotated.endpoints = entries();
         assert_eq!(updated, annotated, "every other field is kept");
+    }
+
+    /// A recording fake of the sync's IO: services (`None` = does not decode), pods, the
+    /// stored Endpoints, and every write in order.
+    #[derive(Default)]
+    struct FakeControl {
+        services: std::sync::Mutex<std::collections::BTreeMap<String, Option<Service>>>,
+        pods: Vec<Pod>,
+        endpoints: std::sync::Mutex<std::collections::BTreeMap<String, Endpoints>>,
+        writes: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl EndpointsControl for FakeControl {
+        async fn service(&self, namespace: &str, name: &str) -> Result<Service, StorageError> {
+            let key = format!("{namespace}/{name}");
+            match self.services.lock().unwrap().get(&key) {
+                Some(Some(service)) => Ok(service.clone()),
+                Some(None) => Err(StorageError::Decode(crate::registry::DecodeError {
+                    kind: "Service",
+                    key,
+                    revision: 1,
+                    message: "expected value".into(),
+                })),
+                None => Err(StorageError::NotFound { key }),
+            }
+        }
+        async fn pods(
+            &self,
+            namespace: &str,
+            selector: &Selector,
+        ) -> Result<Vec<Pod>, StorageError> {
+            Ok(self
+                .pods
+                .iter()
+                .filter(|p| {
+                    p.metadata.namespace == namespace && selector.matches(&p.metadata.labels)
+                })
+                .cloned()
+                .collect())
+        }
+        async fn endpoints(&self, namespace: &str, name: &str) -> Result<Endpoints, StorageError> {
+            let key = format!("{namespace}/{name}");
+            let stored = self.endpoints.lock().unwrap().get(&key).cloned();
+            stored.ok_or(StorageError::NotFound { key })
+        }
+        async fn create(&self, endpoints: &Endpoints) -> Result<(), StorageError> {
+            let key = endpoints.metadata.key();
+            self.writes.lock().unwrap().push(format!("create {key}"));
+            self.endpoints
+                .lock()
+                .unwrap()
+                .insert(key, endpoints.clone());
+            Ok(())
+        }
+        async fn update(&self, endpoints: &Endpoints) -> Result<(), StorageError> {
+            let key = endpoints.metadata.key();
+            self.writes.lock().unwrap().push(format!("update {key}"));
+            self.endpoints
+                .lock()
+                .unwrap()
+                .insert(key, endpoints.clone());
+            Ok(())
+        }
+        async fn delete(&self, namespace: &str, name: &str) -> Result<(), StorageError> {
+            let key = format!("{namespace}/{name}");
+            self.writes.lock().unwrap().push(format!("delete {key}"));
+            match self.endpoints.lock().unwrap().remove(&key) {
+                Some(_) => Ok(()),
+                None => Err(StorageError::NotFound { key }),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sync_writes_through_its_io_seam_only_what_changed() {
+        let web: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"selector": {"app": "web"}, "port": 80, "containerPort": "http"}
+        }))
+        .unwrap();
+        let control = FakeControl {
+            pods: vec![
+                pod("a", "10.0.0.1", &[("http", 8080)]),
+                pod("b", "10.0.0.2", &[("http", 8080)]),
+            ],
+            ..FakeControl::default()
+        };
+        control
+            .services
+            .lock()
+            .unwrap()
+            .insert("ns/web".into(), Some(web));
+        control
+            .services
+            .lock()
+            .unwrap()
+            .insert("ns/bad".into(), None);
+        let metrics = Metrics::new();
+        let sync = |key: &'static str| sync_service_endpoints(&control, &metrics, None, key);
+        sync("ns/web").await.unwrap();
+        assert_eq!(
+            control.endpoints.lock().unwrap()["ns/web"].endpoints,
+            ["10.0.0.1:8080", "10.0.0.2:8080"]
+        );
+        // Nothing changed: nothing written.
+        sync("ns/web").await.unwrap();
+        // A malformed Service is skipped: its Endpoints are not deleted.
+        control.endpoints.lock().unwrap().insert(
+            "ns/bad".into(),
+            Endpoints {
+                metadata: ObjectMeta::named("ns", "bad"),
+                ..Endpoints::default()
+            },
+        );
+        sync("ns/bad").await.unwrap();
+        // A Service that is gone takes its Endpoints with it; gone twice is no error.
+        control.services.lock().unwrap().remove("ns/web");
+        sync("ns/web").await.unwrap();
+        sync("ns/web").await.unwrap();
+        // The master's own services are left alone.
+        sync("default/kubernetes").await.unwrap();
+        assert_eq!(
+            *control.writes.lock().unwrap(),
+            ["create ns/web", "delete ns/web", "delete ns/web"]
+        );
+        assert!(control.endpoints.lock().unwrap().contains_key("ns/bad"));
+        assert_eq!(metrics.endpoints_writes.get(), 2);
     }
 }
