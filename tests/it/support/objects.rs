@@ -344,6 +344,52 @@ pub async fn wait_converged_within(
     .await;
 }
 
+/// How long each read of [`is_converged_bounded`] may take.
+pub const BOUNDED_READ: Duration = Duration::from_secs(2);
+
+/// The number of pods in `namespace`, whatever their labels and phase; `None` when etcd
+/// fails or does not answer within [`BOUNDED_READ`].
+pub async fn pod_count_bounded(client: &Client, namespace: &str) -> Option<usize> {
+    let prefix = format!("/registry/pods/{namespace}/");
+    let mut client = client.clone();
+    let read = client.get(
+        prefix.as_str(),
+        Some(GetOptions::new().with_prefix().with_count_only()),
+    );
+    match tokio::time::timeout(BOUNDED_READ, read).await {
+        Ok(Ok(response)) => Some(response.count() as usize),
+        _ => None,
+    }
+}
+
+/// Like [`is_converged`], for clusters whose members may hang or die: every read is bounded
+/// to [`BOUNDED_READ`] and a failed or late read only makes it false; and it counts every pod
+/// in `namespace`, whatever its labels and phase.
+pub async fn is_converged_bounded(client: &Client, namespace: &str, name: &str, n: i64) -> bool {
+    let mut kv = client.clone();
+    let read = kv.get(controller_key(namespace, name), None);
+    let Ok(Ok(response)) = tokio::time::timeout(BOUNDED_READ, read).await else {
+        return false;
+    };
+    let Some(kv) = response.kvs().first() else {
+        return false;
+    };
+    let rc: Value = serde_json::from_slice(kv.value()).expect("stored controller JSON");
+    rc["spec"]["replicas"] == json!(n)
+        && rc["status"]["replicas"].as_i64().unwrap_or(0) == n
+        && pod_count_bounded(client, namespace).await == Some(n as usize)
+}
+
+/// Waits up to [`CONVERGE`] for [`is_converged_bounded`].
+pub async fn wait_converged_bounded(client: &Client, namespace: &str, name: &str, n: i64) {
+    eventually(
+        CONVERGE,
+        &format!("{namespace}/{name} to converge on {n} pods with status.replicas {n}"),
+        || is_converged_bounded(client, namespace, name, n),
+    )
+    .await;
+}
+
 /// The current revision of etcd.
 pub async fn current_revision(client: &Client) -> i64 {
     client
