@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, KvClient, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, KvClient, Txn, TxnOp};
 use serde_json::{json, Value};
 
 use super::eventually;
@@ -272,9 +272,13 @@ fn kv(client: &Client) -> KvClient {
         .max_decoding_message_size(256 * 1024 * 1024)
 }
 
-/// Every pod in `namespace`, by name.
-pub async fn pods(client: &Client, namespace: &str) -> BTreeMap<String, PodInfo> {
-    let prefix = format!("/registry/pods/{namespace}/");
+/// Every pod in `namespace`, by name, made by `parse` from its name and stored key-value.
+async fn list_pods<T>(
+    client: &Client,
+    namespace: &str,
+    parse: impl Fn(&str, &KeyValue) -> T,
+) -> BTreeMap<String, T> {
+    let prefix = pod_key(namespace, "");
     let response = kv(client)
         .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
         .await
@@ -285,10 +289,26 @@ pub async fn pods(client: &Client, namespace: &str) -> BTreeMap<String, PodInfo>
         .map(|kv| {
             let key = kv.key_str().expect("utf-8 key");
             let name = key.strip_prefix(&prefix).expect("listed under prefix");
-            let pod = PodInfo::parse(name.to_owned(), kv.value(), kv.mod_revision());
-            (name.to_owned(), pod)
+            (name.to_owned(), parse(name, kv))
         })
         .collect()
+}
+
+/// Every pod in `namespace`, by name.
+pub async fn pods(client: &Client, namespace: &str) -> BTreeMap<String, PodInfo> {
+    list_pods(client, namespace, |name, kv| {
+        PodInfo::parse(name.to_owned(), kv.value(), kv.mod_revision())
+    })
+    .await
+}
+
+/// Every pod document in `namespace` as stored, whole, with its mod revision, by name.
+pub async fn pod_documents(client: &Client, namespace: &str) -> BTreeMap<String, (Value, i64)> {
+    list_pods(client, namespace, |_, kv| {
+        let pod = serde_json::from_slice(kv.value()).expect("stored pod JSON");
+        (pod, kv.mod_revision())
+    })
+    .await
 }
 
 /// The names of the pods in `namespace` that a controller selecting `app={app}` counts.
