@@ -6,23 +6,24 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp};
+use etcd_client::{Client, GetOptions, SortOrder, SortTarget};
 use kcm::api::{ObjectMeta, Pod};
 use kcm::client::{ClientConfig, EndpointMonitor};
 use kcm::etcd_watcher::{everything, RawKind, Update, Watcher};
 use kcm::registry::{Fence, FenceSlot, Registry, StorageError, FENCING_TOKEN_ANNOTATION};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::cluster::{start_cluster, Cluster};
 use crate::support::history::{self, HistoryEvent};
-use crate::support::kcm::{metric_value, Kcm};
+use crate::support::kcm::{metric_value, start_manager, Kcm};
+use crate::support::objects::{
+    current_revision, pod_count_bounded, put_controller, scale, wait_converged_bounded, CONVERGE,
+};
 use crate::support::{eventually, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(150);
-/// How long a manager may take to converge (generous: tests run in parallel on 2 cores).
-const CONVERGE: Duration = Duration::from_secs(60);
 /// The lease of the election tests: short, so a SIGKILLed leader is replaced quickly.
 const LEASE: Duration = Duration::from_secs(3);
 /// The election's key prefix under the default name and prefix.
@@ -30,113 +31,6 @@ const ELECTION: &str = "/registry/elections/kcm-controller-manager/";
 /// Written last by [`read_history`], so it knows where the history ends. Under the prefix
 /// but under no kind's directory, so no controller watches it.
 const HISTORY_END: &str = "/registry/~history-end";
-
-// ---------------------------------------------------------------------------------------------
-// Controllers and pods as raw JSON
-
-fn controller_key(namespace: &str, name: &str) -> String {
-    format!("/registry/controllers/{namespace}/{name}")
-}
-
-/// Puts a controller selecting and stamping `app={name}`.
-async fn put_controller(client: &Client, namespace: &str, name: &str, replicas: i64) {
-    let labels = json!({ "app": name });
-    let document = json!({
-        "kind": "ReplicationController",
-        "apiVersion": "v1beta3",
-        "metadata": { "name": name, "namespace": namespace, "uid": format!("uid-{namespace}-{name}") },
-        "spec": {
-            "replicas": replicas,
-            "selector": labels,
-            "template": {
-                "metadata": { "labels": labels },
-                "spec": { "containers": [{ "name": "web", "image": "nginx" }] },
-            },
-        },
-    });
-    client
-        .clone()
-        .put(controller_key(namespace, name), document.to_string(), None)
-        .await
-        .expect("put controller");
-}
-
-/// Sets `spec.replicas` with a compare-and-swap, retrying while the manager writes status.
-async fn scale(client: &Client, namespace: &str, name: &str, replicas: i64) {
-    let key = controller_key(namespace, name);
-    let mut client = client.clone();
-    for _ in 0..100 {
-        let response = client
-            .get(key.as_str(), None)
-            .await
-            .expect("get controller");
-        let kv = response.kvs().first().expect("controller exists");
-        let mut document: Value = serde_json::from_slice(kv.value()).expect("controller JSON");
-        document["spec"]["replicas"] = json!(replicas);
-        let txn = Txn::new()
-            .when([Compare::mod_revision(
-                key.as_str(),
-                CompareOp::Equal,
-                kv.mod_revision(),
-            )])
-            .and_then([TxnOp::put(key.as_str(), document.to_string(), None)]);
-        if client.txn(txn).await.expect("scale txn").succeeded() {
-            return;
-        }
-    }
-    panic!("{key} kept changing under 100 updates");
-}
-
-/// The number of pods in `namespace`, `None` when etcd does not answer within 2 s.
-async fn pod_count(client: &Client, namespace: &str) -> Option<usize> {
-    let prefix = format!("/registry/pods/{namespace}/");
-    let mut client = client.clone();
-    let read = client.get(
-        prefix.as_str(),
-        Some(GetOptions::new().with_prefix().with_count_only()),
-    );
-    match tokio::time::timeout(Duration::from_secs(2), read).await {
-        Ok(Ok(response)) => Some(response.count() as usize),
-        _ => None,
-    }
-}
-
-/// Whether the controller wants `n`, `n` pods exist, and its status says `n`. Bounded reads,
-/// so a member that hangs only makes it false.
-async fn is_converged(client: &Client, namespace: &str, name: &str, n: i64) -> bool {
-    let mut kv = client.clone();
-    let read = kv.get(controller_key(namespace, name), None);
-    let Ok(Ok(response)) = tokio::time::timeout(Duration::from_secs(2), read).await else {
-        return false;
-    };
-    let Some(kv) = response.kvs().first() else {
-        return false;
-    };
-    let rc: Value = serde_json::from_slice(kv.value()).expect("controller JSON");
-    rc["spec"]["replicas"] == json!(n)
-        && rc["status"]["replicas"].as_i64().unwrap_or(0) == n
-        && pod_count(client, namespace).await == Some(n as usize)
-}
-
-async fn wait_converged(client: &Client, namespace: &str, name: &str, n: i64) {
-    eventually(
-        CONVERGE,
-        &format!("{namespace}/{name} to converge on {n} pods with status.replicas {n}"),
-        || is_converged(client, namespace, name, n),
-    )
-    .await;
-}
-
-async fn current_revision(client: &Client) -> i64 {
-    client
-        .clone()
-        .get("/kcm-test/revision-probe", None)
-        .await
-        .expect("read the current revision")
-        .header()
-        .expect("header")
-        .revision()
-}
 
 // ---------------------------------------------------------------------------------------------
 // etcd's history, and the leadership terms and pod writes in it
@@ -379,11 +273,10 @@ async fn a_fenced_write_fails_in_etcd_once_the_leader_key_is_gone_or_superseded(
 // ---------------------------------------------------------------------------------------------
 // Several managers with --leader-elect
 
-/// Flags of an electing manager; `lease` is `--leader-elect-lease-duration`.
-fn elect_args(endpoints: &str, lease: &str) -> Vec<String> {
+/// Flags of an electing manager besides `--etcd-servers`; `lease` is
+/// `--leader-elect-lease-duration`.
+fn elect_args(lease: &str) -> [&str; 11] {
     [
-        "--etcd-servers",
-        endpoints,
         "--leader-elect",
         "--leader-elect-lease-duration",
         lease,
@@ -396,13 +289,6 @@ fn elect_args(endpoints: &str, lease: &str) -> Vec<String> {
         "--etcd-keepalive-timeout",
         "2s",
     ]
-    .map(String::from)
-    .to_vec()
-}
-
-async fn start_manager(args: &[String]) -> Kcm {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Kcm::start(&args, &[]).await
 }
 
 /// Waits until exactly one of `candidates` (indices into `managers`) says it leads and the
@@ -446,19 +332,19 @@ async fn three_managers_elect_one_leader_and_fail_over_on_sigkill_and_sigterm() 
         };
         let client = etcd.client().await;
         let start = current_revision(&client).await;
-        let args = elect_args(&etcd.endpoint(), "3s");
+        let args = elect_args("3s");
         let mut managers = Vec::new();
         for _ in 0..3 {
-            managers.push(start_manager(&args).await);
+            managers.push(start_manager(&etcd.endpoint(), &args).await);
         }
         let first = wait_single_leader(&managers, &[0, 1, 2], CONVERGE, "one leader").await;
         assert_eq!(managers[first].metric("kcm_leader").await, 1.0);
         for i in (0..3).filter(|i| *i != first) {
             assert_eq!(managers[i].metric("kcm_leader").await, 0.0);
         }
-        put_controller(&client, "ha", "web", 0).await;
+        put_controller(&client, "ha", "web", "web", 0).await;
         scale(&client, "ha", "web", 20).await;
-        wait_converged(&client, "ha", "web", 20).await;
+        wait_converged_bounded(&client, "ha", "web", 20).await;
 
         // SIGKILL: nobody resigns; a standby leads once the lease has expired.
         managers[first].signal(libc::SIGKILL);
@@ -473,7 +359,7 @@ async fn three_managers_elect_one_leader_and_fail_over_on_sigkill_and_sigterm() 
         .await;
         eprintln!("takeover after SIGKILL: {:?}", killed.elapsed());
         scale(&client, "ha", "web", 40).await;
-        wait_converged(&client, "ha", "web", 40).await;
+        wait_converged_bounded(&client, "ha", "web", 40).await;
 
         // SIGTERM: the leader stops its controllers and resigns; the last standby leads at once.
         managers[second].signal(libc::SIGTERM);
@@ -491,7 +377,7 @@ async fn three_managers_elect_one_leader_and_fail_over_on_sigkill_and_sigterm() 
         assert!(status.success(), "SIGTERM exits 0: {status:?}");
         assert!(managers[second].log().contains("resigned leadership"));
         scale(&client, "ha", "web", 50).await;
-        wait_converged(&client, "ha", "web", 50).await;
+        wait_converged_bounded(&client, "ha", "web", 50).await;
 
         // etcd's history: three terms in a row, one per manager, and every pod created by
         // the term leading at the time.
@@ -529,22 +415,24 @@ async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor_is_el
         };
         let client = etcd.client().await;
         let start = current_revision(&client).await;
-        let args = elect_args(&etcd.endpoint(), "2s");
-        let managers = vec![start_manager(&args).await];
+        let args = elect_args("2s");
+        let managers = vec![start_manager(&etcd.endpoint(), &args).await];
         wait_single_leader(&managers, &[0], CONVERGE, "the first manager to lead").await;
         let mut managers = managers;
-        managers.push(start_manager(&args).await);
+        managers.push(start_manager(&etcd.endpoint(), &args).await);
         wait_single_leader(&managers, &[0, 1], CONVERGE, "a leader and a standby").await;
-        put_controller(&client, "fence", "web", 0).await;
+        put_controller(&client, "fence", "web", "web", 0).await;
 
         // Pause the leader in the middle of a scale-up, with creates under way.
         scale(&client, "fence", "web", 300).await;
         eventually(CONVERGE, "the scale-up to begin", || async {
-            pod_count(&client, "fence").await.is_some_and(|n| n >= 10)
+            pod_count_bounded(&client, "fence")
+                .await
+                .is_some_and(|n| n >= 10)
         })
         .await;
         managers[0].signal(libc::SIGSTOP);
-        let paused_at = pod_count(&client, "fence").await.unwrap();
+        let paused_at = pod_count_bounded(&client, "fence").await.unwrap();
         eprintln!("leader paused at {paused_at} pods");
 
         // The standby takes over once the lease expired, and finishes the job; then the
@@ -557,9 +445,9 @@ async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor_is_el
             "the standby to lead",
         )
         .await;
-        wait_converged(&client, "fence", "web", 300).await;
+        wait_converged_bounded(&client, "fence", "web", 300).await;
         scale(&client, "fence", "web", 5).await;
-        wait_converged(&client, "fence", "web", 5).await;
+        wait_converged_bounded(&client, "fence", "web", 5).await;
         let new_term = current_revision(&client).await;
 
         // Thaw the old leader: it notices that its term is over and stands by.
@@ -570,7 +458,7 @@ async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor_is_el
             managers[0].log().contains("leadership lost"),
             "the old leader logs the loss"
         );
-        wait_converged(&client, "fence", "web", 5).await;
+        wait_converged_bounded(&client, "fence", "web", 5).await;
 
         // Then the new leader's lease ends behind its back (an operator revoked it): the
         // standby leads at once, and the deposed leader stops at its next renewal or at its
@@ -609,7 +497,7 @@ async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor_is_el
             || async { managers[0].is_leader().await && managers[1].is_standby().await },
         )
         .await;
-        wait_converged(&client, "fence", "web", 50).await;
+        wait_converged_bounded(&client, "fence", "web", 50).await;
 
         let history = read_history(&client, start).await;
         let terms = assert_writes_only_by_the_leader(&history);
@@ -668,11 +556,10 @@ async fn member_failure_scenario(fault: Fault) {
         return;
     };
     let client = cluster.client().await;
-    put_controller(&client, "cl", "web", 0).await;
-    let manager = Kcm::start(
+    put_controller(&client, "cl", "web", "web", 0).await;
+    let manager = start_manager(
+        &cluster.endpoints_arg(),
         &[
-            "--etcd-servers",
-            &cluster.endpoints_arg(),
             "--controllers",
             "replication",
             "--sync-period",
@@ -686,7 +573,6 @@ async fn member_failure_scenario(fault: Fault) {
             "3s",
             "-v",
         ],
-        &[],
     )
     .await;
 
@@ -747,7 +633,7 @@ async fn member_failure_scenario(fault: Fault) {
         Client::connect(endpoints, None).await.unwrap()
     };
     eventually(CONVERGE, "the scale-up to begin", || async {
-        pod_count(&survivor_client, "cl")
+        pod_count_bounded(&survivor_client, "cl")
             .await
             .is_some_and(|n| n >= 1)
     })
@@ -757,7 +643,7 @@ async fn member_failure_scenario(fault: Fault) {
         Fault::Kill => cluster.kill(victim),
         Fault::Pause(_) => cluster.pause(victim),
     }
-    wait_converged(&survivor_client, "cl", "web", 200).await;
+    wait_converged_bounded(&survivor_client, "cl", "web", 200).await;
     eprintln!(
         "{fault:?}: converged on 200 pods {:?} after the member failed",
         failed_at.elapsed()
@@ -824,7 +710,7 @@ async fn member_failure_scenario(fault: Fault) {
         // The thawed member catches up and serves again.
         eventually(CONVERGE, "the thawed member to serve reads", || async {
             let member = cluster.member_client(victim).await;
-            pod_count(&member, "cl").await == Some(200)
+            pod_count_bounded(&member, "cl").await == Some(200)
         })
         .await;
     }

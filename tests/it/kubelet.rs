@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use etcd_client::{Client, GetOptions};
+use etcd_client::Client;
 use kcm::etcd_watcher::Watcher;
 use kcm::kubelet::{Ipv4Cidr, Kubelet, KubeletConfig};
 use kcm::registry::Registry;
@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::history;
-use crate::support::objects::current_revision;
+use crate::support::objects::{current_revision, pod_documents, pod_key};
 use crate::support::{eventually, init_tracing, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -75,10 +75,6 @@ fn config(node: &str, cidr: &str) -> KubeletConfig {
 // ---------------------------------------------------------------------------------------------
 // Pods as raw JSON in etcd
 
-fn pod_key(name: &str) -> String {
-    format!("/registry/pods/{NAMESPACE}/{name}")
-}
-
 /// An unassigned pod without status, carrying fields kcm does not model.
 fn unassigned_pod(name: &str) -> Value {
     json!({
@@ -102,7 +98,11 @@ async fn put_pods(client: &Client, names: impl IntoIterator<Item = String>) {
     for name in names {
         client
             .clone()
-            .put(pod_key(&name), unassigned_pod(&name).to_string(), None)
+            .put(
+                pod_key(NAMESPACE, &name),
+                unassigned_pod(&name).to_string(),
+                None,
+            )
             .await
             .unwrap_or_else(|e| panic!("put pod {name}: {e}"));
     }
@@ -110,25 +110,6 @@ async fn put_pods(client: &Client, names: impl IntoIterator<Item = String>) {
 
 fn names(range: std::ops::Range<usize>) -> impl Iterator<Item = String> {
     range.map(|i| format!("pod-{i:02}"))
-}
-
-/// Every pod of the test namespace, by name, with its mod revision.
-async fn pods(client: &Client) -> BTreeMap<String, (Value, i64)> {
-    let prefix = pod_key("");
-    let response = client
-        .clone()
-        .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
-        .await
-        .expect("list pods");
-    response
-        .kvs()
-        .iter()
-        .map(|kv| {
-            let name = kv.key_str().expect("utf-8 key")[prefix.len()..].to_owned();
-            let pod = serde_json::from_slice(kv.value()).expect("stored pod JSON");
-            (name, (pod, kv.mod_revision()))
-        })
-        .collect()
 }
 
 fn text<'a>(pod: &'a Value, path: &[&str]) -> &'a str {
@@ -152,7 +133,7 @@ fn host(pod: &Value) -> &str {
 /// How many pods are in `phase`, by host ("" for unassigned).
 async fn count_by_host(client: &Client, wanted: &str) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
-    for (pod, _) in pods(client).await.values() {
+    for (pod, _) in pod_documents(client, NAMESPACE).await.values() {
         if phase(pod) == wanted {
             *counts.entry(host(pod).to_owned()).or_default() += 1;
         }
@@ -173,7 +154,7 @@ async fn history(client: &Client, start: i64) -> Vec<(i64, String, Option<Value>
         "/registry/pods~end",
     )
     .await;
-    let prefix = pod_key("");
+    let prefix = pod_key(NAMESPACE, "");
     events
         .into_iter()
         .filter_map(|event| {
@@ -300,7 +281,7 @@ async fn two_nodes_claim_fifty_pods_each_exactly_once_with_unique_addresses() {
                 == 50
         })
         .await;
-        let pods = pods(&client).await;
+        let pods = pod_documents(&client, NAMESPACE).await;
         assert_addresses(&pods, &nodes);
         for (name, (pod, _)) in &pods {
             assert!(
@@ -361,7 +342,7 @@ async fn fail_rate_one_fails_every_started_pod_and_frees_its_address() {
             count_by_host(&client, "Failed").await == BTreeMap::from([("node-a".into(), 6)])
         })
         .await;
-        for (name, (pod, _)) in pods(&client).await {
+        for (name, (pod, _)) in pod_documents(&client, NAMESPACE).await {
             assert_eq!(
                 text(&pod, &["status", "podIP"]),
                 "",
@@ -430,14 +411,14 @@ async fn max_pods_caps_each_node_and_a_freed_slot_is_taken_again() {
         );
 
         // Deleting one of node-a's pods frees a slot; one of the waiting pods takes it.
-        let (victim, _) = pods(&client)
+        let (victim, _) = pod_documents(&client, NAMESPACE)
             .await
             .into_iter()
             .find(|(_, (pod, _))| host(pod) == "node-a")
             .expect("node-a has pods");
         client
             .clone()
-            .delete(pod_key(&victim), None)
+            .delete(pod_key(NAMESPACE, &victim), None)
             .await
             .expect("delete a pod");
         eventually(SETTLE, "node-a to fill its freed slot", || async {
@@ -473,10 +454,10 @@ async fn a_restarted_node_keeps_its_pods_addresses_and_hands_out_fresh_ones() {
 
         // While the node is down: one of its pods goes away (its address is free again) and
         // new pods arrive.
-        let before = pods(&client).await;
+        let before = pod_documents(&client, NAMESPACE).await;
         client
             .clone()
-            .delete(pod_key("pod-00"), None)
+            .delete(pod_key(NAMESPACE, "pod-00"), None)
             .await
             .expect("delete pod-00");
         put_pods(&client, names(5..10)).await;
@@ -487,7 +468,7 @@ async fn a_restarted_node_keeps_its_pods_addresses_and_hands_out_fresh_ones() {
             count_by_host(&client, "Running").await == BTreeMap::from([("node-a".into(), 9)])
         })
         .await;
-        let after = pods(&client).await;
+        let after = pod_documents(&client, NAMESPACE).await;
         assert_addresses(&after, &nodes);
         // The pods that were running are left as they were.
         for name in names(1..5) {

@@ -19,6 +19,7 @@ use tokio::sync::Barrier;
 use tokio::task::JoinSet;
 use tracing::instrument::WithSubscriber;
 
+use crate::support::objects::current_revision;
 use crate::support::{init_tracing, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -108,18 +109,6 @@ async fn stored_version(client: &Client, key: &str) -> ResourceVersion {
         .await
         .unwrap_or_else(|| panic!("{key} should exist"));
     ResourceVersion(kv.mod_revision())
-}
-
-/// The store's current revision (the header revision of a read).
-async fn current_revision(client: &Client) -> i64 {
-    client
-        .clone()
-        .get("/kcm-test/revision-probe", None)
-        .await
-        .expect("raw get of the revision probe")
-        .header()
-        .expect("etcd responses carry a header")
-        .revision()
 }
 
 async fn raw_put(client: &Client, key: &str, value: impl Into<Vec<u8>>) {

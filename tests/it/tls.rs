@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::support::cluster::{start_cluster_with, start_tls_etcd, ClusterOptions, ServerTls};
 use crate::support::kcm::{run_kcm, Kcm};
+use crate::support::objects::put_controller;
 use crate::support::{eventually, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -118,30 +119,6 @@ fn path(p: &Path) -> &str {
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-/// Puts a controller selecting and stamping `app={name}`.
-async fn put_controller(client: &Client, name: &str, replicas: i64) {
-    let labels = json!({ "app": name });
-    let document = json!({
-        "kind": "ReplicationController",
-        "apiVersion": "v1beta3",
-        "metadata": { "name": name, "namespace": "default", "uid": format!("uid-{name}") },
-        "spec": {
-            "replicas": replicas,
-            "selector": labels,
-            "template": { "metadata": { "labels": labels }, "spec": { "containers": [] } },
-        },
-    });
-    client
-        .clone()
-        .put(
-            format!("/registry/controllers/default/{name}"),
-            document.to_string(),
-            None,
-        )
-        .await
-        .expect("put controller");
-}
-
 /// Whether the controller's status and its pod count both say `n`.
 async fn converged(client: &Client, name: &str, n: i64) -> bool {
     let mut client = client.clone();
@@ -218,7 +195,7 @@ async fn a_tls_only_etcd_with_client_certificates_works_and_bad_certificates_fai
 
         // The controller manager works over TLS.
         let client = etcd.client().await;
-        put_controller(&client, "web", 3).await;
+        put_controller(&client, "default", "web", "web", 3).await;
         let mut args = good(&endpoint);
         args.extend(["--controllers", "replication"].map(String::from));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -376,7 +353,7 @@ async fn with_auth_the_right_user_works_and_a_wrong_password_or_permission_fails
 
         // The right user works, elections included, and keeps working after its token
         // expired.
-        put_controller(&root, "web", 2).await;
+        put_controller(&root, "default", "web", "web", 2).await;
         let manager = Kcm::start(
             &[
                 "--etcd-servers",
@@ -401,7 +378,7 @@ async fn with_auth_the_right_user_works_and_a_wrong_password_or_permission_fails
         assert!(manager.is_leader().await);
         // Long enough for the idle token to expire (the scenario, not a wait for a condition).
         tokio::time::sleep(Duration::from_secs(3)).await;
-        put_controller(&root, "web", 4).await;
+        put_controller(&root, "default", "web", "web", 4).await;
         eventually(
             CONVERGE,
             "web to converge on 4 pods after the token expired",

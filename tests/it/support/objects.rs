@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, KvClient, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, KvClient, Txn, TxnOp};
 use serde_json::{json, Value};
 
 use super::eventually;
@@ -272,9 +272,13 @@ fn kv(client: &Client) -> KvClient {
         .max_decoding_message_size(256 * 1024 * 1024)
 }
 
-/// Every pod in `namespace`, by name.
-pub async fn pods(client: &Client, namespace: &str) -> BTreeMap<String, PodInfo> {
-    let prefix = format!("/registry/pods/{namespace}/");
+/// Every pod in `namespace`, by name, made by `parse` from its name and stored key-value.
+async fn list_pods<T>(
+    client: &Client,
+    namespace: &str,
+    parse: impl Fn(&str, &KeyValue) -> T,
+) -> BTreeMap<String, T> {
+    let prefix = pod_key(namespace, "");
     let response = kv(client)
         .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
         .await
@@ -285,10 +289,26 @@ pub async fn pods(client: &Client, namespace: &str) -> BTreeMap<String, PodInfo>
         .map(|kv| {
             let key = kv.key_str().expect("utf-8 key");
             let name = key.strip_prefix(&prefix).expect("listed under prefix");
-            let pod = PodInfo::parse(name.to_owned(), kv.value(), kv.mod_revision());
-            (name.to_owned(), pod)
+            (name.to_owned(), parse(name, kv))
         })
         .collect()
+}
+
+/// Every pod in `namespace`, by name.
+pub async fn pods(client: &Client, namespace: &str) -> BTreeMap<String, PodInfo> {
+    list_pods(client, namespace, |name, kv| {
+        PodInfo::parse(name.to_owned(), kv.value(), kv.mod_revision())
+    })
+    .await
+}
+
+/// Every pod document in `namespace` as stored, whole, with its mod revision, by name.
+pub async fn pod_documents(client: &Client, namespace: &str) -> BTreeMap<String, (Value, i64)> {
+    list_pods(client, namespace, |_, kv| {
+        let pod = serde_json::from_slice(kv.value()).expect("stored pod JSON");
+        (pod, kv.mod_revision())
+    })
+    .await
 }
 
 /// The names of the pods in `namespace` that a controller selecting `app={app}` counts.
@@ -340,6 +360,52 @@ pub async fn wait_converged_within(
         timeout,
         &format!("{namespace}/{name} to converge on {n} active pods with status.replicas {n}"),
         || is_converged(client.clone(), namespace, name, app, n),
+    )
+    .await;
+}
+
+/// How long each read of [`is_converged_bounded`] may take.
+pub const BOUNDED_READ: Duration = Duration::from_secs(2);
+
+/// The number of pods in `namespace`, whatever their labels and phase; `None` when etcd
+/// fails or does not answer within [`BOUNDED_READ`].
+pub async fn pod_count_bounded(client: &Client, namespace: &str) -> Option<usize> {
+    let prefix = format!("/registry/pods/{namespace}/");
+    let mut client = client.clone();
+    let read = client.get(
+        prefix.as_str(),
+        Some(GetOptions::new().with_prefix().with_count_only()),
+    );
+    match tokio::time::timeout(BOUNDED_READ, read).await {
+        Ok(Ok(response)) => Some(response.count() as usize),
+        _ => None,
+    }
+}
+
+/// Like [`is_converged`], for clusters whose members may hang or die: every read is bounded
+/// to [`BOUNDED_READ`] and a failed or late read only makes it false; and it counts every pod
+/// in `namespace`, whatever its labels and phase.
+pub async fn is_converged_bounded(client: &Client, namespace: &str, name: &str, n: i64) -> bool {
+    let mut kv = client.clone();
+    let read = kv.get(controller_key(namespace, name), None);
+    let Ok(Ok(response)) = tokio::time::timeout(BOUNDED_READ, read).await else {
+        return false;
+    };
+    let Some(kv) = response.kvs().first() else {
+        return false;
+    };
+    let rc: Value = serde_json::from_slice(kv.value()).expect("stored controller JSON");
+    rc["spec"]["replicas"] == json!(n)
+        && rc["status"]["replicas"].as_i64().unwrap_or(0) == n
+        && pod_count_bounded(client, namespace).await == Some(n as usize)
+}
+
+/// Waits up to [`CONVERGE`] for [`is_converged_bounded`].
+pub async fn wait_converged_bounded(client: &Client, namespace: &str, name: &str, n: i64) {
+    eventually(
+        CONVERGE,
+        &format!("{namespace}/{name} to converge on {n} pods with status.replicas {n}"),
+        || is_converged_bounded(client, namespace, name, n),
     )
     .await;
 }
