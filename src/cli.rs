@@ -62,13 +62,13 @@ pub struct GlobalArgs {
     /// member that misses one for --etcd-keepalive-timeout is abandoned. etcd closes
     /// connections that ping more often than its --grpc-keepalive-min-time (5s by
     /// default).
-    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, global = true, default_value = "5s", value_parser = parse_keepalive)]
     pub etcd_keepalive: Duration,
     /// How long a keepalive ping may go unanswered.
-    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, global = true, default_value = "5s", value_parser = parse_timeout)]
     pub etcd_keepalive_timeout: Duration,
     /// Bound on each etcd request (watches excepted).
-    #[arg(long, global = true, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, global = true, default_value = "10s", value_parser = parse_timeout)]
     pub etcd_request_timeout: Duration,
     /// CA certificate (PEM) that signed etcd's serving certificates; needed for https://
     /// endpoints.
@@ -179,7 +179,66 @@ fn was_given(matches: &ArgMatches, id: &str) -> bool {
 /// # Errors
 /// A message naming the accepted units.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (use e.g. 10s, 500ms, 1m)"))
+    let duration =
+        humantime::parse_duration(s).map_err(|e| format!("{e} (use e.g. 10s, 500ms, 1m)"))?;
+    if duration > MAX_DURATION {
+        return Err(format!(
+            "{s} is longer than the longest duration kcm accepts, {} days",
+            MAX_DURATION.as_secs() / 86_400
+        ));
+    }
+    Ok(duration)
+}
+
+/// The longest duration any flag accepts: far beyond any useful period, and far below
+/// where adding it to a clock reading overflows (which panicked).
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The shortest sync period: below it a resync of every object runs back to back, and 0
+/// panicked (a zero-period interval).
+pub const MIN_SYNC_PERIOD: Duration = Duration::from_millis(100);
+
+/// The shortest keepalive interval: etcd closes connections that ping more often than
+/// its `--grpc-keepalive-min-time`, 5s by default, so every watch would restart forever.
+pub const MIN_KEEPALIVE: Duration = Duration::from_secs(5);
+
+/// A duration of at least `min`, for a flag where a smaller value is harmful.
+fn at_least(s: &str, min: Duration, why: &str) -> Result<Duration, String> {
+    let duration = parse_duration(s)?;
+    if duration < min {
+        return Err(format!(
+            "must be at least {} ({why})",
+            humantime::format_duration(min)
+        ));
+    }
+    Ok(duration)
+}
+
+/// A sync period (`--sync-period`, `--endpoint-sync-period`): at least 100ms.
+pub fn parse_sync_period(s: &str) -> Result<Duration, String> {
+    at_least(
+        s,
+        MIN_SYNC_PERIOD,
+        "a shorter period resyncs every object back to back",
+    )
+}
+
+/// `--etcd-keepalive`: at least 5s.
+pub fn parse_keepalive(s: &str) -> Result<Duration, String> {
+    at_least(
+        s,
+        MIN_KEEPALIVE,
+        "etcd closes connections that ping more often than its --grpc-keepalive-min-time, 5s by default",
+    )
+}
+
+/// A timeout of an etcd request or ping: at least 100ms (0 would fail every call).
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    at_least(
+        s,
+        Duration::from_millis(100),
+        "a shorter timeout fails calls that etcd answers in time",
+    )
 }
 
 #[derive(Subcommand, Debug)]
@@ -405,5 +464,39 @@ mod tests {
         let err =
             Cli::try_parse_from(["kcm", "--etcd-keepalive", "soon", "watch", "pods"]).unwrap_err();
         assert!(err.to_string().contains("10s"), "{err}");
+    }
+
+    #[test]
+    fn durations_are_bounded_where_a_value_is_harmful_or_overflows() {
+        use std::time::Duration;
+        #[track_caller]
+        fn check(
+            parse: fn(&str) -> Result<Duration, String>,
+            input: &str,
+            expected: Result<u64, &str>,
+        ) {
+            match (parse(input), expected) {
+                (Ok(got), Ok(ms)) => assert_eq!(got, Duration::from_millis(ms), "{input}"),
+                (Err(message), Err(part)) => assert!(message.contains(part), "{input}: {message}"),
+                (got, expected) => panic!("{input}: got {got:?}, expected {expected:?}"),
+            }
+        }
+        check(parse_sync_period, "10s", Ok(10_000));
+        check(parse_sync_period, "100ms", Ok(100));
+        check(parse_sync_period, "0s", Err("at least 100ms"));
+        check(parse_sync_period, "99ms", Err("at least 100ms"));
+        check(
+            parse_sync_period,
+            "100000000000s",
+            Err("longest duration kcm accepts, 365 days"),
+        );
+        check(parse_sync_period, "10", Err("time unit needed"));
+        check(parse_keepalive, "5s", Ok(5_000));
+        check(parse_keepalive, "1ms", Err("--grpc-keepalive-min-time"));
+        check(parse_timeout, "0s", Err("at least 100ms"));
+        check(parse_timeout, "2s", Ok(2_000));
+        // Durations without a harmful floor still get the ceiling.
+        check(parse_duration, "0s", Ok(0));
+        check(parse_duration, "366days", Err("365 days"));
     }
 }

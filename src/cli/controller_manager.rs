@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::parse_duration;
+use super::{parse_duration, parse_sync_period};
 use crate::client::Target;
 use crate::controller_manager;
 use crate::endpoints::EndpointsConfig;
@@ -23,8 +23,9 @@ pub struct ControllerManagerArgs {
         value_parser = controller_manager::check_controller_entry
     )]
     pub controllers: Vec<String>,
-    /// How often every controller is synced even without events (2014: 10s).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// How often every controller is synced even without events (2014: 10s; at least
+    /// 100ms).
+    #[arg(long, default_value = "10s", value_parser = parse_sync_period)]
     pub sync_period: Duration,
     /// Replication controllers synced in parallel.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -32,8 +33,9 @@ pub struct ControllerManagerArgs {
     /// Most pods created or deleted for one controller in one sync.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
     pub burst_replicas: u32,
-    /// Period of the endpoints controller's full pass over every Service (2014: 10s).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// Period of the endpoints controller's full pass over every Service (2014: 10s; at
+    /// least 100ms).
+    #[arg(long, default_value = "10s", value_parser = parse_sync_period)]
     pub endpoint_sync_period: Duration,
     /// Address of the status endpoint; anything but loopback exposes it.
     #[arg(long, default_value = "127.0.0.1")]

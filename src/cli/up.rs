@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::parse_duration;
+use super::parse_sync_period;
 use crate::up;
 
 #[derive(Args, Debug, Clone)]
@@ -26,8 +26,8 @@ pub struct UpArgs {
     /// Port of the status endpoint (/healthz, /metrics).
     #[arg(long, default_value_t = 10252)]
     pub port: u16,
-    /// How often every controller is synced even without events.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// How often every controller is synced even without events (at least 100ms).
+    #[arg(long, default_value = "10s", value_parser = parse_sync_period)]
     pub sync_period: Duration,
 }
 

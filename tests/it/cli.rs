@@ -927,3 +927,51 @@ async fn controller_manager_refuses_an_unknown_controller_and_lists_the_known_on
     })
     .await;
 }
+
+/// A zero or overflowing period, or a keepalive etcd would refuse, is a usage error
+/// (exit 2, one line naming the flag and the bound), never a panic (exit 101) or a
+/// silently restarting watch; it comes before any connection to etcd.
+#[tokio::test]
+async fn duration_flags_refuse_harmful_values_before_connecting() {
+    with_timeout(Duration::from_secs(60), async {
+        for (args, expected) in [
+            (
+                &["controller-manager", "--sync-period", "0s"][..],
+                "--sync-period",
+            ),
+            (
+                &["controller-manager", "--endpoint-sync-period", "0s"],
+                "at least 100ms",
+            ),
+            (&["up", "--sync-period", "0s"], "at least 100ms"),
+            (
+                &["controller-manager", "--sync-period", "100000000000s"],
+                "365 days",
+            ),
+            (
+                &["controller-manager", "--etcd-keepalive", "1ms"],
+                "--grpc-keepalive-min-time",
+            ),
+            (
+                &["get", "pods", "--etcd-request-timeout", "0s"],
+                "at least 100ms",
+            ),
+        ] {
+            let mut all = args.to_vec();
+            all.extend(["--etcd-servers", "http://127.0.0.1:1"]);
+            let output = crate::support::kcm::run_kcm(&all, &[]).await;
+            assert_eq!(output.status.code(), Some(2), "{args:?}: {}", output.stderr);
+            assert!(
+                output.stderr.contains(expected),
+                "{args:?}: {}",
+                output.stderr
+            );
+            assert!(
+                !output.stderr.contains("panicked"),
+                "{args:?}: {}",
+                output.stderr
+            );
+        }
+    })
+    .await;
+}
