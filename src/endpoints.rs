@@ -28,7 +28,6 @@ use futures::future::BoxFuture;
 
 use crate::api::{Endpoints, IntOrString, ObjectMeta, Pod, Service};
 use crate::controller::{Runner, RunnerConfig, SelectorIndex, SyncHandler};
-use crate::etcd_watcher::{BackoffConfig, Watcher};
 use crate::informer::{CachedPod, InformerFactory, PodInformer, PodPorts, ServiceInformer};
 use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
@@ -48,7 +47,6 @@ pub struct EndpointsConfig {
     pub concurrent_syncs: usize,
     /// How long shutdown waits for in-flight syncs. Default 8 s.
     pub shutdown_timeout: Duration,
-    pub watch_backoff: BackoffConfig,
 }
 
 impl Default for EndpointsConfig {
@@ -57,7 +55,6 @@ impl Default for EndpointsConfig {
             sync_period: Duration::from_secs(10),
             concurrent_syncs: 5,
             shutdown_timeout: Duration::from_secs(8),
-            watch_backoff: BackoffConfig::default(),
         }
     }
 }
@@ -128,26 +125,6 @@ impl EndpointsController {
             config,
             metrics,
         }
-    }
-
-    /// Runs the controller until `shutdown` resolves, on informers of its own (the
-    /// controller manager shares one factory between its controllers instead, through
-    /// [`EndpointsController::start`]).
-    ///
-    /// # Errors
-    /// Only for a broken setup; etcd failures are retried.
-    pub async fn run(
-        self,
-        watcher: Watcher,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> anyhow::Result<()> {
-        let informers = InformerFactory::new(
-            watcher,
-            self.config.watch_backoff.clone(),
-            self.metrics.clone(),
-        );
-        let running = self.start(&informers, shutdown);
-        informers.serve(running).await
     }
 
     /// Sets the controller up on `informers` (services and pods) and returns it running

@@ -316,17 +316,14 @@ impl Registry {
     /// A [`DecodeError`] naming the key and revision.
     pub fn decode<T: Object>(&self, kv: &KeyValue) -> Result<T, DecodeError> {
         let key = String::from_utf8_lossy(kv.key());
-        api::decode::<T>(&self.prefix, &key, kv.value(), kv.mod_revision())
-            .map(|mut object| {
-                api::remember_spec(&mut object);
-                object
-            })
-            .map_err(|e| DecodeError {
+        api::decode::<T>(&self.prefix, &key, kv.value(), kv.mod_revision()).map_err(|e| {
+            DecodeError {
                 kind: T::KIND,
                 key: key.into_owned(),
                 revision: kv.mod_revision(),
                 message: format!("{e:#}"),
-            })
+            }
+        })
     }
 
     /// Reads one object.
@@ -342,7 +339,13 @@ impl Registry {
             })
             .await?;
         match response.kvs().first() {
-            Some(found) => Ok(self.decode(found)?),
+            Some(found) => {
+                // One object read is usually written next: remember its spec, so the
+                // write needs no second read to set `generation` (lists do not pay it).
+                let mut object: T = self.decode(found)?;
+                api::remember_spec(&mut object);
+                Ok(object)
+            }
             None => Err(StorageError::NotFound { key }),
         }
     }
@@ -462,9 +465,9 @@ impl Registry {
     /// resourceVersion (compare-and-swap on `mod_revision`). Returns the stored object.
     ///
     /// `generation` is the stored one, plus one when `spec` differs from the stored spec
-    /// ([`api::set_generation`]). An object decoded at its resourceVersion remembers its
-    /// stored spec ([`api::ReadSpec`]); for one that does not (built by hand) that costs a
-    /// read of the stored value before the write.
+    /// ([`api::set_generation`]). An object from `get`, a write, a typed watch or a cache
+    /// of whole objects remembers its stored spec ([`api::ReadSpec`]); for one that does
+    /// not (built by hand, or from a list) that costs a read of the stored value first.
     ///
     /// # Errors
     /// `Conflict` when the key changed (or was deleted) since; `BadRequest` without a

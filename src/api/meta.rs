@@ -134,8 +134,9 @@ pub struct ObjectMeta {
 
 /// The spec a copy was read with (the revision read at, the stored generation, a digest of
 /// the stored spec), so that a compare-and-swap can tell whether it changes the spec
-/// without reading the stored value again. Set by [`decode`](super::decode) and by the
-/// registry's writes ([`remember_spec`]); never serialized, and not part of the object's
+/// without reading the stored value again. Set by [`remember_spec`] where a copy is
+/// likely to be written back (a registry `get` or write, a typed watch event, the caches
+/// that keep whole objects); never serialized, and not part of the object's
 /// value: any two compare equal.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReadSpec(Option<ReadSpecAt>);
