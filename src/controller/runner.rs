@@ -201,6 +201,14 @@ impl Runner {
     }
 }
 
+/// Whether a key's `failures`-th consecutive failure is logged at warn: from the 4th on
+/// (one or two conflicts are routine under compare-and-swap, four in a row are not), then
+/// at every doubling, so a key that never succeeds stays visible without flooding the log
+/// (its backoff doubles too).
+fn is_persistent(failures: u32) -> bool {
+    failures >= 4 && failures.is_power_of_two()
+}
+
 /// What woke the runner's loop.
 enum Trigger {
     Shutdown,
@@ -246,9 +254,26 @@ async fn worker(
             Ok(()) => queue.forget(&key),
             Err(e) => {
                 let delay = queue.add_rate_limited(key.clone());
-                tracing::debug!(controller, %key, error = format!("{e:#}"), ?delay, "sync failed; retrying");
+                let failures = queue.failures(&key);
+                let error = format!("{e:#}");
+                if is_persistent(failures) {
+                    tracing::warn!(controller, %key, %error, failures, ?delay, "sync keeps failing; retrying with backoff");
+                } else {
+                    tracing::debug!(controller, %key, %error, failures, ?delay, "sync failed; retrying");
+                }
             }
         }
         queue.done(&key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_persistent;
+
+    #[test]
+    fn a_key_that_keeps_failing_is_warned_about_at_4_8_16_failures_and_not_before() {
+        let warned: Vec<u32> = (1..=70).filter(|&n| is_persistent(n)).collect();
+        assert_eq!(warned, [4, 8, 16, 32, 64]);
     }
 }

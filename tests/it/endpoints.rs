@@ -15,7 +15,8 @@ use serde_json::{json, Value};
 
 use crate::support::kcm::Kcm;
 use crate::support::objects::{
-    delete, endpoints, pod_key, put_json, service_json, service_key, serving_pod_json, update_json,
+    delete, endpoints, endpoints_key, pod_key, put_json, service_json, service_key,
+    serving_pod_json, update_json,
 };
 use crate::support::{eventually, start_etcd, with_timeout};
 
@@ -408,6 +409,199 @@ async fn replicas_started_by_kcm_kubelet_are_served_by_their_service() {
         assert!(
             status.success(),
             "kcm kubelet exits 0 on SIGTERM: {status:?}"
+        );
+    })
+    .await;
+}
+
+/// A pod labelled `app={app}` with IP `ip` in `phase`, whose port named `http` (8080) is
+/// in its second container: 2014's `findPort` looked names up across every container.
+fn pod_with_port_in_second_container(
+    namespace: &str,
+    name: &str,
+    app: &str,
+    ip: &str,
+    phase: &str,
+) -> Value {
+    json!({
+        "kind": "Pod",
+        "apiVersion": "v1beta3",
+        "metadata": { "name": name, "namespace": namespace, "labels": { "app": app } },
+        "spec": {
+            "host": "node-1",
+            "containers": [
+                { "name": "sidecar", "image": "busybox", "ports": [{ "name": "admin", "containerPort": 9000 }] },
+                { "name": "web", "image": "nginx", "ports": [{ "name": "http", "containerPort": 8080 }] },
+            ],
+        },
+        "status": { "phase": phase, "host": "node-1", "podIP": ip },
+    })
+}
+
+/// The 2014 rules the other tests do not pin, against a real etcd whose auth forbids the
+/// controller to write one namespace's Endpoints:
+/// - the master's own services, `kubernetes` and `kubernetes-ro`, get no Endpoints even
+///   though kcm may write them and their selectors match serving pods;
+/// - a Service whose sync fails (etcd refuses the write: permission denied) does not stop
+///   the others, which keep following their pods, and the failure is logged naming it;
+/// - Failed and Succeeded pods with an IP are still endpoints (2014 ignored the phase);
+/// - a named port is found in whichever container declares it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_keep_2014_s_rules_for_master_services_phases_ports_and_failing_syncs() {
+    use etcd_client::{ConnectOptions, Permission};
+
+    use crate::support::cluster::{start_cluster_with, ClusterOptions};
+
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_cluster_with(ClusterOptions {
+            members: 1,
+            ..ClusterOptions::default()
+        })
+        .await
+        else {
+            return;
+        };
+        let endpoint = etcd.endpoint(0);
+        let mut admin = etcd.client().await;
+        admin.role_add("root").await.unwrap();
+        admin.user_add("root", "root-secret", None).await.unwrap();
+        admin.user_grant_role("root", "root").await.unwrap();
+        admin.user_add("kcm", "kcm-secret", None).await.unwrap();
+        admin.role_add("kcm").await.unwrap();
+        // Everything is readable; Endpoints are writable in `shop` and `default` only (and
+        // the key kcm's start-up write check uses).
+        for permission in [
+            Permission::read("/registry/").with_prefix(),
+            Permission::read_write(endpoints_key(NAMESPACE, "")).with_prefix(),
+            Permission::read_write(endpoints_key("default", "")).with_prefix(),
+            Permission::read_write("/registry/kcm-permission-check"),
+        ] {
+            admin
+                .role_grant_permission("kcm", permission)
+                .await
+                .unwrap();
+        }
+        admin.user_grant_role("kcm", "kcm").await.unwrap();
+        admin.auth_enable().await.unwrap();
+        let client = Client::connect(
+            [endpoint.as_str()],
+            Some(ConnectOptions::new().with_user("root", "root-secret")),
+        )
+        .await
+        .expect("connect as root");
+
+        for (namespace, name, app) in [
+            ("default", "kubernetes", "web"),
+            ("default", "kubernetes-ro", "web"),
+            ("default", "not-master", "web"),
+            ("locked", "web", "web"),
+            (NAMESPACE, "web", "web"),
+        ] {
+            put_json(
+                &client,
+                &service_key(namespace, name),
+                &service_json(namespace, name, app, json!("http")),
+            )
+            .await;
+        }
+        for (namespace, ip) in [("default", "10.0.0.1"), ("locked", "10.0.0.2")] {
+            put_json(
+                &client,
+                &pod_key(namespace, "web-1"),
+                &serving_pod_json(namespace, "web-1", "web", ip),
+            )
+            .await;
+        }
+        for (name, ip, phase) in [
+            ("running", "10.1.0.1", "Running"),
+            ("failed", "10.1.0.2", "Failed"),
+            ("succeeded", "10.1.0.3", "Succeeded"),
+        ] {
+            put_json(
+                &client,
+                &pod_key(NAMESPACE, name),
+                &pod_with_port_in_second_container(NAMESPACE, name, "web", ip, phase),
+            )
+            .await;
+        }
+
+        let dir = tempfile::tempdir().unwrap();
+        let password_file = dir.path().join("kcm-password");
+        std::fs::write(&password_file, "kcm-secret\n").unwrap();
+        std::fs::set_permissions(
+            &password_file,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
+        let manager = Kcm::start(
+            &[
+                "--etcd-servers",
+                &endpoint,
+                "--etcd-user",
+                "kcm",
+                "--etcd-password-file",
+                password_file.to_str().unwrap(),
+                "--controllers",
+                "endpoints",
+                "--sync-period",
+                SLOW_SYNC,
+                "--endpoint-sync-period",
+                SLOW_SYNC,
+            ],
+            &[],
+        )
+        .await;
+
+        // Every phase, and the port named in the second container.
+        wait_endpoints(
+            &client,
+            "web",
+            &["10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080"],
+            "pods in every phase, port found in the second container",
+        )
+        .await;
+        eventually(
+            FROM_THE_WATCH,
+            "default/not-master's endpoints (the namespace is writable)",
+            || async {
+                endpoints(&client, "default", "not-master")
+                    .await
+                    .is_some_and(|(entries, _, _)| entries == ["10.0.0.1:8080"])
+            },
+        )
+        .await;
+        eventually(
+            FROM_THE_WATCH,
+            "a warning naming the service whose sync etcd refuses",
+            || async { !manager.warnings_about("locked/web").is_empty() },
+        )
+        .await;
+
+        // The failing service is retried, and does not hold the others up.
+        update_json(&client, &pod_key(NAMESPACE, "failed"), |pod| {
+            pod["status"]["podIP"] = json!("10.1.0.20")
+        })
+        .await;
+        wait_endpoints(
+            &client,
+            "web",
+            &["10.1.0.1:8080", "10.1.0.20:8080", "10.1.0.3:8080"],
+            "a change after another service's sync failed",
+        )
+        .await;
+
+        for name in ["kubernetes", "kubernetes-ro"] {
+            assert_eq!(
+                endpoints(&client, "default", name).await,
+                None,
+                "the master service default/{name} gets no endpoints"
+            );
+        }
+        assert_eq!(endpoints(&client, "locked", "web").await, None);
+        let (code, body) = manager.healthz().await.expect("status endpoint answers");
+        assert_eq!(
+            code, 200,
+            "one failing service leaves the manager healthy: {body}"
         );
     })
     .await;
