@@ -632,7 +632,17 @@ async fn a_silent_etcd_yields_an_error_within_seconds() {
         let event = next_event(&mut stream).await;
         let waited = blackholed_at.elapsed();
         match &event {
-            WatchEvent::Error(status) => assert_eq!(status.code, 500, "{status}"),
+            WatchEvent::Error(status) => {
+                assert_eq!(
+                    (status.code, status.reason),
+                    (500, "InternalError"),
+                    "{status}"
+                );
+                assert!(
+                    status.message.contains("watch"),
+                    "the message says what failed: {status}"
+                );
+            }
             other => panic!("expected an Error, got {other:?}"),
         }
         // Keepalive 1s + timeout 1s; allow for a loaded machine.
@@ -1134,8 +1144,15 @@ async fn compaction_during_a_cut_is_a_410_for_the_one_shot_watch_and_a_relist_fo
             .unwrap();
         match next_event(&mut again).await {
             WatchEvent::Error(status) => {
-                assert_eq!(status.code, 410, "{status}");
+                assert_eq!((status.code, status.reason), (410, "Expired"), "{status}");
                 assert!(status.is_gone());
+                // Like the apiserver's "too old resource version: N (M)": both revisions.
+                for revision in [last_seen + 1, compacted] {
+                    assert!(
+                        status.message.contains(&revision.to_string()),
+                        "the message names revision {revision}: {status}"
+                    );
+                }
             }
             other => panic!("expected a 410 Error, got {other:?}"),
         }
@@ -1193,6 +1210,55 @@ async fn compaction_during_a_cut_is_a_410_for_the_one_shot_watch_and_a_relist_fo
         assert_eq!(
             next_update_event(&mut resumable).await,
             format!("MODIFIED ns/k9 rv={live} app=live")
+        );
+    })
+    .await;
+}
+
+/// 2014's `WatchList` with resourceVersion "": when the initial list fails, the stream
+/// yields exactly one Error (500, `InternalError`, a message naming the failure) and ends,
+/// and no etcd watch is ever opened (etcd's own watcher gauge does not move).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_watch_whose_initial_list_fails_yields_one_error_and_opens_no_watch() {
+    const ETCD_WATCHERS: &str = "etcd_debugging_mvcc_watcher_total";
+    with_timeout(LIMIT, async {
+        let Some(env) = env().await else { return };
+        let proxy = FaultProxy::start(env.etcd.client_addr()).await;
+        let watcher = watcher_via(proxy.endpoint()).await;
+        put_pod(&env.client, "ns", "a", "x").await;
+        let watchers_before = env.etcd.metric(ETCD_WATCHERS).await;
+
+        proxy.blackhole();
+        let mut stream = watcher
+            .watch_list::<Pod>(None, "", etcd_watcher::everything())
+            .unwrap();
+        let mut events = Vec::new();
+        while let Some(event) = tokio::time::timeout(LIMIT, stream.next())
+            .await
+            .expect("the stream ends after its Error")
+        {
+            events.push(event);
+        }
+        match events.as_slice() {
+            [WatchEvent::Error(status)] => {
+                assert_eq!(
+                    (status.code, status.reason),
+                    (500, "InternalError"),
+                    "{status}"
+                );
+                // e.g. "list /registry/pods/: … keep-alive timed out"
+                assert!(
+                    status.message.starts_with("list /registry/pods/"),
+                    "the message names the list that failed: {status}"
+                );
+            }
+            other => panic!("expected exactly one Error, got {other:?}"),
+        }
+        proxy.restore();
+        assert_eq!(
+            env.etcd.metric(ETCD_WATCHERS).await,
+            watchers_before,
+            "no etcd watch was opened"
         );
     })
     .await;
