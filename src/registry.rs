@@ -166,6 +166,30 @@ impl Registry {
         api::object_key::<T>(&self.prefix, namespace, name)
     }
 
+    /// [`Registry::key`] for operation `op` on one object, refusing what 2014's
+    /// `MakeEtcdItemKey` refused on every operation ("Namespace parameter required"): an
+    /// empty name or namespace, and, since kcm's keys are paths, a `/` in either.
+    fn item_key<T: Object>(
+        &self,
+        op: &'static str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, StorageError> {
+        let key = self.key::<T>(namespace, name);
+        let message = if name.is_empty() || namespace.is_empty() {
+            "metadata.name and metadata.namespace are required"
+        } else if name.contains('/') || namespace.contains('/') {
+            "metadata.name and metadata.namespace may not contain '/'"
+        } else {
+            return Ok(key);
+        };
+        Err(StorageError::BadRequest {
+            op,
+            key,
+            message: message.into(),
+        })
+    }
+
     /// Runs one unary etcd call (`request` sends it through the KV client it is given)
     /// under the request timeout. A call that was never sent, because the connection to
     /// the member it was routed to could not be made, is sent again (at most twice): the
@@ -331,7 +355,7 @@ impl Registry {
     /// # Errors
     /// `NotFound`, `Decode` for a malformed value, `Etcd` when etcd fails.
     pub async fn get<T: Object>(&self, namespace: &str, name: &str) -> Result<T, StorageError> {
-        let key = self.key::<T>(namespace, name);
+        let key = self.item_key::<T>("get", namespace, name)?;
         let response = self
             .call("get", &key, |mut kv| {
                 let key = key.clone();
@@ -400,21 +424,7 @@ impl Registry {
     /// resourceVersion or lacks a name or namespace.
     pub async fn create<T: Object>(&self, object: &T) -> Result<T, StorageError> {
         let meta = object.metadata();
-        let key = self.key::<T>(&meta.namespace, &meta.name);
-        if meta.name.is_empty() || meta.namespace.is_empty() {
-            return Err(StorageError::BadRequest {
-                op: "create",
-                key,
-                message: "metadata.name and metadata.namespace are required".into(),
-            });
-        }
-        if meta.name.contains('/') || meta.namespace.contains('/') {
-            return Err(StorageError::BadRequest {
-                op: "create",
-                key,
-                message: "metadata.name and metadata.namespace may not contain '/'".into(),
-            });
-        }
+        let key = self.item_key::<T>("create", &meta.namespace, &meta.name)?;
         if meta.resource_version.is_some() {
             return Err(StorageError::BadRequest {
                 op: "create",
@@ -474,7 +484,7 @@ impl Registry {
     /// resourceVersion.
     pub async fn update<T: Object>(&self, object: &T) -> Result<T, StorageError> {
         let meta = object.metadata();
-        let key = self.key::<T>(&meta.namespace, &meta.name);
+        let key = self.item_key::<T>("update", &meta.namespace, &meta.name)?;
         let Some(expected) = meta.resource_version else {
             return Err(StorageError::BadRequest {
                 op: "update",
@@ -583,7 +593,7 @@ impl Registry {
         name: &str,
         precondition: Option<ResourceVersion>,
     ) -> Result<ResourceVersion, StorageError> {
-        let key = self.key::<T>(namespace, name);
+        let key = self.item_key::<T>("delete", namespace, name)?;
         let fence = self.write_fence("delete", &key)?;
         let Some(expected) = precondition else {
             // A transaction, not a plain delete, so that it can carry the fence.
@@ -653,7 +663,7 @@ impl Registry {
         T: Object,
         F: FnMut(T) -> anyhow::Result<T>,
     {
-        let key = self.key::<T>(namespace, name);
+        let key = self.item_key::<T>("update", namespace, name)?;
         let mut current: T = self.get(namespace, name).await?;
         let mut last_conflict = None;
         for _ in 0..MAX_UPDATE_ATTEMPTS {

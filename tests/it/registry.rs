@@ -428,6 +428,64 @@ async fn create_never_overwrites() {
     .await;
 }
 
+/// 2014's `MakeEtcdItemKey` refused an empty namespace or name on every operation, not
+/// only on create: get, update, guaranteed update and delete of `/web` (no namespace) are
+/// `BadRequest` naming the operation, even with a value stored at the key they would use,
+/// which is neither read nor changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_refuses_an_object_without_a_namespace_or_name() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let registry = registry(&client);
+        let key = registry.key::<Pod>("", "web");
+        assert_eq!(key, "/registry/pods//web");
+        let mut raw = serde_json::to_value(pod("", "web", &[])).unwrap();
+        raw["metadata"]["namespace"] = json!("");
+        client
+            .clone()
+            .put(key.as_str(), raw.to_string(), None)
+            .await
+            .unwrap();
+        let before = stored(&client, &key).await.unwrap().mod_revision();
+
+        #[track_caller]
+        fn refused<T: std::fmt::Debug>(result: Result<T, StorageError>, op: &str) {
+            let err = expect_err(
+                result,
+                "BadRequest",
+                |e| matches!(e, StorageError::BadRequest { op: o, .. } if *o == op),
+            );
+            assert!(
+                err.to_string()
+                    .contains("metadata.name and metadata.namespace are required"),
+                "{err}"
+            );
+        }
+        refused(registry.get::<Pod>("", "web").await, "get");
+        refused(registry.get::<Pod>("default", "").await, "get");
+        let mut versioned = pod("", "web", &[]);
+        versioned.metadata.resource_version = Some(ResourceVersion(before));
+        refused(registry.update(&versioned).await, "update");
+        refused(
+            registry
+                .guaranteed_update::<Pod, _>("", "web", |pod| Ok(pod))
+                .await,
+            "update",
+        );
+        refused(registry.delete::<Pod>("", "web", None).await, "delete");
+        refused(registry.create(&pod("", "other", &[])).await, "create");
+        assert_eq!(
+            stored(&client, &key).await.unwrap().mod_revision(),
+            before,
+            "nothing was written"
+        );
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_guarded_by_an_incarnation_commit_only_while_it_lives() {
     with_timeout(LIMIT, async {
