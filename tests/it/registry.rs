@@ -470,9 +470,7 @@ async fn every_operation_refuses_an_object_without_a_namespace_or_name() {
         versioned.metadata.resource_version = Some(ResourceVersion(before));
         refused(registry.update(&versioned).await, "update");
         refused(
-            registry
-                .guaranteed_update::<Pod, _>("", "web", |pod| Ok(pod))
-                .await,
+            registry.guaranteed_update::<Pod, _>("", "web", Ok).await,
             "update",
         );
         refused(registry.delete::<Pod>("", "web", None).await, "delete");
