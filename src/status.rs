@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry as PromRegistry;
 
-use crate::etcd_watcher::WatchMetrics;
+use crate::etcd_watcher::{LoopReport, WatchMetrics, LOOP_RESTARTS, SHORT_LIVED};
 
 /// Label set for per-watch metrics: the resource watched.
 pub type ResourceLabel = Vec<(&'static str, &'static str)>;
@@ -65,6 +65,7 @@ pub struct Metrics {
     watch_rewinds: Family<ResourceLabel, Counter>,
     watch_skipped_keys: Family<ResourceLabel, Counter>,
     watch_disconnected: Family<ResourceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    watch_looping: Family<ResourceLabel, Gauge>,
     informer_synced: Family<ResourceLabel, Gauge>,
     // Keyed by name, so that a new leadership term replaces its predecessor's entries
     // instead of adding to them.
@@ -99,6 +100,7 @@ impl Metrics {
             watch_rewinds: Family::default(),
             watch_skipped_keys: Family::default(),
             watch_disconnected: Family::default(),
+            watch_looping: Family::default(),
             informer_synced: Family::default(),
             watches: Mutex::default(),
             queue_sources: Mutex::default(),
@@ -174,6 +176,15 @@ impl Metrics {
             "watch_disconnected_seconds",
             "How long a watch has been without a live etcd watch (0 while it has one)",
             metrics.watch_disconnected.clone(),
+        );
+        registry.register(
+            "watch_looping",
+            format!(
+                "1 while a watch restarts in a loop: its last {LOOP_RESTARTS} connections to etcd in a row each ended within {}s of being made; 0 again once one has lived {}s",
+                SHORT_LIVED.as_secs(),
+                SHORT_LIVED.as_secs()
+            ),
+            metrics.watch_looping.clone(),
         );
         registry.register(
             "informer_synced",
@@ -290,6 +301,10 @@ impl Metrics {
             self.watch_disconnected
                 .get_or_create(&labels)
                 .set(disconnected);
+            let looping = exported.active && watch.looping().is_some();
+            self.watch_looping
+                .get_or_create(&labels)
+                .set(i64::from(looping));
         }
         for (resource, synced) in self.informers.lock().expect("metrics lock").iter() {
             self.informer_synced
@@ -317,6 +332,17 @@ impl Metrics {
                 let (for_, reason) = watch.metrics.disconnected_for()?;
                 Some((*resource, for_, reason))
             })
+            .collect()
+    }
+
+    /// The watches restarting in a loop, and how.
+    pub fn looping_watches(&self) -> Vec<(&'static str, LoopReport)> {
+        self.watches
+            .lock()
+            .expect("metrics lock")
+            .iter()
+            .filter(|(_, watch)| watch.active)
+            .filter_map(|(resource, watch)| Some((*resource, watch.metrics.looping()?)))
             .collect()
     }
 
@@ -420,6 +446,14 @@ async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
         body.push_str(&format!(
             "\nwatch {resource}: disconnected for {:.1}s ({reason})",
             for_.as_secs_f64()
+        ));
+    }
+    // A watch that reconnects at once every time is never disconnected for long, but
+    // may never stay up long enough to deliver: fail while it loops.
+    for (resource, report) in state.metrics.looping_watches() {
+        healthy = false;
+        body.push_str(&format!(
+            "\nwatch {resource}: restarting in a loop: {report}"
         ));
     }
     if healthy {
