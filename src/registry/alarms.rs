@@ -55,7 +55,9 @@ impl std::fmt::Display for EtcdAlarm {
 
 /// The alarms raised in etcd's cluster (each once, in a fixed order), read with the
 /// Maintenance API's alarm list (`etcdctl alarm list`), which etcd 3.4 answers for any
-/// authenticated user.
+/// authenticated user. etcd sends every alarm request through raft, so a read costs a
+/// round trip to the leader and a WAL entry: cheap, but read it seconds apart, not in a
+/// loop.
 ///
 /// # Errors
 /// When etcd does not answer within `limit`, or refuses.
