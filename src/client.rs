@@ -352,6 +352,10 @@ pub async fn check_access(
     match tokio::time::timeout(config.request_timeout, kv.txn(txn)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) if is_permission_denied(&e) => Err(denied("write")),
+        // etcd checks its quota before permissions, so this says nothing about them; the
+        // controller manager starts anyway and says why its writes fail (its alarm
+        // watch warns), rather than exiting until an operator frees space.
+        Ok(Err(e)) if crate::registry::is_no_space(&e) => Ok(()),
         Ok(Err(e)) => anyhow::bail!("check write access to {dir}: {}", explain(&e, config)),
         Err(_) => anyhow::bail!(
             "check write access to {dir}: no answer within {}",

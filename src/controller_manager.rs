@@ -104,18 +104,26 @@ pub async fn run(
     };
     let stop = CancellationToken::new();
     let work = async {
-        match &config.leader_election {
-            None => controllers.run(stop.clone()).await,
-            Some(election) => {
-                let elector = Elector::new(
-                    client.clone(),
-                    registry.prefix(),
-                    election.clone(),
-                    fence.clone(),
-                    config.client.request_timeout,
-                );
-                lead(&elector, &controllers, &stop).await
+        let work = async {
+            match &config.leader_election {
+                None => controllers.run(stop.clone()).await,
+                Some(election) => {
+                    let elector = Elector::new(
+                        client.clone(),
+                        registry.prefix(),
+                        election.clone(),
+                        fence.clone(),
+                        config.client.request_timeout,
+                    );
+                    lead(&elector, &controllers, &stop).await
+                }
             }
+        };
+        // etcd's alarms are watched whether or not this process leads: a NOSPACE alarm
+        // also keeps a standby from ever taking over.
+        tokio::select! {
+            result = work => result,
+            never = health.watch_alarms(status::ALARM_POLL_INTERVAL) => match never {},
         }
     };
     tokio::pin!(work, shutdown);

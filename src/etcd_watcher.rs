@@ -37,7 +37,7 @@ use std::time::Duration;
 use etcd_client::{Client, WatchClient};
 
 pub use diff::{relist_diff, ListChange};
-pub use engine::{BackoffConfig, WatchMetrics};
+pub use engine::{BackoffConfig, LoopReport, WatchMetrics, LOOP_RESTARTS, SHORT_LIVED};
 pub(crate) use engine::{Engine, EngineConfig, ListReason, Range, RawItem, Start};
 pub use event::{everything, selector_filter, Filter, Status, WatchEvent};
 pub use translate::{

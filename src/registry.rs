@@ -24,7 +24,8 @@
 //!
 //! The module is split along its seams: `fence` (the leader fence and object incarnations a
 //! write can be conditioned on), `errors` (`StorageError` and the classification of etcd's
-//! errors) and `paging` (pinned, paginated range reads). Everything public is re-exported
+//! errors), `alarms` (etcd's alarms, and what to tell the operator about them and about
+//! etcd's refusals for space and size) and `paging` (pinned, paginated range reads). Everything public is re-exported
 //! here.
 
 use std::sync::Arc;
@@ -37,12 +38,14 @@ use etcd_client::{
 use crate::api::{self, Object, ResourceVersion};
 use crate::labels::Selector;
 
+mod alarms;
 mod errors;
 mod fence;
 mod paging;
 #[cfg(test)]
 mod tests;
 
+pub use alarms::{active_alarms, is_no_space, EtcdAlarm, NOSPACE_FIX};
 pub use errors::{describe_etcd_error, DecodeError, StorageError};
 use errors::{is_compacted, is_unsent, RawError};
 pub use fence::{Fence, FenceSlot, Incarnation, FENCING_TOKEN_ANNOTATION};

@@ -24,7 +24,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry as PromRegistry;
 
-use crate::etcd_watcher::WatchMetrics;
+use crate::etcd_watcher::{LoopReport, WatchMetrics, LOOP_RESTARTS, SHORT_LIVED};
+use crate::registry::{active_alarms, EtcdAlarm};
 
 /// Label set for per-watch metrics: the resource watched.
 pub type ResourceLabel = Vec<(&'static str, &'static str)>;
@@ -65,6 +66,7 @@ pub struct Metrics {
     watch_rewinds: Family<ResourceLabel, Counter>,
     watch_skipped_keys: Family<ResourceLabel, Counter>,
     watch_disconnected: Family<ResourceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    watch_looping: Family<ResourceLabel, Gauge>,
     informer_synced: Family<ResourceLabel, Gauge>,
     // Keyed by name, so that a new leadership term replaces its predecessor's entries
     // instead of adding to them.
@@ -99,6 +101,7 @@ impl Metrics {
             watch_rewinds: Family::default(),
             watch_skipped_keys: Family::default(),
             watch_disconnected: Family::default(),
+            watch_looping: Family::default(),
             informer_synced: Family::default(),
             watches: Mutex::default(),
             queue_sources: Mutex::default(),
@@ -174,6 +177,15 @@ impl Metrics {
             "watch_disconnected_seconds",
             "How long a watch has been without a live etcd watch (0 while it has one)",
             metrics.watch_disconnected.clone(),
+        );
+        registry.register(
+            "watch_looping",
+            format!(
+                "1 while a watch restarts in a loop: its last {LOOP_RESTARTS} connections to etcd in a row each ended within {}s of being made; 0 again once one has lived {}s",
+                SHORT_LIVED.as_secs(),
+                SHORT_LIVED.as_secs()
+            ),
+            metrics.watch_looping.clone(),
         );
         registry.register(
             "informer_synced",
@@ -290,6 +302,10 @@ impl Metrics {
             self.watch_disconnected
                 .get_or_create(&labels)
                 .set(disconnected);
+            let looping = exported.active && watch.looping().is_some();
+            self.watch_looping
+                .get_or_create(&labels)
+                .set(i64::from(looping));
         }
         for (resource, synced) in self.informers.lock().expect("metrics lock").iter() {
             self.informer_synced
@@ -317,6 +333,17 @@ impl Metrics {
                 let (for_, reason) = watch.metrics.disconnected_for()?;
                 Some((*resource, for_, reason))
             })
+            .collect()
+    }
+
+    /// The watches restarting in a loop, and how.
+    pub fn looping_watches(&self) -> Vec<(&'static str, LoopReport)> {
+        self.watches
+            .lock()
+            .expect("metrics lock")
+            .iter()
+            .filter(|(_, watch)| watch.active)
+            .filter_map(|(resource, watch)| Some((*resource, watch.metrics.looping()?)))
             .collect()
     }
 
@@ -349,8 +376,16 @@ pub struct Health {
     pub leader_election: AtomicBool,
     /// Set while this process holds the leadership.
     pub leading: AtomicBool,
+    /// The etcd alarms last seen raised, by [`Health::watch_alarms`] or `/healthz`.
+    alarms: Mutex<AlarmsSeen>,
     client: etcd_client::Client,
 }
+
+/// How long `/healthz` waits for each of its etcd probes.
+const ETCD_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How often [`Health::watch_alarms`] reads etcd's alarms.
+pub const ALARM_POLL_INTERVAL: Duration = Duration::from_secs(5);
 
 impl Health {
     pub fn new(client: etcd_client::Client) -> Health {
@@ -359,13 +394,51 @@ impl Health {
             reason: Mutex::new("starting".to_string()),
             leader_election: AtomicBool::new(false),
             leading: AtomicBool::new(false),
+            alarms: Mutex::default(),
             client,
         }
     }
 
+    /// Reads etcd's alarms every `period`, forever, so that a raised alarm is logged
+    /// even when nobody asks `/healthz` (see [`Health::read_alarms`]).
+    pub async fn watch_alarms(&self, period: Duration) -> std::convert::Infallible {
+        loop {
+            if let Err(e) = self.read_alarms().await {
+                tracing::debug!(error = %e, "reading etcd's alarms failed");
+            }
+            tokio::time::sleep(period).await;
+        }
+    }
+
+    /// etcd's raised alarms, and one log line per change since the last read: a warning
+    /// naming the fix when an alarm is raised, a line when it is cleared. So a NOSPACE
+    /// alarm is said once at warn, not once per refused write (those stay at debug).
+    ///
+    /// # Errors
+    /// When etcd does not answer within a second or refuses.
+    pub async fn read_alarms(&self) -> Result<Vec<EtcdAlarm>, String> {
+        let started = std::time::Instant::now();
+        let alarms = active_alarms(&self.client, ETCD_PROBE_TIMEOUT).await?;
+        let changes = self
+            .alarms
+            .lock()
+            .expect("health lock")
+            .observe(started, &alarms);
+        for change in changes {
+            match change {
+                AlarmChange::Raised(alarm) => tracing::warn!(%alarm, "{}", alarm.explain()),
+                AlarmChange::Cleared(alarm) => {
+                    tracing::info!(%alarm, "etcd's alarm {alarm} is cleared; writes work again")
+                }
+            }
+        }
+        Ok(alarms)
+    }
+
     /// The body of a healthy answer: `ok`, plus with `--leader-elect` a line saying
     /// whether this process leads. `Err` with the reason when the loops should run but
-    /// do not, or etcd does not answer within a second.
+    /// do not, etcd does not answer within a second, or etcd has raised an alarm
+    /// (NOSPACE: its space quota is exhausted).
     pub async fn check(&self) -> Result<String, String> {
         let role = self
             .leader_election
@@ -381,7 +454,18 @@ impl Health {
         };
         let mut kv = self.client.kv_client();
         let probe = kv.get("/", Some(etcd_client::GetOptions::new().with_count_only()));
-        match tokio::time::timeout(Duration::from_secs(1), probe).await {
+        let (probe, alarms) = tokio::join!(
+            tokio::time::timeout(ETCD_PROBE_TIMEOUT, probe),
+            self.read_alarms()
+        );
+        // An alarm makes etcd refuse writes (NOSPACE) or everything (CORRUPT): the
+        // controllers cannot act. Alarms that cannot be read are left to the probe.
+        let alarms = alarms.unwrap_or_default();
+        if !alarms.is_empty() {
+            let reasons: Vec<String> = alarms.iter().map(|alarm| alarm.explain()).collect();
+            return Err(reasons.join("\n"));
+        }
+        match probe {
             Ok(Ok(_)) => Ok(body),
             // etcd answered; a user restricted to kcm's prefix may not read "/".
             Ok(Err(etcd_client::Error::GRpcStatus(status)))
@@ -395,6 +479,45 @@ impl Health {
             )),
             Err(_) => Err("etcd unreachable: no answer within 1s".to_string()),
         }
+    }
+}
+
+/// The etcd alarms last seen raised, and when the read that saw them started.
+#[derive(Debug, Default)]
+struct AlarmsSeen {
+    read_at: Option<std::time::Instant>,
+    raised: Vec<EtcdAlarm>,
+}
+
+/// A change in etcd's raised alarms.
+#[derive(Debug, PartialEq, Eq)]
+enum AlarmChange {
+    Raised(EtcdAlarm),
+    Cleared(EtcdAlarm),
+}
+
+impl AlarmsSeen {
+    /// Records `alarms`, read by a request that started at `read_at`; the changes since
+    /// the last record. A read that started before the last recorded one is stale (two
+    /// reads overlapped, `/healthz` and the periodic one) and changes nothing, so a
+    /// change is reported once.
+    fn observe(&mut self, read_at: std::time::Instant, alarms: &[EtcdAlarm]) -> Vec<AlarmChange> {
+        if self.read_at.is_some_and(|last| read_at < last) {
+            return Vec::new();
+        }
+        self.read_at = Some(read_at);
+        let raised = alarms
+            .iter()
+            .filter(|alarm| !self.raised.contains(alarm))
+            .map(|alarm| AlarmChange::Raised(*alarm));
+        let cleared = self
+            .raised
+            .iter()
+            .filter(|alarm| !alarms.contains(alarm))
+            .map(|alarm| AlarmChange::Cleared(*alarm));
+        let changes = raised.chain(cleared).collect();
+        self.raised = alarms.to_vec();
+        changes
     }
 }
 
@@ -420,6 +543,14 @@ async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
         body.push_str(&format!(
             "\nwatch {resource}: disconnected for {:.1}s ({reason})",
             for_.as_secs_f64()
+        ));
+    }
+    // A watch that reconnects at once every time is never disconnected for long, but
+    // may never stay up long enough to deliver: fail while it loops.
+    for (resource, report) in state.metrics.looping_watches() {
+        healthy = false;
+        body.push_str(&format!(
+            "\nwatch {resource}: restarting in a loop: {report}"
         ));
     }
     if healthy {
@@ -478,6 +609,27 @@ mod tests {
             .filter(|line| line.starts_with(name))
             .map(String::from)
             .collect()
+    }
+
+    #[test]
+    fn each_change_of_etcds_alarms_is_reported_once_and_stale_reads_change_nothing() {
+        use AlarmChange::{Cleared, Raised};
+        use EtcdAlarm::{Corrupt, NoSpace};
+        let start = std::time::Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let mut seen = AlarmsSeen::default();
+        assert_eq!(seen.observe(at(0), &[]), []);
+        assert_eq!(seen.observe(at(10), &[NoSpace]), [Raised(NoSpace)]);
+        assert_eq!(seen.observe(at(20), &[NoSpace]), []);
+        assert_eq!(seen.observe(at(30), &[NoSpace]), []);
+        // A read that started before the last one, answered after it.
+        assert_eq!(seen.observe(at(25), &[]), []);
+        assert_eq!(
+            seen.observe(at(40), &[Corrupt]),
+            [Raised(Corrupt), Cleared(NoSpace)]
+        );
+        assert_eq!(seen.observe(at(50), &[]), [Cleared(Corrupt)]);
+        assert_eq!(seen.observe(at(60), &[]), []);
     }
 
     #[test]

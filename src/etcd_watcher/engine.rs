@@ -22,14 +22,19 @@
 //!   and none is skipped;
 //! - after a dropped connection it re-opens as soon as etcd answers (within a second,
 //!   however often the connection dropped before); only an etcd that answers and refuses
-//!   gets the growing backoff.
+//!   gets the growing backoff;
+//! - a watch whose connections keep ending within seconds is *looping* (`stability`
+//!   holds the rule): one warning when it starts, one line when it is stable again, and
+//!   [`WatchMetrics::looping`] for `/metrics` and `/healthz` meanwhile.
 
 mod backoff;
 mod items;
 mod machine;
 mod metrics;
+mod stability;
 
 pub use backoff::BackoffConfig;
 pub(crate) use items::{ListReason, Range, RawItem, RawWatch, Start};
 pub(crate) use machine::{Engine, EngineConfig};
 pub use metrics::WatchMetrics;
+pub use stability::{LoopReport, LOOP_RESTARTS, SHORT_LIVED};

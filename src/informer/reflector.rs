@@ -203,7 +203,7 @@ impl<I: Cached> Informer<I> {
             _ = self.reflect() => {}
         }
         // Stopped, not disconnected: `/healthz` must not report it.
-        self.shared.metrics.set_connected();
+        self.shared.metrics.set_stopped();
     }
 
     /// The reflector: applies the engine's items to the store.

@@ -3,6 +3,7 @@
 
 use super::print::{age_of, or_none, pod_host, render_table};
 use super::*;
+use crate::registry::{self, EtcdAlarm};
 
 /// `kcm describe rc NAME`: the controller's spec and status, its pods, and what looks
 /// wrong.
@@ -11,7 +12,7 @@ use super::*;
 /// Not found, a malformed controller, or etcd failing.
 pub async fn describe(target: &Target, options: DescribeOptions) -> anyhow::Result<()> {
     let DescribeOptions { name, namespace } = options;
-    let (_client, registry) = target.connect().await?;
+    let (client, registry) = target.connect().await?;
     let rc: ReplicationController = registry
         .get(&namespace, &name)
         .await
@@ -28,14 +29,25 @@ pub async fn describe(target: &Target, options: DescribeOptions) -> anyhow::Resu
                 .context("list its pods")?,
         )
     };
-    emit(&describe_controller(&rc, pods.as_ref(), SystemTime::now()))
+    // An alarm explains a controller that does not catch up; alarms that cannot be read
+    // are no reason to fail a describe.
+    let alarms = registry::active_alarms(&client, Duration::from_secs(2))
+        .await
+        .unwrap_or_default();
+    emit(&describe_controller(
+        &rc,
+        pods.as_ref(),
+        &alarms,
+        SystemTime::now(),
+    ))
 }
 
 /// The text of `kcm describe rc`: `pods` are those matching the selector (`None` when the
-/// selector is empty).
+/// selector is empty); `alarms` are etcd's raised alarms.
 pub fn describe_controller(
     rc: &ReplicationController,
     pods: Option<&ObjectList<Pod>>,
+    alarms: &[EtcdAlarm],
     now: SystemTime,
 ) -> String {
     let mut out = String::new();
@@ -142,7 +154,10 @@ pub fn describe_controller(
             }
         }
     }
-    if rc.spec.replicas != rc.status.replicas {
+    // An alarm (NOSPACE: etcd refuses the pod creates and status writes that would make
+    // the controller catch up) is the problem, not a missing controller-manager.
+    problems.extend(alarms.iter().map(|alarm| alarm.explain()));
+    if rc.spec.replicas != rc.status.replicas && alarms.is_empty() {
         problems.push(format!(
             "{} replicas desired but {} current: the replication manager has not caught \
              up yet; is `kcm controller-manager` running?",

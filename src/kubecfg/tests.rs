@@ -3,7 +3,7 @@
 use super::*;
 use crate::api::{PodStatus, ResourceVersion};
 use crate::kubecfg::describe::port_text;
-use crate::registry::DecodeError;
+use crate::registry::{DecodeError, EtcdAlarm};
 
 const NOW: &str = "2024-03-10T12:00:00Z";
 
@@ -289,7 +289,7 @@ fn describe_shows_spec_pods_and_problems() {
             message: "expected value".into(),
         }],
     };
-    let text = describe_controller(&rc, Some(&pods), now());
+    let text = describe_controller(&rc, Some(&pods), &[], now());
     let expected = "\
 Name:         web
 Namespace:    default
@@ -316,11 +316,30 @@ Problems:
 }
 
 #[test]
+fn describe_blames_an_etcd_alarm_instead_of_asking_whether_the_manager_runs() {
+    let rc = web_controller();
+    let text = describe_controller(&rc, None, &[EtcdAlarm::NoSpace], now());
+    assert!(
+        text.contains(
+            "Problems:\n  - etcd's space quota is exhausted (alarm NOSPACE): it refuses every \
+             write except deletes until space is freed and the alarm disarmed: \
+             `etcdctl alarm list`; free space with `etcdctl compact REV`"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("--quota-backend-bytes\n"), "{text}");
+    assert!(
+        !text.contains("is `kcm controller-manager` running?"),
+        "{text}"
+    );
+}
+
+#[test]
 fn describe_reports_an_invalid_spec() {
     let mut rc = web_controller();
     rc.spec.selector = Set::new();
     rc.status.replicas = 3;
-    let text = describe_controller(&rc, None, now());
+    let text = describe_controller(&rc, None, &[], now());
     assert!(
         text.contains("Pods:         <none> (no selector)\n"),
         "{text}"

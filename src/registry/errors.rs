@@ -82,8 +82,18 @@ impl StorageError {
     }
 }
 
-/// A one-line description of an etcd-client error (tonic's Display is verbose).
+/// A one-line description of an etcd-client error (tonic's Display is verbose). etcd's
+/// refusals an operator must act on (its space quota, its request size limit) are
+/// followed by what they mean and what to do, so every command and log says so.
 pub fn describe_etcd_error(error: &etcd_client::Error) -> String {
+    let text = etcd_error_text(error);
+    match super::alarms::hint(&text) {
+        Some(hint) => format!("{text}; {hint}"),
+        None => text,
+    }
+}
+
+fn etcd_error_text(error: &etcd_client::Error) -> String {
     match error {
         etcd_client::Error::GRpcStatus(status) => {
             let message = status.message();

@@ -261,13 +261,19 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         let want = controller.spec.replicas;
         let mut now_active = active;
         let mut tally = Tally::default();
+        // What a sync set out to do is debug; what it did is info, after the writes: a
+        // sync whose every write etcd refused (its NOSPACE alarm, say) must not read as
+        // progress, once per retry. Its error says why (at debug; the alarm at warn).
         if !creates.is_empty() {
-            tracing::info!(want, have = active, creating = creates.len(), "scaling up");
+            tracing::debug!(want, have = active, creating = creates.len(), "scaling up");
             tally = self.create_replicas(key, controller, creates).await;
             self.metrics.pods_created.inc_by(tally.written as u64);
             now_active += tally.counted;
+            if tally.written > 0 {
+                tracing::info!(want, have = active, created = tally.written, "scaled up");
+            }
         } else if !deletes.is_empty() {
-            tracing::info!(
+            tracing::debug!(
                 want,
                 have = active,
                 deleting = deletes.len(),
@@ -276,6 +282,9 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
             tally = self.delete_pods(key, controller, deletes).await;
             self.metrics.pods_deleted.inc_by(tally.written as u64);
             now_active -= tally.counted;
+            if tally.written > 0 {
+                tracing::info!(want, have = active, deleted = tally.written, "scaled down");
+            }
         }
         if tally.controller_gone {
             // Deleted (or deleted and re-created) since it was read: its delete event ends

@@ -8,6 +8,7 @@ mod endpoints;
 mod framework;
 mod ha;
 mod harness;
+mod health;
 mod informer;
 mod kubelet;
 mod manager;

@@ -249,11 +249,12 @@ impl Engine {
                 State::Watching {
                     mut stream,
                     opened_at,
-                } => match self.read(&mut stream).await {
-                    Read::Created {
+                } => match self.read_or_stable(&mut stream).await {
+                    None => self.state = State::Watching { stream, opened_at },
+                    Some(Read::Created {
                         revision,
                         cluster_id,
-                    } => {
+                    }) => {
                         self.metrics.set_connected();
                         if let Some(rewind) = self.rewound(revision, cluster_id) {
                             self.rewind(&rewind);
@@ -261,10 +262,10 @@ impl Engine {
                         }
                         self.state = State::Watching { stream, opened_at };
                     }
-                    Read::Progress {
+                    Some(Read::Progress {
                         revision,
                         cluster_id,
-                    } => {
+                    }) => {
                         if let Some(rewind) = self.rewound(revision, cluster_id) {
                             self.rewind(&rewind);
                             continue;
@@ -276,7 +277,7 @@ impl Engine {
                             return Some((RawItem::Progress(revision), self));
                         }
                     }
-                    Read::Events { events, cluster_id } => {
+                    Some(Read::Events { events, cluster_id }) => {
                         if let Some(rewind) = self.rewound(i64::MAX, cluster_id) {
                             self.rewind(&rewind);
                             continue;
@@ -292,7 +293,7 @@ impl Engine {
                             .collect();
                         return Some((RawItem::Events(events), self));
                     }
-                    Read::End(failure) => {
+                    Some(Read::End(failure)) => {
                         self.last_healthy = opened_at.elapsed();
                         if let Some(item) = self.fail(failure) {
                             return Some((item, self));
@@ -332,7 +333,8 @@ impl Engine {
             ))));
         }
         if !self.resume {
-            self.metrics.set_disconnected(&e.to_string());
+            self.metrics
+                .set_disconnected(&self.range.start, &e.to_string());
             self.state = State::Done;
             return Some(RawItem::Ended(status_of(e)));
         }
@@ -349,7 +351,8 @@ impl Engine {
 
     /// Records a failure: ends a one-shot watch, else waits before the next attempt.
     fn fail(&mut self, failure: Failure) -> Option<RawItem> {
-        self.metrics.set_disconnected(&failure.reason);
+        self.metrics
+            .set_disconnected(&self.range.start, &failure.reason);
         if !self.resume {
             self.state = State::Done;
             let status = match failure.relist {
@@ -446,6 +449,23 @@ impl Engine {
                 disconnected: true,
                 relist: None,
             }),
+        }
+    }
+
+    /// Reads one response of an open watch; `None` when, first, a looping watch's
+    /// connection has lived long enough to count as stable again (said so).
+    async fn read_or_stable(&self, stream: &mut etcd_client::WatchStream) -> Option<Read> {
+        let Some(stable_at) = self.metrics.stable_at() else {
+            return Some(self.read(stream).await);
+        };
+        // `read` only awaits the stream's next message, which is cancel-safe.
+        let deadline = tokio::time::Instant::from_std(stable_at);
+        match tokio::time::timeout_at(deadline, self.read(stream)).await {
+            Ok(read) => Some(read),
+            Err(_) => {
+                self.metrics.check_stable(&self.range.start);
+                None
+            }
         }
     }
 

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::stability::{LoopReport, Stability, Transition};
 use crate::registry::DecodeError;
 
 /// Counters of one watch or informer.
@@ -26,8 +27,35 @@ pub struct WatchMetrics {
     pub skipped_keys: AtomicU64,
     /// Since when, and why, the watch has had no live etcd watch (None while it has one).
     disconnected: Mutex<Option<(Instant, String)>>,
+    /// Whether its connections keep dropping (see `super::stability` for the rule).
+    stability: Mutex<Stability>,
     /// Keys already logged as skipped (each is logged once; at most [`MAX_LOGGED_KEYS`]).
     logged_keys: Mutex<HashSet<String>>,
+}
+
+/// One line per change of a watch's looping state.
+fn log_transition(key: &str, transition: Option<Transition>) {
+    match transition {
+        None => {}
+        Some(Transition::Looping {
+            restarts,
+            over,
+            last_error,
+        }) => tracing::warn!(
+            %key,
+            "watch restarting in a loop: {}; check etcd's log, and anything between kcm and etcd that closes connections (a proxy, a load balancer)",
+            LoopReport { restarts, over, last_error }
+        ),
+        Some(Transition::Stable {
+            restarts,
+            looped_for,
+        }) => tracing::info!(
+            %key,
+            "watch stable again: its connection to etcd has lived {}s, after {restarts} restarts in {:.1}s",
+            super::stability::SHORT_LIVED.as_secs(),
+            looped_for.as_secs_f64()
+        ),
+    }
 }
 
 /// How many distinct skipped keys one watch logs.
@@ -48,15 +76,50 @@ impl WatchMetrics {
             .map(|(since, reason)| (since.elapsed(), reason.clone()))
     }
 
-    pub(super) fn set_disconnected(&self, reason: &str) {
+    /// The watch of `key` lost its connection (or failed to make one) because of
+    /// `reason`; warns when that makes it loop.
+    pub(super) fn set_disconnected(&self, key: &str, reason: &str) {
+        let now = Instant::now();
         let mut disconnected = self.disconnected.lock().expect("metrics lock");
         if disconnected.is_none() {
-            *disconnected = Some((Instant::now(), reason.to_string()));
+            *disconnected = Some((now, reason.to_string()));
         }
+        drop(disconnected);
+        let transition = self.stability().ended(now, reason);
+        log_transition(key, transition);
     }
 
-    pub(crate) fn set_connected(&self) {
+    /// The watch has a live connection to etcd (a list page or a confirmed watch).
+    pub(super) fn set_connected(&self) {
         *self.disconnected.lock().expect("metrics lock") = None;
+        self.stability().connected(Instant::now());
+    }
+
+    /// The watch was stopped: neither connected nor disconnected.
+    pub(crate) fn set_stopped(&self) {
+        *self.disconnected.lock().expect("metrics lock") = None;
+        self.stability().stopped();
+    }
+
+    /// How the watch is restarting in a loop, while it is (see `super::stability`).
+    pub fn looping(&self) -> Option<LoopReport> {
+        self.stability().looping(Instant::now())
+    }
+
+    /// When the looping watch's current connection will have lived long enough to count
+    /// as stable; `None` unless it is looping and connected.
+    pub(super) fn stable_at(&self) -> Option<Instant> {
+        self.stability().stable_at()
+    }
+
+    /// Says so once a looping watch of `key` is stable again.
+    pub(super) fn check_stable(&self, key: &str) {
+        let transition = self.stability().check_stable(Instant::now());
+        log_transition(key, transition);
+    }
+
+    fn stability(&self) -> std::sync::MutexGuard<'_, Stability> {
+        self.stability.lock().expect("metrics lock")
     }
 
     /// Counts a value that does not decode, with one warning.

@@ -40,6 +40,12 @@ const LOG_TAIL_LINES: usize = 100;
 ///
 /// Panics if etcd does not become healthy within 20 s, with the tail of its log.
 pub async fn start_etcd() -> Option<EtcdServer> {
+    start_etcd_with(&[]).await
+}
+
+/// [`start_etcd`] with more command-line flags for etcd, e.g.
+/// `["--quota-backend-bytes", "1048576"]`; they are kept across restarts.
+pub async fn start_etcd_with(flags: &[&str]) -> Option<EtcdServer> {
     let bin = etcd_binary()?;
     let dir = tempfile::Builder::new()
         .prefix("kcm-etcd-")
@@ -52,6 +58,7 @@ pub async fn start_etcd() -> Option<EtcdServer> {
         _dir: dir,
         client_port: 0,
         peer_port: 0,
+        flags: flags.iter().map(|flag| flag.to_string()).collect(),
         child: None,
     };
     for _ in 0..START_ATTEMPTS {
@@ -93,6 +100,8 @@ pub struct EtcdServer {
     client_port: u16,
     /// Peer port on 127.0.0.1; fixed, because the member's peer URL is stored in the data dir.
     peer_port: u16,
+    /// Flags the test added to the harness's own ([`start_etcd_with`]).
+    flags: Vec<String>,
     /// The process, `None` after [`EtcdServer::kill`] or [`EtcdServer::stop`] reaped it.
     child: Option<Child>,
 }
@@ -191,17 +200,25 @@ impl EtcdServer {
     /// Saves a snapshot of the store to `path` with `etcdctl snapshot save`, as an operator
     /// backs etcd up.
     pub fn snapshot(&self, path: &Path) {
+        let path = path.to_str().expect("a UTF-8 snapshot path");
+        self.etcdctl(&["snapshot", "save", path]);
+    }
+
+    /// Runs `etcdctl --endpoints {endpoint} {args}` (API v3), as an operator would, and
+    /// returns its stdout. Panics when it fails, with its stderr.
+    pub fn etcdctl(&self, args: &[&str]) -> String {
         let output = Command::new("etcdctl")
             .env("ETCDCTL_API", "3")
-            .args(["--endpoints", &self.endpoint(), "snapshot", "save"])
-            .arg(path)
+            .args(["--endpoints", &self.endpoint()])
+            .args(args)
             .output()
             .expect("run etcdctl (etcd-client package)");
         assert!(
             output.status.success(),
-            "etcdctl snapshot save: {}",
+            "etcdctl {args:?}: {}",
             String::from_utf8_lossy(&output.stderr)
         );
+        String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
     /// Stops etcd, replaces its data dir with `snapshot` restored by `etcdctl snapshot
@@ -338,6 +355,7 @@ impl EtcdServer {
             // etcd 3.4 has no --unsafe-no-fsync (that is 3.5); a small snapshot count keeps the
             // WAL replay on restart short.
             .args(["--snapshot-count", "1000"])
+            .args(&self.flags)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(stderr);

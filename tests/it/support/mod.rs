@@ -19,7 +19,7 @@ use std::time::Duration;
 // Not every test module names every type; the harness's surface is these re-exports.
 #[allow(unused_imports)]
 pub use {
-    etcd::{start_etcd, EtcdServer},
+    etcd::{start_etcd, start_etcd_with, EtcdServer},
     proxy::FaultProxy,
 };
 
