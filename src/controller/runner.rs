@@ -21,6 +21,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::Instrument as _;
 
+use crate::registry::StorageError;
+
 use super::warn_if_stale;
 use crate::api::Object;
 use crate::etcd_watcher::WatchMetrics;
@@ -209,6 +211,17 @@ fn is_persistent(failures: u32) -> bool {
     failures >= 4 && failures.is_power_of_two()
 }
 
+/// Whether `error` comes from a state the process reports once, when it starts and when
+/// it ends, rather than per key: etcd's NOSPACE alarm (see `status`). Warning about each
+/// key refused meanwhile would repeat that one cause thousands of times.
+fn reported_elsewhere(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<StorageError>()
+            .is_some_and(StorageError::is_no_space)
+    })
+}
+
 /// What woke the runner's loop.
 enum Trigger {
     Shutdown,
@@ -256,7 +269,7 @@ async fn worker(
                 let delay = queue.add_rate_limited(key.clone());
                 let failures = queue.failures(&key);
                 let error = format!("{e:#}");
-                if is_persistent(failures) {
+                if is_persistent(failures) && !reported_elsewhere(&e) {
                     tracing::warn!(controller, %key, %error, failures, ?delay, "sync keeps failing; retrying with backoff");
                 } else {
                     tracing::debug!(controller, %key, %error, failures, ?delay, "sync failed; retrying");

@@ -76,6 +76,13 @@ impl StorageError {
         matches!(self, StorageError::NotFound { .. })
     }
 
+    /// True when etcd refused the call because its NOSPACE alarm is raised (its space
+    /// quota is full): a state the controller manager reports once, not per call.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, StorageError::Etcd { message, .. }
+            if message.contains("database space exceeded"))
+    }
+
     /// True when a fenced write was refused because leadership was lost.
     pub fn is_fenced(&self) -> bool {
         matches!(self, StorageError::Fenced { .. })
