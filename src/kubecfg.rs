@@ -113,7 +113,7 @@ pub struct GetOptions {
 pub struct ResizeOptions {
     /// The replication controller's name.
     pub name: String,
-    /// The new `spec.replicas`, at least 0.
+    /// The new `spec.replicas`, 0 to [`api::MAX_REPLICAS`].
     pub replicas: i64,
     pub namespace: String,
 }
@@ -143,7 +143,7 @@ pub struct RunOptions {
     /// `name=NAME`.
     pub name: String,
     pub image: String,
-    /// `spec.replicas` of the controller, at least 0.
+    /// `spec.replicas` of the controller, 0 to [`api::MAX_REPLICAS`].
     pub replicas: i64,
     /// The container port (named `http`).
     pub port: Option<u16>,

@@ -16,7 +16,9 @@
 //! - scale-down deletes the lowest-ranked pods, each guarded by its resourceVersion;
 //! - a deleted controller creates and deletes nothing; status.replicas is written;
 //! - controllers and pods are read from shared informer caches (`informer`), not listed
-//!   per sync: a resync of 1,000 controllers reads no etcd at all.
+//!   per sync: a resync of 1,000 controllers reads no etcd at all;
+//! - a controller that validation rejects (replicas beyond int32, a template without
+//!   labels, ...) gets no writes and one warning per resourceVersion.
 //!
 //! Invariants:
 //! - one view: a sync's count of active pods and its free slot names come from one

@@ -3,6 +3,10 @@
 use super::{IntOrString, Object, OwnerReference, ReplicationController, Service};
 use crate::labels::{self, Set};
 
+/// The largest `spec.replicas`: Kubernetes' `int32`. The replication manager creates pods
+/// until it has that many, so a larger count only fills etcd.
+pub const MAX_REPLICAS: i64 = i32::MAX as i64;
+
 /// One invalid field: its JSON path and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
@@ -123,6 +127,14 @@ pub(super) fn validate_controller(rc: &ReplicationController, errors: &mut Vec<F
             "spec.replicas",
             format!("must be >= 0, got {}", spec.replicas),
         ));
+    } else if spec.replicas > MAX_REPLICAS {
+        errors.push(FieldError::new(
+            "spec.replicas",
+            format!(
+                "must be <= {MAX_REPLICAS} (Kubernetes' int32 limit), got {}",
+                spec.replicas
+            ),
+        ));
     }
     // An empty selector is Everything: the controller would count every pod in its
     // namespace as its own.
@@ -135,6 +147,14 @@ pub(super) fn validate_controller(rc: &ReplicationController, errors: &mut Vec<F
     validate_labels("spec.selector", &spec.selector, errors);
     match &spec.template {
         None => errors.push(FieldError::new("spec.template", "required")),
+        // A pod without labels could never be counted: 2014's manager refused to create
+        // one ("Unable to create pod replica, no labels"). Without this rule a selector
+        // `{"app": ""}` (which, as in 2014, matches a pod without `app`) would pass the
+        // match below and the manager would create label-less pods.
+        Some(template) if template.metadata.labels.is_empty() => errors.push(FieldError::new(
+            "spec.template.metadata.labels",
+            "required (must not be empty): a pod without labels could never be counted",
+        )),
         Some(template) => {
             validate_labels(
                 "spec.template.metadata.labels",
@@ -184,5 +204,69 @@ pub(super) fn validate_service(service: &Service, errors: &mut Vec<FieldError>) 
             ))
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn set(pairs: &str) -> Set {
+        pairs
+            .split(',')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| pair.split_once('=').expect("k=v"))
+            .collect()
+    }
+
+    /// A controller `ns/{name}` selecting `selector` with pods labelled `labels`.
+    fn rc(name: &str, replicas: i64, selector: &str, labels: &str) -> ReplicationController {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {
+                "replicas": replicas,
+                "selector": set(selector),
+                "template": {
+                    "metadata": {"labels": set(labels)},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]}
+                }
+            }
+        }))
+        .unwrap()
+    }
+
+    #[track_caller]
+    fn check_invalid(rc: &ReplicationController, expected: &str) {
+        let error = validate(rc).unwrap_err().to_string();
+        assert!(error.contains(expected), "{expected:?} not in {error}");
+    }
+
+    #[test]
+    fn replicas_are_kubernetes_int32() {
+        validate(&rc("web", 0, "app=web", "app=web")).unwrap();
+        validate(&rc("web", MAX_REPLICAS, "app=web", "app=web")).unwrap();
+        check_invalid(
+            &rc("web", MAX_REPLICAS + 1, "app=web", "app=web"),
+            "spec.replicas: must be <= 2147483647 (Kubernetes' int32 limit), got 2147483648",
+        );
+        check_invalid(
+            &rc("web", 3_000_000_000, "app=web", "app=web"),
+            "got 3000000000",
+        );
+        check_invalid(&rc("web", -1, "app=web", "app=web"), "must be >= 0, got -1");
+    }
+
+    #[test]
+    fn a_template_without_labels_is_invalid_even_when_an_empty_value_selects_it() {
+        // As in 2014, `app=` matches a pod without `app`, so the selector matches the empty
+        // template labels; the controller is invalid all the same.
+        assert!(set("app=").as_selector().matches(&Set::new()));
+        check_invalid(
+            &rc("bare", 2, "app=", ""),
+            "spec.template.metadata.labels: required (must not be empty)",
+        );
+        validate(&rc("bare", 2, "app=", "tier=x")).unwrap();
     }
 }

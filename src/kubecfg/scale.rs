@@ -7,13 +7,18 @@ use super::*;
 /// with a compare-and-swap retried on conflict.
 ///
 /// # Errors
-/// `replicationcontrollers "x" not found`, or etcd failing.
+/// `replicationcontrollers "x" not found`, a count out of range, or etcd failing.
 pub async fn resize(target: &Target, options: ResizeOptions) -> anyhow::Result<()> {
     let ResizeOptions {
         name,
         replicas,
         namespace,
     } = options;
+    anyhow::ensure!(
+        (0..=api::MAX_REPLICAS).contains(&replicas),
+        "--replicas must be between 0 and {} (Kubernetes' int32), got {replicas}",
+        api::MAX_REPLICAS
+    );
     let (_client, registry) = target.connect().await?;
     set_replicas(&registry, &namespace, &name, replicas).await?;
     emit(&format!(
