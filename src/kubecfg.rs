@@ -34,6 +34,7 @@ use crate::registry::{ObjectList, Registry, StorageError};
 
 mod describe;
 mod manifest;
+mod overlap;
 mod print;
 mod run;
 mod scale;

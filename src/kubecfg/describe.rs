@@ -28,14 +28,21 @@ pub async fn describe(target: &Target, options: DescribeOptions) -> anyhow::Resu
                 .context("list its pods")?,
         )
     };
-    emit(&describe_controller(&rc, pods.as_ref(), SystemTime::now()))
+    let others = super::overlap::controllers(&registry, &namespace).await?;
+    emit(&describe_controller(
+        &rc,
+        pods.as_ref(),
+        &others,
+        SystemTime::now(),
+    ))
 }
 
 /// The text of `kcm describe rc`: `pods` are those matching the selector (`None` when the
-/// selector is empty).
+/// selector is empty); `others` are the controllers of its namespace, to find overlaps.
 pub fn describe_controller(
     rc: &ReplicationController,
     pods: Option<&ObjectList<Pod>>,
+    others: &[ReplicationController],
     now: SystemTime,
 ) -> String {
     let mut out = String::new();
@@ -93,6 +100,8 @@ pub fn describe_controller(
     let mut problems = Vec::new();
     if let Err(e) = api::validate(rc) {
         problems.push(format!("the controller-manager skips this controller: {e}"));
+    } else {
+        problems.extend(super::overlap::problems(rc, others));
     }
     match pods {
         None => field(&mut out, "Pods", "<none> (no selector)"),

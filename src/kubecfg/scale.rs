@@ -90,10 +90,14 @@ pub(super) async fn delete_kind<T: Object>(
 /// Succeeded pods are never deleted by it, so they are not waited for), then deletes the
 /// controller.
 ///
+/// Refuses a controller whose selector overlaps another's (kubectl's `stop` did from 2015,
+/// kubernetes #10524): at 0 replicas it would delete the other's pods too, and wait for
+/// ever as the other recreates them. `kcm delete rc` deletes just the controller.
+///
 /// # Errors
 /// Not found; an invalid controller (the manager ignores it, so its pods would never
-/// go); pods still active after `--timeout` (the controller is left at 0 replicas); etcd
-/// failing.
+/// go); an overlapping controller; pods still active after `--timeout` (the controller is
+/// left at 0 replicas); etcd failing.
 pub async fn stop(target: &Target, options: StopOptions) -> anyhow::Result<()> {
     let StopOptions {
         name,
@@ -112,6 +116,7 @@ pub async fn stop(target: &Target, options: StopOptions) -> anyhow::Result<()> {
              would not be deleted (`kcm delete rc {name}` deletes just the controller)"
         );
     }
+    super::overlap::refuse_to_stop_overlapping(&registry, &rc).await?;
     let rc = set_replicas(&registry, &namespace, &name, 0).await?;
     let selector = rc.spec.selector.as_selector();
     let deadline = tokio::time::Instant::now() + timeout;

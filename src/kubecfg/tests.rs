@@ -289,7 +289,7 @@ fn describe_shows_spec_pods_and_problems() {
             message: "expected value".into(),
         }],
     };
-    let text = describe_controller(&rc, Some(&pods), now());
+    let text = describe_controller(&rc, Some(&pods), &[], now());
     let expected = "\
 Name:         web
 Namespace:    default
@@ -320,7 +320,7 @@ fn describe_reports_an_invalid_spec() {
     let mut rc = web_controller();
     rc.spec.selector = Set::new();
     rc.status.replicas = 3;
-    let text = describe_controller(&rc, None, now());
+    let text = describe_controller(&rc, None, &[], now());
     assert!(
         text.contains("Pods:         <none> (no selector)\n"),
         "{text}"

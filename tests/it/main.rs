@@ -12,6 +12,7 @@ mod informer;
 mod kubelet;
 mod manager;
 mod overcreate;
+mod overlap;
 mod registry;
 mod resume;
 mod sync;
