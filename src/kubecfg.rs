@@ -44,7 +44,7 @@ pub use self::describe::{describe, describe_controller};
 pub use self::manifest::{create, parse_manifests, Manifest};
 pub use self::print::{age, get, render_objects, render_table, Printable};
 pub use self::run::{run, run_objects};
-pub use self::scale::{delete, resize, stop};
+pub use self::scale::{delete, resize, stop, Interrupted};
 pub use self::watch::watch;
 
 /// How often `kcm stop` re-lists the controller's pods while it waits for them to go.

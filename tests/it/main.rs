@@ -15,6 +15,7 @@ mod overcreate;
 mod overlap;
 mod registry;
 mod resume;
+mod stop;
 mod sync;
 mod tls;
 mod up;
