@@ -43,7 +43,10 @@ pub use meta::{
     controller_of, fill_system_fields, now_rfc3339, remember_spec, set_generation,
     set_generation_from_read, ObjectMeta, OwnerReference, ReadSpec, ResourceVersion,
 };
-pub use validation::{validate, FieldError, ValidationError};
+pub use validation::{
+    controllers_overlap, pods_overlap, selection, selector_matches, validate, FieldError,
+    ValidationError, MAX_REPLICAS,
+};
 
 /// kcm's core wire version: the `apiVersion` of its 2014 kinds (ReplicationController, Pod,
 /// Service, Endpoints) and of the `List` and `Status` documents it prints. Each kind's own

@@ -276,7 +276,9 @@ pub enum Command {
     /// Delete a replication controller and its pods.
     ///
     /// Resizes it to 0, waits until no active pod matches its selector (a running
-    /// controller-manager deletes them), then deletes it.
+    /// controller-manager deletes them), then deletes it. Refuses a controller whose
+    /// selector overlaps another's (it would delete the other's pods too). Ctrl-C while it
+    /// waits puts the controller back to its old replica count and exits 130.
     Stop(StopArgs),
     /// Run an image under a new replication controller (2014 kubecfg's `run`).
     ///
@@ -320,14 +322,15 @@ pub async fn run(
                 _ = shutdown => Ok(()),
             }
         }
-        // The one-shot verbs never poll `shutdown`, so no signal handler is installed and
-        // Ctrl-C ends them at once (a `stop` interrupted while waiting leaves the
-        // controller at 0 replicas).
+        // The one-shot verbs other than `stop` never poll `shutdown`, so no signal handler
+        // is installed and Ctrl-C ends them at once. `stop` puts the controller back.
         Command::Create(args) => crate::kubecfg::create(&global.try_into()?, args.into()).await,
         Command::Get(args) => crate::kubecfg::get(&global.try_into()?, args.into()).await,
         Command::Resize(args) => crate::kubecfg::resize(&global.try_into()?, args.into()).await,
         Command::Delete(args) => crate::kubecfg::delete(&global.try_into()?, args.into()).await,
-        Command::Stop(args) => crate::kubecfg::stop(&global.try_into()?, args.into()).await,
+        Command::Stop(args) => {
+            crate::kubecfg::stop(&global.try_into()?, args.into(), shutdown).await
+        }
         Command::Run(args) => crate::kubecfg::run(&global.try_into()?, args.into()).await,
         Command::Describe(args) => crate::kubecfg::describe(&global.try_into()?, args.into()).await,
         Command::Bench(args) => {

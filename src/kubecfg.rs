@@ -34,6 +34,7 @@ use crate::registry::{ObjectList, Registry, StorageError};
 
 mod describe;
 mod manifest;
+mod overlap;
 mod print;
 mod run;
 mod scale;
@@ -43,7 +44,7 @@ pub use self::describe::{describe, describe_controller};
 pub use self::manifest::{create, parse_manifests, Manifest};
 pub use self::print::{age, get, render_objects, render_table, Printable};
 pub use self::run::{run, run_objects};
-pub use self::scale::{delete, resize, stop};
+pub use self::scale::{delete, resize, stop, Interrupted};
 pub use self::watch::watch;
 
 /// How often `kcm stop` re-lists the controller's pods while it waits for them to go.
@@ -113,7 +114,7 @@ pub struct GetOptions {
 pub struct ResizeOptions {
     /// The replication controller's name.
     pub name: String,
-    /// The new `spec.replicas`, at least 0.
+    /// The new `spec.replicas`, 0 to [`api::MAX_REPLICAS`].
     pub replicas: i64,
     pub namespace: String,
 }
@@ -143,7 +144,7 @@ pub struct RunOptions {
     /// `name=NAME`.
     pub name: String,
     pub image: String,
-    /// `spec.replicas` of the controller, at least 0.
+    /// `spec.replicas` of the controller, 0 to [`api::MAX_REPLICAS`].
     pub replicas: i64,
     /// The container port (named `http`).
     pub port: Option<u16>,

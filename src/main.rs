@@ -21,6 +21,10 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kcm: {e:#}");
+            // 128 + SIGINT, as a shell reports a command ended by Ctrl-C.
+            if e.downcast_ref::<kcm::kubecfg::Interrupted>().is_some() {
+                return std::process::ExitCode::from(130);
+            }
             std::process::ExitCode::FAILURE
         }
     }

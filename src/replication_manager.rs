@@ -16,7 +16,12 @@
 //! - scale-down deletes the lowest-ranked pods, each guarded by its resourceVersion;
 //! - a deleted controller creates and deletes nothing; status.replicas is written;
 //! - controllers and pods are read from shared informer caches (`informer`), not listed
-//!   per sync: a resync of 1,000 controllers reads no etcd at all.
+//!   per sync: a resync of 1,000 controllers reads no etcd at all;
+//! - a controller that validation rejects (replicas beyond int32, a template without
+//!   labels, ...) gets no writes and one warning per resourceVersion;
+//! - controllers whose selectors overlap still fight, as in 2014 (kubernetes #2210), but
+//!   each overlapping pair is warned about once (`overlap`, as Kubernetes did from 2015)
+//!   and counted in `kcm_replication_overlapping_controllers`.
 //!
 //! Invariants:
 //! - one view: a sync's count of active pods and its free slot names come from one
@@ -31,6 +36,7 @@
 //!   create, delete and status write is recorded per controller); a cache that does not
 //!   catch up within `cache_wait` is bypassed for a fresh etcd read.
 
+mod overlap;
 mod plan;
 mod pod_control;
 mod sync;
@@ -127,6 +133,8 @@ struct Inner<P, R> {
     pods: OnceLock<PodInformer>,
     /// Per controller key, the revisions of this manager's last writes for it.
     written: Mutex<HashMap<String, Written>>,
+    /// Which valid controllers overlap, updated on every controller change.
+    overlaps: Mutex<overlap::Overlaps>,
 }
 
 impl ReplicationManager {
@@ -151,6 +159,7 @@ impl<P: PodControl, R: FreshReads> ReplicationManager<P, R> {
                 controllers: OnceLock::new(),
                 pods: OnceLock::new(),
                 written: Mutex::default(),
+                overlaps: Mutex::default(),
             }),
             sync_handler: None,
         }
@@ -337,6 +346,7 @@ impl Routes {
         inner: &Inner<P, R>,
     ) -> Vec<String> {
         let key = delta.key();
+        inner.note_overlaps(&delta.namespace, &delta.name, delta.new.as_deref());
         match &delta.new {
             Some(rc) => {
                 self.upsert(rc);

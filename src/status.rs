@@ -52,6 +52,8 @@ pub struct Metrics {
     pub sync_duration: Family<ResourceLabel, Histogram>,
     pub pods_created: Counter,
     pub pods_deleted: Counter,
+    /// Replication controllers whose selector overlaps another's (they fight over pods).
+    pub replication_overlapping: Gauge,
     /// Keys waiting in the work queues, by controller.
     pub queue_depth: Family<ResourceLabel, Gauge>,
     /// Endpoints objects written (created or updated) and deleted.
@@ -91,6 +93,7 @@ impl Metrics {
             }),
             pods_created: Counter::default(),
             pods_deleted: Counter::default(),
+            replication_overlapping: Gauge::default(),
             queue_depth: Family::default(),
             endpoints_writes: Counter::default(),
             leader: Gauge::default(),
@@ -127,6 +130,11 @@ impl Metrics {
             "pods_deleted",
             "Pods deleted by the replication manager",
             metrics.pods_deleted.clone(),
+        );
+        registry.register(
+            "replication_overlapping_controllers",
+            "Replication controllers whose pods another controller's selector matches, or whose selector matches another's pods",
+            metrics.replication_overlapping.clone(),
         );
         registry.register(
             "workqueue_depth",

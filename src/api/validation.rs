@@ -1,7 +1,13 @@
-//! Validation on create and update (late-2014 `pkg/api/validation/validation.go`).
+//! Validation on create and update (late-2014 `pkg/api/validation/validation.go`), and
+//! the one check between two objects: whether two replication controllers' selectors
+//! overlap ([`controllers_overlap`]), which 2014 never checked (kubernetes #2210).
 
 use super::{IntOrString, Object, OwnerReference, ReplicationController, Service};
 use crate::labels::{self, Set};
+
+/// The largest `spec.replicas`: Kubernetes' `int32`. The replication manager creates pods
+/// until it has that many, so a larger count only fills etcd.
+pub const MAX_REPLICAS: i64 = i32::MAX as i64;
 
 /// One invalid field: its JSON path and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +129,14 @@ pub(super) fn validate_controller(rc: &ReplicationController, errors: &mut Vec<F
             "spec.replicas",
             format!("must be >= 0, got {}", spec.replicas),
         ));
+    } else if spec.replicas > MAX_REPLICAS {
+        errors.push(FieldError::new(
+            "spec.replicas",
+            format!(
+                "must be <= {MAX_REPLICAS} (Kubernetes' int32 limit), got {}",
+                spec.replicas
+            ),
+        ));
     }
     // An empty selector is Everything: the controller would count every pod in its
     // namespace as its own.
@@ -135,6 +149,14 @@ pub(super) fn validate_controller(rc: &ReplicationController, errors: &mut Vec<F
     validate_labels("spec.selector", &spec.selector, errors);
     match &spec.template {
         None => errors.push(FieldError::new("spec.template", "required")),
+        // A pod without labels could never be counted: 2014's manager refused to create
+        // one ("Unable to create pod replica, no labels"). Without this rule a selector
+        // `{"app": ""}` (which, as in 2014, matches a pod without `app`) would pass the
+        // match below and the manager would create label-less pods.
+        Some(template) if template.metadata.labels.is_empty() => errors.push(FieldError::new(
+            "spec.template.metadata.labels",
+            "required (must not be empty): a pod without labels could never be counted",
+        )),
         Some(template) => {
             validate_labels(
                 "spec.template.metadata.labels",
@@ -161,6 +183,62 @@ pub(super) fn validate_controller(rc: &ReplicationController, errors: &mut Vec<F
     }
 }
 
+/// Whether `selector`, a controller's selector, matches `labels`, as
+/// `selector.as_selector().matches(labels)` does but without building the selector: each
+/// pair `k: v` finds `v` at `k`, a missing key reading as `""` (2014's `hasTerm`).
+pub fn selector_matches(selector: &Set, labels: &Set) -> bool {
+    selector
+        .iter()
+        .all(|(key, value)| labels.get(key).unwrap_or("") == value)
+}
+
+/// The labels of a pod that two controllers would both count, if there is one: the
+/// template labels of either controller, when the other's selector matches them. `a` and
+/// `b` are each a controller's selector and template labels.
+///
+/// This is when two 2014 controllers fight (kubernetes #2210): a controller counts every
+/// active pod its selector matches, so when one's pods match the other's selector, the
+/// other counts them too and each resync deletes what the other created. Two selectors
+/// that merely could both match some pod (`app=web` and `tier=fe`) do not fight while
+/// neither's pods carry the other's labels, so they are not reported. An empty selector
+/// (invalid: it would match every pod) overlaps nothing here; validation reports it.
+pub fn pods_overlap<'a>(a: (&Set, &'a Set), b: (&Set, &'a Set)) -> Option<&'a Set> {
+    let ((a_selector, a_labels), (b_selector, b_labels)) = (a, b);
+    if a_selector.is_empty() || b_selector.is_empty() {
+        return None;
+    }
+    if !a_labels.is_empty() && selector_matches(b_selector, a_labels) {
+        Some(a_labels)
+    } else if !b_labels.is_empty() && selector_matches(a_selector, b_labels) {
+        Some(b_labels)
+    } else {
+        None
+    }
+}
+
+/// The labels of a pod that both controllers would count ([`pods_overlap`]), when they are
+/// two controllers of one namespace whose selectors overlap; `None` for a controller and
+/// itself (same namespace and name), or controllers in two namespaces.
+pub fn controllers_overlap<'a>(
+    a: &'a ReplicationController,
+    b: &'a ReplicationController,
+) -> Option<&'a Set> {
+    if a.metadata.namespace != b.metadata.namespace || a.metadata.name == b.metadata.name {
+        return None;
+    }
+    pods_overlap(selection(a), selection(b))
+}
+
+/// A controller's selector and its template's labels (empty without a template).
+pub fn selection(rc: &ReplicationController) -> (&Set, &Set) {
+    static NO_LABELS: std::sync::OnceLock<Set> = std::sync::OnceLock::new();
+    let labels = match &rc.spec.template {
+        Some(template) => &template.metadata.labels,
+        None => NO_LABELS.get_or_init(Set::new),
+    };
+    (&rc.spec.selector, labels)
+}
+
 pub(super) fn validate_service(service: &Service, errors: &mut Vec<FieldError>) {
     let spec = &service.spec;
     if spec.selector.is_empty() {
@@ -184,5 +262,169 @@ pub(super) fn validate_service(service: &Service, errors: &mut Vec<FieldError>) 
             ))
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+
+    fn set(pairs: &str) -> Set {
+        pairs
+            .split(',')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| pair.split_once('=').expect("k=v"))
+            .collect()
+    }
+
+    /// A controller `ns/{name}` selecting `selector` with pods labelled `labels`.
+    fn rc(name: &str, replicas: i64, selector: &str, labels: &str) -> ReplicationController {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {
+                "replicas": replicas,
+                "selector": set(selector),
+                "template": {
+                    "metadata": {"labels": set(labels)},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]}
+                }
+            }
+        }))
+        .unwrap()
+    }
+
+    #[track_caller]
+    fn check_invalid(rc: &ReplicationController, expected: &str) {
+        let error = validate(rc).unwrap_err().to_string();
+        assert!(error.contains(expected), "{expected:?} not in {error}");
+    }
+
+    #[test]
+    fn replicas_are_kubernetes_int32() {
+        validate(&rc("web", 0, "app=web", "app=web")).unwrap();
+        validate(&rc("web", MAX_REPLICAS, "app=web", "app=web")).unwrap();
+        check_invalid(
+            &rc("web", MAX_REPLICAS + 1, "app=web", "app=web"),
+            "spec.replicas: must be <= 2147483647 (Kubernetes' int32 limit), got 2147483648",
+        );
+        check_invalid(
+            &rc("web", 3_000_000_000, "app=web", "app=web"),
+            "got 3000000000",
+        );
+        check_invalid(&rc("web", -1, "app=web", "app=web"), "must be >= 0, got -1");
+    }
+
+    #[test]
+    fn a_template_without_labels_is_invalid_even_when_an_empty_value_selects_it() {
+        // As in 2014, `app=` matches a pod without `app`, so the selector matches the empty
+        // template labels; the controller is invalid all the same.
+        assert!(selector_matches(&set("app="), &Set::new()));
+        check_invalid(
+            &rc("bare", 2, "app=", ""),
+            "spec.template.metadata.labels: required (must not be empty)",
+        );
+        validate(&rc("bare", 2, "app=", "tier=x")).unwrap();
+    }
+
+    #[track_caller]
+    fn check_overlap(a: (&str, &str), b: (&str, &str), expected: Option<&str>) {
+        let (a_selector, a_labels, b_selector, b_labels) = (set(a.0), set(a.1), set(b.0), set(b.1));
+        let witness = pods_overlap((&a_selector, &a_labels), (&b_selector, &b_labels));
+        assert_eq!(witness, expected.map(set).as_ref(), "{a:?} and {b:?}");
+        let reversed = pods_overlap((&b_selector, &b_labels), (&a_selector, &a_labels));
+        assert_eq!(witness.is_some(), reversed.is_some(), "symmetric");
+    }
+
+    #[test]
+    fn controllers_overlap_when_ones_pods_match_the_others_selector() {
+        // One selector, or one inside the other: each counts the other's pods.
+        check_overlap(
+            ("app=web", "app=web"),
+            ("app=web", "app=web"),
+            Some("app=web"),
+        );
+        check_overlap(
+            ("app=web", "app=web"),
+            ("app=web,tier=fe", "app=web,tier=fe"),
+            Some("app=web,tier=fe"),
+        );
+        // Different selectors, but one's pods carry the other's labels.
+        check_overlap(
+            ("app=web", "app=web,tier=fe"),
+            ("tier=fe", "tier=fe"),
+            Some("app=web,tier=fe"),
+        );
+        // A value on a shared key differs: no pod matches both.
+        check_overlap(("name=a", "name=a"), ("name=b", "name=b"), None);
+        check_overlap(
+            ("app=web,version=v1", "app=web,version=v1"),
+            ("app=web,version=v2", "app=web,version=v2"),
+            None,
+        );
+        // Selectors some pod could satisfy together, but neither controller makes one.
+        check_overlap(("app=web", "app=web"), ("tier=fe", "tier=fe"), None);
+        // `k=` matches a pod without `k` (2014), so it counts pods of any other controller
+        // whose pods lack `k`.
+        check_overlap(("app=", "tier=x"), ("name=db", "name=db"), Some("name=db"));
+        check_overlap(("app=", "tier=x"), ("app=db", "app=db"), None);
+        // An empty selector is invalid; it is reported by validation, not here.
+        check_overlap(("", "app=web"), ("app=web", "app=web"), None);
+    }
+
+    #[test]
+    fn a_controller_overlaps_no_other_namespace_and_not_itself() {
+        let web = rc("web", 1, "app=web", "app=web");
+        let twin = rc("twin", 1, "app=web", "app=web");
+        assert_eq!(controllers_overlap(&web, &twin), Some(&set("app=web")));
+        assert_eq!(controllers_overlap(&web, &web.clone()), None);
+        let mut elsewhere = twin.clone();
+        elsewhere.metadata.namespace = "other".into();
+        assert_eq!(controllers_overlap(&web, &elsewhere), None);
+    }
+
+    fn small_set() -> impl Strategy<Value = Set> {
+        let key = prop::sample::select(vec!["a", "b", "c"]);
+        let value = prop::sample::select(vec!["", "x", "y"]);
+        prop::collection::btree_map(key, value, 0..3)
+            .prop_map(|map| map.into_iter().collect::<Set>())
+    }
+
+    proptest! {
+        #[test]
+        fn selector_matches_agrees_with_the_selector(selector in small_set(), labels in small_set()) {
+            prop_assert_eq!(
+                selector_matches(&selector, &labels),
+                selector.as_selector().matches(&labels)
+            );
+        }
+
+        /// A reported overlap names a pod both selectors match; an unreported one means
+        /// neither controller's pods match the other's selector.
+        #[test]
+        fn an_overlap_is_reported_exactly_when_pods_are_shared(
+            a_selector in small_set(), a_labels in small_set(),
+            b_selector in small_set(), b_labels in small_set(),
+        ) {
+            match pods_overlap((&a_selector, &a_labels), (&b_selector, &b_labels)) {
+                Some(witness) => {
+                    prop_assert!(!witness.is_empty());
+                    prop_assert!(
+                        (*witness == a_labels && b_selector.as_selector().matches(witness))
+                            || (*witness == b_labels && a_selector.as_selector().matches(witness))
+                    );
+                }
+                None => {
+                    let shares = |selector: &Set, labels: &Set| {
+                        !selector.is_empty() && !labels.is_empty()
+                            && selector.as_selector().matches(labels)
+                    };
+                    prop_assert!(a_selector.is_empty() || b_selector.is_empty()
+                        || (!shares(&b_selector, &a_labels) && !shares(&a_selector, &b_labels)));
+                }
+            }
+        }
     }
 }

@@ -118,8 +118,8 @@ pub struct ResizeArgs {
     pub kind: ControllerKind,
     /// The controller's name.
     pub name: String,
-    /// The new spec.replicas.
-    #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
+    /// The new spec.replicas (at most 2147483647, Kubernetes' int32).
+    #[arg(long, value_parser = clap::value_parser!(i64).range(0..=api::MAX_REPLICAS))]
     pub replicas: i64,
     /// The controller's namespace.
     #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
@@ -159,8 +159,8 @@ pub struct RunArgs {
     /// The container image.
     #[arg(long)]
     pub image: String,
-    /// spec.replicas of the controller.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i64).range(0..))]
+    /// spec.replicas of the controller (at most 2147483647, Kubernetes' int32).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i64).range(0..=api::MAX_REPLICAS))]
     pub replicas: i64,
     /// The container port (named `http`).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
@@ -353,6 +353,14 @@ mod tests {
             (
                 &["run", "web", "--image", "i", "--port", "0"],
                 "0 is not in 1..=65535",
+            ),
+            (
+                &["resize", "rc", "web", "--replicas", "2147483648"],
+                "2147483648 is not in 0..=2147483647",
+            ),
+            (
+                &["run", "web", "--image", "i", "--replicas", "2147483648"],
+                "2147483648 is not in 0..=2147483647",
             ),
             (&["stop", "svc", "web"], "invalid value 'svc'"),
             (&["describe", "pods", "web"], "invalid value 'pods'"),

@@ -34,19 +34,23 @@ pub async fn describe(target: &Target, options: DescribeOptions) -> anyhow::Resu
     let alarms = registry::active_alarms(&client, Duration::from_secs(2))
         .await
         .unwrap_or_default();
+    let others = super::overlap::controllers(&registry, &namespace).await?;
     emit(&describe_controller(
         &rc,
         pods.as_ref(),
+        &others,
         &alarms,
         SystemTime::now(),
     ))
 }
 
 /// The text of `kcm describe rc`: `pods` are those matching the selector (`None` when the
-/// selector is empty); `alarms` are etcd's raised alarms.
+/// selector is empty); `others` are the controllers of its namespace, to find overlaps;
+/// `alarms` are etcd's raised alarms.
 pub fn describe_controller(
     rc: &ReplicationController,
     pods: Option<&ObjectList<Pod>>,
+    others: &[ReplicationController],
     alarms: &[EtcdAlarm],
     now: SystemTime,
 ) -> String {
@@ -105,6 +109,8 @@ pub fn describe_controller(
     let mut problems = Vec::new();
     if let Err(e) = api::validate(rc) {
         problems.push(format!("the controller-manager skips this controller: {e}"));
+    } else {
+        problems.extend(super::overlap::problems(rc, others));
     }
     match pods {
         None => field(&mut out, "Pods", "<none> (no selector)"),

@@ -171,6 +171,7 @@ pub async fn create(target: &Target, options: CreateOptions) -> anyhow::Result<(
     anyhow::ensure!(invalid.is_empty(), "{}", invalid.join("; "));
 
     let (_client, registry) = target.connect().await?;
+    super::overlap::refuse_overlapping_manifests(&registry, &manifests).await?;
     let mut failures = Vec::new();
     for manifest in &manifests {
         match manifest.create(&registry).await {

@@ -68,7 +68,8 @@ pub fn run_objects(options: &RunOptions) -> (ReplicationController, Option<Servi
 /// Both are validated before either is written.
 ///
 /// # Errors
-/// An invalid name or image, `... already exists`, or etcd failing.
+/// An invalid name or image, `... already exists`, a controller selecting `name=NAME`
+/// already (the two would fight over pods), or etcd failing.
 pub async fn run(target: &Target, options: RunOptions) -> anyhow::Result<()> {
     anyhow::ensure!(
         !options.image.trim().is_empty(),
@@ -80,6 +81,7 @@ pub async fn run(target: &Target, options: RunOptions) -> anyhow::Result<()> {
         api::validate(service)?;
     }
     let (_client, registry) = target.connect().await?;
+    super::overlap::refuse_overlapping(&registry, &[&controller]).await?;
     create_object(&registry, &controller).await?;
     emit(&format!("{} created\n", reference(&controller)))?;
     if let Some(service) = &service {

@@ -289,7 +289,7 @@ fn describe_shows_spec_pods_and_problems() {
             message: "expected value".into(),
         }],
     };
-    let text = describe_controller(&rc, Some(&pods), &[], now());
+    let text = describe_controller(&rc, Some(&pods), &[], &[], now());
     let expected = "\
 Name:         web
 Namespace:    default
@@ -318,7 +318,7 @@ Problems:
 #[test]
 fn describe_blames_an_etcd_alarm_instead_of_asking_whether_the_manager_runs() {
     let rc = web_controller();
-    let text = describe_controller(&rc, None, &[EtcdAlarm::NoSpace], now());
+    let text = describe_controller(&rc, None, &[], &[EtcdAlarm::NoSpace], now());
     assert!(
         text.contains(
             "Problems:\n  - etcd's space quota is exhausted (alarm NOSPACE): it refuses every \
@@ -339,7 +339,7 @@ fn describe_reports_an_invalid_spec() {
     let mut rc = web_controller();
     rc.spec.selector = Set::new();
     rc.status.replicas = 3;
-    let text = describe_controller(&rc, None, &[], now());
+    let text = describe_controller(&rc, None, &[], &[], now());
     assert!(
         text.contains("Pods:         <none> (no selector)\n"),
         "{text}"

@@ -213,7 +213,27 @@ async fn an_invalid_or_deleted_controller_gets_no_writes() {
     everything.spec.selector = Default::default();
     cluster.put_controller(everything);
     cluster.put_pod(pod("a", &app("x"), PodPhase::Running, "n", CREATED));
-    let keys = vec!["ns/everything".into(), "ns/deleted".into()];
+    // More replicas than Kubernetes' int32 allows: it would create pods until etcd fills.
+    cluster.put_controller(controller("huge", 3_000_000_000));
+    // A template without labels (2014 created no pods for it), selected by `app=`, which
+    // also matches the label-less pod `bare-pod`: it must neither create nor delete.
+    let mut bare = controller("bare", 0);
+    bare.spec.selector = [("app", "")].into_iter().collect();
+    bare.spec.template.as_mut().unwrap().metadata.labels = Default::default();
+    cluster.put_controller(bare);
+    cluster.put_pod(pod(
+        "bare-pod",
+        &Default::default(),
+        PodPhase::Running,
+        "n",
+        CREATED,
+    ));
+    let keys = vec![
+        "ns/everything".into(),
+        "ns/deleted".into(),
+        "ns/huge".into(),
+        "ns/bare".into(),
+    ];
     let failures = manager(&cluster, ManagerConfig::default())
         .sync_all(keys)
         .await;

@@ -299,6 +299,20 @@ async fn invalid_and_malformed_controllers_are_skipped_with_one_warning_each() {
             mismatched.to_string(),
         )
         .await;
+        // More replicas than Kubernetes' int32 allows (2014 accepted up to 2^63 and created
+        // pods until etcd's quota filled), and a template without labels whose selector
+        // `app=` matches label-less pods (2014 created none): both invalid, neither gets a
+        // pod.
+        let huge = controller_json(
+            "huge",
+            "big",
+            3_000_000_000,
+            json!({ "app": "big" }),
+            json!({ "app": "big" }),
+        );
+        put(&client, &controller_key("huge", "big"), huge.to_string()).await;
+        let bare = controller_json("bare", "bare", 2, json!({ "app": "" }), json!({}));
+        put(&client, &controller_key("bare", "bare"), bare.to_string()).await;
         // Malformed while running: met by the watch.
         put(
             &client,
@@ -328,6 +342,8 @@ async fn invalid_and_malformed_controllers_are_skipped_with_one_warning_each() {
         let bad = [
             "shop/everything",
             "odd/mismatch",
+            "huge/big",
+            "bare/bare",
             "junk/broken",
             "junk/garbled",
             "junk/overwritten",
@@ -338,12 +354,12 @@ async fn invalid_and_malformed_controllers_are_skipped_with_one_warning_each() {
             })
             .await;
         }
-        // Let several resyncs pass over the bad controllers (four known controllers, so at
-        // least twelve syncs), then check nothing more was said or written.
+        // Let several resyncs pass over the bad controllers (six known controllers, so at
+        // least eighteen syncs), then check nothing more was said or written.
         let syncs = manager.metric(SYNCS_OK).await;
         eventually(CONVERGE, "three more resyncs", || {
             let manager = &manager;
-            async move { manager.metric(SYNCS_OK).await >= syncs + 12.0 }
+            async move { manager.metric(SYNCS_OK).await >= syncs + 18.0 }
         })
         .await;
 
@@ -355,9 +371,23 @@ async fn invalid_and_malformed_controllers_are_skipped_with_one_warning_each() {
             shop.iter().all(|(name, pod)| now.get(name) == Some(pod)),
             "the valid controller's pods untouched: {now:?}"
         );
+        for namespace in ["odd", "huge", "bare"] {
+            assert!(
+                pods(&client, namespace).await.is_empty(),
+                "no pods for the invalid controller in {namespace}"
+            );
+        }
+        let huge_warning = manager.warnings_about("huge/big").join("\n");
         assert!(
-            pods(&client, "odd").await.is_empty(),
-            "no pods for an invalid controller"
+            huge_warning.contains(
+                "spec.replicas: must be <= 2147483647 (Kubernetes' int32 limit), got 3000000000"
+            ),
+            "{huge_warning}"
+        );
+        let bare_warning = manager.warnings_about("bare/bare").join("\n");
+        assert!(
+            bare_warning.contains("spec.template.metadata.labels: required (must not be empty)"),
+            "{bare_warning}"
         );
         assert_eq!(
             pods(&client, "junk").await,
