@@ -259,11 +259,24 @@ pub enum Command {
     /// Follows the resumable watch until Ctrl-C; says on stderr when it resumes after a
     /// disconnect or lists again after compaction.
     Watch(WatchArgs),
-    /// Create objects from a JSON file.
+    /// Create objects from manifests (JSON or YAML).
     ///
-    /// The file holds one object or a `{"items": [...]}` list of ReplicationControllers,
-    /// Pods, Services and Endpoints. Every object is validated before any is written.
+    /// ReplicationControllers, Pods, Services and Endpoints, from a file, a directory or
+    /// stdin. Every object is validated before any is written; an object that exists
+    /// already is an error (`apply` updates it).
     Create(CreateArgs),
+    /// Create objects from manifests, or update the stored ones of the same name
+    /// (kubectl's apply).
+    ///
+    /// The same input as `create`. An update merges the manifest into the stored object:
+    /// what the manifest sets replaces what is stored, a field the last apply set and the
+    /// manifest no longer does is removed (the last applied manifest is kept in the
+    /// kubectl.kubernetes.io/last-applied-configuration annotation), the rest (status,
+    /// fields set by others) is kept; lists are replaced whole. Each write is a
+    /// compare-and-swap on the revision read, retried after a conflict, or refused when
+    /// the manifest names a resourceVersion that is no longer stored. Prints
+    /// `KIND/NAME created`, `configured` or `unchanged` per object.
+    Apply(CreateArgs),
     /// Print objects of one kind as a table or as JSON.
     Get(GetArgs),
     /// Set a replication controller's desired replicas (2014 kubecfg's `resize`).
@@ -324,6 +337,7 @@ pub async fn run(
         // Ctrl-C ends them at once (a `stop` interrupted while waiting leaves the
         // controller at 0 replicas).
         Command::Create(args) => crate::kubecfg::create(&global.try_into()?, args.into()).await,
+        Command::Apply(args) => crate::kubecfg::apply(&global.try_into()?, args.into()).await,
         Command::Get(args) => crate::kubecfg::get(&global.try_into()?, args.into()).await,
         Command::Resize(args) => crate::kubecfg::resize(&global.try_into()?, args.into()).await,
         Command::Delete(args) => crate::kubecfg::delete(&global.try_into()?, args.into()).await,

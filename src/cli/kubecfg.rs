@@ -80,9 +80,13 @@ pub enum ControllerKind {
     Replicationcontrollers,
 }
 
+/// The flags of `create` and `apply`.
 #[derive(Args, Debug)]
 pub struct CreateArgs {
-    /// JSON file holding one object or a `{"items": [...]}` list; `-` reads stdin.
+    /// Manifest file: JSON or YAML, several documents separated by `---`, each one object
+    /// or a `{"kind": "List", "items": [...]}`. A directory: its .json, .yaml and .yml
+    /// files in name order (not its subdirectories). `-` reads stdin. At most 16 MiB in
+    /// all.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub filename: PathBuf,
     /// Namespace of objects that name none [default: default]. An object naming another
