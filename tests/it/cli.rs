@@ -1010,8 +1010,8 @@ fn bounded(args: &[&str]) -> Command {
 const TOO_LARGE: &str = "larger than 16 MiB; an object cannot exceed etcd's request limit \
                          (--max-request-bytes, 1.5 MiB by default)";
 
-/// `-f /dev/zero`, a symlink to it and `yes | kcm create -f -` each fail at once with the
-/// limit they hit, within a 256 MiB heap.
+/// `-f /dev/zero`, a symlink to it, `yes | kcm create -f -` and `--etcd-password-file
+/// /dev/zero` each fail at once with the limit they hit, within a 256 MiB heap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endless_inputs_fail_at_a_named_limit_without_filling_memory() {
     with_timeout(LIMIT, async {
@@ -1044,6 +1044,75 @@ async fn endless_inputs_fail_at_a_named_limit_without_filling_memory() {
             .await
             .fails_with(&format!("kcm: manifest stdin: {TOO_LARGE}"));
         drop(yes);
+
+        let child = bounded(&[
+            "get",
+            "pods",
+            "--etcd-user",
+            "kcm",
+            "--etcd-password-file",
+            "/dev/zero",
+        ])
+        .spawn()
+        .expect("spawn kcm");
+        collect(child).await.fails_with(
+            "--etcd-password-file /dev/zero: larger than 4 KiB; a password is one line",
+        );
+    })
+    .await;
+}
+
+/// An empty password file is named as empty; one that its group or others can read is
+/// used, with one warning naming it, its mode and the fix (libpq's rule for .pgpass).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn password_files_that_are_empty_or_readable_by_others_are_reported() {
+    use std::os::unix::fs::PermissionsExt as _;
+    with_timeout(LIMIT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str, mode: u32| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            path.to_str().unwrap().to_owned()
+        };
+        let get_pods = |file: &str| {
+            let args = [
+                "get",
+                "pods",
+                "--etcd-user",
+                "kcm",
+                "--etcd-password-file",
+                file,
+            ];
+            collect(command(UNREACHABLE, &args).spawn().expect("spawn kcm"))
+        };
+
+        let empty = write("empty", "", 0o600);
+        get_pods(&empty).await.fails_with(&format!(
+            "--etcd-password-file {empty} is empty; write the password of --etcd-user on its first line"
+        ));
+
+        let readable = write("readable", "s3cret\n", 0o644);
+        let outcome = get_pods(&readable).await;
+        let stderr = outcome.failure(1);
+        let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains(" WARN ")).collect();
+        assert_eq!(
+            warnings.len(),
+            1,
+            "one warning about the file expected: {stderr}"
+        );
+        assert!(
+            warnings[0].contains(&format!(
+                "--etcd-password-file {readable} is readable by its group or others \
+                 (mode 0644); run chmod 600 {readable}"
+            )),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("s3cret"), "the password is never printed: {stderr}");
+
+        let private = write("private", "s3cret\n", 0o600);
+        let outcome = get_pods(&private).await;
+        assert!(!outcome.failure(1).contains("chmod"), "{outcome:#?}");
     })
     .await;
 }
