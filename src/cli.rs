@@ -257,7 +257,8 @@ pub enum Command {
     /// Print the typed watch events of one kind, as the 2014 apiserver's watch did.
     ///
     /// Follows the resumable watch until Ctrl-C; says on stderr when it resumes after a
-    /// disconnect or lists again after compaction.
+    /// disconnect, lists again after compaction, or waits for a --resource-version ahead
+    /// of etcd.
     Watch(WatchArgs),
     /// Create objects from manifests (JSON or YAML).
     ///

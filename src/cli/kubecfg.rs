@@ -206,7 +206,9 @@ pub struct WatchArgs {
     /// Only objects whose labels match, e.g. `app=web,tier!=db` or `env in (a,b)`.
     #[arg(short = 'l', long)]
     pub selector: Option<Selector>,
-    /// Start after this revision; empty lists the current objects first (as ADDED).
+    /// Start after this revision; empty lists the current objects first (as ADDED). A
+    /// revision etcd has compacted ends the watch with "too old resource version"; one
+    /// ahead of etcd's current revision is waited for, saying so on stderr.
     #[arg(long, default_value = "")]
     pub resource_version: String,
     #[arg(short, long, value_enum, default_value_t = WatchOutput::Text)]
