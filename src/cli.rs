@@ -43,8 +43,9 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Flags every command takes.
+/// Flags every command takes, shown after the command's own under "Global options".
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// etcd member URLs, comma separated.
     #[arg(
@@ -88,8 +89,9 @@ pub struct GlobalArgs {
     /// File whose first line is the password of --etcd-user.
     #[arg(long, global = true, value_name = "FILE", requires = "etcd_user")]
     pub etcd_password_file: Option<PathBuf>,
-    /// More logging: -v info, -vv debug, -vvv trace (like glog's V levels). RUST_LOG
-    /// overrides.
+    /// More logging on stderr: kcm logs at info by default (warn under `up --demo` and
+    /// `bench`); -v adds kcm's debug messages, -vv kcm's trace, -vvv every library's
+    /// trace too (like glog's V levels, counted rather than -v=N). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Whether `--etcd-servers` or `KCM_ETCD_SERVERS` named the servers, rather than the

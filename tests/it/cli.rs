@@ -978,7 +978,7 @@ async fn duration_flags_refuse_harmful_values_before_connecting() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Inputs without bounds
+// Inputs without bounds, help and -v
 
 /// The most heap (`RLIMIT_DATA`) a kcm of the bounded-input tests may use: far above what a
 /// bounded read needs (16 MiB of input), far below what reading /dev/zero to its end takes, so
@@ -1113,6 +1113,67 @@ async fn password_files_that_are_empty_or_readable_by_others_are_reported() {
         let private = write("private", "s3cret\n", 0o600);
         let outcome = get_pods(&private).await;
         assert!(!outcome.failure(1).contains("chmod"), "{outcome:#?}");
+    })
+    .await;
+}
+
+/// `kcm COMMAND --help` lists the command's own flags first, the global ones after them
+/// under "Global options".
+#[tokio::test]
+async fn command_help_shows_its_own_flags_before_the_global_ones() {
+    with_timeout(LIMIT, async {
+        for verb in ["create", "apply", "get", "watch"] {
+            let outcome = collect(command(UNREACHABLE, &[verb, "--help"]).spawn().unwrap()).await;
+            let help = outcome.success();
+            let at = |needle: &str| {
+                help.find(needle)
+                    .unwrap_or_else(|| panic!("{verb} --help lacks {needle:?}: {help}"))
+            };
+            assert!(at("Options:") < at("--namespace"), "{help}");
+            assert!(at("--namespace") < at("Global options:"), "{help}");
+            assert!(at("Global options:") < at("--etcd-servers"), "{help}");
+            assert!(at("Global options:") < at("--verbose"), "{help}");
+        }
+    })
+    .await;
+}
+
+/// `-v` does what `--help` says: kcm's debug messages with -v, and every library's trace
+/// with -vvv; neither by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verbose_raises_the_log_level_as_the_help_says() {
+    with_timeout(LIMIT, async {
+        let help = kcm(UNREACHABLE, &["--help"]).await;
+        assert!(
+            help.success().contains(
+                "-v adds kcm's debug messages, -vv kcm's trace, -vvv every library's trace too"
+            ),
+            "{help:#?}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rc.json");
+        std::fs::write(&file, web_controller(1).to_string()).unwrap();
+        let file = file.to_str().unwrap();
+        let stderr = |verbosity: &'static str| async move {
+            let mut args = vec!["create", "-f", file];
+            args.extend((!verbosity.is_empty()).then_some(verbosity));
+            kcm(UNREACHABLE, &args).await.failure(1).to_owned()
+        };
+        let quiet = stderr("").await;
+        assert!(!quiet.contains(" DEBUG "), "{quiet}");
+        let debug = stderr("-v").await;
+        assert!(
+            debug.contains(" DEBUG kcm::kubecfg::manifest: read manifests"),
+            "{debug}"
+        );
+        assert!(!debug.contains(" TRACE "), "{debug}");
+        let everything = stderr("-vvv").await;
+        assert!(
+            everything
+                .lines()
+                .any(|line| line.contains(" TRACE ") && !line.contains(" kcm::")),
+            "-vvv shows the libraries' trace: {everything}"
+        );
     })
     .await;
 }
