@@ -43,8 +43,9 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Flags every command takes.
+/// Flags every command takes, shown after the command's own under "Global options".
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// etcd member URLs, comma separated.
     #[arg(
@@ -88,8 +89,9 @@ pub struct GlobalArgs {
     /// File whose first line is the password of --etcd-user.
     #[arg(long, global = true, value_name = "FILE", requires = "etcd_user")]
     pub etcd_password_file: Option<PathBuf>,
-    /// More logging: -v info, -vv debug, -vvv trace (like glog's V levels). RUST_LOG
-    /// overrides.
+    /// More logging on stderr: kcm logs at info by default (warn under `up --demo` and
+    /// `bench`); -v adds kcm's debug messages, -vv kcm's trace, -vvv every library's
+    /// trace too (like glog's V levels, counted rather than -v=N). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Whether `--etcd-servers` or `KCM_ETCD_SERVERS` named the servers, rather than the
@@ -257,13 +259,27 @@ pub enum Command {
     /// Print the typed watch events of one kind, as the 2014 apiserver's watch did.
     ///
     /// Follows the resumable watch until Ctrl-C; says on stderr when it resumes after a
-    /// disconnect or lists again after compaction.
+    /// disconnect, lists again after compaction, or waits for a --resource-version ahead
+    /// of etcd.
     Watch(WatchArgs),
-    /// Create objects from a JSON file.
+    /// Create objects from manifests (JSON or YAML).
     ///
-    /// The file holds one object or a `{"items": [...]}` list of ReplicationControllers,
-    /// Pods, Services and Endpoints. Every object is validated before any is written.
+    /// ReplicationControllers, Pods, Services and Endpoints, from a file, a directory or
+    /// stdin. Every object is validated before any is written; an object that exists
+    /// already is an error (`apply` updates it).
     Create(CreateArgs),
+    /// Create objects from manifests, or update the stored ones of the same name
+    /// (kubectl's apply).
+    ///
+    /// The same input as `create`. An update merges the manifest into the stored object:
+    /// what the manifest sets replaces what is stored, a field the last apply set and the
+    /// manifest no longer does is removed (the last applied manifest is kept in the
+    /// kubectl.kubernetes.io/last-applied-configuration annotation), the rest (status,
+    /// fields set by others) is kept; lists are replaced whole. Each write is a
+    /// compare-and-swap on the revision read, retried after a conflict, or refused when
+    /// the manifest names a resourceVersion that is no longer stored. Prints
+    /// `KIND/NAME created`, `configured` or `unchanged` per object.
+    Apply(CreateArgs),
     /// Print objects of one kind as a table or as JSON.
     Get(GetArgs),
     /// Set a replication controller's desired replicas (2014 kubecfg's `resize`).
@@ -325,6 +341,7 @@ pub async fn run(
         // The one-shot verbs other than `stop` never poll `shutdown`, so no signal handler
         // is installed and Ctrl-C ends them at once. `stop` puts the controller back.
         Command::Create(args) => crate::kubecfg::create(&global.try_into()?, args.into()).await,
+        Command::Apply(args) => crate::kubecfg::apply(&global.try_into()?, args.into()).await,
         Command::Get(args) => crate::kubecfg::get(&global.try_into()?, args.into()).await,
         Command::Resize(args) => crate::kubecfg::resize(&global.try_into()?, args.into()).await,
         Command::Delete(args) => crate::kubecfg::delete(&global.try_into()?, args.into()).await,

@@ -10,7 +10,8 @@
 //! to fix (wrong CA, rejected client certificate, wrong password, missing permission),
 //! followed by etcd's or the TLS library's own words in parentheses.
 
-use std::path::PathBuf;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -83,11 +84,7 @@ impl AuthConfig {
     /// When the file cannot be read, or neither source is set.
     fn password(&self) -> anyhow::Result<String> {
         if let Some(path) = &self.password_file {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("read --etcd-password-file {}", path.display()))?;
-            // The first line, so `echo secret > file` works; etcd passwords may contain
-            // spaces, so nothing else is trimmed.
-            return Ok(text.lines().next().unwrap_or_default().to_string());
+            return read_password_file(path);
         }
         match std::env::var(PASSWORD_ENV) {
             Ok(password) => Ok(password),
@@ -97,6 +94,57 @@ impl AuthConfig {
             ),
         }
     }
+}
+
+/// The most read of `--etcd-password-file`: a password is one line, and a device or a
+/// huge file must not fill memory.
+pub const MAX_PASSWORD_FILE_BYTES: u64 = 4 << 10;
+
+/// The password on the first line of `path` (so `echo secret > file` works; etcd
+/// passwords may contain spaces, so nothing else is trimmed). Warns, once per process,
+/// when group or others may read the file, as libpq does for `~/.pgpass`.
+///
+/// # Errors
+/// A file that cannot be read, holds more than [`MAX_PASSWORD_FILE_BYTES`], is not UTF-8,
+/// is empty, or starts with an empty line.
+fn read_password_file(path: &Path) -> anyhow::Result<String> {
+    let flag = format!("--etcd-password-file {}", path.display());
+    let file = std::fs::File::open(path).with_context(|| format!("read {flag}"))?;
+    #[cfg(unix)]
+    if let Ok(metadata) = file.metadata() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = metadata.permissions().mode() & 0o7777;
+        if metadata.is_file() && mode & 0o077 != 0 {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                tracing::warn!(
+                    "{flag} is readable by its group or others (mode {mode:04o}); \
+                     run chmod 600 {}",
+                    path.display()
+                );
+            });
+        }
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_PASSWORD_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("read {flag}"))?;
+    anyhow::ensure!(
+        bytes.len() as u64 <= MAX_PASSWORD_FILE_BYTES,
+        "{flag}: larger than {} KiB; a password is one line",
+        MAX_PASSWORD_FILE_BYTES >> 10
+    );
+    let text = String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{flag}: not UTF-8 text"))?;
+    anyhow::ensure!(
+        !text.is_empty(),
+        "{flag} is empty; write the password of --etcd-user on its first line"
+    );
+    let password = text.lines().next().unwrap_or_default();
+    anyhow::ensure!(
+        !password.is_empty(),
+        "{flag}: the first line is empty; write the password of --etcd-user on it"
+    );
+    Ok(password.to_string())
 }
 
 impl Default for ClientConfig {
@@ -624,6 +672,27 @@ mod tests {
         };
         let error = format!("{:#}", missing.password().unwrap_err());
         assert!(error.contains("read --etcd-password-file"), "{error}");
+    }
+
+    #[test]
+    fn a_password_file_is_one_short_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let check = |content: &[u8], expected: &str| {
+            let file = dir.path().join("password");
+            std::fs::write(&file, content).unwrap();
+            let error = format!("{:#}", read_password_file(&file).unwrap_err());
+            assert!(error.contains(expected), "{error}");
+        };
+        check(b"", "password is empty; write the password");
+        check(b"\nsecret\n", "the first line is empty");
+        check(&[b'x'; 5000], "larger than 4 KiB; a password is one line");
+        check(b"\xff\n", "not UTF-8");
+        // A device is read only up to the bound.
+        let error = format!(
+            "{:#}",
+            read_password_file(Path::new("/dev/zero")).unwrap_err()
+        );
+        assert!(error.contains("/dev/zero: larger than 4 KiB"), "{error}");
     }
 
     #[track_caller]

@@ -1,4 +1,4 @@
-//! The kubecfg verbs: `create`, `get`, `resize` (`scale`), `delete`, `stop`, `run`,
+//! The kubecfg verbs: `create`, `apply`, `get`, `resize` (`scale`), `delete`, `stop`, `run`,
 //! `describe` and `watch`, talking to etcd directly instead of to an apiserver.
 //!
 //! Mirrors 2014's `cmd/kubecfg/kubecfg.go` and `pkg/kubecfg/` (`kubecfg.go`:
@@ -7,8 +7,8 @@
 //! `pods "x" not found`, `replicationcontrollers/web created`).
 //!
 //! Invariants:
-//! - `create` decodes and validates every object of its input before it writes any, so an
-//!   invalid file writes nothing;
+//! - `create` and `apply` decode and validate every object of their input before they
+//!   write any, so an invalid file writes nothing;
 //! - the formatting (tables, ages, `describe`) is pure, over objects already read, and
 //!   unit-tested; the verbs only read, write and print;
 //! - every verb writes its results to stdout and nothing else there; warnings and notes go
@@ -32,6 +32,7 @@ use crate::etcd_watcher::{self, Update, WatchEvent, Watcher};
 use crate::labels::{Selector, Set};
 use crate::registry::{ObjectList, Registry, StorageError};
 
+mod apply;
 mod describe;
 mod manifest;
 mod overlap;
@@ -40,8 +41,11 @@ mod run;
 mod scale;
 mod watch;
 
+pub use self::apply::{apply, three_way_merge, Applied, LAST_APPLIED_ANNOTATION};
 pub use self::describe::{describe, describe_controller};
-pub use self::manifest::{create, parse_manifests, Manifest};
+pub use self::manifest::{
+    create, parse_manifests, Manifest, ETCD_MAX_REQUEST_BYTES, MAX_INPUT_BYTES,
+};
 pub use self::print::{age, get, render_objects, render_table, Printable};
 pub use self::run::{run, run_objects};
 pub use self::scale::{delete, resize, stop, Interrupted};
@@ -86,15 +90,20 @@ pub enum WatchOutput {
     Json,
 }
 
-/// `kcm create -f FILE`.
+/// `kcm create -f FILE` (and `kcm apply -f FILE`).
 #[derive(Clone, Debug)]
 pub struct CreateOptions {
-    /// JSON file holding one object or a list; `-` reads stdin.
+    /// A manifest file (JSON or YAML, one or more documents, each one object or a
+    /// `List`), a directory of `.json`/`.yaml`/`.yml` files (not its subdirectories), or
+    /// `-` for stdin.
     pub filename: PathBuf,
     /// Namespace of objects that name none (`default` when `None`); an object naming
     /// another namespace is an error.
     pub namespace: Option<String>,
 }
+
+/// `kcm apply -f FILE`: the same input as `create`.
+pub type ApplyOptions = CreateOptions;
 
 /// `kcm get KIND [NAME]`.
 #[derive(Clone, Debug)]

@@ -30,8 +30,9 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// `-v` levels map to glog's V levels: none = info, -v = debug, -vv and more = trace.
-/// `RUST_LOG` overrides.
+/// `-v` levels map to glog's V levels, as `--verbose`'s help says: none = kcm's info
+/// (warn when `quiet`), -v = kcm's debug, -vv = kcm's trace, -vvv and more = every
+/// crate's trace. `RUST_LOG` overrides.
 fn init_tracing(verbose: u8, quiet: bool) {
     let default = match verbose {
         0 if quiet => "warn",

@@ -80,9 +80,13 @@ pub enum ControllerKind {
     Replicationcontrollers,
 }
 
+/// The flags of `create` and `apply`.
 #[derive(Args, Debug)]
 pub struct CreateArgs {
-    /// JSON file holding one object or a `{"items": [...]}` list; `-` reads stdin.
+    /// Manifest file: JSON or YAML, several documents separated by `---`, each one object
+    /// or a `{"kind": "List", "items": [...]}`. A directory: its .json, .yaml and .yml
+    /// files in name order (not its subdirectories). `-` reads stdin. At most 16 MiB in
+    /// all.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub filename: PathBuf,
     /// Namespace of objects that name none [default: default]. An object naming another
@@ -202,7 +206,9 @@ pub struct WatchArgs {
     /// Only objects whose labels match, e.g. `app=web,tier!=db` or `env in (a,b)`.
     #[arg(short = 'l', long)]
     pub selector: Option<Selector>,
-    /// Start after this revision; empty lists the current objects first (as ADDED).
+    /// Start after this revision; empty lists the current objects first (as ADDED). A
+    /// revision etcd has compacted ends the watch with "too old resource version"; one
+    /// ahead of etcd's current revision is waited for, saying so on stderr.
     #[arg(long, default_value = "")]
     pub resource_version: String,
     #[arg(short, long, value_enum, default_value_t = WatchOutput::Text)]

@@ -1,7 +1,33 @@
-//! `kcm create`: the manifests of its input (one object or a list, dispatched on `kind`),
-//! decoded and validated before anything is written.
+//! The input of `kcm create -f` and `kcm apply -f`, and `kcm create` itself: a file, a
+//! directory of manifests or stdin, read with a bound; JSON or YAML, several documents
+//! separated by `---`, `List`s; each object decoded as its kind and validated before
+//! anything is written.
+//!
+//! Invariants:
+//! - at most [`MAX_INPUT_BYTES`] are read in all, so `-f /dev/zero` or `yes | kcm create
+//!   -f -` fails fast with the limit named instead of filling memory;
+//! - every error names the file, the document (counted from 1, named when a file holds
+//!   several), the list item (`items[1]`) and the field (`spec.replicas`);
+//! - each object is written by [`create_object`] (a new object) or [`update_object`] (a
+//!   stored one, `kcm apply`): the one place per kind of write, where checks on the
+//!   object about to be written belong.
+
+use std::io::Read as _;
+
+use serde::Deserialize as _;
 
 use super::*;
+
+/// The most `-f` reads in all (a file, stdin, or the manifests of a directory together).
+/// No object can exceed etcd's request limit ([`ETCD_MAX_REQUEST_BYTES`] by default), so
+/// this leaves room for many objects while keeping `-f /dev/zero` quick and small.
+pub const MAX_INPUT_BYTES: u64 = 16 << 20;
+
+/// etcd's default `--max-request-bytes`: no single write, and so no object, is larger.
+pub const ETCD_MAX_REQUEST_BYTES: u64 = 1536 << 10;
+
+/// The file name endings a directory given to `-f` is read for (kubectl's).
+const MANIFEST_EXTENSIONS: [&str; 3] = ["json", "yaml", "yml"];
 
 /// One object of a `create` input, decoded as its kind (boxed: the kinds differ in size).
 #[derive(Debug, Clone, PartialEq)]
@@ -36,11 +62,17 @@ macro_rules! with_manifest {
         }
     };
 }
+pub(super) use with_manifest;
 
 impl Manifest {
     /// `replicationcontrollers/web`, as printed after a write.
     pub fn reference(&self) -> String {
         with_manifest!(self, object => reference(object))
+    }
+
+    /// The object's metadata.
+    pub fn metadata(&self) -> &ObjectMeta {
+        with_manifest!(self, object => object.metadata())
     }
 
     /// # Errors
@@ -59,46 +91,170 @@ pub(super) fn reference<T: Object>(object: &T) -> String {
     format!("{}/{}", T::RESOURCE, object.metadata().name)
 }
 
-/// Decodes a `create` input: one object, or a list (`{"kind": "List", "items": [...]}`,
-/// `kind` optional), each item dispatched on its `kind`. Objects without a namespace get
-/// `namespace` (or `default`).
+/// One object of an input: where it is, what it decoded to, and the document as written.
+#[derive(Debug, Clone)]
+pub(super) struct Parsed {
+    /// Where the object is, for messages: `rc.yaml`, `all.yaml: document 2`,
+    /// `stdin: items[1]`.
+    pub origin: String,
+    pub manifest: Manifest,
+    /// The object as written, with the namespace filled in as in `manifest`: what
+    /// `apply` merges into the stored object, leaving alone what the input does not say.
+    pub document: Value,
+}
+
+/// Decodes a `create` input: JSON or YAML documents (YAML's separated by `---`), each one
+/// object or a list (`{"kind": "List", "items": [...]}`, `kind` optional), each object
+/// dispatched on its `kind`. Objects without a namespace get `namespace` (or `default`).
 ///
 /// # Errors
-/// Invalid JSON (naming `source` and serde's line and column), an item that is not an
-/// object or has an unknown kind (naming its index), an item that does not decode as its
-/// kind, a namespace that contradicts `namespace`, or a resourceVersion (which only
-/// stored objects have).
+/// Text that is neither JSON nor YAML (naming `source`, the document and the line and
+/// column), a document or item that is not an object or has an unknown kind, an object
+/// that does not decode as its kind (naming the field), a namespace that contradicts
+/// `namespace`, or no object at all.
 pub fn parse_manifests(
     source: &str,
     text: &str,
     namespace: Option<&str>,
 ) -> anyhow::Result<Vec<Manifest>> {
-    let document: Value = serde_json::from_str(text).with_context(|| format!("parse {source}"))?;
-    let is_list = document.get("items").is_some_and(Value::is_array)
-        && document
-            .get("kind")
-            .and_then(Value::as_str)
-            .is_none_or(|kind| kind.ends_with("List"));
-    let manifests = if is_list {
-        let Some(Value::Array(items)) = document.get("items").cloned() else {
-            unreachable!("checked above")
-        };
-        items
-            .into_iter()
-            .enumerate()
-            .map(|(index, item)| {
-                parse_manifest(item, namespace).with_context(|| format!("{source}: item {index}"))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?
-    } else {
-        vec![parse_manifest(document, namespace).with_context(|| source.to_string())?]
-    };
-    anyhow::ensure!(!manifests.is_empty(), "{source}: no objects to create");
-    Ok(manifests)
+    let parsed = parse_source(source, text, namespace)?;
+    anyhow::ensure!(!parsed.is_empty(), "{source}: no objects");
+    Ok(parsed.into_iter().map(|parsed| parsed.manifest).collect())
 }
 
-pub(super) fn parse_manifest(value: Value, namespace: Option<&str>) -> anyhow::Result<Manifest> {
-    anyhow::ensure!(value.is_object(), "not a JSON object");
+/// [`parse_manifests`] with each object's origin and document; an input without objects
+/// (empty, or only `---`) yields none.
+pub(super) fn parse_source(
+    source: &str,
+    text: &str,
+    namespace: Option<&str>,
+) -> anyhow::Result<Vec<Parsed>> {
+    let documents = split_documents(text).map_err(|e| {
+        let document = if e.index > 0 {
+            format!(" document {}:", e.index + 1)
+        } else {
+            String::new()
+        };
+        anyhow::anyhow!("parse {source}:{document} {}", e.message)
+    })?;
+    let several = documents.len() > 1;
+    let mut parsed = Vec::new();
+    for (index, document) in documents.into_iter().enumerate() {
+        let origin = if several {
+            format!("{source}: document {}", index + 1)
+        } else {
+            source.to_string()
+        };
+        if list_items(&document).is_some() {
+            let Value::Object(mut list) = document else {
+                unreachable!("a list is an object")
+            };
+            let Some(Value::Array(items)) = list.remove("items") else {
+                unreachable!("checked by list_items")
+            };
+            for (index, item) in items.into_iter().enumerate() {
+                let origin = format!("{origin}: items[{index}]");
+                parsed.push(parse_object(origin, item, namespace)?);
+            }
+        } else {
+            parsed.push(parse_object(origin, document, namespace)?);
+        }
+    }
+    Ok(parsed)
+}
+
+/// A document's items when it is a list: an `items` array, and no `kind` or one ending
+/// in `List`.
+fn list_items(document: &Value) -> Option<&Vec<Value>> {
+    let items = document.get("items")?.as_array()?;
+    document
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_none_or(|kind| kind.ends_with("List"))
+        .then_some(items)
+}
+
+/// A document that is neither JSON nor YAML.
+#[derive(Debug, PartialEq)]
+struct SyntaxError {
+    /// The document's index in its input.
+    index: usize,
+    /// The parser's message, with line and column.
+    message: String,
+}
+
+/// The documents of one input, empty ones (`---` alone, comments) left out. JSON (one
+/// value, or several in a row) is read as JSON, for its exact messages; anything else,
+/// and JSON that does not parse but is valid YAML, as YAML.
+fn split_documents(text: &str) -> Result<Vec<Value>, SyntaxError> {
+    let json_like = text.trim_start().starts_with(['{', '[']);
+    if json_like {
+        let mut documents = Vec::new();
+        for (index, document) in serde_json::Deserializer::from_str(text)
+            .into_iter::<Value>()
+            .enumerate()
+        {
+            match document {
+                Ok(document) => documents.push(document),
+                Err(e) => {
+                    // A YAML flow mapping followed by `---` starts like JSON.
+                    return split_yaml(text).map_err(|_| SyntaxError {
+                        index,
+                        message: e.to_string(),
+                    });
+                }
+            }
+        }
+        return Ok(documents);
+    }
+    split_yaml(text)
+}
+
+fn split_yaml(text: &str) -> Result<Vec<Value>, SyntaxError> {
+    let mut documents = Vec::new();
+    for (index, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let document = Value::deserialize(document).map_err(|e| SyntaxError {
+            index,
+            message: e.to_string(),
+        })?;
+        if !document.is_null() {
+            documents.push(document);
+        }
+    }
+    Ok(documents)
+}
+
+/// Decodes one object (a document, or an item of a list) as its kind.
+fn parse_object(origin: String, value: Value, namespace: Option<&str>) -> anyhow::Result<Parsed> {
+    let mut document = value;
+    let manifest = decode_object(&document, namespace).with_context(|| origin.clone())?;
+    // The namespace the object is written to, in the document as in the object.
+    if let Some(meta) = document.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert(
+            "namespace".to_string(),
+            Value::String(manifest.metadata().namespace.clone()),
+        );
+    }
+    Ok(Parsed {
+        origin,
+        manifest,
+        document,
+    })
+}
+
+fn decode_object(value: &Value, namespace: Option<&str>) -> anyhow::Result<Manifest> {
+    let what = match value {
+        Value::Object(_) => "",
+        Value::Array(_) => "an array",
+        Value::String(_) => "a string",
+        Value::Number(_) => "a number",
+        Value::Bool(_) => "a boolean",
+        Value::Null => "null",
+    };
+    anyhow::ensure!(
+        what.is_empty(),
+        "{what}, not an object (a list is {{\"kind\": \"List\", \"items\": [...]}})"
+    );
     let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
     Ok(match kind {
         "ReplicationController" => {
@@ -114,12 +270,17 @@ pub(super) fn parse_manifest(value: Value, namespace: Option<&str>) -> anyhow::R
     })
 }
 
-pub(super) fn decode_manifest<T: Object>(
-    value: Value,
-    namespace: Option<&str>,
-) -> anyhow::Result<T> {
-    let mut object: T =
-        serde_json::from_value(value).with_context(|| format!("decode {}", T::KIND))?;
+/// Decodes `value` as `T`; an error names the field (`spec.replicas: invalid type ...`).
+/// The namespace is filled from `namespace` (or `default`) when the object names none.
+fn decode_manifest<T: Object>(value: &Value, namespace: Option<&str>) -> anyhow::Result<T> {
+    let mut object: T = serde_path_to_error::deserialize(value).map_err(|e| {
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .map(|name| format!(" {name:?}"))
+            .unwrap_or_default();
+        anyhow::anyhow!("decode {}{name}: {e}", T::KIND)
+    })?;
     let meta = object.metadata_mut();
     match namespace {
         Some(flag) if !meta.namespace.is_empty() && meta.namespace != flag => anyhow::bail!(
@@ -133,26 +294,169 @@ pub(super) fn decode_manifest<T: Object>(
         }
         _ => {}
     }
-    anyhow::ensure!(
-        meta.resource_version.is_none(),
-        "{} {:?}: metadata.resourceVersion may not be set on an object to be created",
-        T::KIND,
-        meta.name
-    );
     Ok(object)
 }
 
-/// Reads the input of `-f`: a file, or stdin for `-`. Returns the name to use in
-/// messages and the text.
-pub(super) fn read_input(path: &Path) -> anyhow::Result<(String, String)> {
+// ---------------------------------------------------------------------------------------
+// Reading the input
+
+/// One input of `-f`: its name in messages and its text.
+#[derive(Debug, PartialEq)]
+pub(super) struct Source {
+    pub name: String,
+    pub text: String,
+}
+
+/// Reads the input of `-f`: stdin for `-`; the files ending in `.json`, `.yaml` or `.yml`
+/// of a directory, sorted by name (not its subdirectories: kubectl's default without
+/// `-R`); anything else as one file. At most [`MAX_INPUT_BYTES`] in all.
+///
+/// # Errors
+/// A file that cannot be read or is not UTF-8, a directory without manifests, or more
+/// than [`MAX_INPUT_BYTES`].
+pub(super) fn read_input(path: &Path) -> anyhow::Result<Vec<Source>> {
+    let mut budget = Budget::new();
     if path == Path::new("-") {
-        let text = std::io::read_to_string(std::io::stdin()).context("read stdin")?;
-        return Ok(("stdin".to_string(), text));
+        let text = budget.read("stdin", std::io::stdin().lock())?;
+        return Ok(vec![Source {
+            name: "stdin".to_string(),
+            text,
+        }]);
     }
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).with_context(|| format!("read {name}"))?;
-    Ok((name, text))
+    if !path.is_dir() {
+        let file = std::fs::File::open(path).with_context(|| format!("read {name}"))?;
+        let text = budget.read(&name, file)?;
+        return Ok(vec![Source { name, text }]);
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(path).with_context(|| format!("read directory {name}"))? {
+        let entry = entry.with_context(|| format!("read directory {name}"))?;
+        let file = entry.path();
+        let is_manifest = file
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| MANIFEST_EXTENSIONS.contains(&e));
+        // `is_file` follows symlinks; a device or a FIFO named `x.yaml` is not read.
+        if is_manifest && file.is_file() {
+            files.push(file);
+        }
+    }
+    anyhow::ensure!(
+        !files.is_empty(),
+        "directory {name} holds no .json, .yaml or .yml files (subdirectories are not read)"
+    );
+    files.sort();
+    budget.directory = Some(name);
+    files
+        .into_iter()
+        .map(|file| {
+            let name = file.display().to_string();
+            let opened = std::fs::File::open(&file).with_context(|| format!("read {name}"))?;
+            let text = budget.read(&name, opened)?;
+            Ok(Source { name, text })
+        })
+        .collect()
 }
+
+/// What is left of [`MAX_INPUT_BYTES`] while an input is read.
+struct Budget {
+    left: u64,
+    /// The directory being read, for the message when its files together are too large.
+    directory: Option<String>,
+}
+
+impl Budget {
+    fn new() -> Budget {
+        Budget {
+            left: MAX_INPUT_BYTES,
+            directory: None,
+        }
+    }
+
+    /// Reads `reader` to its end, or fails as soon as it holds more than is left: memory
+    /// and time stay bounded whatever the input (`/dev/zero`, an endless pipe).
+    fn read(&mut self, name: &str, reader: impl std::io::Read) -> anyhow::Result<String> {
+        let mut bytes = Vec::new();
+        reader
+            .take(self.left.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("read {name}"))?;
+        let len = bytes.len() as u64;
+        if len > self.left {
+            let what = match &self.directory {
+                Some(directory) => format!("manifests in {directory} (at {name})"),
+                None => format!("manifest {name}"),
+            };
+            anyhow::bail!(
+                "{what}: larger than {} MiB; an object cannot exceed etcd's request limit \
+                 (--max-request-bytes, {} MiB by default)",
+                MAX_INPUT_BYTES >> 20,
+                ETCD_MAX_REQUEST_BYTES as f64 / f64::from(1 << 20)
+            );
+        }
+        self.left -= len;
+        String::from_utf8(bytes).map_err(|e| {
+            anyhow::anyhow!(
+                "{name}: not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            )
+        })
+    }
+}
+
+/// Reads and decodes the input of `-f`, then validates every object; nothing is
+/// written. Objects keep the input's order (files sorted by name).
+///
+/// # Errors
+/// As [`read_input`] and [`parse_manifests`]; every invalid object, each named by its
+/// origin; an input without objects.
+pub(super) fn read_manifests(path: &Path, namespace: Option<&str>) -> anyhow::Result<Vec<Parsed>> {
+    let mut parsed = Vec::new();
+    let sources = read_input(path)?;
+    for source in &sources {
+        parsed.extend(parse_source(&source.name, &source.text, namespace)?);
+    }
+    tracing::debug!(
+        input = %path.display(),
+        files = sources.len(),
+        objects = parsed.len(),
+        "read manifests"
+    );
+    let input = match sources.as_slice() {
+        [only] => only.name.clone(),
+        _ => path.display().to_string(),
+    };
+    anyhow::ensure!(!parsed.is_empty(), "{input}: no objects");
+    let invalid: Vec<String> = parsed
+        .iter()
+        .filter_map(|p| {
+            p.manifest
+                .validate()
+                .err()
+                .map(|e| format!("{}: {e}", p.origin))
+        })
+        .collect();
+    anyhow::ensure!(invalid.is_empty(), "{}", invalid.join("; "));
+    Ok(parsed)
+}
+
+/// Ends a verb that wrote each object in turn: every failure, with how many objects
+/// were not written.
+pub(super) fn report_failures(
+    failures: Vec<String>,
+    total: usize,
+    verb: &str,
+) -> anyhow::Result<()> {
+    match failures.len() {
+        0 => Ok(()),
+        1 => anyhow::bail!("{}", failures[0]),
+        n => anyhow::bail!("{n} of {total} objects not {verb}: {}", failures.join("; ")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// create
 
 /// `kcm create -f FILE`: decodes and validates every object, then creates each
 /// (create-if-absent), printing `replicationcontrollers/web created` per object.
@@ -161,35 +465,35 @@ pub(super) fn read_input(path: &Path) -> anyhow::Result<(String, String)> {
 /// Bad input (nothing is written), etcd unreachable, or objects that could not be
 /// created (`... already exists`); the others are still created.
 pub async fn create(target: &Target, options: CreateOptions) -> anyhow::Result<()> {
-    let (source, text) = read_input(&options.filename)?;
-    let manifests = parse_manifests(&source, &text, options.namespace.as_deref())?;
-    let invalid: Vec<String> = manifests
-        .iter()
-        .filter_map(|manifest| manifest.validate().err())
-        .map(|e| e.to_string())
-        .collect();
-    anyhow::ensure!(invalid.is_empty(), "{}", invalid.join("; "));
+    let parsed = read_manifests(&options.filename, options.namespace.as_deref())?;
+    for p in &parsed {
+        let meta = p.manifest.metadata();
+        anyhow::ensure!(
+            meta.resource_version.is_none(),
+            "{}: {}: metadata.resourceVersion may not be set on an object to be created \
+             (`kcm apply` updates a stored object)",
+            p.origin,
+            p.manifest.reference()
+        );
+    }
 
     let (_client, registry) = target.connect().await?;
     super::overlap::refuse_overlapping_manifests(&registry, &manifests).await?;
     let mut failures = Vec::new();
-    for manifest in &manifests {
-        match manifest.create(&registry).await {
-            Ok(()) => emit(&format!("{} created\n", manifest.reference()))?,
+    for p in &parsed {
+        match p.manifest.create(&registry).await {
+            Ok(()) => emit(&format!("{} created\n", p.manifest.reference()))?,
             Err(e) => failures.push(format!("{e:#}")),
         }
     }
-    match failures.len() {
-        0 => Ok(()),
-        1 => anyhow::bail!("{}", failures[0]),
-        n => anyhow::bail!(
-            "{n} of {} objects not created: {}",
-            manifests.len(),
-            failures.join("; ")
-        ),
-    }
+    report_failures(failures, parsed.len(), "created")
 }
 
+/// Writes a new object (create-if-absent): every create of `kcm create`, `kcm apply`
+/// and `kcm run` goes through here.
+///
+/// # Errors
+/// `... already exists`, or the storage error.
 pub(super) async fn create_object<T: Object>(
     registry: &Registry,
     object: &T,
@@ -199,4 +503,208 @@ pub(super) async fn create_object<T: Object>(
         .await
         .map(drop)
         .map_err(|e| storage_error::<T>(e, &object.metadata().name))
+}
+
+/// Writes a stored object over the revision it was read at (compare-and-swap): every
+/// update of `kcm apply` goes through here.
+///
+/// # Errors
+/// The [`StorageError`] as it is (a `Conflict`, when the object changed or was deleted
+/// since it was read, is for the caller to retry).
+pub(super) async fn update_object<T: Object>(
+    registry: &Registry,
+    object: &T,
+) -> anyhow::Result<()> {
+    registry.update(object).await.map(drop).map_err(Into::into)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn check_parse_error(text: &str, namespace: Option<&str>, expected: &str) {
+        let err = parse_manifests("in.json", text, namespace).unwrap_err();
+        let message = format!("{err:#}");
+        assert!(
+            message.contains(expected),
+            "{message:?} should contain {expected:?}"
+        );
+    }
+
+    #[test]
+    fn manifests_dispatch_on_kind_and_default_the_namespace() {
+        let text = r#"{"kind": "List", "items": [
+            {"kind": "Service", "metadata": {"name": "web"}, "spec": {"port": 80}},
+            {"kind": "Pod", "metadata": {"name": "p", "namespace": "prod"}},
+            {"kind": "Endpoints", "metadata": {"name": "web"}}
+        ]}"#;
+        let manifests = parse_manifests("in.json", text, None).unwrap();
+        let references: Vec<String> = manifests.iter().map(Manifest::reference).collect();
+        assert_eq!(references, ["services/web", "pods/p", "endpoints/web"]);
+        let Manifest::Service(service) = &manifests[0] else {
+            panic!("not a service")
+        };
+        assert_eq!(service.metadata.namespace, "default");
+        let Manifest::Pod(pod) = &manifests[1] else {
+            panic!("not a pod")
+        };
+        assert_eq!(pod.metadata.namespace, "prod");
+
+        let single = r#"{"kind": "ReplicationController", "metadata": {"name": "web"}}"#;
+        let manifests = parse_manifests("in.json", single, Some("staging")).unwrap();
+        let Manifest::Controller(rc) = &manifests[0] else {
+            panic!("not a controller")
+        };
+        assert_eq!(rc.metadata.key(), "staging/web");
+        // A list without a kind is a list too.
+        assert_eq!(
+            parse_manifests("in.json", r#"{"items": [{"kind": "Pod"}]}"#, None)
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn yaml_documents_and_json_streams_are_read_like_kubectl() {
+        let yaml = "# a comment\n---\nkind: Pod\nmetadata:\n  name: a\n---\n---\n\
+                    kind: List\nitems:\n- kind: Service\n  metadata: {name: s}\n  spec: {port: 80}\n\
+                    - {\"kind\": \"Endpoints\", \"metadata\": {\"name\": \"s\"}}\n";
+        let parsed = parse_source("all.yaml", yaml, Some("prod")).unwrap();
+        let summary: Vec<(String, String)> = parsed
+            .iter()
+            .map(|p| (p.origin.clone(), p.manifest.metadata().key()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("all.yaml: document 1".into(), "prod/a".into()),
+                ("all.yaml: document 2: items[0]".into(), "prod/s".into()),
+                ("all.yaml: document 2: items[1]".into(), "prod/s".into()),
+            ]
+        );
+        // The document as written, with the namespace filled in.
+        assert_eq!(
+            parsed[0].document,
+            json!({"kind": "Pod", "metadata": {"name": "a", "namespace": "prod"}})
+        );
+
+        // Concatenated JSON objects, and JSON that is really a YAML stream.
+        let stream = r#"{"kind": "Pod", "metadata": {"name": "a"}} {"kind": "Pod", "metadata": {"name": "b"}}"#;
+        assert_eq!(parse_manifests("s.json", stream, None).unwrap().len(), 2);
+        let flow = "{kind: Pod, metadata: {name: a}}\n---\n{kind: Pod, metadata: {name: b}}\n";
+        assert_eq!(parse_manifests("s.yaml", flow, None).unwrap().len(), 2);
+        // Nothing but separators and comments: no objects.
+        assert!(parse_source("e.yaml", "---\n# nothing\n---\n", None)
+            .unwrap()
+            .is_empty());
+        check_parse_error("", None, "in.json: no objects");
+    }
+
+    #[test]
+    fn manifest_errors_name_the_source_the_document_the_item_and_the_field() {
+        check_parse_error(
+            "{\"kind\": \n",
+            None,
+            "parse in.json: EOF while parsing a value at line 2 column 0",
+        );
+        check_parse_error(
+            "kind: Pod\n---\nkind: [Pod\n",
+            None,
+            "parse in.json: document 2: ",
+        );
+        check_parse_error(
+            r#"{"items": [{"kind": "Pod"}, {"kind": "Widget"}]}"#,
+            None,
+            "in.json: items[1]: unknown kind \"Widget\"",
+        );
+        check_parse_error(r#"{"metadata": {}}"#, None, "in.json: no \"kind\"");
+        check_parse_error(
+            r#"{"items": [7]}"#,
+            None,
+            "items[0]: a number, not an object",
+        );
+        check_parse_error(r#"{"items": []}"#, None, "in.json: no objects");
+        check_parse_error(
+            r#"{"kind": "Pod", "metadata": {"name": "p"}, "status": {"phase": "Waiting"}}"#,
+            None,
+            "in.json: decode Pod \"p\": status.phase: unknown variant `Waiting`",
+        );
+        check_parse_error(
+            "kind: Pod\n---\nkind: ReplicationController\nmetadata: {name: web}\nspec:\n  replicas: three\n",
+            None,
+            "in.json: document 2: decode ReplicationController \"web\": spec.replicas: invalid type: string \"three\"",
+        );
+        check_parse_error(
+            r#"{"kind": "Pod", "metadata": {"name": "p", "namespace": "a"}}"#,
+            Some("b"),
+            "Pod \"p\" is in namespace \"a\", not --namespace \"b\"",
+        );
+    }
+
+    #[test]
+    fn yaml_alias_expansion_is_bounded() {
+        // A "billion laughs": each level repeats the previous one nine times.
+        let mut text = String::from("a: &a [x, x, x, x, x, x, x, x, x]\n");
+        for (prev, next) in ["a", "b", "c", "d", "e", "f", "g", "h"]
+            .iter()
+            .zip(["b", "c", "d", "e", "f", "g", "h", "i"])
+        {
+            let refs = vec![format!("*{prev}"); 9].join(", ");
+            text.push_str(&format!("{next}: &{next} [{refs}]\n"));
+        }
+        let error = split_documents(&text).unwrap_err();
+        assert!(error.message.contains("repetition limit"), "{error:?}");
+    }
+
+    #[test]
+    fn the_input_is_read_up_to_a_bound() {
+        let mut budget = Budget::new();
+        let most = vec![b'#'; MAX_INPUT_BYTES as usize - 3];
+        assert_eq!(budget.read("a", &most[..]).unwrap().len(), most.len());
+        assert_eq!(budget.read("b", &b"123"[..]).unwrap(), "123");
+        let error = budget.read("c", &b"1"[..]).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "manifest c: larger than 16 MiB; an object cannot exceed etcd's request limit \
+             (--max-request-bytes, 1.5 MiB by default)"
+        );
+        // An endless reader is read only up to the bound.
+        let error = Budget::new().read("zero", std::io::repeat(0)).unwrap_err();
+        assert!(error.to_string().starts_with("manifest zero: larger than"));
+        let error = Budget::new().read("bin", &b"a\xffb"[..]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "bin: not UTF-8 text (invalid byte at offset 1)"
+        );
+    }
+
+    #[test]
+    fn a_directory_is_read_for_its_manifests_in_name_order() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("b.yaml", "kind: Pod\nmetadata: {name: b}\n"),
+            ("a.json", r#"{"kind": "Pod", "metadata": {"name": "a"}}"#),
+            ("c.yml", "kind: Pod\nmetadata: {name: c}\n"),
+            ("notes.txt", "not a manifest"),
+        ] {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/d.yaml"), "kind: Pod\n").unwrap();
+        let names: Vec<String> = read_manifests(dir.path(), None)
+            .unwrap()
+            .iter()
+            .map(|p| p.manifest.metadata().name.clone())
+            .collect();
+        assert_eq!(names, ["a", "b", "c"]);
+
+        let empty = tempfile::tempdir().unwrap();
+        let error = read_input(empty.path()).unwrap_err().to_string();
+        assert!(
+            error.contains("holds no .json, .yaml or .yml files"),
+            "{error}"
+        );
+    }
 }

@@ -6,6 +6,10 @@ use super::*;
 /// `kcm watch KIND [NAME]`: prints the typed events of one kind until the process ends;
 /// resumes after a disconnect and lists again after compaction, saying so on stderr.
 ///
+/// A `--resource-version` ahead of etcd's revision is waited for (as an etcd watch from a
+/// future revision waits), saying so; one already compacted ends the watch with the
+/// apiserver's "too old resource version: N (M)", M being the compacted revision.
+///
 /// # Errors
 /// A NAME with `--all-namespaces` or `--selector`, etcd unreachable at start, or the
 /// watch failing for good (e.g. its starting revision was compacted).
@@ -18,39 +22,57 @@ pub async fn watch(target: &Target, options: WatchOptions) -> anyhow::Result<()>
     }
 }
 
+/// How often `kcm watch` reads etcd's revision while it waits for a future
+/// `--resource-version`.
+const FUTURE_REVISION_POLL: Duration = Duration::from_millis(500);
+
 pub(super) async fn watch_kind<T: Object>(
     target: &Target,
     options: WatchOptions,
 ) -> anyhow::Result<()> {
+    if options.name.is_some() {
+        anyhow::ensure!(
+            !options.all_namespaces,
+            "a NAME needs one namespace; drop --all-namespaces"
+        );
+        anyhow::ensure!(
+            options.selector.is_none(),
+            "a NAME names one object; drop --selector"
+        );
+    }
+    let start = etcd_watcher::parse_watch_resource_version(&options.resource_version)?;
     let (client, registry) = target.connect().await?;
+    let namespace = (!options.all_namespaces).then_some(options.namespace.as_str());
+    let key = api::list_key::<T>(registry.prefix(), namespace);
+    if let Some(start) = start {
+        wait_for_revision(&registry, &key, start).await?;
+    }
     let watcher = Watcher::new(&client, registry);
     let filter = etcd_watcher::selector_filter::<T>(options.selector.clone().unwrap_or_default());
     let mut watch = match &options.name {
         Some(name) => {
-            anyhow::ensure!(
-                !options.all_namespaces,
-                "a NAME needs one namespace; drop --all-namespaces"
-            );
-            anyhow::ensure!(
-                options.selector.is_none(),
-                "a NAME names one object; drop --selector"
-            );
             watcher.resumable_object::<T>(&options.namespace, name, &options.resource_version)?
         }
-        None => {
-            let namespace = (!options.all_namespaces).then_some(options.namespace.as_str());
-            watcher.resumable_list::<T>(namespace, &options.resource_version, filter)?
-        }
+        None => watcher.resumable_list::<T>(namespace, &options.resource_version, filter)?,
     };
     let mut stdout = std::io::stdout().lock();
+    // The revision delivered last, to tell a relist after compaction from one after etcd
+    // went back in time (which the watcher warns about itself).
+    let mut last_revision = start;
     loop {
-        match watch.next().await {
+        let update = watch.next().await;
+        match update {
             Update::Event(event, raw) => {
                 print_event(&mut stdout, &event, raw.as_ref(), &options)
                     .context("write to stdout")?;
             }
             Update::Resumed { from, reason } => {
                 eprintln!("kcm watch: resuming after revision {from} ({reason})");
+            }
+            Update::Error(status) if status.code == 410 => {
+                let start = start.unwrap_or(0);
+                let compacted = compact_revision(&client, &key, start).await;
+                anyhow::bail!("watch {}: {}", T::RESOURCE, too_old(start, compacted));
             }
             Update::Error(status) => anyhow::bail!("watch {}: {}", T::RESOURCE, status.message),
             Update::Relisted {
@@ -59,12 +81,93 @@ pub(super) async fn watch_kind<T: Object>(
                 modified,
                 deleted,
             } => {
+                let why = match last_revision {
+                    Some(last) if revision >= last => {
+                        format!("the history after revision {last} has been compacted; ")
+                    }
+                    _ => String::new(),
+                };
                 eprintln!(
-                    "kcm watch: listed at revision {revision} ({added} added, {modified} modified, {deleted} deleted)"
+                    "kcm watch: {why}listed at revision {revision} ({added} added, {modified} modified, {deleted} deleted)"
                 );
             }
         }
+        last_revision = watch.revision();
     }
+}
+
+/// The apiserver's "too old resource version: N (M)", and what to do about it.
+fn too_old(start: i64, compacted: Option<i64>) -> String {
+    match compacted {
+        Some(compacted) => format!(
+            "too old resource version: {start} ({compacted}): etcd has compacted the \
+             revisions before {compacted}; list again with --resource-version \"\" (or 0), \
+             or start at {compacted} or later"
+        ),
+        None => format!(
+            "too old resource version: {start}: etcd has compacted it; list again with \
+             --resource-version \"\" (or 0)"
+        ),
+    }
+}
+
+/// Returns once etcd's revision has reached `start`; while it has not, says so on stderr
+/// (the apiserver's "Too large resource version") and polls.
+///
+/// # Errors
+/// etcd failing to answer.
+async fn wait_for_revision(registry: &Registry, key: &str, start: i64) -> anyhow::Result<()> {
+    let mut current = current_revision(registry, key).await?;
+    if current >= start {
+        return Ok(());
+    }
+    eprintln!(
+        "kcm watch: resourceVersion {start} is ahead of etcd's current revision {current}; \
+         waiting for it (too large resource version)"
+    );
+    let mut poll = tokio::time::interval(FUTURE_REVISION_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while current < start {
+        poll.tick().await;
+        current = current_revision(registry, key).await?;
+    }
+    eprintln!("kcm watch: etcd reached revision {start}");
+    Ok(())
+}
+
+/// etcd's current revision, from the header of a count-only read of `key` (readable by
+/// whoever may watch it).
+async fn current_revision(registry: &Registry, key: &str) -> anyhow::Result<i64> {
+    let options = etcd_client::GetOptions::new().with_count_only();
+    let response = registry
+        .kv()
+        .get(key, Some(options))
+        .await
+        .with_context(|| format!("read etcd's revision (at {key})"))?;
+    Ok(response.header().map_or(0, |h| h.revision()))
+}
+
+/// The revision etcd has compacted up to, learnt from a watch on `key` from `revision`
+/// (etcd cancels it and names the compacted revision); `None` when etcd does not say so
+/// within a few seconds.
+async fn compact_revision(client: &etcd_client::Client, key: &str, revision: i64) -> Option<i64> {
+    let probe = async {
+        let options = etcd_client::WatchOptions::new().with_start_revision(revision.max(1));
+        let mut stream = client.watch_client().watch(key, Some(options)).await.ok()?;
+        while let Some(response) = stream.message().await.ok()? {
+            if response.compact_revision() > 0 {
+                return Some(response.compact_revision());
+            }
+            if response.canceled() || !response.events().is_empty() {
+                return None;
+            }
+        }
+        None
+    };
+    tokio::time::timeout(Duration::from_secs(5), probe)
+        .await
+        .ok()
+        .flatten()
 }
 
 pub(super) fn print_event<T: Object>(

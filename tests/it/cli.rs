@@ -26,24 +26,24 @@ const CONVERGE: Duration = Duration::from_secs(60);
 
 /// The outcome of one `kcm` invocation.
 #[derive(Debug)]
-struct Outcome {
+pub(super) struct Outcome {
     /// The exit code; `None` if a signal ended it.
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 impl Outcome {
     /// Asserts exit 0 and returns stdout.
     #[track_caller]
-    fn success(&self) -> &str {
+    pub fn success(&self) -> &str {
         assert_eq!(self.code, Some(0), "kcm failed: {self:#?}");
         &self.stdout
     }
 
     /// Asserts exit `code` and returns stderr.
     #[track_caller]
-    fn failure(&self, code: i32) -> &str {
+    pub fn failure(&self, code: i32) -> &str {
         assert_eq!(
             self.code,
             Some(code),
@@ -55,7 +55,7 @@ impl Outcome {
     /// Asserts exit 1 with exactly one line on stderr, `kcm: ` then a message containing
     /// `expected`.
     #[track_caller]
-    fn fails_with(&self, expected: &str) {
+    pub fn fails_with(&self, expected: &str) {
         let stderr = self.failure(1);
         assert_eq!(
             stderr.lines().count(),
@@ -70,7 +70,7 @@ impl Outcome {
 }
 
 /// A `kcm --etcd-servers {endpoint} {args}` command, isolated from the caller's environment.
-fn command(endpoint: &str, args: &[&str]) -> Command {
+pub(super) fn command(endpoint: &str, args: &[&str]) -> Command {
     let mut command = kcm_command();
     command
         .args(["--etcd-servers", endpoint])
@@ -80,12 +80,12 @@ fn command(endpoint: &str, args: &[&str]) -> Command {
     command
 }
 
-async fn kcm(endpoint: &str, args: &[&str]) -> Outcome {
+pub(super) async fn kcm(endpoint: &str, args: &[&str]) -> Outcome {
     collect(command(endpoint, args).spawn().expect("spawn kcm")).await
 }
 
 /// Runs kcm with `input` on its stdin.
-async fn kcm_stdin(endpoint: &str, args: &[&str], input: &str) -> Outcome {
+pub(super) async fn kcm_stdin(endpoint: &str, args: &[&str], input: &str) -> Outcome {
     let mut child = command(endpoint, args)
         .stdin(Stdio::piped())
         .spawn()
@@ -99,7 +99,7 @@ async fn kcm_stdin(endpoint: &str, args: &[&str], input: &str) -> Outcome {
     collect(child).await
 }
 
-async fn collect(child: Child) -> Outcome {
+pub(super) async fn collect(child: Child) -> Outcome {
     let output = child.wait_with_output().await.expect("wait for kcm");
     Outcome {
         code: output.status.code(),
@@ -125,7 +125,7 @@ fn rows(table: &str) -> Vec<Vec<String>> {
 // ---------------------------------------------------------------------------------------------
 // Objects and raw etcd access
 
-fn web_controller(replicas: i64) -> Value {
+pub(super) fn web_controller(replicas: i64) -> Value {
     json!({
         "kind": "ReplicationController",
         "metadata": {"name": "web"},
@@ -154,7 +154,7 @@ async fn put_raw(client: &mut Client, key: &str, value: &str) {
     client.put(key, value, None).await.expect("put");
 }
 
-async fn raw(client: &mut Client, key: &str) -> Option<Value> {
+pub(super) async fn raw(client: &mut Client, key: &str) -> Option<Value> {
     let response = client.get(key, None).await.expect("get");
     response
         .kvs()
@@ -163,7 +163,7 @@ async fn raw(client: &mut Client, key: &str) -> Option<Value> {
 }
 
 /// How many keys etcd holds, under any prefix.
-async fn key_count(client: &mut Client) -> i64 {
+pub(super) async fn key_count(client: &mut Client) -> i64 {
     client
         .get(
             "",
@@ -308,7 +308,8 @@ async fn create_rejects_invalid_json_naming_the_file_and_position() {
         };
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("broken.json");
-        std::fs::write(&file, "{\"kind\": \"Pod\",\n  \"metadata\": {name: \"x\"}}").unwrap();
+        // Neither JSON (a key without quotes) nor YAML (an unclosed mapping): JSON's message.
+        std::fs::write(&file, "{\"kind\": \"Pod\",\n  \"metadata\": {name: \"x\"}").unwrap();
         let file = file.to_str().unwrap();
         kcm(&etcd.endpoint(), &["create", "-f", file])
             .await
@@ -320,7 +321,7 @@ async fn create_rejects_invalid_json_naming_the_file_and_position() {
             .fails_with("read /nonexistent/x.json: No such file or directory");
         kcm_stdin(&etcd.endpoint(), &["create", "-f", "-"], "")
             .await
-            .fails_with("parse stdin: EOF while parsing a value at line 1 column 0");
+            .fails_with("stdin: no objects");
         let mut client = etcd.client().await;
         assert_eq!(key_count(&mut client).await, 0);
     })
@@ -361,7 +362,7 @@ async fn unknown_kinds_are_rejected() {
             json!({"items": [web_controller(1), {"kind": "Widget", "metadata": {"name": "w"}}]});
         create(&etcd.endpoint(), list)
             .await
-            .fails_with("stdin: item 1: unknown kind \"Widget\"");
+            .fails_with("stdin: items[1]: unknown kind \"Widget\"");
         let mut client = etcd.client().await;
         assert_eq!(key_count(&mut client).await, 0);
 
@@ -972,6 +973,207 @@ async fn duration_flags_refuse_harmful_values_before_connecting() {
                 output.stderr
             );
         }
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs without bounds, help and -v
+
+/// The most heap (`RLIMIT_DATA`) a kcm of the bounded-input tests may use: far above what a
+/// bounded read needs (16 MiB of input), far below what reading /dev/zero to its end takes, so
+/// an unbounded read fails the test instead of filling the machine's memory.
+const DATA_LIMIT: u64 = 256 << 20;
+
+/// Nothing listens on port 1: these inputs must be refused before any connection.
+const UNREACHABLE: &str = "http://127.0.0.1:1";
+
+/// `kcm --etcd-servers {UNREACHABLE} {args}` with its heap bounded by [`DATA_LIMIT`].
+fn bounded(args: &[&str]) -> Command {
+    let mut command = command(UNREACHABLE, args);
+    // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: DATA_LIMIT,
+                rlim_max: DATA_LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_DATA, &limit) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command
+}
+
+const TOO_LARGE: &str = "larger than 16 MiB; an object cannot exceed etcd's request limit \
+                         (--max-request-bytes, 1.5 MiB by default)";
+
+/// `-f /dev/zero`, a symlink to it, `yes | kcm create -f -` and `--etcd-password-file
+/// /dev/zero` each fail at once with the limit they hit, within a 256 MiB heap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endless_inputs_fail_at_a_named_limit_without_filling_memory() {
+    with_timeout(LIMIT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("zero.yaml");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let link = link.to_str().unwrap();
+        for (verb, file) in [
+            ("create", "/dev/zero"),
+            ("create", link),
+            ("apply", "/dev/zero"),
+        ] {
+            let child = bounded(&[verb, "-f", file]).spawn().expect("spawn kcm");
+            collect(child)
+                .await
+                .fails_with(&format!("kcm: manifest {file}: {TOO_LARGE}"));
+        }
+
+        let mut yes = Command::new("yes")
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn yes");
+        let endless: Stdio = yes.stdout.take().unwrap().try_into().unwrap();
+        let child = bounded(&["create", "-f", "-"])
+            .stdin(endless)
+            .spawn()
+            .expect("spawn kcm");
+        collect(child)
+            .await
+            .fails_with(&format!("kcm: manifest stdin: {TOO_LARGE}"));
+        drop(yes);
+
+        let child = bounded(&[
+            "get",
+            "pods",
+            "--etcd-user",
+            "kcm",
+            "--etcd-password-file",
+            "/dev/zero",
+        ])
+        .spawn()
+        .expect("spawn kcm");
+        collect(child).await.fails_with(
+            "--etcd-password-file /dev/zero: larger than 4 KiB; a password is one line",
+        );
+    })
+    .await;
+}
+
+/// An empty password file is named as empty; one that its group or others can read is
+/// used, with one warning naming it, its mode and the fix (libpq's rule for .pgpass).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn password_files_that_are_empty_or_readable_by_others_are_reported() {
+    use std::os::unix::fs::PermissionsExt as _;
+    with_timeout(LIMIT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str, mode: u32| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            path.to_str().unwrap().to_owned()
+        };
+        let get_pods = |file: &str| {
+            let args = [
+                "get",
+                "pods",
+                "--etcd-user",
+                "kcm",
+                "--etcd-password-file",
+                file,
+            ];
+            collect(command(UNREACHABLE, &args).spawn().expect("spawn kcm"))
+        };
+
+        let empty = write("empty", "", 0o600);
+        get_pods(&empty).await.fails_with(&format!(
+            "--etcd-password-file {empty} is empty; write the password of --etcd-user on its first line"
+        ));
+
+        let readable = write("readable", "s3cret\n", 0o644);
+        let outcome = get_pods(&readable).await;
+        let stderr = outcome.failure(1);
+        let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains(" WARN ")).collect();
+        assert_eq!(
+            warnings.len(),
+            1,
+            "one warning about the file expected: {stderr}"
+        );
+        assert!(
+            warnings[0].contains(&format!(
+                "--etcd-password-file {readable} is readable by its group or others \
+                 (mode 0644); run chmod 600 {readable}"
+            )),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("s3cret"), "the password is never printed: {stderr}");
+
+        let private = write("private", "s3cret\n", 0o600);
+        let outcome = get_pods(&private).await;
+        assert!(!outcome.failure(1).contains("chmod"), "{outcome:#?}");
+    })
+    .await;
+}
+
+/// `kcm COMMAND --help` lists the command's own flags first, the global ones after them
+/// under "Global options".
+#[tokio::test]
+async fn command_help_shows_its_own_flags_before_the_global_ones() {
+    with_timeout(LIMIT, async {
+        for verb in ["create", "apply", "get", "watch"] {
+            let outcome = collect(command(UNREACHABLE, &[verb, "--help"]).spawn().unwrap()).await;
+            let help = outcome.success();
+            let at = |needle: &str| {
+                help.find(needle)
+                    .unwrap_or_else(|| panic!("{verb} --help lacks {needle:?}: {help}"))
+            };
+            assert!(at("Options:") < at("--namespace"), "{help}");
+            assert!(at("--namespace") < at("Global options:"), "{help}");
+            assert!(at("Global options:") < at("--etcd-servers"), "{help}");
+            assert!(at("Global options:") < at("--verbose"), "{help}");
+        }
+    })
+    .await;
+}
+
+/// `-v` does what `--help` says: kcm's debug messages with -v, and every library's trace
+/// with -vvv; neither by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verbose_raises_the_log_level_as_the_help_says() {
+    with_timeout(LIMIT, async {
+        let help = kcm(UNREACHABLE, &["--help"]).await;
+        assert!(
+            help.success().contains(
+                "-v adds kcm's debug messages, -vv kcm's trace, -vvv every library's trace too"
+            ),
+            "{help:#?}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rc.json");
+        std::fs::write(&file, web_controller(1).to_string()).unwrap();
+        let file = file.to_str().unwrap();
+        let stderr = |verbosity: &'static str| async move {
+            let mut args = vec!["create", "-f", file];
+            args.extend((!verbosity.is_empty()).then_some(verbosity));
+            kcm(UNREACHABLE, &args).await.failure(1).to_owned()
+        };
+        let quiet = stderr("").await;
+        assert!(!quiet.contains(" DEBUG "), "{quiet}");
+        let debug = stderr("-v").await;
+        assert!(
+            debug.contains(" DEBUG kcm::kubecfg::manifest: read manifests"),
+            "{debug}"
+        );
+        assert!(!debug.contains(" TRACE "), "{debug}");
+        let everything = stderr("-vvv").await;
+        assert!(
+            everything
+                .lines()
+                .any(|line| line.contains(" TRACE ") && !line.contains(" kcm::")),
+            "-vvv shows the libraries' trace: {everything}"
+        );
     })
     .await;
 }

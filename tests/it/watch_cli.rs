@@ -320,8 +320,9 @@ async fn kcm_watch_rejects_a_bad_selector_before_connecting() {
 }
 
 /// `kcm watch pods --resource-version N` with N already compacted: the caller's state at N
-/// cannot be read any more, so the watch cannot keep its contract; it exits 1 with a 410
-/// that says to list again, for a list and a single-object watch.
+/// cannot be read any more, so the watch cannot keep its contract; it exits 1 with the
+/// apiserver's "too old resource version: N (M)", M the compacted revision, and says to list
+/// again, for a list and a single-object watch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kcm_watch_from_a_compacted_resource_version_exits_with_a_410() {
     with_timeout(LIMIT, async {
@@ -331,7 +332,7 @@ async fn kcm_watch_from_a_compacted_resource_version_exits_with_a_410() {
         let mut etcdctl = Etcdctl::new(&etcd).await;
         let old = etcdctl.put_pod("demo", "web", "a").await;
         etcdctl.put_pod("demo", "web", "b").await;
-        etcd.compact().await;
+        let compacted = etcd.compact().await;
         let rv = (old - 1).to_string();
         let endpoint = etcd.endpoint();
         for args in [
@@ -351,12 +352,139 @@ async fn kcm_watch_from_a_compacted_resource_version_exits_with_a_410() {
             let output = crate::support::kcm::run_kcm(&all, &[]).await;
             assert_eq!(output.status.code(), Some(1), "{}", output.stderr);
             assert!(output.stdout.is_empty(), "{}", output.stdout);
-            assert!(
-                output.stderr.contains("too old") && output.stderr.contains("list again"),
-                "says why and what to do: {}",
-                output.stderr
+            assert_eq!(
+                output.stderr,
+                format!(
+                    "kcm: watch pods: too old resource version: {rv} ({compacted}): etcd has \
+                     compacted the revisions before {compacted}; list again with \
+                     --resource-version \"\" (or 0), or start at {compacted} or later\n"
+                ),
+                "says why, the compacted revision and what to do"
             );
         }
+    })
+    .await;
+}
+
+impl KcmWatch {
+    /// The next line on stderr.
+    async fn next_error_line(&mut self) -> String {
+        tokio::time::timeout(LINE_DEADLINE, self.stderr.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("nothing on kcm's stderr within {LINE_DEADLINE:?}"))
+            .expect("read kcm stderr")
+            .expect("kcm exited while a message was expected")
+    }
+}
+
+/// `kcm watch --resource-version N` with N ahead of etcd's revision says so (the apiserver's
+/// "Too large resource version"), waits for etcd to get there, and then prints the events
+/// after N, not those before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcm_watch_from_a_future_resource_version_says_so_and_waits_for_it() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let endpoint = etcd.endpoint();
+        let mut ctl = Etcdctl::new(&etcd).await;
+        let current = ctl.put_pod("default", "web-0", "web").await;
+        let future = current + 2;
+        let rv = future.to_string();
+        let mut kcm = KcmWatch::spawn(&[
+            "watch",
+            "pods",
+            "-o",
+            "json",
+            "--resource-version",
+            &rv,
+            "--etcd-servers",
+            &endpoint,
+        ]);
+        assert_eq!(
+            kcm.next_error_line().await,
+            format!(
+                "kcm watch: resourceVersion {future} is ahead of etcd's current revision \
+                 {current}; waiting for it (too large resource version)"
+            )
+        );
+        ctl.put_pod("default", "web-1", "web").await;
+        let reached = ctl.put_pod("default", "web-2", "web").await;
+        assert_eq!(reached, future);
+        assert_eq!(
+            kcm.next_error_line().await,
+            format!("kcm watch: etcd reached revision {future}")
+        );
+        let after = ctl.put_pod("default", "web-3", "web").await;
+        assert_eq!(
+            describe(&kcm.next_line().await),
+            format!("ADDED default/web-3 {after} app=web"),
+            "the events up to N are not printed, the ones after are"
+        );
+    })
+    .await;
+}
+
+/// A watch that cannot resume because etcd compacted the history while it was disconnected
+/// lists again, and says why on stderr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcm_watch_says_when_it_lists_again_after_compaction() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let proxy = crate::support::FaultProxy::start(etcd.client_addr()).await;
+        let mut ctl = Etcdctl::new(&etcd).await;
+        let seen = ctl.put_pod("default", "web-0", "web").await;
+        let proxied = proxy.endpoint();
+        let mut kcm = KcmWatch::spawn(&["watch", "pods", "-o", "json", "--etcd-servers", &proxied]);
+        kcm.wait_listed().await;
+        assert_eq!(
+            describe(&kcm.next_line().await),
+            format!("ADDED default/web-0 {seen} app=web")
+        );
+        proxy.cut();
+        // Two writes, so that the revision to resume from (the first) is compacted.
+        let first = ctl.put_pod("default", "web-1", "web").await;
+        let second = ctl.put_pod("default", "web-2", "web").await;
+        let compacted = etcd.compact().await;
+        assert!(compacted > seen + 1);
+        proxy.restore();
+        let mut seen_lines = Vec::new();
+        loop {
+            let line = kcm.next_error_line().await;
+            if line.contains("has been compacted") {
+                assert!(
+                    line.starts_with(&format!(
+                        "kcm watch: the history after revision {seen} has been compacted; \
+                         listed at revision "
+                    )),
+                    "{line}"
+                );
+                let revision: i64 = line
+                    .split("listed at revision ")
+                    .nth(1)
+                    .and_then(|rest| rest.split(' ').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("no revision in {line}"));
+                assert!(revision >= compacted, "{line}");
+                break;
+            }
+            seen_lines.push(line);
+            assert!(seen_lines.len() < 100, "no relist notice: {seen_lines:?}");
+        }
+        let mut relisted = vec![
+            describe(&kcm.next_line().await),
+            describe(&kcm.next_line().await),
+        ];
+        relisted.sort();
+        assert_eq!(
+            relisted,
+            [
+                format!("ADDED default/web-1 {first} app=web"),
+                format!("ADDED default/web-2 {second} app=web"),
+            ]
+        );
     })
     .await;
 }

@@ -1,0 +1,325 @@
+//! `kcm apply -f`: create each object of the input, or update the stored one by name,
+//! as `kubectl apply` does (2014 kubecfg had only `create` and `update`; `apply` came with
+//! kubectl in 2015).
+//!
+//! An update is kubectl's three-way merge, in JSON merge-patch form: what the manifest
+//! sets replaces what is stored; a field the last apply set and this manifest no longer
+//! does is removed (the last applied configuration is kept in kubectl's
+//! `kubectl.kubernetes.io/last-applied-configuration` annotation); everything else is
+//! kept: `status` (the controllers' and kubelets'), uid, creation time, fields written by
+//! others, fields kcm does not know. Unlike kubectl's strategic merge, lists (containers,
+//! ports) are replaced whole.
+//!
+//! Invariants: every write is a compare-and-swap on the resourceVersion that was read
+//! (a conflict is retried from a fresh read, at most [`MAX_APPLY_ATTEMPTS`] times, or
+//! reported when the manifest itself names a resourceVersion); nothing is written when
+//! the merge changes nothing (`unchanged`).
+
+use std::fmt;
+
+use serde_json::Map;
+
+use crate::api::ResourceVersion;
+
+use super::manifest::{
+    create_object, read_manifests, reference, report_failures, update_object, with_manifest,
+};
+use super::*;
+
+/// kubectl's annotation holding the configuration last applied, as compact JSON.
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// How many times in a row an apply reads and writes again after a conflict.
+const MAX_APPLY_ATTEMPTS: usize = 5;
+
+/// What `apply` did to one object (printed after its reference, as kubectl does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    Created,
+    Configured,
+    Unchanged,
+}
+
+impl fmt::Display for Applied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Applied::Created => "created",
+            Applied::Configured => "configured",
+            Applied::Unchanged => "unchanged",
+        })
+    }
+}
+
+/// `kcm apply -f FILE`: decodes and validates every object, then creates or updates each,
+/// printing `replicationcontrollers/web created|configured|unchanged` per object.
+///
+/// # Errors
+/// Bad input (nothing is written), etcd unreachable, or objects that could not be
+/// applied (a conflict with the manifest's resourceVersion, an invalid merge result,
+/// etcd failing); the others are still applied.
+pub async fn apply(target: &Target, options: ApplyOptions) -> anyhow::Result<()> {
+    let parsed = read_manifests(&options.filename, options.namespace.as_deref())?;
+    let (_client, registry) = target.connect().await?;
+    let mut failures = Vec::new();
+    for p in &parsed {
+        let applied = with_manifest!(&p.manifest, object => {
+            apply_object(&registry, object, &p.document).await
+        });
+        match applied {
+            Ok(applied) => emit(&format!("{} {applied}\n", p.manifest.reference()))?,
+            Err(e) => failures.push(format!("{e:#}")),
+        }
+    }
+    report_failures(failures, parsed.len(), "applied")
+}
+
+/// Creates `object`, or merges `document` into the stored object of its name and writes
+/// the result over the revision read.
+async fn apply_object<T: Object>(
+    registry: &Registry,
+    object: &T,
+    document: &Value,
+) -> anyhow::Result<Applied> {
+    let meta = object.metadata();
+    let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
+    let precondition = meta.resource_version;
+    let applied = applied_configuration(document);
+    let last_applied =
+        serde_json::to_string(&applied).context("encode the applied configuration")?;
+    for attempt in 0..MAX_APPLY_ATTEMPTS {
+        let live = match registry.get::<T>(namespace, name).await {
+            Ok(live) => live,
+            Err(StorageError::NotFound { .. }) => {
+                if let Some(rv) = precondition {
+                    anyhow::bail!(
+                        "{} {name:?} not found, but the manifest names its resourceVersion {rv}; \
+                         drop metadata.resourceVersion to create it",
+                        T::RESOURCE
+                    );
+                }
+                let mut new = object.clone();
+                new.metadata_mut()
+                    .annotations
+                    .insert(LAST_APPLIED_ANNOTATION.to_string(), last_applied.clone());
+                match create_object(registry, &new).await {
+                    Ok(()) => return Ok(Applied::Created),
+                    // Created by someone else since the read: update it instead.
+                    Err(_) if registry.get::<T>(namespace, name).await.is_ok() => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(storage_error::<T>(e, name)),
+        };
+        let stored = live.metadata();
+        let conflict = |stored_rv: Option<ResourceVersion>| {
+            anyhow::anyhow!(
+                "Operation cannot be fulfilled on {} {name:?}: the object has been modified \
+                 (resourceVersion {} in the manifest, {} stored); please apply your changes \
+                 to the latest version and try again",
+                T::RESOURCE,
+                precondition.map_or(0, |rv| rv.0),
+                stored_rv.map_or_else(|| "none".to_string(), |rv| rv.0.to_string()),
+            )
+        };
+        if precondition.is_some() && precondition != stored.resource_version {
+            return Err(conflict(stored.resource_version));
+        }
+        anyhow::ensure!(
+            meta.uid.is_empty() || meta.uid == stored.uid,
+            "{} {name:?}: the manifest's metadata.uid {} is not the stored object's {} \
+             (it was deleted and created again); drop metadata.uid to apply to it",
+            T::RESOURCE,
+            meta.uid,
+            stored.uid
+        );
+        let last = stored.annotations.get(LAST_APPLIED_ANNOTATION);
+        if last.is_none() && attempt == 0 {
+            eprintln!(
+                "kcm: warning: {} has no {LAST_APPLIED_ANNOTATION} annotation (it was not \
+                 made by apply); fields the manifest leaves out are kept",
+                reference(&live)
+            );
+        }
+        let last: Option<Value> = last.and_then(|text| serde_json::from_str(text).ok());
+        let mut merged = serde_json::to_value(&live).context("encode the stored object")?;
+        three_way_merge(&mut merged, last.as_ref(), &applied);
+        merged["metadata"]["annotations"][LAST_APPLIED_ANNOTATION] =
+            Value::String(last_applied.clone());
+        let mut merged: T = serde_path_to_error::deserialize(&merged).map_err(|e| {
+            anyhow::anyhow!(
+                "{} {name:?}: the manifest merged into the stored object does not decode: {e}",
+                T::RESOURCE
+            )
+        })?;
+        merged.metadata_mut().resource_version = stored.resource_version;
+        merged.metadata_mut().read_spec = stored.read_spec;
+        api::validate(&merged)?;
+        if api::encode(&merged)? == api::encode(&live)? {
+            return Ok(Applied::Unchanged);
+        }
+        match update_object(registry, &merged).await {
+            Ok(()) => return Ok(Applied::Configured),
+            Err(e) => match e.downcast_ref::<StorageError>() {
+                Some(StorageError::Conflict { actual, .. }) => {
+                    if precondition.is_some() {
+                        return Err(conflict(*actual));
+                    }
+                    tracing::debug!(object = %reference(&live), "apply conflict; reading again");
+                }
+                _ => return Err(e),
+            },
+        }
+    }
+    anyhow::bail!(
+        "{} {name:?} kept changing while it was applied ({MAX_APPLY_ATTEMPTS} conflicts in a \
+         row); try again",
+        T::RESOURCE
+    )
+}
+
+/// The part of a manifest that `apply` merges and records: the document without `status`
+/// (the controllers' and kubelets', kept from the stored object), without the system
+/// fields of `metadata` (resourceVersion, uid, creationTimestamp, generation: checked or
+/// kept) and without the last-applied annotation itself.
+fn applied_configuration(document: &Value) -> Value {
+    let mut applied = document.clone();
+    if let Some(object) = applied.as_object_mut() {
+        object.shift_remove("status");
+    }
+    if let Some(meta) = applied.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in ["resourceVersion", "uid", "creationTimestamp", "generation"] {
+            meta.shift_remove(field);
+        }
+        if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            annotations.shift_remove(LAST_APPLIED_ANNOTATION);
+            if annotations.is_empty() {
+                meta.shift_remove("annotations");
+            }
+        }
+    }
+    applied
+}
+
+/// Merges the `applied` configuration into `live` (kubectl apply's three-way merge, in
+/// JSON merge-patch form): a value `applied` sets replaces `live`'s (objects are merged key
+/// by key; arrays and scalars replaced whole); `null` removes; a key `last` (the
+/// configuration applied before) set and `applied` no longer does is removed; anything
+/// else `live` holds is kept.
+pub fn three_way_merge(live: &mut Value, last: Option<&Value>, applied: &Value) {
+    match (live.as_object_mut(), applied.as_object()) {
+        (Some(live), Some(applied)) => {
+            merge_objects(live, last.and_then(Value::as_object), applied)
+        }
+        _ => *live = without_nulls(applied),
+    }
+}
+
+fn merge_objects(
+    live: &mut Map<String, Value>,
+    last: Option<&Map<String, Value>>,
+    applied: &Map<String, Value>,
+) {
+    for key in last.into_iter().flat_map(Map::keys) {
+        if !applied.contains_key(key) {
+            live.shift_remove(key);
+        }
+    }
+    for (key, value) in applied {
+        let last = last.and_then(|last| last.get(key));
+        match value {
+            Value::Null => {
+                live.shift_remove(key);
+            }
+            Value::Object(_) => three_way_merge(
+                live.entry(key.clone())
+                    .or_insert_with(|| Value::Object(Map::new())),
+                last,
+                value,
+            ),
+            _ => {
+                live.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// `value` without the `null` members of its objects (a `null` in a manifest removes).
+fn without_nulls(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), without_nulls(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn check_merge(live: Value, last: Option<Value>, applied: Value, expected: Value) {
+        let mut merged = live;
+        three_way_merge(&mut merged, last.as_ref(), &applied);
+        assert_eq!(merged, expected);
+    }
+
+    #[test]
+    fn apply_sets_what_the_manifest_says_and_keeps_the_rest() {
+        // First apply to an object made otherwise: nothing to remove.
+        check_merge(
+            json!({"metadata": {"name": "web", "uid": "u", "labels": {"a": "1", "b": "2"}},
+                   "spec": {"replicas": 1, "selector": {"a": "1"}, "unknownField": true},
+                   "status": {"replicas": 1}}),
+            None,
+            json!({"metadata": {"name": "web", "labels": {"a": "3"}}, "spec": {"replicas": 3}}),
+            json!({"metadata": {"name": "web", "uid": "u", "labels": {"a": "3", "b": "2"}},
+                   "spec": {"replicas": 3, "selector": {"a": "1"}, "unknownField": true},
+                   "status": {"replicas": 1}}),
+        );
+    }
+
+    #[test]
+    fn a_field_dropped_since_the_last_apply_is_removed() {
+        check_merge(
+            json!({"metadata": {"labels": {"a": "1", "b": "2", "by-others": "x"}},
+                   "spec": {"replicas": 2, "template": {"containers": [{"name": "c"}, {"name": "d"}]}}}),
+            Some(json!({"metadata": {"labels": {"a": "1", "b": "2"}},
+                        "spec": {"replicas": 2, "template": {"containers": [{"name": "c"}, {"name": "d"}]}}})),
+            json!({"metadata": {"labels": {"a": "1"}},
+                   "spec": {"template": {"containers": [{"name": "c"}]}}}),
+            json!({"metadata": {"labels": {"a": "1", "by-others": "x"}},
+                   "spec": {"template": {"containers": [{"name": "c"}]}}}),
+        );
+    }
+
+    #[test]
+    fn null_removes_and_objects_replace_scalars() {
+        check_merge(
+            json!({"a": 1, "b": {"c": 2}, "d": "x"}),
+            None,
+            json!({"a": null, "b": null, "d": {"e": null, "f": 1}, "g": {"h": null}}),
+            json!({"d": {"f": 1}, "g": {}}),
+        );
+    }
+
+    #[test]
+    fn the_applied_configuration_leaves_out_status_and_system_fields() {
+        let document = json!({
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "uid": "u", "resourceVersion": "5",
+                "creationTimestamp": "t", "generation": 2,
+                "annotations": {LAST_APPLIED_ANNOTATION: "{}"}, "labels": {"a": "b"}},
+            "spec": {"containers": []},
+            "status": {"phase": "Running"}
+        });
+        assert_eq!(
+            applied_configuration(&document),
+            json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "default",
+                "labels": {"a": "b"}}, "spec": {"containers": []}})
+        );
+    }
+}
