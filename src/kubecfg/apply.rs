@@ -60,6 +60,10 @@ impl fmt::Display for Applied {
 pub async fn apply(target: &Target, options: ApplyOptions) -> anyhow::Result<()> {
     let parsed = read_manifests(&options.filename, options.namespace.as_deref())?;
     let (_client, registry) = target.connect().await?;
+    // As `create`: a controller that would overlap another (stored, or in this input)
+    // is refused before anything is written.
+    super::overlap::refuse_overlapping_manifests(&registry, parsed.iter().map(|p| &p.manifest))
+        .await?;
     let mut failures = Vec::new();
     for p in &parsed {
         let applied = with_manifest!(&p.manifest, object => {

@@ -478,7 +478,8 @@ pub async fn create(target: &Target, options: CreateOptions) -> anyhow::Result<(
     }
 
     let (_client, registry) = target.connect().await?;
-    super::overlap::refuse_overlapping_manifests(&registry, &manifests).await?;
+    super::overlap::refuse_overlapping_manifests(&registry, parsed.iter().map(|p| &p.manifest))
+        .await?;
     let mut failures = Vec::new();
     for p in &parsed {
         match p.manifest.create(&registry).await {

@@ -77,12 +77,12 @@ pub(super) async fn controllers(
 ///
 /// # Errors
 /// The first overlap found, naming both controllers; or etcd failing.
-pub(super) async fn refuse_overlapping_manifests(
+pub(super) async fn refuse_overlapping_manifests<'a>(
     registry: &Registry,
-    manifests: &[Manifest],
+    manifests: impl IntoIterator<Item = &'a Manifest>,
 ) -> anyhow::Result<()> {
     let new: Vec<&ReplicationController> = manifests
-        .iter()
+        .into_iter()
         .filter_map(|manifest| match manifest {
             Manifest::Controller(rc) => Some(&**rc),
             _ => None,

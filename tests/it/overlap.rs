@@ -143,6 +143,12 @@ async fn overlapping_controllers_are_warned_about_once_described_and_refused_by_
             ],
         );
         assert!(controller(&client, "default", "c").await.is_none());
+        // `kcm apply` creates through the same check.
+        assert_refused(
+            &kcm(&endpoint, &["apply", "-f", file.path()]).await,
+            &["replicationcontrollers/c: its selector app=web overlaps replicationcontrollers/a"],
+        );
+        assert!(controller(&client, "default", "c").await.is_none());
         // `kcm run web` selects name=web, which legacy's pods carry.
         assert_refused(
             &kcm(&endpoint, &["run", "web", "--image", "nginx"]).await,
