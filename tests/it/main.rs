@@ -14,6 +14,7 @@ mod manager;
 mod overcreate;
 mod registry;
 mod resume;
+mod status;
 mod sync;
 mod tls;
 mod up;
