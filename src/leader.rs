@@ -68,12 +68,16 @@ impl Default for LeaderElectionConfig {
 
 /// `{hostname}-{pid}`.
 pub fn default_identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+    format!("{}-{}", hostname(), std::process::id())
+}
+
+/// This machine's host name (`kcm` when it cannot be read).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "kcm".to_string());
-    format!("{host}-{}", std::process::id())
+        .unwrap_or_else(|| "kcm".to_string())
 }
 
 /// The key prefix of election `name` under `prefix`: `{prefix}/elections/{name}`. The
@@ -215,16 +219,7 @@ impl Elector {
     }
 
     async fn revoke(&self, lease: &Lease) {
-        lease.lost.cancel();
-        let mut leases = self.client.lease_client();
-        match tokio::time::timeout(self.request_timeout, leases.revoke(lease.id)).await {
-            Ok(Ok(_)) => {}
-            // Already expired (the usual case after a loss) or etcd unreachable: the
-            // lease ends on its own.
-            Ok(Err(e)) => tracing::debug!(lease = lease.id, error = %describe_etcd_error(&e),
-                "revoke lease"),
-            Err(_) => tracing::debug!(lease = lease.id, "revoke lease timed out"),
-        }
+        lease.revoke(&self.client, self.request_timeout).await;
     }
 }
 
@@ -254,19 +249,20 @@ impl Leadership {
     }
 }
 
-/// An etcd lease kept alive by a background task until it is dropped or lost.
-struct Lease {
-    id: i64,
+/// An etcd lease kept alive by a background task until it is dropped or lost. Also
+/// holds a kubelet's node registration (`kubelet::Registration`).
+pub(crate) struct Lease {
+    pub(crate) id: i64,
     /// Cancelled when the lease is lost (expired, unknown to etcd, or not renewed within
     /// its TTL), or revoked by us.
-    lost: CancellationToken,
+    pub(crate) lost: CancellationToken,
     /// The renewal task; aborted on drop.
     keepalive: JoinHandle<()>,
 }
 
 impl Lease {
     /// Grants a lease of `ttl` (rounded up to whole seconds) and starts renewing it.
-    async fn grant(
+    pub(crate) async fn grant(
         client: &Client,
         ttl: Duration,
         request_timeout: Duration,
@@ -295,6 +291,24 @@ impl Lease {
             lost,
             keepalive,
         })
+    }
+}
+
+impl Lease {
+    /// Stops renewing and revokes the lease, which deletes every key attached to it.
+    /// Best effort, bounded by `request_timeout`: a lease that cannot be revoked expires
+    /// on its own.
+    pub(crate) async fn revoke(&self, client: &Client, request_timeout: Duration) {
+        self.lost.cancel();
+        let mut leases = client.lease_client();
+        match tokio::time::timeout(request_timeout, leases.revoke(self.id)).await {
+            Ok(Ok(_)) => {}
+            // Already expired (the usual case after a loss) or etcd unreachable: the
+            // lease ends on its own.
+            Ok(Err(e)) => tracing::debug!(lease = self.id, error = %describe_etcd_error(&e),
+                "revoke lease"),
+            Err(_) => tracing::debug!(lease = self.id, "revoke lease timed out"),
+        }
     }
 }
 
@@ -329,10 +343,7 @@ async fn keep_alive(
         }
         let sent = Instant::now();
         if sent >= expires_at {
-            tracing::warn!(
-                lease = id,
-                "lease not renewed within its TTL; leadership lost"
-            );
+            tracing::warn!(lease = id, "lease not renewed within its TTL; lost");
             lost.cancel();
             return;
         }
@@ -343,7 +354,7 @@ async fn keep_alive(
                 next = sent + period;
             }
             Ok(Ok(None)) => {
-                tracing::warn!(lease = id, "lease expired in etcd; leadership lost");
+                tracing::warn!(lease = id, "lease expired in etcd; lost");
                 lost.cancel();
                 return;
             }
