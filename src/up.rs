@@ -2,14 +2,15 @@
 //!
 //! Binds the status port first (a busy port ends it before anything starts), then uses
 //! the etcd that answers at `--etcd-servers` (docker compose's, a real cluster), or
-//! starts a private one from PATH on that address with a temporary data dir. Then
-//! registers and runs `--nodes` simulated kubelets and the controller manager in this
-//! process until Ctrl-C, and shuts everything down: controllers first, then kubelets
-//! (releasing their names), then the private etcd, whose temporary data dir is removed.
-//! `--demo` narrates a guided tour of the 2014 loop.
+//! starts a private one from PATH on that address with a temporary data dir, removing the
+//! dirs that killed `kcm up`s left behind. Then registers and runs `--nodes` simulated
+//! kubelets and the controller manager in this process until Ctrl-C, and shuts everything
+//! down: controllers first, then kubelets (releasing their names), then the private etcd,
+//! whose temporary data dir is removed. `--demo` narrates a guided tour of the 2014 loop.
 //!
 //! Invariants: a private etcd ([`PrivateEtcd`]) never outlives kcm: it is stopped on every
-//! exit path, and the kernel kills it if kcm itself is killed.
+//! exit path, and the kernel kills it if kcm itself is killed; its temporary data dir
+//! goes with it, or with the next `kcm up` if kcm was killed.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use crate::client::{self, ClientConfig, Target};
-use crate::etcd_process::{local_client_addr, PrivateEtcd};
+use crate::etcd_process::{local_client_addr, remove_stale_data_dirs, PrivateEtcd};
 
 /// What `kcm up` runs.
 #[derive(Clone, Debug)]
@@ -108,7 +109,8 @@ use crate::status;
 /// Runs `kcm up` until `shutdown` resolves (or the demo finishes).
 ///
 /// The status port is bound first, so a second `kcm up` on a busy port fails at once,
-/// having started nothing; the nodes are registered before any loop starts, so one whose names are
+/// having started nothing; then the data dirs of earlier `kcm up`s that were killed are
+/// removed; the nodes are registered before any loop starts, so one whose names are
 /// taken fails before it writes anything.
 ///
 /// # Errors
@@ -125,6 +127,18 @@ pub async fn run(
         "--port",
     )
     .await?;
+    let removed = remove_stale_data_dirs(&std::env::temp_dir());
+    if !removed.is_empty() {
+        let dirs: Vec<String> = removed
+            .iter()
+            .map(|dir| dir.display().to_string())
+            .collect();
+        say(format!(
+            "kcm up: removed {} etcd data dir(s) left by kcm processes that are gone: {}",
+            dirs.len(),
+            dirs.join(", ")
+        ));
+    }
     let client_config = &target.client;
     let url = client_config
         .endpoints

@@ -1,13 +1,15 @@
 //! `kcm up`: the main job. It starts a private etcd from PATH when none answers, runs the
 //! controllers and simulated kubelets, converges what the CLI creates, and on SIGTERM
 //! leaves no process and no data dir behind. `kcm up --demo` finishes its tour. A second
-//! `kcm up` on a busy port or on the same etcd fails before it does anything.
+//! `kcm up` on a busy port or on the same etcd fails before it does anything, and the data
+//! dirs of killed `kcm up`s are removed by the next one.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use etcd_client::GetOptions;
+use kcm::etcd_process::TempDirOwner;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
@@ -369,6 +371,78 @@ async fn up_registers_its_nodes_says_its_real_port_and_a_second_up_on_its_etcd_i
             .await
             .unwrap();
         assert_eq!(left.count(), 0, "{left:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_removes_the_data_dirs_of_kcm_processes_that_are_gone_and_only_those() {
+    with_timeout(Duration::from_secs(60), async {
+        let tmp = tempfile::tempdir().expect("private TMPDIR");
+        let dead = {
+            let mut child = tokio::process::Command::new("true").spawn().unwrap();
+            let pid = child.id().unwrap();
+            child.wait().await.unwrap();
+            pid
+        };
+        let me = TempDirOwner::this_process();
+        let recycled = TempDirOwner {
+            start_time: me.start_time + 1,
+            ..me
+        };
+        // A dir as kcm leaves it: marked, with etcd's files; or empty (killed at once).
+        let mkdir = |name: &str, marked: bool| {
+            let dir = tmp.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            if marked {
+                std::fs::write(dir.join("kcm-temporary-data-dir"), "").unwrap();
+                std::fs::create_dir(dir.join("member-data")).unwrap();
+                std::fs::write(dir.join("etcd.log"), "log").unwrap();
+            }
+            name.to_owned()
+        };
+        let gone = [
+            // Its owner died.
+            mkdir(&format!("kcm-etcd-{dead}-1-Ab3xYz"), true),
+            mkdir(&format!("kcm-etcd-{dead}-1-Bc4yZa"), false),
+            // Its owner's pid now runs another process (this one, started at another time).
+            mkdir(&format!("{}Cd4wVu", recycled.prefix()), true),
+        ];
+        let kept = [
+            // Its owner runs (this test).
+            mkdir(&format!("{}Gh6qPo", me.prefix()), true),
+            // Not marked as temporary: a --data-dir, whatever its name.
+            {
+                let name = mkdir(&format!("kcm-etcd-{dead}-1-mydata"), false);
+                std::fs::write(tmp.path().join(&name).join("etcd.log"), "log").unwrap();
+                name
+            },
+            // Named the way kcm named temporary dirs before: no owner to check.
+            mkdir("kcm-etcd-Ef5tSr", true),
+            mkdir("etcd-data", true),
+        ];
+
+        let out = up_without_etcd(&["--port", "0"], Some(tmp.path())).await;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("etcd not found"),
+            "{out:?}"
+        );
+        let mut expected = kept.to_vec();
+        expected.sort();
+        assert_eq!(entries(tmp.path()), expected);
+        let said: Vec<&str> = stdout
+            .lines()
+            .filter(|line| {
+                line.starts_with(
+                    "kcm up: removed 3 etcd data dir(s) left by kcm processes that are gone: ",
+                )
+            })
+            .collect();
+        assert_eq!(said.len(), 1, "{stdout}");
+        for name in &gone {
+            assert!(said[0].contains(name.as_str()), "{said:?} names {name}");
+        }
     })
     .await;
 }
