@@ -148,6 +148,7 @@ impl Elector {
             &self.client,
             self.config.lease_duration,
             self.request_timeout,
+            "leadership",
         )
         .await?;
         let mut election = self.client.election_client();
@@ -262,10 +263,13 @@ pub(crate) struct Lease {
 
 impl Lease {
     /// Grants a lease of `ttl` (rounded up to whole seconds) and starts renewing it.
+    /// `holds` names what the lease holds, for the log line when it is lost
+    /// ("leadership", "node registration").
     pub(crate) async fn grant(
         client: &Client,
         ttl: Duration,
         request_timeout: Duration,
+        holds: &'static str,
     ) -> anyhow::Result<Lease> {
         let seconds = i64::try_from(ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0))
             .unwrap_or(i64::MAX)
@@ -285,6 +289,7 @@ impl Lease {
             granted,
             sent + granted,
             lost.clone(),
+            holds,
         ));
         Ok(Lease {
             id: response.id(),
@@ -292,9 +297,7 @@ impl Lease {
             keepalive,
         })
     }
-}
 
-impl Lease {
     /// Stops renewing and revokes the lease, which deletes every key attached to it.
     /// Best effort, bounded by `request_timeout`: a lease that cannot be revoked expires
     /// on its own.
@@ -319,7 +322,8 @@ impl Drop for Lease {
     }
 }
 
-/// Renews lease `id` every `ttl / 3` until it is lost, then cancels `lost`.
+/// Renews lease `id` (which holds `holds`) every `ttl / 3` until it is lost, then cancels
+/// `lost`.
 ///
 /// `expires_at` is when the lease runs out if no renewal succeeds: the time the last
 /// successful renewal was sent plus the TTL etcd granted. Each attempt is bounded by a
@@ -331,6 +335,7 @@ async fn keep_alive(
     ttl: Duration,
     mut expires_at: Instant,
     lost: CancellationToken,
+    holds: &'static str,
 ) {
     let period = ttl / 3;
     let retry = period.min(Duration::from_millis(500));
@@ -343,7 +348,7 @@ async fn keep_alive(
         }
         let sent = Instant::now();
         if sent >= expires_at {
-            tracing::warn!(lease = id, "lease not renewed within its TTL; lost");
+            tracing::warn!(lease = id, "lease not renewed within its TTL; {holds} lost");
             lost.cancel();
             return;
         }
@@ -354,7 +359,7 @@ async fn keep_alive(
                 next = sent + period;
             }
             Ok(Ok(None)) => {
-                tracing::warn!(lease = id, "lease expired in etcd; lost");
+                tracing::warn!(lease = id, "lease expired in etcd; {holds} lost");
                 lost.cancel();
                 return;
             }

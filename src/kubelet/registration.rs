@@ -274,9 +274,14 @@ impl Registrar {
     /// One attempt: create the key if absent on a fresh lease; replace a registration
     /// whose holder is certainly gone; report one that may be alive.
     async fn attempt(&self, own_leases: &[i64]) -> Result<Held, Attempt> {
-        let lease = Lease::grant(&self.client, LEASE_TTL, self.request_timeout)
-            .await
-            .map_err(Attempt::Failed)?;
+        let lease = Lease::grant(
+            &self.client,
+            LEASE_TTL,
+            self.request_timeout,
+            "node registration",
+        )
+        .await
+        .map_err(Attempt::Failed)?;
         let result = self.attempt_on(&lease, own_leases).await;
         match result {
             Ok(create_revision) => Ok(Held {
