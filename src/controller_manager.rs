@@ -54,14 +54,38 @@ pub struct Config {
 /// process campaigns again; at shutdown a leader resigns after its controllers stopped,
 /// so a standby takes over without waiting for the lease to expire.
 ///
+/// The status address is bound first, before anything else starts, so a second manager
+/// on a busy port fails at once, having done nothing.
+///
 /// # Errors
-/// When etcd is unreachable at start, the user may not read and write the prefix, or
-/// the status address cannot be bound. Once running, etcd failures are retried and never
+/// When the status address cannot be bound, etcd is unreachable at start, or the user
+/// may not read and write the prefix. Once running, etcd failures are retried and never
 /// end the process.
 pub async fn run(
     config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let listener = status::bind(
+        config.status_addr,
+        "another controller manager",
+        "--address/--port",
+    )
+    .await?;
+    run_on(config, listener, shutdown).await
+}
+
+/// [`run`] with the status endpoint on `listener`, already bound (`config.status_addr`
+/// is not used).
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_on(
+    config: Config,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    // `--port 0` binds a port of the kernel's choosing: say which.
+    let status_addr = listener.local_addr()?;
     let client = client::connect(&config.client).await?;
     // Owned here, so it runs exactly as long as the controllers.
     let _monitor = client::EndpointMonitor::start(&client, &config.client);
@@ -77,11 +101,10 @@ pub async fn run(
     health
         .leader_election
         .store(config.leader_election.is_some(), Ordering::SeqCst);
-    let listener = status::bind(config.status_addr).await?;
     tracing::info!(
         etcd = %config.client.endpoints_display(),
         prefix = registry.prefix(),
-        status = %config.status_addr,
+        status = %status_addr,
         controllers = ?config.controllers,
         leader_elect = config.leader_election.is_some(),
         "controller manager starting"

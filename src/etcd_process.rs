@@ -2,9 +2,15 @@
 //! health-checked, and stopped (SIGTERM, then SIGKILL) by its owner. `kcm up` and `kcm bench`
 //! both start one.
 //!
-//! Invariant: a private etcd never outlives kcm: its owner stops it on every exit path, the
-//! child is killed when its handle is dropped, and the kernel kills it if kcm itself is
-//! killed (`PR_SET_PDEATHSIG`).
+//! Invariants:
+//! - a private etcd never outlives kcm: its owner stops it on every exit path, the child is
+//!   killed when its handle is dropped, and the kernel kills it if kcm itself is killed
+//!   (`PR_SET_PDEATHSIG`);
+//! - a temporary data dir is named after the process that owns it
+//!   (`kcm-etcd-{pid}-{start time}-XXXXXX`, see [`TempDirOwner`]), marked as temporary,
+//!   and removed when that process ends, by itself or, after a SIGKILL, by the next
+//!   [`remove_stale_data_dirs`]; a dir whose owner runs is never removed, nor one kcm did
+//!   not name and mark (a `--data-dir`).
 
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -45,10 +51,16 @@ impl PrivateEtcd {
             }
             None => {
                 let temp = tempfile::Builder::new()
-                    .prefix("kcm-etcd-")
+                    .prefix(&TempDirOwner::this_process().prefix())
                     .tempdir()
                     .context("create a temporary data dir")?;
                 let path = temp.path().to_path_buf();
+                let marker = path.join(TEMP_DIR_MARKER);
+                std::fs::write(
+                    &marker,
+                    "a private etcd's data dir: kcm up removes it once the process named in its name is gone\n",
+                )
+                .with_context(|| format!("create {}", marker.display()))?;
                 (Some(temp), path)
             }
         };
@@ -169,6 +181,100 @@ impl PrivateEtcd {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Temporary data dirs left behind
+
+/// How every temporary data dir's name starts.
+const TEMP_DIR_PREFIX: &str = "kcm-etcd-";
+
+/// The file that marks a dir as a temporary data dir kcm made (never a `--data-dir`).
+const TEMP_DIR_MARKER: &str = "kcm-temporary-data-dir";
+
+/// The process a temporary data dir belongs to: its pid and its start time (in clock
+/// ticks since boot, field 22 of `/proc/PID/stat`), so that a recycled pid is not taken
+/// for the owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TempDirOwner {
+    pub pid: u32,
+    pub start_time: u64,
+}
+
+impl TempDirOwner {
+    /// This process (start time 0 where `/proc` cannot tell).
+    pub fn this_process() -> TempDirOwner {
+        let pid = std::process::id();
+        TempDirOwner {
+            pid,
+            start_time: process_start_time(pid).unwrap_or(0),
+        }
+    }
+
+    /// The start of the names of this owner's dirs: `kcm-etcd-{pid}-{start time}-`.
+    pub fn prefix(&self) -> String {
+        format!("{TEMP_DIR_PREFIX}{}-{}-", self.pid, self.start_time)
+    }
+
+    /// The owner a dir's name records, if it is one of kcm's owned temporary dirs.
+    pub fn from_dir_name(name: &str) -> Option<TempDirOwner> {
+        let mut parts = name.strip_prefix(TEMP_DIR_PREFIX)?.splitn(3, '-');
+        let pid = parts.next()?.parse().ok()?;
+        let start_time = parts.next()?.parse().ok()?;
+        parts.next().filter(|random| !random.is_empty())?;
+        Some(TempDirOwner { pid, start_time })
+    }
+
+    /// Whether the owner still runs; `None` when this system has no `/proc` to tell.
+    fn is_alive(&self) -> Option<bool> {
+        std::fs::metadata("/proc/self/stat").ok()?;
+        Some(process_start_time(self.pid) == Some(self.start_time))
+    }
+}
+
+/// Start time of process `pid` in clock ticks since boot, from `/proc/PID/stat`; `None`
+/// when it does not exist.
+fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&stat)
+}
+
+/// Field 22 of a `/proc/PID/stat` line. The command name (field 2) is in parentheses and
+/// may itself hold spaces and parentheses, so fields are counted after the last `)`.
+fn parse_start_time(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Removes the temporary data dirs in `tmp` (normally `$TMPDIR`) whose owner process is
+/// gone: kcm processes killed before they could remove theirs (SIGKILL, OOM). A dir is
+/// removed only if kcm named it after its owner and marked it (or it is still empty), so
+/// never a `--data-dir`; dirs named the way kcm named them before (`kcm-etcd-XXXXXX`)
+/// record no owner and are left alone. Returns the dirs removed; a dir that cannot be
+/// removed is logged and left.
+pub fn remove_stale_data_dirs(tmp: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let Some(owner) = TempDirOwner::from_dir_name(&entry.file_name().to_string_lossy()) else {
+            continue;
+        };
+        let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
+        let marked = path.join(TEMP_DIR_MARKER).is_file()
+            || std::fs::read_dir(&path).is_ok_and(|mut dir| dir.next().is_none());
+        if !is_dir || !marked || owner.is_alive() != Some(false) {
+            continue;
+        }
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => removed.push(path),
+            Err(e) => tracing::warn!(dir = %path.display(), error = %e,
+                "cannot remove the data dir of a kcm that is gone"),
+        }
+    }
+    removed
+}
+
 fn free_port(ip: std::net::IpAddr) -> anyhow::Result<u16> {
     Ok(TcpListener::bind((ip, 0))
         .context("find a free port for etcd's peer URL")?
@@ -187,6 +293,37 @@ pub fn local_client_addr(url: &str) -> Option<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temp_dirs_are_named_after_their_owner() {
+        let owner = TempDirOwner {
+            pid: 4242,
+            start_time: 1234567,
+        };
+        assert_eq!(owner.prefix(), "kcm-etcd-4242-1234567-");
+        assert_eq!(
+            TempDirOwner::from_dir_name(&format!("{}Ab3xYz", owner.prefix())),
+            Some(owner)
+        );
+        // kcm's names before owners were recorded, a --data-dir, half a name.
+        for name in [
+            "kcm-etcd-Ab3xYz",
+            "kcm-etcd-data",
+            "kcm-etcd-4242-1234567-",
+            "kcm-etcd-4242-x-Ab3xYz",
+            "etcd-4242-1-Ab3xYz",
+        ] {
+            assert_eq!(TempDirOwner::from_dir_name(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_start_time_is_read_after_the_command_name_whatever_it_holds() {
+        let stat = "77 (odd) name) S 1 77 77 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10";
+        assert_eq!(parse_start_time(stat), Some(98765));
+        assert_eq!(parse_start_time("77 (short) S 1"), None);
+        assert!(TempDirOwner::this_process().is_alive() != Some(false));
+    }
 
     #[test]
     fn only_loopback_urls_get_a_private_etcd() {

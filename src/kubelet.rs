@@ -19,10 +19,14 @@
 //! - the `status.podIP`s of a node's active pods are distinct addresses of its pod CIDR;
 //!   an address goes back to the pool when its pod is deleted or fails, and after a
 //!   restart the node reserves the addresses its pods already hold before it hands out
-//!   any new one.
+//!   any new one;
+//! - a node writes only while it holds its registration (`registration`): one name, one
+//!   kubelet. Every write is guarded by the registration key's incarnation, so etcd
+//!   refuses a write of a kubelet whose registration lapsed, even one already in flight.
 
 mod ipam;
 mod node;
+mod registration;
 
 use std::future::Future;
 use std::time::Duration;
@@ -34,6 +38,9 @@ use tokio::time::Instant;
 pub use self::ipam::{default_pod_cidr, IpAllocator, Ipv4Cidr, ParseCidrError};
 pub use self::node::is_claimable;
 use self::node::{Action, NodeState};
+pub use self::registration::{
+    registration_key, NodeTaken, Registration, Status as RegistrationStatus, LEASE_TTL,
+};
 use crate::api::{Pod, PodPhase};
 use crate::client::Target;
 use crate::controller::log_notice;
@@ -125,7 +132,12 @@ enum Trigger {
     Timer,
     /// Boxed: a pod is large and timers fire often.
     Watch(Box<Update<Pod>>),
+    /// The registration's status changed.
+    Registration,
 }
+
+/// etcd refused a write because the node's registration is gone: stop writing.
+struct RegistrationRefused;
 
 /// How a claim ended.
 enum Claim {
@@ -161,29 +173,42 @@ impl Kubelet {
 
     /// Runs the node until `shutdown` resolves: watches pods in every namespace, claims
     /// unassigned ones, starts them after `start_delay` and fails the unlucky ones after
-    /// `fail_after`.
+    /// `fail_after`, while it holds `registration` (see [`Registration`]).
     ///
-    /// Shutdown contract: once `shutdown` resolves no new write starts; a write in flight
-    /// finishes (bounded by the registry's request timeout), the watch is dropped and
-    /// `run` returns `Ok`. Timers do not survive a restart: the next run starts its
-    /// Pending pods after `start_delay` again and casts the dice again for Running ones.
+    /// A lost registration stops every write at once; the node writes again once
+    /// registered again. Shutdown contract: once `shutdown` resolves no new write
+    /// starts; a write in flight finishes (bounded by the registry's request timeout),
+    /// the watch is dropped, the registration is released (so a successor registers at
+    /// once) and `run` returns `Ok`. Timers do not survive a restart: the next run starts
+    /// its Pending pods after `start_delay` again and casts the dice again for Running
+    /// ones.
     ///
     /// # Errors
-    /// Only when the pod watch task dies; etcd failures are retried.
+    /// When the pod watch task dies, or the registration was lost and the name is now
+    /// held by another ([`NodeTaken`]); etcd failures are retried.
     pub async fn run(
         self,
         watcher: Watcher,
+        registration: Registration,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            registration.node() == self.config.node,
+            "the registration of node {} cannot serve node {}",
+            registration.node(),
+            self.config.node
+        );
         let pod_events = watcher.resumable_list::<Pod>(None, "", etcd_watcher::everything())?;
         tracing::info!(
             node = %self.config.node,
             pod_cidr = %self.config.pod_cidr,
             max_pods = self.config.max_pods,
+            registration = registration.key(),
             "kubelet starting"
         );
         let node = self.config.node.clone();
-        let result = self.run_loop(pod_events, shutdown).await;
+        let result = self.run_loop(pod_events, &registration, shutdown).await;
+        registration.release().await;
         tracing::info!(%node, "kubelet stopped");
         result
     }
@@ -191,19 +216,17 @@ impl Kubelet {
     async fn run_loop(
         self,
         mut pod_events: ResumableWatch<Pod>,
+        registration: &Registration,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
         let mut state = NodeState::new(self.config.clone(), self.rng.clone());
+        let mut status = registration.status();
+        // The registry the node writes through while registered, guarded by the
+        // registration; `None` while it is not.
+        let mut writer = None;
         tokio::pin!(shutdown);
+        let mut trigger = Trigger::Registration;
         loop {
-            let wake = state.next_wake();
-            let trigger = tokio::select! {
-                biased;
-                _ = &mut shutdown => break,
-                _ = tokio::time::sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => Trigger::Timer,
-                // Cancel-safe: the watch's work in flight lives in the stream.
-                update = pod_events.next() => Trigger::Watch(Box::new(update)),
-            };
             match trigger {
                 Trigger::Timer => {}
                 Trigger::Watch(update) => match *update {
@@ -213,35 +236,81 @@ impl Kubelet {
                         state.observe_notice(&notice);
                     }
                 },
+                Trigger::Registration => {
+                    let current = status.borrow_and_update().clone();
+                    writer = self.follow_registration(current)?;
+                }
             }
-            self.act(&mut state).await;
+            if let Some(registry) = &writer {
+                if let Err(RegistrationRefused) = self.act(registry, &mut state).await {
+                    // The registration task says what happened once it has looked.
+                    tracing::debug!(node = %self.config.node,
+                        "etcd refused a write: the node's registration is gone");
+                    writer = None;
+                    registration.check_now();
+                }
+            }
+            let wake = state.next_wake();
+            trigger = tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                // The sender lives as long as the registration; if its task ended, the
+                // last status stands.
+                Ok(()) = status.changed() => Trigger::Registration,
+                _ = tokio::time::sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => Trigger::Timer,
+                // Cancel-safe: the watch's work in flight lives in the stream.
+                update = pod_events.next() => Trigger::Watch(Box::new(update)),
+            };
         }
         Ok(())
     }
 
+    /// The registry to write through once the registration is `status` (the
+    /// registration task logs the changes).
+    ///
+    /// # Errors
+    /// [`NodeTaken`] when another holds the name now.
+    fn follow_registration(&self, status: RegistrationStatus) -> anyhow::Result<Option<Registry>> {
+        match status {
+            RegistrationStatus::Held(incarnation) => {
+                Ok(Some(self.registry.guarded_by(incarnation)))
+            }
+            RegistrationStatus::Lost(_) => Ok(None),
+            RegistrationStatus::Taken(taken) => Err(anyhow::Error::new(taken)
+                .context("this kubelet lost its registration and stopped writing")),
+        }
+    }
+
     /// Does what is due: timers first (they only shrink the node's load or keep it),
-    /// then claims while there is room. Stops at the first etcd failure and pauses
-    /// writes for a moment; what was not done stays due.
-    async fn act(&self, state: &mut NodeState) {
+    /// then claims while there is room, writing through `registry`. Stops at the first
+    /// etcd failure and pauses writes for a moment; what was not done stays due.
+    ///
+    /// # Errors
+    /// When etcd refused a write because the registration is gone.
+    async fn act(
+        &self,
+        registry: &Registry,
+        state: &mut NodeState,
+    ) -> Result<(), RegistrationRefused> {
         let now = Instant::now();
         if !state.may_write(now) {
-            return;
+            return Ok(());
         }
         while let Some((key, action)) = state.next_due(now) {
             let result = match action {
-                Action::Start => self.start(state, &key).await,
-                Action::Fail => self.fail(state, &key).await,
+                Action::Start => self.start(registry, state, &key).await,
+                Action::Fail => self.fail(registry, state, &key).await,
             };
             if let Err(e) = result {
                 tracing::debug!(pod = %key, ?action, error = %e, "write failed; retrying");
                 state.schedule(&key, now + RETRY_DELAY, action);
                 state.pause(now);
-                return;
+                return refused(&e);
             }
         }
         while let Some(pod) = state.next_claim() {
             let key = pod.metadata.key();
-            match self.claim(pod.clone()).await {
+            match self.claim(registry, pod.clone()).await {
                 Ok(Claim::Won(stored)) => {
                     tracing::info!(pod = %key, node = %self.config.node, "claimed pod");
                     state.observe(stored, now);
@@ -254,33 +323,34 @@ impl Kubelet {
                 Ok(Claim::Contended) => {
                     state.unassigned.insert(key, pod);
                     state.pause(now);
-                    return;
+                    return Ok(());
                 }
                 Err(e) => {
                     tracing::debug!(pod = %key, error = %e, "claim failed; retrying");
                     state.unassigned.insert(key, pod);
                     state.pause(now);
-                    return;
+                    return refused(&e);
                 }
             }
         }
+        Ok(())
     }
 
     /// Binds an unassigned pod to this node: `spec.host` and `status.host`, written only
     /// if the pod is still at the version read (so exactly one node wins).
-    async fn claim(&self, mut pod: Pod) -> Result<Claim, StorageError> {
+    async fn claim(&self, registry: &Registry, mut pod: Pod) -> Result<Claim, StorageError> {
         for _ in 0..MAX_CLAIM_ATTEMPTS {
             let mut claimed = pod.clone();
             claimed.spec.host = self.config.node.clone();
             claimed.status.get_or_insert_with(Default::default).host = self.config.node.clone();
-            match self.registry.update(&claimed).await {
+            match registry.update(&claimed).await {
                 Ok(stored) => return Ok(Claim::Won(stored)),
                 Err(StorageError::Conflict { .. }) => {}
                 Err(e) => return Err(e),
             }
             // Another node (or writer) got there first: look again.
             let meta = &pod.metadata;
-            match self.registry.get::<Pod>(&meta.namespace, &meta.name).await {
+            match registry.get::<Pod>(&meta.namespace, &meta.name).await {
                 Ok(current) if is_claimable(&current) => pod = current,
                 Ok(current) => return Ok(Claim::Lost(current)),
                 Err(StorageError::NotFound { .. }) => return Ok(Claim::Gone),
@@ -292,7 +362,12 @@ impl Kubelet {
 
     /// Turns an owned pod Running with an address from the node's range (the one it
     /// holds, if any). Returns an error only for a failure worth retrying.
-    async fn start(&self, state: &mut NodeState, key: &str) -> Result<(), StorageError> {
+    async fn start(
+        &self,
+        registry: &Registry,
+        state: &mut NodeState,
+        key: &str,
+    ) -> Result<(), StorageError> {
         let Some(owned) = state.owned.get(key) else {
             return Ok(());
         };
@@ -310,8 +385,7 @@ impl Kubelet {
         };
         let node = &self.config.node;
         let (namespace, name) = split_key(key);
-        let result = self
-            .registry
+        let result = registry
             .guaranteed_update::<Pod, _>(namespace, name, |mut pod| {
                 ensure_owned(&pod, node)?;
                 anyhow::ensure!(
@@ -359,11 +433,15 @@ impl Kubelet {
 
     /// The simulated crash: an owned Running pod turns Failed and gives its address back
     /// (`status.podIP` is cleared, since the address may go to another pod).
-    async fn fail(&self, state: &mut NodeState, key: &str) -> Result<(), StorageError> {
+    async fn fail(
+        &self,
+        registry: &Registry,
+        state: &mut NodeState,
+        key: &str,
+    ) -> Result<(), StorageError> {
         let node = &self.config.node;
         let (namespace, name) = split_key(key);
-        let result = self
-            .registry
+        let result = registry
             .guaranteed_update::<Pod, _>(namespace, name, |mut pod| {
                 ensure_owned(&pod, node)?;
                 anyhow::ensure!(pod.phase() == PodPhase::Running, "phase is {}", pod.phase());
@@ -392,18 +470,39 @@ impl Kubelet {
     }
 }
 
-/// `kcm kubelet`: connects to `target` and runs one node until `shutdown` resolves.
+/// `kcm kubelet`: connects to `target`, registers the node and runs it until `shutdown`
+/// resolves.
 ///
 /// # Errors
-/// When etcd is unreachable at start or the prefix is invalid.
+/// When etcd is unreachable at start, the prefix is invalid, or the node name is taken.
 pub async fn run(
     target: &Target,
     config: KubeletConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let (client, registry) = target.connect().await?;
-    let watcher = Watcher::new(&client, registry.clone());
-    Kubelet::new(registry, config)?.run(watcher, shutdown).await
+    let kubelet = Kubelet::new(registry.clone(), config)?;
+    let registration = Registration::register(
+        &client,
+        registry.prefix(),
+        &kubelet.config.node,
+        target.client.request_timeout,
+    )
+    .await
+    .map_err(|e| match e.downcast::<NodeTaken>() {
+        Ok(taken) => anyhow::anyhow!("{taken}; use another --node"),
+        Err(e) => e,
+    })?;
+    let watcher = Watcher::new(&client, registry);
+    kubelet.run(watcher, registration, shutdown).await
+}
+
+/// `Err` when `error` says etcd refused a write because the registration is gone.
+fn refused(error: &StorageError) -> Result<(), RegistrationRefused> {
+    match error {
+        StorageError::OwnerGone { .. } => Err(RegistrationRefused),
+        _ => Ok(()),
+    }
 }
 
 fn ensure_owned(pod: &Pod, node: &str) -> anyhow::Result<()> {

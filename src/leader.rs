@@ -68,12 +68,16 @@ impl Default for LeaderElectionConfig {
 
 /// `{hostname}-{pid}`.
 pub fn default_identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+    format!("{}-{}", hostname(), std::process::id())
+}
+
+/// This machine's host name (`kcm` when it cannot be read).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "kcm".to_string());
-    format!("{host}-{}", std::process::id())
+        .unwrap_or_else(|| "kcm".to_string())
 }
 
 /// The key prefix of election `name` under `prefix`: `{prefix}/elections/{name}`. The
@@ -144,6 +148,7 @@ impl Elector {
             &self.client,
             self.config.lease_duration,
             self.request_timeout,
+            "leadership",
         )
         .await?;
         let mut election = self.client.election_client();
@@ -215,16 +220,7 @@ impl Elector {
     }
 
     async fn revoke(&self, lease: &Lease) {
-        lease.lost.cancel();
-        let mut leases = self.client.lease_client();
-        match tokio::time::timeout(self.request_timeout, leases.revoke(lease.id)).await {
-            Ok(Ok(_)) => {}
-            // Already expired (the usual case after a loss) or etcd unreachable: the
-            // lease ends on its own.
-            Ok(Err(e)) => tracing::debug!(lease = lease.id, error = %describe_etcd_error(&e),
-                "revoke lease"),
-            Err(_) => tracing::debug!(lease = lease.id, "revoke lease timed out"),
-        }
+        lease.revoke(&self.client, self.request_timeout).await;
     }
 }
 
@@ -254,22 +250,26 @@ impl Leadership {
     }
 }
 
-/// An etcd lease kept alive by a background task until it is dropped or lost.
-struct Lease {
-    id: i64,
+/// An etcd lease kept alive by a background task until it is dropped or lost. Also
+/// holds a kubelet's node registration (`kubelet::Registration`).
+pub(crate) struct Lease {
+    pub(crate) id: i64,
     /// Cancelled when the lease is lost (expired, unknown to etcd, or not renewed within
     /// its TTL), or revoked by us.
-    lost: CancellationToken,
+    pub(crate) lost: CancellationToken,
     /// The renewal task; aborted on drop.
     keepalive: JoinHandle<()>,
 }
 
 impl Lease {
     /// Grants a lease of `ttl` (rounded up to whole seconds) and starts renewing it.
-    async fn grant(
+    /// `holds` names what the lease holds, for the log line when it is lost
+    /// ("leadership", "node registration").
+    pub(crate) async fn grant(
         client: &Client,
         ttl: Duration,
         request_timeout: Duration,
+        holds: &'static str,
     ) -> anyhow::Result<Lease> {
         let seconds = i64::try_from(ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0))
             .unwrap_or(i64::MAX)
@@ -289,12 +289,29 @@ impl Lease {
             granted,
             sent + granted,
             lost.clone(),
+            holds,
         ));
         Ok(Lease {
             id: response.id(),
             lost,
             keepalive,
         })
+    }
+
+    /// Stops renewing and revokes the lease, which deletes every key attached to it.
+    /// Best effort, bounded by `request_timeout`: a lease that cannot be revoked expires
+    /// on its own.
+    pub(crate) async fn revoke(&self, client: &Client, request_timeout: Duration) {
+        self.lost.cancel();
+        let mut leases = client.lease_client();
+        match tokio::time::timeout(request_timeout, leases.revoke(self.id)).await {
+            Ok(Ok(_)) => {}
+            // Already expired (the usual case after a loss) or etcd unreachable: the
+            // lease ends on its own.
+            Ok(Err(e)) => tracing::debug!(lease = self.id, error = %describe_etcd_error(&e),
+                "revoke lease"),
+            Err(_) => tracing::debug!(lease = self.id, "revoke lease timed out"),
+        }
     }
 }
 
@@ -305,7 +322,8 @@ impl Drop for Lease {
     }
 }
 
-/// Renews lease `id` every `ttl / 3` until it is lost, then cancels `lost`.
+/// Renews lease `id` (which holds `holds`) every `ttl / 3` until it is lost, then cancels
+/// `lost`.
 ///
 /// `expires_at` is when the lease runs out if no renewal succeeds: the time the last
 /// successful renewal was sent plus the TTL etcd granted. Each attempt is bounded by a
@@ -317,6 +335,7 @@ async fn keep_alive(
     ttl: Duration,
     mut expires_at: Instant,
     lost: CancellationToken,
+    holds: &'static str,
 ) {
     let period = ttl / 3;
     let retry = period.min(Duration::from_millis(500));
@@ -329,10 +348,7 @@ async fn keep_alive(
         }
         let sent = Instant::now();
         if sent >= expires_at {
-            tracing::warn!(
-                lease = id,
-                "lease not renewed within its TTL; leadership lost"
-            );
+            tracing::warn!(lease = id, "lease not renewed within its TTL; {holds} lost");
             lost.cancel();
             return;
         }
@@ -343,7 +359,7 @@ async fn keep_alive(
                 next = sent + period;
             }
             Ok(Ok(None)) => {
-                tracing::warn!(lease = id, "lease expired in etcd; leadership lost");
+                tracing::warn!(lease = id, "lease expired in etcd; {holds} lost");
                 lost.cancel();
                 return;
             }

@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -23,6 +22,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry as PromRegistry;
+use tokio_util::sync::CancellationToken;
 
 use crate::etcd_watcher::{LoopReport, WatchMetrics, LOOP_RESTARTS, SHORT_LIVED};
 use crate::registry::{active_alarms, EtcdAlarm};
@@ -578,20 +578,94 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     )
 }
 
-/// Binds the status endpoint on `addr`.
+/// Binds the status endpoint on `addr`, warning when the address is reachable from other
+/// hosts (the endpoint has no authentication). Callers bind before they start anything
+/// else, so that a busy port fails fast, having done nothing.
+///
+/// `holder` names who else may hold the port ("another kcm up") and `flags` the flags
+/// that choose another ("--port"), for the error message.
 ///
 /// # Errors
-/// When the address cannot be bound (in use, not local).
-pub async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("bind the status endpoint on {addr} (use --address/--port)"))
+/// When the address cannot be bound (in use, not an address of this host).
+pub async fn bind(
+    addr: SocketAddr,
+    holder: &str,
+    flags: &str,
+) -> anyhow::Result<tokio::net::TcpListener> {
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => listener,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+            "the status port {addr} is in use ({holder}?); use {flags} to choose another"
+        ),
+        Err(e) => anyhow::bail!(
+            "cannot serve status on {addr}: {e}; use {flags} to choose another address"
+        ),
+    };
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            address = %listener.local_addr().unwrap_or(addr),
+            "the status endpoint (/healthz, /metrics) has no authentication and is reachable from other hosts; \
+             use --address 127.0.0.1 unless that is intended"
+        );
+    }
+    Ok(listener)
 }
 
-/// Serves `/healthz` and `/metrics` until `shutdown` resolves.
+/// How long a client may take to send a request's headers, counted from when the
+/// connection opens or its previous response was sent: hyper's header timer also runs
+/// while a kept-alive connection waits for its next request, so this is the idle timeout
+/// too. A status endpoint is asked small questions; a probe or scraper that needs longer
+/// is stuck.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest any one connection lives, whatever it is doing (a body trickled byte by
+/// byte, a response never read): far more than a `/metrics` scrape needs.
+pub const MAX_CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
+/// Most connections served at once. A connection beyond it closes the oldest one, which
+/// is far more likely a stuck client than a live request (those take milliseconds), so
+/// `/healthz` answers at once even while stuck clients fill every slot, and the process
+/// never holds more than this many sockets for the endpoint.
+pub const MAX_CONNECTIONS: usize = 128;
+
+/// The connections being served, oldest first, each with the token that closes it.
+#[derive(Default)]
+struct Connections {
+    next_id: u64,
+    open: BTreeMap<u64, CancellationToken>,
+}
+
+impl Connections {
+    /// Admits a connection; closes the oldest ones beyond `limit`. Returns its id and
+    /// token.
+    fn admit(&mut self, limit: usize) -> (u64, CancellationToken) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let token = CancellationToken::new();
+        self.open.insert(id, token.clone());
+        while self.open.len() > limit {
+            if let Some((_, oldest)) = self.open.pop_first() {
+                oldest.cancel();
+            }
+        }
+        (id, token)
+    }
+
+    fn remove(&mut self, id: u64) {
+        self.open.remove(&id);
+    }
+}
+
+/// Serves `/healthz` and `/metrics` (HTTP/1.1) until `shutdown` resolves, then lets the
+/// requests in flight finish (at most [`HEADER_READ_TIMEOUT`] more) and returns.
+///
+/// Each connection has [`HEADER_READ_TIMEOUT`] to send its headers (and as idle time
+/// between requests) and lives at most [`MAX_CONNECTION_LIFETIME`]; at most
+/// [`MAX_CONNECTIONS`] are served at once. axum's own `serve` has none of these limits,
+/// so connections are served by hyper directly.
 ///
 /// # Errors
-/// When serving fails.
+/// None so far: a failed accept (say, out of descriptors) is logged and retried.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
@@ -602,10 +676,60 @@ pub async fn serve(
         .route("/healthz", get(healthz))
         .route("/metrics", get(self::metrics))
         .with_state(AppState { metrics, health });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("serve the status endpoint")
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let connections = Arc::new(Mutex::new(Connections::default()));
+    let stop = CancellationToken::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            biased;
+            _ = &mut shutdown => break,
+            // Reap finished connections as they end.
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors, or a connection reset before it was accepted:
+                    // wait a moment rather than spin.
+                    tracing::debug!(error = %e, "accept a status connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let (id, close) = connections
+            .lock()
+            .expect("connections lock")
+            .admit(MAX_CONNECTIONS);
+        let connection =
+            http.serve_connection(hyper_util::rt::TokioIo::new(stream), service.clone());
+        let (connections, stop) = (connections.clone(), stop.clone());
+        tasks.spawn(async move {
+            tokio::pin!(connection);
+            let lifetime = tokio::time::sleep(MAX_CONNECTION_LIFETIME);
+            tokio::pin!(lifetime);
+            tokio::select! {
+                _ = &mut connection => {}
+                // Evicted or too old: dropping the connection closes its socket.
+                _ = close.cancelled() => {}
+                _ = &mut lifetime => {}
+                _ = stop.cancelled() => {
+                    // Finish the request in flight, take no more.
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(HEADER_READ_TIMEOUT, connection).await;
+                }
+            }
+            connections.lock().expect("connections lock").remove(id);
+        });
+    }
+    drop(listener);
+    stop.cancel();
+    while tasks.join_next().await.is_some() {}
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,13 +1,16 @@
 //! `kcm up`: the whole loop on one machine, one command away.
 //!
-//! Uses the etcd that answers at `--etcd-servers` (docker compose's, a real cluster), or
-//! starts a private one from PATH on that address with a temporary data dir. Then runs
-//! the controller manager and `--nodes` simulated kubelets in this process until Ctrl-C,
-//! and shuts everything down: controllers first, then kubelets, then the private etcd,
+//! Binds the status port first (a busy port ends it before anything starts), then uses
+//! the etcd that answers at `--etcd-servers` (docker compose's, a real cluster), or
+//! starts a private one from PATH on that address with a temporary data dir, removing the
+//! dirs that killed `kcm up`s left behind. Then registers and runs `--nodes` simulated
+//! kubelets and the controller manager in this process until Ctrl-C, and shuts everything
+//! down: controllers first, then kubelets (releasing their names), then the private etcd,
 //! whose temporary data dir is removed. `--demo` narrates a guided tour of the 2014 loop.
 //!
-//! Invariant: a private etcd ([`PrivateEtcd`]) never outlives kcm: it is stopped on every
-//! exit path, and the kernel kills it if kcm itself is killed.
+//! Invariants: a private etcd ([`PrivateEtcd`]) never outlives kcm: it is stopped on every
+//! exit path, and the kernel kills it if kcm itself is killed; its temporary data dir
+//! goes with it, or with the next `kcm up` if kcm was killed.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use crate::client::{self, ClientConfig, Target};
-use crate::etcd_process::{local_client_addr, PrivateEtcd};
+use crate::etcd_process::{local_client_addr, remove_stale_data_dirs, PrivateEtcd};
 
 /// What `kcm up` runs.
 #[derive(Clone, Debug)]
@@ -97,21 +100,45 @@ use crate::api::{
 use crate::controller_manager::{self, Controller};
 use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::Watcher;
-use crate::kubelet::{Kubelet, KubeletConfig};
+use crate::kubelet::{Kubelet, KubeletConfig, NodeTaken, Registration};
 use crate::labels::{Selector, Set};
 use crate::registry::{Registry, StorageError};
 use crate::replication_manager::ManagerConfig;
+use crate::status;
 
 /// Runs `kcm up` until `shutdown` resolves (or the demo finishes).
 ///
+/// The status port is bound first, so a second `kcm up` on a busy port fails at once,
+/// having started nothing; then the data dirs of earlier `kcm up`s that were killed are
+/// removed; the nodes are registered before any loop starts, so one whose names are
+/// taken fails before it writes anything.
+///
 /// # Errors
-/// When no etcd answers and a private one cannot be started, or a component fails to
-/// start (e.g. the status port is taken).
+/// When the status port is taken, no etcd answers and a private one cannot be started,
+/// a node name is taken, or a component fails to start.
 pub async fn run(
     target: &Target,
     config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let listener = status::bind(
+        SocketAddr::from(([127, 0, 0, 1], config.port)),
+        "another kcm up",
+        "--port",
+    )
+    .await?;
+    let removed = remove_stale_data_dirs(&std::env::temp_dir());
+    if !removed.is_empty() {
+        let dirs: Vec<String> = removed
+            .iter()
+            .map(|dir| dir.display().to_string())
+            .collect();
+        say(format!(
+            "kcm up: removed {} etcd data dir(s) left by kcm processes that are gone: {}",
+            dirs.len(),
+            dirs.join(", ")
+        ));
+    }
     let client_config = &target.client;
     let url = client_config
         .endpoints
@@ -150,7 +177,7 @@ pub async fn run(
             Some(etcd)
         }
     };
-    let result = run_cluster(target, &config, shutdown).await;
+    let result = run_cluster(target, &config, listener, shutdown).await;
     if let Some(etcd) = private {
         etcd.stop().await;
         say("kcm up: private etcd stopped");
@@ -161,12 +188,15 @@ pub async fn run(
 async fn run_cluster(
     target: &Target,
     config: &Config,
+    listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (client, registry) = target.connect().await?;
+    let nodes = register_nodes(&client, &registry, config.nodes, target).await?;
     let token = CancellationToken::new();
-    let status_addr = SocketAddr::from(([127, 0, 0, 1], config.port));
-    let manager = controller_manager::run(
+    // The port actually bound (`--port 0` lets the kernel choose).
+    let status_addr = listener.local_addr()?;
+    let manager = controller_manager::run_on(
         controller_manager::Config {
             client: target.client.clone(),
             prefix: target.prefix.clone(),
@@ -179,9 +209,10 @@ async fn run_cluster(
             status_addr,
             leader_election: None,
         },
+        listener,
         token.clone().cancelled_owned(),
     );
-    let kubelets = run_nodes(&client, &registry, config.nodes, &token);
+    let kubelets = run_nodes(&client, &registry, nodes, &token);
     let endpoints = target.client.endpoints_display();
     let driver = async {
         if config.demo {
@@ -215,30 +246,77 @@ async fn run_cluster(
             Ok(())
         }
     };
-    let (manager, kubelets, driver) = tokio::join!(manager, kubelets, driver);
+    let (manager, (), driver) = tokio::join!(manager, kubelets, driver);
     say("kcm up: controllers and kubelets stopped");
-    manager.and(kubelets).and(driver)
+    manager.and(driver)
 }
 
-/// Runs `nodes` simulated kubelets named `node-1`, `node-2`, ... until `token` is
-/// cancelled.
-async fn run_nodes(
+/// Registers `nodes` simulated kubelets named `node-1`, `node-2`, ...
+///
+/// # Errors
+/// When a name is taken (another `kcm up` or `kcm kubelet` uses this etcd and prefix) or
+/// etcd fails; the names registered so far are released.
+async fn register_nodes(
     client: &etcd_client::Client,
     registry: &Registry,
     nodes: u16,
-    token: &CancellationToken,
-) -> anyhow::Result<()> {
-    let watcher = Watcher::new(client, registry.clone());
-    let mut runs = Vec::new();
+    target: &Target,
+) -> anyhow::Result<Vec<(Kubelet, Registration)>> {
+    let mut registered = Vec::new();
     for i in 1..=nodes {
         let kubelet = Kubelet::new(registry.clone(), KubeletConfig::new(format!("node-{i}")))?;
-        runs.push(kubelet.run(watcher.clone(), token.clone().cancelled_owned()));
+        let registration = Registration::register(
+            client,
+            registry.prefix(),
+            &format!("node-{i}"),
+            target.client.request_timeout,
+        )
+        .await;
+        match registration {
+            Ok(registration) => registered.push((kubelet, registration)),
+            Err(e) => {
+                futures::future::join_all(
+                    registered
+                        .into_iter()
+                        .map(|(_, registration)| registration.release()),
+                )
+                .await;
+                return Err(match e.downcast::<NodeTaken>() {
+                    Ok(taken) => anyhow::anyhow!(
+                        "{taken}; another kcm up or kcm kubelet uses this etcd: \
+                         use another --prefix, or --nodes 0"
+                    ),
+                    Err(e) => e,
+                });
+            }
+        }
     }
-    futures::future::join_all(runs)
-        .await
-        .into_iter()
-        .collect::<anyhow::Result<Vec<()>>>()
-        .map(drop)
+    Ok(registered)
+}
+
+/// Runs the registered kubelets until `token` is cancelled. A kubelet that stops early
+/// (its name was taken over) is logged; the others go on.
+async fn run_nodes(
+    client: &etcd_client::Client,
+    registry: &Registry,
+    nodes: Vec<(Kubelet, Registration)>,
+    token: &CancellationToken,
+) {
+    let watcher = Watcher::new(client, registry.clone());
+    let runs = nodes.into_iter().map(|(kubelet, registration)| {
+        let node = registration.node().to_string();
+        let run = kubelet.run(
+            watcher.clone(),
+            registration,
+            token.clone().cancelled_owned(),
+        );
+        async move {
+            if let Err(e) = run.await {
+                tracing::error!(%node, error = %format!("{e:#}"), "kubelet stopped");
+            }
+        }
+    });
+    futures::future::join_all(runs).await;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ use crate::kubelet::{Ipv4Cidr, KubeletConfig};
 #[derive(clap::Args, Debug, Clone)]
 pub struct KubeletArgs {
     /// Name of the node; written into the pods it claims as spec.host and status.host.
+    /// One name, one kubelet: the name is registered in etcd ({prefix}/minions/NAME, on a
+    /// 10s lease) while the kubelet runs, and a kubelet whose name is taken exits.
     #[arg(long)]
     pub node: String,
     /// Pod address range of the node. Default 10.244.N.0/24 with N derived from the

@@ -23,7 +23,8 @@ pub struct UpArgs {
     /// delete a pod, scale, show the endpoints; then shut down.
     #[arg(long)]
     pub demo: bool,
-    /// Port of the status endpoint (/healthz, /metrics).
+    /// Port of the status endpoint (/healthz, /metrics) on 127.0.0.1; 0 picks a free one
+    /// (the line saying where status is served shows it).
     #[arg(long, default_value_t = 10252)]
     pub port: u16,
     /// How often every controller is synced even without events (at least 100ms).

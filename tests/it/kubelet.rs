@@ -11,16 +11,18 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use etcd_client::Client;
+use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use kcm::etcd_watcher::Watcher;
-use kcm::kubelet::{Ipv4Cidr, Kubelet, KubeletConfig};
+use kcm::kubelet::{registration_key, Ipv4Cidr, Kubelet, KubeletConfig, Registration};
 use kcm::registry::Registry;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::history;
-use crate::support::objects::{current_revision, pod_documents, pod_key};
-use crate::support::{eventually, init_tracing, start_etcd, with_timeout};
+use crate::support::kcm::{run_kcm, Kcm};
+use crate::support::objects::{current_revision, delete, pod_documents, pod_key};
+use crate::support::{eventually, init_tracing, start_etcd, with_timeout, EtcdServer};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// How long nodes may take to settle after a change (generous: tests run in parallel).
@@ -41,9 +43,13 @@ impl Node {
         init_tracing();
         let registry = Registry::new(client, "/registry").expect("registry");
         let watcher = Watcher::new(client, registry.clone());
+        let registration =
+            Registration::register(client, "/registry", &config.node, Duration::from_secs(5))
+                .await
+                .expect("register the node");
         let kubelet = Kubelet::new(registry, config).expect("valid kubelet config");
         let stop = CancellationToken::new();
-        let task = tokio::spawn(kubelet.run(watcher, stop.clone().cancelled_owned()));
+        let task = tokio::spawn(kubelet.run(watcher, registration, stop.clone().cancelled_owned()));
         Node { stop, task }
     }
 
@@ -486,6 +492,262 @@ async fn a_restarted_node_keeps_its_pods_addresses_and_hands_out_fresh_ones() {
                 .collect(),
         );
         node.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node registration: one name, one kubelet
+
+/// The registration of `node`: its value (`{pid}@{host}`), create revision and lease.
+async fn registration(client: &Client, node: &str) -> Option<(String, i64, i64)> {
+    let response = client
+        .clone()
+        .get(registration_key("/registry", node), None)
+        .await
+        .expect("read the registration");
+    response.kvs().first().map(|kv| {
+        (
+            kv.value_str().expect("utf-8 value").to_owned(),
+            kv.create_revision(),
+            kv.lease(),
+        )
+    })
+}
+
+/// Waits until `kubelet` holds a registration of `node` created after revision `after`;
+/// returns its create revision.
+async fn wait_registered(client: &Client, kubelet: &mut Kcm, node: &str, after: i64) -> i64 {
+    let holder = format!("{}@", kubelet.pid());
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        kubelet.assert_running();
+        if let Some((value, create, _)) = registration(client, node).await {
+            if create > after && value.starts_with(&holder) {
+                return create;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {holder} to register {node}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `kcm kubelet --node {node}` against `endpoint`, starting pods after 100 ms.
+fn spawn_kubelet(endpoint: &str, node: &str, cidr: &str) -> Kcm {
+    Kcm::spawn(
+        &[
+            "--etcd-servers",
+            endpoint,
+            "kubelet",
+            "--node",
+            node,
+            "--pod-cidr",
+            cidr,
+            "--start-delay",
+            "100ms",
+        ],
+        &[],
+    )
+}
+
+/// A test etcd, a client, and `kcm kubelet --node n1` registered on it (at the revision
+/// returned); `None` without etcd.
+async fn n1_on_etcd() -> Option<(EtcdServer, Client, Kcm, i64)> {
+    let etcd = start_etcd().await?;
+    let client = etcd.client().await;
+    let mut kubelet = spawn_kubelet(&etcd.endpoint(), "n1", "10.244.1.0/24");
+    let registered = wait_registered(&client, &mut kubelet, "n1", 0).await;
+    Some((etcd, client, kubelet, registered))
+}
+
+/// The one line a failed `kcm` printed on stderr.
+#[track_caller]
+fn one_line(stderr: &str) -> &str {
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line on stderr: {stderr:?}");
+    lines[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_kubelet_with_a_name_in_use_is_refused_and_the_first_keeps_working() {
+    with_timeout(LIMIT, async {
+        let Some((etcd, client, mut first, _)) = n1_on_etcd().await else {
+            return;
+        };
+        let endpoint = etcd.endpoint();
+
+        let start = current_revision(&client).await;
+        let second = run_kcm(
+            &["--etcd-servers", &endpoint, "kubelet", "--node", "n1"],
+            &[],
+        )
+        .await;
+        assert_eq!(second.status.code(), Some(1), "{second:?}");
+        let line = one_line(&second.stderr);
+        let holder = format!("registered by {}@", first.pid());
+        for part in ["node n1 is taken", holder.as_str(), "use another --node"] {
+            assert!(line.contains(part), "{line:?} should contain {part:?}");
+        }
+        assert_eq!(
+            current_revision(&client).await,
+            start,
+            "the refused kubelet wrote nothing"
+        );
+
+        // The first goes on: a new pod runs on n1.
+        put_pods(&client, names(0..1)).await;
+        eventually(SETTLE, "pod-00 Running on n1", || async {
+            count_by_host(&client, "Running").await == BTreeMap::from([("n1".into(), 1)])
+        })
+        .await;
+        first.assert_running();
+
+        // A clean stop gives the name back at once (no waiting for the lease to expire).
+        assert!(first.terminate().await.success());
+        assert_eq!(registration(&client, "n1").await, None, "released on exit");
+        let mut third = spawn_kubelet(&endpoint, "n1", "10.244.1.0/24");
+        wait_registered(&client, &mut third, "n1", 0).await;
+        assert!(third.terminate().await.success());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_kubelets_name_is_taken_back_by_its_successor_on_the_same_host() {
+    with_timeout(LIMIT, async {
+        let Some((etcd, client, mut first, old)) = n1_on_etcd().await else {
+            return;
+        };
+        first.signal(libc::SIGKILL);
+        first.wait_exit(Duration::from_secs(15)).await;
+        let (_, create, lease) = registration(&client, "n1").await.expect("left behind");
+        assert_eq!(create, old);
+        assert_ne!(lease, 0);
+
+        // Its lease still runs, but its process is gone: the successor replaces it.
+        let mut second = spawn_kubelet(&etcd.endpoint(), "n1", "10.244.1.0/24");
+        let new = wait_registered(&client, &mut second, "n1", old).await;
+        assert!(new > old);
+        let stale = format!("holder={}@", first.pid());
+        assert_eq!(
+            second
+                .warnings_about("replacing a stale node registration")
+                .iter()
+                .filter(|line| line.contains(&stale) && line.contains("its process is gone"))
+                .count(),
+            1,
+            "{}",
+            second.log()
+        );
+        assert!(second.terminate().await.success());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_whose_name_was_taken_over_writes_nothing_more_and_exits() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, mut kubelet, _)) = n1_on_etcd().await else {
+            return;
+        };
+        put_pods(&client, names(0..1)).await;
+        eventually(SETTLE, "pod-00 Running on n1", || async {
+            count_by_host(&client, "Running").await == BTreeMap::from([("n1".into(), 1)])
+        })
+        .await;
+
+        // As if its lease had run out and another host's kubelet had registered n1: the key
+        // is deleted and created again by someone else.
+        let key = registration_key("/registry", "n1");
+        let taken_at = loop {
+            client.clone().delete(key.as_str(), None).await.expect("delete");
+            let create = Txn::new()
+                .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
+                .and_then([TxnOp::put(key.as_str(), "1@elsewhere", None)]);
+            let response = client.clone().txn(create).await.expect("create");
+            if response.succeeded() {
+                break response.header().expect("header").revision();
+            }
+        };
+        // Work it would do if it still wrote: a pod to claim, one of its own to start.
+        put_pods(&client, names(1..2)).await;
+        let mut own = unassigned_pod("pod-02");
+        own["spec"]["host"] = json!("n1");
+        client
+            .clone()
+            .put(pod_key(NAMESPACE, "pod-02"), own.to_string(), None)
+            .await
+            .expect("put pod-02");
+
+        let status = kubelet.wait_exit(SETTLE).await;
+        assert_eq!(status.code(), Some(1), "{}", kubelet.log());
+        let last = kubelet.log().lines().last().unwrap_or_default().to_owned();
+        assert!(
+            last.starts_with("kcm: this kubelet lost its registration and stopped writing: node n1 is taken: registered by 1@elsewhere"),
+            "{last:?}"
+        );
+        // Nothing but the test's own two pods was written after the takeover.
+        let writes: Vec<(String, Option<String>)> = history(&client, taken_at)
+            .await
+            .into_iter()
+            .map(|(_, name, pod)| (name, pod.map(|pod| host(&pod).to_owned())))
+            .collect();
+        assert_eq!(
+            writes,
+            [
+                ("pod-01".to_owned(), Some(String::new())),
+                ("pod-02".to_owned(), Some("n1".to_owned()))
+            ]
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_whose_registration_was_deleted_or_revoked_registers_again_before_writing() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, mut kubelet, mut registered)) = n1_on_etcd().await else {
+            return;
+        };
+        for (round, how) in ["delete", "revoke"].into_iter().enumerate() {
+            let (_, _, lease) = registration(&client, "n1").await.expect("registered");
+            let lost_at = if how == "delete" {
+                delete(&client, &registration_key("/registry", "n1")).await
+            } else {
+                client.clone().lease_revoke(lease).await.expect("revoke");
+                current_revision(&client).await
+            };
+            // A pod to claim at once: the claim must wait for the new registration.
+            let pod = format!("pod-{round:02}");
+            put_pods(&client, [pod.clone()]).await;
+            registered = wait_registered(&client, &mut kubelet, "n1", registered).await;
+            eventually(SETTLE, &format!("{pod} Running on n1"), || async {
+                count_by_host(&client, "Running").await.get("n1") == Some(&(round + 1))
+            })
+            .await;
+            let claimed_at = history(&client, lost_at)
+                .await
+                .into_iter()
+                .find(|(_, name, document)| {
+                    *name == pod && document.as_ref().is_some_and(|d| host(d) == "n1")
+                })
+                .map(|(revision, _, _)| revision)
+                .expect("the claim is in the history");
+            assert!(
+                claimed_at > registered,
+                "{pod} was claimed at revision {claimed_at}, before n1 registered again at {registered}"
+            );
+            let losses = kubelet
+                .log()
+                .lines()
+                .filter(|line| line.contains(" WARN ") && line.contains("node registration lost"))
+                .count();
+            assert!(losses > round, "the {how} is logged: {}", kubelet.log());
+        }
+        assert!(kubelet.terminate().await.success());
     })
     .await;
 }

@@ -17,6 +17,7 @@ mod overcreate;
 mod overlap;
 mod registry;
 mod resume;
+mod status;
 mod stop;
 mod sync;
 mod tls;

@@ -1,17 +1,22 @@
 //! `kcm up`: the main job. It starts a private etcd from PATH when none answers, runs the
 //! controllers and simulated kubelets, converges what the CLI creates, and on SIGTERM
-//! leaves no process and no data dir behind. `kcm up --demo` finishes its tour.
+//! leaves no process and no data dir behind. `kcm up --demo` finishes its tour. A second
+//! `kcm up` on a busy port or on the same etcd fails before it does anything, and the data
+//! dirs of killed `kcm up`s are removed by the next one.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use etcd_client::GetOptions;
+use kcm::etcd_process::TempDirOwner;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
 use crate::support::etcd::etcd_binary;
-use crate::support::kcm::kcm_command;
-use crate::support::{eventually, free_port, with_timeout};
+use crate::support::kcm::{http_get, kcm_command};
+use crate::support::objects::current_revision;
+use crate::support::{eventually, free_port, start_etcd, with_timeout};
 
 /// `kcm --etcd-servers URL ARGS...` with the given etcd binary, stdout piped.
 fn kcm_up(url: &str, etcd: &Path, args: &[&str]) -> Child {
@@ -23,6 +28,26 @@ fn kcm_up(url: &str, etcd: &Path, args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn kcm up")
+}
+
+/// `kcm up {args}` where no etcd answers and none can be started (no binary), with
+/// `$TMPDIR` set to `tmp` if given.
+async fn up_without_etcd(args: &[&str], tmp: Option<&Path>) -> std::process::Output {
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let mut command = kcm_command();
+    command
+        .args([
+            "--etcd-servers",
+            &url,
+            "up",
+            "--etcd-binary",
+            "/nonexistent/etcd",
+        ])
+        .args(args);
+    if let Some(tmp) = tmp {
+        command.env("TMPDIR", tmp);
+    }
+    command.output().await.expect("run kcm up")
 }
 
 async fn kcm(url: &str, args: &[&str]) -> std::process::Output {
@@ -182,18 +207,7 @@ async fn up_demo_finishes_its_tour_within_a_minute() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_without_etcd_says_how_to_get_it() {
     with_timeout(Duration::from_secs(30), async {
-        let url = format!("http://127.0.0.1:{}", free_port());
-        let out = kcm_command()
-            .args([
-                "--etcd-servers",
-                &url,
-                "up",
-                "--etcd-binary",
-                "/nonexistent/etcd",
-            ])
-            .output()
-            .await
-            .unwrap();
+        let out = up_without_etcd(&["--port", "0"], None).await;
         assert_eq!(out.status.code(), Some(1));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -207,6 +221,8 @@ async fn up_without_etcd_says_how_to_get_it() {
                 "--etcd-keepalive-timeout",
                 "1s",
                 "up",
+                "--port",
+                "0",
             ])
             .output()
             .await
@@ -214,6 +230,219 @@ async fn up_without_etcd_says_how_to_get_it() {
         let stderr = String::from_utf8_lossy(&remote.stderr);
         assert_eq!(remote.status.code(), Some(1));
         assert!(stderr.contains("not a local http address"), "{stderr}");
+    })
+    .await;
+}
+
+/// The one line a failed `kcm` printed on stderr.
+#[track_caller]
+fn one_line(stderr: &[u8]) -> String {
+    let stderr = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line on stderr: {stderr:?}");
+    lines[0].to_owned()
+}
+
+/// The entries of `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_up_on_a_busy_status_port_fails_at_once_having_started_nothing() {
+    with_timeout(Duration::from_secs(60), async {
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("occupy a port");
+        let port = busy.local_addr().unwrap().port().to_string();
+        let tmp = tempfile::tempdir().expect("private TMPDIR");
+        let expected = format!(
+            "kcm: the status port 127.0.0.1:{port} is in use (another kcm up?); use --port to choose another"
+        );
+        // No etcd answers: it would start one (and fail: no binary) if it got that far.
+        let out = up_without_etcd(&["--port", &port], Some(tmp.path())).await;
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert_eq!(one_line(&out.stderr), expected);
+        assert_eq!(entries(tmp.path()), Vec::<String>::new(), "no data dir");
+
+        // With an etcd that answers: not one write, no node registered.
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let before = current_revision(&client).await;
+        let out = kcm_command()
+            .args(["--etcd-servers", &etcd.endpoint(), "up", "--port", &port])
+            .env("TMPDIR", tmp.path())
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert_eq!(one_line(&out.stderr), expected);
+        assert_eq!(current_revision(&client).await, before, "nothing written");
+        assert_eq!(entries(tmp.path()), Vec::<String>::new());
+        drop(busy);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_registers_its_nodes_says_its_real_port_and_a_second_up_on_its_etcd_is_refused() {
+    let Some(etcd_bin) = etcd_binary() else {
+        return;
+    };
+    with_timeout(Duration::from_secs(90), async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let url = etcd.endpoint();
+        let mut up = kcm_up(&url, &etcd_bin, &["--port", "0", "--nodes", "2"]);
+        let pid = up.id().unwrap();
+        let mut stdout = BufReader::new(up.stdout.take().unwrap()).lines();
+        let mut status_url = None;
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            if let Some((_, rest)) = line.split_once("status on ") {
+                status_url = Some(rest.to_owned());
+            }
+            if line.contains("Ctrl-C stops everything") {
+                break;
+            }
+        }
+        // `--port 0`: it says the port the kernel gave it, and serves there.
+        let status_url = status_url.expect("kcm up says where status is served");
+        let port: u16 = status_url
+            .strip_prefix("http://127.0.0.1:")
+            .and_then(|rest| rest.strip_suffix("/healthz"))
+            .and_then(|port| port.parse().ok())
+            .unwrap_or_else(|| panic!("{status_url:?}"));
+        assert_ne!(port, 0);
+        eventually(
+            Duration::from_secs(30),
+            "/healthz 200 on the port it named",
+            || async { matches!(http_get(port, "/healthz").await, Some((200, _))) },
+        )
+        .await;
+
+        let holder = format!("{pid}@");
+        for node in ["node-1", "node-2"] {
+            let response = client
+                .clone()
+                .get(format!("/registry/minions/{node}"), None)
+                .await
+                .unwrap();
+            let value = response
+                .kvs()
+                .first()
+                .map(|kv| kv.value_str().unwrap().to_owned());
+            assert!(
+                value.as_deref().is_some_and(|v| v.starts_with(&holder)),
+                "{node}: {value:?}"
+            );
+        }
+
+        // A second kcm up on the same etcd (another status port) would run duplicate nodes.
+        let before = current_revision(&client).await;
+        let out = kcm(&url, &["up", "--port", "0", "--nodes", "1"]).await;
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let line = one_line(&out.stderr);
+        let taken = format!("node node-1 is taken: registered by {holder}");
+        for part in [taken.as_str(), "use another --prefix, or --nodes 0"] {
+            assert!(line.contains(part), "{line:?} should contain {part:?}");
+        }
+        assert_eq!(current_revision(&client).await, before, "nothing written");
+
+        // SIGTERM: the names are given back.
+        // SAFETY: pid is our own child.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        assert!(up.wait().await.unwrap().success());
+        let left = client
+            .clone()
+            .get("/registry/minions/", Some(GetOptions::new().with_prefix()))
+            .await
+            .unwrap();
+        assert_eq!(left.count(), 0, "{left:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_removes_the_data_dirs_of_kcm_processes_that_are_gone_and_only_those() {
+    with_timeout(Duration::from_secs(60), async {
+        let tmp = tempfile::tempdir().expect("private TMPDIR");
+        let dead = {
+            let mut child = tokio::process::Command::new("true").spawn().unwrap();
+            let pid = child.id().unwrap();
+            child.wait().await.unwrap();
+            pid
+        };
+        let me = TempDirOwner::this_process();
+        let recycled = TempDirOwner {
+            start_time: me.start_time + 1,
+            ..me
+        };
+        // A dir as kcm leaves it: marked, with etcd's files; or empty (killed at once).
+        let mkdir = |name: &str, marked: bool| {
+            let dir = tmp.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            if marked {
+                std::fs::write(dir.join("kcm-temporary-data-dir"), "").unwrap();
+                std::fs::create_dir(dir.join("member-data")).unwrap();
+                std::fs::write(dir.join("etcd.log"), "log").unwrap();
+            }
+            name.to_owned()
+        };
+        let gone = [
+            // Its owner died.
+            mkdir(&format!("kcm-etcd-{dead}-1-Ab3xYz"), true),
+            mkdir(&format!("kcm-etcd-{dead}-1-Bc4yZa"), false),
+            // Its owner's pid now runs another process (this one, started at another time).
+            mkdir(&format!("{}Cd4wVu", recycled.prefix()), true),
+        ];
+        let kept = [
+            // Its owner runs (this test).
+            mkdir(&format!("{}Gh6qPo", me.prefix()), true),
+            // Not marked as temporary: a --data-dir, whatever its name.
+            {
+                let name = mkdir(&format!("kcm-etcd-{dead}-1-mydata"), false);
+                std::fs::write(tmp.path().join(&name).join("etcd.log"), "log").unwrap();
+                name
+            },
+            // Named the way kcm named temporary dirs before: no owner to check.
+            mkdir("kcm-etcd-Ef5tSr", true),
+            mkdir("etcd-data", true),
+        ];
+
+        let out = up_without_etcd(&["--port", "0"], Some(tmp.path())).await;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("etcd not found"),
+            "{out:?}"
+        );
+        let mut expected = kept.to_vec();
+        expected.sort();
+        assert_eq!(entries(tmp.path()), expected);
+        let said: Vec<&str> = stdout
+            .lines()
+            .filter(|line| {
+                line.starts_with(
+                    "kcm up: removed 3 etcd data dir(s) left by kcm processes that are gone: ",
+                )
+            })
+            .collect();
+        assert_eq!(said.len(), 1, "{stdout}");
+        for name in &gone {
+            assert!(said[0].contains(name.as_str()), "{said:?} names {name}");
+        }
     })
     .await;
 }
