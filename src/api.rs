@@ -25,6 +25,7 @@ mod codec;
 mod kinds;
 mod label_selector;
 mod meta;
+mod pod_status;
 #[cfg(test)]
 mod tests;
 mod validation;
@@ -42,6 +43,10 @@ pub use label_selector::{
 pub use meta::{
     controller_of, fill_system_fields, now_rfc3339, remember_spec, set_generation,
     set_generation_from_read, ObjectMeta, OwnerReference, ReadSpec, ResourceVersion,
+};
+pub use pod_status::{
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+    ContainerStatus, PodCondition, CONDITION_FALSE, CONDITION_TRUE, POD_READY,
 };
 pub use validation::{
     controllers_overlap, pods_overlap, selection, selector_matches, validate, FieldError,

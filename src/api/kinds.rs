@@ -6,6 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::meta::null_as_default;
+use super::pod_status::{ContainerStatus, PodCondition, CONDITION_TRUE, POD_READY};
 use super::validation::{validate_controller, validate_service};
 use super::{Extra, FieldError, Object, ObjectMeta, API_VERSION};
 use crate::labels::Set;
@@ -209,6 +210,32 @@ impl Pod {
     pub fn is_active(&self) -> bool {
         !matches!(self.phase(), PodPhase::Succeeded | PodPhase::Failed)
     }
+
+    /// The `Ready` condition's status: `Some(true)` for "True", `Some(false)` for any
+    /// other value, `None` when the pod reports no `Ready` condition (a 2014 document).
+    pub fn ready_condition(&self) -> Option<bool> {
+        self.status
+            .as_ref()
+            .and_then(PodStatus::ready_condition)
+            .map(|c| c.status == CONDITION_TRUE)
+    }
+
+    /// Whether the pod is ready (`podutil.IsPodReady`): its `Ready` condition is "True".
+    /// A pod without a `Ready` condition (written before kcm reported readiness, as in
+    /// 2014) counts as ready once Running.
+    pub fn is_ready(&self) -> bool {
+        self.ready_condition()
+            .unwrap_or(self.phase() == PodPhase::Running)
+    }
+
+    /// The `Ready` condition's `lastTransitionTime` (RFC 3339) when it is "True": the
+    /// moment the pod became ready, from which availability is measured.
+    pub fn ready_since(&self) -> Option<&str> {
+        let condition = self.status.as_ref()?.ready_condition()?;
+        (condition.status == CONDITION_TRUE)
+            .then_some(condition.last_transition_time.as_deref())
+            .flatten()
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -220,8 +247,28 @@ pub struct PodStatus {
     pub host: String,
     #[serde(rename = "podIP", default, skip_serializing_if = "String::is_empty")]
     pub pod_ip: String,
+    /// Written by kcm's kubelet from issue 13 on; absent in 2014 documents.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub conditions: Vec<PodCondition>,
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub container_statuses: Vec<ContainerStatus>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl PodStatus {
+    /// The `Ready` condition, if reported.
+    pub fn ready_condition(&self) -> Option<&PodCondition> {
+        self.conditions.iter().find(|c| c.type_ == POD_READY)
+    }
 }
 
 /// `PodPhase`. An unknown string makes the document undecodable rather than being
