@@ -8,6 +8,12 @@
 //! endpoints controller has something to serve. Each kubelet is its own scheduler: it
 //! claims unassigned pods for its node, first come first served.
 //!
+//! Since issue 13 it also reports readiness as the later kubelet does (`containers`):
+//! `status.conditions` `Ready` and `status.containerStatuses`, Ready after `--ready-delay`
+//! (in the Running write itself by default), and failing images chosen by reference
+//! (`--pull-fail-images`, `--crash-images`, `--unready-images`). Each pod has at most one
+//! timer, set when its state changes, so a node writes only when something is due.
+//!
 //! Invariants:
 //! - a pod is claimed by exactly one node: the claim is a compare-and-swap on the
 //!   resourceVersion of a pod whose `spec.host` is empty, so `spec.host` is written once
@@ -24,6 +30,7 @@
 //!   kubelet. Every write is guarded by the registration key's incarnation, so etcd
 //!   refuses a write of a kubelet whose registration lapsed, even one already in flight.
 
+mod containers;
 mod ipam;
 mod node;
 mod registration;
@@ -35,13 +42,17 @@ use rand::rngs::StdRng;
 use rand::SeedableRng as _;
 use tokio::time::Instant;
 
+pub use self::containers::{
+    glob_match, parse_globs, ImageClass, ImageRules, READY_DELAY_ANNOTATION,
+};
+use self::containers::{ready_delay, Step};
 pub use self::ipam::{default_pod_cidr, IpAllocator, Ipv4Cidr, ParseCidrError};
 pub use self::node::is_claimable;
 use self::node::{Action, NodeState};
 pub use self::registration::{
     registration_key, NodeTaken, Registration, Status as RegistrationStatus, LEASE_TTL,
 };
-use crate::api::{Pod, PodPhase};
+use crate::api::{now_rfc3339, Pod, PodPhase};
 use crate::client::Target;
 use crate::controller::log_notice;
 use crate::etcd_watcher::{self, ResumableWatch, Update, Watcher};
@@ -75,6 +86,12 @@ pub struct KubeletConfig {
     /// Most active pods the node holds; it claims no more while at the limit. Default
     /// 110 (the later kubelet's default `--max-pods`).
     pub max_pods: usize,
+    /// How long a pod that turned Running waits before it turns Ready (its
+    /// `kcm.io/ready-delay` annotation overrides it). Default 0: Ready in the same write
+    /// as Running.
+    pub ready_delay: Duration,
+    /// Which images fail to pull, crash or never turn ready.
+    pub images: ImageRules,
 }
 
 impl KubeletConfig {
@@ -88,6 +105,8 @@ impl KubeletConfig {
             fail_rate: 0.0,
             fail_after: Duration::from_secs(5),
             max_pods: 110,
+            ready_delay: Duration::ZERO,
+            images: ImageRules::default(),
         }
     }
 
@@ -299,7 +318,9 @@ impl Kubelet {
         while let Some((key, action)) = state.next_due(now) {
             let result = match action {
                 Action::Start => self.start(registry, state, &key).await,
-                Action::Fail => self.fail(registry, state, &key).await,
+                Action::Fail | Action::PullFail | Action::Ready | Action::Restart => {
+                    self.step(registry, state, &key, action).await
+                }
             };
             if let Err(e) = result {
                 tracing::debug!(pod = %key, ?action, error = %e, "write failed; retrying");
@@ -384,6 +405,8 @@ impl Kubelet {
             },
         };
         let node = &self.config.node;
+        let rules = &self.config.images;
+        let mut delay = Duration::ZERO;
         let (namespace, name) = split_key(key);
         let result = registry
             .guaranteed_update::<Pod, _>(namespace, name, |mut pod| {
@@ -394,9 +417,17 @@ impl Kubelet {
                     pod.phase()
                 );
                 let status = pod.status.get_or_insert_with(Default::default);
-                status.phase = PodPhase::Running;
                 status.host = node.clone();
                 status.pod_ip = ip.to_string();
+                if pod.phase() != PodPhase::Running || pod.ready_condition().is_some() {
+                    delay = ready_delay(&pod, self.config.ready_delay);
+                    let step = Step {
+                        rules,
+                        now: &now_rfc3339(),
+                    };
+                    step.started(&mut pod, delay.is_zero());
+                }
+                pod.status.get_or_insert_with(Default::default).phase = PodPhase::Running;
                 Ok(pod)
             })
             .await;
@@ -407,7 +438,12 @@ impl Kubelet {
                 if let Some(owned) = state.owned.get_mut(key) {
                     owned.ip = Some(ip);
                 }
+                let waits = stored.ready_condition() == Some(false)
+                    && rules.pod_class(&stored) == ImageClass::Normal;
                 state.observe(stored, now);
+                if waits {
+                    state.schedule(key, now + delay, Action::Ready);
+                }
                 Ok(())
             }
             Err(e) => {
@@ -431,29 +467,68 @@ impl Kubelet {
         }
     }
 
-    /// The simulated crash: an owned Running pod turns Failed and gives its address back
-    /// (`status.podIP` is cleared, since the address may go to another pod).
-    async fn fail(
+    /// The status steps after Running: a pod whose image fails to pull, that waited out
+    /// its ready delay, whose container crashed again, or that fails (the simulated
+    /// failure of `--fail-rate`: Failed, giving its address back, since `status.podIP`
+    /// may go to another pod).
+    async fn step(
         &self,
         registry: &Registry,
         state: &mut NodeState,
         key: &str,
+        action: Action,
     ) -> Result<(), StorageError> {
         let node = &self.config.node;
+        let rules = &self.config.images;
         let (namespace, name) = split_key(key);
         let result = registry
             .guaranteed_update::<Pod, _>(namespace, name, |mut pod| {
                 ensure_owned(&pod, node)?;
-                anyhow::ensure!(pod.phase() == PodPhase::Running, "phase is {}", pod.phase());
-                let status = pod.status.get_or_insert_with(Default::default);
-                status.phase = PodPhase::Failed;
-                status.pod_ip.clear();
+                let step = Step {
+                    rules,
+                    now: &now_rfc3339(),
+                };
+                let expected = match action {
+                    Action::PullFail => PodPhase::Pending,
+                    _ => PodPhase::Running,
+                };
+                anyhow::ensure!(pod.phase() == expected, "phase is {}", pod.phase());
+                match action {
+                    Action::PullFail => step.pull_failed(&mut pod),
+                    Action::Ready => step.became_ready(&mut pod),
+                    Action::Restart => step.restarted(&mut pod),
+                    Action::Fail | Action::Start => {
+                        if pod.ready_condition().is_some() {
+                            step.failed(&mut pod);
+                        }
+                        let status = pod.status.get_or_insert_with(Default::default);
+                        status.phase = PodPhase::Failed;
+                        status.pod_ip.clear();
+                    }
+                }
                 Ok(pod)
             })
             .await;
+        let what = match action {
+            Action::PullFail => "image pull failed (simulated)",
+            Action::Ready => "pod ready",
+            Action::Restart => "container restarted (simulated crash loop)",
+            Action::Fail | Action::Start => "pod failed (simulated)",
+        };
+        self.settle(state, key, what, result)
+    }
+
+    /// Takes in the result of a status write: the stored pod, or what the failure means.
+    fn settle(
+        &self,
+        state: &mut NodeState,
+        key: &str,
+        what: &str,
+        result: Result<Pod, StorageError>,
+    ) -> Result<(), StorageError> {
         match result {
             Ok(stored) => {
-                tracing::info!(pod = %key, "pod failed (simulated)");
+                tracing::info!(pod = %key, "{what}");
                 state.observe(stored, Instant::now());
                 Ok(())
             }
@@ -462,7 +537,7 @@ impl Kubelet {
                 Ok(())
             }
             Err(StorageError::Update { source, .. }) => {
-                tracing::debug!(pod = %key, reason = %source, "not failing pod");
+                tracing::debug!(pod = %key, reason = %source, "status not written: {what}");
                 Ok(())
             }
             Err(e) => Err(e),

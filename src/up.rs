@@ -37,6 +37,10 @@ pub struct Config {
     pub port: u16,
     /// How often every controller is synced even without events.
     pub sync_period: Duration,
+    /// The kubelets' ready delay (`kcm kubelet --ready-delay`).
+    pub ready_delay: Duration,
+    /// The kubelets' failing images (`kcm kubelet --pull-fail-images` and the others).
+    pub images: ImageRules,
 }
 
 /// Prints one narration line.
@@ -100,7 +104,7 @@ use crate::api::{
 use crate::controller_manager::{self, Controller};
 use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::Watcher;
-use crate::kubelet::{Kubelet, KubeletConfig, NodeTaken, Registration};
+use crate::kubelet::{ImageRules, Kubelet, KubeletConfig, NodeTaken, Registration};
 use crate::labels::{Selector, Set};
 use crate::registry::{Registry, StorageError};
 use crate::replication_manager::ManagerConfig;
@@ -192,7 +196,7 @@ async fn run_cluster(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (client, registry) = target.connect().await?;
-    let nodes = register_nodes(&client, &registry, config.nodes, target).await?;
+    let nodes = register_nodes(&client, &registry, config, target).await?;
     let token = CancellationToken::new();
     // The port actually bound (`--port 0` lets the kernel choose).
     let status_addr = listener.local_addr()?;
@@ -259,12 +263,17 @@ async fn run_cluster(
 async fn register_nodes(
     client: &etcd_client::Client,
     registry: &Registry,
-    nodes: u16,
+    config: &Config,
     target: &Target,
 ) -> anyhow::Result<Vec<(Kubelet, Registration)>> {
     let mut registered = Vec::new();
-    for i in 1..=nodes {
-        let kubelet = Kubelet::new(registry.clone(), KubeletConfig::new(format!("node-{i}")))?;
+    for i in 1..=config.nodes {
+        let kubelet_config = KubeletConfig {
+            ready_delay: config.ready_delay,
+            images: config.images.clone(),
+            ..KubeletConfig::new(format!("node-{i}"))
+        };
+        let kubelet = Kubelet::new(registry.clone(), kubelet_config)?;
         let registration = Registration::register(
             client,
             registry.prefix(),

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::parse_duration;
-use crate::kubelet::{Ipv4Cidr, KubeletConfig};
+use crate::kubelet::{parse_globs, ImageRules, Ipv4Cidr, KubeletConfig};
 
 /// `kcm kubelet`: flags of one simulated node.
 #[derive(clap::Args, Debug, Clone)]
@@ -29,6 +29,41 @@ pub struct KubeletArgs {
     /// Most active pods the node holds.
     #[arg(long, default_value_t = 110, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_pods: u32,
+    #[command(flatten)]
+    pub pods: PodBehaviourArgs,
+}
+
+/// How the simulated nodes' pods behave: ready delay and failing images (shared by
+/// `kcm kubelet` and `kcm up`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct PodBehaviourArgs {
+    /// How long a pod that turned Running stays unready (Ready=False) before it turns
+    /// Ready; a pod's annotation kcm.io/ready-delay (copied from its template) overrides
+    /// it. 0 reports Ready in the same write as Running.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub ready_delay: Duration,
+    /// Images whose pull fails (comma-separated globs; * matches anything): their pods
+    /// stay Pending, waiting with ErrImagePull, then ImagePullBackOff.
+    #[arg(long, default_value = "*:fail*,*doesnotexist*")]
+    pub pull_fail_images: String,
+    /// Images that crash: their pods run with an address but never turn Ready, and
+    /// restart in CrashLoopBackOff (first restart after 2s, the delay doubling to 30s).
+    #[arg(long, default_value = "*:crash*")]
+    pub crash_images: String,
+    /// Images that run but never turn Ready.
+    #[arg(long, default_value = "*:unready*")]
+    pub unready_images: String,
+}
+
+impl PodBehaviourArgs {
+    /// The failing-image rules these flags describe.
+    pub fn images(&self) -> ImageRules {
+        ImageRules {
+            pull_fail: parse_globs(&self.pull_fail_images),
+            crash: parse_globs(&self.crash_images),
+            unready: parse_globs(&self.unready_images),
+        }
+    }
 }
 
 impl TryFrom<&KubeletArgs> for KubeletConfig {
@@ -47,6 +82,8 @@ impl TryFrom<&KubeletArgs> for KubeletConfig {
         config.fail_rate = args.fail_rate;
         config.fail_after = args.fail_after;
         config.max_pods = args.max_pods as usize;
+        config.ready_delay = args.pods.ready_delay;
+        config.images = args.pods.images();
         config.validate()?;
         Ok(config)
     }
@@ -89,15 +126,24 @@ mod tests {
             "0.25",
             "--max-pods",
             "7",
+            "--ready-delay",
+            "2s",
+            "--crash-images",
+            "*:boom, x*",
         ])
         .unwrap();
         let config = KubeletConfig::try_from(&config).unwrap();
         assert_eq!(config.pod_cidr.to_string(), "10.244.3.0/24");
         assert_eq!(config.start_delay, Duration::from_secs(1));
         assert_eq!((config.fail_rate, config.max_pods), (0.25, 7));
+        assert_eq!(config.ready_delay, Duration::from_secs(2));
+        assert_eq!(config.images.crash, ["*:boom", "x*"]);
+        assert_eq!(config.images.unready, ["*:unready*"]);
         let defaults = KubeletConfig::try_from(&parse(&["--node", "node-a"]).unwrap()).unwrap();
         assert_eq!(defaults.pod_cidr, default_pod_cidr("node-a"));
         assert_eq!(defaults.fail_after, Duration::from_secs(5));
+        assert_eq!(defaults.ready_delay, Duration::ZERO);
+        assert_eq!(defaults.images, ImageRules::default());
         for (args, part) in [
             (
                 &["--node", "a", "--fail-rate", "1.5"][..],

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::kubelet::PodBehaviourArgs;
 use super::parse_sync_period;
 use crate::up;
 
@@ -30,6 +31,8 @@ pub struct UpArgs {
     /// How often every controller is synced even without events (at least 100ms).
     #[arg(long, default_value = "10s", value_parser = parse_sync_period)]
     pub sync_period: Duration,
+    #[command(flatten)]
+    pub pods: PodBehaviourArgs,
 }
 
 impl From<&UpArgs> for up::Config {
@@ -41,6 +44,8 @@ impl From<&UpArgs> for up::Config {
             demo: args.demo,
             port: args.port,
             sync_period: args.sync_period,
+            ready_delay: args.pods.ready_delay,
+            images: args.pods.images(),
         }
     }
 }

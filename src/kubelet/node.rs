@@ -5,11 +5,16 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::net::Ipv4Addr;
+use std::time::SystemTime;
 
 use rand::rngs::StdRng;
 use rand::Rng as _;
 use tokio::time::Instant;
 
+use super::containers::{
+    crash_backoff, ready_delay, remaining, restart_count, waiting_reason, ImageClass,
+    ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, PULL_RETRY,
+};
 use super::ipam::IpAllocator;
 use super::{KubeletConfig, RETRY_DELAY};
 use crate::api::{Pod, PodPhase};
@@ -23,6 +28,12 @@ pub(super) enum Action {
     Start,
     /// Turn Failed (the simulated crash).
     Fail,
+    /// Report a failed image pull: `ErrImagePull`, then `ImagePullBackOff`.
+    PullFail,
+    /// The ready delay has passed: Ready=True.
+    Ready,
+    /// A crash-looping container restarts.
+    Restart,
 }
 
 /// A pod whose `spec.host` is this node.
@@ -223,14 +234,43 @@ impl NodeState {
                 }
                 entry.ip = held.filter(|ip| self.allocator.reserve(*ip));
             }
+            let class = self.config.images.pod_class(pod);
+            let current = entry.timer;
+            let keep = |action: Action, due: Instant| match current {
+                Some((_, a)) if a == action => current,
+                _ => Some((due, action)),
+            };
             match entry.phase {
-                PodPhase::Pending => match entry.timer {
-                    Some((_, Action::Start)) => entry.timer,
-                    _ => Some((now + self.config.start_delay, Action::Start)),
+                PodPhase::Pending if class == ImageClass::PullFail => match waiting_reason(pod) {
+                    Some(IMAGE_PULL_BACK_OFF) => None,
+                    Some(ERR_IMAGE_PULL) => keep(Action::PullFail, now + PULL_RETRY),
+                    _ => keep(Action::PullFail, now + self.config.start_delay),
                 },
+                PodPhase::Pending => keep(Action::Start, now + self.config.start_delay),
                 PodPhase::Running if entry.ip.is_none() => {
                     tracing::debug!(pod = %key, ip = ?pod.pod_ip(), "running pod without a usable address; assigning one");
                     Some((now, Action::Start))
+                }
+                // Waiting out the ready delay (after a restart of the node, counted from
+                // when the pod turned Running).
+                PodPhase::Running
+                    if class == ImageClass::Normal && pod.ready_condition() == Some(false) =>
+                {
+                    let delay = ready_delay(pod, self.config.ready_delay);
+                    let since = pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.ready_condition())
+                        .and_then(|c| c.last_transition_time.as_deref());
+                    keep(
+                        Action::Ready,
+                        now + remaining(since, delay, SystemTime::now()),
+                    )
+                }
+                PodPhase::Running
+                    if class == ImageClass::Crash && pod.ready_condition().is_some() =>
+                {
+                    keep(Action::Restart, now + crash_backoff(restart_count(pod)))
                 }
                 PodPhase::Running if !entry.rolled => {
                     entry.rolled = true;
@@ -238,7 +278,7 @@ impl NodeState {
                         self.config.fail_rate > 0.0 && self.rng.gen_bool(self.config.fail_rate);
                     fail.then_some((now + self.config.fail_after, Action::Fail))
                 }
-                PodPhase::Running => entry.timer.filter(|(_, action)| *action == Action::Fail),
+                PodPhase::Running => current.filter(|(_, action)| *action == Action::Fail),
                 // Unknown (or anything else): leave it alone.
                 _ => None,
             }
@@ -311,6 +351,7 @@ fn resource_version(pod: &Pod) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ImageRules;
     use super::*;
     use crate::api::{ObjectMeta, PodStatus, ResourceVersion};
     use rand::SeedableRng as _;
@@ -474,5 +515,99 @@ mod tests {
             None,
             "the dice are cast once"
         );
+    }
+
+    #[test]
+    fn failing_images_get_timers_by_their_reported_state() {
+        use super::super::containers::{Step, CRASH_LOOP_BACK_OFF};
+        use crate::api::Container;
+        let delay = Duration::from_millis(500);
+        let mut state = state(KubeletConfig {
+            start_delay: delay,
+            ..KubeletConfig::new("n")
+        });
+        let rules = ImageRules::default();
+        let with_image = |mut p: Pod, image: &str| {
+            p.spec.containers = vec![Container {
+                name: "c".into(),
+                image: image.into(),
+                ..Container::default()
+            }];
+            p
+        };
+        let now = Instant::now();
+        let mut p = with_image(pod("a", 2, "n", Some(PodPhase::Pending), ""), "x:fail");
+        state.observe(p.clone(), now);
+        assert_eq!(
+            state.next_due(now + delay),
+            Some(("ns/a".into(), Action::PullFail))
+        );
+        let step = Step {
+            rules: &rules,
+            now: "2026-01-01T00:00:00Z",
+        };
+        step.pull_failed(&mut p);
+        p.metadata.resource_version = Some(ResourceVersion(3));
+        state.observe(p.clone(), now);
+        assert_eq!(
+            state.next_due(now + PULL_RETRY - Duration::from_millis(1)),
+            None
+        );
+        assert_eq!(
+            state.next_due(now + PULL_RETRY),
+            Some(("ns/a".into(), Action::PullFail))
+        );
+        step.pull_failed(&mut p);
+        p.metadata.resource_version = Some(ResourceVersion(4));
+        state.observe(p, now);
+        assert_eq!(state.next_wake(), None, "ImagePullBackOff is final");
+
+        let mut c = with_image(pod("c", 5, "n", Some(PodPhase::Pending), ""), "x:crash");
+        step.started(&mut c, true);
+        c.status.as_mut().unwrap().pod_ip = "10.0.0.3".into();
+        state.observe(c.clone(), now);
+        assert_eq!(
+            state.next_due(now + Duration::from_secs(2)),
+            Some(("ns/c".into(), Action::Restart))
+        );
+        step.restarted(&mut c);
+        assert_eq!(waiting_reason(&c), Some(CRASH_LOOP_BACK_OFF));
+        c.metadata.resource_version = Some(ResourceVersion(6));
+        state.observe(c, now);
+        assert_eq!(state.next_due(now + Duration::from_secs(3)), None);
+        assert_eq!(
+            state.next_due(now + Duration::from_secs(4)),
+            Some(("ns/c".into(), Action::Restart))
+        );
+
+        // Unready images and 2014 pods (no conditions) need nothing once running.
+        let mut u = with_image(pod("u", 7, "n", Some(PodPhase::Pending), ""), "x:unready");
+        step.started(&mut u, true);
+        u.status.as_mut().unwrap().pod_ip = "10.0.0.4".into();
+        state.observe(u, now);
+        state.observe(pod("old", 8, "n", Some(PodPhase::Running), "10.0.0.5"), now);
+        assert_eq!(state.next_wake(), None);
+    }
+
+    #[test]
+    fn a_pod_waiting_out_its_ready_delay_gets_a_ready_timer() {
+        use super::super::containers::Step;
+        let mut state = state(KubeletConfig {
+            ready_delay: Duration::from_secs(60),
+            ..KubeletConfig::new("n")
+        });
+        let rules = ImageRules::default();
+        let now = Instant::now();
+        let mut p = pod("a", 2, "n", Some(PodPhase::Pending), "");
+        Step {
+            rules: &rules,
+            now: &crate::api::now_rfc3339(),
+        }
+        .started(&mut p, false);
+        p.status.as_mut().unwrap().pod_ip = "10.0.0.2".into();
+        state.observe(p, now);
+        let wake = state.next_wake().expect("a Ready timer");
+        assert!(wake > now + Duration::from_secs(58) && wake <= now + Duration::from_secs(60));
+        assert_eq!(state.next_due(wake), Some(("ns/a".into(), Action::Ready)));
     }
 }

@@ -751,3 +751,173 @@ async fn a_kubelet_whose_registration_was_deleted_or_revoked_registers_again_bef
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Readiness and failing images (issue 13)
+
+/// An unassigned pod running `image`, with `annotations`.
+async fn put_pod_with_image(client: &Client, name: &str, image: &str, annotations: Value) {
+    let mut pod = unassigned_pod(name);
+    pod["spec"]["containers"][0]["image"] = json!(image);
+    pod["metadata"]["annotations"] = annotations;
+    client
+        .clone()
+        .put(pod_key(NAMESPACE, name), pod.to_string(), None)
+        .await
+        .unwrap_or_else(|e| panic!("put pod {name}: {e}"));
+}
+
+/// The Ready condition's status ("" without one).
+fn ready(pod: &Value) -> &str {
+    pod["status"]["conditions"]
+        .as_array()
+        .and_then(|conditions| conditions.iter().find(|c| c["type"] == "Ready"))
+        .map_or("", |c| c["status"].as_str().unwrap_or_default())
+}
+
+fn container(pod: &Value) -> &Value {
+    &pod["status"]["containerStatuses"][0]
+}
+
+/// `(phase, Ready, waiting reason, restartCount, has an IP)` of each write to pod `name`.
+fn states<'a>(
+    writes: &'a [(i64, String, Option<Value>)],
+    name: &str,
+) -> Vec<(&'a str, &'a str, &'a str, i64, bool)> {
+    writes
+        .iter()
+        .filter(|(_, n, _)| n == name)
+        .filter_map(|(_, _, document)| document.as_ref())
+        .map(|pod| {
+            (
+                phase(pod),
+                ready(pod),
+                text(container(pod), &["state", "waiting", "reason"]),
+                container(pod)["restartCount"].as_i64().unwrap_or_default(),
+                !text(pod, &["status", "podIP"]).is_empty(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_delay_reports_running_unready_first_and_ready_in_a_later_write() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let start = current_revision(&client).await;
+        let node = Node::start(
+            &client,
+            KubeletConfig {
+                ready_delay: Duration::from_secs(1),
+                ..config("node-a", "10.244.1.0/24")
+            },
+        )
+        .await;
+        put_pod_with_image(&client, "slow", "nginx:1", json!({})).await;
+        put_pod_with_image(
+            &client,
+            "quick",
+            "nginx:1",
+            json!({"kcm.io/ready-delay": "0s"}),
+        )
+        .await;
+        eventually(SETTLE, "both pods to be Ready", || async {
+            let pods = pod_documents(&client, NAMESPACE).await;
+            pods.len() == 2 && pods.values().all(|(pod, _)| ready(pod) == "True")
+        })
+        .await;
+        let writes = history(&client, start).await;
+        let running: Vec<_> = states(&writes, "slow")
+            .into_iter()
+            .filter(|(phase, ..)| *phase == "Running")
+            .collect();
+        assert_eq!(
+            running,
+            [
+                ("Running", "False", "", 0, true),
+                ("Running", "True", "", 0, true)
+            ],
+            "slow: Running unready, then Ready in a later write"
+        );
+        let quick = states(&writes, "quick");
+        assert_eq!(
+            quick.iter().find(|(phase, ..)| *phase == "Running"),
+            Some(&("Running", "True", "", 0, true)),
+            "the annotation's 0s: Ready in the Running write ({quick:?})"
+        );
+        let (pod, _) = &pod_documents(&client, NAMESPACE).await["slow"];
+        assert_eq!(container(pod)["ready"], json!(true));
+        assert!(container(pod)["state"]["running"]["startedAt"].is_string());
+        node.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_crashing_and_unready_images_never_turn_ready() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let start = current_revision(&client).await;
+        let node = Node::start(&client, config("node-a", "10.244.1.0/24")).await;
+        put_pod_with_image(&client, "pull", "nginx:doesnotexist", json!({})).await;
+        put_pod_with_image(&client, "crash", "nginx:crash", json!({})).await;
+        put_pod_with_image(&client, "unready", "nginx:unready", json!({})).await;
+        eventually(
+            SETTLE,
+            "ImagePullBackOff, a restarted crashing pod and a running unready one",
+            || async {
+                let pods = pod_documents(&client, NAMESPACE).await;
+                let get = |name: &str| pods.get(name).map(|(pod, _)| pod.clone());
+                let (Some(pull), Some(crash), Some(unready)) =
+                    (get("pull"), get("crash"), get("unready"))
+                else {
+                    return false;
+                };
+                text(container(&pull), &["state", "waiting", "reason"]) == "ImagePullBackOff"
+                    && container(&crash)["restartCount"].as_i64() >= Some(1)
+                    && phase(&unready) == "Running"
+            },
+        )
+        .await;
+        let writes = history(&client, start).await;
+        let pull = states(&writes, "pull");
+        assert!(
+            pull.iter()
+                .all(|(phase, ready, ..)| *phase == "Pending" && *ready != "True"),
+            "never Running: {pull:?}"
+        );
+        let reasons: Vec<&str> = pull
+            .iter()
+            .map(|(_, _, reason, ..)| *reason)
+            .filter(|r| !r.is_empty())
+            .collect();
+        assert_eq!(reasons, ["ErrImagePull", "ImagePullBackOff"]);
+        let crash = states(&writes, "crash");
+        assert!(
+            crash.iter().all(|(_, ready, ..)| *ready != "True"),
+            "never Ready: {crash:?}"
+        );
+        let last = crash.last().expect("crash was written");
+        assert_eq!(
+            (last.0, last.2, last.4),
+            ("Running", "CrashLoopBackOff", true),
+            "{crash:?}"
+        );
+        let unready = states(&writes, "unready");
+        assert!(
+            unready
+                .iter()
+                .all(|(_, ready, _, restarts, _)| *ready != "True" && *restarts == 0),
+            "{unready:?}"
+        );
+        assert_eq!(unready.last(), Some(&("Running", "False", "", 0, true)));
+        node.stop().await;
+    })
+    .await;
+}
