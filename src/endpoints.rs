@@ -80,6 +80,8 @@ pub fn join_host_port(ip: &str, port: u16) -> String {
 
 /// The sorted, de-duplicated endpoints of `service` among `pods` (all in its namespace).
 /// Pods without an IP or a resolvable port are skipped; phase is ignored, as in 2014.
+/// Pods whose Ready condition is not True are left out, as Kubernetes' later endpoints
+/// controller does; a pod that reports no Ready condition (a 2014 document) is kept.
 pub fn endpoints_for(service: &Service, pods: &[Pod]) -> Vec<String> {
     let cached: Vec<Arc<CachedPod>> = pods.iter().map(|p| Arc::new(CachedPod::from(p))).collect();
     endpoints_for_cached(service, &cached)
@@ -91,6 +93,12 @@ pub fn endpoints_for_cached(service: &Service, pods: &[Arc<CachedPod>]) -> Vec<S
     let mut entries: Vec<String> = pods
         .iter()
         .filter(|pod| selector.matches(&pod.labels))
+        .filter(|pod| {
+            if pod.not_ready {
+                tracing::debug!(pod = %pod.key(), "not ready; skipped");
+            }
+            !pod.not_ready
+        })
         .filter_map(|pod| {
             let Some(ip) = pod.pod_ip.as_deref() else {
                 tracing::debug!(pod = %pod.key(), "no pod IP yet; skipped");
@@ -383,7 +391,9 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{Container, ContainerPort, PodSpec, PodStatus};
+    use crate::api::{
+        Container, ContainerPort, PodCondition, PodPhase, PodSpec, PodStatus, POD_READY,
+    };
 
     fn pod(name: &str, ip: &str, ports: &[(&str, i64)]) -> Pod {
         Pod {
@@ -463,6 +473,43 @@ mod tests {
             endpoints_for(&service, &pods),
             ["10.0.0.10:8080", "10.0.0.2:8080", "[fd00::1]:8080"]
         );
+    }
+
+    #[test]
+    fn endpoints_leave_out_pods_whose_ready_condition_is_not_true() {
+        let service: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"selector": {"app": "web"}, "port": 80}
+        }))
+        .unwrap();
+        let with_ready = |name: &str, ip: &str, ready: Option<&str>| {
+            let mut pod = pod(name, ip, &[("http", 8080)]);
+            let status = pod.status.as_mut().unwrap();
+            status.phase = PodPhase::Running;
+            status.conditions = ready
+                .map(|value| PodCondition {
+                    type_: POD_READY.into(),
+                    status: value.into(),
+                    ..Default::default()
+                })
+                .into_iter()
+                .collect();
+            pod
+        };
+        let pods = [
+            with_ready("ready", "10.0.0.1", Some("True")),
+            with_ready("unready", "10.0.0.2", Some("False")),
+            with_ready("unknown", "10.0.0.3", Some("Unknown")),
+            with_ready("2014", "10.0.0.4", None),
+        ];
+        assert_eq!(
+            endpoints_for(&service, &pods),
+            ["10.0.0.1:8080", "10.0.0.4:8080"]
+        );
+        let cached = CachedPod::from(&pods[1]);
+        assert!(!cached.ready && cached.not_ready);
+        let cached = CachedPod::from(&pods[3]);
+        assert!(cached.ready && !cached.not_ready);
     }
 
     #[test]

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::api::{IntOrString, Object, Pod, PodPhase, ReplicationController, Service};
+use crate::api::{
+    controller_of, IntOrString, Object, Pod, PodPhase, ReplicationController, Service,
+};
 use crate::labels::Set;
 
 /// The form in which an informer stores objects of one kind.
@@ -69,6 +71,18 @@ pub struct CachedPod {
     /// `status.podIP`, when set and non-empty.
     pub pod_ip: Option<Box<str>>,
     pub ports: PodPorts,
+    /// `metadata.uid` ("" when absent).
+    pub uid: Box<str>,
+    /// The uid of the controller owner reference ("" without one).
+    pub controller_uid: Box<str>,
+    /// [`Pod::is_ready`]: the Ready condition is True (or, without one, Running).
+    pub ready: bool,
+    /// The pod reports a Ready condition that is not True (a 2014 document reports none).
+    pub not_ready: bool,
+    /// [`Pod::ready_since`] as seconds since the Unix epoch.
+    pub ready_since: Option<i64>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
 }
 
 impl CachedPod {
@@ -96,8 +110,21 @@ impl From<&Pod> for CachedPod {
             creation_timestamp: meta.creation_timestamp.as_deref().map(Box::from),
             pod_ip: pod.pod_ip().map(Box::from),
             ports: PodPorts::of(pod),
+            uid: meta.uid.as_str().into(),
+            controller_uid: controller_of(meta).map_or("", |r| r.uid.as_str()).into(),
+            ready: pod.is_ready(),
+            not_ready: pod.ready_condition() == Some(false),
+            ready_since: pod.ready_since().and_then(epoch_seconds),
+            deleting: meta.deletion_timestamp.is_some(),
         }
     }
+}
+
+/// Seconds since the Unix epoch of an RFC 3339 time; `None` when unreadable.
+fn epoch_seconds(time: &str) -> Option<i64> {
+    let time = humantime::parse_rfc3339_weak(time).ok()?;
+    let seconds = time.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    i64::try_from(seconds).ok()
 }
 
 impl Cached for CachedPod {
@@ -168,5 +195,42 @@ impl PodPorts {
                 .map(|(_, port)| *port),
         };
         port.and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_pods_keep_readiness_ownership_and_deletion() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u-1",
+                         "deletionTimestamp": "2026-01-01T00:00:09Z",
+                         "ownerReferences": [
+                             {"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "n-1"},
+                             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                              "uid": "rs-1", "controller": true}]},
+            "status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "1970-01-01T00:01:40Z"}]}
+        }))
+        .unwrap();
+        let cached = CachedPod::from(&pod);
+        assert_eq!((&*cached.uid, &*cached.controller_uid), ("u-1", "rs-1"));
+        assert_eq!(
+            (
+                cached.ready,
+                cached.not_ready,
+                cached.ready_since,
+                cached.deleting
+            ),
+            (true, false, Some(100), true)
+        );
+        let bare = CachedPod::from(&Pod::default());
+        assert_eq!((&*bare.uid, &*bare.controller_uid), ("", ""));
+        assert_eq!(
+            (bare.ready, bare.not_ready, bare.ready_since, bare.deleting),
+            (false, false, None, false)
+        );
     }
 }

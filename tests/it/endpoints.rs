@@ -606,3 +606,75 @@ async fn endpoints_keep_2014_s_rules_for_master_services_phases_ports_and_failin
     })
     .await;
 }
+
+/// A serving pod whose Ready condition is `ready` (none when `None`).
+fn pod_with_ready(name: &str, ip: &str, ready: Option<&str>) -> Value {
+    let mut pod = serving_pod_json(NAMESPACE, name, "web", ip);
+    if let Some(ready) = ready {
+        pod["status"]["conditions"] = json!([{
+            "type": "Ready", "status": ready, "lastTransitionTime": "2026-01-01T00:00:00Z"
+        }]);
+    }
+    pod
+}
+
+/// Issue 13: a pod whose Ready condition is False is left out of its service's Endpoints and
+/// joins them once Ready; a pod without conditions (2014) is served as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_leave_out_unready_pods_until_they_turn_ready() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let _manager = controller_manager(&etcd.endpoint(), "endpoints").await;
+        put_json(
+            &client,
+            &service_key(NAMESPACE, "web"),
+            &service_json(NAMESPACE, "web", "web", json!("http")),
+        )
+        .await;
+        for (name, ip, ready) in [
+            ("ready", "10.1.0.1", Some("True")),
+            ("slow", "10.1.0.2", Some("False")),
+            ("old", "10.1.0.3", None),
+        ] {
+            put_json(
+                &client,
+                &pod_key(NAMESPACE, name),
+                &pod_with_ready(name, ip, ready),
+            )
+            .await;
+        }
+        wait_endpoints(
+            &client,
+            "web",
+            &["10.1.0.1:8080", "10.1.0.3:8080"],
+            "the unready pod left out",
+        )
+        .await;
+        update_json(&client, &pod_key(NAMESPACE, "slow"), |pod| {
+            pod["status"]["conditions"][0]["status"] = json!("True");
+        })
+        .await;
+        wait_endpoints(
+            &client,
+            "web",
+            &["10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080"],
+            "slow turned Ready",
+        )
+        .await;
+        update_json(&client, &pod_key(NAMESPACE, "ready"), |pod| {
+            pod["status"]["conditions"][0]["status"] = json!("False");
+        })
+        .await;
+        wait_endpoints(
+            &client,
+            "web",
+            &["10.1.0.2:8080", "10.1.0.3:8080"],
+            "ready turned unready",
+        )
+        .await;
+    })
+    .await;
+}
