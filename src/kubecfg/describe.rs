@@ -1,7 +1,7 @@
 //! `kcm describe rc`: a controller's spec, status and pods, and what looks wrong. The text
 //! is built by a pure function over what was read.
 
-use super::print::{age_of, or_none, pod_host, render_table};
+use super::print::{age_of, or_none, render_table, Printable};
 use super::*;
 use crate::registry::{self, EtcdAlarm};
 
@@ -131,20 +131,9 @@ pub fn describe_controller(
                 ),
             );
             if !pods.items.is_empty() {
-                let rows: Vec<Vec<String>> = pods
-                    .items
-                    .iter()
-                    .map(|pod| {
-                        vec![
-                            pod.metadata.name.clone(),
-                            pod.phase().to_string(),
-                            or_none(pod_host(pod).to_string()),
-                            or_none(pod.pod_ip().unwrap_or_default().to_string()),
-                            age_of(&pod.metadata, now),
-                        ]
-                    })
-                    .collect();
-                let table = render_table(&["NAME", "PHASE", "HOST", "IP", "AGE"], &rows);
+                let rows: Vec<Vec<String>> =
+                    pods.items.iter().map(|pod| pod.cells(false, now)).collect();
+                let table = render_table(&Pod::headers(false), &rows);
                 for line in table.lines() {
                     let _ = writeln!(out, "  {line}");
                 }

@@ -44,7 +44,7 @@ impl Printable for ReplicationController {
 
 impl Printable for Pod {
     fn headers(wide: bool) -> Vec<&'static str> {
-        let mut headers = vec!["NAME", "PHASE", "HOST", "IP", "AGE"];
+        let mut headers = vec!["NAME", "READY", "STATUS", "RESTARTS", "HOST", "IP", "AGE"];
         if wide {
             headers.extend(["IMAGES", "LABELS"]);
         }
@@ -52,9 +52,12 @@ impl Printable for Pod {
     }
 
     fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
+        let summary = PodSummary::of(self);
         let mut cells = vec![
             self.metadata.name.clone(),
-            self.phase().to_string(),
+            format!("{}/{}", summary.ready, summary.containers),
+            summary.status,
+            summary.restarts.to_string(),
             or_none(pod_host(self).to_string()),
             or_none(self.pod_ip().unwrap_or_default().to_string()),
             age_of(&self.metadata, now),
@@ -129,6 +132,61 @@ impl Printable for Endpoints {
             cells.push(age_of(&self.metadata, now));
         }
         cells
+    }
+}
+
+/// What kubectl's pod table shows of a pod's containers (`printPod`).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct PodSummary {
+    /// Containers ready and running.
+    pub ready: usize,
+    /// Containers in the spec.
+    pub containers: usize,
+    /// The phase, or the reason of a waiting (`ImagePullBackOff`, `CrashLoopBackOff`) or
+    /// terminated container (the first container's wins), or `Terminating`.
+    pub status: String,
+    /// Restarts of every container.
+    pub restarts: i64,
+}
+
+impl PodSummary {
+    pub fn of(pod: &Pod) -> PodSummary {
+        let containers = pod.spec.containers.len();
+        let statuses = pod
+            .status
+            .as_ref()
+            .map(|s| s.container_statuses.as_slice())
+            .unwrap_or_default();
+        let mut status = pod.phase().to_string();
+        let (mut ready, mut restarts) = (0, 0);
+        for container in statuses.iter().rev() {
+            restarts += container.restart_count;
+            let state = &container.state;
+            if let Some(reason) = state.waiting_reason() {
+                status = reason.to_string();
+            } else if let Some(terminated) = &state.terminated {
+                status = if terminated.reason.is_empty() {
+                    format!("ExitCode:{}", terminated.exit_code)
+                } else {
+                    terminated.reason.clone()
+                };
+            } else if container.ready && state.running.is_some() {
+                ready += 1;
+            }
+        }
+        // A pod that reports no containers (a 2014 document) is as ready as its phase says.
+        if statuses.is_empty() && pod.is_ready() {
+            ready = containers;
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            status = "Terminating".to_string();
+        }
+        PodSummary {
+            ready,
+            containers,
+            status,
+            restarts,
+        }
     }
 }
 

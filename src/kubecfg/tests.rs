@@ -3,6 +3,7 @@
 use super::*;
 use crate::api::{PodStatus, ResourceVersion};
 use crate::kubecfg::describe::port_text;
+use crate::kubecfg::print::PodSummary;
 use crate::registry::{DecodeError, EtcdAlarm};
 
 const NOW: &str = "2024-03-10T12:00:00Z";
@@ -109,22 +110,89 @@ fn controller_table_and_wide_and_all_namespaces() {
 }
 
 #[test]
-fn pod_table_shows_phase_host_and_ip() {
+fn pod_table_shows_readiness_status_host_and_ip() {
     let pods = [
         pod("web-1", PodPhase::Running, "node-1", "10.0.0.7"),
         pod("web-2", PodPhase::Pending, "", ""),
     ];
     assert_eq!(
         render_objects(&pods, false, false, now()),
-        "NAME    PHASE     HOST     IP         AGE\n\
-         web-1   Running   node-1   10.0.0.7   30s\n\
-         web-2   Pending   <none>   <none>     30s\n"
+        "NAME    READY   STATUS    RESTARTS   HOST     IP         AGE\n\
+         web-1   1/1     Running   0          node-1   10.0.0.7   30s\n\
+         web-2   0/1     Pending   0          <none>   <none>     30s\n"
     );
     assert_eq!(
         render_objects(&pods[..1], true, false, now()),
-        "NAME    PHASE     HOST     IP         AGE   IMAGES      LABELS\n\
-         web-1   Running   node-1   10.0.0.7   30s   nginx:1.7   name=web\n"
+        "NAME    READY   STATUS    RESTARTS   HOST     IP         AGE   IMAGES      LABELS\n\
+         web-1   1/1     Running   0          node-1   10.0.0.7   30s   nginx:1.7   name=web\n"
     );
+}
+
+#[test]
+fn pod_status_shows_waiting_and_terminated_reasons_as_kubectl_does() {
+    let with = |status: serde_json::Value, containers: usize| -> Pod {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"}, "status": status
+        }))
+        .unwrap();
+        pod.spec.containers = vec![Default::default(); containers];
+        pod
+    };
+    let summary = |pod: &Pod| {
+        let s = PodSummary::of(pod);
+        (
+            format!("{}/{}", s.ready, s.containers),
+            s.status,
+            s.restarts,
+        )
+    };
+    let waiting = |reason: &str, restarts: i64| {
+        json!({"name": "c", "image": "i", "ready": false, "restartCount": restarts,
+               "state": {"waiting": {"reason": reason}}})
+    };
+    let running = |ready: bool| {
+        json!({"name": "c", "image": "i", "ready": ready, "restartCount": 0,
+               "state": {"running": {"startedAt": "2024-03-10T11:55:00Z"}}})
+    };
+    assert_eq!(
+        summary(&with(
+            json!({"phase": "Pending", "containerStatuses": [waiting("ImagePullBackOff", 0)]}),
+            1
+        )),
+        ("0/1".into(), "ImagePullBackOff".into(), 0)
+    );
+    assert_eq!(
+        summary(&with(
+            json!({"phase": "Running", "containerStatuses": [waiting("CrashLoopBackOff", 3), running(true)]}),
+            2
+        )),
+        ("1/2".into(), "CrashLoopBackOff".into(), 3)
+    );
+    assert_eq!(
+        summary(&with(
+            json!({"phase": "Running", "containerStatuses": [running(false)]}),
+            1
+        )),
+        ("0/1".into(), "Running".into(), 0)
+    );
+    assert_eq!(
+        summary(&with(
+            json!({"phase": "Failed", "containerStatuses": [
+            {"name": "c", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}},
+            {"name": "d", "state": {"terminated": {"exitCode": 137}}}]}),
+            2
+        )),
+        ("0/2".into(), "Error".into(), 0),
+        "the first container's reason wins"
+    );
+    // 2014 documents report no containers: ready as their phase says.
+    assert_eq!(
+        summary(&with(json!({"phase": "Running"}), 2)),
+        ("2/2".into(), "Running".into(), 0)
+    );
+    let mut deleting = with(json!({"phase": "Running"}), 1);
+    deleting.metadata.deletion_timestamp = Some("2024-03-10T12:00:00Z".into());
+    assert_eq!(summary(&deleting).1, "Terminating");
 }
 
 #[test]
@@ -228,9 +296,9 @@ Pod Template:
       Image:  nginx
       Ports:  80/TCP (http)
 Pods:         1 active, 1 failed, 2 in all
-  NAME    PHASE     HOST     IP         AGE
-  web-1   Running   node-1   10.0.0.7   30s
-  web-2   Failed    node-2   <none>     30s
+  NAME    READY   STATUS    RESTARTS   HOST     IP         AGE
+  web-1   1/1     Running   0          node-1   10.0.0.7   30s
+  web-2   0/1     Failed    0          node-2   <none>     30s
 Problems:
   - pod web-2 Failed (the manager replaces it but does not delete it)
   - malformed Pod at /registry/pods/default/junk (revision 4): expected value

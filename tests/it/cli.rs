@@ -226,7 +226,10 @@ async fn create_prints_each_object_and_get_reads_them_back() {
         let pods_table = kcm(&endpoint, &["get", "po", "-l", "name=web"]).await;
         let pod_rows = rows(pods_table.success());
         assert_eq!(pod_rows.len(), 1, "{pods_table:?}");
-        assert_eq!(pod_rows[0][..4], ["web-1", "Running", "node-1", "10.0.0.1"]);
+        assert_eq!(
+            pod_rows[0][..6],
+            ["web-1", "1/1", "Running", "0", "node-1", "10.0.0.1"]
+        );
         assert_eq!(rows(kcm(&endpoint, &["get", "pods"]).await.success()).len(), 2);
 
         let services = kcm(&endpoint, &["get", "svc"]).await;
@@ -861,8 +864,8 @@ async fn describe_shows_the_spec_and_what_is_wrong() {
         }
         let pod_line = text.lines().find(|l| l.contains("web-1")).expect("the pod is listed");
         assert_eq!(
-            pod_line.split_whitespace().take(4).collect::<Vec<_>>(),
-            ["web-1", "Running", "node-1", "10.0.0.9"]
+            pod_line.split_whitespace().take(6).collect::<Vec<_>>(),
+            ["web-1", "1/1", "Running", "0", "node-1", "10.0.0.9"]
         );
 
         // An invalid controller written by another tool: describe shows why.
