@@ -49,3 +49,37 @@ impl From<&UpArgs> for up::Config {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use crate::kubelet::ImageRules;
+    use clap::Parser as _;
+
+    #[test]
+    fn up_passes_the_kubelet_pod_flags_through() {
+        let parse = |args: &[&str]| match Cli::try_parse_from([&["kcm", "up"], args].concat())
+            .unwrap()
+            .command
+        {
+            Command::Up(args) => up::Config::from(&args),
+            other => panic!("parsed as {other:?}"),
+        };
+        let defaults = parse(&[]);
+        assert_eq!(defaults.ready_delay, Duration::ZERO);
+        assert_eq!(defaults.images, ImageRules::default());
+        let config = parse(&[
+            "--ready-delay",
+            "3s",
+            "--pull-fail-images",
+            "",
+            "--unready-images",
+            "a:*",
+        ]);
+        assert_eq!(config.ready_delay, Duration::from_secs(3));
+        assert!(config.images.pull_fail.is_empty());
+        assert_eq!(config.images.unready, ["a:*"]);
+        assert_eq!(config.images.crash, ["*:crash*"]);
+    }
+}
