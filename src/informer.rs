@@ -35,7 +35,7 @@ mod factory;
 mod reflector;
 mod store;
 
-pub use cached::{Cached, CachedPod, PodPorts};
+pub use cached::{Cached, CachedPod, PodPorts, Uid};
 pub use factory::InformerFactory;
 pub use reflector::{ControllerInformer, Informer, PodInformer, ServiceInformer};
 pub use store::{Delta, Namespace};

@@ -71,10 +71,10 @@ pub struct CachedPod {
     /// `status.podIP`, when set and non-empty.
     pub pod_ip: Option<Box<str>>,
     pub ports: PodPorts,
-    /// `metadata.uid` ("" when absent).
-    pub uid: Box<str>,
-    /// The uid of the controller owner reference ("" without one).
-    pub controller_uid: Box<str>,
+    /// `metadata.uid` (empty when absent).
+    pub uid: Uid,
+    /// The uid of the controller owner reference (empty without one).
+    pub controller_uid: Uid,
     /// [`Pod::is_ready`]: the Ready condition is True (or, without one, Running).
     pub ready: bool,
     /// The pod reports a Ready condition that is not True (a 2014 document reports none).
@@ -110,12 +110,60 @@ impl From<&Pod> for CachedPod {
             creation_timestamp: meta.creation_timestamp.as_deref().map(Box::from),
             pod_ip: pod.pod_ip().map(Box::from),
             ports: PodPorts::of(pod),
-            uid: meta.uid.as_str().into(),
-            controller_uid: controller_of(meta).map_or("", |r| r.uid.as_str()).into(),
+            uid: Uid::new(&meta.uid),
+            controller_uid: Uid::new(controller_of(meta).map_or("", |r| r.uid.as_str())),
             ready: pod.is_ready(),
             not_ready: pod.ready_condition() == Some(false),
             ready_since: pod.ready_since().and_then(epoch_seconds),
             deleting: meta.deletion_timestamp.is_some(),
+        }
+    }
+}
+
+/// A uid kept compactly: the 16 bytes of a UUID in its canonical text (as kcm and the
+/// apiserver make uids), else the text itself. Compare with [`Uid::is`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Uid {
+    #[default]
+    Empty,
+    Uuid([u8; 16]),
+    Text(Box<str>),
+}
+
+impl Uid {
+    pub fn new(text: &str) -> Uid {
+        if text.is_empty() {
+            return Uid::Empty;
+        }
+        match uuid::Uuid::try_parse(text) {
+            Ok(uuid)
+                if uuid
+                    .hyphenated()
+                    .encode_lower(&mut uuid::Uuid::encode_buffer())
+                    == text =>
+            {
+                Uid::Uuid(uuid.into_bytes())
+            }
+            _ => Uid::Text(text.into()),
+        }
+    }
+
+    /// Whether this is the uid `text`.
+    pub fn is(&self, text: &str) -> bool {
+        *self == Uid::new(text)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Uid::Empty
+    }
+}
+
+impl std::fmt::Display for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Uid::Empty => Ok(()),
+            Uid::Uuid(bytes) => uuid::Uuid::from_bytes(*bytes).hyphenated().fmt(f),
+            Uid::Text(text) => f.write_str(text),
         }
     }
 }
@@ -203,6 +251,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn uuids_are_kept_in_16_bytes_and_other_uids_as_text() {
+        let uuid = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        assert!(matches!(Uid::new(uuid), Uid::Uuid(_)));
+        assert!(Uid::new(uuid).is(uuid) && !Uid::new(uuid).is("x"));
+        assert_eq!(Uid::new(uuid).to_string(), uuid);
+        // Not canonical: kept as written, so it still compares as text.
+        let upper = uuid.to_uppercase();
+        assert_eq!(Uid::new(&upper), Uid::Text(upper.as_str().into()));
+        assert!(!Uid::new(&upper).is(uuid));
+        assert_eq!(Uid::new("rs-1").to_string(), "rs-1");
+        assert_eq!(Uid::new("").to_string(), "");
+        assert_eq!(std::mem::size_of::<Uid>(), 24);
+    }
+
+    #[test]
     fn cached_pods_keep_readiness_ownership_and_deletion() {
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u-1",
@@ -216,7 +279,8 @@ mod tests {
         }))
         .unwrap();
         let cached = CachedPod::from(&pod);
-        assert_eq!((&*cached.uid, &*cached.controller_uid), ("u-1", "rs-1"));
+        assert!(cached.uid.is("u-1") && cached.controller_uid.is("rs-1"));
+        assert_eq!(cached.uid, Uid::Text("u-1".into()));
         assert_eq!(
             (
                 cached.ready,
@@ -227,7 +291,7 @@ mod tests {
             (true, false, Some(100), true)
         );
         let bare = CachedPod::from(&Pod::default());
-        assert_eq!((&*bare.uid, &*bare.controller_uid), ("", ""));
+        assert!(bare.uid.is_empty() && bare.controller_uid.is_empty() && bare.uid.is(""));
         assert_eq!(
             (bare.ready, bare.not_ready, bare.ready_since, bare.deleting),
             (false, false, None, false)
