@@ -172,12 +172,24 @@ pub fn restart_count(pod: &Pod) -> i64 {
         .unwrap_or(0)
 }
 
-/// The first container's waiting reason, if any.
+/// The first container's waiting reason, if any (what kubectl shows).
+#[cfg(test)]
 pub fn waiting_reason(pod: &Pod) -> Option<&str> {
     pod.status
         .as_ref()?
         .container_statuses
         .iter()
+        .find_map(|c| c.state.waiting_reason())
+}
+
+/// The waiting reason reported for the pod's first container whose image fails to pull
+/// (`ErrImagePull`, `ImagePullBackOff`), if any.
+pub fn pull_reason<'a>(pod: &'a Pod, rules: &ImageRules) -> Option<&'a str> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .iter()
+        .filter(|c| rules.class(&c.image) == ImageClass::PullFail)
         .find_map(|c| c.state.waiting_reason())
 }
 
@@ -192,8 +204,7 @@ impl Step<'_> {
     /// A pull-failing pod: still Pending, Ready=False, its failing containers waiting
     /// with `ErrImagePull` the first time and `ImagePullBackOff` after.
     pub fn pull_failed(&self, pod: &mut Pod) {
-        let backoff =
-            waiting_reason(pod).is_some_and(|r| r == ERR_IMAGE_PULL || r == IMAGE_PULL_BACK_OFF);
+        let backoff = pull_reason(pod, self.rules).is_some();
         let statuses = self.statuses(pod, |class, image| match class {
             ImageClass::PullFail if backoff => waiting(
                 IMAGE_PULL_BACK_OFF,
@@ -547,7 +558,7 @@ mod tests {
     #[test]
     fn a_pull_failing_pod_stays_pending_with_err_image_pull_then_back_off() {
         let rules = ImageRules::default();
-        let mut p = pod(&["nginx:doesnotexist", "side:1"]);
+        let mut p = pod(&["side:1", "nginx:doesnotexist"]);
         Step {
             rules: &rules,
             now: "T1",
@@ -557,23 +568,29 @@ mod tests {
         assert_eq!(
             containers(&p),
             [
-                (false, 0, Some(ERR_IMAGE_PULL), false),
-                (false, 0, Some(CONTAINER_CREATING), false)
+                (false, 0, Some(CONTAINER_CREATING), false),
+                (false, 0, Some(ERR_IMAGE_PULL), false)
             ]
         );
-        let message = &p.status.as_ref().unwrap().container_statuses[0]
+        let message = &p.status.as_ref().unwrap().container_statuses[1]
             .state
             .waiting
             .as_ref()
             .unwrap()
             .message;
         assert!(message.contains("matches --pull-fail-images"), "{message}");
+        assert_eq!(pull_reason(&p, &rules), Some(ERR_IMAGE_PULL));
         Step {
             rules: &rules,
             now: "T2",
         }
         .pull_failed(&mut p);
-        assert_eq!(waiting_reason(&p), Some(IMAGE_PULL_BACK_OFF));
+        assert_eq!(pull_reason(&p, &rules), Some(IMAGE_PULL_BACK_OFF));
+        assert_eq!(
+            waiting_reason(&p),
+            Some(CONTAINER_CREATING),
+            "the first container's"
+        );
         assert_eq!(ready(&p), ("False".into(), Some("T1".into())));
         assert!(!p.is_ready());
     }

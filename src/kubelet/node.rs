@@ -12,8 +12,8 @@ use rand::Rng as _;
 use tokio::time::Instant;
 
 use super::containers::{
-    crash_backoff, ready_delay, remaining, restart_count, waiting_reason, ImageClass,
-    ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, PULL_RETRY,
+    crash_backoff, pull_reason, ready_delay, remaining, restart_count, ImageClass, ERR_IMAGE_PULL,
+    IMAGE_PULL_BACK_OFF, PULL_RETRY,
 };
 use super::ipam::IpAllocator;
 use super::{KubeletConfig, RETRY_DELAY};
@@ -241,11 +241,13 @@ impl NodeState {
                 _ => Some((due, action)),
             };
             match entry.phase {
-                PodPhase::Pending if class == ImageClass::PullFail => match waiting_reason(pod) {
-                    Some(IMAGE_PULL_BACK_OFF) => None,
-                    Some(ERR_IMAGE_PULL) => keep(Action::PullFail, now + PULL_RETRY),
-                    _ => keep(Action::PullFail, now + self.config.start_delay),
-                },
+                PodPhase::Pending if class == ImageClass::PullFail => {
+                    match pull_reason(pod, &self.config.images) {
+                        Some(IMAGE_PULL_BACK_OFF) => None,
+                        Some(ERR_IMAGE_PULL) => keep(Action::PullFail, now + PULL_RETRY),
+                        _ => keep(Action::PullFail, now + self.config.start_delay),
+                    }
+                }
                 PodPhase::Pending => keep(Action::Start, now + self.config.start_delay),
                 PodPhase::Running if entry.ip.is_none() => {
                     tracing::debug!(pod = %key, ip = ?pod.pod_ip(), "running pod without a usable address; assigning one");
@@ -519,7 +521,7 @@ mod tests {
 
     #[test]
     fn failing_images_get_timers_by_their_reported_state() {
-        use super::super::containers::{Step, CRASH_LOOP_BACK_OFF};
+        use super::super::containers::{waiting_reason, Step, CRASH_LOOP_BACK_OFF};
         use crate::api::Container;
         let delay = Duration::from_millis(500);
         let mut state = state(KubeletConfig {
