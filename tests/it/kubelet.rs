@@ -921,3 +921,37 @@ async fn failing_crashing_and_unready_images_never_turn_ready() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_turns_its_unready_pods_ready_when_their_delay_is_over() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let slow = KubeletConfig {
+            ready_delay: Duration::from_secs(3),
+            ..config("node-a", "10.244.1.0/24")
+        };
+        let node = Node::start(&client, slow.clone()).await;
+        put_pod_with_image(&client, "slow", "nginx:1", json!({})).await;
+        eventually(SETTLE, "slow to be Running and unready", || async {
+            pod_documents(&client, NAMESPACE)
+                .await
+                .get("slow")
+                .is_some_and(|(pod, _)| phase(pod) == "Running" && ready(pod) == "False")
+        })
+        .await;
+        node.stop().await;
+        let node = Node::start(&client, slow).await;
+        eventually(SETTLE, "slow to turn Ready after the restart", || async {
+            pod_documents(&client, NAMESPACE)
+                .await
+                .get("slow")
+                .is_some_and(|(pod, _)| ready(pod) == "True")
+        })
+        .await;
+        node.stop().await;
+    })
+    .await;
+}
