@@ -1,7 +1,9 @@
 //! Integration tests of the simulated kubelet (`Kubelet::run`, in-process) against a real
 //! etcd: two nodes racing for fifty pods, checked against etcd's own history (every pod
 //! claimed once, by one node), unique addresses, `--fail-rate 1`, `--max-pods`, and a restart
-//! that keeps the addresses its pods hold.
+//! that keeps the addresses its pods hold; readiness (issue 13): `--ready-delay` and its
+//! annotation, failing, crashing and unready images (from etcd's history, and as `kcm get
+//! pods` shows them), and a restart that re-arms a pending Ready.
 //!
 //! Pods are written and read as raw JSON with etcd-client: the key layout and document shape
 //! are the contract.
@@ -917,6 +919,43 @@ async fn failing_crashing_and_unready_images_never_turn_ready() {
             "{unready:?}"
         );
         assert_eq!(unready.last(), Some(&("Running", "False", "", 0, true)));
+
+        // The pod table shows them as kubectl would.
+        let table = run_kcm(
+            &[
+                "--etcd-servers",
+                &etcd.endpoint(),
+                "get",
+                "pods",
+                "-n",
+                NAMESPACE,
+            ],
+            &[],
+        )
+        .await;
+        assert!(table.status.success(), "{table:?}");
+        let rows: BTreeMap<&str, Vec<&str>> = table
+            .stdout
+            .lines()
+            .skip(1)
+            .map(|line| {
+                let cells: Vec<&str> = line.split_whitespace().collect();
+                (cells[0], cells[1..4].to_vec())
+            })
+            .collect();
+        assert_eq!(
+            rows["pull"],
+            ["0/1", "ImagePullBackOff", "0"],
+            "{}",
+            table.stdout
+        );
+        assert_eq!(
+            rows["crash"][..2],
+            ["0/1", "CrashLoopBackOff"],
+            "{}",
+            table.stdout
+        );
+        assert_eq!(rows["unready"], ["0/1", "Running", "0"], "{}", table.stdout);
         node.stop().await;
     })
     .await;
