@@ -42,8 +42,8 @@ pub struct PodBehaviourArgs {
     /// it. 0 reports Ready in the same write as Running.
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub ready_delay: Duration,
-    /// Images whose pull fails (comma-separated globs; * matches anything): their pods
-    /// stay Pending, waiting with ErrImagePull, then ImagePullBackOff.
+    /// Images whose pull fails (comma-separated globs; * matches anything; "" for none):
+    /// their pods stay Pending, waiting with ErrImagePull, then ImagePullBackOff.
     #[arg(long, default_value = "*:fail*,*doesnotexist*")]
     pub pull_fail_images: String,
     /// Images that crash: their pods run with an address but never turn Ready, and
