@@ -74,6 +74,7 @@ macro_rules! impl_object {
     (@same_spec spec) => { |a: &Self, b: &Self| a.spec == b.spec };
     (@same_spec none) => { |_: &Self, _: &Self| true };
 }
+pub(super) use impl_object;
 
 /// A ReplicationController: keep `spec.replicas` pods matching `spec.selector` alive.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
