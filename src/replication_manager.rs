@@ -19,6 +19,8 @@
 //!   per sync: a resync of 1,000 controllers reads no etcd at all;
 //! - a controller that validation rejects (replicas beyond int32, a template without
 //!   labels, ...) gets no writes and one warning per resourceVersion;
+//! - pods that carry a controller reference (a ReplicaSet's) are not the manager's: it
+//!   neither counts nor deletes them, so it coexists with ReplicaSets (`replicaset`);
 //! - controllers whose selectors overlap still fight, as in 2014 (kubernetes #2210), but
 //!   each overlapping pair is warned about once (`overlap`, as Kubernetes did from 2015)
 //!   and counted in `kcm_replication_overlapping_controllers`.
@@ -42,7 +44,7 @@ mod pod_control;
 mod sync;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests;
 
@@ -62,7 +64,10 @@ use crate::informer::{CachedPod, ControllerInformer, Delta, InformerFactory, Pod
 use crate::registry::Registry;
 use crate::status::Metrics;
 
-pub use plan::{decide, new_pod_from_template, pod_name, Decision, SlotNames};
+pub use plan::{
+    decide, free_slots, new_pod_from_template, pod_from_template, pod_name, rank_for_deletion,
+    slow_start_batches, Decision, SlotNames,
+};
 pub use pod_control::{
     CreateOutcome, DeleteOutcome, EtcdPodControl, FreshReads, PodControl, StatusOutcome,
 };
@@ -367,7 +372,9 @@ impl Routes {
         let relevant = match (&delta.old, &delta.new) {
             (_, None) => true,
             (Some(old), Some(new)) => {
-                old.labels != new.labels || (old.is_active() && !new.is_active())
+                old.labels != new.labels
+                    || (old.is_active() && !new.is_active())
+                    || old.controller != new.controller
             }
             // First sight of an inactive pod (e.g. after a relist).
             (None, Some(new)) => !new.is_active(),

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::api::{IntOrString, Object, Pod, PodPhase, ReplicationController, Service};
+use crate::api::{IntOrString, Object, Pod, PodPhase, ReplicaSet, ReplicationController, Service};
 use crate::labels::Set;
 
 /// The form in which an informer stores objects of one kind.
@@ -53,6 +53,20 @@ impl Cached for ReplicationController {
     }
 }
 
+/// ReplicaSets are few and small: the store keeps them whole.
+impl Cached for ReplicaSet {
+    type Object = ReplicaSet;
+
+    fn from_object(mut object: ReplicaSet) -> Self {
+        crate::api::remember_spec(&mut object);
+        object
+    }
+
+    fn resource_version(&self) -> i64 {
+        self.metadata.resource_version.map_or(0, |rv| rv.0)
+    }
+}
+
 /// What the controllers read of a pod.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedPod {
@@ -69,6 +83,19 @@ pub struct CachedPod {
     /// `status.podIP`, when set and non-empty.
     pub pod_ip: Option<Box<str>>,
     pub ports: PodPorts,
+    /// The pod's controller reference (`metav1.GetControllerOf`), if it has one.
+    pub controller: Option<Box<ControllerRef>>,
+    /// `metadata.deletionTimestamp` is set: the pod is being deleted.
+    pub deleting: bool,
+}
+
+/// What the controllers read of a pod's controller reference: its owner by kind, name
+/// and uid (the owner is in the pod's namespace).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerRef {
+    pub kind: Box<str>,
+    pub name: Box<str>,
+    pub uid: Box<str>,
 }
 
 impl CachedPod {
@@ -96,6 +123,14 @@ impl From<&Pod> for CachedPod {
             creation_timestamp: meta.creation_timestamp.as_deref().map(Box::from),
             pod_ip: pod.pod_ip().map(Box::from),
             ports: PodPorts::of(pod),
+            controller: crate::api::controller_of(meta).map(|r| {
+                Box::new(ControllerRef {
+                    kind: r.kind.as_str().into(),
+                    name: r.name.as_str().into(),
+                    uid: r.uid.as_str().into(),
+                })
+            }),
+            deleting: meta.deletion_timestamp.is_some(),
         }
     }
 }

@@ -344,7 +344,9 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
                     }
                     // A concurrent sync (or another kcm) created this very replica.
                     Ok(CreateOutcome::Exists(Some(pod)))
-                        if pod.is_active() && selector.matches(&pod.metadata.labels) =>
+                        if pod.is_active()
+                            && selector.matches(&pod.metadata.labels)
+                            && api::controller_of(&pod.metadata).is_none() =>
                     {
                         tally.counted += 1
                     }

@@ -1,0 +1,390 @@
+//! One ReplicaSet sync, Kubernetes' `syncReplicaSet`: observe the ReplicaSet (from etcd,
+//! so its writes are guarded by the version the sync read) and one view of its namespace's
+//! pods, decide in a pure function ([`decide`]), act only through [`ReplicaSetControl`]:
+//! adoptions and releases, then creates or deletes, then the status if it changed.
+//!
+//! Invariant (read-your-writes, as in the replication manager): a sync counts pods from the
+//! cache only once the cache has applied every pod write this controller made for the
+//! ReplicaSet; otherwise it lists the namespace from etcd.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::api::{self, ReplicaSet, ResourceVersion};
+use crate::informer::{CachedPod, Namespace};
+use crate::labels::Selector;
+use crate::registry::StorageError;
+use crate::replication_manager::{slow_start_batches, CreateOutcome, DeleteOutcome, StatusOutcome};
+
+use super::control::{ClaimOutcome, ReplicaSetControl, ReplicaSetReads};
+use super::plan::{calculate_status, decide, is_active, new_pod, Decision, Failure};
+use super::Inner;
+
+/// What the controller remembers of its writes for one ReplicaSet.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Written {
+    /// The header revision of its last pod write (create, delete, adopt, release).
+    pods: i64,
+    /// The slow-start batch the next creates begin with, and when it was earned (as the
+    /// replication manager's).
+    slow_start: Option<(usize, tokio::time::Instant)>,
+}
+
+/// How long slow-start progress carries over to the next sync.
+const SLOW_START_MEMORY: Duration = Duration::from_secs(1);
+
+/// How the sync's pod writes went.
+#[derive(Default)]
+struct Tally {
+    written: usize,
+    /// Pods created (or found created by another writer) that the status counts.
+    created: usize,
+    /// Pods gone as the sync wanted (deleted here or by someone else).
+    deleted: Vec<Arc<CachedPod>>,
+    /// Adoptions and releases that failed: their pods are not what the decision assumed.
+    unclaimed: Vec<Arc<CachedPod>>,
+    failure: Option<Failure>,
+    errors: Vec<anyhow::Error>,
+    /// A guarded write was refused: the ReplicaSet changed or went since it was read.
+    owner_changed: bool,
+}
+
+impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
+    fn warn_once(&self, key: &str, version: &str, message: &str) {
+        let mut warned = self.warned.lock().expect("warned lock");
+        if warned.get(key).map(String::as_str) != Some(version) {
+            warned.insert(key.to_string(), version.to_string());
+            tracing::warn!(replicaset = %key, resource_version = %version, "{message}");
+        }
+    }
+
+    pub(super) fn forget(&self, key: &str) {
+        self.warned.lock().expect("warned lock").remove(key);
+        self.written.lock().expect("written lock").remove(key);
+    }
+
+    fn written(&self, key: &str) -> Written {
+        self.written
+            .lock()
+            .expect("written lock")
+            .get(key)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn record(&self, key: &str, record: impl FnOnce(&mut Written)) {
+        let mut written = self.written.lock().expect("written lock");
+        record(written.entry(key.to_string()).or_default());
+    }
+
+    /// The selector of a valid ReplicaSet; `None` (after one warning per version) for an
+    /// invalid one.
+    fn valid_selector(&self, key: &str, rs: &ReplicaSet) -> Option<Selector> {
+        let invalid = match api::validate(rs) {
+            Ok(()) => match rs.spec.selector.as_ref().map(|s| s.to_selector()) {
+                Some(Ok(selector)) => return Some(selector),
+                Some(Err(e)) => e.to_string(),
+                None => "no selector".to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        let version = rs.metadata.resource_version.unwrap_or_default();
+        self.warn_once(
+            key,
+            &version.to_string(),
+            &format!("skipping replica set: {invalid}"),
+        );
+        None
+    }
+
+    /// Decides over one consistent read of the namespace's pods (the cache once it has
+    /// applied this controller's last pod write for `key`, else etcd).
+    async fn decide(
+        &self,
+        key: &str,
+        rs: &ReplicaSet,
+        selector: &Selector,
+    ) -> Result<Decision, StorageError> {
+        let namespace = rs.metadata.namespace.as_str();
+        let burst = self.config.burst_replicas;
+        let rcs = self.controllers.get();
+        let rc_selects = |labels: &crate::labels::Set| {
+            rcs.is_some_and(|rcs| {
+                rcs.read(namespace, |ns| {
+                    ns.is_some_and(|ns| {
+                        ns.items().any(|rc| {
+                            !rc.spec.selector.is_empty()
+                                && api::selector_matches(&rc.spec.selector, labels)
+                        })
+                    })
+                })
+            })
+        };
+        if let Some(cache) = self.pods.get() {
+            let caught_up = cache
+                .wait_for(self.written(key).pods, self.config.cache_wait)
+                .await;
+            if !self.config.fresh_reads && caught_up {
+                return Ok(cache.read(namespace, |ns| decide(rs, selector, ns, burst, rc_selects)));
+            }
+        }
+        let fresh: Namespace<CachedPod> = self.reads.pods(namespace).await?;
+        Ok(decide(rs, selector, Some(&fresh), burst, rc_selects))
+    }
+
+    /// `syncReplicaSet`.
+    ///
+    /// # Errors
+    /// When etcd fails or a write fails (the key is retried with backoff). A deleted,
+    /// malformed or invalid ReplicaSet is not an error.
+    pub(super) async fn sync_replica_set(&self, key: &str) -> anyhow::Result<()> {
+        let Some((namespace, name)) = key.split_once('/') else {
+            anyhow::bail!("invalid replica set key {key:?}");
+        };
+        let rs = match self.reads.replica_set(namespace, name).await {
+            Ok(rs) => rs,
+            Err(StorageError::NotFound { .. }) => {
+                self.forget(key);
+                return Ok(());
+            }
+            // The informer has already warned about this value.
+            Err(StorageError::Decode(e)) => {
+                tracing::debug!(error = %e, "skipping malformed replica set");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(selector) = self.valid_selector(key, &rs) else {
+            return Ok(());
+        };
+        let decision = self.decide(key, &rs, &selector).await?;
+        self.act(key, &rs, decision).await
+    }
+
+    async fn act(&self, key: &str, rs: &ReplicaSet, decision: Decision) -> anyhow::Result<()> {
+        let Decision {
+            claims,
+            active,
+            creates,
+            deletes,
+        } = decision;
+        let mut tally = Tally::default();
+        self.claim(key, rs, &claims.adopt, &claims.release, &mut tally)
+            .await;
+        let want = rs.replicas();
+        let have = active.len();
+        if !tally.owner_changed && !creates.is_empty() {
+            tracing::debug!(want, have, creating = creates.len(), "scaling up");
+            self.create_replicas(key, rs, creates, &mut tally).await;
+            self.metrics.pods_created.inc_by(tally.written as u64);
+            if tally.written > 0 {
+                tracing::info!(replicaset = %key, want, have, created = tally.written, "scaled up");
+            }
+        } else if !tally.owner_changed && !deletes.is_empty() {
+            tracing::debug!(want, have, deleting = deletes.len(), "scaling down");
+            self.delete_pods(key, rs, deletes, &mut tally).await;
+            self.metrics.pods_deleted.inc_by(tally.written as u64);
+            if tally.written > 0 {
+                tracing::info!(replicaset = %key, want, have, deleted = tally.written, "scaled down");
+            }
+        }
+        if tally.owner_changed {
+            // Its own event syncs it again, at its new version.
+            tracing::debug!(replicaset = %key, "replica set changed since it was read; no more writes from this sync");
+            return Ok(());
+        }
+        let now_owned: Vec<_> = active
+            .into_iter()
+            .filter(|pod| {
+                is_active(pod)
+                    && !tally.deleted.iter().any(|d| d.name == pod.name)
+                    && !tally.unclaimed.iter().any(|d| d.name == pod.name)
+            })
+            .collect();
+        let status = calculate_status(
+            rs,
+            &now_owned,
+            tally.created,
+            tally.failure.as_ref(),
+            &api::now_rfc3339(),
+        );
+        let mut errors = tally.errors;
+        if status != rs.status {
+            match self.control.update_status(rs, status).await {
+                Ok(StatusOutcome::Written(_) | StatusOutcome::Changed) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        match errors.into_iter().next() {
+            None => Ok(()),
+            Some(first) => Err(first),
+        }
+    }
+
+    /// Adopts and releases, in parallel; a claim the pod's change refused leaves the pod
+    /// out of the count.
+    async fn claim(
+        &self,
+        key: &str,
+        rs: &ReplicaSet,
+        adopt: &[Arc<CachedPod>],
+        release: &[Arc<CachedPod>],
+        tally: &mut Tally,
+    ) {
+        let adoptions = adopt.iter().map(|pod| async move {
+            let version = ResourceVersion(pod.resource_version);
+            let result = self
+                .control
+                .adopt(rs, &pod.namespace, &pod.name, version)
+                .await;
+            (pod, "adopt", result)
+        });
+        let releases = release.iter().map(|pod| async move {
+            let version = ResourceVersion(pod.resource_version);
+            let result = self
+                .control
+                .release(rs, &pod.namespace, &pod.name, version)
+                .await;
+            (pod, "release", result)
+        });
+        let (adopted, released) = futures::future::join(
+            futures::future::join_all(adoptions),
+            futures::future::join_all(releases),
+        )
+        .await;
+        let mut highest = 0;
+        for (pod, op, result) in adopted.into_iter().chain(released) {
+            match result {
+                Ok(ClaimOutcome::Done(revision)) => {
+                    highest = highest.max(revision.0);
+                    tracing::info!(replicaset = %key, pod = %pod.name, "{op}ed pod");
+                }
+                Ok(ClaimOutcome::PodChanged) => {
+                    if op == "adopt" {
+                        tally.unclaimed.push(pod.clone());
+                    }
+                }
+                Ok(ClaimOutcome::OwnerChanged) => tally.owner_changed = true,
+                Err(e) => {
+                    if op == "adopt" {
+                        tally.unclaimed.push(pod.clone());
+                    }
+                    tally
+                        .errors
+                        .push(e.context(format!("{op} pod {}", pod.key())));
+                }
+            }
+        }
+        self.record(key, |w| w.pods = w.pods.max(highest));
+    }
+
+    /// Creates the named replicas in slow-start batches, stopping after a batch with an
+    /// error or a refusal because the ReplicaSet changed.
+    async fn create_replicas(
+        &self,
+        key: &str,
+        rs: &ReplicaSet,
+        names: Vec<String>,
+        tally: &mut Tally,
+    ) {
+        let mut names = names.into_iter();
+        let first = match self.written(key).slow_start {
+            Some((batch, at)) if at.elapsed() < SLOW_START_MEMORY => batch,
+            _ => 1,
+        };
+        let mut last_batch = 0;
+        for batch_size in slow_start_batches(first, names.len()) {
+            last_batch = batch_size;
+            let creates = names.by_ref().take(batch_size).map(|name| async move {
+                let pod = new_pod(rs, name.clone());
+                (name, self.control.create_pod(rs, pod).await)
+            });
+            let mut highest = 0;
+            let mut failed = false;
+            for (name, result) in futures::future::join_all(creates).await {
+                match result {
+                    Ok(CreateOutcome::Created(revision)) => {
+                        tally.written += 1;
+                        tally.created += 1;
+                        highest = highest.max(revision.0);
+                    }
+                    // Another sync (or kcm) created this very replica for this ReplicaSet.
+                    Ok(CreateOutcome::Exists(Some(pod)))
+                        if pod.is_active()
+                            && api::controller_of(&pod.metadata)
+                                .is_some_and(|r| r.uid == rs.metadata.uid) =>
+                    {
+                        tally.created += 1
+                    }
+                    Ok(CreateOutcome::Exists(_)) => {
+                        tracing::debug!(pod = %name, "name taken by another pod; the next sync picks another slot")
+                    }
+                    Ok(CreateOutcome::ControllerGone) => tally.owner_changed = true,
+                    Err(e) => {
+                        failed = true;
+                        let e = e.context(format!("create pod {}/{name}", rs.metadata.namespace));
+                        tally.failure = Some(Failure {
+                            reason: "FailedCreate",
+                            message: format!("{e:#}"),
+                        });
+                        tally.errors.push(e);
+                    }
+                }
+            }
+            self.record(key, |w| w.pods = w.pods.max(highest));
+            if tally.owner_changed {
+                return;
+            }
+            if failed {
+                self.record(key, |w| w.slow_start = None);
+                return;
+            }
+        }
+        let next = (last_batch * 2).clamp(1, self.config.burst_replicas.max(1));
+        self.record(key, |w| {
+            w.slow_start = Some((next, tokio::time::Instant::now()))
+        });
+    }
+
+    /// Deletes the given pods in parallel, each guarded by its resourceVersion.
+    async fn delete_pods(
+        &self,
+        key: &str,
+        rs: &ReplicaSet,
+        victims: Vec<Arc<CachedPod>>,
+        tally: &mut Tally,
+    ) {
+        let deletes = victims.iter().map(|pod| async move {
+            let version = ResourceVersion(pod.resource_version);
+            let result = self
+                .control
+                .delete_pod(rs, &pod.namespace, &pod.name, version)
+                .await;
+            (pod, result)
+        });
+        let mut highest = 0;
+        for (pod, result) in futures::future::join_all(deletes).await {
+            match result {
+                Ok(DeleteOutcome::Deleted(revision)) => {
+                    tally.written += 1;
+                    tally.deleted.push(pod.clone());
+                    highest = highest.max(revision.0);
+                }
+                Ok(DeleteOutcome::Gone) => tally.deleted.push(pod.clone()),
+                Ok(DeleteOutcome::Changed) => {
+                    tracing::debug!(pod = %pod.key(), "pod changed since it was ranked; skipped")
+                }
+                Ok(DeleteOutcome::ControllerGone) => tally.owner_changed = true,
+                Err(e) => {
+                    let e = e.context(format!("delete pod {}", pod.key()));
+                    tally.failure = Some(Failure {
+                        reason: "FailedDelete",
+                        message: format!("{e:#}"),
+                    });
+                    tally.errors.push(e);
+                }
+            }
+        }
+        self.record(key, |w| w.pods = w.pods.max(highest));
+    }
+}
