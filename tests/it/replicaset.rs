@@ -1,0 +1,274 @@
+//! Acceptance tests of the ReplicaSet controller through the real `kcm controller-manager`
+//! against a real etcd (issue 13): a ReplicaSet written raw converges with pods carrying
+//! exactly one correct controller reference, orphans are adopted (not re-created), a
+//! relabelled pod is released and replaced, and a ReplicationController and a ReplicaSet
+//! with overlapping selectors are stable once converged (etcd's own history says so).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use etcd_client::{Client, GetOptions};
+use serde_json::{json, Value};
+
+use crate::support::history;
+use crate::support::kcm::{start_manager, Kcm};
+use crate::support::objects::{
+    controller_json, controller_key, current_revision, pod_key, put_json, update_json,
+};
+use crate::support::{eventually, start_etcd, with_timeout, EtcdServer};
+
+const LIMIT: Duration = Duration::from_secs(120);
+const SETTLE: Duration = Duration::from_secs(60);
+const NS: &str = "rs";
+
+fn rs_key(name: &str) -> String {
+    format!("/registry/replicasets/{NS}/{name}")
+}
+
+/// A ReplicaSet as etcdctl would write it: no defaults, `app={name}` by matchLabels and
+/// `tier In (front)` by matchExpressions.
+fn replica_set_json(name: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-rs-{name}"), "generation": 1},
+        "spec": {
+            "replicas": replicas,
+            "selector": {
+                "matchLabels": {"app": name},
+                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}]
+            },
+            "template": {
+                "metadata": {"labels": {"app": name, "tier": "front"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}
+            }
+        }
+    })
+}
+
+fn orphan_json(name: &str, labels: Value) -> Value {
+    json!({
+        "kind": "Pod",
+        "apiVersion": "v1beta3",
+        "metadata": {"name": name, "namespace": NS, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+    })
+}
+
+/// A stored pod: its document and create revision.
+struct StoredPod {
+    doc: Value,
+    create_revision: i64,
+}
+
+impl StoredPod {
+    /// The uids of its controller references.
+    fn controllers(&self) -> Vec<String> {
+        self.doc["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["controller"] == json!(true))
+            .map(|r| r["uid"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+}
+
+async fn stored_pods(client: &Client) -> BTreeMap<String, StoredPod> {
+    let prefix = format!("/registry/pods/{NS}/");
+    let response = client
+        .clone()
+        .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("list pods");
+    response
+        .kvs()
+        .iter()
+        .map(|kv| {
+            let name = kv
+                .key_str()
+                .unwrap()
+                .trim_start_matches(&prefix)
+                .to_string();
+            let doc = serde_json::from_slice(kv.value()).expect("pod JSON");
+            (
+                name,
+                StoredPod {
+                    doc,
+                    create_revision: kv.create_revision(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// The names of the pods whose one controller reference names `uid`.
+async fn owned_by(client: &Client, uid: &str) -> Vec<String> {
+    stored_pods(client)
+        .await
+        .into_iter()
+        .filter(|(_, pod)| pod.controllers() == [uid])
+        .map(|(name, _)| name)
+        .collect()
+}
+
+async fn rs_status(client: &Client, name: &str) -> Value {
+    let response = client.clone().get(rs_key(name), None).await.unwrap();
+    let kv = response.kvs().first().expect("replica set stored");
+    serde_json::from_slice::<Value>(kv.value()).unwrap()["status"].clone()
+}
+
+async fn manager(etcd: &EtcdServer, controllers: &str) -> Kcm {
+    start_manager(
+        &etcd.endpoint(),
+        &["--controllers", controllers, "--sync-period", "1s"],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_replica_set_converges_with_one_controller_reference_per_pod() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let _manager = manager(&etcd, "replicaset").await;
+        put_json(&client, &rs_key("web"), &replica_set_json("web", 3)).await;
+        eventually(SETTLE, "3 pods owned by rs/web", || async {
+            owned_by(&client, "uid-rs-web").await.len() == 3
+        })
+        .await;
+        for (name, pod) in stored_pods(&client).await {
+            assert_eq!(
+                pod.doc["metadata"]["ownerReferences"],
+                json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                    "uid": "uid-rs-web", "controller": true, "blockOwnerDeletion": true}]),
+                "{name}"
+            );
+            assert_eq!(
+                pod.doc["metadata"]["labels"],
+                json!({"app": "web", "tier": "front"})
+            );
+        }
+        eventually(SETTLE, "status of rs/web", || async {
+            let status = rs_status(&client, "web").await;
+            status["replicas"] == 3
+                && status["fullyLabeledReplicas"] == 3
+                && status["observedGeneration"] == 1
+        })
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_are_adopted_a_relabelled_pod_released_and_replaced() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let front = json!({"app": "web", "tier": "front"});
+        for i in 0..3 {
+            put_json(
+                &client,
+                &pod_key(NS, &format!("old-{i}")),
+                &orphan_json(&format!("old-{i}"), front.clone()),
+            )
+            .await;
+        }
+        let before = stored_pods(&client).await;
+        let start = current_revision(&client).await;
+        let _manager = manager(&etcd, "replicaset").await;
+        put_json(&client, &rs_key("web"), &replica_set_json("web", 5)).await;
+        eventually(SETTLE, "5 pods owned by rs/web", || async {
+            owned_by(&client, "uid-rs-web").await.len() == 5
+        })
+        .await;
+        let after = stored_pods(&client).await;
+        for (name, pod) in &before {
+            assert_eq!(
+                after[name].create_revision, pod.create_revision,
+                "{name} adopted, not re-created"
+            );
+            assert_eq!(after[name].controllers(), ["uid-rs-web"]);
+        }
+        let events = history::read(
+            &client,
+            "/registry/pods/",
+            "/registry/pods\x7f",
+            start,
+            "/registry/pods~end",
+        )
+        .await;
+        let creates = events
+            .iter()
+            .filter(|e| e.put && e.create_revision == e.revision)
+            .count();
+        assert_eq!(creates, 2, "exactly 2 created: {events:?}");
+        assert!(events.iter().all(|e| e.put), "nothing deleted");
+
+        // Relabelled: released (kept, no controller reference) and replaced.
+        update_json(&client, &pod_key(NS, "old-0"), |pod| {
+            pod["metadata"]["labels"]["tier"] = json!("back")
+        })
+        .await;
+        eventually(SETTLE, "old-0 released and replaced", || async {
+            let pods = stored_pods(&client).await;
+            pods.get("old-0")
+                .is_some_and(|p| p.controllers().is_empty())
+                && owned_by(&client, "uid-rs-web").await.len() == 5
+                && pods.len() == 6
+        })
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rc_and_an_rs_with_overlapping_selectors_are_stable() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let manager = manager(&etcd, "replication,replicaset").await;
+        // The RC selects app=web; the RS app=web,tier=front: the RS's pods match the RC's
+        // selector, and the RC's pods (labelled app=web,tier=front too) the RS's.
+        let labels = json!({"app": "web", "tier": "front"});
+        let rc = controller_json(NS, "web-rc", 2, json!({"app": "web"}), labels);
+        put_json(&client, &controller_key(NS, "web-rc"), &rc).await;
+        put_json(&client, &rs_key("web"), &replica_set_json("web", 3)).await;
+        eventually(SETTLE, "2 RC pods and 3 RS pods", || async {
+            let pods = stored_pods(&client).await;
+            let orphans = pods.values().filter(|p| p.controllers().is_empty()).count();
+            let owned = owned_by(&client, "uid-rs-web").await.len();
+            pods.len() == 5 && orphans == 2 && owned == 3
+        })
+        .await;
+        let converged = current_revision(&client).await;
+        // Both controllers resync every second: wait for several passes of each.
+        for controller in ["replication", "replicaset"] {
+            let series = format!(r#"kcm_syncs_total{{controller="{controller}",result="ok"}}"#);
+            let at = manager.metric(&series).await;
+            eventually(SETTLE, &format!("3 more {controller} syncs"), || async {
+                manager.metric(&series).await >= at + 3.0
+            })
+            .await;
+        }
+        let events = history::read(
+            &client,
+            "/registry/pods/",
+            "/registry/pods\x7f",
+            converged,
+            "/registry/pods~end",
+        )
+        .await;
+        assert!(
+            events.is_empty(),
+            "no pod written after converging: {events:?}"
+        );
+    })
+    .await;
+}
