@@ -24,8 +24,8 @@ use serde_json::{json, Value};
 
 use crate::api::{
     self, Container, ContainerPort, Endpoints, IntOrString, Object, ObjectMeta, Pod, PodPhase,
-    PodSpec, PodTemplateSpec, ReplicationController, ReplicationControllerSpec, Service,
-    ServiceSpec, ValidationError,
+    PodSpec, PodTemplateSpec, ReplicaSet, ReplicationController, ReplicationControllerSpec,
+    Service, ServiceSpec, ValidationError,
 };
 use crate::client::Target;
 use crate::etcd_watcher::{self, Update, WatchEvent, Watcher};
@@ -66,6 +66,7 @@ const NONE: &str = "<none>";
 pub enum Kind {
     Pods,
     Replicationcontrollers,
+    Replicasets,
     Services,
     Endpoints,
 }

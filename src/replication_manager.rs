@@ -69,7 +69,8 @@ pub use plan::{
     slow_start_batches, Decision, SlotNames,
 };
 pub use pod_control::{
-    CreateOutcome, DeleteOutcome, EtcdPodControl, FreshReads, PodControl, StatusOutcome,
+    create_guarded, delete_guarded, write_status, CreateOutcome, DeleteOutcome, EtcdPodControl,
+    FreshReads, PodControl, StatusOutcome,
 };
 
 use sync::Written;

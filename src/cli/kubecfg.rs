@@ -21,6 +21,7 @@ impl ValueEnum for Kind {
         &[
             Kind::Pods,
             Kind::Replicationcontrollers,
+            Kind::Replicasets,
             Kind::Services,
             Kind::Endpoints,
         ]
@@ -32,6 +33,9 @@ impl ValueEnum for Kind {
             Kind::Replicationcontrollers => PossibleValue::new("replicationcontrollers")
                 .alias("rc")
                 .alias("replicationcontroller"),
+            Kind::Replicasets => PossibleValue::new("replicasets")
+                .alias("rs")
+                .alias("replicaset"),
             Kind::Services => PossibleValue::new("services").alias("service").alias("svc"),
             Kind::Endpoints => PossibleValue::new("endpoints").alias("ep"),
         })
@@ -97,7 +101,8 @@ pub struct CreateArgs {
 
 #[derive(Args, Debug)]
 pub struct GetArgs {
-    /// pods (po), replicationcontrollers (rc), services (svc) or endpoints (ep).
+    /// pods (po), replicationcontrollers (rc), replicasets (rs), services (svc) or endpoints
+    /// (ep).
     pub kind: Kind,
     /// Print only this object.
     #[arg(conflicts_with_all = ["all_namespaces", "selector"])]
@@ -132,7 +137,8 @@ pub struct ResizeArgs {
 
 #[derive(Args, Debug)]
 pub struct DeleteArgs {
-    /// pods (po), replicationcontrollers (rc), services (svc) or endpoints (ep).
+    /// pods (po), replicationcontrollers (rc), replicasets (rs), services (svc) or endpoints
+    /// (ep).
     pub kind: Kind,
     /// The object's name.
     pub name: String,

@@ -56,6 +56,15 @@ pub async fn delete(target: &Target, options: DeleteOptions) -> anyhow::Result<(
         Kind::Pods => delete_kind::<Pod>(&registry, namespace, name).await,
         Kind::Services => delete_kind::<Service>(&registry, namespace, name).await,
         Kind::Endpoints => delete_kind::<Endpoints>(&registry, namespace, name).await,
+        Kind::Replicasets => {
+            delete_kind::<ReplicaSet>(&registry, namespace, name).await?;
+            // kcm has no garbage collector: the pods keep a reference to a ReplicaSet
+            // that is gone, and no controller counts them.
+            eprintln!(
+                "kcm: note: the pods it owned are left running; delete them with `kcm delete pod`"
+            );
+            Ok(())
+        }
         Kind::Replicationcontrollers => {
             // Read first only for the note; the delete itself is unconditional.
             let before = registry

@@ -14,7 +14,10 @@ use std::future::Future;
 use crate::api::{Pod, ReplicaSet, ReplicaSetStatus, ResourceVersion};
 use crate::informer::{CachedPod, Namespace};
 use crate::registry::{Registry, StorageError};
-use crate::replication_manager::{CreateOutcome, DeleteOutcome, FreshReads, StatusOutcome};
+use crate::replication_manager::{
+    create_guarded, delete_guarded, write_status, CreateOutcome, DeleteOutcome, FreshReads,
+    StatusOutcome,
+};
 
 use super::plan::controller_ref;
 
@@ -169,22 +172,7 @@ impl EtcdReplicaSetControl {
 
 impl ReplicaSetControl for EtcdReplicaSetControl {
     async fn create_pod(&self, rs: &ReplicaSet, pod: Pod) -> anyhow::Result<CreateOutcome> {
-        match self.while_unchanged(rs)?.create(&pod).await {
-            Ok(created) => Ok(CreateOutcome::Created(
-                created.metadata.resource_version.unwrap_or_default(),
-            )),
-            Err(StorageError::OwnerGone { .. }) => Ok(CreateOutcome::ControllerGone),
-            Err(StorageError::AlreadyExists { .. }) => {
-                let meta = &pod.metadata;
-                let existing = self
-                    .registry
-                    .get::<Pod>(&meta.namespace, &meta.name)
-                    .await
-                    .ok();
-                Ok(CreateOutcome::Exists(existing.map(Box::new)))
-            }
-            Err(e) => Err(e.into()),
-        }
+        create_guarded(&self.registry, &self.while_unchanged(rs)?, &pod).await
     }
 
     async fn delete_pod(
@@ -194,17 +182,7 @@ impl ReplicaSetControl for EtcdReplicaSetControl {
         name: &str,
         resource_version: ResourceVersion,
     ) -> anyhow::Result<DeleteOutcome> {
-        match self
-            .while_alive(rs)?
-            .delete::<Pod>(namespace, name, Some(resource_version))
-            .await
-        {
-            Ok(revision) => Ok(DeleteOutcome::Deleted(revision)),
-            Err(StorageError::OwnerGone { .. }) => Ok(DeleteOutcome::ControllerGone),
-            Err(StorageError::Conflict { .. }) => Ok(DeleteOutcome::Changed),
-            Err(StorageError::NotFound { .. }) => Ok(DeleteOutcome::Gone),
-            Err(e) => Err(e.into()),
-        }
+        delete_guarded(&self.while_alive(rs)?, namespace, name, resource_version).await
     }
 
     async fn adopt(
@@ -250,14 +228,6 @@ impl ReplicaSetControl for EtcdReplicaSetControl {
     ) -> anyhow::Result<StatusOutcome> {
         let mut updated = rs.clone();
         updated.status = status;
-        match self.registry.update(&updated).await {
-            Ok(stored) => Ok(StatusOutcome::Written(
-                stored.metadata.resource_version.unwrap_or_default(),
-            )),
-            Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {
-                Ok(StatusOutcome::Changed)
-            }
-            Err(e) => Err(anyhow::Error::from(e).context("update status")),
-        }
+        write_status(&self.registry, &updated).await
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use etcd_client::{Client, GetOptions};
 use serde_json::{json, Value};
 
+use crate::cli::{kcm, kcm_stdin};
 use crate::support::history;
 use crate::support::kcm::{start_manager, Kcm};
 use crate::support::objects::{
@@ -269,6 +270,46 @@ async fn an_rc_and_an_rs_with_overlapping_selectors_are_stable() {
             events.is_empty(),
             "no pod written after converging: {events:?}"
         );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcm_create_writes_a_replica_set_with_defaults_and_get_rs_prints_it() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let endpoint = etcd.endpoint();
+        let manifest = "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: web}\n\
+            spec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: nginx}]}\n";
+        let created = kcm_stdin(&endpoint, &["create", "-n", NS, "-f", "-"], manifest).await;
+        assert_eq!(created.success(), "replicasets/web created\n");
+        let response = client.clone().get(rs_key("web"), None).await.unwrap();
+        let stored: Value = serde_json::from_slice(response.kvs()[0].value()).unwrap();
+        assert_eq!(stored["apiVersion"], "apps/v1");
+        assert_eq!(stored["spec"]["replicas"], 1, "{stored}");
+        assert_eq!(stored["metadata"]["generation"], 1, "{stored}");
+
+        let _manager = manager(&etcd, "replicaset").await;
+        eventually(SETTLE, "status.replicas 1", || async {
+            rs_status(&client, "web").await["replicas"] == 1
+        })
+        .await;
+        for kind in ["rs", "replicaset", "replicasets"] {
+            let table = kcm(&endpoint, &["get", kind, "-n", NS]).await;
+            let lines: Vec<&str> = table.success().lines().collect();
+            assert_eq!(
+                lines[0].split_whitespace().collect::<Vec<_>>(),
+                ["NAME", "DESIRED", "CURRENT", "READY", "AGE"]
+            );
+            assert_eq!(lines[1].split_whitespace().take(3).collect::<Vec<_>>(), ["web", "1", "1"]);
+        }
+        let json = kcm(&endpoint, &["get", "rs", "web", "-n", NS, "-o", "json"]).await;
+        let object: Value = serde_json::from_str(json.success()).unwrap();
+        assert_eq!(object["kind"], "ReplicaSet");
+        assert_eq!(object["status"]["replicas"], 1);
     })
     .await;
 }
