@@ -313,3 +313,87 @@ async fn kcm_create_writes_a_replica_set_with_defaults_and_get_rs_prints_it() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_unelected_managers_scaling_to_300_never_exceed_300_in_etcds_history() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        const REPLICAS: usize = 300;
+        let client = etcd.client().await;
+        // Bursts of 50: several syncs per scale-up, so the two managers' views interleave.
+        let args = [
+            "--controllers",
+            "replicaset",
+            "--burst-replicas",
+            "50",
+            "--sync-period",
+            "1s",
+        ];
+        let endpoint = etcd.endpoint();
+        let _managers = tokio::join!(
+            start_manager(&endpoint, &args),
+            start_manager(&endpoint, &args)
+        );
+        let start = current_revision(&client).await;
+        put_json(&client, &rs_key("web"), &replica_set_json("web", 0)).await;
+        update_json(&client, &rs_key("web"), |rs| {
+            rs["spec"]["replicas"] = json!(REPLICAS)
+        })
+        .await;
+        eventually(SETTLE, "300 pods owned by rs/web", || async {
+            owned_by(&client, "uid-rs-web").await.len() == REPLICAS
+        })
+        .await;
+
+        // Replay etcd's history of the namespace's pods: the active owned pods after every
+        // revision.
+        let prefix = format!("/registry/pods/{NS}/");
+        let events = history::read(
+            &client,
+            "/registry/pods/",
+            "/registry/pods\x7f",
+            start,
+            "/registry/pods~end",
+        )
+        .await;
+        let mut active = std::collections::BTreeSet::new();
+        let (mut peak, mut peak_at) = (0, 0);
+        for event in &events {
+            let Some(name) = event.key.strip_prefix(&prefix) else {
+                continue;
+            };
+            let counts = event.put && {
+                let pod: Value = serde_json::from_slice(&event.value).expect("pod JSON");
+                let controllers: Vec<_> = pod["metadata"]["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| r["controller"] == json!(true))
+                    .collect();
+                assert!(controllers.len() <= 1, "two controller references: {pod}");
+                let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
+                controllers
+                    .first()
+                    .is_some_and(|r| r["uid"] == "uid-rs-web")
+                    && !matches!(phase, "Succeeded" | "Failed")
+                    && pod["metadata"]["deletionTimestamp"].is_null()
+            };
+            if counts {
+                active.insert(name.to_string());
+            } else {
+                active.remove(name);
+            }
+            if active.len() > peak {
+                (peak, peak_at) = (active.len(), event.revision);
+            }
+        }
+        assert_eq!(active.len(), REPLICAS);
+        assert!(
+            peak <= REPLICAS,
+            "{peak} active owned pods at revision {peak_at}"
+        );
+    })
+    .await;
+}
