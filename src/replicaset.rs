@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::BoxFuture;
 
-use crate::api::{self, ReplicaSet};
+use crate::api::{self, ReplicaSet, ReplicationController};
 use crate::controller::{Runner, RunnerConfig, SelectorIndex, SyncHandler};
 use crate::informer::{
     CachedPod, ControllerInformer, Delta, InformerFactory, PodInformer, ReplicaSetInformer,
@@ -128,10 +128,8 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
         let replica_sets = informers.replica_sets();
         let pods = informers.pods();
         let _ = self.inner.pods.set(pods.clone());
-        let _ = self
-            .inner
-            .controllers
-            .set(informers.replication_controllers());
+        let controllers = informers.replication_controllers();
+        let _ = self.inner.controllers.set(controllers.clone());
         let config = &self.inner.config;
         let routes = Routes {
             index: Arc::default(),
@@ -155,7 +153,21 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
             let routes = routes.clone();
             move |delta| routes.replica_set_changed(delta, &inner)
         })
-        .watches(&pods, move |delta| routes.pod_changed(delta));
+        .watches(&pods, {
+            let routes = routes.clone();
+            move |delta| routes.pod_changed(delta)
+        })
+        // The coexistence rule reads the ReplicationControllers: no sync before they are
+        // listed (else an RC's pods could be adopted at startup), and a changed RC
+        // (deleted, or its selector changed) may free orphans for the namespace's
+        // ReplicaSets.
+        .watches(&controllers, move |delta| {
+            let selector = |rc: &Arc<ReplicationController>| rc.spec.selector.clone();
+            if delta.old.as_ref().map(selector) == delta.new.as_ref().map(selector) {
+                return Vec::new();
+            }
+            routes.namespace_keys(&delta.namespace)
+        });
         Box::pin(runner.run(self.handler(), shutdown))
     }
 }
@@ -176,6 +188,19 @@ impl Routes {
 
     fn keys(&self) -> Vec<String> {
         self.replica_sets.keys()
+    }
+
+    /// Every ReplicaSet of `namespace`.
+    fn namespace_keys(&self, namespace: &str) -> Vec<String> {
+        self.replica_sets
+            .read(namespace, |ns| {
+                ns.map(|ns| {
+                    ns.items()
+                        .map(|rs| format!("{namespace}/{}", rs.metadata.name))
+                        .collect()
+                })
+            })
+            .unwrap_or_default()
     }
 
     fn replica_set_changed<C: ReplicaSetControl, R: ReplicaSetReads>(

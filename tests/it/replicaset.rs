@@ -397,3 +397,38 @@ async fn two_unelected_managers_scaling_to_300_never_exceed_300_in_etcds_history
     })
     .await;
 }
+
+/// What the ReplicaSet controller's creates and adoptions rely on: a registry guarded by an
+/// object's unchanged version commits nothing once that object was updated (a status
+/// write, a deletionTimestamp) or deleted, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_guarded_by_an_unchanged_replica_set_stop_at_its_next_write() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let registry = kcm::registry::Registry::new(&client, "/registry").unwrap();
+        put_json(&client, &rs_key("web"), &replica_set_json("web", 1)).await;
+        let rs: kcm::api::ReplicaSet = registry.get(NS, "web").await.unwrap();
+        let guarded = registry.guarded_unchanged(registry.incarnation(&rs).unwrap());
+        let pod = |name: &str| -> kcm::api::Pod {
+            serde_json::from_value(orphan_json(name, json!({"app": "web"}))).unwrap()
+        };
+        guarded.create(&pod("a")).await.unwrap();
+        // Writing pods does not change the ReplicaSet: the guard still holds.
+        guarded.create(&pod("b")).await.unwrap();
+        let mut status = rs.clone();
+        status.status.replicas = 2;
+        registry.update(&status).await.unwrap();
+        let err = guarded.create(&pod("c")).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "create /registry/pods/rs/c: refused, /registry/replicasets/rs/web was changed \
+             or deleted since it was read"
+        );
+        assert!(matches!(err, kcm::registry::StorageError::OwnerGone { .. }));
+        assert!(!stored_pods(&client).await.contains_key("c"));
+    })
+    .await;
+}
