@@ -31,14 +31,13 @@ mod sync;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::BoxFuture;
 
 use crate::api::{self, ReplicaSet, ReplicationController};
-use crate::controller::{Runner, RunnerConfig, SelectorIndex, SyncHandler};
+use crate::controller::{KeyMemory, Runner, RunnerConfig, SelectorIndex, SyncHandler};
 use crate::informer::{
     CachedPod, ControllerInformer, Delta, InformerFactory, PodInformer, ReplicaSetInformer,
 };
@@ -68,12 +67,12 @@ struct Inner<C, R> {
     control: C,
     config: ReplicaSetConfig,
     metrics: Arc<Metrics>,
-    /// The resourceVersion a ReplicaSet was last warned about.
-    warned: Mutex<HashMap<String, String>>,
+    /// Per ReplicaSet key: the resourceVersion last warned about, and this controller's
+    /// writes.
+    memory: KeyMemory<Written>,
     pods: OnceLock<PodInformer>,
     /// The ReplicationControllers, for the coexistence rule.
     controllers: OnceLock<ControllerInformer>,
-    written: Mutex<HashMap<String, Written>>,
 }
 
 impl ReplicaSetController {
@@ -93,10 +92,9 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
                 control,
                 config,
                 metrics,
-                warned: Mutex::default(),
+                memory: KeyMemory::default(),
                 pods: OnceLock::new(),
                 controllers: OnceLock::new(),
-                written: Mutex::default(),
             }),
         }
     }

@@ -48,7 +48,6 @@ pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -58,7 +57,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::api::ReplicationController;
-use crate::controller::{Runner, RunnerConfig, SelectorIndex, SyncHandler};
+use crate::controller::{KeyMemory, Runner, RunnerConfig, SelectorIndex, SyncHandler};
 use crate::etcd_watcher::{BackoffConfig, Watcher};
 use crate::informer::{CachedPod, ControllerInformer, Delta, InformerFactory, PodInformer};
 use crate::registry::Registry;
@@ -130,15 +129,13 @@ struct Inner<P, R> {
     pod_control: P,
     config: ManagerConfig,
     metrics: Arc<Metrics>,
-    /// The resourceVersion a controller was last warned about (invalid or malformed),
-    /// so each bad version is reported once.
-    warned: Mutex<HashMap<String, String>>,
+    /// Per controller key: the resourceVersion last warned about (invalid or malformed), so
+    /// each bad version is reported once, and the revisions of this manager's last writes.
+    memory: KeyMemory<Written>,
     /// The controller cache; set by `run` (or `with_caches`). Without it, syncs read etcd.
     controllers: OnceLock<ControllerInformer>,
     /// The pod cache, shared with the endpoints controller when given.
     pods: OnceLock<PodInformer>,
-    /// Per controller key, the revisions of this manager's last writes for it.
-    written: Mutex<HashMap<String, Written>>,
     /// Which valid controllers overlap, updated on every controller change.
     overlaps: Mutex<overlap::Overlaps>,
 }
@@ -161,10 +158,9 @@ impl<P: PodControl, R: FreshReads> ReplicationManager<P, R> {
                 pod_control,
                 config,
                 metrics,
-                warned: Mutex::default(),
+                memory: KeyMemory::default(),
                 controllers: OnceLock::new(),
                 pods: OnceLock::new(),
-                written: Mutex::default(),
                 overlaps: Mutex::default(),
             }),
             sync_handler: None,

@@ -51,30 +51,13 @@ struct Tally {
 
 impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
     fn warn_once(&self, key: &str, version: &str, message: &str) {
-        let mut warned = self.warned.lock().expect("warned lock");
-        if warned.get(key).map(String::as_str) != Some(version) {
-            warned.insert(key.to_string(), version.to_string());
+        if self.memory.first_warning(key, version) {
             tracing::warn!(replicaset = %key, resource_version = %version, "{message}");
         }
     }
 
     pub(super) fn forget(&self, key: &str) {
-        self.warned.lock().expect("warned lock").remove(key);
-        self.written.lock().expect("written lock").remove(key);
-    }
-
-    fn written(&self, key: &str) -> Written {
-        self.written
-            .lock()
-            .expect("written lock")
-            .get(key)
-            .copied()
-            .unwrap_or_default()
-    }
-
-    fn record(&self, key: &str, record: impl FnOnce(&mut Written)) {
-        let mut written = self.written.lock().expect("written lock");
-        record(written.entry(key.to_string()).or_default());
+        self.memory.forget(key);
     }
 
     /// The selector of a valid ReplicaSet; `None` (after one warning per version) for an
@@ -122,7 +105,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         };
         if let Some(cache) = self.pods.get() {
             let caught_up = cache
-                .wait_for(self.written(key).pods, self.config.cache_wait)
+                .wait_for(self.memory.written(key).pods, self.config.cache_wait)
                 .await;
             if !self.config.fresh_reads && caught_up {
                 return Ok(cache.read(namespace, |ns| decide(rs, selector, ns, burst, rc_selects)));
@@ -275,7 +258,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
                 }
             }
         }
-        self.record(key, |w| w.pods = w.pods.max(highest));
+        self.memory.record(key, |w| w.pods = w.pods.max(highest));
     }
 
     /// Creates the named replicas in slow-start batches, stopping after a batch with an
@@ -288,7 +271,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         tally: &mut Tally,
     ) {
         let mut names = names.into_iter();
-        let first = match self.written(key).slow_start {
+        let first = match self.memory.written(key).slow_start {
             Some((batch, at)) if at.elapsed() < SLOW_START_MEMORY => batch,
             _ => 1,
         };
@@ -331,17 +314,17 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
                     }
                 }
             }
-            self.record(key, |w| w.pods = w.pods.max(highest));
+            self.memory.record(key, |w| w.pods = w.pods.max(highest));
             if tally.owner_changed {
                 return;
             }
             if failed {
-                self.record(key, |w| w.slow_start = None);
+                self.memory.record(key, |w| w.slow_start = None);
                 return;
             }
         }
         let next = (last_batch * 2).clamp(1, self.config.burst_replicas.max(1));
-        self.record(key, |w| {
+        self.memory.record(key, |w| {
             w.slow_start = Some((next, tokio::time::Instant::now()))
         });
     }
@@ -385,6 +368,6 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
                 }
             }
         }
-        self.record(key, |w| w.pods = w.pods.max(highest));
+        self.memory.record(key, |w| w.pods = w.pods.max(highest));
     }
 }
