@@ -172,6 +172,8 @@ impl_object!(ReplicaSet {
     api_version: "apps/v1",
     resource: "replicasets",
     key_dir: "replicasets",
+    // The same JSON shape for every field kcm models; rewritten as apps/v1.
+    read_api_versions: &["apps/v1beta2", "extensions/v1beta1"],
     spec: spec,
     validate: validate_replica_set,
 });
@@ -341,5 +343,23 @@ mod tests {
         assert_eq!(back["status"], value["status"]);
         assert_eq!(back["topLevel"], "kept");
         assert_eq!(decoded.status.conditions[0].reason, "FailedCreate");
+    }
+
+    #[test]
+    fn older_api_versions_are_read_and_rewritten_as_apps_v1() {
+        for version in ["apps/v1beta2", "extensions/v1beta1"] {
+            let mut value = valid();
+            value["apiVersion"] = json!(version);
+            let bytes = serde_json::to_vec(&value).unwrap();
+            let key = "/registry/replicasets/default/web";
+            let rs = decode::<ReplicaSet>("/registry", key, &bytes, 3).unwrap();
+            let back: Value = serde_json::from_slice(&encode(&rs).unwrap()).unwrap();
+            assert_eq!(back["apiVersion"], "apps/v1");
+        }
+        let mut value = valid();
+        value["apiVersion"] = json!("v1beta3");
+        let bytes = serde_json::to_vec(&value).unwrap();
+        let key = "/registry/replicasets/default/web";
+        assert!(decode::<ReplicaSet>("/registry", key, &bytes, 3).is_err());
     }
 }

@@ -432,3 +432,46 @@ async fn writes_guarded_by_an_unchanged_replica_set_stop_at_its_next_write() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replica_sets_with_one_selector_split_the_pods_stably() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let manager = manager(&etcd, "replicaset").await;
+        // Both select app=web,tier=front (the second by its own name only in its uid).
+        let mut b = replica_set_json("web", 3);
+        b["metadata"]["name"] = json!("web-b");
+        b["metadata"]["uid"] = json!("uid-rs-web-b");
+        put_json(&client, &rs_key("web"), &replica_set_json("web", 2)).await;
+        put_json(&client, &rs_key("web-b"), &b).await;
+        eventually(SETTLE, "2 + 3 pods, each owned by one", || async {
+            owned_by(&client, "uid-rs-web").await.len() == 2
+                && owned_by(&client, "uid-rs-web-b").await.len() == 3
+                && stored_pods(&client).await.len() == 5
+        })
+        .await;
+        let converged = current_revision(&client).await;
+        let series = r#"kcm_syncs_total{controller="replicaset",result="ok"}"#;
+        let at = manager.metric(series).await;
+        eventually(SETTLE, "4 more syncs (two resyncs)", || async {
+            manager.metric(series).await >= at + 4.0
+        })
+        .await;
+        let events = history::read(
+            &client,
+            "/registry/pods/",
+            "/registry/pods\x7f",
+            converged,
+            "/registry/pods~end",
+        )
+        .await;
+        assert!(
+            events.is_empty(),
+            "no pod written after converging: {events:?}"
+        );
+    })
+    .await;
+}
