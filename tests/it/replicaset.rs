@@ -127,6 +127,34 @@ async fn manager(etcd: &EtcdServer, controllers: &str) -> Kcm {
     .await
 }
 
+/// Waits until each of `controllers` has synced `syncs` more times (they resync every
+/// second), then asserts from etcd's history that no pod was written meanwhile.
+async fn assert_stable(client: &Client, manager: &Kcm, controllers: &[&str], syncs: usize) {
+    let converged = current_revision(client).await;
+    for controller in controllers {
+        let series = format!(r#"kcm_syncs_total{{controller="{controller}",result="ok"}}"#);
+        let at = manager.metric(&series).await;
+        eventually(
+            SETTLE,
+            &format!("{syncs} more {controller} syncs"),
+            || async { manager.metric(&series).await >= at + syncs as f64 },
+        )
+        .await;
+    }
+    let events = history::read(
+        client,
+        "/registry/pods/",
+        "/registry/pods\x7f",
+        converged,
+        "/registry/pods~end",
+    )
+    .await;
+    assert!(
+        events.is_empty(),
+        "no pod written after converging: {events:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raw_replica_set_converges_with_one_controller_reference_per_pod() {
     with_timeout(LIMIT, async {
@@ -248,28 +276,7 @@ async fn an_rc_and_an_rs_with_overlapping_selectors_are_stable() {
             pods.len() == 5 && orphans == 2 && owned == 3
         })
         .await;
-        let converged = current_revision(&client).await;
-        // Both controllers resync every second: wait for several passes of each.
-        for controller in ["replication", "replicaset"] {
-            let series = format!(r#"kcm_syncs_total{{controller="{controller}",result="ok"}}"#);
-            let at = manager.metric(&series).await;
-            eventually(SETTLE, &format!("3 more {controller} syncs"), || async {
-                manager.metric(&series).await >= at + 3.0
-            })
-            .await;
-        }
-        let events = history::read(
-            &client,
-            "/registry/pods/",
-            "/registry/pods\x7f",
-            converged,
-            "/registry/pods~end",
-        )
-        .await;
-        assert!(
-            events.is_empty(),
-            "no pod written after converging: {events:?}"
-        );
+        assert_stable(&client, &manager, &["replication", "replicaset"], 3).await;
     })
     .await;
 }
@@ -453,25 +460,7 @@ async fn two_replica_sets_with_one_selector_split_the_pods_stably() {
                 && stored_pods(&client).await.len() == 5
         })
         .await;
-        let converged = current_revision(&client).await;
-        let series = r#"kcm_syncs_total{controller="replicaset",result="ok"}"#;
-        let at = manager.metric(series).await;
-        eventually(SETTLE, "4 more syncs (two resyncs)", || async {
-            manager.metric(series).await >= at + 4.0
-        })
-        .await;
-        let events = history::read(
-            &client,
-            "/registry/pods/",
-            "/registry/pods\x7f",
-            converged,
-            "/registry/pods~end",
-        )
-        .await;
-        assert!(
-            events.is_empty(),
-            "no pod written after converging: {events:?}"
-        );
+        assert_stable(&client, &manager, &["replicaset"], 4).await;
     })
     .await;
 }
