@@ -122,7 +122,9 @@ pub struct GetOptions {
 /// `kcm resize rc NAME --replicas N`.
 #[derive(Clone, Debug)]
 pub struct ResizeOptions {
-    /// The replication controller's name.
+    /// A ReplicaSet (`scale rs`), else a replication controller.
+    pub replica_set: bool,
+    /// The controller's name.
     pub name: String,
     /// The new `spec.replicas`, 0 to [`api::MAX_REPLICAS`].
     pub replicas: i64,

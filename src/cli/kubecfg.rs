@@ -121,10 +121,21 @@ pub struct GetArgs {
     pub output: GetOutput,
 }
 
+/// The kinds `resize` (`scale`) acts on.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScaleKind {
+    /// Replication controllers (`rc`).
+    #[value(alias = "rc", alias = "replicationcontroller")]
+    Replicationcontrollers,
+    /// ReplicaSets (`rs`).
+    #[value(alias = "rs", alias = "replicaset")]
+    Replicasets,
+}
+
 #[derive(Args, Debug)]
 pub struct ResizeArgs {
-    /// replicationcontrollers (rc).
-    pub kind: ControllerKind,
+    /// replicationcontrollers (rc) or replicasets (rs).
+    pub kind: ScaleKind,
     /// The controller's name.
     pub name: String,
     /// The new spec.replicas (at most 2147483647, Kubernetes' int32).
@@ -250,12 +261,13 @@ impl From<GetArgs> for GetOptions {
 impl From<ResizeArgs> for ResizeOptions {
     fn from(args: ResizeArgs) -> ResizeOptions {
         let ResizeArgs {
-            kind: ControllerKind::Replicationcontrollers,
+            kind,
             name,
             replicas,
             namespace,
         } = args;
         ResizeOptions {
+            replica_set: kind == ScaleKind::Replicasets,
             name,
             replicas,
             namespace,

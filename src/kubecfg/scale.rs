@@ -5,13 +5,14 @@ use futures::future::{FusedFuture, FutureExt as _};
 
 use super::*;
 
-/// `kcm resize rc NAME --replicas N` (2014's `ResizeController`): sets `spec.replicas`
+/// `kcm resize rc|rs NAME --replicas N` (2014's `ResizeController`): sets `spec.replicas`
 /// with a compare-and-swap retried on conflict.
 ///
 /// # Errors
 /// `replicationcontrollers "x" not found`, a count out of range, or etcd failing.
 pub async fn resize(target: &Target, options: ResizeOptions) -> anyhow::Result<()> {
     let ResizeOptions {
+        replica_set,
         name,
         replicas,
         namespace,
@@ -22,6 +23,19 @@ pub async fn resize(target: &Target, options: ResizeOptions) -> anyhow::Result<(
         api::MAX_REPLICAS
     );
     let (_client, registry) = target.connect().await?;
+    if replica_set {
+        registry
+            .guaranteed_update::<ReplicaSet, _>(&namespace, &name, |mut rs| {
+                rs.spec.replicas = Some(replicas);
+                Ok(rs)
+            })
+            .await
+            .map_err(|e| storage_error::<ReplicaSet>(e, &name))?;
+        return emit(&format!(
+            "{}/{name} resized to {replicas}\n",
+            ReplicaSet::RESOURCE
+        ));
+    }
     set_replicas(&registry, &namespace, &name, replicas).await?;
     emit(&format!(
         "{}/{name} resized to {replicas}\n",

@@ -64,6 +64,11 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
     /// invalid one.
     fn valid_selector(&self, key: &str, rs: &ReplicaSet) -> Option<Selector> {
         let invalid = match api::validate(rs) {
+            // Written by etcdctl without one: its pods' controller reference could not
+            // name it.
+            Ok(()) if rs.metadata.uid.is_empty() => {
+                "metadata.uid is empty (a controller reference needs it)".to_string()
+            }
             Ok(()) => match rs.spec.selector.as_ref().map(|s| s.to_selector()) {
                 Some(Ok(selector)) => return Some(selector),
                 Some(Err(e)) => e.to_string(),

@@ -511,6 +511,16 @@ async fn an_invalid_replica_set_gets_no_writes() {
 }
 
 #[tokio::test]
+async fn a_replica_set_without_a_uid_gets_no_writes() {
+    let fake = Fake::default();
+    let mut rs = replica_set("web", 2);
+    rs.metadata.uid.clear();
+    fake.put_rs(rs);
+    controller(&fake).sync("ns/web").await.unwrap();
+    assert!(fake.log().is_empty());
+}
+
+#[tokio::test]
 async fn creates_stop_when_the_replica_set_changes_mid_sync() {
     let fake = Fake::default();
     fake.put_rs(replica_set("web", 10));

@@ -313,10 +313,21 @@ async fn kcm_create_writes_a_replica_set_with_defaults_and_get_rs_prints_it() {
             );
             assert_eq!(lines[1].split_whitespace().take(3).collect::<Vec<_>>(), ["web", "1", "1"]);
         }
+        let scaled = kcm(&endpoint, &["scale", "rs", "web", "--replicas", "2", "-n", NS]).await;
+        assert_eq!(scaled.success(), "replicasets/web resized to 2\n");
+        let uid = stored["metadata"]["uid"].as_str().expect("a uid").to_string();
+        eventually(SETTLE, "2 pods owned by rs/web", || async {
+            owned_by(&client, &uid).await.len() == 2
+        })
+        .await;
+        eventually(SETTLE, "status.replicas 2", || async {
+            rs_status(&client, "web").await["replicas"] == 2
+        })
+        .await;
         let json = kcm(&endpoint, &["get", "rs", "web", "-n", NS, "-o", "json"]).await;
         let object: Value = serde_json::from_str(json.success()).unwrap();
         assert_eq!(object["kind"], "ReplicaSet");
-        assert_eq!(object["status"]["replicas"], 1);
+        assert_eq!(object["status"]["replicas"], 2);
     })
     .await;
 }
