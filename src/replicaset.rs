@@ -71,6 +71,8 @@ struct Inner<C, R> {
     /// writes.
     memory: KeyMemory<Written>,
     pods: OnceLock<PodInformer>,
+    /// The ReplicaSet cache; without it (unit tests), syncs read etcd.
+    replica_sets: OnceLock<ReplicaSetInformer>,
     /// The ReplicationControllers, for the coexistence rule.
     controllers: OnceLock<ControllerInformer>,
 }
@@ -94,6 +96,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
                 metrics,
                 memory: KeyMemory::default(),
                 pods: OnceLock::new(),
+                replica_sets: OnceLock::new(),
                 controllers: OnceLock::new(),
             }),
         }
@@ -126,6 +129,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
         let replica_sets = informers.replica_sets();
         let pods = informers.pods();
         let _ = self.inner.pods.set(pods.clone());
+        let _ = self.inner.replica_sets.set(replica_sets.clone());
         let controllers = informers.replication_controllers();
         let _ = self.inner.controllers.set(controllers.clone());
         let config = &self.inner.config;

@@ -1,11 +1,13 @@
-//! One ReplicaSet sync, Kubernetes' `syncReplicaSet`: observe the ReplicaSet (from etcd,
-//! so its writes are guarded by the version the sync read) and one view of its namespace's
-//! pods, decide in a pure function ([`decide`]), act only through [`ReplicaSetControl`]:
-//! adoptions and releases, then creates or deletes, then the status if it changed.
+//! One ReplicaSet sync, Kubernetes' `syncReplicaSet`: observe the ReplicaSet and one view
+//! of its namespace's pods, decide in a pure function ([`decide`]), act only through
+//! [`ReplicaSetControl`]: adoptions and releases, then creates or deletes, then the status
+//! if it changed.
 //!
-//! Invariant (read-your-writes, as in the replication manager): a sync counts pods from the
-//! cache only once the cache has applied every pod write this controller made for the
-//! ReplicaSet; otherwise it lists the namespace from etcd.
+//! Invariants (as in the replication manager): read-your-writes — a sync reads the
+//! ReplicaSet from the cache only once it has applied this controller's last status write
+//! for it, and counts pods from the cache only once it has applied its last pod write,
+//! else it reads etcd; a cached ReplicaSet is confirmed from etcd before any pod write, and
+//! the writes themselves compare the version the sync decided from.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +27,8 @@ use super::Inner;
 pub(super) struct Written {
     /// The header revision of its last pod write (create, delete, adopt, release).
     pods: i64,
+    /// The revision of its last status write.
+    status: i64,
     /// The slow-start batch the next creates begin with, and when it was earned (as the
     /// replication manager's).
     slow_start: Option<(usize, tokio::time::Instant)>,
@@ -129,24 +133,72 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         let Some((namespace, name)) = key.split_once('/') else {
             anyhow::bail!("invalid replica set key {key:?}");
         };
-        let rs = match self.reads.replica_set(namespace, name).await {
-            Ok(rs) => rs,
+        let written = self.memory.written(key);
+        // From the cache once it has applied this controller's last status write; a
+        // cached ReplicaSet is confirmed from etcd before any pod write (below).
+        let cached = match self.replica_sets.get() {
+            Some(cache)
+                if !self.config.fresh_reads
+                    && cache.wait_for(written.status, self.config.cache_wait).await =>
+            {
+                let Some(rs) = cache.get(namespace, name) else {
+                    return Ok(());
+                };
+                Some(rs)
+            }
+            _ => None,
+        };
+        let from_cache = cached.is_some();
+        let mut rs = match cached {
+            Some(rs) => rs,
+            None => match self.fresh_replica_set(key, namespace, name).await? {
+                Some(rs) => rs,
+                None => return Ok(()),
+            },
+        };
+        let Some(mut selector) = self.valid_selector(key, &rs) else {
+            return Ok(());
+        };
+        let mut decision = self.decide(key, &rs, &selector).await?;
+        if from_cache && decision.writes_pods() {
+            // The ReplicaSet and pod caches follow two watches: before writing pods,
+            // confirm the ReplicaSet from etcd, and decide again if it changed.
+            let Some(fresh) = self.fresh_replica_set(key, namespace, name).await? else {
+                return Ok(());
+            };
+            if fresh.metadata.resource_version != rs.metadata.resource_version {
+                rs = fresh;
+                let Some(fresh_selector) = self.valid_selector(key, &rs) else {
+                    return Ok(());
+                };
+                selector = fresh_selector;
+                decision = self.decide(key, &rs, &selector).await?;
+            }
+        }
+        self.act(key, &rs, decision).await
+    }
+
+    /// The ReplicaSet as etcd has it now; `None` when it is gone (forgotten) or does not
+    /// decode.
+    async fn fresh_replica_set(
+        &self,
+        key: &str,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<Option<Arc<ReplicaSet>>> {
+        match self.reads.replica_set(namespace, name).await {
+            Ok(rs) => Ok(Some(Arc::new(rs))),
             Err(StorageError::NotFound { .. }) => {
                 self.forget(key);
-                return Ok(());
+                Ok(None)
             }
             // The informer has already warned about this value.
             Err(StorageError::Decode(e)) => {
                 tracing::debug!(error = %e, "skipping malformed replica set");
-                return Ok(());
+                Ok(None)
             }
-            Err(e) => return Err(e.into()),
-        };
-        let Some(selector) = self.valid_selector(key, &rs) else {
-            return Ok(());
-        };
-        let decision = self.decide(key, &rs, &selector).await?;
-        self.act(key, &rs, decision).await
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn act(&self, key: &str, rs: &ReplicaSet, decision: Decision) -> anyhow::Result<()> {
@@ -199,7 +251,11 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         let mut errors = tally.errors;
         if status != rs.status {
             match self.control.update_status(rs, status).await {
-                Ok(StatusOutcome::Written(_) | StatusOutcome::Changed) => {}
+                Ok(StatusOutcome::Written(revision)) => {
+                    self.memory
+                        .record(key, |w| w.status = w.status.max(revision.0));
+                }
+                Ok(StatusOutcome::Changed) => {}
                 Err(e) => errors.push(e),
             }
         }
