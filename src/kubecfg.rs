@@ -171,7 +171,9 @@ pub struct RunOptions {
 /// `kcm describe rc NAME`.
 #[derive(Clone, Debug)]
 pub struct DescribeOptions {
-    /// The replication controller's name.
+    /// A ReplicaSet (`describe rs`), else a replication controller.
+    pub replica_set: bool,
+    /// The controller's name.
     pub name: String,
     pub namespace: String,
 }

@@ -121,7 +121,7 @@ pub struct GetArgs {
     pub output: GetOutput,
 }
 
-/// The kinds `resize` (`scale`) acts on.
+/// The kinds `resize` (`scale`) and `describe` act on.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScaleKind {
     /// Replication controllers (`rc`).
@@ -199,8 +199,8 @@ pub struct RunArgs {
 
 #[derive(Args, Debug)]
 pub struct DescribeArgs {
-    /// replicationcontrollers (rc).
-    pub kind: ControllerKind,
+    /// replicationcontrollers (rc) or replicasets (rs).
+    pub kind: ScaleKind,
     /// The controller's name.
     pub name: String,
     /// The controller's namespace.
@@ -318,11 +318,15 @@ impl From<RunArgs> for RunOptions {
 impl From<DescribeArgs> for DescribeOptions {
     fn from(args: DescribeArgs) -> DescribeOptions {
         let DescribeArgs {
-            kind: ControllerKind::Replicationcontrollers,
+            kind,
             name,
             namespace,
         } = args;
-        DescribeOptions { name, namespace }
+        DescribeOptions {
+            replica_set: kind == ScaleKind::Replicasets,
+            name,
+            namespace,
+        }
     }
 }
 

@@ -46,6 +46,19 @@ fn container_cells(template: Option<&PodTemplateSpec>) -> [String; 2] {
     ]
 }
 
+/// A ReplicaSet's selector in selector syntax (`app=web,tier in (front)`), `<none>` when
+/// missing or unreadable.
+pub(super) fn selector_text(rs: &ReplicaSet) -> String {
+    let selector = rs
+        .spec
+        .selector
+        .as_ref()
+        .and_then(|s| s.to_selector().ok())
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    or_none(selector)
+}
+
 impl Printable for ReplicaSet {
     fn headers(wide: bool) -> Vec<&'static str> {
         let mut headers = vec!["NAME", "DESIRED", "CURRENT", "READY", "AGE"];
@@ -65,14 +78,7 @@ impl Printable for ReplicaSet {
         ];
         if wide {
             cells.extend(container_cells(self.spec.template.as_ref()));
-            let selector = self
-                .spec
-                .selector
-                .as_ref()
-                .and_then(|s| s.to_selector().ok())
-                .map(|s| s.to_string())
-                .unwrap_or_default();
-            cells.push(or_none(selector));
+            cells.push(selector_text(self));
         }
         cells
     }

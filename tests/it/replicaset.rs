@@ -324,6 +324,11 @@ async fn kcm_create_writes_a_replica_set_with_defaults_and_get_rs_prints_it() {
             rs_status(&client, "web").await["replicas"] == 2
         })
         .await;
+        let described = kcm(&endpoint, &["describe", "rs", "web", "-n", NS]).await;
+        let text = described.success();
+        assert!(text.contains("Replicas:     2 current / 2 desired"), "{text}");
+        assert!(text.contains("Selector:     app=web"), "{text}");
+        assert!(text.contains("Pods:         2"), "{text}");
         let json = kcm(&endpoint, &["get", "rs", "web", "-n", NS, "-o", "json"]).await;
         let object: Value = serde_json::from_str(json.success()).unwrap();
         assert_eq!(object["kind"], "ReplicaSet");
