@@ -1,4 +1,4 @@
-//! The object model: the four kinds kcm stores in etcd, their keys, and their validation.
+//! The object model: the kinds kcm stores in etcd, their keys, and their validation.
 //!
 //! Mirrors the late-2014 `pkg/api/types.go` (in its v1beta3 wire shape) and
 //! `pkg/api/validation/validation.go`, and the key layout of `pkg/registry/etcd/etcd.go`.
@@ -11,7 +11,8 @@
 //!   `mod_revision`, filled in by whoever decoded the value ([`decode`]).
 //!
 //! The module is split along its seams: `meta` (`ObjectMeta` and what every kind carries),
-//! `kinds` (the kinds and their [`Object`] implementations), `codec` (keys,
+//! `kinds` (the 2014 kinds and their [`Object`] implementations), `replicaset` (the apps/v1
+//! `ReplicaSet`), `codec` (keys,
 //! `encode`/`decode`), `validation` and `label_selector` (the apps/v1 `LabelSelector`). Everything public is re-exported here, so callers
 //! name `api::Pod`, `api::decode`, `api::validate`.
 
@@ -26,6 +27,7 @@ mod kinds;
 mod label_selector;
 mod meta;
 mod pod_status;
+mod replicaset;
 #[cfg(test)]
 mod tests;
 mod validation;
@@ -48,6 +50,9 @@ pub use pod_status::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
     ContainerStatus, PodCondition, CONDITION_FALSE, CONDITION_TRUE, POD_READY,
 };
+pub use replicaset::{
+    ReplicaSet, ReplicaSetCondition, ReplicaSetSpec, ReplicaSetStatus, REPLICA_FAILURE,
+};
 pub use validation::{
     controllers_overlap, pods_overlap, selection, selector_matches, validate, FieldError,
     ValidationError, MAX_REPLICAS,
@@ -65,7 +70,7 @@ pub const DEFAULT_PREFIX: &str = "/registry";
 /// Fields of a document that kcm does not model; written back unchanged.
 pub type Extra = serde_json::Map<String, Value>;
 
-/// A kind stored under the prefix. Implemented by the four kinds in `kinds`.
+/// A kind stored under the prefix. Implemented by the kinds in `kinds` and `replicaset`.
 pub trait Object:
     Serialize + DeserializeOwned + Clone + Default + fmt::Debug + Send + Sync + 'static
 {

@@ -6,6 +6,7 @@
 //! list. kcm's controllers (`replication_manager`, `endpoints`) each give a runner their
 //! mapping from informer changes to keys and their sync function, and nothing else.
 
+mod key_memory;
 mod runner;
 mod selector_index;
 
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use crate::etcd_watcher::{Update, WatchMetrics};
 
+pub use key_memory::KeyMemory;
 pub use runner::{Runner, RunnerConfig, SyncHandler};
 pub use selector_index::SelectorIndex;
 

@@ -39,6 +39,8 @@ pub struct Config {
     pub prefix: String,
     pub controllers: Vec<Controller>,
     pub manager: ManagerConfig,
+    /// The ReplicaSet controller's settings.
+    pub replicaset: ManagerConfig,
     pub endpoints: EndpointsConfig,
     /// Where `/healthz` and `/metrics` listen. Default 127.0.0.1:10252 (2014's port).
     pub status_addr: SocketAddr,
@@ -248,6 +250,7 @@ impl Controllers<'_> {
             metrics: (*metrics).clone(),
             settings: Settings {
                 replication: config.manager.clone(),
+                replicaset: config.replicaset.clone(),
                 endpoints: config.endpoints.clone(),
             },
             stop: token.clone(),

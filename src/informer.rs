@@ -35,7 +35,9 @@ mod factory;
 mod reflector;
 mod store;
 
-pub use cached::{Cached, CachedPod, PodPorts, Uid};
+pub use cached::{Cached, CachedPod, ControllerRef, PodPorts, Uid};
 pub use factory::InformerFactory;
-pub use reflector::{ControllerInformer, Informer, PodInformer, ServiceInformer};
+pub use reflector::{
+    ControllerInformer, Informer, PodInformer, ReplicaSetInformer, ServiceInformer,
+};
 pub use store::{Delta, Namespace};

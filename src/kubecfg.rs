@@ -24,8 +24,8 @@ use serde_json::{json, Value};
 
 use crate::api::{
     self, Container, ContainerPort, Endpoints, IntOrString, Object, ObjectMeta, Pod, PodPhase,
-    PodSpec, PodTemplateSpec, ReplicationController, ReplicationControllerSpec, Service,
-    ServiceSpec, ValidationError,
+    PodSpec, PodTemplateSpec, ReplicaSet, ReplicationController, ReplicationControllerSpec,
+    Service, ServiceSpec, ValidationError,
 };
 use crate::client::Target;
 use crate::etcd_watcher::{self, Update, WatchEvent, Watcher};
@@ -66,6 +66,7 @@ const NONE: &str = "<none>";
 pub enum Kind {
     Pods,
     Replicationcontrollers,
+    Replicasets,
     Services,
     Endpoints,
 }
@@ -121,7 +122,9 @@ pub struct GetOptions {
 /// `kcm resize rc NAME --replicas N`.
 #[derive(Clone, Debug)]
 pub struct ResizeOptions {
-    /// The replication controller's name.
+    /// A ReplicaSet (`scale rs`), else a replication controller.
+    pub replica_set: bool,
+    /// The controller's name.
     pub name: String,
     /// The new `spec.replicas`, 0 to [`api::MAX_REPLICAS`].
     pub replicas: i64,
@@ -168,7 +171,9 @@ pub struct RunOptions {
 /// `kcm describe rc NAME`.
 #[derive(Clone, Debug)]
 pub struct DescribeOptions {
-    /// The replication controller's name.
+    /// A ReplicaSet (`describe rs`), else a replication controller.
+    pub replica_set: bool,
+    /// The controller's name.
     pub name: String,
     pub namespace: String,
 }

@@ -17,6 +17,7 @@ pub mod kubelet;
 pub mod labels;
 pub mod leader;
 pub mod registry;
+pub mod replicaset;
 pub mod replication_manager;
 pub mod status;
 pub mod up;

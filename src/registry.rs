@@ -86,6 +86,8 @@ pub struct Registry {
     fence: Option<FenceSlot>,
     /// Set for a registry writing on an object's behalf: every write requires it to live.
     guard: Option<Arc<Incarnation>>,
+    /// The guard requires the object unchanged (same `mod_revision`), not just alive.
+    guard_unchanged: bool,
 }
 
 impl Registry {
@@ -103,6 +105,7 @@ impl Registry {
             page_size: DEFAULT_PAGE_SIZE,
             fence: None,
             guard: None,
+            guard_unchanged: false,
         })
     }
 
@@ -123,6 +126,20 @@ impl Registry {
     pub fn guarded_by(&self, owner: Incarnation) -> Registry {
         Registry {
             guard: Some(Arc::new(owner)),
+            guard_unchanged: false,
+            ..self.clone()
+        }
+    }
+
+    /// Like [`Registry::guarded_by`], but every write requires `owner` unchanged since it
+    /// was read: its key's `mod_revision` still `owner.read_at`. Any update of the owner
+    /// (a resize, a status write, a deletionTimestamp) or its delete refuses the write with
+    /// [`StorageError::OwnerGone`]. What the ReplicaSet controller's creates and adoptions
+    /// use.
+    pub fn guarded_unchanged(&self, owner: Incarnation) -> Registry {
+        Registry {
+            guard: Some(Arc::new(owner)),
+            guard_unchanged: true,
             ..self.clone()
         }
     }
@@ -286,7 +303,11 @@ impl Registry {
     ) -> Result<TxnResponse, StorageError> {
         let guard_read = failure.len();
         if let Some(guard) = &self.guard {
-            compares.extend(guard.compares());
+            if self.guard_unchanged {
+                compares.push(guard.compare_unchanged());
+            } else {
+                compares.extend(guard.compares());
+            }
             failure.push(TxnOp::get(guard.key.as_str(), None));
         }
         if let Some(fence) = fence {
@@ -326,11 +347,17 @@ impl Registry {
                 Some(TxnOpResponse::Get(get)) => get.kvs().first().cloned(),
                 _ => None,
             };
-            if !guard.alive_in(owner.as_ref()) {
+            let (held, how) = if self.guard_unchanged {
+                (guard.unchanged_in(owner.as_ref()), "changed or deleted")
+            } else {
+                (guard.alive_in(owner.as_ref()), "deleted")
+            };
+            if !held {
                 return Err(StorageError::OwnerGone {
                     op,
                     key: key.to_string(),
                     owner: guard.key.clone(),
+                    how,
                 });
             }
         }

@@ -19,6 +19,8 @@
 //!   per sync: a resync of 1,000 controllers reads no etcd at all;
 //! - a controller that validation rejects (replicas beyond int32, a template without
 //!   labels, ...) gets no writes and one warning per resourceVersion;
+//! - pods that carry a controller reference (a ReplicaSet's) are not the manager's: it
+//!   neither counts nor deletes them, so it coexists with ReplicaSets (`replicaset`);
 //! - controllers whose selectors overlap still fight, as in 2014 (kubernetes #2210), but
 //!   each overlapping pair is warned about once (`overlap`, as Kubernetes did from 2015)
 //!   and counted in `kcm_replication_overlapping_controllers`.
@@ -42,11 +44,10 @@ mod pod_control;
 mod sync;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -56,15 +57,19 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::api::ReplicationController;
-use crate::controller::{Runner, RunnerConfig, SelectorIndex, SyncHandler};
+use crate::controller::{KeyMemory, Runner, RunnerConfig, SelectorIndex, SyncHandler};
 use crate::etcd_watcher::{BackoffConfig, Watcher};
 use crate::informer::{CachedPod, ControllerInformer, Delta, InformerFactory, PodInformer};
 use crate::registry::Registry;
 use crate::status::Metrics;
 
-pub use plan::{decide, new_pod_from_template, pod_name, Decision, SlotNames};
+pub use plan::{
+    decide, free_slots, new_pod_from_template, pod_from_template, pod_name, rank_for_deletion,
+    slow_start_batches, Decision, SlotNames,
+};
 pub use pod_control::{
-    CreateOutcome, DeleteOutcome, EtcdPodControl, FreshReads, PodControl, StatusOutcome,
+    create_guarded, delete_guarded, write_status, CreateOutcome, DeleteOutcome, EtcdPodControl,
+    FreshReads, PodControl, StatusOutcome,
 };
 
 use sync::Written;
@@ -124,15 +129,13 @@ struct Inner<P, R> {
     pod_control: P,
     config: ManagerConfig,
     metrics: Arc<Metrics>,
-    /// The resourceVersion a controller was last warned about (invalid or malformed),
-    /// so each bad version is reported once.
-    warned: Mutex<HashMap<String, String>>,
+    /// Per controller key: the resourceVersion last warned about (invalid or malformed), so
+    /// each bad version is reported once, and the revisions of this manager's last writes.
+    memory: KeyMemory<Written>,
     /// The controller cache; set by `run` (or `with_caches`). Without it, syncs read etcd.
     controllers: OnceLock<ControllerInformer>,
     /// The pod cache, shared with the endpoints controller when given.
     pods: OnceLock<PodInformer>,
-    /// Per controller key, the revisions of this manager's last writes for it.
-    written: Mutex<HashMap<String, Written>>,
     /// Which valid controllers overlap, updated on every controller change.
     overlaps: Mutex<overlap::Overlaps>,
 }
@@ -155,10 +158,9 @@ impl<P: PodControl, R: FreshReads> ReplicationManager<P, R> {
                 pod_control,
                 config,
                 metrics,
-                warned: Mutex::default(),
+                memory: KeyMemory::default(),
                 controllers: OnceLock::new(),
                 pods: OnceLock::new(),
-                written: Mutex::default(),
                 overlaps: Mutex::default(),
             }),
             sync_handler: None,
@@ -367,7 +369,9 @@ impl Routes {
         let relevant = match (&delta.old, &delta.new) {
             (_, None) => true,
             (Some(old), Some(new)) => {
-                old.labels != new.labels || (old.is_active() && !new.is_active())
+                old.labels != new.labels
+                    || (old.is_active() && !new.is_active())
+                    || old.controller != new.controller
             }
             // First sight of an inactive pod (e.g. after a relist).
             (None, Some(new)) => !new.is_active(),

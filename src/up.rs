@@ -204,8 +204,16 @@ async fn run_cluster(
         controller_manager::Config {
             client: target.client.clone(),
             prefix: target.prefix.clone(),
-            controllers: vec![Controller::Replication, Controller::Endpoints],
+            controllers: vec![
+                Controller::Replication,
+                Controller::ReplicaSet,
+                Controller::Endpoints,
+            ],
             manager: ManagerConfig {
+                sync_period: config.sync_period,
+                ..ManagerConfig::default()
+            },
+            replicaset: ManagerConfig {
                 sync_period: config.sync_period,
                 ..ManagerConfig::default()
             },

@@ -19,12 +19,14 @@ macro_rules! impl_object {
         api_version: $api_version:expr,
         resource: $resource:literal,
         key_dir: $dir:literal,
+        $(read_api_versions: $read:expr,)?
         spec: $spec:tt,
         validate: $validate:expr $(,)?
     }) => {
         impl Object for $ty {
             const KIND: &'static str = $kind;
             const API_VERSION: &'static str = $api_version;
+            $(const READ_API_VERSIONS: &'static [&'static str] = $read;)?
             const RESOURCE: &'static str = $resource;
             const KEY_DIR: &'static str = $dir;
             const HAS_SPEC: bool = impl_object!(@has_spec $spec);
@@ -75,6 +77,7 @@ macro_rules! impl_object {
     (@same_spec spec) => { |a: &Self, b: &Self| a.spec == b.spec };
     (@same_spec none) => { |_: &Self, _: &Self| true };
 }
+pub(super) use impl_object;
 
 /// A ReplicationController: keep `spec.replicas` pods matching `spec.selector` alive.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -191,7 +191,7 @@ pub fn set_generation_from_read<T: Object>(object: &mut T) -> bool {
     true
 }
 
-fn is_zero(n: &i64) -> bool {
+pub(super) fn is_zero(n: &i64) -> bool {
     *n == 0
 }
 

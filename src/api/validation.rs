@@ -122,22 +122,24 @@ pub(super) fn validate_labels(field: &str, set: &Set, errors: &mut Vec<FieldErro
     }
 }
 
-pub(super) fn validate_controller(rc: &ReplicationController, errors: &mut Vec<FieldError>) {
-    let spec = &rc.spec;
-    if spec.replicas < 0 {
+/// `spec.replicas` within Kubernetes' int32 and not negative.
+pub(super) fn validate_replicas(replicas: i64, errors: &mut Vec<FieldError>) {
+    if replicas < 0 {
         errors.push(FieldError::new(
             "spec.replicas",
-            format!("must be >= 0, got {}", spec.replicas),
+            format!("must be >= 0, got {replicas}"),
         ));
-    } else if spec.replicas > MAX_REPLICAS {
+    } else if replicas > MAX_REPLICAS {
         errors.push(FieldError::new(
             "spec.replicas",
-            format!(
-                "must be <= {MAX_REPLICAS} (Kubernetes' int32 limit), got {}",
-                spec.replicas
-            ),
+            format!("must be <= {MAX_REPLICAS} (Kubernetes' int32 limit), got {replicas}"),
         ));
     }
+}
+
+pub(super) fn validate_controller(rc: &ReplicationController, errors: &mut Vec<FieldError>) {
+    let spec = &rc.spec;
+    validate_replicas(spec.replicas, errors);
     // An empty selector is Everything: the controller would count every pod in its
     // namespace as its own.
     if spec.selector.is_empty() {

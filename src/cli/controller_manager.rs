@@ -30,6 +30,9 @@ pub struct ControllerManagerArgs {
     /// Replication controllers synced in parallel.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub concurrent_rc_syncs: u32,
+    /// ReplicaSets synced in parallel.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub concurrent_replicaset_syncs: u32,
     /// Most pods created or deleted for one controller in one sync.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
     pub burst_replicas: u32,
@@ -84,6 +87,12 @@ impl ControllerManagerArgs {
             manager: ManagerConfig {
                 sync_period: self.sync_period,
                 concurrent_syncs: self.concurrent_rc_syncs as usize,
+                burst_replicas: self.burst_replicas as usize,
+                ..ManagerConfig::default()
+            },
+            replicaset: ManagerConfig {
+                sync_period: self.sync_period,
+                concurrent_syncs: self.concurrent_replicaset_syncs as usize,
                 burst_replicas: self.burst_replicas as usize,
                 ..ManagerConfig::default()
             },

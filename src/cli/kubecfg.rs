@@ -21,6 +21,7 @@ impl ValueEnum for Kind {
         &[
             Kind::Pods,
             Kind::Replicationcontrollers,
+            Kind::Replicasets,
             Kind::Services,
             Kind::Endpoints,
         ]
@@ -32,6 +33,9 @@ impl ValueEnum for Kind {
             Kind::Replicationcontrollers => PossibleValue::new("replicationcontrollers")
                 .alias("rc")
                 .alias("replicationcontroller"),
+            Kind::Replicasets => PossibleValue::new("replicasets")
+                .alias("rs")
+                .alias("replicaset"),
             Kind::Services => PossibleValue::new("services").alias("service").alias("svc"),
             Kind::Endpoints => PossibleValue::new("endpoints").alias("ep"),
         })
@@ -97,7 +101,8 @@ pub struct CreateArgs {
 
 #[derive(Args, Debug)]
 pub struct GetArgs {
-    /// pods (po), replicationcontrollers (rc), services (svc) or endpoints (ep).
+    /// pods (po), replicationcontrollers (rc), replicasets (rs), services (svc) or endpoints
+    /// (ep).
     pub kind: Kind,
     /// Print only this object.
     #[arg(conflicts_with_all = ["all_namespaces", "selector"])]
@@ -116,10 +121,21 @@ pub struct GetArgs {
     pub output: GetOutput,
 }
 
+/// The kinds `resize` (`scale`) and `describe` act on.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScaleKind {
+    /// Replication controllers (`rc`).
+    #[value(alias = "rc", alias = "replicationcontroller")]
+    Replicationcontrollers,
+    /// ReplicaSets (`rs`).
+    #[value(alias = "rs", alias = "replicaset")]
+    Replicasets,
+}
+
 #[derive(Args, Debug)]
 pub struct ResizeArgs {
-    /// replicationcontrollers (rc).
-    pub kind: ControllerKind,
+    /// replicationcontrollers (rc) or replicasets (rs).
+    pub kind: ScaleKind,
     /// The controller's name.
     pub name: String,
     /// The new spec.replicas (at most 2147483647, Kubernetes' int32).
@@ -132,7 +148,8 @@ pub struct ResizeArgs {
 
 #[derive(Args, Debug)]
 pub struct DeleteArgs {
-    /// pods (po), replicationcontrollers (rc), services (svc) or endpoints (ep).
+    /// pods (po), replicationcontrollers (rc), replicasets (rs), services (svc) or endpoints
+    /// (ep).
     pub kind: Kind,
     /// The object's name.
     pub name: String,
@@ -182,8 +199,8 @@ pub struct RunArgs {
 
 #[derive(Args, Debug)]
 pub struct DescribeArgs {
-    /// replicationcontrollers (rc).
-    pub kind: ControllerKind,
+    /// replicationcontrollers (rc) or replicasets (rs).
+    pub kind: ScaleKind,
     /// The controller's name.
     pub name: String,
     /// The controller's namespace.
@@ -244,12 +261,13 @@ impl From<GetArgs> for GetOptions {
 impl From<ResizeArgs> for ResizeOptions {
     fn from(args: ResizeArgs) -> ResizeOptions {
         let ResizeArgs {
-            kind: ControllerKind::Replicationcontrollers,
+            kind,
             name,
             replicas,
             namespace,
         } = args;
         ResizeOptions {
+            replica_set: kind == ScaleKind::Replicasets,
             name,
             replicas,
             namespace,
@@ -300,11 +318,15 @@ impl From<RunArgs> for RunOptions {
 impl From<DescribeArgs> for DescribeOptions {
     fn from(args: DescribeArgs) -> DescribeOptions {
         let DescribeArgs {
-            kind: ControllerKind::Replicationcontrollers,
+            kind,
             name,
             namespace,
         } = args;
-        DescribeOptions { name, namespace }
+        DescribeOptions {
+            replica_set: kind == ScaleKind::Replicasets,
+            name,
+            namespace,
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The controller table and how controllers start: the kube-controller-manager's
 //! `NewControllerDescriptors()`, `ControllerContext`, its init functions
 //! (`cmd/kube-controller-manager/app/core.go`: `startReplicationController`,
+//! `startReplicaSetController` of `apps.go`,
 //! `startEndpointsController`) and `StartControllers`, plus the `--controllers` grammar
 //! (`IsControllerEnabled`).
 //!
@@ -17,6 +18,7 @@ use crate::endpoints::{EndpointsConfig, EndpointsController};
 use crate::etcd_watcher::Watcher;
 use crate::informer::InformerFactory;
 use crate::registry::Registry;
+use crate::replicaset::ReplicaSetController;
 use crate::replication_manager::{ManagerConfig, ReplicationManager};
 use crate::status::Metrics;
 
@@ -25,6 +27,8 @@ use crate::status::Metrics;
 pub enum Controller {
     /// The replication manager.
     Replication,
+    /// The ReplicaSet controller.
+    ReplicaSet,
     /// The endpoints controller.
     Endpoints,
 }
@@ -59,6 +63,13 @@ pub const DESCRIPTORS: &[Descriptor] = &[
         aliases: &["replicationcontroller", "replicationcontroller-controller"],
         disabled_by_default: false,
         init: start_replication_manager,
+    },
+    Descriptor {
+        controller: Controller::ReplicaSet,
+        name: "replicaset",
+        aliases: &["replicaset-controller"],
+        disabled_by_default: false,
+        init: start_replicaset_controller,
     },
     Descriptor {
         controller: Controller::Endpoints,
@@ -120,6 +131,7 @@ pub fn enabled_controllers(entries: &[String]) -> Vec<Controller> {
 #[derive(Clone, Debug, Default)]
 pub struct Settings {
     pub replication: ManagerConfig,
+    pub replicaset: ManagerConfig,
     pub endpoints: EndpointsConfig,
 }
 
@@ -157,6 +169,17 @@ fn start_replication_manager(ctx: &ControllerContext) -> anyhow::Result<Init> {
     );
     Ok(Init::Started(
         manager.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
+    ))
+}
+
+fn start_replicaset_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
+    let controller = ReplicaSetController::new(
+        ctx.registry.clone(),
+        ctx.settings.replicaset.clone(),
+        ctx.metrics.clone(),
+    );
+    Ok(Init::Started(
+        controller.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
     ))
 }
 
@@ -242,16 +265,21 @@ mod tests {
 
     #[test]
     fn the_kubernetes_controllers_grammar() {
-        use Controller::{Endpoints, Replication};
-        check("*", &[Replication, Endpoints]);
+        use Controller::{Endpoints, ReplicaSet, Replication};
+        check("*", &[Replication, ReplicaSet, Endpoints]);
         check("replication", &[Replication]);
-        check("-endpoints,*", &[Replication]);
-        check("*,-endpoints", &[Replication]);
+        check("-endpoints,*", &[Replication, ReplicaSet]);
+        check("*,-endpoints", &[Replication, ReplicaSet]);
         check("endpoints-controller", &[Endpoints]);
+        check("replicaset-controller", &[ReplicaSet]);
+        check("-replicaset,*", &[Replication, Endpoints]);
         check("replication,endpoints", &[Replication, Endpoints]);
         // The first explicit mention wins.
         check("replication,-replication", &[Replication]);
-        check("-replicationcontroller,replication,*", &[Endpoints]);
+        check(
+            "-replicationcontroller,replication,*",
+            &[ReplicaSet, Endpoints],
+        );
         // Without `*`, only what is named runs.
         check("-endpoints", &[]);
     }
@@ -287,11 +315,21 @@ mod tests {
 
     #[tokio::test]
     async fn each_kind_is_asked_for_only_by_the_controllers_that_read_it() {
-        use Controller::{Endpoints, Replication};
+        use Controller::{Endpoints, ReplicaSet, Replication};
         for (enabled, informers) in [
+            (
+                &[Replication, ReplicaSet, Endpoints][..],
+                &["replicationcontrollers", "pods", "replicasets", "services"][..],
+            ),
             (
                 &[Replication, Endpoints][..],
                 &["replicationcontrollers", "pods", "services"][..],
+            ),
+            // The ReplicaSet controller reads ReplicationControllers for its coexistence
+            // rule.
+            (
+                &[ReplicaSet],
+                &["replicasets", "pods", "replicationcontrollers"],
             ),
             (&[Replication], &["replicationcontrollers", "pods"]),
             (&[Endpoints], &["services", "pods"]),
@@ -321,7 +359,7 @@ mod tests {
             },
             Descriptor {
                 init: starts,
-                ..DESCRIPTORS[1]
+                ..DESCRIPTORS[2]
             },
         ];
         let ctx = context().await;

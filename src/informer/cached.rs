@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use crate::api::{
-    controller_of, IntOrString, Object, Pod, PodPhase, ReplicationController, Service,
+    controller_of, IntOrString, Object, Pod, PodPhase, ReplicaSet, ReplicationController,
+    Service,
 };
 use crate::labels::Set;
 
@@ -55,6 +56,20 @@ impl Cached for ReplicationController {
     }
 }
 
+/// ReplicaSets are few and small: the store keeps them whole.
+impl Cached for ReplicaSet {
+    type Object = ReplicaSet;
+
+    fn from_object(mut object: ReplicaSet) -> Self {
+        crate::api::remember_spec(&mut object);
+        object
+    }
+
+    fn resource_version(&self) -> i64 {
+        self.metadata.resource_version.map_or(0, |rv| rv.0)
+    }
+}
+
 /// What the controllers read of a pod.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedPod {
@@ -73,16 +88,25 @@ pub struct CachedPod {
     pub ports: PodPorts,
     /// `metadata.uid` (empty when absent).
     pub uid: Uid,
-    /// The uid of the controller owner reference (empty without one).
-    pub controller_uid: Uid,
     /// [`Pod::is_ready`]: the Ready condition is True (or, without one, Running).
     pub ready: bool,
     /// The pod reports a Ready condition that is not True (a 2014 document reports none).
     pub not_ready: bool,
     /// [`Pod::ready_since`] as seconds since the Unix epoch.
     pub ready_since: Option<i64>,
-    /// `metadata.deletionTimestamp` is set.
+    /// The pod's controller reference (`metav1.GetControllerOf`), if it has one.
+    pub controller: Option<Box<ControllerRef>>,
+    /// `metadata.deletionTimestamp` is set: the pod is being deleted.
     pub deleting: bool,
+}
+
+/// What the controllers read of a pod's controller reference: its owner by kind, name
+/// and uid (the owner is in the pod's namespace).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerRef {
+    pub kind: Box<str>,
+    pub name: Box<str>,
+    pub uid: Box<str>,
 }
 
 impl CachedPod {
@@ -111,10 +135,16 @@ impl From<&Pod> for CachedPod {
             pod_ip: pod.pod_ip().map(Box::from),
             ports: PodPorts::of(pod),
             uid: Uid::new(&meta.uid),
-            controller_uid: Uid::new(controller_of(meta).map_or("", |r| r.uid.as_str())),
             ready: pod.is_ready(),
             not_ready: pod.ready_condition() == Some(false),
             ready_since: pod.ready_since().and_then(epoch_seconds),
+            controller: controller_of(meta).map(|r| {
+                Box::new(ControllerRef {
+                    kind: r.kind.as_str().into(),
+                    name: r.name.as_str().into(),
+                    uid: r.uid.as_str().into(),
+                })
+            }),
             deleting: meta.deletion_timestamp.is_some(),
         }
     }
@@ -279,7 +309,7 @@ mod tests {
         }))
         .unwrap();
         let cached = CachedPod::from(&pod);
-        assert!(cached.uid.is("u-1") && cached.controller_uid.is("rs-1"));
+        assert!(cached.uid.is("u-1") && cached.controller.as_ref().is_some_and(|c| &*c.uid == "rs-1"));
         assert_eq!(cached.uid, Uid::Text("u-1".into()));
         assert_eq!(
             (
@@ -291,7 +321,7 @@ mod tests {
             (true, false, Some(100), true)
         );
         let bare = CachedPod::from(&Pod::default());
-        assert!(bare.uid.is_empty() && bare.controller_uid.is_empty() && bare.uid.is(""));
+        assert!(bare.uid.is_empty() && bare.controller.is_none() && bare.uid.is(""));
         assert_eq!(
             (bare.ready, bare.not_ready, bare.ready_since, bare.deleting),
             (false, false, None, false)

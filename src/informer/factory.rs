@@ -2,7 +2,7 @@
 //! (`k8s.io/client-go/informers/factory.go`), as the kube-controller-manager uses it.
 //!
 //! Controllers ask the factory for the informers they read while they are set up
-//! (`pods()`, `replication_controllers()`, `services()`); the first request of a kind
+//! (`pods()`, `replication_controllers()`, `replica_sets()`, `services()`); the first request of a kind
 //! creates its informer and every later one gets the same. Once every controller has
 //! been set up, [`InformerFactory::start`] runs them all, so no controller misses an
 //! informer's first list and each kind is listed and watched once per process. A kind
@@ -20,7 +20,9 @@ use futures::future::BoxFuture;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cached, ControllerInformer, Informer, PodInformer, ServiceInformer};
+use super::{
+    Cached, ControllerInformer, Informer, PodInformer, ReplicaSetInformer, ServiceInformer,
+};
 use crate::api::Object;
 use crate::etcd_watcher::{BackoffConfig, Watcher};
 use crate::status::Metrics;
@@ -79,6 +81,11 @@ impl InformerFactory {
 
     /// The replication controller informer.
     pub fn replication_controllers(&self) -> ControllerInformer {
+        self.informer()
+    }
+
+    /// The ReplicaSet informer.
+    pub fn replica_sets(&self) -> ReplicaSetInformer {
         self.informer()
     }
 

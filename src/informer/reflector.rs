@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::store::{Change, Store};
 use super::{Cached, CachedPod, Delta, Namespace};
-use crate::api::{self, Object, ReplicationController, Service};
+use crate::api::{self, Object, ReplicaSet, ReplicationController, Service};
 use crate::etcd_watcher::{
     relist_diff, BackoffConfig, EngineConfig, ListChange, ListReason, Range, RawEvent, RawItem,
     RawKind, Start, WatchMetrics, Watcher, WATCH_BUFFER,
@@ -59,6 +59,8 @@ impl<I> Clone for Informer<I> {
 pub type PodInformer = Informer<CachedPod>;
 /// The replication manager's controller informer.
 pub type ControllerInformer = Informer<ReplicationController>;
+/// The ReplicaSet controller's informer.
+pub type ReplicaSetInformer = Informer<ReplicaSet>;
 /// The endpoints controller's service informer.
 pub type ServiceInformer = Informer<Service>;
 

@@ -1,7 +1,7 @@
 //! `kcm describe rc`: a controller's spec, status and pods, and what looks wrong. The text
 //! is built by a pure function over what was read.
 
-use super::print::{age_of, or_none, render_table, Printable};
+use super::print::{age_of, or_none, render_table, selector_text, Printable};
 use super::*;
 use crate::registry::{self, EtcdAlarm};
 
@@ -11,7 +11,14 @@ use crate::registry::{self, EtcdAlarm};
 /// # Errors
 /// Not found, a malformed controller, or etcd failing.
 pub async fn describe(target: &Target, options: DescribeOptions) -> anyhow::Result<()> {
-    let DescribeOptions { name, namespace } = options;
+    let DescribeOptions {
+        replica_set,
+        name,
+        namespace,
+    } = options;
+    if replica_set {
+        return describe_rs(target, &namespace, &name).await;
+    }
     let (client, registry) = target.connect().await?;
     let rc: ReplicationController = registry
         .get(&namespace, &name)
@@ -77,34 +84,7 @@ pub fn describe_controller(
     };
     field(&mut out, "Created", &created);
 
-    match &rc.spec.template {
-        None => field(&mut out, "Pod Template", NONE),
-        Some(template) => {
-            out.push_str("Pod Template:\n");
-            let _ = writeln!(
-                out,
-                "  {:<12}{}",
-                "Labels:",
-                or_none(template.metadata.labels.to_string())
-            );
-            if template.spec.containers.is_empty() {
-                let _ = writeln!(out, "  {:<12}{NONE}", "Containers:");
-            } else {
-                out.push_str("  Containers:\n");
-            }
-            for container in &template.spec.containers {
-                let _ = writeln!(out, "    {}:", or_none(container.name.clone()));
-                let _ = writeln!(
-                    out,
-                    "      {:<8}{}",
-                    "Image:",
-                    or_none(container.image.clone())
-                );
-                let ports: Vec<String> = container.ports.iter().map(port_text).collect();
-                let _ = writeln!(out, "      {:<8}{}", "Ports:", or_none(ports.join(", ")));
-            }
-        }
-    }
+    template_text(&mut out, rc.spec.template.as_ref());
 
     let mut problems = Vec::new();
     if let Err(e) = api::validate(rc) {
@@ -130,14 +110,7 @@ pub fn describe_controller(
                     pods.items.len()
                 ),
             );
-            if !pods.items.is_empty() {
-                let rows: Vec<Vec<String>> =
-                    pods.items.iter().map(|pod| pod.cells(false, now)).collect();
-                let table = render_table(&Pod::headers(false), &rows);
-                for line in table.lines() {
-                    let _ = writeln!(out, "  {line}");
-                }
-            }
+            out.push_str(&pod_table(pods.items.iter(), now));
             for pod in failed {
                 problems.push(format!(
                     "pod {} Failed (the manager replaces it but does not delete it)",
@@ -166,6 +139,127 @@ pub fn describe_controller(
         for problem in problems {
             let _ = writeln!(out, "  - {problem}");
         }
+    }
+    out
+}
+
+/// The `Pod Template:` section of a controller.
+fn template_text(out: &mut String, template: Option<&PodTemplateSpec>) {
+    match template {
+        None => {
+            let _ = writeln!(out, "{:<14}{NONE}", "Pod Template:");
+        }
+        Some(template) => {
+            out.push_str("Pod Template:\n");
+            let _ = writeln!(
+                out,
+                "  {:<12}{}",
+                "Labels:",
+                or_none(template.metadata.labels.to_string())
+            );
+            if template.spec.containers.is_empty() {
+                let _ = writeln!(out, "  {:<12}{NONE}", "Containers:");
+            } else {
+                out.push_str("  Containers:\n");
+            }
+            for container in &template.spec.containers {
+                let _ = writeln!(out, "    {}:", or_none(container.name.clone()));
+                let _ = writeln!(
+                    out,
+                    "      {:<8}{}",
+                    "Image:",
+                    or_none(container.image.clone())
+                );
+                let ports: Vec<String> = container.ports.iter().map(port_text).collect();
+                let _ = writeln!(out, "      {:<8}{}", "Ports:", or_none(ports.join(", ")));
+            }
+        }
+    }
+}
+
+/// A controller's pods as an indented table (nothing for none).
+fn pod_table<'a>(pods: impl Iterator<Item = &'a Pod>, now: SystemTime) -> String {
+    let rows: Vec<Vec<String>> = pods.map(|pod| pod.cells(false, now)).collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let table = render_table(&Pod::headers(false), &rows);
+    table.lines().map(|line| format!("  {line}\n")).collect()
+}
+
+/// `kcm describe rs NAME`: the ReplicaSet's spec, status, conditions and the pods it owns.
+///
+/// # Errors
+/// Not found, a malformed ReplicaSet, or etcd failing.
+async fn describe_rs(target: &Target, namespace: &str, name: &str) -> anyhow::Result<()> {
+    let (_client, registry) = target.connect().await?;
+    let rs: ReplicaSet = registry
+        .get(namespace, name)
+        .await
+        .map_err(|e| storage_error::<ReplicaSet>(e, name))?;
+    let pods = registry
+        .list::<Pod>(Some(namespace), &Selector::everything())
+        .await
+        .context("list its pods")?;
+    let owned: Vec<Pod> = pods
+        .items
+        .into_iter()
+        .filter(|pod| {
+            api::controller_of(&pod.metadata)
+                .is_some_and(|r| r.kind == ReplicaSet::KIND && r.uid == rs.metadata.uid)
+        })
+        .collect();
+    emit(&describe_replica_set(&rs, &owned, SystemTime::now()))
+}
+
+/// The text of `kcm describe rs`: `pods` are those whose controller reference names it.
+pub fn describe_replica_set(rs: &ReplicaSet, pods: &[Pod], now: SystemTime) -> String {
+    let mut out = String::new();
+    let meta = &rs.metadata;
+    let field = |out: &mut String, label: &str, value: &str| {
+        let _ = writeln!(out, "{:<14}{value}", format!("{label}:"));
+    };
+    field(&mut out, "Name", &meta.name);
+    field(&mut out, "Namespace", &meta.namespace);
+    field(&mut out, "Selector", &selector_text(rs));
+    field(&mut out, "Labels", &or_none(meta.labels.to_string()));
+    field(
+        &mut out,
+        "Replicas",
+        &format!("{} current / {} desired", rs.status.replicas, rs.replicas()),
+    );
+    let count = |phase: PodPhase| pods.iter().filter(|p| p.phase() == phase).count();
+    field(
+        &mut out,
+        "Pods Status",
+        &format!(
+            "{} Running / {} Waiting / {} Succeeded / {} Failed",
+            count(PodPhase::Running),
+            count(PodPhase::Pending) + count(PodPhase::Unknown),
+            count(PodPhase::Succeeded),
+            count(PodPhase::Failed)
+        ),
+    );
+    template_text(&mut out, rs.spec.template.as_ref());
+    if rs.status.conditions.is_empty() {
+        field(&mut out, "Conditions", NONE);
+    } else {
+        out.push_str("Conditions:\n");
+        for c in &rs.status.conditions {
+            let _ = writeln!(
+                out,
+                "  {} {} {}: {}",
+                c.type_, c.status, c.reason, c.message
+            );
+        }
+    }
+    field(&mut out, "Pods", &pods.len().to_string());
+    out.push_str(&pod_table(pods.iter(), now));
+    if let Err(e) = api::validate(rs) {
+        let _ = writeln!(
+            out,
+            "Problems:\n  - the controller-manager skips this ReplicaSet: {e}"
+        );
     }
     out
 }

@@ -33,6 +33,7 @@ const MANIFEST_EXTENSIONS: [&str; 3] = ["json", "yaml", "yml"];
 #[derive(Debug, Clone, PartialEq)]
 pub enum Manifest {
     Controller(Box<ReplicationController>),
+    ReplicaSet(Box<ReplicaSet>),
     Pod(Box<Pod>),
     Service(Box<Service>),
     Endpoints(Box<Endpoints>),
@@ -45,6 +46,10 @@ macro_rules! with_manifest {
         match $manifest {
             Manifest::Controller($object) => {
                 let $object: &ReplicationController = $object;
+                $body
+            }
+            Manifest::ReplicaSet($object) => {
+                let $object: &ReplicaSet = $object;
                 $body
             }
             Manifest::Pod($object) => {
@@ -260,12 +265,20 @@ fn decode_object(value: &Value, namespace: Option<&str>) -> anyhow::Result<Manif
         "ReplicationController" => {
             Manifest::Controller(Box::new(decode_manifest(value, namespace)?))
         }
+        "ReplicaSet" => {
+            let mut rs: ReplicaSet = decode_manifest(value, namespace)?;
+            // The apiserver's defaulting: a created ReplicaSet states its replicas.
+            rs.spec.replicas.get_or_insert(1);
+            Manifest::ReplicaSet(Box::new(rs))
+        }
         "Pod" => Manifest::Pod(Box::new(decode_manifest(value, namespace)?)),
         "Service" => Manifest::Service(Box::new(decode_manifest(value, namespace)?)),
         "Endpoints" => Manifest::Endpoints(Box::new(decode_manifest(value, namespace)?)),
-        "" => anyhow::bail!("no \"kind\" (one of ReplicationController, Pod, Service, Endpoints)"),
+        "" => anyhow::bail!(
+            "no \"kind\" (one of ReplicationController, ReplicaSet, Pod, Service, Endpoints)"
+        ),
         other => anyhow::bail!(
-            "unknown kind {other:?} (expected ReplicationController, Pod, Service or Endpoints)"
+            "unknown kind {other:?} (expected ReplicationController, ReplicaSet, Pod, Service or Endpoints)"
         ),
     })
 }
@@ -531,6 +544,18 @@ mod tests {
             message.contains(expected),
             "{message:?} should contain {expected:?}"
         );
+    }
+
+    #[test]
+    fn a_replica_set_manifest_gets_the_replicas_default() {
+        let text = "kind: ReplicaSet\napiVersion: apps/v1\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template: {metadata: {labels: {app: web}}}\n";
+        let manifests = parse_manifests("rs.yaml", text, None).unwrap();
+        let Manifest::ReplicaSet(rs) = &manifests[0] else {
+            panic!("not a replica set: {manifests:?}")
+        };
+        assert_eq!(rs.spec.replicas, Some(1));
+        assert_eq!(manifests[0].reference(), "replicasets/web");
+        manifests[0].validate().unwrap();
     }
 
     #[test]

@@ -29,14 +29,56 @@ impl Printable for ReplicationController {
             age_of(&self.metadata, now),
         ];
         if wide {
-            let containers = self
-                .spec
-                .template
-                .as_ref()
-                .map(|t| t.spec.containers.as_slice())
-                .unwrap_or_default();
-            cells.push(or_none(join(containers.iter().map(|c| c.name.as_str()))));
-            cells.push(or_none(join(containers.iter().map(|c| c.image.as_str()))));
+            cells.extend(container_cells(self.spec.template.as_ref()));
+        }
+        cells
+    }
+}
+
+/// The wide CONTAINERS and IMAGES cells of a controller's template.
+fn container_cells(template: Option<&PodTemplateSpec>) -> [String; 2] {
+    let containers = template
+        .map(|t| t.spec.containers.as_slice())
+        .unwrap_or_default();
+    [
+        or_none(join(containers.iter().map(|c| c.name.as_str()))),
+        or_none(join(containers.iter().map(|c| c.image.as_str()))),
+    ]
+}
+
+/// A ReplicaSet's selector in selector syntax (`app=web,tier in (front)`), `<none>` when
+/// missing or unreadable.
+pub(super) fn selector_text(rs: &ReplicaSet) -> String {
+    let selector = rs
+        .spec
+        .selector
+        .as_ref()
+        .and_then(|s| s.to_selector().ok())
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    or_none(selector)
+}
+
+impl Printable for ReplicaSet {
+    fn headers(wide: bool) -> Vec<&'static str> {
+        let mut headers = vec!["NAME", "DESIRED", "CURRENT", "READY", "AGE"];
+        if wide {
+            headers.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
+        }
+        headers
+    }
+
+    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
+        let mut cells = vec![
+            self.metadata.name.clone(),
+            self.replicas().to_string(),
+            self.status.replicas.to_string(),
+            self.status.ready_replicas.to_string(),
+            age_of(&self.metadata, now),
+        ];
+        if wide {
+            cells.extend(container_cells(self.spec.template.as_ref()));
+            cells.push(selector_text(self));
         }
         cells
     }
@@ -306,6 +348,7 @@ pub async fn get(target: &Target, options: GetOptions) -> anyhow::Result<()> {
     match options.kind {
         Kind::Pods => get_kind::<Pod>(target, &options).await,
         Kind::Replicationcontrollers => get_kind::<ReplicationController>(target, &options).await,
+        Kind::Replicasets => get_kind::<ReplicaSet>(target, &options).await,
         Kind::Services => get_kind::<Service>(target, &options).await,
         Kind::Endpoints => get_kind::<Endpoints>(target, &options).await,
     }

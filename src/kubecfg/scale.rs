@@ -5,13 +5,14 @@ use futures::future::{FusedFuture, FutureExt as _};
 
 use super::*;
 
-/// `kcm resize rc NAME --replicas N` (2014's `ResizeController`): sets `spec.replicas`
+/// `kcm resize rc|rs NAME --replicas N` (2014's `ResizeController`): sets `spec.replicas`
 /// with a compare-and-swap retried on conflict.
 ///
 /// # Errors
 /// `replicationcontrollers "x" not found`, a count out of range, or etcd failing.
 pub async fn resize(target: &Target, options: ResizeOptions) -> anyhow::Result<()> {
     let ResizeOptions {
+        replica_set,
         name,
         replicas,
         namespace,
@@ -22,6 +23,19 @@ pub async fn resize(target: &Target, options: ResizeOptions) -> anyhow::Result<(
         api::MAX_REPLICAS
     );
     let (_client, registry) = target.connect().await?;
+    if replica_set {
+        registry
+            .guaranteed_update::<ReplicaSet, _>(&namespace, &name, |mut rs| {
+                rs.spec.replicas = Some(replicas);
+                Ok(rs)
+            })
+            .await
+            .map_err(|e| storage_error::<ReplicaSet>(e, &name))?;
+        return emit(&format!(
+            "{}/{name} resized to {replicas}\n",
+            ReplicaSet::RESOURCE
+        ));
+    }
     set_replicas(&registry, &namespace, &name, replicas).await?;
     emit(&format!(
         "{}/{name} resized to {replicas}\n",
@@ -56,6 +70,15 @@ pub async fn delete(target: &Target, options: DeleteOptions) -> anyhow::Result<(
         Kind::Pods => delete_kind::<Pod>(&registry, namespace, name).await,
         Kind::Services => delete_kind::<Service>(&registry, namespace, name).await,
         Kind::Endpoints => delete_kind::<Endpoints>(&registry, namespace, name).await,
+        Kind::Replicasets => {
+            delete_kind::<ReplicaSet>(&registry, namespace, name).await?;
+            // kcm has no garbage collector: the pods keep a reference to a ReplicaSet
+            // that is gone, and no controller counts them.
+            eprintln!(
+                "kcm: note: the pods it owned are left running; delete them with `kcm delete pod`"
+            );
+            Ok(())
+        }
         Kind::Replicationcontrollers => {
             // Read first only for the note; the delete itself is unconditional.
             let before = registry

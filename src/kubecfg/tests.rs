@@ -110,6 +110,29 @@ fn controller_table_and_wide_and_all_namespaces() {
 }
 
 #[test]
+fn replica_set_table_shows_desired_current_ready() {
+    let rs: ReplicaSet = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default",
+            "creationTimestamp": web_controller().metadata.creation_timestamp},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
+        "status": {"replicas": 1, "readyReplicas": 0}
+    }))
+    .unwrap();
+    assert_eq!(
+        render_objects(std::slice::from_ref(&rs), false, false, now()),
+        "NAME   DESIRED   CURRENT   READY   AGE\n\
+         web    1         1         0       5m\n"
+    );
+    assert_eq!(
+        render_objects(&[rs], true, false, now()),
+        "NAME   DESIRED   CURRENT   READY   AGE   CONTAINERS   IMAGES   SELECTOR\n\
+         web    1         1         0       5m    web          nginx    app=web\n"
+    );
+}
+
+#[test]
 fn pod_table_shows_readiness_status_host_and_ip() {
     let pods = [
         pod("web-1", PodPhase::Running, "node-1", "10.0.0.7"),

@@ -52,11 +52,15 @@ pub enum StorageError {
     Fenced { op: &'static str, key: String },
     /// A guarded registry's write after the incarnation it is guarded by ended (the object
     /// was deleted, and maybe written again). Nothing was written.
-    #[error("{op} {key}: refused, {owner} was deleted since it was read")]
+    /// A registry guarded by an object's unchanged version ([`Registry::guarded_unchanged`])
+    /// reports a change of that object the same way: `how` says which guard broke.
+    #[error("{op} {key}: refused, {owner} was {how} since it was read")]
     OwnerGone {
         op: &'static str,
         key: String,
         owner: String,
+        /// `deleted`, or `changed or deleted` for a guard on the unchanged version.
+        how: &'static str,
     },
 }
 

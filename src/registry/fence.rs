@@ -103,6 +103,18 @@ impl Incarnation {
         ]
     }
 
+    /// The compare that holds while the object is unchanged since it was read (its key's
+    /// `mod_revision` is still `read_at`): stricter than [`Incarnation::compares`], it
+    /// also breaks on any update (a spec change, a status write, a deletionTimestamp).
+    pub(super) fn compare_unchanged(&self) -> Compare {
+        Compare::mod_revision(self.key.as_str(), CompareOp::Equal, self.read_at)
+    }
+
+    /// Whether etcd's answer to `get(key)` shows the object unchanged since `read_at`.
+    pub(super) fn unchanged_in(&self, kv: Option<&KeyValue>) -> bool {
+        kv.is_some_and(|kv| kv.mod_revision() == self.read_at)
+    }
+
     /// Whether etcd's answer to `get(key)` shows the incarnation alive.
     pub(super) fn alive_in(&self, kv: Option<&KeyValue>) -> bool {
         kv.is_some_and(|kv| kv.create_revision() > 0 && kv.create_revision() <= self.read_at)

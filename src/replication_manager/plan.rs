@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::api::{ObjectMeta, Pod, PodPhase, PodStatus, ReplicationController};
+use crate::api::{ObjectMeta, Pod, PodPhase, PodStatus, PodTemplateSpec, ReplicationController};
 use crate::informer::{CachedPod, Namespace};
 
 use super::CREATED_BY_ANNOTATION;
@@ -86,9 +86,12 @@ pub fn free_slots(
         .collect()
 }
 
-/// `filterActivePods`: drops Succeeded and Failed pods.
+/// `filterActivePods`: drops Succeeded and Failed pods, and (kcm's coexistence rule with
+/// ReplicaSets) pods that carry a controller reference: those belong to their controller,
+/// and a ReplicationController, which owns by selector alone, neither counts nor deletes
+/// them.
 pub fn filter_active_pods(mut pods: Vec<Arc<CachedPod>>) -> Vec<Arc<CachedPod>> {
-    pods.retain(|pod| pod.is_active());
+    pods.retain(|pod| pod.is_active() && pod.controller.is_none());
     pods
 }
 
@@ -112,7 +115,8 @@ impl Decision {
 }
 
 /// `syncReplicationController`'s arithmetic over one view of the controller's namespace
-/// (`None`: it holds nothing): count the active pods the selector matches; create the
+/// (`None`: it holds nothing): count the active pods the selector matches (those without a
+/// controller reference); create the
 /// first `spec.replicas - active` free names of the slot sequence, or delete the
 /// `active - spec.replicas` lowest-ranked active pods; either capped at `burst`.
 ///
@@ -188,23 +192,34 @@ pub fn slow_start_batches(first: usize, n: usize) -> Vec<usize> {
 /// A new pod for `controller` from its template: exactly the template's labels and
 /// spec, the created-by annotation, phase Pending.
 pub fn new_pod_from_template(controller: &ReplicationController, name: String) -> Pod {
-    let template = controller.spec.template.clone().unwrap_or_default();
-    let mut annotations = template.metadata.annotations.clone();
-    annotations.insert(
+    let mut pod = pod_from_template(
+        controller.spec.template.as_ref(),
+        &controller.metadata.namespace,
+        name,
+    );
+    pod.metadata.annotations.insert(
         CREATED_BY_ANNOTATION.to_string(),
         format!(
             r#"{{"kind":"ReplicationController","namespace":"{}","name":"{}","uid":"{}"}}"#,
             controller.metadata.namespace, controller.metadata.name, controller.metadata.uid
         ),
     );
+    pod
+}
+
+/// A new pod `namespace/name` from `template` (a missing one is empty): exactly the
+/// template's labels, annotations and spec, unbound, phase Pending. What every
+/// controller's create writes, before it adds how it owns the pod.
+pub fn pod_from_template(template: Option<&PodTemplateSpec>, namespace: &str, name: String) -> Pod {
+    let template = template.cloned().unwrap_or_default();
     let mut spec = template.spec;
     spec.host.clear();
     Pod {
         metadata: ObjectMeta {
             name,
-            namespace: controller.metadata.namespace.clone(),
-            labels: template.metadata.labels.clone(),
-            annotations,
+            namespace: namespace.to_string(),
+            labels: template.metadata.labels,
+            annotations: template.metadata.annotations,
             ..ObjectMeta::default()
         },
         spec,

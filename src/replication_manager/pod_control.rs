@@ -9,7 +9,7 @@
 
 use std::future::Future;
 
-use crate::api::{self, Pod, ReplicationController, ResourceVersion};
+use crate::api::{self, Object, Pod, ReplicationController, ResourceVersion};
 use crate::informer::{CachedPod, Namespace};
 use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
@@ -107,22 +107,7 @@ impl PodControl for EtcdPodControl {
         controller: &ReplicationController,
         pod: Pod,
     ) -> anyhow::Result<CreateOutcome> {
-        match self.on_behalf_of(controller)?.create(&pod).await {
-            Ok(created) => Ok(CreateOutcome::Created(
-                created.metadata.resource_version.unwrap_or_default(),
-            )),
-            Err(StorageError::OwnerGone { .. }) => Ok(CreateOutcome::ControllerGone),
-            Err(StorageError::AlreadyExists { .. }) => {
-                let meta = &pod.metadata;
-                let existing = self
-                    .registry
-                    .get::<Pod>(&meta.namespace, &meta.name)
-                    .await
-                    .ok();
-                Ok(CreateOutcome::Exists(existing.map(Box::new)))
-            }
-            Err(e) => Err(e.into()),
-        }
+        create_guarded(&self.registry, &self.on_behalf_of(controller)?, &pod).await
     }
 
     async fn delete_pod(
@@ -132,17 +117,13 @@ impl PodControl for EtcdPodControl {
         name: &str,
         resource_version: ResourceVersion,
     ) -> anyhow::Result<DeleteOutcome> {
-        match self
-            .on_behalf_of(controller)?
-            .delete::<Pod>(namespace, name, Some(resource_version))
-            .await
-        {
-            Ok(revision) => Ok(DeleteOutcome::Deleted(revision)),
-            Err(StorageError::OwnerGone { .. }) => Ok(DeleteOutcome::ControllerGone),
-            Err(StorageError::Conflict { .. }) => Ok(DeleteOutcome::Changed),
-            Err(StorageError::NotFound { .. }) => Ok(DeleteOutcome::Gone),
-            Err(e) => Err(e.into()),
-        }
+        delete_guarded(
+            &self.on_behalf_of(controller)?,
+            namespace,
+            name,
+            resource_version,
+        )
+        .await
     }
 
     async fn update_status(
@@ -154,15 +135,73 @@ impl PodControl for EtcdPodControl {
         updated.status.replicas = replicas;
         // A compare-and-swap on the controller's own resourceVersion: stronger than the
         // incarnation guard, so none is needed.
-        match self.registry.update(&updated).await {
-            Ok(stored) => Ok(StatusOutcome::Written(
-                stored.metadata.resource_version.unwrap_or_default(),
-            )),
-            Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {
-                Ok(StatusOutcome::Changed)
-            }
-            Err(e) => Err(anyhow::Error::from(e).context("update status")),
+        write_status(&self.registry, &updated).await
+    }
+}
+
+/// Creates `pod` through `guarded` (a registry guarded by the controller it is made for),
+/// reading the pod holding the name through `registry` when it is taken.
+///
+/// # Errors
+/// When etcd fails.
+pub async fn create_guarded(
+    registry: &Registry,
+    guarded: &Registry,
+    pod: &Pod,
+) -> anyhow::Result<CreateOutcome> {
+    match guarded.create(pod).await {
+        Ok(created) => Ok(CreateOutcome::Created(
+            created.metadata.resource_version.unwrap_or_default(),
+        )),
+        Err(StorageError::OwnerGone { .. }) => Ok(CreateOutcome::ControllerGone),
+        Err(StorageError::AlreadyExists { .. }) => {
+            let meta = &pod.metadata;
+            let existing = registry.get::<Pod>(&meta.namespace, &meta.name).await.ok();
+            Ok(CreateOutcome::Exists(existing.map(Box::new)))
         }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deletes `namespace/name` through `guarded` if it is still at `resource_version`.
+///
+/// # Errors
+/// When etcd fails.
+pub async fn delete_guarded(
+    guarded: &Registry,
+    namespace: &str,
+    name: &str,
+    resource_version: ResourceVersion,
+) -> anyhow::Result<DeleteOutcome> {
+    match guarded
+        .delete::<Pod>(namespace, name, Some(resource_version))
+        .await
+    {
+        Ok(revision) => Ok(DeleteOutcome::Deleted(revision)),
+        Err(StorageError::OwnerGone { .. }) => Ok(DeleteOutcome::ControllerGone),
+        Err(StorageError::Conflict { .. }) => Ok(DeleteOutcome::Changed),
+        Err(StorageError::NotFound { .. }) => Ok(DeleteOutcome::Gone),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes `updated`, a controller with its new status, by compare-and-swap on the
+/// resourceVersion it was read at.
+///
+/// # Errors
+/// When etcd fails.
+pub async fn write_status<T: Object>(
+    registry: &Registry,
+    updated: &T,
+) -> anyhow::Result<StatusOutcome> {
+    match registry.update(updated).await {
+        Ok(stored) => Ok(StatusOutcome::Written(
+            stored.metadata().resource_version.unwrap_or_default(),
+        )),
+        Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {
+            Ok(StatusOutcome::Changed)
+        }
+        Err(e) => Err(anyhow::Error::from(e).context("update status")),
     }
 }
 

@@ -83,31 +83,14 @@ struct Tally {
 impl<P: PodControl, R: FreshReads> Inner<P, R> {
     /// Warns about `key` at `version` unless it was already warned about at it.
     fn warn_once(&self, key: &str, version: &str, message: &str) {
-        let mut warned = self.warned.lock().expect("warned lock");
-        if warned.get(key).map(String::as_str) != Some(version) {
-            warned.insert(key.to_string(), version.to_string());
+        if self.memory.first_warning(key, version) {
             tracing::warn!(controller = %key, resource_version = %version, "{message}");
         }
     }
 
     /// Forgets what the manager remembers of a deleted controller.
     pub(super) fn forget(&self, key: &str) {
-        self.warned.lock().expect("warned lock").remove(key);
-        self.written.lock().expect("written lock").remove(key);
-    }
-
-    fn written(&self, key: &str) -> Written {
-        self.written
-            .lock()
-            .expect("written lock")
-            .get(key)
-            .copied()
-            .unwrap_or_default()
-    }
-
-    fn record(&self, key: &str, record: impl FnOnce(&mut Written)) {
-        let mut written = self.written.lock().expect("written lock");
-        record(written.entry(key.to_string()).or_default());
+        self.memory.forget(key);
     }
 
     /// Whether the controller may be acted on; warns once per version when not.
@@ -196,7 +179,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         let Some((namespace, name)) = key.split_once('/') else {
             anyhow::bail!("invalid controller key {key:?}");
         };
-        let written = self.written(key);
+        let written = self.memory.written(key);
         let Some((controller, from_cache)) = self.controller(namespace, name, written).await?
         else {
             return Ok(None);
@@ -297,7 +280,8 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         if controller.status.replicas != now_active {
             match self.pod_control.update_status(controller, now_active).await {
                 Ok(StatusOutcome::Written(revision)) => {
-                    self.record(key, |w| w.status = w.status.max(revision.0));
+                    self.memory
+                        .record(key, |w| w.status = w.status.max(revision.0));
                 }
                 // The controller changed meanwhile; its event syncs it again.
                 Ok(StatusOutcome::Changed) => {}
@@ -322,7 +306,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         let selector = controller.spec.selector.as_selector();
         let mut names = names.into_iter();
         let mut tally = Tally::default();
-        let first = match self.written(key).slow_start {
+        let first = match self.memory.written(key).slow_start {
             Some((batch, at)) if at.elapsed() < SLOW_START_MEMORY => batch,
             _ => 1,
         };
@@ -344,7 +328,9 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
                     }
                     // A concurrent sync (or another kcm) created this very replica.
                     Ok(CreateOutcome::Exists(Some(pod)))
-                        if pod.is_active() && selector.matches(&pod.metadata.labels) =>
+                        if pod.is_active()
+                            && selector.matches(&pod.metadata.labels)
+                            && api::controller_of(&pod.metadata).is_none() =>
                     {
                         tally.counted += 1
                     }
@@ -358,18 +344,18 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
                     ))),
                 }
             }
-            self.record(key, |w| w.pods = w.pods.max(highest));
+            self.memory.record(key, |w| w.pods = w.pods.max(highest));
             if tally.controller_gone {
                 return tally;
             }
             if !tally.errors.is_empty() {
-                self.record(key, |w| w.slow_start = None);
+                self.memory.record(key, |w| w.slow_start = None);
                 return tally;
             }
         }
         let burst = self.config.burst_replicas.max(1);
         let next = (last_batch * 2).clamp(1, burst);
-        self.record(key, |w| {
+        self.memory.record(key, |w| {
             w.slow_start = Some((next, tokio::time::Instant::now()))
         });
         tally
@@ -407,7 +393,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
                 Err(e) => tally.errors.push(e.context(format!("delete pod {pod}"))),
             }
         }
-        self.record(key, |w| w.pods = w.pods.max(highest));
+        self.memory.record(key, |w| w.pods = w.pods.max(highest));
         tally
     }
 }

@@ -357,6 +357,34 @@ fn the_decision_creates_the_first_free_slots_of_the_view() {
     assert_eq!(decision.creates, slots(0..2));
 }
 
+/// Coexistence with ReplicaSets: a pod with a controller reference is its controller's; the
+/// manager neither counts it nor deletes it, but its name stays taken.
+#[test]
+fn pods_with_a_controller_reference_are_neither_counted_nor_deleted() {
+    let mut owned = pod("rs-pod", &app("web"), PodPhase::Running, "node", CREATED);
+    owned.metadata.owner_references.push(api::OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: "web".into(),
+        uid: "uid-rs".into(),
+        controller: Some(true),
+        ..Default::default()
+    });
+    let mut at_0 = owned.clone();
+    at_0.metadata.name = slot(0);
+    let decision = decide(
+        &controller("web", 1),
+        Some(&view(&[owned.clone(), at_0], &[])),
+        500,
+    );
+    assert_eq!(
+        (decision.active, &decision.creates[..]),
+        (0, &[slot(1)][..])
+    );
+    let decision = decide(&controller("web", 0), Some(&view(&[owned], &[])), 500);
+    assert!(decision.deletes.is_empty());
+}
+
 #[test]
 fn two_managers_deciding_from_different_views_pick_the_same_names_or_count_each_others() {
     // Issue 10's interleaving, scaled down: 6 replicas, bursts of 3, two managers A and B.

@@ -24,9 +24,9 @@ const ETCD_WATCHERS: &str = "etcd_debugging_mvcc_watcher_total";
 /// etcd's gauge of open gRPC watch streams.
 const ETCD_WATCH_STREAMS: &str = "etcd_debugging_mvcc_watch_stream_total";
 /// Every kind a controller-manager can watch, as its metrics label them.
-const KINDS: [&str; 3] = ["pods", "replicationcontrollers", "services"];
+const KINDS: [&str; 4] = ["pods", "replicationcontrollers", "replicasets", "services"];
 /// Every controller, as its metrics label it.
-const CONTROLLERS: [&str; 2] = ["replication", "endpoints"];
+const CONTROLLERS: [&str; 3] = ["replication", "replicaset", "endpoints"];
 
 /// `kcm controller-manager --controllers {controllers}` with one-second periodic syncs, so a
 /// resync comes quickly; returns once its status endpoint answers.
@@ -151,7 +151,7 @@ async fn a_manager_started_on_a_converged_namespace_writes_nothing() {
 // What `--controllers` runs and watches
 
 /// Starts `kcm controller-manager --controllers {spec}` on `etcd` (which holds one
-/// controller `kinds/web` with no replicas and one service `kinds/web`), waits until it has
+/// controller `kinds/web` with no replicas, one such ReplicaSet and one service `kinds/web`), waits until it has
 /// listed and resynced, and checks that exactly `controllers` run and exactly `kinds` are
 /// watched: each once, by kcm's metrics and by etcd's own watcher and stream gauges.
 /// Stops the manager and returns its last metrics.
@@ -191,6 +191,9 @@ async fn check_controllers(
     if controllers.contains(&"endpoints") {
         wait_resynced(&manager, "endpoints", 2, 1).await;
     }
+    if controllers.contains(&"replicaset") {
+        wait_resynced(&manager, "replicaset", 2, 1).await;
+    }
 
     // Still exactly one watch per kind after a resync, each on its own gRPC stream
     // (etcd-client opens a stream per watch request). No other watch: the endpoint monitor
@@ -226,9 +229,16 @@ async fn check_controllers(
     metrics
 }
 
-/// One controller and one service for [`check_controllers`].
+/// One controller, one ReplicaSet and one service for [`check_controllers`].
 async fn put_one_of_each(client: &Client) {
     put_controller(client, "kinds", "web", "web", 0).await;
+    let replica_set = json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web", "namespace": "kinds", "uid": "uid-rs"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}}},
+    });
+    put_json(client, "/registry/replicasets/kinds/web", &replica_set).await;
     let service = service_json("kinds", "web", "web", json!(80));
     put_json(client, &service_key("kinds", "web"), &service).await;
 }
@@ -240,7 +250,8 @@ async fn each_kind_is_watched_once_by_kcm_and_by_etcd_s_count() {
             return;
         };
         put_one_of_each(&etcd.client().await).await;
-        // Both controllers share the pod informer: pods are watched once, not twice.
+        // The controllers share the pod informer (and the ReplicaSet controller the
+        // replication manager's controller informer): each kind is watched once.
         let all = check_controllers(&etcd, "*", &CONTROLLERS, &KINDS).await;
         // Without the endpoints controller nothing watches services.
         let replication = ["pods", "replicationcontrollers"];
@@ -270,10 +281,11 @@ async fn the_controllers_flag_runs_exactly_the_controllers_it_names() {
             return;
         };
         put_one_of_each(&etcd.client().await).await;
-        let replication = ["pods", "replicationcontrollers"];
+        let controllers = ["replication", "replicaset"];
+        let replication = ["pods", "replicationcontrollers", "replicasets"];
         let endpoints = ["pods", "services"];
-        check_controllers(&etcd, "-endpoints,*", &["replication"], &replication).await;
-        check_controllers(&etcd, "*,-endpoints", &["replication"], &replication).await;
+        check_controllers(&etcd, "-endpoints,*", &controllers, &replication).await;
+        check_controllers(&etcd, "*,-endpoints", &controllers, &replication).await;
         check_controllers(&etcd, "endpoints-controller", &["endpoints"], &endpoints).await;
     })
     .await;

@@ -1,0 +1,66 @@
+//! What a controller remembers per key between syncs: the resourceVersion it last warned
+//! about (so a bad version is reported once), and a record `W` of its own writes (for
+//! read-your-writes and slow start). Shared by the replication manager and the ReplicaSet
+//! controller.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Per-key memory of a controller. Forget a key when its object is deleted.
+#[derive(Debug, Default)]
+pub struct KeyMemory<W> {
+    warned: Mutex<HashMap<String, String>>,
+    written: Mutex<HashMap<String, W>>,
+}
+
+impl<W: Copy + Default> KeyMemory<W> {
+    /// Whether `key` at `version` has not been warned about yet; remembers it as warned.
+    pub fn first_warning(&self, key: &str, version: &str) -> bool {
+        let mut warned = self.warned.lock().expect("warned lock");
+        if warned.get(key).map(String::as_str) == Some(version) {
+            return false;
+        }
+        warned.insert(key.to_string(), version.to_string());
+        true
+    }
+
+    /// Forgets everything about `key`.
+    pub fn forget(&self, key: &str) {
+        self.warned.lock().expect("warned lock").remove(key);
+        self.written.lock().expect("written lock").remove(key);
+    }
+
+    /// The record of `key` (the default when there is none).
+    pub fn written(&self, key: &str) -> W {
+        self.written
+            .lock()
+            .expect("written lock")
+            .get(key)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Updates the record of `key`.
+    pub fn record(&self, key: &str, record: impl FnOnce(&mut W)) {
+        let mut written = self.written.lock().expect("written lock");
+        record(written.entry(key.to_string()).or_default());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warns_once_per_version_and_forgets() {
+        let memory = KeyMemory::<i64>::default();
+        assert!(memory.first_warning("ns/a", "1"));
+        assert!(!memory.first_warning("ns/a", "1"));
+        assert!(memory.first_warning("ns/a", "2"));
+        memory.record("ns/a", |w| *w = 7);
+        assert_eq!(memory.written("ns/a"), 7);
+        memory.forget("ns/a");
+        assert_eq!(memory.written("ns/a"), 0);
+        assert!(memory.first_warning("ns/a", "2"));
+    }
+}

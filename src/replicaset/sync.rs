@@ -1,0 +1,434 @@
+//! One ReplicaSet sync, Kubernetes' `syncReplicaSet`: observe the ReplicaSet and one view
+//! of its namespace's pods, decide in a pure function ([`decide`]), act only through
+//! [`ReplicaSetControl`]: adoptions and releases, then creates or deletes, then the status
+//! if it changed.
+//!
+//! Invariants (as in the replication manager): read-your-writes — a sync reads the
+//! ReplicaSet from the cache only once it has applied this controller's last status write
+//! for it, and counts pods from the cache only once it has applied its last pod write,
+//! else it reads etcd; a cached ReplicaSet is confirmed from etcd before any pod write, and
+//! the writes themselves compare the version the sync decided from.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::api::{self, ReplicaSet, ResourceVersion};
+use crate::informer::{CachedPod, Namespace};
+use crate::labels::Selector;
+use crate::registry::StorageError;
+use crate::replication_manager::{slow_start_batches, CreateOutcome, DeleteOutcome, StatusOutcome};
+
+use super::control::{ClaimOutcome, ReplicaSetControl, ReplicaSetReads};
+use super::plan::{calculate_status, decide, is_active, new_pod, Decision, Failure};
+use super::Inner;
+
+/// What the controller remembers of its writes for one ReplicaSet.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Written {
+    /// The header revision of its last pod write (create, delete, adopt, release).
+    pods: i64,
+    /// The revision of its last status write.
+    status: i64,
+    /// The slow-start batch the next creates begin with, and when it was earned (as the
+    /// replication manager's).
+    slow_start: Option<(usize, tokio::time::Instant)>,
+}
+
+/// How long slow-start progress carries over to the next sync.
+const SLOW_START_MEMORY: Duration = Duration::from_secs(1);
+
+/// How the sync's pod writes went.
+#[derive(Default)]
+struct Tally {
+    written: usize,
+    /// Pods created (or found created by another writer) that the status counts.
+    created: usize,
+    /// Pods gone as the sync wanted (deleted here or by someone else).
+    deleted: Vec<Arc<CachedPod>>,
+    /// Adoptions and releases that failed: their pods are not what the decision assumed.
+    unclaimed: Vec<Arc<CachedPod>>,
+    failure: Option<Failure>,
+    errors: Vec<anyhow::Error>,
+    /// A guarded write was refused: the ReplicaSet changed or went since it was read.
+    owner_changed: bool,
+}
+
+impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
+    fn warn_once(&self, key: &str, version: &str, message: &str) {
+        if self.memory.first_warning(key, version) {
+            tracing::warn!(replicaset = %key, resource_version = %version, "{message}");
+        }
+    }
+
+    pub(super) fn forget(&self, key: &str) {
+        self.memory.forget(key);
+    }
+
+    /// The selector of a valid ReplicaSet; `None` (after one warning per version) for an
+    /// invalid one.
+    fn valid_selector(&self, key: &str, rs: &ReplicaSet) -> Option<Selector> {
+        let invalid = match api::validate(rs) {
+            // Written by etcdctl without one: its pods' controller reference could not
+            // name it.
+            Ok(()) if rs.metadata.uid.is_empty() => {
+                "metadata.uid is empty (a controller reference needs it)".to_string()
+            }
+            Ok(()) => match rs.spec.selector.as_ref().map(|s| s.to_selector()) {
+                Some(Ok(selector)) => return Some(selector),
+                Some(Err(e)) => e.to_string(),
+                None => "no selector".to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        let version = rs.metadata.resource_version.unwrap_or_default();
+        self.warn_once(
+            key,
+            &version.to_string(),
+            &format!("skipping replica set: {invalid}"),
+        );
+        None
+    }
+
+    /// Decides over one consistent read of the namespace's pods (the cache once it has
+    /// applied this controller's last pod write for `key`, else etcd).
+    async fn decide(
+        &self,
+        key: &str,
+        rs: &ReplicaSet,
+        selector: &Selector,
+    ) -> Result<Decision, StorageError> {
+        let namespace = rs.metadata.namespace.as_str();
+        let burst = self.config.burst_replicas;
+        let rcs = self.controllers.get();
+        let rc_selects = |labels: &crate::labels::Set| {
+            rcs.is_some_and(|rcs| {
+                rcs.read(namespace, |ns| {
+                    ns.is_some_and(|ns| {
+                        ns.items().any(|rc| {
+                            !rc.spec.selector.is_empty()
+                                && api::selector_matches(&rc.spec.selector, labels)
+                        })
+                    })
+                })
+            })
+        };
+        if let Some(cache) = self.pods.get() {
+            let caught_up = cache
+                .wait_for(self.memory.written(key).pods, self.config.cache_wait)
+                .await;
+            if !self.config.fresh_reads && caught_up {
+                return Ok(cache.read(namespace, |ns| decide(rs, selector, ns, burst, rc_selects)));
+            }
+        }
+        let fresh: Namespace<CachedPod> = self.reads.pods(namespace).await?;
+        Ok(decide(rs, selector, Some(&fresh), burst, rc_selects))
+    }
+
+    /// `syncReplicaSet`.
+    ///
+    /// # Errors
+    /// When etcd fails or a write fails (the key is retried with backoff). A deleted,
+    /// malformed or invalid ReplicaSet is not an error.
+    pub(super) async fn sync_replica_set(&self, key: &str) -> anyhow::Result<()> {
+        let Some((namespace, name)) = key.split_once('/') else {
+            anyhow::bail!("invalid replica set key {key:?}");
+        };
+        let written = self.memory.written(key);
+        // From the cache once it has applied this controller's last status write; a
+        // cached ReplicaSet is confirmed from etcd before any pod write (below).
+        let cached = match self.replica_sets.get() {
+            Some(cache)
+                if !self.config.fresh_reads
+                    && cache.wait_for(written.status, self.config.cache_wait).await =>
+            {
+                let Some(rs) = cache.get(namespace, name) else {
+                    return Ok(());
+                };
+                Some(rs)
+            }
+            _ => None,
+        };
+        let from_cache = cached.is_some();
+        let mut rs = match cached {
+            Some(rs) => rs,
+            None => match self.fresh_replica_set(key, namespace, name).await? {
+                Some(rs) => rs,
+                None => return Ok(()),
+            },
+        };
+        let Some(mut selector) = self.valid_selector(key, &rs) else {
+            return Ok(());
+        };
+        let mut decision = self.decide(key, &rs, &selector).await?;
+        if from_cache && decision.writes_pods() {
+            // The ReplicaSet and pod caches follow two watches: before writing pods,
+            // confirm the ReplicaSet from etcd, and decide again if it changed.
+            let Some(fresh) = self.fresh_replica_set(key, namespace, name).await? else {
+                return Ok(());
+            };
+            if fresh.metadata.resource_version != rs.metadata.resource_version {
+                rs = fresh;
+                let Some(fresh_selector) = self.valid_selector(key, &rs) else {
+                    return Ok(());
+                };
+                selector = fresh_selector;
+                decision = self.decide(key, &rs, &selector).await?;
+            }
+        }
+        self.act(key, &rs, decision).await
+    }
+
+    /// The ReplicaSet as etcd has it now; `None` when it is gone (forgotten) or does not
+    /// decode.
+    async fn fresh_replica_set(
+        &self,
+        key: &str,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<Option<Arc<ReplicaSet>>> {
+        match self.reads.replica_set(namespace, name).await {
+            Ok(rs) => Ok(Some(Arc::new(rs))),
+            Err(StorageError::NotFound { .. }) => {
+                self.forget(key);
+                Ok(None)
+            }
+            // The informer has already warned about this value.
+            Err(StorageError::Decode(e)) => {
+                tracing::debug!(error = %e, "skipping malformed replica set");
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn act(&self, key: &str, rs: &ReplicaSet, decision: Decision) -> anyhow::Result<()> {
+        let Decision {
+            claims,
+            active,
+            creates,
+            deletes,
+        } = decision;
+        let mut tally = Tally::default();
+        self.claim(key, rs, &claims.adopt, &claims.release, &mut tally)
+            .await;
+        let want = rs.replicas();
+        let have = active.len();
+        if !tally.owner_changed && !creates.is_empty() {
+            tracing::debug!(want, have, creating = creates.len(), "scaling up");
+            self.create_replicas(key, rs, creates, &mut tally).await;
+            self.metrics.pods_created.inc_by(tally.written as u64);
+            if tally.written > 0 {
+                tracing::info!(replicaset = %key, want, have, created = tally.written, "scaled up");
+            }
+        } else if !tally.owner_changed && !deletes.is_empty() {
+            tracing::debug!(want, have, deleting = deletes.len(), "scaling down");
+            self.delete_pods(key, rs, deletes, &mut tally).await;
+            self.metrics.pods_deleted.inc_by(tally.written as u64);
+            if tally.written > 0 {
+                tracing::info!(replicaset = %key, want, have, deleted = tally.written, "scaled down");
+            }
+        }
+        if tally.owner_changed {
+            // Its own event syncs it again, at its new version.
+            tracing::debug!(replicaset = %key, "replica set changed since it was read; no more writes from this sync");
+            return Ok(());
+        }
+        let now_owned: Vec<_> = active
+            .into_iter()
+            .filter(|pod| {
+                is_active(pod)
+                    && !tally.deleted.iter().any(|d| d.name == pod.name)
+                    && !tally.unclaimed.iter().any(|d| d.name == pod.name)
+            })
+            .collect();
+        let status = calculate_status(
+            rs,
+            &now_owned,
+            tally.created,
+            tally.failure.as_ref(),
+            &api::now_rfc3339(),
+        );
+        let mut errors = tally.errors;
+        if status != rs.status {
+            match self.control.update_status(rs, status).await {
+                Ok(StatusOutcome::Written(revision)) => {
+                    self.memory
+                        .record(key, |w| w.status = w.status.max(revision.0));
+                }
+                Ok(StatusOutcome::Changed) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        match errors.into_iter().next() {
+            None => Ok(()),
+            Some(first) => Err(first),
+        }
+    }
+
+    /// Adopts and releases, in parallel; a claim the pod's change refused leaves the pod
+    /// out of the count.
+    async fn claim(
+        &self,
+        key: &str,
+        rs: &ReplicaSet,
+        adopt: &[Arc<CachedPod>],
+        release: &[Arc<CachedPod>],
+        tally: &mut Tally,
+    ) {
+        let adoptions = adopt.iter().map(|pod| async move {
+            let version = ResourceVersion(pod.resource_version);
+            let result = self
+                .control
+                .adopt(rs, &pod.namespace, &pod.name, version)
+                .await;
+            (pod, "adopt", result)
+        });
+        let releases = release.iter().map(|pod| async move {
+            let version = ResourceVersion(pod.resource_version);
+            let result = self
+                .control
+                .release(rs, &pod.namespace, &pod.name, version)
+                .await;
+            (pod, "release", result)
+        });
+        let (adopted, released) = futures::future::join(
+            futures::future::join_all(adoptions),
+            futures::future::join_all(releases),
+        )
+        .await;
+        let mut highest = 0;
+        for (pod, op, result) in adopted.into_iter().chain(released) {
+            match result {
+                Ok(ClaimOutcome::Done(revision)) => {
+                    highest = highest.max(revision.0);
+                    tracing::info!(replicaset = %key, pod = %pod.name, "{op}ed pod");
+                }
+                Ok(ClaimOutcome::PodChanged) => {
+                    if op == "adopt" {
+                        tally.unclaimed.push(pod.clone());
+                    }
+                }
+                Ok(ClaimOutcome::OwnerChanged) => tally.owner_changed = true,
+                Err(e) => {
+                    if op == "adopt" {
+                        tally.unclaimed.push(pod.clone());
+                    }
+                    tally
+                        .errors
+                        .push(e.context(format!("{op} pod {}", pod.key())));
+                }
+            }
+        }
+        self.memory.record(key, |w| w.pods = w.pods.max(highest));
+    }
+
+    /// Creates the named replicas in slow-start batches, stopping after a batch with an
+    /// error or a refusal because the ReplicaSet changed.
+    async fn create_replicas(
+        &self,
+        key: &str,
+        rs: &ReplicaSet,
+        names: Vec<String>,
+        tally: &mut Tally,
+    ) {
+        let mut names = names.into_iter();
+        let first = match self.memory.written(key).slow_start {
+            Some((batch, at)) if at.elapsed() < SLOW_START_MEMORY => batch,
+            _ => 1,
+        };
+        let mut last_batch = 0;
+        for batch_size in slow_start_batches(first, names.len()) {
+            last_batch = batch_size;
+            let creates = names.by_ref().take(batch_size).map(|name| async move {
+                let pod = new_pod(rs, name.clone());
+                (name, self.control.create_pod(rs, pod).await)
+            });
+            let mut highest = 0;
+            let mut failed = false;
+            for (name, result) in futures::future::join_all(creates).await {
+                match result {
+                    Ok(CreateOutcome::Created(revision)) => {
+                        tally.written += 1;
+                        tally.created += 1;
+                        highest = highest.max(revision.0);
+                    }
+                    // Another sync (or kcm) created this very replica for this ReplicaSet.
+                    Ok(CreateOutcome::Exists(Some(pod)))
+                        if pod.is_active()
+                            && api::controller_of(&pod.metadata)
+                                .is_some_and(|r| r.uid == rs.metadata.uid) =>
+                    {
+                        tally.created += 1
+                    }
+                    Ok(CreateOutcome::Exists(_)) => {
+                        tracing::debug!(pod = %name, "name taken by another pod; the next sync picks another slot")
+                    }
+                    Ok(CreateOutcome::ControllerGone) => tally.owner_changed = true,
+                    Err(e) => {
+                        failed = true;
+                        let e = e.context(format!("create pod {}/{name}", rs.metadata.namespace));
+                        tally.failure = Some(Failure {
+                            reason: "FailedCreate",
+                            message: format!("{e:#}"),
+                        });
+                        tally.errors.push(e);
+                    }
+                }
+            }
+            self.memory.record(key, |w| w.pods = w.pods.max(highest));
+            if tally.owner_changed {
+                return;
+            }
+            if failed {
+                self.memory.record(key, |w| w.slow_start = None);
+                return;
+            }
+        }
+        let next = (last_batch * 2).clamp(1, self.config.burst_replicas.max(1));
+        self.memory.record(key, |w| {
+            w.slow_start = Some((next, tokio::time::Instant::now()))
+        });
+    }
+
+    /// Deletes the given pods in parallel, each guarded by its resourceVersion.
+    async fn delete_pods(
+        &self,
+        key: &str,
+        rs: &ReplicaSet,
+        victims: Vec<Arc<CachedPod>>,
+        tally: &mut Tally,
+    ) {
+        let deletes = victims.iter().map(|pod| async move {
+            let version = ResourceVersion(pod.resource_version);
+            let result = self
+                .control
+                .delete_pod(rs, &pod.namespace, &pod.name, version)
+                .await;
+            (pod, result)
+        });
+        let mut highest = 0;
+        for (pod, result) in futures::future::join_all(deletes).await {
+            match result {
+                Ok(DeleteOutcome::Deleted(revision)) => {
+                    tally.written += 1;
+                    tally.deleted.push(pod.clone());
+                    highest = highest.max(revision.0);
+                }
+                Ok(DeleteOutcome::Gone) => tally.deleted.push(pod.clone()),
+                Ok(DeleteOutcome::Changed) => {
+                    tracing::debug!(pod = %pod.key(), "pod changed since it was ranked; skipped")
+                }
+                Ok(DeleteOutcome::ControllerGone) => tally.owner_changed = true,
+                Err(e) => {
+                    let e = e.context(format!("delete pod {}", pod.key()));
+                    tally.failure = Some(Failure {
+                        reason: "FailedDelete",
+                        message: format!("{e:#}"),
+                    });
+                    tally.errors.push(e);
+                }
+            }
+        }
+        self.memory.record(key, |w| w.pods = w.pods.max(highest));
+    }
+}
