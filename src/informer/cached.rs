@@ -4,8 +4,7 @@
 use std::sync::Arc;
 
 use crate::api::{
-    controller_of, IntOrString, Object, Pod, PodPhase, ReplicaSet, ReplicationController,
-    Service,
+    controller_of, IntOrString, Object, Pod, PodPhase, ReplicaSet, ReplicationController, Service,
 };
 use crate::labels::Set;
 
@@ -309,7 +308,13 @@ mod tests {
         }))
         .unwrap();
         let cached = CachedPod::from(&pod);
-        assert!(cached.uid.is("u-1") && cached.controller.as_ref().is_some_and(|c| &*c.uid == "rs-1"));
+        assert!(
+            cached.uid.is("u-1")
+                && cached
+                    .controller
+                    .as_ref()
+                    .is_some_and(|c| &*c.uid == "rs-1")
+        );
         assert_eq!(cached.uid, Uid::Text("u-1".into()));
         assert_eq!(
             (

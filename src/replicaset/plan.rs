@@ -54,6 +54,35 @@ pub fn is_ready(pod: &CachedPod) -> bool {
     pod.ready
 }
 
+/// Sorts active pods so that the ones to delete first come first, in Kubernetes'
+/// `ActivePodsWithRanks` order as far as the pod cache knows it: the replication
+/// manager's order (unassigned before assigned; Pending before Unknown before Running;
+/// newer before older; then by name) with readiness inserted after the phase: not ready
+/// before ready, ready for less time before ready for longer. (Restart counts are not
+/// cached, so that term is left out.)
+pub fn rank_with_readiness(pods: &mut [Arc<CachedPod>]) {
+    rank_for_deletion(pods);
+    // A stable sort on the readiness keys keeps the replication manager's order inside
+    // each group; `phase` and `assigned` come first again so they still dominate.
+    pods.sort_by(|a, b| {
+        a.assigned
+            .cmp(&b.assigned)
+            .then(phase_rank(a).cmp(&phase_rank(b)))
+            .then(a.ready.cmp(&b.ready))
+            // Ready more recently (a larger `ready_since`) goes first.
+            .then(b.ready_since.cmp(&a.ready_since))
+    });
+}
+
+fn phase_rank(pod: &CachedPod) -> u8 {
+    match pod.phase {
+        crate::api::PodPhase::Pending => 0,
+        crate::api::PodPhase::Unknown => 1,
+        crate::api::PodPhase::Running => 2,
+        crate::api::PodPhase::Succeeded | crate::api::PodPhase::Failed => 3,
+    }
+}
+
 /// What `ClaimPods` decided over one view: the pods the ReplicaSet owns and keeps, the
 /// orphans it adopts and the owned pods it releases.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -162,7 +191,7 @@ pub fn decide(
             if decision.claims.adopt.is_empty() && decision.claims.release.is_empty() =>
         {
             let mut ranked = decision.active.clone();
-            rank_for_deletion(&mut ranked);
+            rank_with_readiness(&mut ranked);
             ranked.truncate((have - replicas).min(burst));
             decision.deletes = ranked;
         }
@@ -248,4 +277,66 @@ pub fn calculate_status(
         (None, None) => {}
     }
     status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cached(name: &str, host: &str, phase: &str, ready: Option<(&str, &str)>) -> Arc<CachedPod> {
+        let mut status = serde_json::json!({ "phase": phase });
+        if let Some((ready, since)) = ready {
+            status["conditions"] = serde_json::json!([
+                { "type": "Ready", "status": ready, "lastTransitionTime": since }
+            ]);
+        }
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": name, "namespace": "ns",
+                "creationTimestamp": "2026-01-01T00:00:00Z"
+            },
+            "spec": { "host": host, "containers": [{ "name": "c", "image": "nginx" }] },
+            "status": status,
+        }))
+        .unwrap();
+        Arc::new(CachedPod::from(&pod))
+    }
+
+    #[test]
+    fn deletion_ranks_not_ready_and_recently_ready_pods_first_after_phase() {
+        let mut pods = vec![
+            cached(
+                "ready-long",
+                "n1",
+                "Running",
+                Some(("True", "2026-01-01T00:01:00Z")),
+            ),
+            cached(
+                "ready-recent",
+                "n1",
+                "Running",
+                Some(("True", "2026-01-01T00:05:00Z")),
+            ),
+            cached(
+                "not-ready",
+                "n1",
+                "Running",
+                Some(("False", "2026-01-01T00:00:30Z")),
+            ),
+            cached("pending", "n1", "Pending", None),
+            cached("unassigned", "", "Pending", None),
+        ];
+        rank_with_readiness(&mut pods);
+        let names: Vec<&str> = pods.iter().map(|p| &*p.name).collect();
+        assert_eq!(
+            names,
+            [
+                "unassigned",
+                "pending",
+                "not-ready",
+                "ready-recent",
+                "ready-long"
+            ]
+        );
+    }
 }
