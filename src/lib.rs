@@ -17,6 +17,7 @@ pub mod kubelet;
 pub mod labels;
 pub mod leader;
 pub mod registry;
+pub mod replication_2014;
 pub mod replication_manager;
 pub mod status;
 pub mod up;
