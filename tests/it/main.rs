@@ -16,6 +16,7 @@ mod manager;
 mod overcreate;
 mod overlap;
 mod registry;
+mod replication_2014;
 mod resume;
 mod status;
 mod stop;
