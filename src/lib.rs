@@ -14,6 +14,7 @@ pub mod etcd_watcher;
 pub mod informer;
 pub mod kubecfg;
 pub mod kubelet;
+pub mod lab;
 pub mod labels;
 pub mod leader;
 pub mod registry;

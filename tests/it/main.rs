@@ -12,6 +12,7 @@ mod harness;
 mod health;
 mod informer;
 mod kubelet;
+mod lab;
 mod manager;
 mod overcreate;
 mod overlap;

@@ -1,0 +1,538 @@
+//! `kcm lab`: see a 2014 weakness happen, then see kcm's fix, on the same script.
+//!
+//! Each scenario runs twice, in turn: once with the late-2014 replication manager
+//! (`crate::replication_2014`) and once with kcm's (`crate::replication_manager`), each
+//! in a fresh namespace under the run's own key prefix (`/kcm-lab-{run}`), so an etcd
+//! given with `--etcd-servers` is never touched outside it (the prefix is deleted at the
+//! end). Only one loop runs at a time. Figures come from etcd, not from the loops' own
+//! counters: every figure is counted from etcd's event history after the scenario's
+//! decisive write.
+//!
+//! Scenarios (ARCHITECTURE.md's "Departures from 2014" row each illustrates):
+//! - `orphans`: a controller short of pods is deleted (its pods and it, in one
+//!   transaction); figure: pods created after the delete (2014 syncs a deleted controller
+//!   at its last state; kcm writes nothing for a deleted controller) (reference weakness 10);
+//! - `victims`: scale 5 → 2 with 3 running and 2 pending pods, the running ones first in
+//!   key order; figure: running pods deleted (2014 deletes the first in list order; kcm
+//!   ranks pending and unassigned first) (#3948).
+//!
+//! The other scenarios of issue 16 (`overcreate`, `stale-watch`, `heal`, `resync`,
+//! `burst`) are not written yet.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use etcd_client::{Client, DeleteOptions, EventType, Txn, TxnOp, WatchOptions};
+use serde::Serialize;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{
+    Container, ObjectMeta, Pod, PodPhase, PodSpec, PodTemplateSpec, ReplicationController,
+    ReplicationControllerSpec,
+};
+use crate::client::{self, ClientConfig, Target};
+use crate::etcd_process::PrivateEtcd;
+use crate::etcd_watcher::Watcher;
+use crate::labels::{Selector, Set};
+use crate::registry::Registry;
+use crate::replication_2014;
+use crate::replication_manager::{ManagerConfig, ReplicationManager};
+use crate::status::Metrics;
+
+/// The lab's default sync period: shorter than 2014's 10 s so a run stays short.
+pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(2);
+
+/// The scenarios, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    Orphans,
+    Victims,
+}
+
+impl Scenario {
+    /// Every scenario, in the order they run.
+    pub const ALL: [Scenario; 2] = [Scenario::Orphans, Scenario::Victims];
+
+    /// The scenario's name on the command line and in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Orphans => "orphans",
+            Scenario::Victims => "victims",
+        }
+    }
+}
+
+/// Which replication manager a run uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loop {
+    /// `crate::replication_2014`.
+    V2014,
+    /// `crate::replication_manager`.
+    Kcm,
+}
+
+impl Loop {
+    fn name(self) -> &'static str {
+        match self {
+            Loop::V2014 => "2014",
+            Loop::Kcm => "kcm",
+        }
+    }
+}
+
+/// What `kcm lab` runs, and against which etcd.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The scenarios to run, in this order; never empty.
+    pub scenarios: Vec<Scenario>,
+    /// The etcd binary of a private etcd, or `None` to use the target's (one named with
+    /// `--etcd-servers`).
+    pub private_etcd: Option<PathBuf>,
+    /// Small sizes, for tests.
+    pub quick: bool,
+    /// Both loops' sync period.
+    pub sync_period: Duration,
+    /// Where to write the rows as JSON.
+    pub json: Option<PathBuf>,
+}
+
+/// One row of the table: one scenario, both loops' figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    pub scenario: &'static str,
+    /// What was measured.
+    pub measure: String,
+    pub unit: &'static str,
+    /// The 2014 loop's figure.
+    pub v2014: f64,
+    /// kcm's figure.
+    pub kcm: f64,
+    /// The "Departures from 2014" row it illustrates (its `area`).
+    pub departure: &'static str,
+    /// The Kubernetes issues (and the reference's weakness) behind it.
+    pub issues: &'static str,
+}
+
+/// How big each scenario is.
+#[derive(Clone, Copy, Debug)]
+struct Sizes {
+    /// `orphans`: the controller's replicas, and how many of its pods go with it.
+    orphans_replicas: i64,
+    orphans_lost: usize,
+    /// `victims`: replicas before and after, and how many pods run (the first in key order).
+    victims_from: i64,
+    victims_to: i64,
+    victims_running: usize,
+}
+
+impl Sizes {
+    fn new(quick: bool) -> Sizes {
+        if quick {
+            Sizes {
+                orphans_replicas: 3,
+                orphans_lost: 2,
+                victims_from: 5,
+                victims_to: 2,
+                victims_running: 3,
+            }
+        } else {
+            Sizes {
+                orphans_replicas: 10,
+                orphans_lost: 5,
+                victims_from: 5,
+                victims_to: 2,
+                victims_running: 3,
+            }
+        }
+    }
+}
+
+/// Runs the selected scenarios, prints the table on stdout and returns its rows.
+///
+/// # Errors
+/// When etcd cannot be started or reached, or a scenario fails (its setup, or it does not
+/// reach its state within its time limit).
+pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
+    let started = Instant::now();
+    let private = match &config.private_etcd {
+        None => None,
+        Some(binary) => {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            Some(PrivateEtcd::start(binary, addr, None).await?)
+        }
+    };
+    let endpoints = match &private {
+        Some(etcd) => vec![etcd.endpoint().to_string()],
+        None => target.client.endpoints.clone(),
+    };
+    let client_config = ClientConfig {
+        endpoints: endpoints.clone(),
+        ..target.client.clone()
+    };
+    let client = client::connect(&client_config).await?;
+    let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
+    let root = format!("/kcm-lab-{run_id}");
+    let lab = Lab {
+        registry: Registry::new(&client, &root)?,
+        client: client.clone(),
+        root: root.clone(),
+        period: config.sync_period,
+        sizes: Sizes::new(config.quick),
+    };
+    eprintln!(
+        "kcm lab: etcd at {}{}, sync period {} (2014's was 10s), {} scenario(s){}",
+        endpoints.join(","),
+        if private.is_some() { " (private)" } else { "" },
+        humantime::format_duration(config.sync_period),
+        config.scenarios.len(),
+        if config.quick { ", quick sizes" } else { "" }
+    );
+    let result = async {
+        let mut rows = Vec::new();
+        for scenario in &config.scenarios {
+            eprintln!("kcm lab: {} ...", scenario.name());
+            rows.push(lab.scenario(*scenario).await?);
+        }
+        anyhow::Ok(rows)
+    }
+    .await;
+    // Leave nothing behind in a given etcd.
+    let _ = client
+        .clone()
+        .delete(root.as_str(), Some(DeleteOptions::new().with_prefix()))
+        .await;
+    if let Some(etcd) = private {
+        etcd.stop().await;
+    }
+    let rows = result?;
+    print!("{}", table(&rows));
+    eprintln!("kcm lab: done in {:.1}s", started.elapsed().as_secs_f64());
+    if let Some(path) = &config.json {
+        let document = serde_json::json!({ "scenarios": rows });
+        std::fs::write(path, serde_json::to_string_pretty(&document)? + "\n")
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(rows)
+}
+
+/// The table: one row per scenario.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| scenario | measure | 2014 | kcm | departure | issues |\n|---|---|---|---|---|---|\n",
+    );
+    for row in rows {
+        out.push_str(&format!(
+            "| {} | {} ({}) | {} | {} | {} | {} |\n",
+            row.scenario, row.measure, row.unit, row.v2014, row.kcm, row.departure, row.issues
+        ));
+    }
+    out
+}
+
+/// A running loop: stopped and joined by [`RunningLoop::stop`].
+struct RunningLoop {
+    stop: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl RunningLoop {
+    async fn stop(self) -> anyhow::Result<()> {
+        self.stop.cancel();
+        self.task.await.context("the loop's task")?
+    }
+}
+
+/// One etcd event of the lab's history.
+#[derive(Debug, Clone)]
+struct Event {
+    key: String,
+    put: bool,
+    /// A PUT that created the key.
+    created: bool,
+}
+
+struct Lab {
+    client: Client,
+    registry: Registry,
+    root: String,
+    period: Duration,
+    sizes: Sizes,
+}
+
+impl Lab {
+    async fn scenario(&self, scenario: Scenario) -> anyhow::Result<Row> {
+        let mut figures = [0.0; 2];
+        for (i, which) in [Loop::V2014, Loop::Kcm].into_iter().enumerate() {
+            let namespace = format!("{}-{}", scenario.name(), which.name());
+            figures[i] = match scenario {
+                Scenario::Orphans => self.orphans(which, &namespace).await?,
+                Scenario::Victims => self.victims(which, &namespace).await?,
+            };
+        }
+        let [v2014, kcm] = figures;
+        let sizes = self.sizes;
+        Ok(match scenario {
+            Scenario::Orphans => Row {
+                scenario: scenario.name(),
+                measure: format!(
+                    "pods created after deleting a controller short of {} of {} pods",
+                    sizes.orphans_lost, sizes.orphans_replicas
+                ),
+                unit: "pods",
+                v2014,
+                kcm,
+                departure: "manager: deleted controller",
+                issues: "reference weakness 10",
+            },
+            Scenario::Victims => Row {
+                scenario: scenario.name(),
+                measure: format!(
+                    "running pods deleted scaling {} → {} ({} running first in key order)",
+                    sizes.victims_from, sizes.victims_to, sizes.victims_running
+                ),
+                unit: "pods",
+                v2014,
+                kcm,
+                departure: "manager: deletes",
+                issues: "#3948 (reference weakness 6)",
+            },
+        })
+    }
+
+    /// Starts `which` on the lab's prefix.
+    fn start(&self, which: Loop) -> RunningLoop {
+        let watcher = Watcher::new(&self.client, self.registry.clone());
+        let stop = CancellationToken::new();
+        let task = match which {
+            Loop::V2014 => {
+                let manager =
+                    replication_2014::ReplicationManager::new(self.registry.clone(), watcher);
+                tokio::spawn(manager.run(self.period, stop.clone()))
+            }
+            Loop::Kcm => {
+                let config = ManagerConfig {
+                    sync_period: self.period,
+                    ..ManagerConfig::default()
+                };
+                let manager = ReplicationManager::new(
+                    self.registry.clone(),
+                    config,
+                    Arc::new(Metrics::new()),
+                );
+                tokio::spawn(manager.run(watcher, stop.clone().cancelled_owned()))
+            }
+        };
+        RunningLoop { stop, task }
+    }
+
+    /// `orphans`: a converged controller, then (in one transaction) some of its pods and
+    /// the controller deleted; the pods created after that.
+    async fn orphans(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+        let sizes = self.sizes;
+        let running = self.start(which);
+        self.create_controller(namespace, "web", sizes.orphans_replicas)
+            .await?;
+        self.wait_pods(namespace, sizes.orphans_replicas as usize)
+            .await?;
+        let pods = self.pods(namespace).await?;
+        let mut deletes: Vec<TxnOp> = pods
+            .iter()
+            .take(sizes.orphans_lost)
+            .map(|p| TxnOp::delete(self.registry.key::<Pod>(namespace, &p.metadata.name), None))
+            .collect();
+        deletes.push(TxnOp::delete(
+            self.registry.key::<ReplicationController>(namespace, "web"),
+            None,
+        ));
+        let response = self
+            .client
+            .kv_client()
+            .txn(Txn::new().and_then(deletes))
+            .await
+            .context("delete the controller and some of its pods")?;
+        let deleted_at = response.header().context("txn header")?.revision();
+        // The 2014 loop reacts to the DELETED event at once; a tick and a second let
+        // either loop do whatever it will do.
+        tokio::time::sleep(self.period + Duration::from_secs(1)).await;
+        running.stop().await?;
+        let probe = self.registry.key::<Pod>(namespace, "x");
+        let pods_dir = &probe[..probe.len() - 1];
+        let created = self
+            .history(deleted_at)
+            .await?
+            .iter()
+            .filter(|e| e.created && e.key.starts_with(pods_dir))
+            .count();
+        Ok(created as f64)
+    }
+
+    /// `victims`: a converged controller whose first pods in key order run on a node, the
+    /// others pending and unassigned; scaled down; the running pods deleted.
+    async fn victims(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+        let sizes = self.sizes;
+        let running = self.start(which);
+        self.create_controller(namespace, "web", sizes.victims_from)
+            .await?;
+        self.wait_pods(namespace, sizes.victims_from as usize)
+            .await?;
+        let mut running_pods = BTreeSet::new();
+        for pod in self
+            .pods(namespace)
+            .await?
+            .iter()
+            .take(sizes.victims_running)
+        {
+            self.registry
+                .guaranteed_update::<Pod, _>(namespace, &pod.metadata.name, |mut pod| {
+                    pod.spec.host = "lab-node".into();
+                    pod.status.get_or_insert_with(Default::default).phase = PodPhase::Running;
+                    Ok(pod)
+                })
+                .await?;
+            running_pods.insert(self.registry.key::<Pod>(namespace, &pod.metadata.name));
+        }
+        // kcm ranks from its pod cache: let it see the phases before the scale-down.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let scaled = self
+            .registry
+            .guaranteed_update::<ReplicationController, _>(namespace, "web", |mut rc| {
+                rc.spec.replicas = sizes.victims_to;
+                Ok(rc)
+            })
+            .await?;
+        let scaled_at = scaled.metadata.resource_version.map_or(0, |rv| rv.0);
+        self.wait_pods(namespace, sizes.victims_to as usize).await?;
+        running.stop().await?;
+        let deleted = self
+            .history(scaled_at)
+            .await?
+            .iter()
+            .filter(|e| !e.put && running_pods.contains(&e.key))
+            .count();
+        Ok(deleted as f64)
+    }
+
+    async fn create_controller(
+        &self,
+        namespace: &str,
+        name: &str,
+        replicas: i64,
+    ) -> anyhow::Result<()> {
+        let labels: Set = [("app", name)].into_iter().collect();
+        let controller = ReplicationController {
+            metadata: ObjectMeta::named(namespace, name),
+            spec: ReplicationControllerSpec {
+                replicas,
+                selector: labels.clone(),
+                template: Some(PodTemplateSpec {
+                    metadata: ObjectMeta {
+                        labels,
+                        ..ObjectMeta::default()
+                    },
+                    spec: PodSpec {
+                        containers: vec![Container {
+                            name: "web".into(),
+                            image: "nginx".into(),
+                            ..Container::default()
+                        }],
+                        ..PodSpec::default()
+                    },
+                    ..PodTemplateSpec::default()
+                }),
+                ..ReplicationControllerSpec::default()
+            },
+            ..ReplicationController::default()
+        };
+        self.registry
+            .create(&controller)
+            .await
+            .with_context(|| format!("create controller {namespace}/{name}"))?;
+        Ok(())
+    }
+
+    /// The pods of `namespace`, in key order.
+    async fn pods(&self, namespace: &str) -> anyhow::Result<Vec<Pod>> {
+        Ok(self
+            .registry
+            .list::<Pod>(Some(namespace), &Selector::everything())
+            .await?
+            .items)
+    }
+
+    /// Waits until `namespace` holds exactly `n` active pods, for at most 30 s plus three
+    /// periods.
+    async fn wait_pods(&self, namespace: &str, n: usize) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30) + 3 * self.period;
+        loop {
+            let active = self
+                .pods(namespace)
+                .await?
+                .iter()
+                .filter(|p| p.is_active())
+                .count();
+            if active == n {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "namespace {namespace} did not reach {n} active pods (it has {active})"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Every event under the lab's prefix after revision `after`, up to now, read from
+    /// etcd's history with a watch. "Now" is a sentinel key written under the prefix.
+    async fn history(&self, after: i64) -> anyhow::Result<Vec<Event>> {
+        let sentinel = format!("{}/~history-end", self.root);
+        let now = self
+            .client
+            .kv_client()
+            .put(sentinel.as_str(), "end", None)
+            .await
+            .context("write the history sentinel")?
+            .header()
+            .context("put header")?
+            .revision();
+        let options = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(after + 1);
+        let mut stream = self
+            .client
+            .watch_client()
+            .watch(format!("{}/", self.root), Some(options))
+            .await
+            .context("watch the lab's history")?;
+        let mut events = Vec::new();
+        loop {
+            let response = tokio::time::timeout(Duration::from_secs(30), stream.message())
+                .await
+                .context("the lab's history did not arrive within 30s")?
+                .context("history watch")?
+                .context("history watch closed")?;
+            anyhow::ensure!(!response.canceled(), "history watch canceled");
+            for event in response.events() {
+                let Some(kv) = event.kv() else { continue };
+                let key = String::from_utf8_lossy(kv.key()).into_owned();
+                if key == sentinel && kv.mod_revision() == now {
+                    return Ok(events);
+                }
+                let put = event.event_type() == EventType::Put;
+                events.push(Event {
+                    created: put && kv.create_revision() == kv.mod_revision(),
+                    key,
+                    put,
+                });
+            }
+        }
+    }
+}
