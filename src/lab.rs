@@ -9,15 +9,21 @@
 //! decisive write.
 //!
 //! Scenarios (ARCHITECTURE.md's "Departures from 2014" row each illustrates):
+//! - `overcreate`: two managers of the same kind see one controller scaled 0 → N at once;
+//!   figure: the most active pods at any revision (2014: each lists, then creates all it
+//!   misses: up to 2N; kcm: deterministic slot names, never more than N) (#8138);
 //! - `orphans`: a controller short of pods is deleted (its pods and it, in one
 //!   transaction); figure: pods created after the delete (2014 syncs a deleted controller
 //!   at its last state; kcm writes nothing for a deleted controller) (reference weakness 10);
 //! - `victims`: scale 5 → 2 with 3 running and 2 pending pods, the running ones first in
 //!   key order; figure: running pods deleted (2014 deletes the first in list order; kcm
-//!   ranks pending and unassigned first) (#3948).
+//!   ranks pending and unassigned first) (#3948);
+//! - `heal`: a converged controller loses a pod, several times; figure: mean seconds from
+//!   the delete to the replacement's create, seen by a watch on etcd (2014 does not watch
+//!   pods and waits for the tick, about half the period; kcm: milliseconds).
 //!
-//! The other scenarios of issue 16 (`overcreate`, `stale-watch`, `heal`, `resync`,
-//! `burst`) are not written yet.
+//! The other scenarios of issue 16 (`stale-watch`, `resync`, `burst`) and `--svg` are
+//! not written yet.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -51,19 +57,28 @@ pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(2);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scenario {
-    Orphans,
+    Overcreate,
     Victims,
+    Orphans,
+    Heal,
 }
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 2] = [Scenario::Orphans, Scenario::Victims];
+    pub const ALL: [Scenario; 4] = [
+        Scenario::Overcreate,
+        Scenario::Victims,
+        Scenario::Orphans,
+        Scenario::Heal,
+    ];
 
     /// The scenario's name on the command line and in the table.
     pub fn name(self) -> &'static str {
         match self {
-            Scenario::Orphans => "orphans",
+            Scenario::Overcreate => "overcreate",
             Scenario::Victims => "victims",
+            Scenario::Orphans => "orphans",
+            Scenario::Heal => "heal",
         }
     }
 }
@@ -129,6 +144,11 @@ struct Sizes {
     victims_from: i64,
     victims_to: i64,
     victims_running: usize,
+    /// `overcreate`: the replicas two managers scale to.
+    overcreate_replicas: i64,
+    /// `heal`: the controller's replicas and the pods deleted one at a time.
+    heal_replicas: i64,
+    heal_trials: usize,
 }
 
 impl Sizes {
@@ -140,6 +160,9 @@ impl Sizes {
                 victims_from: 5,
                 victims_to: 2,
                 victims_running: 3,
+                overcreate_replicas: 100,
+                heal_replicas: 3,
+                heal_trials: 3,
             }
         } else {
             Sizes {
@@ -148,6 +171,9 @@ impl Sizes {
                 victims_from: 5,
                 victims_to: 2,
                 victims_running: 3,
+                overcreate_replicas: 200,
+                heal_replicas: 10,
+                heal_trials: 10,
             }
         }
     }
@@ -184,6 +210,7 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
     let lab = Lab {
         registry: Registry::new(&client, &root)?,
         client: client.clone(),
+        client_config,
         root: root.clone(),
         period: config.sync_period,
         sizes: Sizes::new(config.quick),
@@ -262,6 +289,7 @@ struct Event {
 
 struct Lab {
     client: Client,
+    client_config: ClientConfig,
     registry: Registry,
     root: String,
     period: Duration,
@@ -274,13 +302,39 @@ impl Lab {
         for (i, which) in [Loop::V2014, Loop::Kcm].into_iter().enumerate() {
             let namespace = format!("{}-{}", scenario.name(), which.name());
             figures[i] = match scenario {
-                Scenario::Orphans => self.orphans(which, &namespace).await?,
+                Scenario::Overcreate => self.overcreate(which, &namespace).await?,
                 Scenario::Victims => self.victims(which, &namespace).await?,
+                Scenario::Orphans => self.orphans(which, &namespace).await?,
+                Scenario::Heal => self.heal(which, &namespace).await?,
             };
         }
         let [v2014, kcm] = figures;
         let sizes = self.sizes;
         Ok(match scenario {
+            Scenario::Overcreate => Row {
+                scenario: scenario.name(),
+                measure: format!(
+                    "peak active pods, two managers scaling one controller 0 → {}",
+                    sizes.overcreate_replicas
+                ),
+                unit: "pods",
+                v2014,
+                kcm,
+                departure: "manager: creates",
+                issues: "#8138, #7369 (reference weakness 4)",
+            },
+            Scenario::Heal => Row {
+                scenario: scenario.name(),
+                measure: format!(
+                    "mean time from a pod's delete to its replacement, {} trials",
+                    sizes.heal_trials
+                ),
+                unit: "s",
+                v2014,
+                kcm,
+                departure: "manager: healing",
+                issues: "reference weakness 13 (the tick)",
+            },
             Scenario::Orphans => Row {
                 scenario: scenario.name(),
                 measure: format!(
@@ -308,14 +362,33 @@ impl Lab {
         })
     }
 
+    /// Starts two managers of kind `which`, each with its own connection to etcd, as two
+    /// processes would be (on one shared connection, one manager's list would queue
+    /// behind the other's creates).
+    async fn start_two(&self, which: Loop) -> anyhow::Result<[RunningLoop; 2]> {
+        let mut managers = Vec::new();
+        for _ in 0..2 {
+            let client = client::connect(&self.client_config).await?;
+            let registry = Registry::new(&client, &self.root)?;
+            managers.push(self.start_on(which, &client, registry));
+        }
+        let [a, b] =
+            <[RunningLoop; 2]>::try_from(managers).map_err(|_| anyhow::anyhow!("two managers"))?;
+        Ok([a, b])
+    }
+
     /// Starts `which` on the lab's prefix.
     fn start(&self, which: Loop) -> RunningLoop {
-        let watcher = Watcher::new(&self.client, self.registry.clone());
+        self.start_on(which, &self.client, self.registry.clone())
+    }
+
+    /// Starts `which` on `client`, under `registry`.
+    fn start_on(&self, which: Loop, client: &Client, registry: Registry) -> RunningLoop {
+        let watcher = Watcher::new(client, registry.clone());
         let stop = CancellationToken::new();
         let task = match which {
             Loop::V2014 => {
-                let manager =
-                    replication_2014::ReplicationManager::new(self.registry.clone(), watcher);
+                let manager = replication_2014::ReplicationManager::new(registry, watcher);
                 tokio::spawn(manager.run(self.period, stop.clone()))
             }
             Loop::Kcm => {
@@ -323,11 +396,7 @@ impl Lab {
                     sync_period: self.period,
                     ..ManagerConfig::default()
                 };
-                let manager = ReplicationManager::new(
-                    self.registry.clone(),
-                    config,
-                    Arc::new(Metrics::new()),
-                );
+                let manager = ReplicationManager::new(registry, config, Arc::new(Metrics::new()));
                 tokio::spawn(manager.run(watcher, stop.clone().cancelled_owned()))
             }
         };
@@ -364,13 +433,12 @@ impl Lab {
         // either loop do whatever it will do.
         tokio::time::sleep(self.period + Duration::from_secs(1)).await;
         running.stop().await?;
-        let probe = self.registry.key::<Pod>(namespace, "x");
-        let pods_dir = &probe[..probe.len() - 1];
+        let pods_dir = self.pods_dir(namespace);
         let created = self
             .history(deleted_at)
             .await?
             .iter()
-            .filter(|e| e.created && e.key.starts_with(pods_dir))
+            .filter(|e| e.created && e.key.starts_with(&pods_dir))
             .count();
         Ok(created as f64)
     }
@@ -402,14 +470,7 @@ impl Lab {
         }
         // kcm ranks from its pod cache: let it see the phases before the scale-down.
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let scaled = self
-            .registry
-            .guaranteed_update::<ReplicationController, _>(namespace, "web", |mut rc| {
-                rc.spec.replicas = sizes.victims_to;
-                Ok(rc)
-            })
-            .await?;
-        let scaled_at = scaled.metadata.resource_version.map_or(0, |rv| rv.0);
+        let scaled_at = self.scale(namespace, "web", sizes.victims_to).await?;
         self.wait_pods(namespace, sizes.victims_to as usize).await?;
         running.stop().await?;
         let deleted = self
@@ -419,6 +480,106 @@ impl Lab {
             .filter(|e| !e.put && running_pods.contains(&e.key))
             .count();
         Ok(deleted as f64)
+    }
+
+    /// `overcreate`: two managers at once see one controller scaled 0 → N; the most
+    /// active pods at any revision of etcd's history.
+    async fn overcreate(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+        let replicas = self.sizes.overcreate_replicas;
+        let managers = self.start_two(which).await?;
+        self.create_controller(namespace, "web", 0).await?;
+        // Both managers have seen the controller at 0 once their first sync is done;
+        // a short pause lets both watches reach it.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let scaled = self.scale(namespace, "web", replicas).await?;
+        // 2014's managers over-create at once, then (each on its tick) delete back down;
+        // a period and a second let that show, whether or not they settle.
+        let _ = self.wait_pods(namespace, replicas as usize).await;
+        tokio::time::sleep(self.period + Duration::from_secs(1)).await;
+        for manager in managers {
+            manager.stop().await?;
+        }
+        let pods_dir = self.pods_dir(namespace);
+        let (mut active, mut peak) = (0i64, 0i64);
+        for event in self.history(scaled).await? {
+            if !event.key.starts_with(&pods_dir) {
+                continue;
+            }
+            if event.created {
+                active += 1;
+            } else if !event.put {
+                active -= 1;
+            }
+            peak = peak.max(active);
+        }
+        Ok(peak as f64)
+    }
+
+    /// `heal`: a converged controller loses one pod at a time; the mean seconds from
+    /// each delete to the replacement's create, as a watch on etcd sees them.
+    async fn heal(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+        let sizes = self.sizes;
+        let running = self.start(which);
+        self.create_controller(namespace, "web", sizes.heal_replicas)
+            .await?;
+        self.wait_pods(namespace, sizes.heal_replicas as usize)
+            .await?;
+        let pods_dir = self.pods_dir(namespace);
+        let mut total = Duration::ZERO;
+        for _ in 0..sizes.heal_trials {
+            // A pod dies at any moment of the period, not just after a tick.
+            tokio::time::sleep(self.period.mul_f64(rand::random::<f64>())).await;
+            let victim = self.pods(namespace).await?.remove(0);
+            let mut watch = self
+                .client
+                .watch_client()
+                .watch(pods_dir.as_str(), Some(WatchOptions::new().with_prefix()))
+                .await
+                .context("watch the pods")?;
+            let deleted_at = Instant::now();
+            self.registry
+                .delete::<Pod>(namespace, &victim.metadata.name, None)
+                .await?;
+            let deadline = Duration::from_secs(30) + 3 * self.period;
+            'replaced: loop {
+                let response = tokio::time::timeout(deadline, watch.message())
+                    .await
+                    .context("no replacement pod within its time limit")?
+                    .context("pods watch")?
+                    .context("pods watch closed")?;
+                for event in response.events() {
+                    let created = event.event_type() == EventType::Put
+                        && event.kv().is_some_and(|kv| kv.version() == 1);
+                    if created {
+                        break 'replaced;
+                    }
+                }
+            }
+            total += deleted_at.elapsed();
+            self.wait_pods(namespace, sizes.heal_replicas as usize)
+                .await?;
+        }
+        running.stop().await?;
+        let mean = total.as_secs_f64() / sizes.heal_trials as f64;
+        Ok((mean * 1000.0).round() / 1000.0)
+    }
+
+    /// Sets a controller's replicas; returns the revision of the write.
+    async fn scale(&self, namespace: &str, name: &str, replicas: i64) -> anyhow::Result<i64> {
+        let scaled = self
+            .registry
+            .guaranteed_update::<ReplicationController, _>(namespace, name, |mut rc| {
+                rc.spec.replicas = replicas;
+                Ok(rc)
+            })
+            .await?;
+        Ok(scaled.metadata.resource_version.map_or(0, |rv| rv.0))
+    }
+
+    /// The key prefix of `namespace`'s pods.
+    fn pods_dir(&self, namespace: &str) -> String {
+        let probe = self.registry.key::<Pod>(namespace, "x");
+        probe[..probe.len() - 1].to_string()
     }
 
     async fn create_controller(

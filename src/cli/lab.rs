@@ -21,7 +21,7 @@ impl ValueEnum for Scenario {
 
 #[derive(Args, Debug, Clone)]
 pub struct LabArgs {
-    /// Scenarios to run (default: all): orphans, victims.
+    /// Scenarios to run (default: all): overcreate, victims, orphans, heal.
     #[arg(value_enum)]
     pub scenarios: Vec<Scenario>,
     /// Small sizes, for tests.

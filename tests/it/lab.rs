@@ -1,4 +1,4 @@
-//! `kcm lab` against a real etcd: each scenario at its quick size, with the 2014 figure
+//! `kcm lab` against a real etcd: overcreate, orphans and victims at their quick size, with the 2014 figure
 //! showing the weakness and kcm's not, both counted from etcd's history by the lab. A lab
 //! that stopped demonstrating anything fails here.
 
@@ -10,7 +10,7 @@ use crate::support::kcm::run_kcm;
 use crate::support::{start_etcd, with_timeout};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lab_shows_2014_orphans_and_victims_and_kcm_without_them() {
+async fn lab_shows_2014_overcreating_orphans_and_victims_and_kcm_without_them() {
     with_timeout(Duration::from_secs(90), async {
         let Some(etcd) = start_etcd().await else {
             return;
@@ -28,6 +28,7 @@ async fn lab_shows_2014_orphans_and_victims_and_kcm_without_them() {
                 &endpoint,
                 "--json",
                 json.to_str().unwrap(),
+                "overcreate",
                 "orphans",
                 "victims",
             ],
@@ -53,6 +54,10 @@ async fn lab_shows_2014_orphans_and_victims_and_kcm_without_them() {
         // those; kcm deletes the 2 pending ones first, so only 1 running pod goes.
         assert_eq!(figure("victims", "v2014"), 3.0, "{document}");
         assert_eq!(figure("victims", "kcm"), 1.0, "{document}");
+        // overcreate: two managers scale one controller 0 → 100. 2014's each create what
+        // they miss from their own list; kcm's slot names never let it pass 100.
+        assert!(figure("overcreate", "v2014") > 100.0, "{document}");
+        assert_eq!(figure("overcreate", "kcm"), 100.0, "{document}");
         // Nothing is left under the lab's prefix in a given etcd.
         let left = etcd
             .client()
