@@ -15,6 +15,11 @@
 //! - `orphans`: a controller short of pods is deleted (its pods and it, in one
 //!   transaction); figure: pods created after the delete (2014 syncs a deleted controller
 //!   at its last state; kcm writes nothing for a deleted controller) (reference weakness 10);
+//! - `stale-watch`: the loop's connection is cut while etcd's history moves on and is
+//!   compacted; then scale-ups; figure: mean seconds from a scale-up to its first pod
+//!   (2014 re-watches from its stale resourceVersion forever, each time a 410, and only
+//!   the tick, read in the moment between two failed watches, heals; kcm relists and
+//!   reacts at once) (#3829). It refuses to run on an etcd the lab did not start;
 //! - `victims`: scale 5 → 2 with 3 running and 2 pending pods, the running ones first in
 //!   key order; figure: running pods deleted (2014 deletes the first in list order; kcm
 //!   ranks pending and unassigned first) (#3948);
@@ -22,7 +27,7 @@
 //!   the delete to the replacement's create, seen by a watch on etcd (2014 does not watch
 //!   pods and waits for the tick, about half the period; kcm: milliseconds).
 //!
-//! The other scenarios of issue 16 (`stale-watch`, `resync`, `burst`) and `--svg` are
+//! The other scenarios of issue 16 (`resync`, `burst`) and `--svg` are
 //! not written yet.
 
 use std::collections::BTreeSet;
@@ -41,8 +46,9 @@ use crate::api::{
     Container, ObjectMeta, Pod, PodPhase, PodSpec, PodTemplateSpec, ReplicationController,
     ReplicationControllerSpec,
 };
+use crate::bench::proxy::CutProxy;
 use crate::client::{self, ClientConfig, Target};
-use crate::etcd_process::PrivateEtcd;
+use crate::etcd_process::{local_client_addr, PrivateEtcd};
 use crate::etcd_watcher::Watcher;
 use crate::labels::{Selector, Set};
 use crate::registry::Registry;
@@ -58,6 +64,7 @@ pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(2);
 #[serde(rename_all = "kebab-case")]
 pub enum Scenario {
     Overcreate,
+    StaleWatch,
     Victims,
     Orphans,
     Heal,
@@ -65,8 +72,9 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 4] = [
+    pub const ALL: [Scenario; 5] = [
         Scenario::Overcreate,
+        Scenario::StaleWatch,
         Scenario::Victims,
         Scenario::Orphans,
         Scenario::Heal,
@@ -76,6 +84,7 @@ impl Scenario {
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Overcreate => "overcreate",
+            Scenario::StaleWatch => "stale-watch",
             Scenario::Victims => "victims",
             Scenario::Orphans => "orphans",
             Scenario::Heal => "heal",
@@ -149,6 +158,8 @@ struct Sizes {
     /// `heal`: the controller's replicas and the pods deleted one at a time.
     heal_replicas: i64,
     heal_trials: usize,
+    /// `stale-watch`: scale-ups timed after the compaction.
+    stale_watch_trials: usize,
 }
 
 impl Sizes {
@@ -163,6 +174,7 @@ impl Sizes {
                 overcreate_replicas: 100,
                 heal_replicas: 3,
                 heal_trials: 3,
+                stale_watch_trials: 2,
             }
         } else {
             Sizes {
@@ -174,6 +186,7 @@ impl Sizes {
                 overcreate_replicas: 200,
                 heal_replicas: 10,
                 heal_trials: 10,
+                stale_watch_trials: 5,
             }
         }
     }
@@ -196,6 +209,11 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
             Some(PrivateEtcd::start(binary, addr, None).await?)
         }
     };
+    if private.is_none() && config.scenarios.contains(&Scenario::StaleWatch) {
+        anyhow::bail!(
+            "stale-watch compacts etcd's history, so it runs only on the private etcd kcm lab starts, not on one named with --etcd-servers"
+        );
+    }
     let endpoints = match &private {
         Some(etcd) => vec![etcd.endpoint().to_string()],
         None => target.client.endpoints.clone(),
@@ -251,6 +269,30 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// Waits for the first event on `watch` that creates a key.
+///
+/// # Errors
+/// When none comes within `limit`, or the watch fails.
+async fn wait_for_a_create(
+    watch: &mut etcd_client::WatchStream,
+    limit: Duration,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let response = tokio::time::timeout_at(deadline, watch.message())
+            .await
+            .context("no pod was created within the scenario's time limit")?
+            .context("pods watch")?
+            .context("pods watch closed")?;
+        let created = response.events().iter().any(|event| {
+            event.event_type() == EventType::Put && event.kv().is_some_and(|kv| kv.version() == 1)
+        });
+        if created {
+            return Ok(());
+        }
+    }
+}
+
 /// The table: one row per scenario.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
@@ -303,6 +345,7 @@ impl Lab {
             let namespace = format!("{}-{}", scenario.name(), which.name());
             figures[i] = match scenario {
                 Scenario::Overcreate => self.overcreate(which, &namespace).await?,
+                Scenario::StaleWatch => self.stale_watch(which, &namespace).await?,
                 Scenario::Victims => self.victims(which, &namespace).await?,
                 Scenario::Orphans => self.orphans(which, &namespace).await?,
                 Scenario::Heal => self.heal(which, &namespace).await?,
@@ -322,6 +365,18 @@ impl Lab {
                 kcm,
                 departure: "manager: creates",
                 issues: "#8138, #7369 (reference weakness 4)",
+            },
+            Scenario::StaleWatch => Row {
+                scenario: scenario.name(),
+                measure: format!(
+                    "mean time from a scale-up to its first pod, after a compaction during a cut watch, {} trials",
+                    sizes.stale_watch_trials
+                ),
+                unit: "s",
+                v2014,
+                kcm,
+                departure: "watch: compacted history",
+                issues: "#3829, #1405 (reference weakness 1)",
             },
             Scenario::Heal => Row {
                 scenario: scenario.name(),
@@ -540,27 +595,87 @@ impl Lab {
             self.registry
                 .delete::<Pod>(namespace, &victim.metadata.name, None)
                 .await?;
-            let deadline = Duration::from_secs(30) + 3 * self.period;
-            'replaced: loop {
-                let response = tokio::time::timeout(deadline, watch.message())
-                    .await
-                    .context("no replacement pod within its time limit")?
-                    .context("pods watch")?
-                    .context("pods watch closed")?;
-                for event in response.events() {
-                    let created = event.event_type() == EventType::Put
-                        && event.kv().is_some_and(|kv| kv.version() == 1);
-                    if created {
-                        break 'replaced;
-                    }
-                }
-            }
+            wait_for_a_create(&mut watch, Duration::from_secs(30) + 3 * self.period).await?;
             total += deleted_at.elapsed();
             self.wait_pods(namespace, sizes.heal_replicas as usize)
                 .await?;
         }
         running.stop().await?;
         let mean = total.as_secs_f64() / sizes.heal_trials as f64;
+        Ok((mean * 1000.0).round() / 1000.0)
+    }
+
+    /// `stale-watch`: the loop's connection is cut while etcd's history moves on and is
+    /// compacted, then restored; then scale-ups at random moments of the period; the mean
+    /// seconds from each to the first pod it creates, as a watch on etcd sees them.
+    async fn stale_watch(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+        let upstream = self
+            .client_config
+            .endpoints
+            .first()
+            .and_then(|url| local_client_addr(url))
+            .context("stale-watch needs the private etcd's http:// endpoint")?;
+        let proxy = CutProxy::start(upstream).await?;
+        let config = ClientConfig {
+            endpoints: vec![format!("http://{}", proxy.addr)],
+            keepalive_interval: Duration::from_secs(1),
+            keepalive_timeout: Duration::from_secs(1),
+            ..self.client_config.clone()
+        };
+        let proxied = client::connect(&config).await?;
+        let running = self.start_on(which, &proxied, Registry::new(&proxied, &self.root)?);
+        self.create_controller(namespace, "web", 1).await?;
+        self.wait_pods(namespace, 1).await?;
+
+        proxy.cut();
+        // The history the loop has not seen moves on, and is compacted away.
+        let filler = format!("{}/~filler", self.root);
+        for i in 0..10 {
+            self.client
+                .kv_client()
+                .put(filler.as_str(), i.to_string(), None)
+                .await
+                .context("write past the loop's last revision")?;
+        }
+        let now = self
+            .client
+            .kv_client()
+            .get(filler.as_str(), None)
+            .await?
+            .header()
+            .context("get header")?
+            .revision();
+        self.client
+            .kv_client()
+            .compact(
+                now,
+                Some(etcd_client::CompactionOptions::new().with_physical()),
+            )
+            .await
+            .context("compact etcd's history")?;
+        proxy.restore();
+        // Both loops may reconnect (2014's `Forever` waits a period first).
+        tokio::time::sleep(self.period + Duration::from_secs(1)).await;
+
+        let pods_dir = self.pods_dir(namespace);
+        let mut total = Duration::ZERO;
+        for trial in 0..self.sizes.stale_watch_trials {
+            tokio::time::sleep(self.period.mul_f64(rand::random::<f64>())).await;
+            let mut watch = self
+                .client
+                .watch_client()
+                .watch(pods_dir.as_str(), Some(WatchOptions::new().with_prefix()))
+                .await
+                .context("watch the pods")?;
+            let scaled_at = Instant::now();
+            self.scale(namespace, "web", 2 + trial as i64).await?;
+            wait_for_a_create(&mut watch, Duration::from_secs(30) + 3 * self.period).await?;
+            total += scaled_at.elapsed();
+            self.wait_pods(namespace, 2 + trial).await?;
+        }
+        running.stop().await?;
+        proxy.stop();
+        let mean = total.as_secs_f64() / self.sizes.stale_watch_trials as f64;
         Ok((mean * 1000.0).round() / 1000.0)
     }
 

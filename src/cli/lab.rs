@@ -21,7 +21,8 @@ impl ValueEnum for Scenario {
 
 #[derive(Args, Debug, Clone)]
 pub struct LabArgs {
-    /// Scenarios to run (default: all): overcreate, victims, orphans, heal.
+    /// Scenarios to run (default: all): overcreate, stale-watch (only on the private
+    /// etcd: it compacts), victims, orphans, heal.
     #[arg(value_enum)]
     pub scenarios: Vec<Scenario>,
     /// Small sizes, for tests.
