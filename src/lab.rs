@@ -582,15 +582,8 @@ impl Lab {
         let pods_dir = self.pods_dir(namespace);
         let mut total = Duration::ZERO;
         for _ in 0..sizes.heal_trials {
-            // A pod dies at any moment of the period, not just after a tick.
-            tokio::time::sleep(self.period.mul_f64(rand::random::<f64>())).await;
+            let mut watch = self.at_a_random_moment_watch(&pods_dir).await?;
             let victim = self.pods(namespace).await?.remove(0);
-            let mut watch = self
-                .client
-                .watch_client()
-                .watch(pods_dir.as_str(), Some(WatchOptions::new().with_prefix()))
-                .await
-                .context("watch the pods")?;
             let deleted_at = Instant::now();
             self.registry
                 .delete::<Pod>(namespace, &victim.metadata.name, None)
@@ -660,13 +653,7 @@ impl Lab {
         let pods_dir = self.pods_dir(namespace);
         let mut total = Duration::ZERO;
         for trial in 0..self.sizes.stale_watch_trials {
-            tokio::time::sleep(self.period.mul_f64(rand::random::<f64>())).await;
-            let mut watch = self
-                .client
-                .watch_client()
-                .watch(pods_dir.as_str(), Some(WatchOptions::new().with_prefix()))
-                .await
-                .context("watch the pods")?;
+            let mut watch = self.at_a_random_moment_watch(&pods_dir).await?;
             let scaled_at = Instant::now();
             self.scale(namespace, "web", 2 + trial as i64).await?;
             wait_for_a_create(&mut watch, Duration::from_secs(30) + 3 * self.period).await?;
@@ -677,6 +664,22 @@ impl Lab {
         proxy.stop();
         let mean = total.as_secs_f64() / self.sizes.stale_watch_trials as f64;
         Ok((mean * 1000.0).round() / 1000.0)
+    }
+
+    /// Waits a random part of the period (a pod dies, or a user scales, at any moment of
+    /// it, not just after a tick), then watches the keys under `dir` from now.
+    async fn at_a_random_moment_watch(
+        &self,
+        dir: &str,
+    ) -> anyhow::Result<etcd_client::WatchStream> {
+        tokio::time::sleep(self.period.mul_f64(rand::random::<f64>())).await;
+        let watch = self
+            .client
+            .watch_client()
+            .watch(dir, Some(WatchOptions::new().with_prefix()))
+            .await
+            .with_context(|| format!("watch {dir}"))?;
+        Ok(watch)
     }
 
     /// Sets a controller's replicas; returns the revision of the write.

@@ -81,9 +81,9 @@ async fn lab_shows_2014_overcreating_orphans_and_victims_and_kcm_without_them() 
 /// `stale-watch` compacts etcd, so it runs on the lab's own etcd (a real one it starts)
 /// and refuses one named with `--etcd-servers`. After a compaction during a cut watch the
 /// 2014 loop's watch fails forever and only its tick reacts to a scale-up; kcm's relists
-/// and reacts to the event.
+/// and reacts to the event. `heal` alike: 2014 does not watch pods and waits for its tick.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lab_stale_watch_runs_on_its_own_etcd_and_2014_waits_for_the_tick() {
+async fn lab_stale_watch_and_heal_run_on_its_own_etcd_and_2014_waits_for_the_tick() {
     with_timeout(Duration::from_secs(90), async {
         // Skipped locally without etcd, a failure under CI (as start_etcd).
         let Some(binary) = crate::support::etcd::etcd_binary() else {
@@ -116,16 +116,19 @@ async fn lab_stale_watch_runs_on_its_own_etcd_and_2014_waits_for_the_tick() {
                 "--json",
                 json.to_str().unwrap(),
                 "stale-watch",
+                "heal",
             ],
             &[],
         )
         .await;
         assert!(output.status.success(), "{}", output.stderr);
         let document: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-        let row = &document["scenarios"][0];
-        assert_eq!(row["scenario"], "stale-watch", "{document}");
-        let (v2014, kcm) = (row["v2014"].as_f64().unwrap(), row["kcm"].as_f64().unwrap());
-        assert!(v2014 > kcm, "2014 waits for its tick, kcm does not: {document}");
+        for (i, scenario) in ["stale-watch", "heal"].into_iter().enumerate() {
+            let row = &document["scenarios"][i];
+            assert_eq!(row["scenario"], scenario, "{document}");
+            let (v2014, kcm) = (row["v2014"].as_f64().unwrap(), row["kcm"].as_f64().unwrap());
+            assert!(v2014 > kcm, "2014 waits for its tick, kcm does not: {document}");
+        }
     })
     .await;
 }
