@@ -27,8 +27,12 @@
 //!   the delete to the replacement's create, seen by a watch on etcd (2014 does not watch
 //!   pods and waits for the tick, about half the period; kcm: milliseconds).
 //!
-//! The other scenarios of issue 16 (`resync`, `burst`) and `--svg` are
-//! not written yet.
+//! - `resync`: many converged controllers; figure: etcd range requests per sync period,
+//!   from etcd's own `/metrics` (2014: one controller list plus one pod list per
+//!   controller; kcm: none, its caches answer) (#5884).
+//!
+//! After each run the scenario's namespace is deleted (with the loop stopped), so the
+//! next loop lists only its own. Not written yet: `burst` and `--svg`.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -68,16 +72,18 @@ pub enum Scenario {
     Victims,
     Orphans,
     Heal,
+    Resync,
 }
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 6] = [
         Scenario::Overcreate,
         Scenario::StaleWatch,
         Scenario::Victims,
         Scenario::Orphans,
         Scenario::Heal,
+        Scenario::Resync,
     ];
 
     /// The scenario's name on the command line and in the table.
@@ -88,6 +94,7 @@ impl Scenario {
             Scenario::Victims => "victims",
             Scenario::Orphans => "orphans",
             Scenario::Heal => "heal",
+            Scenario::Resync => "resync",
         }
     }
 }
@@ -160,6 +167,9 @@ struct Sizes {
     heal_trials: usize,
     /// `stale-watch`: scale-ups timed after the compaction.
     stale_watch_trials: usize,
+    /// `resync`: converged controllers, and the pods of each.
+    resync_controllers: usize,
+    resync_pods_each: i64,
 }
 
 impl Sizes {
@@ -175,6 +185,8 @@ impl Sizes {
                 heal_replicas: 3,
                 heal_trials: 3,
                 stale_watch_trials: 2,
+                resync_controllers: 10,
+                resync_pods_each: 3,
             }
         } else {
             Sizes {
@@ -187,6 +199,8 @@ impl Sizes {
                 heal_replicas: 10,
                 heal_trials: 10,
                 stale_watch_trials: 5,
+                resync_controllers: 200,
+                resync_pods_each: 10,
             }
         }
     }
@@ -269,6 +283,30 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// A plain HTTP/1.0 GET; the body.
+async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let read = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await?;
+        anyhow::Ok(response)
+    };
+    let response = tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .context("no answer within 10s")??;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    anyhow::ensure!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{}",
+        head.lines().next().unwrap_or("no status line")
+    );
+    Ok(body.to_string())
+}
+
 /// Waits for the first event on `watch` that creates a key.
 ///
 /// # Errors
@@ -349,7 +387,10 @@ impl Lab {
                 Scenario::Victims => self.victims(which, &namespace).await?,
                 Scenario::Orphans => self.orphans(which, &namespace).await?,
                 Scenario::Heal => self.heal(which, &namespace).await?,
+                Scenario::Resync => self.resync(which, &namespace).await?,
             };
+            // The next loop lists every namespace: leave it only its own.
+            self.cleanup(&namespace).await?;
         }
         let [v2014, kcm] = figures;
         let sizes = self.sizes;
@@ -389,6 +430,18 @@ impl Lab {
                 kcm,
                 departure: "manager: healing",
                 issues: "reference weakness 13 (the tick)",
+            },
+            Scenario::Resync => Row {
+                scenario: scenario.name(),
+                measure: format!(
+                    "etcd range requests per sync period, {} converged controllers × {} pods",
+                    sizes.resync_controllers, sizes.resync_pods_each
+                ),
+                unit: "requests",
+                v2014,
+                kcm,
+                departure: "manager: reads",
+                issues: "#5884, #2726 (reference weakness 2)",
             },
             Scenario::Orphans => Row {
                 scenario: scenario.name(),
@@ -680,6 +733,73 @@ impl Lab {
             .await
             .with_context(|| format!("watch {dir}"))?;
         Ok(watch)
+    }
+
+    /// `resync`: many converged controllers; etcd's own count of range requests (its
+    /// `/metrics`) over three sync periods, per period.
+    async fn resync(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+        let sizes = self.sizes;
+        let running = self.start(which);
+        for i in 0..sizes.resync_controllers {
+            self.create_controller(namespace, &format!("rc-{i:04}"), sizes.resync_pods_each)
+                .await?;
+        }
+        self.wait_pods(
+            namespace,
+            sizes.resync_controllers * sizes.resync_pods_each as usize,
+        )
+        .await?;
+        // One quiet period first, so the measured ones hold only periodic work.
+        tokio::time::sleep(self.period).await;
+        let before = self.range_requests().await?;
+        tokio::time::sleep(3 * self.period).await;
+        let after = self.range_requests().await?;
+        running.stop().await?;
+        Ok(((after - before) / 3.0 * 10.0).round() / 10.0)
+    }
+
+    /// etcd's count of Range requests served (`grpc_server_started_total` of `KV/Range`,
+    /// from its `/metrics` on the client URL).
+    async fn range_requests(&self) -> anyhow::Result<f64> {
+        const SERIES: &str = r#"grpc_server_started_total{grpc_method="Range",grpc_service="etcdserverpb.KV",grpc_type="unary"}"#;
+        let endpoint = self
+            .client_config
+            .endpoints
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        let addr = local_client_addr(&endpoint)
+            .or_else(|| {
+                endpoint
+                    .strip_prefix("http://")
+                    .and_then(|a| a.parse().ok())
+            })
+            .with_context(|| {
+                format!("resync reads etcd's /metrics over plain http://, not {endpoint}")
+            })?;
+        let text = http_get(addr, "/metrics")
+            .await
+            .with_context(|| format!("read etcd's /metrics at {addr}"))?;
+        text.lines()
+            .find_map(|line| line.strip_prefix(SERIES))
+            .and_then(|value| value.trim().parse().ok())
+            .with_context(|| format!("etcd's /metrics at {addr} has no {SERIES}"))
+    }
+
+    /// Deletes everything of `namespace`: its controllers, then its pods.
+    async fn cleanup(&self, namespace: &str) -> anyhow::Result<()> {
+        for dir in [
+            self.registry.key::<ReplicationController>(namespace, "x"),
+            self.registry.key::<Pod>(namespace, "x"),
+        ] {
+            let dir = &dir[..dir.len() - 1];
+            self.client
+                .kv_client()
+                .delete(dir, Some(DeleteOptions::new().with_prefix()))
+                .await
+                .with_context(|| format!("delete {dir}"))?;
+        }
+        Ok(())
     }
 
     /// Sets a controller's replicas; returns the revision of the write.

@@ -1,4 +1,4 @@
-//! `kcm lab` against a real etcd: overcreate, orphans and victims at their quick size, with the 2014 figure
+//! `kcm lab` against a real etcd: every scenario at its quick size, with the 2014 figure
 //! showing the weakness and kcm's not, both counted from etcd's history by the lab. A lab
 //! that stopped demonstrating anything fails here.
 
@@ -10,7 +10,7 @@ use crate::support::kcm::run_kcm;
 use crate::support::{start_etcd, with_timeout};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lab_shows_2014_overcreating_orphans_and_victims_and_kcm_without_them() {
+async fn lab_shows_2014_overcreating_resyncing_orphans_and_victims_and_kcm_without_them() {
     with_timeout(Duration::from_secs(90), async {
         let Some(etcd) = start_etcd().await else {
             return;
@@ -29,6 +29,7 @@ async fn lab_shows_2014_overcreating_orphans_and_victims_and_kcm_without_them() 
                 "--json",
                 json.to_str().unwrap(),
                 "overcreate",
+                "resync",
                 "orphans",
                 "victims",
             ],
@@ -58,6 +59,11 @@ async fn lab_shows_2014_overcreating_orphans_and_victims_and_kcm_without_them() 
         // they miss from their own list; kcm's slot names never let it pass 100.
         assert!(figure("overcreate", "v2014") > 100.0, "{document}");
         assert_eq!(figure("overcreate", "kcm"), 100.0, "{document}");
+        // resync: 10 converged controllers × 3 pods; etcd's own count of range requests
+        // per period. 2014 lists the controllers and then each one's pods on every tick
+        // (11 per tick); kcm's caches answer, so etcd serves none.
+        assert!(figure("resync", "v2014") >= 7.0, "{document}");
+        assert_eq!(figure("resync", "kcm"), 0.0, "{document}");
         // Nothing is left under the lab's prefix in a given etcd.
         let left = etcd
             .client()
