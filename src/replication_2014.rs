@@ -355,13 +355,14 @@ impl ReplicationManager {
         let filtered_list = filter_active_pods(pods);
         let diff = filtered_list.len() as i64 - controller.spec.replicas;
         let mut wait = JoinSet::new();
+        // 2014 logged these at glog's V(2): debug here.
         if diff < 0 {
-            tracing::info!(controller = %controller.metadata.name, n = -diff, "Too few replicas, creating");
+            tracing::debug!(controller = %controller.metadata.name, n = -diff, "Too few replicas, creating");
             for _ in 0..-diff {
                 wait.spawn(self.pod_control.create_replica(&namespace, &controller));
             }
         } else if diff > 0 {
-            tracing::info!(controller = %controller.metadata.name, n = diff, "Too many replicas, deleting");
+            tracing::debug!(controller = %controller.metadata.name, n = diff, "Too many replicas, deleting");
             for pod in filtered_list.iter().take(diff as usize) {
                 let delete = self.pod_control.delete_pod(&namespace, &pod.metadata.name);
                 // Delete errors are discarded (2014).

@@ -356,6 +356,8 @@ async fn after_a_compaction_the_watch_fails_forever_and_only_the_tick_heals() {
     // watches, lists the controller and heals it.
     fake.controllers.lock().unwrap()[0].spec.replicas = 4;
     assert!(until(period, 50, || fake.pods.lock().unwrap().len() == 4).await);
+    // And the watch never recovers: it keeps failing from the same version.
+    assert!(until(period, 10, || fake.watched_from.lock().unwrap().len() >= 5).await);
     stop.cancel();
     run.await.unwrap().unwrap();
 
