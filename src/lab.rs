@@ -434,7 +434,7 @@ impl Lab {
             Scenario::Resync => Row {
                 scenario: scenario.name(),
                 measure: format!(
-                    "etcd range requests per sync period, {} converged controllers × {} pods",
+                    "etcd range requests per sync period, {} converged controllers × {} pods (a namespace each)",
                     sizes.resync_controllers, sizes.resync_pods_each
                 ),
                 unit: "requests",
@@ -740,15 +740,37 @@ impl Lab {
     async fn resync(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
         let sizes = self.sizes;
         let running = self.start(which);
+        // One namespace per controller, so each 2014 pod list reads only its own pods
+        // (one namespace would make every list read them all: weakness 2 squared).
         for i in 0..sizes.resync_controllers {
-            self.create_controller(namespace, &format!("rc-{i:04}"), sizes.resync_pods_each)
-                .await?;
+            self.create_controller(
+                &format!("{namespace}-{i:04}"),
+                "web",
+                sizes.resync_pods_each,
+            )
+            .await?;
         }
-        self.wait_pods(
-            namespace,
-            sizes.resync_controllers * sizes.resync_pods_each as usize,
-        )
-        .await?;
+        let want = sizes.resync_controllers * sizes.resync_pods_each as usize;
+        let deadline = Instant::now() + Duration::from_secs(60) + 3 * self.period;
+        loop {
+            let all = self
+                .registry
+                .list::<Pod>(None, &Selector::everything())
+                .await?;
+            let have = all
+                .items
+                .iter()
+                .filter(|p| p.metadata.namespace.starts_with(namespace) && p.is_active())
+                .count();
+            if have == want {
+                break;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the namespaces {namespace}-* did not reach {want} active pods (they have {have})"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         // One quiet period first, so the measured ones hold only periodic work.
         tokio::time::sleep(self.period).await;
         let before = self.range_requests().await?;
@@ -786,13 +808,15 @@ impl Lab {
             .with_context(|| format!("etcd's /metrics at {addr} has no {SERIES}"))
     }
 
-    /// Deletes everything of `namespace`: its controllers, then its pods.
+    /// Deletes everything of `namespace` and of the namespaces `{namespace}-*`: their
+    /// controllers, then their pods. (No scenario's namespace is a prefix of another's.)
     async fn cleanup(&self, namespace: &str) -> anyhow::Result<()> {
         for dir in [
             self.registry.key::<ReplicationController>(namespace, "x"),
             self.registry.key::<Pod>(namespace, "x"),
         ] {
-            let dir = &dir[..dir.len() - 1];
+            // Without the `/`: `resync` uses `{namespace}-{i}` namespaces too.
+            let dir = &dir[..dir.len() - 2];
             self.client
                 .kv_client()
                 .delete(dir, Some(DeleteOptions::new().with_prefix()))

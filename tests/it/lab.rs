@@ -59,7 +59,7 @@ async fn lab_shows_2014_overcreating_resyncing_orphans_and_victims_and_kcm_witho
         // they miss from their own list; kcm's slot names never let it pass 100.
         assert!(figure("overcreate", "v2014") > 100.0, "{document}");
         assert_eq!(figure("overcreate", "kcm"), 100.0, "{document}");
-        // resync: 10 converged controllers × 3 pods; etcd's own count of range requests
+        // resync: 10 converged controllers × 3 pods, a namespace each; etcd's own count of range requests
         // per period. 2014 lists the controllers and then each one's pods on every tick
         // (11 per tick); kcm's caches answer, so etcd serves none.
         assert!(figure("resync", "v2014") >= 7.0, "{document}");
