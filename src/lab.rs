@@ -5,16 +5,13 @@
 //! in a fresh namespace under the run's own key prefix (`/kcm-lab-{run}`), so an etcd
 //! given with `--etcd-servers` is never touched outside it (the prefix is deleted at the
 //! end). Only one loop runs at a time. Figures come from etcd, not from the loops' own
-//! counters: every figure is counted from etcd's event history after the scenario's
-//! decisive write.
+//! counters: counts from etcd's event history after the scenario's decisive write, times
+//! from a watch on etcd, request counts from etcd's own `/metrics`.
 //!
 //! Scenarios (ARCHITECTURE.md's "Departures from 2014" row each illustrates):
 //! - `overcreate`: two managers of the same kind see one controller scaled 0 → N at once;
 //!   figure: the most active pods at any revision (2014: each lists, then creates all it
 //!   misses: up to 2N; kcm: deterministic slot names, never more than N) (#8138);
-//! - `orphans`: a controller short of pods is deleted (its pods and it, in one
-//!   transaction); figure: pods created after the delete (2014 syncs a deleted controller
-//!   at its last state; kcm writes nothing for a deleted controller) (reference weakness 10);
 //! - `stale-watch`: the loop's connection is cut while etcd's history moves on and is
 //!   compacted; then scale-ups; figure: mean seconds from a scale-up to its first pod
 //!   (2014 re-watches from its stale resourceVersion forever, each time a 410, and only
@@ -23,10 +20,12 @@
 //! - `victims`: scale 5 → 2 with 3 running and 2 pending pods, the running ones first in
 //!   key order; figure: running pods deleted (2014 deletes the first in list order; kcm
 //!   ranks pending and unassigned first) (#3948);
+//! - `orphans`: a controller short of pods is deleted (its pods and it, in one
+//!   transaction); figure: pods created after the delete (2014 syncs a deleted controller
+//!   at its last state; kcm writes nothing for a deleted controller) (reference weakness 10);
 //! - `heal`: a converged controller loses a pod, several times; figure: mean seconds from
 //!   the delete to the replacement's create, seen by a watch on etcd (2014 does not watch
-//!   pods and waits for the tick, about half the period; kcm: milliseconds).
-//!
+//!   pods and waits for the tick, about half the period; kcm: milliseconds);
 //! - `resync`: many converged controllers; figure: etcd range requests per sync period,
 //!   from etcd's own `/metrics` (2014: one controller list plus one pod list per
 //!   controller; kcm: none, its caches answer) (#5884).

@@ -1,24 +1,24 @@
 //! The late-2014 replication manager, as it was: a teaching instrument, not a mode of
 //! kcm's loop. Read it beside `pkg/controller/replication_controller.go` (late 2014,
 //! ../shared/reference/kubernetes-2014.md §2.1); every function here has the Go one's
-//! name and shape, weaknesses included (§8):
+//! name and shape, weaknesses included (numbered as in its §8):
 //!
 //! - [`ReplicationManager::run`] is `Run(period)`: a ticker and a resourceVersion kept
 //!   between reconnects, and `util.Forever(watchControllers, period)` ([`handle_crash`]),
 //!   which recovers a panic and calls again after `period`;
 //! - [`ReplicationManager::watch_controllers`] is `watchControllers`: one `select` over the
-//!   ticker and the watch, so the periodic sync only runs while a watch is open (#13), and
-//!   watch events wait while a full resync runs (#7). An ERROR event is logged as an
+//!   ticker and the watch, so the periodic sync only runs while a watch is open (weakness 13), and
+//!   watch events wait while a full resync runs (weakness 7). An ERROR event is logged as an
 //!   "unexpected object" and skipped *without touching the stored resourceVersion*, so
 //!   once that version is compacted every re-watch fails the same way and only the tick
-//!   heals (#1, kubernetes/kubernetes#3829). A DELETED event syncs the controller at its
-//!   last state, so deleting a controller short of pods creates pods nobody owns (#10);
+//!   heals (weakness 1, kubernetes/kubernetes#3829). A DELETED event syncs the controller at its
+//!   last state, so deleting a controller short of pods creates pods nobody owns (weakness 10);
 //! - [`ReplicationManager::synchronize`] lists every controller and syncs each in
 //!   parallel; [`ReplicationManager::sync_replication_controller`] lists the controller's
-//!   pods afresh (#2), keeps the active ones ([`filter_active_pods`]) and starts one task
-//!   per missing or surplus pod with no cap (#3), deleting the *first* surplus pods in list
-//!   order (#6) and writing no status; the loop never writes a controller;
-//! - [`RealPodControl::create_replica`] names each pod with a random UUID (#12; 2014's pod
+//!   pods afresh (weakness 2), keeps the active ones ([`filter_active_pods`]) and starts one task
+//!   per missing or surplus pod with no cap (weakness 3), deleting the *first* surplus pods in list
+//!   order (weakness 6) and writing no status; the loop never writes a controller;
+//! - [`RealPodControl::create_replica`] names each pod with a random UUID (weakness 12; 2014's pod
 //!   storage set `Name = UID`, before `GenerateName`, PR #3789).
 //!
 //! Where etcd v3 forces a difference: list order is etcd v3's key order (2014's unsorted
