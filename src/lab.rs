@@ -6,7 +6,8 @@
 //! given with `--etcd-servers` is never touched outside it (the prefix is deleted at the
 //! end). Only one loop runs at a time. Figures come from etcd, not from the loops' own
 //! counters: counts from etcd's event history after the scenario's decisive write, times
-//! from a watch on etcd, request counts from etcd's own `/metrics`.
+//! from a watch on etcd, request counts from etcd's own `/metrics` (except `burst`'s
+//! creates in flight, which no etcd record holds).
 //!
 //! Scenarios (ARCHITECTURE.md's "Departures from 2014" row each illustrates):
 //! - `overcreate`: two managers of the same kind see one controller scaled 0 → N at once;
@@ -29,25 +30,30 @@
 //! - `resync`: many converged controllers; figure: etcd range requests per sync period,
 //!   from etcd's own `/metrics` (2014: one controller list plus one pod list per
 //!   controller; kcm: none, its caches answer) (#5884).
+//! - `burst`: one controller created with many replicas; figure: the most pod creates
+//!   in flight at once, counted around each loop's pod-control seam (2014: all at once,
+//!   one task per missing pod; kcm: slow-start batches and the burst cap of 500) (#4866).
 //!
 //! After each run the scenario's namespace is deleted (with the loop stopped), so the
-//! next loop lists only its own. Not written yet: `burst` and `--svg`.
+//! next loop lists only its own. Not written yet: `--svg`.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use etcd_client::{Client, DeleteOptions, EventType, Txn, TxnOp, WatchOptions};
+use futures::future::BoxFuture;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
     Container, ObjectMeta, Pod, PodPhase, PodSpec, PodTemplateSpec, ReplicationController,
-    ReplicationControllerSpec,
+    ReplicationControllerSpec, ResourceVersion,
 };
 use crate::bench::proxy::CutProxy;
 use crate::client::{self, ClientConfig, Target};
@@ -56,7 +62,10 @@ use crate::etcd_watcher::Watcher;
 use crate::labels::{Selector, Set};
 use crate::registry::Registry;
 use crate::replication_2014;
-use crate::replication_manager::{ManagerConfig, ReplicationManager};
+use crate::replication_manager::{
+    CreateOutcome, DeleteOutcome, EtcdPodControl, ManagerConfig, PodControl, ReplicationManager,
+    StatusOutcome,
+};
 use crate::status::Metrics;
 
 /// The lab's default sync period: shorter than 2014's 10 s so a run stays short.
@@ -72,17 +81,19 @@ pub enum Scenario {
     Orphans,
     Heal,
     Resync,
+    Burst,
 }
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Overcreate,
         Scenario::StaleWatch,
         Scenario::Victims,
         Scenario::Orphans,
         Scenario::Heal,
         Scenario::Resync,
+        Scenario::Burst,
     ];
 
     /// The scenario's name on the command line and in the table.
@@ -94,6 +105,7 @@ impl Scenario {
             Scenario::Orphans => "orphans",
             Scenario::Heal => "heal",
             Scenario::Resync => "resync",
+            Scenario::Burst => "burst",
         }
     }
 }
@@ -169,6 +181,8 @@ struct Sizes {
     /// `resync`: converged controllers, and the pods of each.
     resync_controllers: usize,
     resync_pods_each: i64,
+    /// `burst`: the replicas one controller is created with.
+    burst_replicas: i64,
 }
 
 impl Sizes {
@@ -186,6 +200,7 @@ impl Sizes {
                 stale_watch_trials: 2,
                 resync_controllers: 10,
                 resync_pods_each: 3,
+                burst_replicas: 200,
             }
         } else {
             Sizes {
@@ -200,6 +215,7 @@ impl Sizes {
                 stale_watch_trials: 5,
                 resync_controllers: 200,
                 resync_pods_each: 10,
+                burst_replicas: 2000,
             }
         }
     }
@@ -280,6 +296,83 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
             .with_context(|| format!("write {}", path.display()))?;
     }
     Ok(rows)
+}
+
+/// Pod creates in flight: now, and the most at once.
+#[derive(Default)]
+struct InFlight {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl InFlight {
+    fn enter(&self) {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+    }
+
+    fn exit(&self) {
+        self.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A pod control that counts the creates in flight through it, for `burst`.
+struct Counting<P> {
+    inner: P,
+    in_flight: Arc<InFlight>,
+}
+
+impl<P: replication_2014::PodControl> replication_2014::PodControl for Counting<P> {
+    fn create_replica(
+        &self,
+        namespace: &str,
+        controller: &ReplicationController,
+    ) -> BoxFuture<'static, ()> {
+        let create = self.inner.create_replica(namespace, controller);
+        let in_flight = self.in_flight.clone();
+        Box::pin(async move {
+            in_flight.enter();
+            create.await;
+            in_flight.exit();
+        })
+    }
+
+    fn delete_pod(&self, namespace: &str, name: &str) -> BoxFuture<'static, anyhow::Result<()>> {
+        self.inner.delete_pod(namespace, name)
+    }
+}
+
+impl<P: PodControl> PodControl for Counting<P> {
+    async fn create_pod(
+        &self,
+        controller: &ReplicationController,
+        pod: Pod,
+    ) -> anyhow::Result<CreateOutcome> {
+        self.in_flight.enter();
+        let outcome = self.inner.create_pod(controller, pod).await;
+        self.in_flight.exit();
+        outcome
+    }
+
+    async fn delete_pod(
+        &self,
+        controller: &ReplicationController,
+        namespace: &str,
+        name: &str,
+        resource_version: ResourceVersion,
+    ) -> anyhow::Result<DeleteOutcome> {
+        self.inner
+            .delete_pod(controller, namespace, name, resource_version)
+            .await
+    }
+
+    async fn update_status(
+        &self,
+        controller: &ReplicationController,
+        replicas: i64,
+    ) -> anyhow::Result<StatusOutcome> {
+        self.inner.update_status(controller, replicas).await
+    }
 }
 
 /// A plain HTTP/1.0 GET; the body.
@@ -387,6 +480,7 @@ impl Lab {
                 Scenario::Orphans => self.orphans(which, &namespace).await?,
                 Scenario::Heal => self.heal(which, &namespace).await?,
                 Scenario::Resync => self.resync(which, &namespace).await?,
+                Scenario::Burst => self.burst(which, &namespace).await?,
             };
             // The next loop lists every namespace: leave it only its own.
             self.cleanup(&namespace).await?;
@@ -441,6 +535,18 @@ impl Lab {
                 kcm,
                 departure: "manager: reads",
                 issues: "#5884, #2726 (reference weakness 2)",
+            },
+            Scenario::Burst => Row {
+                scenario: scenario.name(),
+                measure: format!(
+                    "peak pod creates in flight, one controller 0 → {}",
+                    sizes.burst_replicas
+                ),
+                unit: "creates",
+                v2014,
+                kcm,
+                departure: "manager: creates",
+                issues: "#4866, #33041 (reference weakness 3)",
             },
             Scenario::Orphans => Row {
                 scenario: scenario.name(),
@@ -823,6 +929,57 @@ impl Lab {
                 .with_context(|| format!("delete {dir}"))?;
         }
         Ok(())
+    }
+
+    /// `burst`: one controller created with many replicas; the most pod creates in
+    /// flight at once, counted around each loop's pod-control seam (the one figure that
+    /// is not etcd's: in-flight requests are not in its history).
+    async fn burst(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+        let replicas = self.sizes.burst_replicas;
+        let in_flight = Arc::new(InFlight::default());
+        let watcher = Watcher::new(&self.client, self.registry.clone());
+        let stop = CancellationToken::new();
+        let task = match which {
+            Loop::V2014 => {
+                let client = replication_2014::EtcdClient {
+                    registry: self.registry.clone(),
+                    watcher,
+                };
+                let pod_control = Counting {
+                    inner: replication_2014::RealPodControl {
+                        registry: self.registry.clone(),
+                    },
+                    in_flight: in_flight.clone(),
+                };
+                let manager = replication_2014::ReplicationManager::with_parts(
+                    Arc::new(client),
+                    Arc::new(pod_control),
+                );
+                tokio::spawn(manager.run(self.period, stop.clone()))
+            }
+            Loop::Kcm => {
+                let config = ManagerConfig {
+                    sync_period: self.period,
+                    ..ManagerConfig::default()
+                };
+                let pod_control = Counting {
+                    inner: EtcdPodControl::new(self.registry.clone()),
+                    in_flight: in_flight.clone(),
+                };
+                let manager = ReplicationManager::with_io(
+                    self.registry.clone(),
+                    pod_control,
+                    config,
+                    Arc::new(Metrics::new()),
+                );
+                tokio::spawn(manager.run(watcher, stop.clone().cancelled_owned()))
+            }
+        };
+        let running = RunningLoop { stop, task };
+        self.create_controller(namespace, "web", replicas).await?;
+        self.wait_pods(namespace, replicas as usize).await?;
+        running.stop().await?;
+        Ok(in_flight.peak.load(Ordering::SeqCst) as f64)
     }
 
     /// Sets a controller's replicas; returns the revision of the write.
