@@ -20,7 +20,7 @@
 mod fixtures;
 mod heal;
 mod memory;
-mod proxy;
+pub(crate) mod proxy;
 mod report;
 mod resync;
 mod scale;

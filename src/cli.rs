@@ -12,6 +12,7 @@ mod bench;
 mod controller_manager;
 mod kubecfg;
 mod kubelet;
+mod lab;
 mod up;
 
 pub use self::bench::BenchArgs;
@@ -21,6 +22,7 @@ pub use self::kubecfg::{
     WatchArgs,
 };
 pub use self::kubelet::KubeletArgs;
+pub use self::lab::LabArgs;
 pub use self::up::UpArgs;
 
 use std::path::PathBuf;
@@ -310,6 +312,13 @@ pub enum Command {
     /// Starts a private etcd unless --etcd-servers (or KCM_ETCD_SERVERS) names one; works
     /// under its own key prefix, deleted at the end.
     Bench(BenchArgs),
+    /// See each 2014 weakness beside its fix: every scenario runs once with the late-2014
+    /// replication manager and once with kcm's, in fresh namespaces, and one row per
+    /// scenario shows both figures, counted from etcd's history.
+    ///
+    /// Starts a private etcd unless --etcd-servers (or KCM_ETCD_SERVERS) names one; works
+    /// under its own key prefix, deleted at the end.
+    Lab(LabArgs),
 }
 
 /// Runs a parsed command until it finishes or `shutdown` resolves.
@@ -355,6 +364,14 @@ pub async fn run(
             let target = global.try_into()?;
             tokio::select! {
                 result = crate::bench::run(&target, config) => result,
+                _ = shutdown => Ok(()),
+            }
+        }
+        Command::Lab(args) => {
+            let config = args.config(global.etcd_servers_given);
+            let target = global.try_into()?;
+            tokio::select! {
+                result = crate::lab::run(&target, config) => result.map(drop),
                 _ = shutdown => Ok(()),
             }
         }

@@ -5,10 +5,11 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
     let cli = kcm::cli::Cli::parse_env();
-    // The demo narrates on stdout and the bench prints a table; their logs would drown
+    // The demo narrates on stdout and the bench and the lab print a table; their logs would drown
     // them unless asked for.
     let quiet = matches!(&cli.command, kcm::cli::Command::Up(up) if up.demo)
-        || matches!(&cli.command, kcm::cli::Command::Bench(_));
+        || matches!(&cli.command, kcm::cli::Command::Bench(_))
+        || matches!(&cli.command, kcm::cli::Command::Lab(_));
     init_tracing(cli.global.verbose, quiet);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

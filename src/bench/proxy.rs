@@ -10,15 +10,15 @@ use tokio_util::sync::CancellationToken;
 /// A TCP proxy in front of etcd whose connections can be cut and restored. A cut resets
 /// every open connection (RST, as a crashed peer or a middlebox would; the tests'
 /// `FaultProxy` does the same) and refuses new ones until restored.
-pub(super) struct CutProxy {
-    pub(super) addr: SocketAddr,
+pub(crate) struct CutProxy {
+    pub(crate) addr: SocketAddr,
     /// Cancelled by a cut; replaced by a fresh token on restore.
     cut: Arc<Mutex<CancellationToken>>,
     accept: tokio::task::JoinHandle<()>,
 }
 
 impl CutProxy {
-    pub(super) async fn start(upstream: SocketAddr) -> anyhow::Result<CutProxy> {
+    pub(crate) async fn start(upstream: SocketAddr) -> anyhow::Result<CutProxy> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let cut = Arc::new(Mutex::new(CancellationToken::new()));
@@ -55,15 +55,15 @@ impl CutProxy {
     }
 
     /// Resets every open connection and refuses new ones.
-    pub(super) fn cut(&self) {
+    pub(crate) fn cut(&self) {
         self.cut.lock().expect("proxy lock").cancel();
     }
 
-    pub(super) fn restore(&self) {
+    pub(crate) fn restore(&self) {
         *self.cut.lock().expect("proxy lock") = CancellationToken::new();
     }
 
-    pub(super) fn stop(self) {
+    pub(crate) fn stop(self) {
         self.cut();
         self.accept.abort();
     }

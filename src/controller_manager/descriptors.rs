@@ -19,6 +19,7 @@ use crate::etcd_watcher::Watcher;
 use crate::informer::InformerFactory;
 use crate::registry::Registry;
 use crate::replicaset::ReplicaSetController;
+use crate::replication_2014::ReplicationManager as ReplicationManager2014;
 use crate::replication_manager::{ManagerConfig, ReplicationManager};
 use crate::status::Metrics;
 
@@ -31,6 +32,8 @@ pub enum Controller {
     ReplicaSet,
     /// The endpoints controller.
     Endpoints,
+    /// The late-2014 replication manager, as it was (a teaching instrument).
+    Replication2014,
 }
 
 /// One row of the controller table (the kube-controller-manager's
@@ -77,6 +80,13 @@ pub const DESCRIPTORS: &[Descriptor] = &[
         aliases: &["endpoint", "endpoints-controller"],
         disabled_by_default: false,
         init: start_endpoints_controller,
+    },
+    Descriptor {
+        controller: Controller::Replication2014,
+        name: "replication-2014",
+        aliases: &[],
+        disabled_by_default: true,
+        init: start_replication_2014,
     },
 ];
 
@@ -194,6 +204,16 @@ fn start_endpoints_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
     ))
 }
 
+/// The 2014 loop, with the manager's `--sync-period`: it shares nothing with the
+/// informers (it lists and watches etcd itself, as 2014 did).
+fn start_replication_2014(ctx: &ControllerContext) -> anyhow::Result<Init> {
+    let manager = ReplicationManager2014::new(ctx.registry.clone(), ctx.watcher.clone());
+    let period = ctx.settings.replication.sync_period;
+    Ok(Init::Started(Box::pin(
+        manager.run(period, ctx.stop.clone()),
+    )))
+}
+
 /// `StartControllers`: runs the init function of every enabled controller of `table`, in
 /// table order, and returns the started ones by name. The caller starts the informer
 /// factory afterwards, so every controller subscribed before the first list.
@@ -282,6 +302,14 @@ mod tests {
         );
         // Without `*`, only what is named runs.
         check("-endpoints", &[]);
+        // The 2014 loop is off by default: `*` leaves it off, naming it turns it on.
+        use Controller::Replication2014;
+        check("*,-replication", &[ReplicaSet, Endpoints]);
+        check("replication-2014,-replication", &[Replication2014]);
+        check(
+            "replication-2014,*,-replication",
+            &[ReplicaSet, Endpoints, Replication2014],
+        );
     }
 
     #[test]
@@ -333,6 +361,8 @@ mod tests {
             ),
             (&[Replication], &["replicationcontrollers", "pods"]),
             (&[Endpoints], &["services", "pods"]),
+            // The 2014 loop lists and watches etcd itself.
+            (&[Controller::Replication2014], &[]),
             (&[], &[]),
         ] {
             let ctx = context().await;

@@ -920,7 +920,7 @@ async fn controller_manager_refuses_an_unknown_controller_and_lists_the_known_on
             "endpoints",
             "endpoints-controller",
             "on-by-default controllers",
-            "Disabled-by-default controllers: none",
+            "Disabled-by-default controllers: replication-2014.",
         ] {
             assert!(
                 help.stdout.contains(name),

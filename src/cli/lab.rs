@@ -1,0 +1,60 @@
+//! `kcm lab`'s flags, and the [`lab::Config`] they describe.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::PossibleValue;
+use clap::{Args, ValueEnum};
+
+use super::parse_sync_period;
+use crate::lab::{self, Scenario};
+
+impl ValueEnum for Scenario {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Scenario::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()))
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LabArgs {
+    /// Scenarios to run (default: all): overcreate, stale-watch (only on the private
+    /// etcd: it compacts), victims, orphans, heal, resync, burst.
+    #[arg(value_enum)]
+    pub scenarios: Vec<Scenario>,
+    /// Small sizes, for tests.
+    #[arg(long)]
+    pub quick: bool,
+    /// Both loops' sync period (2014's was 10s; the lab's default is shorter so a run
+    /// stays short).
+    #[arg(long, default_value = "2s", value_parser = parse_sync_period)]
+    pub sync_period: Duration,
+    /// Write the rows as JSON to this file: {"scenarios": [{"scenario", "measure",
+    /// "unit", "v2014", "kcm", "departure", "issues"}]}.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// etcd binary for the private etcd.
+    #[arg(long, default_value = "etcd")]
+    pub etcd_binary: PathBuf,
+}
+
+impl LabArgs {
+    /// The configuration of a run: every scenario when none is named, and a private etcd
+    /// unless `etcd_given` (`--etcd-servers` or `KCM_ETCD_SERVERS` named one).
+    pub fn config(&self, etcd_given: bool) -> lab::Config {
+        lab::Config {
+            scenarios: if self.scenarios.is_empty() {
+                Scenario::ALL.to_vec()
+            } else {
+                self.scenarios.clone()
+            },
+            private_etcd: (!etcd_given).then(|| self.etcd_binary.clone()),
+            quick: self.quick,
+            sync_period: self.sync_period,
+            json: self.json.clone(),
+        }
+    }
+}
