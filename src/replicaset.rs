@@ -33,8 +33,10 @@ mod tests;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
+use tokio::sync::mpsc;
 
 use crate::api::{self, ReplicaSet, ReplicationController};
 use crate::controller::{KeyMemory, Runner, RunnerConfig, SelectorIndex, SyncHandler};
@@ -75,6 +77,24 @@ struct Inner<C, R> {
     replica_sets: OnceLock<ReplicaSetInformer>,
     /// The ReplicationControllers, for the coexistence rule.
     controllers: OnceLock<ControllerInformer>,
+    /// Keys to sync again after a delay (`AddAfter`): a ReplicaSet whose ready pods
+    /// become available later. Unset in unit tests, where nothing is re-queued.
+    later: OnceLock<mpsc::Sender<String>>,
+}
+
+impl<C, R> Inner<C, R> {
+    /// Queues `key` again after `delay` (Kubernetes' `AddAfter`), when the controller runs.
+    fn sync_later(&self, key: &str, delay: Duration) {
+        let Some(later) = self.later.get() else {
+            return;
+        };
+        let (later, key) = (later.clone(), key.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            // The runner is gone when the send fails; nothing to do then.
+            let _ = later.send(key).await;
+        });
+    }
 }
 
 impl ReplicaSetController {
@@ -98,6 +118,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
                 pods: OnceLock::new(),
                 replica_sets: OnceLock::new(),
                 controllers: OnceLock::new(),
+                later: OnceLock::new(),
             }),
         }
     }
@@ -132,6 +153,8 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
         let _ = self.inner.replica_sets.set(replica_sets.clone());
         let controllers = informers.replication_controllers();
         let _ = self.inner.controllers.set(controllers.clone());
+        let (later, later_keys) = mpsc::channel(1024);
+        let _ = self.inner.later.set(later);
         let config = &self.inner.config;
         let routes = Routes {
             index: Arc::default(),
@@ -151,6 +174,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
             let routes = routes.clone();
             move || routes.keys()
         })
+        .on(later_keys, |key: &String| vec![key.clone()])
         .watches(&replica_sets, {
             let routes = routes.clone();
             move |delta| routes.replica_set_changed(delta, &inner)

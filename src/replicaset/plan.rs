@@ -83,6 +83,38 @@ fn phase_rank(pod: &CachedPod) -> u8 {
     }
 }
 
+/// `podutil.IsPodAvailable` over `pods` at `now_secs` (seconds since the Unix epoch): how
+/// many are available (ready for at least `min_ready_seconds`, one-second granularity, from
+/// the Ready condition's `lastTransitionTime`), and, when some ready pods are not available
+/// yet, in how many seconds the first of them will be, so the caller can sync again then
+/// without waiting for any other event. With `min_ready_seconds` 0 every ready pod is
+/// available; a ready pod without a transition time (a 2014 document) counts at once.
+pub fn availability(
+    pods: &[Arc<CachedPod>],
+    min_ready_seconds: i64,
+    now_secs: i64,
+) -> (usize, Option<u64>) {
+    let mut available = 0;
+    let mut next: Option<u64> = None;
+    for pod in pods.iter().filter(|pod| is_ready(pod)) {
+        let since = match pod.ready_since {
+            Some(since) if min_ready_seconds > 0 => since,
+            _ => {
+                available += 1;
+                continue;
+            }
+        };
+        let at = since.saturating_add(min_ready_seconds);
+        if at <= now_secs {
+            available += 1;
+        } else {
+            let wait = u64::try_from(at - now_secs).unwrap_or(u64::MAX);
+            next = Some(next.map_or(wait, |n| n.min(wait)));
+        }
+    }
+    (available, next)
+}
+
 /// What `ClaimPods` decided over one view: the pods the ReplicaSet owns and keeps, the
 /// orphans it adopts and the owned pods it releases.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -225,6 +257,7 @@ pub fn calculate_status(
     created: usize,
     failure: Option<&Failure>,
     now: &str,
+    now_secs: i64,
 ) -> ReplicaSetStatus {
     let template_labels = rs
         .spec
@@ -245,9 +278,7 @@ pub fn calculate_status(
     status.replicas = (pods.len() + created) as i64;
     status.fully_labeled_replicas = (fully_labeled + created) as i64;
     status.ready_replicas = ready as i64;
-    // Available is ready for minReadySeconds. Not yet followed: every ready pod counts as
-    // available (issue 13 leaves minReadySeconds and its `add_after` open).
-    status.available_replicas = ready as i64;
+    status.available_replicas = availability(pods, rs.spec.min_ready_seconds, now_secs).0 as i64;
     status.observed_generation = rs.metadata.generation;
     let existing = status
         .conditions
@@ -300,6 +331,45 @@ mod tests {
         }))
         .unwrap();
         Arc::new(CachedPod::from(&pod))
+    }
+
+    #[test]
+    fn pods_are_available_once_ready_for_min_ready_seconds_and_the_next_one_is_timed() {
+        // 2026-01-01T00:00:00Z
+        let t0 = 1_767_225_600;
+        let pods = vec![
+            cached(
+                "old",
+                "n1",
+                "Running",
+                Some(("True", "2026-01-01T00:00:00Z")),
+            ),
+            cached(
+                "new",
+                "n1",
+                "Running",
+                Some(("True", "2026-01-01T00:00:08Z")),
+            ),
+            cached(
+                "newer",
+                "n1",
+                "Running",
+                Some(("True", "2026-01-01T00:00:09Z")),
+            ),
+            cached(
+                "unready",
+                "n1",
+                "Running",
+                Some(("False", "2026-01-01T00:00:01Z")),
+            ),
+            cached("no-conditions", "n1", "Running", None),
+        ];
+        // Without minReadySeconds every ready pod is available.
+        assert_eq!(availability(&pods, 0, t0 + 10), (4, None));
+        // With 5 s: `old` and the 2014 pod are; `new` is in 3 s, `newer` in 4 s.
+        assert_eq!(availability(&pods, 5, t0 + 10), (2, Some(3)));
+        assert_eq!(availability(&pods, 5, t0 + 13), (3, Some(1)));
+        assert_eq!(availability(&pods, 5, t0 + 14), (4, None));
     }
 
     #[test]

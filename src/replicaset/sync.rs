@@ -19,7 +19,7 @@ use crate::registry::StorageError;
 use crate::replication_manager::{slow_start_batches, CreateOutcome, DeleteOutcome, StatusOutcome};
 
 use super::control::{ClaimOutcome, ReplicaSetControl, ReplicaSetReads};
-use super::plan::{calculate_status, decide, is_active, new_pod, Decision, Failure};
+use super::plan::{availability, calculate_status, decide, is_active, new_pod, Decision, Failure};
 use super::Inner;
 
 /// What the controller remembers of its writes for one ReplicaSet.
@@ -241,13 +241,20 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
                     && !tally.unclaimed.iter().any(|d| d.name == pod.name)
             })
             .collect();
+        let now_secs = epoch_now();
         let status = calculate_status(
             rs,
             &now_owned,
             tally.created,
             tally.failure.as_ref(),
             &api::now_rfc3339(),
+            now_secs,
         );
+        // Some pods are ready but not yet available: sync again when the first becomes
+        // so, as Kubernetes' `AddAfter`, so status catches up with no other event.
+        if let (_, Some(wait)) = availability(&now_owned, rs.spec.min_ready_seconds, now_secs) {
+            self.sync_later(key, Duration::from_secs(wait));
+        }
         let mut errors = tally.errors;
         if status != rs.status {
             match self.control.update_status(rs, status).await {
@@ -431,4 +438,11 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         }
         self.memory.record(key, |w| w.pods = w.pods.max(highest));
     }
+}
+
+/// Seconds since the Unix epoch, now.
+fn epoch_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }

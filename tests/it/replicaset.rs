@@ -480,3 +480,78 @@ async fn two_replica_sets_with_one_selector_split_the_pods_stably() {
     })
     .await;
 }
+
+/// `availableReplicas` counts pods Ready for `minReadySeconds`: with 3 s it trails
+/// `readyReplicas`, then catches up by itself, with no pod written in between and the
+/// manager's periodic resync far away (a minute): the controller re-queued the
+/// ReplicaSet for the moment its pods became available (Kubernetes' `AddAfter`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn available_replicas_trail_ready_ones_by_min_ready_seconds_and_catch_up_alone() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let _manager = start_manager(
+            &etcd.endpoint(),
+            &["--controllers", "replicaset", "--sync-period", "60s"],
+        )
+        .await;
+        let _kubelet = Kcm::spawn(
+            &[
+                "--etcd-servers",
+                &etcd.endpoint(),
+                "kubelet",
+                "--node",
+                "n1",
+                "--start-delay",
+                "100ms",
+            ],
+            &[],
+        );
+        let mut rs = replica_set_json("slow", 2);
+        rs["spec"]["minReadySeconds"] = json!(3);
+        put_json(&client, &rs_key("slow"), &rs).await;
+
+        eventually(SETTLE, "2 ready pods, not yet available", || async {
+            let status = rs_status(&client, "slow").await;
+            status["readyReplicas"] == json!(2)
+                && status["availableReplicas"].as_i64().unwrap_or(0) < 2
+        })
+        .await;
+        let pods_at_ready = current_revision(&client).await;
+        let pods_before = pod_revisions(&client).await;
+        eventually(
+            Duration::from_secs(10),
+            "availableReplicas to catch up with readyReplicas",
+            || async { rs_status(&client, "slow").await["availableReplicas"] == json!(2) },
+        )
+        .await;
+        let pods_after = pod_revisions(&client).await;
+        assert_eq!(pods_after.len(), 2);
+        assert!(
+            pods_after.values().all(|&rev| rev <= pods_at_ready),
+            "{pods_after:?} after {pods_at_ready}"
+        );
+        assert_eq!(
+            pods_before, pods_after,
+            "no pod changed after revision {pods_at_ready}: the catch-up came from the re-queue"
+        );
+    })
+    .await;
+}
+
+/// Each pod's `mod_revision`, by name.
+async fn pod_revisions(client: &Client) -> BTreeMap<String, i64> {
+    let prefix = format!("/registry/pods/{NS}/");
+    let response = client
+        .clone()
+        .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("list pods");
+    response
+        .kvs()
+        .iter()
+        .map(|kv| (kv.key_str().unwrap().to_string(), kv.mod_revision()))
+        .collect()
+}
