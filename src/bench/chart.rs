@@ -15,6 +15,8 @@ pub struct Series {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Panel {
     pub title: String,
+    /// Said under the x axis (none when empty).
+    pub x_label: String,
     /// Appended to each x tick label (`"s"`, or `""`).
     pub x_unit: &'static str,
     pub x_decimals: usize,
@@ -89,6 +91,15 @@ fn draw(out: &mut String, x0: f64, panel: &Panel) {
             yd = panel.y_decimals,
         );
     }
+    if !panel.x_label.is_empty() {
+        let _ = writeln!(
+            out,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            x0 + plot_w / 2.0,
+            y0 + 34.0,
+            escape(&panel.x_label)
+        );
+    }
     for (j, series) in panel.series.iter().enumerate() {
         let color = COLORS[j % COLORS.len()];
         let points: Vec<String> = series
@@ -122,6 +133,7 @@ fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('\'', "&apos;")
 }
 
 #[cfg(test)]
@@ -139,6 +151,7 @@ mod tests {
     fn a_panel_draws_each_series_as_a_polyline_with_a_legend_and_axes_scaled_to_the_data() {
         let drawn = svg(&[Panel {
             title: "burst: creates in flight over time".into(),
+            x_label: "seconds since the controller's create".into(),
             x_unit: "s",
             x_decimals: 1,
             y_decimals: 0,
@@ -163,12 +176,17 @@ mod tests {
         assert!(drawn.contains(">2.0s</text>"), "{drawn}");
         assert!(drawn.contains(r#"text-anchor="end">200</text>"#), "{drawn}");
         assert!(drawn.contains(">burst: creates in flight over time</text>"));
+        assert!(
+            drawn.contains(">seconds since the controller&apos;s create</text>"),
+            "{drawn}"
+        );
     }
 
     #[test]
     fn an_all_zero_series_is_drawn_along_the_x_axis() {
         let drawn = svg(&[Panel {
             title: "orphans".into(),
+            x_label: String::new(),
             x_unit: "",
             x_decimals: 0,
             y_decimals: 0,

@@ -198,6 +198,7 @@ pub fn svg(report: &Report) -> String {
                 .collect();
             Some(Panel {
                 title: format!("{scenario}: pods over time"),
+                x_label: String::new(),
                 x_unit: "s",
                 x_decimals: 2,
                 y_decimals: 0,
