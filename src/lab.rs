@@ -518,7 +518,7 @@ fn panel(scenario: Scenario, series: Vec<Series>) -> Panel {
         title: format!("{}: {title}", scenario.name()),
         x_label: "trial".into(),
         x_unit: "",
-        x_decimals: 1,
+        x_decimals: 0,
         y_decimals: 2,
         series: series.clone(),
     };
@@ -532,7 +532,7 @@ fn panel(scenario: Scenario, series: Vec<Series>) -> Panel {
             title: "resync: etcd range requests".into(),
             x_label: "sync period".into(),
             x_unit: "",
-            x_decimals: 1,
+            x_decimals: 0,
             y_decimals: 0,
             series,
         },

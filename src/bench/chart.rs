@@ -46,24 +46,27 @@ pub fn svg(panels: &[Panel]) -> String {
 }
 
 /// Draws `panel` with its plot's left edge at `x0`: axes from 0 to the largest x and y
-/// of any series (1 when none is positive), five ticks each, a legend after the title.
+/// of any series (1 when none is positive; a count axis up to a multiple of 4), five
+/// ticks each, a legend after the title.
 fn draw(out: &mut String, x0: f64, panel: &Panel) {
     let (plot_w, plot_h) = (PANEL_W - 1.5 * MARGIN, PANEL_H - 2.0 * MARGIN);
     let y0 = MARGIN + plot_h;
-    let largest = |axis: fn(&(f64, f64)) -> f64, floor: f64| {
+    // An axis without decimals (counts) ends at a multiple of 4, so its ticks are whole.
+    let largest = |axis: fn(&(f64, f64)) -> f64, floor: f64, decimals: usize| {
         let max = panel
             .series
             .iter()
             .flat_map(|s| s.points.iter().map(axis))
             .fold(0.0f64, f64::max);
-        if max > 0.0 {
-            max.max(floor)
+        let max = if max > 0.0 { max.max(floor) } else { 1.0 };
+        if decimals == 0 {
+            (max / 4.0).ceil() * 4.0
         } else {
-            1.0
+            max
         }
     };
-    let max_x = largest(|p| p.0, 0.001);
-    let max_y = largest(|p| p.1, 0.0);
+    let max_x = largest(|p| p.0, 0.001, panel.x_decimals);
+    let max_y = largest(|p| p.1, 0.0, panel.y_decimals);
     let _ = writeln!(
         out,
         r#"<text x="{x0}" y="{}" font-weight="bold">{}</text>"#,
@@ -196,5 +199,12 @@ mod tests {
             drawn.contains(r#"points="50.0,250.0 495.0,250.0""#),
             "{drawn}"
         );
+        // Counts' ticks are whole: x every revision, y (nothing above 0) 0 to 4.
+        assert!(
+            drawn.contains(r#"text-anchor="middle">3</text>"#),
+            "{drawn}"
+        );
+        assert!(drawn.contains(r#"text-anchor="end">4</text>"#), "{drawn}");
+        assert!(drawn.contains(r#"text-anchor="end">1</text>"#), "{drawn}");
     }
 }

@@ -367,12 +367,13 @@ heal      p50       2.50 ms      5000 ms (2014)        0.00050                  
             ],
         ));
         assert!(drawn.contains("width=\"1040\""), "two panels: {drawn}");
-        // The slower curve spans the x axis (50 to 495), the most pods the y axis (250 to 50).
+        // The slower curve spans the x axis (50 to 495); the most pods, 10, reach 10/12 of
+        // the y axis (250 to 50), counts' axes ending at a multiple of 4.
         assert!(drawn.contains(
-            r##"<polyline fill="none" stroke="#d62728" stroke-width="2" points="50.0,250.0 272.5,50.0"/>"##
+            r##"<polyline fill="none" stroke="#d62728" stroke-width="2" points="50.0,250.0 272.5,83.3"/>"##
         ), "{drawn}");
         assert!(drawn.contains(
-            r##"<polyline fill="none" stroke="#888888" stroke-width="2" points="50.0,250.0 495.0,50.0"/>"##
+            r##"<polyline fill="none" stroke="#888888" stroke-width="2" points="50.0,250.0 495.0,83.3"/>"##
         ), "{drawn}");
         assert!(
             drawn.contains(">scale-down: pods over time</text>"),
