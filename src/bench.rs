@@ -17,6 +17,7 @@
 //! etcd given with `--etcd-servers` is never touched outside it; the prefix is deleted at
 //! the end. Without one, a private etcd is started (and stopped) like `kcm up`'s.
 
+pub mod chart;
 mod fixtures;
 mod heal;
 mod memory;

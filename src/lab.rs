@@ -35,13 +35,19 @@
 //!   one task per missing pod; kcm: slow-start batches and the burst cap of 500) (#4866).
 //!
 //! After each run the scenario's namespace is deleted (with the loop stopped), so the
-//! next loop lists only its own. Not written yet: `--svg`.
+//! next loop lists only its own.
+//!
+//! With `--svg DIR`, each scenario also keeps its figure's course, for both loops, and
+//! `DIR/SCENARIO.svg` draws the two series ("2014" and "kcm") on one chart
+//! (`crate::bench::chart`): the counts by etcd revision from the same history replay,
+//! `burst`'s creates in flight over time, the timed scenarios' seconds per trial,
+//! `resync`'s range requests per period.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -55,6 +61,7 @@ use crate::api::{
     Container, ObjectMeta, Pod, PodPhase, PodSpec, PodTemplateSpec, ReplicationController,
     ReplicationControllerSpec, ResourceVersion,
 };
+use crate::bench::chart::{self, Panel, Series};
 use crate::bench::proxy::CutProxy;
 use crate::client::{self, ClientConfig, Target};
 use crate::etcd_process::{local_client_addr, PrivateEtcd};
@@ -142,7 +149,12 @@ pub struct Config {
     pub sync_period: Duration,
     /// Where to write the rows as JSON.
     pub json: Option<PathBuf>,
+    /// The directory to write one chart per scenario to, `SCENARIO.svg`.
+    pub svg: Option<PathBuf>,
 }
+
+/// A scenario's figure for one loop, and its course (x, y) for the chart.
+type Measured = (f64, Vec<(f64, f64)>);
 
 /// One row of the table: one scenario, both loops' figures.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -228,6 +240,10 @@ impl Sizes {
 /// reach its state within its time limit).
 pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
     let started = Instant::now();
+    if let Some(dir) = &config.svg {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("create the --svg directory {}", dir.display()))?;
+    }
     let private = match &config.private_etcd {
         None => None,
         Some(binary) => {
@@ -272,11 +288,14 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
     );
     let result = async {
         let mut rows = Vec::new();
+        let mut panels = Vec::new();
         for scenario in &config.scenarios {
             eprintln!("kcm lab: {} ...", scenario.name());
-            rows.push(lab.scenario(*scenario).await?);
+            let (row, panel) = lab.scenario(*scenario).await?;
+            rows.push(row);
+            panels.push(panel);
         }
-        anyhow::Ok(rows)
+        anyhow::Ok((rows, panels))
     }
     .await;
     // Leave nothing behind in a given etcd.
@@ -287,7 +306,7 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
     if let Some(etcd) = private {
         etcd.stop().await;
     }
-    let rows = result?;
+    let (rows, panels) = result?;
     print!("{}", table(&rows));
     eprintln!("kcm lab: done in {:.1}s", started.elapsed().as_secs_f64());
     if let Some(path) = &config.json {
@@ -295,24 +314,46 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
         std::fs::write(path, serde_json::to_string_pretty(&document)? + "\n")
             .with_context(|| format!("write {}", path.display()))?;
     }
+    if let Some(dir) = &config.svg {
+        for (row, panel) in rows.iter().zip(panels) {
+            let path = dir.join(format!("{}.svg", row.scenario));
+            std::fs::write(&path, chart::svg(&[panel]))
+                .with_context(|| format!("write the --svg chart {}", path.display()))?;
+        }
+    }
     Ok(rows)
 }
 
-/// Pod creates in flight: now, and the most at once.
-#[derive(Default)]
+/// Pod creates in flight: now, the most at once, and each change (seconds since `start`,
+/// creates in flight).
 struct InFlight {
+    start: Instant,
     now: AtomicUsize,
     peak: AtomicUsize,
+    course: Mutex<Vec<(f64, f64)>>,
 }
 
 impl InFlight {
+    fn new() -> InFlight {
+        InFlight {
+            start: Instant::now(),
+            now: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            course: Mutex::new(vec![(0.0, 0.0)]),
+        }
+    }
+
     fn enter(&self) {
+        let mut course = self.course.lock().expect("in-flight course lock");
         let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
+        course.push((self.start.elapsed().as_secs_f64(), now as f64));
     }
 
     fn exit(&self) {
-        self.now.fetch_sub(1, Ordering::SeqCst);
+        let mut course = self.course.lock().expect("in-flight course lock");
+        let now = self.now.fetch_sub(1, Ordering::SeqCst) - 1;
+        course.push((self.start.elapsed().as_secs_f64(), now as f64));
     }
 }
 
@@ -437,6 +478,75 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
+/// The mean of the trials' seconds, to the millisecond.
+fn mean_seconds(trials: &[(f64, f64)]) -> f64 {
+    let mean = trials.iter().map(|t| t.1).sum::<f64>() / trials.len().max(1) as f64;
+    (mean * 1000.0).round() / 1000.0
+}
+
+/// A count's course over etcd's history from revision `from` to `end`: `start` at 0, then
+/// `step` at each of `events` (x: revisions since `from`), held to `end`. Returns the
+/// final count and the points.
+fn course<'e>(
+    from: i64,
+    end: i64,
+    start: i64,
+    events: impl Iterator<Item = &'e Event>,
+    step: impl Fn(&Event, i64) -> i64,
+) -> (f64, Vec<(f64, f64)>) {
+    let mut n = start;
+    let mut points = vec![(0.0, n as f64)];
+    for event in events {
+        n = step(event, n);
+        points.push(((event.revision - from) as f64, n as f64));
+    }
+    points.push(((end - from) as f64, n as f64));
+    (n as f64, points)
+}
+
+/// The chart of `scenario`: its figure's course for each loop.
+fn panel(scenario: Scenario, series: Vec<Series>) -> Panel {
+    let by_revision = |title: &str, since: &str| Panel {
+        title: format!("{}: {title}", scenario.name()),
+        x_label: format!("etcd revisions since {since}"),
+        x_unit: "",
+        x_decimals: 0,
+        y_decimals: 0,
+        series: series.clone(),
+    };
+    let per_trial = |title: &str| Panel {
+        title: format!("{}: {title}", scenario.name()),
+        x_label: "trial".into(),
+        x_unit: "",
+        x_decimals: 0,
+        y_decimals: 2,
+        series: series.clone(),
+    };
+    match scenario {
+        Scenario::Overcreate => by_revision("active pods", "the scale-up"),
+        Scenario::Victims => by_revision("running pods left", "the scale-down"),
+        Scenario::Orphans => by_revision("pods created", "the delete"),
+        Scenario::StaleWatch => per_trial("seconds to the first pod"),
+        Scenario::Heal => per_trial("seconds to the replacement"),
+        Scenario::Resync => Panel {
+            title: "resync: etcd range requests".into(),
+            x_label: "sync period".into(),
+            x_unit: "",
+            x_decimals: 0,
+            y_decimals: 0,
+            series,
+        },
+        Scenario::Burst => Panel {
+            title: "burst: pod creates in flight".into(),
+            x_label: "seconds since the controller's create".into(),
+            x_unit: "s",
+            x_decimals: 2,
+            y_decimals: 0,
+            series,
+        },
+    }
+}
+
 /// A running loop: stopped and joined by [`RunningLoop::stop`].
 struct RunningLoop {
     stop: CancellationToken,
@@ -454,6 +564,8 @@ impl RunningLoop {
 #[derive(Debug, Clone)]
 struct Event {
     key: String,
+    /// The revision of the write.
+    revision: i64,
     put: bool,
     /// A PUT that created the key.
     created: bool,
@@ -469,11 +581,12 @@ struct Lab {
 }
 
 impl Lab {
-    async fn scenario(&self, scenario: Scenario) -> anyhow::Result<Row> {
+    async fn scenario(&self, scenario: Scenario) -> anyhow::Result<(Row, Panel)> {
         let mut figures = [0.0; 2];
+        let mut series = Vec::new();
         for (i, which) in [Loop::V2014, Loop::Kcm].into_iter().enumerate() {
             let namespace = format!("{}-{}", scenario.name(), which.name());
-            figures[i] = match scenario {
+            let (figure, points) = match scenario {
                 Scenario::Overcreate => self.overcreate(which, &namespace).await?,
                 Scenario::StaleWatch => self.stale_watch(which, &namespace).await?,
                 Scenario::Victims => self.victims(which, &namespace).await?,
@@ -482,12 +595,18 @@ impl Lab {
                 Scenario::Resync => self.resync(which, &namespace).await?,
                 Scenario::Burst => self.burst(which, &namespace).await?,
             };
+            figures[i] = figure;
+            series.push(Series {
+                name: which.name().to_string(),
+                points,
+            });
             // The next loop lists every namespace: leave it only its own.
             self.cleanup(&namespace).await?;
         }
         let [v2014, kcm] = figures;
         let sizes = self.sizes;
-        Ok(match scenario {
+        let panel = panel(scenario, series);
+        let row = match scenario {
             Scenario::Overcreate => Row {
                 scenario: scenario.name(),
                 measure: format!(
@@ -572,7 +691,8 @@ impl Lab {
                 departure: "manager: deletes",
                 issues: "#3948 (reference weakness 6)",
             },
-        })
+        };
+        Ok((row, panel))
     }
 
     /// Starts two managers of kind `which`, each with its own connection to etcd, as two
@@ -618,7 +738,7 @@ impl Lab {
 
     /// `orphans`: a converged controller, then (in one transaction) some of its pods and
     /// the controller deleted; the pods created after that.
-    async fn orphans(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+    async fn orphans(&self, which: Loop, namespace: &str) -> anyhow::Result<Measured> {
         let sizes = self.sizes;
         let running = self.start(which);
         self.create_controller(namespace, "web", sizes.orphans_replicas)
@@ -647,18 +767,16 @@ impl Lab {
         tokio::time::sleep(self.period + Duration::from_secs(1)).await;
         running.stop().await?;
         let pods_dir = self.pods_dir(namespace);
-        let created = self
-            .history(deleted_at)
-            .await?
+        let (events, end) = self.history(deleted_at).await?;
+        let created = events
             .iter()
-            .filter(|e| e.created && e.key.starts_with(&pods_dir))
-            .count();
-        Ok(created as f64)
+            .filter(|e| e.created && e.key.starts_with(&pods_dir));
+        Ok(course(deleted_at, end, 0, created, |_, n| n + 1))
     }
 
     /// `victims`: a converged controller whose first pods in key order run on a node, the
     /// others pending and unassigned; scaled down; the running pods deleted.
-    async fn victims(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+    async fn victims(&self, which: Loop, namespace: &str) -> anyhow::Result<Measured> {
         let sizes = self.sizes;
         let running = self.start(which);
         self.create_controller(namespace, "web", sizes.victims_from)
@@ -686,18 +804,19 @@ impl Lab {
         let scaled_at = self.scale(namespace, "web", sizes.victims_to).await?;
         self.wait_pods(namespace, sizes.victims_to as usize).await?;
         running.stop().await?;
-        let deleted = self
-            .history(scaled_at)
-            .await?
+        let (events, end) = self.history(scaled_at).await?;
+        let deleted = events
             .iter()
-            .filter(|e| !e.put && running_pods.contains(&e.key))
-            .count();
-        Ok(deleted as f64)
+            .filter(|e| !e.put && running_pods.contains(&e.key));
+        // The figure: running pods deleted; the course: running pods left.
+        let running = sizes.victims_running as i64;
+        let (left, course) = course(scaled_at, end, running, deleted, |_, n| n - 1);
+        Ok(((running as f64 - left), course))
     }
 
     /// `overcreate`: two managers at once see one controller scaled 0 → N; the most
     /// active pods at any revision of etcd's history.
-    async fn overcreate(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+    async fn overcreate(&self, which: Loop, namespace: &str) -> anyhow::Result<Measured> {
         let replicas = self.sizes.overcreate_replicas;
         let managers = self.start_two(which).await?;
         self.create_controller(namespace, "web", 0).await?;
@@ -713,24 +832,24 @@ impl Lab {
             manager.stop().await?;
         }
         let pods_dir = self.pods_dir(namespace);
-        let (mut active, mut peak) = (0i64, 0i64);
-        for event in self.history(scaled).await? {
-            if !event.key.starts_with(&pods_dir) {
-                continue;
+        let (events, end) = self.history(scaled).await?;
+        let changes = events
+            .iter()
+            .filter(|e| e.key.starts_with(&pods_dir) && (e.created || !e.put));
+        let (_, course) = course(scaled, end, 0, changes, |e, n| {
+            if e.created {
+                n + 1
+            } else {
+                n - 1
             }
-            if event.created {
-                active += 1;
-            } else if !event.put {
-                active -= 1;
-            }
-            peak = peak.max(active);
-        }
-        Ok(peak as f64)
+        });
+        let peak = course.iter().map(|p| p.1).fold(0.0, f64::max);
+        Ok((peak, course))
     }
 
     /// `heal`: a converged controller loses one pod at a time; the mean seconds from
     /// each delete to the replacement's create, as a watch on etcd sees them.
-    async fn heal(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+    async fn heal(&self, which: Loop, namespace: &str) -> anyhow::Result<Measured> {
         let sizes = self.sizes;
         let running = self.start(which);
         self.create_controller(namespace, "web", sizes.heal_replicas)
@@ -738,8 +857,8 @@ impl Lab {
         self.wait_pods(namespace, sizes.heal_replicas as usize)
             .await?;
         let pods_dir = self.pods_dir(namespace);
-        let mut total = Duration::ZERO;
-        for _ in 0..sizes.heal_trials {
+        let mut trials = Vec::new();
+        for trial in 1..=sizes.heal_trials {
             let mut watch = self.at_a_random_moment_watch(&pods_dir).await?;
             let victim = self.pods(namespace).await?.remove(0);
             let deleted_at = Instant::now();
@@ -747,19 +866,18 @@ impl Lab {
                 .delete::<Pod>(namespace, &victim.metadata.name, None)
                 .await?;
             wait_for_a_create(&mut watch, Duration::from_secs(30) + 3 * self.period).await?;
-            total += deleted_at.elapsed();
+            trials.push((trial as f64, deleted_at.elapsed().as_secs_f64()));
             self.wait_pods(namespace, sizes.heal_replicas as usize)
                 .await?;
         }
         running.stop().await?;
-        let mean = total.as_secs_f64() / sizes.heal_trials as f64;
-        Ok((mean * 1000.0).round() / 1000.0)
+        Ok((mean_seconds(&trials), trials))
     }
 
     /// `stale-watch`: the loop's connection is cut while etcd's history moves on and is
     /// compacted, then restored; then scale-ups at random moments of the period; the mean
     /// seconds from each to the first pod it creates, as a watch on etcd sees them.
-    async fn stale_watch(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+    async fn stale_watch(&self, which: Loop, namespace: &str) -> anyhow::Result<Measured> {
         let upstream = self
             .client_config
             .endpoints
@@ -809,19 +927,18 @@ impl Lab {
         tokio::time::sleep(self.period + Duration::from_secs(1)).await;
 
         let pods_dir = self.pods_dir(namespace);
-        let mut total = Duration::ZERO;
+        let mut trials = Vec::new();
         for trial in 0..self.sizes.stale_watch_trials {
             let mut watch = self.at_a_random_moment_watch(&pods_dir).await?;
             let scaled_at = Instant::now();
             self.scale(namespace, "web", 2 + trial as i64).await?;
             wait_for_a_create(&mut watch, Duration::from_secs(30) + 3 * self.period).await?;
-            total += scaled_at.elapsed();
+            trials.push(((trial + 1) as f64, scaled_at.elapsed().as_secs_f64()));
             self.wait_pods(namespace, 2 + trial).await?;
         }
         running.stop().await?;
         proxy.stop();
-        let mean = total.as_secs_f64() / self.sizes.stale_watch_trials as f64;
-        Ok((mean * 1000.0).round() / 1000.0)
+        Ok((mean_seconds(&trials), trials))
     }
 
     /// Waits a random part of the period (a pod dies, or a user scales, at any moment of
@@ -842,7 +959,7 @@ impl Lab {
 
     /// `resync`: many converged controllers; etcd's own count of range requests (its
     /// `/metrics`) over three sync periods, per period.
-    async fn resync(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+    async fn resync(&self, which: Loop, namespace: &str) -> anyhow::Result<Measured> {
         let sizes = self.sizes;
         let running = self.start(which);
         // One namespace per controller, so each 2014 pod list reads only its own pods
@@ -878,11 +995,17 @@ impl Lab {
         }
         // One quiet period first, so the measured ones hold only periodic work.
         tokio::time::sleep(self.period).await;
-        let before = self.range_requests().await?;
-        tokio::time::sleep(3 * self.period).await;
-        let after = self.range_requests().await?;
+        let mut last = self.range_requests().await?;
+        let mut periods = Vec::new();
+        for period in 1..=3 {
+            tokio::time::sleep(self.period).await;
+            let now = self.range_requests().await?;
+            periods.push((period as f64, now - last));
+            last = now;
+        }
         running.stop().await?;
-        Ok(((after - before) / 3.0 * 10.0).round() / 10.0)
+        let mean = periods.iter().map(|p| p.1).sum::<f64>() / periods.len() as f64;
+        Ok(((mean * 10.0).round() / 10.0, periods))
     }
 
     /// etcd's count of Range requests served (`grpc_server_started_total` of `KV/Range`,
@@ -934,9 +1057,9 @@ impl Lab {
     /// `burst`: one controller created with many replicas; the most pod creates in
     /// flight at once, counted around each loop's pod-control seam (the one figure that
     /// is not etcd's: in-flight requests are not in its history).
-    async fn burst(&self, which: Loop, namespace: &str) -> anyhow::Result<f64> {
+    async fn burst(&self, which: Loop, namespace: &str) -> anyhow::Result<Measured> {
         let replicas = self.sizes.burst_replicas;
-        let in_flight = Arc::new(InFlight::default());
+        let in_flight = Arc::new(InFlight::new());
         let watcher = Watcher::new(&self.client, self.registry.clone());
         let stop = CancellationToken::new();
         let task = match which {
@@ -979,7 +1102,8 @@ impl Lab {
         self.create_controller(namespace, "web", replicas).await?;
         self.wait_pods(namespace, replicas as usize).await?;
         running.stop().await?;
-        Ok(in_flight.peak.load(Ordering::SeqCst) as f64)
+        let course = std::mem::take(&mut *in_flight.course.lock().expect("in-flight course lock"));
+        Ok((in_flight.peak.load(Ordering::SeqCst) as f64, course))
     }
 
     /// Sets a controller's replicas; returns the revision of the write.
@@ -1071,7 +1195,8 @@ impl Lab {
 
     /// Every event under the lab's prefix after revision `after`, up to now, read from
     /// etcd's history with a watch. "Now" is a sentinel key written under the prefix.
-    async fn history(&self, after: i64) -> anyhow::Result<Vec<Event>> {
+    /// Returns the events and the sentinel's revision.
+    async fn history(&self, after: i64) -> anyhow::Result<(Vec<Event>, i64)> {
         let sentinel = format!("{}/~history-end", self.root);
         let now = self
             .client
@@ -1103,10 +1228,11 @@ impl Lab {
                 let Some(kv) = event.kv() else { continue };
                 let key = String::from_utf8_lossy(kv.key()).into_owned();
                 if key == sentinel && kv.mod_revision() == now {
-                    return Ok(events);
+                    return Ok((events, now));
                 }
                 let put = event.event_type() == EventType::Put;
                 events.push(Event {
+                    revision: kv.mod_revision(),
                     created: put && kv.create_revision() == kv.mod_revision(),
                     key,
                     put,

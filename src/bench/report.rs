@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use super::chart::{self, Panel, Series};
 use super::{Report, Row};
 
 /// The table as printed: one line per row, columns aligned.
@@ -176,91 +177,36 @@ pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Pods over time for scale-up and scale-down, kcm against the baseline: one panel per
-/// scenario, polylines, no dependencies.
+/// scenario, drawn by [`chart::svg`].
 pub fn svg(report: &Report) -> String {
-    let (panel_w, panel_h, margin) = (520.0, 300.0, 50.0);
-    let panels: Vec<&str> = ["scale-up", "scale-down"]
+    let panels: Vec<Panel> = ["scale-up", "scale-down"]
         .into_iter()
-        .filter(|s| report.curves.contains_key(*s))
-        .collect();
-    let width = panel_w * panels.len().max(1) as f64;
-    let mut out = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{panel_h}" font-family="sans-serif" font-size="12">
-<rect width="100%" height="100%" fill="white"/>
-"#
-    );
-    for (i, scenario) in panels.iter().enumerate() {
-        let curves = &report.curves[*scenario];
-        let x0 = i as f64 * panel_w + margin;
-        let (plot_w, plot_h) = (panel_w - 1.5 * margin, panel_h - 2.0 * margin);
-        let y0 = margin + plot_h;
-        let max_t = curves
-            .values()
-            .flat_map(|c| c.iter().map(|p| p.0))
-            .fold(0.0f64, f64::max)
-            .max(0.001);
-        let max_n = curves
-            .values()
-            .flat_map(|c| c.iter().map(|p| p.1))
-            .max()
-            .unwrap_or(1)
-            .max(1) as f64;
-        let _ = writeln!(
-            out,
-            r#"<text x="{}" y="{}" font-weight="bold">{scenario}: pods over time</text>"#,
-            x0,
-            margin - 20.0
-        );
-        let _ = writeln!(
-            out,
-            r#"<line x1="{x0}" y1="{y0}" x2="{}" y2="{y0}" stroke="black"/><line x1="{x0}" y1="{margin}" x2="{x0}" y2="{y0}" stroke="black"/>"#,
-            x0 + plot_w
-        );
-        for tick in 0..=4 {
-            let f = tick as f64 / 4.0;
-            let _ = writeln!(
-                out,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{:.2}s</text><text x="{:.1}" y="{:.1}" text-anchor="end">{:.0}</text>"#,
-                x0 + f * plot_w,
-                y0 + 16.0,
-                f * max_t,
-                x0 - 4.0,
-                y0 - f * plot_h + 4.0,
-                f * max_n
-            );
-        }
-        for (j, (who, color)) in [("baseline", "#888888"), ("kcm", "#d62728")]
-            .iter()
-            .enumerate()
-        {
-            let Some(curve) = curves.get(*who) else {
-                continue;
-            };
-            let points: Vec<String> = curve
-                .iter()
-                .map(|(t, n)| {
-                    format!(
-                        "{:.1},{:.1}",
-                        x0 + t / max_t * plot_w,
-                        y0 - *n as f64 / max_n * plot_h
-                    )
+        .filter_map(|scenario| {
+            let curves = report.curves.get(scenario)?;
+            let series = ["baseline", "kcm"]
+                .into_iter()
+                .filter_map(|who| {
+                    Some(Series {
+                        name: who.to_string(),
+                        points: curves
+                            .get(who)?
+                            .iter()
+                            .map(|(t, n)| (*t, *n as f64))
+                            .collect(),
+                    })
                 })
                 .collect();
-            let _ = writeln!(
-                out,
-                r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
-                points.join(" ")
-            );
-            let _ = writeln!(
-                out,
-                r#"<text x="{:.1}" y="{:.1}" fill="{color}">{who}</text>"#,
-                x0 + plot_w - 120.0 + 70.0 * j as f64,
-                margin - 20.0
-            );
-        }
-    }
-    out.push_str("</svg>\n");
-    out
+            Some(Panel {
+                title: format!("{scenario}: pods over time"),
+                x_label: String::new(),
+                x_unit: "s",
+                x_decimals: 2,
+                y_decimals: 0,
+                series,
+            })
+        })
+        .collect();
+    chart::svg(&panels)
 }
 
 #[cfg(test)]
@@ -421,12 +367,13 @@ heal      p50       2.50 ms      5000 ms (2014)        0.00050                  
             ],
         ));
         assert!(drawn.contains("width=\"1040\""), "two panels: {drawn}");
-        // The slower curve spans the x axis (50 to 495), the most pods the y axis (250 to 50).
+        // The slower curve spans the x axis (50 to 495); the most pods, 10, reach 10/12 of
+        // the y axis (250 to 50), counts' axes ending at a multiple of 4.
         assert!(drawn.contains(
-            r##"<polyline fill="none" stroke="#d62728" stroke-width="2" points="50.0,250.0 272.5,50.0"/>"##
+            r##"<polyline fill="none" stroke="#d62728" stroke-width="2" points="50.0,250.0 272.5,83.3"/>"##
         ), "{drawn}");
         assert!(drawn.contains(
-            r##"<polyline fill="none" stroke="#888888" stroke-width="2" points="50.0,250.0 495.0,50.0"/>"##
+            r##"<polyline fill="none" stroke="#888888" stroke-width="2" points="50.0,250.0 495.0,83.3"/>"##
         ), "{drawn}");
         assert!(
             drawn.contains(">scale-down: pods over time</text>"),

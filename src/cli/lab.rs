@@ -36,6 +36,10 @@ pub struct LabArgs {
     /// "unit", "v2014", "kcm", "departure", "issues"}]}.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write one chart per scenario, DIR/SCENARIO.svg: its figure's course for the 2014
+    /// loop and kcm's, two series on one chart (DIR is created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
     /// etcd binary for the private etcd.
     #[arg(long, default_value = "etcd")]
     pub etcd_binary: PathBuf,
@@ -55,6 +59,7 @@ impl LabArgs {
             quick: self.quick,
             sync_period: self.sync_period,
             json: self.json.clone(),
+            svg: self.svg.clone(),
         }
     }
 }

@@ -9,6 +9,17 @@ use serde_json::Value;
 use crate::support::kcm::run_kcm;
 use crate::support::{start_etcd, with_timeout};
 
+/// The chart `kcm lab --svg` wrote: one polyline per loop, each named in the legend.
+fn assert_two_series(path: &std::path::Path) {
+    let svg = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("kcm lab --svg wrote no {}: {e}", path.display()));
+    assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+    assert!(
+        svg.contains(">2014</text>") && svg.contains(">kcm</text>"),
+        "{svg}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lab_shows_the_2014_weaknesses_that_kcm_fixed_on_a_given_etcd() {
     with_timeout(Duration::from_secs(90), async {
@@ -17,6 +28,8 @@ async fn lab_shows_the_2014_weaknesses_that_kcm_fixed_on_a_given_etcd() {
         };
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("lab.json");
+        // A directory that does not exist yet: kcm lab creates it.
+        let charts = dir.path().join("charts");
         let endpoint = etcd.endpoint();
         let output = run_kcm(
             &[
@@ -28,6 +41,8 @@ async fn lab_shows_the_2014_weaknesses_that_kcm_fixed_on_a_given_etcd() {
                 &endpoint,
                 "--json",
                 json.to_str().unwrap(),
+                "--svg",
+                charts.to_str().unwrap(),
                 "overcreate",
                 "resync",
                 "burst",
@@ -39,6 +54,9 @@ async fn lab_shows_the_2014_weaknesses_that_kcm_fixed_on_a_given_etcd() {
         .await;
         assert!(output.status.success(), "{}", output.stderr);
         assert!(output.stdout.contains("| orphans |"), "{}", output.stdout);
+        for scenario in ["overcreate", "resync", "burst", "orphans", "victims"] {
+            assert_two_series(&charts.join(format!("{scenario}.svg")));
+        }
         let document: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         let rows = document["scenarios"].as_array().unwrap();
         let figure = |scenario: &str, which: &str| {
@@ -118,6 +136,32 @@ async fn lab_stale_watch_and_heal_run_on_its_own_etcd_and_2014_waits_for_the_tic
         );
 
         let dir = tempfile::tempdir().unwrap();
+        // An --svg directory that cannot be made (under a file) is named before anything runs.
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "").unwrap();
+        let unwritable = file.join("charts");
+        let refused = run_kcm(
+            &[
+                "lab",
+                "overcreate",
+                "--etcd-servers",
+                "http://127.0.0.1:1",
+                "--svg",
+                unwritable.to_str().unwrap(),
+            ],
+            &[],
+        )
+        .await;
+        assert_eq!(refused.status.code(), Some(1), "{}", refused.stderr);
+        assert!(
+            refused.stderr.contains(&format!(
+                "kcm: create the --svg directory {}: ",
+                unwritable.display()
+            )),
+            "{}",
+            refused.stderr
+        );
+
         let json = dir.path().join("lab.json");
         let output = run_kcm(
             &[
@@ -129,6 +173,8 @@ async fn lab_stale_watch_and_heal_run_on_its_own_etcd_and_2014_waits_for_the_tic
                 binary.to_str().unwrap(),
                 "--json",
                 json.to_str().unwrap(),
+                "--svg",
+                dir.path().to_str().unwrap(),
                 "stale-watch",
                 "heal",
             ],
@@ -138,6 +184,7 @@ async fn lab_stale_watch_and_heal_run_on_its_own_etcd_and_2014_waits_for_the_tic
         assert!(output.status.success(), "{}", output.stderr);
         let document: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         for (i, scenario) in ["stale-watch", "heal"].into_iter().enumerate() {
+            assert_two_series(&dir.path().join(format!("{scenario}.svg")));
             let row = &document["scenarios"][i];
             assert_eq!(row["scenario"], scenario, "{document}");
             let (v2014, kcm) = (row["v2014"].as_f64().unwrap(), row["kcm"].as_f64().unwrap());
