@@ -276,7 +276,8 @@ async fn an_rc_and_an_rs_with_overlapping_selectors_are_stable() {
             pods.len() == 5 && orphans == 2 && owned == 3
         })
         .await;
-        assert_stable(&client, &manager, &["replication", "replicaset"], 3).await;
+        // The issue's 30 s: thirty resyncs of each controller (1 s period), no pod written.
+        assert_stable(&client, &manager, &["replication", "replicaset"], 30).await;
     })
     .await;
 }
@@ -554,4 +555,171 @@ async fn pod_revisions(client: &Client) -> BTreeMap<String, i64> {
         .iter()
         .map(|kv| (kv.key_str().unwrap().to_string(), kv.mod_revision()))
         .collect()
+}
+
+/// What etcd's history says of a ReplicaSet at some revision.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum RsState {
+    Absent,
+    Live,
+    Deleting,
+}
+
+/// No pod is ever created or adopted for a ReplicaSet at a revision where it is being
+/// deleted or gone, whatever two unelected managers saw: the ReplicaSet is scaled to 2,000
+/// (bursts of 50, so each manager's work spans many syncs), marked for deletion mid-way,
+/// then deleted; etcd's history of the pods and the ReplicaSet, replayed in revision order,
+/// shows every create and adoption at a revision where it was live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_pod_is_created_or_adopted_for_a_replica_set_that_is_deleting_or_gone() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let args = [
+            "--controllers",
+            "replicaset",
+            "--burst-replicas",
+            "50",
+            "--sync-period",
+            "1s",
+        ];
+        let endpoint = etcd.endpoint();
+        let managers = tokio::join!(
+            start_manager(&endpoint, &args),
+            start_manager(&endpoint, &args)
+        );
+        let managers = [managers.0, managers.1];
+        let start = current_revision(&client).await;
+        // Orphans to adopt while it lives, and a few more written after the delete mark.
+        for i in 0..20 {
+            put_json(
+                &client,
+                &pod_key(NS, &format!("orphan-{i}")),
+                &orphan_json(
+                    &format!("orphan-{i}"),
+                    json!({"app": "web", "tier": "front"}),
+                ),
+            )
+            .await;
+        }
+        put_json(&client, &rs_key("web"), &replica_set_json("web", 2000)).await;
+        eventually(SETTLE, "some hundreds of pods owned by rs/web", || async {
+            owned_by(&client, "uid-rs-web").await.len() >= 300
+        })
+        .await;
+        update_json(&client, &rs_key("web"), |rs| {
+            rs["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z")
+        })
+        .await;
+        for i in 20..25 {
+            put_json(
+                &client,
+                &pod_key(NS, &format!("orphan-{i}")),
+                &orphan_json(
+                    &format!("orphan-{i}"),
+                    json!({"app": "web", "tier": "front"}),
+                ),
+            )
+            .await;
+        }
+        // Each manager syncs it at least twice more while it is deleting, then it goes.
+        let series = r#"kcm_syncs_total{controller="replicaset",result="ok"}"#;
+        let mut before = Vec::new();
+        for manager in &managers {
+            before.push(manager.metric(series).await);
+        }
+        for (manager, before) in managers.iter().zip(&before) {
+            eventually(
+                SETTLE,
+                "two more syncs of the deleting replica set",
+                || async { manager.metric(series).await >= before + 2.0 },
+            )
+            .await;
+        }
+        crate::support::objects::delete(&client, &rs_key("web")).await;
+        // A ReplicaSet written after the delete: once each manager has synced it twice,
+        // each has seen the delete (its watch delivers in revision order).
+        put_json(&client, &rs_key("probe"), &replica_set_json("probe", 1)).await;
+        for manager in &managers {
+            let before = manager.metric(series).await;
+            eventually(SETTLE, "two syncs after the delete", || async {
+                manager.metric(series).await >= before + 2.0
+            })
+            .await;
+        }
+
+        let events =
+            history::read(&client, "/registry/", "/registry0", start, "/registry/~end").await;
+        let prefix = format!("/registry/pods/{NS}/");
+        let owners = |value: &[u8]| -> Vec<String> {
+            let pod: Value = serde_json::from_slice(value).expect("pod JSON");
+            pod["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|r| r["controller"] == json!(true))
+                .map(|r| r["uid"].as_str().unwrap_or_default().to_string())
+                .collect()
+        };
+        let mut state = RsState::Absent;
+        let mut owned_before: BTreeMap<String, bool> = BTreeMap::new();
+        let (mut creates, mut adoptions, mut checked_deleting) = (0, 0, false);
+        for event in &events {
+            if event.key == rs_key("web") {
+                state = match (
+                    event.put,
+                    event.put && {
+                        let rs: Value = serde_json::from_slice(&event.value).expect("rs JSON");
+                        !rs["metadata"]["deletionTimestamp"].is_null()
+                    },
+                ) {
+                    (false, _) => RsState::Absent,
+                    (true, true) => RsState::Deleting,
+                    (true, false) => RsState::Live,
+                };
+                checked_deleting |= state != RsState::Live;
+                continue;
+            }
+            let Some(name) = event.key.strip_prefix(&prefix) else {
+                continue;
+            };
+            if !event.put {
+                owned_before.remove(name);
+                continue;
+            }
+            let owned = owners(&event.value).contains(&"uid-rs-web".to_string());
+            let was_owned = owned_before
+                .insert(name.to_string(), owned)
+                .unwrap_or(false);
+            if owned && !was_owned {
+                if event.create_revision == event.revision {
+                    creates += 1;
+                } else {
+                    adoptions += 1;
+                }
+                assert_eq!(
+                    state,
+                    RsState::Live,
+                    "pod {name} {} for rs/web at revision {} while it was {state:?}",
+                    if event.create_revision == event.revision {
+                        "created"
+                    } else {
+                        "adopted"
+                    },
+                    event.revision
+                );
+            }
+        }
+        assert!(
+            checked_deleting,
+            "the history covers the deleting and deleted states"
+        );
+        assert!(
+            creates >= 280 && adoptions == 20,
+            "{creates} creates, {adoptions} adoptions"
+        );
+    })
+    .await;
 }
