@@ -97,6 +97,8 @@ pub struct CachedPod {
     pub controller: Option<Box<ControllerRef>>,
     /// `metadata.deletionTimestamp` is set: the pod is being deleted.
     pub deleting: bool,
+    /// The sum of its containers' `restartCount` (for the deletion ranking).
+    pub restarts: u32,
 }
 
 /// What the controllers read of a pod's controller reference: its owner by kind, name
@@ -145,6 +147,14 @@ impl From<&Pod> for CachedPod {
                 })
             }),
             deleting: meta.deletion_timestamp.is_some(),
+            restarts: pod.status.as_ref().map_or(0, |status| {
+                let total: i64 = status
+                    .container_statuses
+                    .iter()
+                    .map(|c| c.restart_count.max(0))
+                    .sum();
+                u32::try_from(total).unwrap_or(u32::MAX)
+            }),
         }
     }
 }

@@ -58,8 +58,7 @@ pub fn is_ready(pod: &CachedPod) -> bool {
 /// `ActivePodsWithRanks` order as far as the pod cache knows it: the replication
 /// manager's order (unassigned before assigned; Pending before Unknown before Running;
 /// newer before older; then by name) with readiness inserted after the phase: not ready
-/// before ready, ready for less time before ready for longer. (Restart counts are not
-/// cached, so that term is left out.)
+/// before ready, ready for less time before ready for longer, more restarts before fewer.
 pub fn rank_with_readiness(pods: &mut [Arc<CachedPod>]) {
     rank_for_deletion(pods);
     // A stable sort on the readiness keys keeps the replication manager's order inside
@@ -71,6 +70,8 @@ pub fn rank_with_readiness(pods: &mut [Arc<CachedPod>]) {
             .then(a.ready.cmp(&b.ready))
             // Ready more recently (a larger `ready_since`) goes first.
             .then(b.ready_since.cmp(&a.ready_since))
+            // More restarts first.
+            .then(b.restarts.cmp(&a.restarts))
     });
 }
 
@@ -370,6 +371,27 @@ mod tests {
         assert_eq!(availability(&pods, 5, t0 + 10), (2, Some(3)));
         assert_eq!(availability(&pods, 5, t0 + 13), (3, Some(1)));
         assert_eq!(availability(&pods, 5, t0 + 14), (4, None));
+    }
+
+    #[test]
+    fn among_equally_ready_pods_the_one_with_more_restarts_is_deleted_first() {
+        let with_restarts = |name: &str, restarts: i64| {
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": { "name": name, "namespace": "ns",
+                    "creationTimestamp": "2026-01-01T00:00:00Z" },
+                "spec": { "host": "n1", "containers": [{ "name": "c", "image": "x:crash" }] },
+                "status": { "phase": "Running",
+                    "conditions": [{ "type": "Ready", "status": "False" }],
+                    "containerStatuses": [{ "name": "c", "image": "x:crash", "ready": false,
+                        "restartCount": restarts }] },
+            }))
+            .unwrap();
+            Arc::new(CachedPod::from(&pod))
+        };
+        let mut pods = vec![with_restarts("a-few", 1), with_restarts("b-many", 7)];
+        rank_with_readiness(&mut pods);
+        assert_eq!(&*pods[0].name, "b-many");
+        assert_eq!(pods[0].restarts, 7);
     }
 
     #[test]
