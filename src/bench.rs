@@ -7,6 +7,9 @@
 //! and the target. Scenarios (docs/PERFORMANCE.md has the figures and what bounds them):
 //! - `scale-up` / `scale-down`: one controller 0 → N → 0 replicas, against create-if-absent
 //!   transactions (and guarded deletes) of the same documents at kcm's concurrency;
+//! - `rs-scale-up` / `rs-scale-down`: the same with one ReplicaSet and the ReplicaSet
+//!   controller, whose target is relative: ratio ≥ 0.9 × the ReplicationController's in
+//!   the same run (the extra compare of the ReplicaSet's key must not cost more);
 //! - `heal`: delete one pod of a converged controller, time until its replacement exists;
 //! - `resync`: a no-op resync of many controllers against one raw list of all their pods;
 //! - `watch`: typed events per second from kcm's resumable watch against a raw watch;
@@ -40,7 +43,8 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-pub use self::report::{median_rows, svg, table};
+pub use self::report::{median_rows, relative_targets, svg, table};
+use self::scale::Kind;
 use crate::api::{self, ReplicationController};
 use crate::client::{self, ClientConfig, Target};
 use crate::etcd_process::PrivateEtcd;
@@ -55,6 +59,8 @@ use crate::status::Metrics;
 pub enum Scenario {
     ScaleUp,
     ScaleDown,
+    RsScaleUp,
+    RsScaleDown,
     Heal,
     Resync,
     Watch,
@@ -64,9 +70,11 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::ScaleUp,
         Scenario::ScaleDown,
+        Scenario::RsScaleUp,
+        Scenario::RsScaleDown,
         Scenario::Heal,
         Scenario::Resync,
         Scenario::Watch,
@@ -79,6 +87,8 @@ impl Scenario {
         match self {
             Scenario::ScaleUp => "scale-up",
             Scenario::ScaleDown => "scale-down",
+            Scenario::RsScaleUp => "rs-scale-up",
+            Scenario::RsScaleDown => "rs-scale-down",
             Scenario::Heal => "heal",
             Scenario::Resync => "resync",
             Scenario::Watch => "watch",
@@ -304,8 +314,10 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
                     eprintln!("kcm bench: {} ...", scenario.name());
                 }
                 let new_rows = match scenario {
-                    Scenario::ScaleUp => bench.scale(true).await?,
-                    Scenario::ScaleDown => bench.scale(false).await?,
+                    Scenario::ScaleUp => bench.scale(Kind::ReplicationController, true).await?,
+                    Scenario::ScaleDown => bench.scale(Kind::ReplicationController, false).await?,
+                    Scenario::RsScaleUp => bench.scale(Kind::ReplicaSet, true).await?,
+                    Scenario::RsScaleDown => bench.scale(Kind::ReplicaSet, false).await?,
                     Scenario::Heal => bench.heal().await?,
                     Scenario::Resync => bench.resync().await?,
                     Scenario::Watch => bench.watch().await?,
@@ -333,6 +345,7 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
         etcd.stop().await;
     }
     result?;
+    relative_targets(&mut rows);
     let report = Report {
         date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),

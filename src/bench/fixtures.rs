@@ -9,8 +9,8 @@ use etcd_client::{Client, WatchOptions};
 use tokio::task::JoinSet;
 
 use crate::api::{
-    self, Container, ContainerPort, Object as _, ObjectMeta, PodSpec, PodTemplateSpec,
-    ReplicationController, ReplicationControllerSpec,
+    self, Container, ContainerPort, LabelSelector, Object as _, ObjectMeta, PodSpec,
+    PodTemplateSpec, ReplicaSet, ReplicaSetSpec, ReplicationController, ReplicationControllerSpec,
 };
 use crate::etcd_watcher::{self, ResumableWatch, Update};
 use crate::labels::Set;
@@ -86,10 +86,45 @@ pub(super) fn controller(
     rc
 }
 
+/// A ReplicaSet in `namespace` with [`controller`]'s selector (as `matchLabels`) and
+/// template, `replicas` and the given `status.replicas`, and a real (uuid) uid.
+pub(super) fn replica_set(namespace: &str, name: &str, replicas: i64, status: i64) -> ReplicaSet {
+    let rc = controller(namespace, name, replicas, status);
+    let mut rs = ReplicaSet {
+        metadata: ObjectMeta {
+            uid: uuid::Uuid::new_v4().hyphenated().to_string(),
+            ..rc.metadata
+        },
+        spec: ReplicaSetSpec {
+            replicas: Some(replicas),
+            selector: Some(LabelSelector {
+                match_labels: rc.spec.selector,
+                ..LabelSelector::default()
+            }),
+            template: rc.spec.template,
+            ..ReplicaSetSpec::default()
+        },
+        ..ReplicaSet::default()
+    };
+    rs.status.replicas = status;
+    rs.set_type_meta();
+    rs
+}
+
 /// The document of replica slot `slot` of `rc`, exactly as the manager would create it.
 pub(super) fn pod_document(rc: &ReplicationController, slot: u64) -> (String, Vec<u8>) {
     let name = replication_manager::pod_name(&rc.metadata.name, &rc.metadata.uid, slot);
-    let mut pod = replication_manager::new_pod_from_template(rc, name);
+    encode_pod(replication_manager::new_pod_from_template(rc, name))
+}
+
+/// The document of replica slot `slot` of `rs`, exactly as the ReplicaSet controller would
+/// create it (with its controller reference).
+pub(super) fn rs_pod_document(rs: &ReplicaSet, slot: u64) -> (String, Vec<u8>) {
+    let name = replication_manager::pod_name(&rs.metadata.name, &rs.metadata.uid, slot);
+    encode_pod(crate::replicaset::new_pod(rs, name))
+}
+
+fn encode_pod(mut pod: api::Pod) -> (String, Vec<u8>) {
     api::fill_system_fields(&mut pod.metadata);
     pod.set_type_meta();
     let value = api::encode(&pod).expect("a pod encodes");

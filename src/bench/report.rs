@@ -163,6 +163,37 @@ pub fn median_rows(runs: Vec<Vec<Row>>) -> Vec<Row> {
         .collect()
 }
 
+/// The ReplicaSet scale rows' targets, relative to the ReplicationController's row of the
+/// same run: `rs-scale-up` meets its target when its ratio is at least 0.9 × `scale-up`'s
+/// (likewise `rs-scale-down`). Without that row in the run, the target is unknown.
+pub fn relative_targets(rows: &mut [Row]) {
+    const SHARE: f64 = 0.9;
+    let reference = |scenario: &str| {
+        rows.iter()
+            .find(|r| r.scenario == scenario)
+            .and_then(|r| r.ratio)
+    };
+    let pairs = [("rs-scale-up", "scale-up"), ("rs-scale-down", "scale-down")];
+    let references: Vec<Option<f64>> = pairs.iter().map(|(_, rc)| reference(rc)).collect();
+    for row in rows.iter_mut() {
+        let Some(i) = pairs.iter().position(|(rs, _)| *rs == row.scenario) else {
+            continue;
+        };
+        let rc = pairs[i].1;
+        match (references[i], row.ratio) {
+            (Some(rc_ratio), Some(ratio)) => {
+                let needed = SHARE * rc_ratio;
+                row.target = format!("ratio ≥ {SHARE} × {rc}'s = {needed:.2}");
+                row.met = Some(ratio >= needed);
+            }
+            _ => {
+                row.target = format!("ratio ≥ {SHARE} × {rc}'s (not run)");
+                row.met = None;
+            }
+        }
+    }
+}
+
 pub(super) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(0.0)
@@ -299,6 +330,42 @@ mod tests {
         assert_eq!(
             (untargeted.ratio, untargeted.target.as_str(), untargeted.met),
             (Some(0.0), "-", None)
+        );
+    }
+
+    #[test]
+    fn replica_set_scale_rows_are_held_to_0_9_of_the_controllers_ratio_in_the_run() {
+        let scale = |scenario: &'static str, ratio: f64| Row {
+            scenario,
+            ..with_ratio(ratio * 100.0, 100.0)
+        };
+        let mut rows = vec![
+            scale("scale-up", 0.8),
+            scale("scale-down", 0.5),
+            scale("rs-scale-up", 0.73),
+            scale("rs-scale-down", 0.44),
+            scale("heal", 0.1),
+        ];
+        relative_targets(&mut rows);
+        let targets: Vec<(&str, Option<bool>)> =
+            rows.iter().map(|r| (r.target.as_str(), r.met)).collect();
+        assert_eq!(
+            targets,
+            vec![
+                ("ratio ≥ 0.7", Some(true)),
+                ("ratio ≥ 0.7", Some(false)),
+                ("ratio ≥ 0.9 × scale-up's = 0.72", Some(true)),
+                ("ratio ≥ 0.9 × scale-down's = 0.45", Some(false)),
+                ("ratio ≥ 0.7", Some(false)),
+            ]
+        );
+
+        // Without the ReplicationController's row, the target cannot be judged.
+        let mut alone = vec![scale("rs-scale-up", 0.9)];
+        relative_targets(&mut alone);
+        assert_eq!(
+            (alone[0].target.as_str(), alone[0].met),
+            ("ratio ≥ 0.9 × scale-up's (not run)", None)
         );
     }
 

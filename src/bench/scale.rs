@@ -1,22 +1,158 @@
 //! `scale-up` and `scale-down`: one controller 0 → N → 0 replicas, against create-if-absent
-//! transactions (and guarded deletes) of the same documents at kcm's concurrency.
+//! transactions (and guarded deletes) of the same documents at kcm's concurrency;
+//! `rs-scale-up` and `rs-scale-down`: the same with one ReplicaSet and the ReplicaSet
+//! controller (whose pod writes also compare the ReplicaSet's key), against the same
+//! baseline on the ReplicaSet's pod documents.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use super::fixtures::{controller, pod_document, poll_until};
+use super::fixtures::{controller, pod_document, poll_until, replica_set, rs_pod_document};
 use super::report::row;
-use super::{Bench, Row};
-use crate::api::{self, Pod, ReplicationController};
+use super::{Bench, Row, RunningManager};
+use crate::api::{self, Pod, ReplicaSet, ReplicationController};
+use crate::etcd_watcher::Watcher;
+use crate::informer::InformerFactory;
 use crate::registry::Registry;
+use crate::replicaset::ReplicaSetController;
 use crate::replication_manager::ManagerConfig;
+use crate::status::Metrics;
+
+/// Which controller a scale scenario scales: the 2014 ReplicationController with the
+/// replication manager, or a ReplicaSet with the ReplicaSet controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    ReplicationController,
+    ReplicaSet,
+}
+
+impl Kind {
+    /// The scenario's name, e.g. `rs-scale-up`.
+    pub(super) fn scenario(self, up: bool) -> &'static str {
+        match (self, up) {
+            (Kind::ReplicationController, true) => "scale-up",
+            (Kind::ReplicationController, false) => "scale-down",
+            (Kind::ReplicaSet, true) => "rs-scale-up",
+            (Kind::ReplicaSet, false) => "rs-scale-down",
+        }
+    }
+
+    /// The `n` pod documents (key, value) the controller `web` in `namespace` would
+    /// create, as the baseline writes them.
+    fn pod_documents(self, prefix: &str, namespace: &str, n: usize) -> Vec<(String, Vec<u8>)> {
+        let key = |(name, value): (String, Vec<u8>)| {
+            (api::object_key::<Pod>(prefix, namespace, &name), value)
+        };
+        match self {
+            Kind::ReplicationController => {
+                let rc = controller(namespace, "web", n as i64, 0);
+                (0..n as u64).map(|s| key(pod_document(&rc, s))).collect()
+            }
+            Kind::ReplicaSet => {
+                let rs = replica_set(namespace, "web", n as i64, 0);
+                (0..n as u64)
+                    .map(|s| key(rs_pod_document(&rs, s)))
+                    .collect()
+            }
+        }
+    }
+
+    /// Writes the controller `web` in `namespace` with `replicas`.
+    async fn put(
+        self,
+        bench: &Bench,
+        prefix: &str,
+        namespace: &str,
+        replicas: i64,
+    ) -> anyhow::Result<()> {
+        let (key, value) = match self {
+            Kind::ReplicationController => (
+                api::object_key::<ReplicationController>(prefix, namespace, "web"),
+                api::encode(&controller(namespace, "web", replicas, 0))?,
+            ),
+            Kind::ReplicaSet => (
+                api::object_key::<ReplicaSet>(prefix, namespace, "web"),
+                api::encode(&replica_set(namespace, "web", replicas, 0))?,
+            ),
+        };
+        bench.put(&key, value).await?;
+        Ok(())
+    }
+
+    /// The controller `namespace/web`'s `status.replicas`.
+    async fn status_replicas(self, registry: &Registry, namespace: &str) -> anyhow::Result<i64> {
+        Ok(match self {
+            Kind::ReplicationController => {
+                let rc: ReplicationController = registry.get(namespace, "web").await?;
+                rc.status.replicas
+            }
+            Kind::ReplicaSet => {
+                let rs: ReplicaSet = registry.get(namespace, "web").await?;
+                rs.status.replicas
+            }
+        })
+    }
+
+    /// Sets `namespace/web`'s `spec.replicas`, as `kcm scale` would.
+    async fn scale(
+        self,
+        registry: &Registry,
+        namespace: &str,
+        replicas: i64,
+    ) -> anyhow::Result<()> {
+        match self {
+            Kind::ReplicationController => {
+                registry
+                    .guaranteed_update::<ReplicationController, _>(namespace, "web", |mut rc| {
+                        rc.spec.replicas = replicas;
+                        Ok(rc)
+                    })
+                    .await?;
+            }
+            Kind::ReplicaSet => {
+                registry
+                    .guaranteed_update::<ReplicaSet, _>(namespace, "web", |mut rs| {
+                        rs.spec.replicas = Some(replicas);
+                        Ok(rs)
+                    })
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The controller running in-process under `prefix`.
+    async fn start(
+        self,
+        bench: &Bench,
+        prefix: &str,
+        config: ManagerConfig,
+    ) -> anyhow::Result<RunningManager> {
+        match self {
+            Kind::ReplicationController => bench.start_manager(prefix, config).await,
+            Kind::ReplicaSet => {
+                let registry = bench.registry(prefix).await?;
+                let watcher = Watcher::new(&bench.client, registry.clone());
+                let stop = tokio_util::sync::CancellationToken::new();
+                let metrics = Arc::new(Metrics::new());
+                let informers =
+                    InformerFactory::new(watcher, config.watch_backoff.clone(), metrics.clone());
+                let running = ReplicaSetController::new(registry, config, metrics)
+                    .start(&informers, stop.clone().cancelled_owned());
+                let task = tokio::spawn(informers.serve(running));
+                Ok(RunningManager { stop, task })
+            }
+        }
+    }
+}
 
 impl Bench {
-    /// scale-up (`up`) or scale-down: kcm against the raw baseline.
-    pub(super) async fn scale(&self, up: bool) -> anyhow::Result<Vec<Row>> {
-        let scenario = if up { "scale-up" } else { "scale-down" };
+    /// scale-up (`up`) or scale-down of one controller of `kind`: kcm against the raw
+    /// baseline.
+    pub(super) async fn scale(&self, kind: Kind, up: bool) -> anyhow::Result<Vec<Row>> {
+        let scenario = kind.scenario(up);
         let n = self.sizes.scale_replicas;
         let prefix = self.prefix(scenario);
         let config = ManagerConfig::default();
@@ -27,13 +163,7 @@ impl Bench {
         let limit = Duration::from_secs(300);
 
         // The baseline: the same documents, written by etcd-client directly.
-        let rc = controller("base", "web", n as i64, 0);
-        let documents: Vec<(String, Vec<u8>)> = (0..n as u64)
-            .map(|slot| {
-                let (name, value) = pod_document(&rc, slot);
-                (api::object_key::<Pod>(&prefix, "base", &name), value)
-            })
-            .collect();
+        let documents = kind.pod_documents(&prefix, "base", n);
         let dir = self.pod_dir(&prefix, "base");
         let since = Arc::new(Mutex::new(None));
         let created = if up {
@@ -84,11 +214,10 @@ impl Bench {
         }
 
         // kcm: one controller, scaled by writing spec.replicas as kubecfg would.
-        let manager = self.start_manager(&prefix, config.clone()).await?;
+        let manager = kind.start(self, &prefix, config.clone()).await?;
         let registry = self.registry(&prefix).await?;
         let start_replicas = if up { 0 } else { n as i64 };
-        self.put_controller(&prefix, &controller("kcm", "web", start_replicas, 0))
-            .await?;
+        kind.put(self, &prefix, "kcm", start_replicas).await?;
         let dir = self.pod_dir(&prefix, "kcm");
         let count_now = |registry: Registry| async move {
             let listed = registry
@@ -100,9 +229,9 @@ impl Bench {
         poll_until(limit, "the starting pods", || {
             let registry = registry.clone();
             async move {
-                let rc: ReplicationController = registry.get("kcm", "web").await?;
+                let status = kind.status_replicas(&registry, "kcm").await?;
                 Ok(count_now(registry).await? == start_replicas as usize
-                    && rc.status.replicas == start_replicas)
+                    && status == start_replicas)
             }
         })
         .await?;
@@ -116,12 +245,7 @@ impl Bench {
         );
         let started = Instant::now();
         *since.lock().expect("since lock") = Some(started);
-        registry
-            .guaranteed_update::<ReplicationController, _>("kcm", "web", |mut rc| {
-                rc.spec.replicas = target as i64;
-                Ok(rc)
-            })
-            .await?;
+        kind.scale(&registry, "kcm", target as i64).await?;
         let curve = tokio::time::timeout(limit, counter)
             .await
             .context("kcm scale")???;
@@ -143,7 +267,7 @@ impl Bench {
             ("guarded delete txns", delete_concurrency)
         };
         Ok(vec![row(
-            if up { "scale-up" } else { "scale-down" },
+            scenario,
             format!(
                 "pods/s, {} → {} ({:.2}s vs {:.2}s)",
                 if up { 0 } else { n },
