@@ -747,3 +747,79 @@ async fn scaling_mid_rollout_is_proportional() {
     })
     .await;
 }
+
+/// `kcm create -f` writes a Deployment with Kubernetes' defaults and generation 1, and
+/// the controller rolls it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcm_create_writes_a_deployment_with_defaults_that_rolls_out() {
+    with_timeout(LIMIT, async {
+        let Some((etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        let manifest = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n\
+            spec:\n  replicas: 2\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: app, image: nginx}]}\n";
+        let created =
+            crate::cli::kcm_stdin(&etcd.endpoint(), &["create", "-n", NS, "-f", "-"], manifest)
+                .await;
+        assert_eq!(created.success(), "deployments/web created\n");
+        let stored = deployment(&client).await;
+        assert_eq!(stored["apiVersion"], "apps/v1");
+        assert_eq!(stored["metadata"]["generation"], 1, "{stored}");
+        assert_eq!(
+            stored["spec"]["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
+        );
+        assert_eq!(stored["spec"]["revisionHistoryLimit"], 10);
+        assert_eq!(stored["spec"]["progressDeadlineSeconds"], 600);
+        eventually(SETTLE, "2 replicas", || rolled_out(&client, 2)).await;
+    })
+    .await;
+}
+
+/// A new template mid-rollout (a rollover, three ReplicaSets): the middle one is only
+/// scaled down once the newest exists, and the bounds hold at every revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollover_keeps_the_bounds_and_never_grows_the_middle_replica_set() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        roll_out(&client, &deployment_json(10, "v1", json!(null))).await;
+        let start = set_image(&client, "v2").await;
+        eventually(SETTLE, "v2 under way", || async {
+            sizes(&client)
+                .await
+                .iter()
+                .any(|(image, size)| image == "v2" && *size >= 3)
+        })
+        .await;
+        let rollover = set_image(&client, "v3").await;
+        eventually(SETTLE, "10 replicas of v3", || rolled_out(&client, 10)).await;
+        assert_eq!(
+            sizes(&client).await,
+            [("v1".into(), 0), ("v2".into(), 0), ("v3".into(), 10)]
+        );
+        let events = history::read(&client, "/registry/", "/registry0", 0, "/registry/~end").await;
+        let grown: Vec<_> = rs_scalings(&events, rollover)
+            .into_iter()
+            .filter(|(image, from, to)| image == "v2" && to > from)
+            .collect();
+        assert!(grown.is_empty(), "v2 grew after the rollover: {grown:?}");
+        for c in replay(&client, start).await {
+            assert!(
+                c.spec_sum <= 13,
+                "Σ spec {} > 13 at {}",
+                c.spec_sum,
+                c.revision
+            );
+            assert!(
+                c.active <= 13,
+                "{} active pods > 13 at {}",
+                c.active,
+                c.revision
+            );
+            assert!(c.ready >= 8, "{} ready pods < 8 at {}", c.ready, c.revision);
+        }
+    })
+    .await;
+}
