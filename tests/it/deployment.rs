@@ -291,6 +291,31 @@ impl World {
     }
 }
 
+/// D1-D3: at every revision Σ spec and active pods ≤ `max`, Ready pods ≥ `min_ready`.
+#[track_caller]
+fn check_bounds(counts: &[Counts], max: i64, min_ready: i64) {
+    for c in counts {
+        assert!(
+            c.spec_sum <= max,
+            "Σ spec {} > {max} at {}",
+            c.spec_sum,
+            c.revision
+        );
+        assert!(
+            c.active <= max,
+            "{} active pods > {max} at {}",
+            c.active,
+            c.revision
+        );
+        assert!(
+            c.ready >= min_ready,
+            "{} ready pods < {min_ready} at {}",
+            c.ready,
+            c.revision
+        );
+    }
+}
+
 fn is_active(pod: &Value) -> bool {
     let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
     phase != "Succeeded" && phase != "Failed" && pod["metadata"]["deletionTimestamp"].is_null()
@@ -422,21 +447,7 @@ async fn a_rolling_update_keeps_pods_within_the_surge_and_unavailability_bounds(
         assert_eq!(ready, 10);
         let counts = replay(&client, start).await;
         assert!(counts.len() > 10, "{counts:?}");
-        for c in &counts {
-            assert!(
-                c.spec_sum <= 13,
-                "Σ spec {} > 13 at {}",
-                c.spec_sum,
-                c.revision
-            );
-            assert!(
-                c.active <= 13,
-                "{} active pods > 13 at {}",
-                c.active,
-                c.revision
-            );
-            assert!(c.ready >= 8, "{} ready pods < 8 at {}", c.ready, c.revision);
-        }
+        check_bounds(&counts, 13, 8);
         assert!(
             counts.iter().any(|c| c.active > 10),
             "the rollout surged: {counts:?}"
@@ -540,15 +551,7 @@ async fn a_failing_image_stops_at_the_bound_times_out_and_the_old_template_recov
             Some(&("nginx:fail".to_string(), 5, 0)),
             "the failing replicas go first: {scalings:?}"
         );
-        for c in replay(&client, start).await {
-            assert!(c.ready >= 8, "{} ready pods < 8 at {}", c.ready, c.revision);
-            assert!(
-                c.active <= 13,
-                "{} active pods > 13 at {}",
-                c.active,
-                c.revision
-            );
-        }
+        check_bounds(&replay(&client, start).await, 13, 8);
     })
     .await;
 }
@@ -805,21 +808,7 @@ async fn a_rollover_keeps_the_bounds_and_never_grows_the_middle_replica_set() {
             .filter(|(image, from, to)| image == "v2" && to > from)
             .collect();
         assert!(grown.is_empty(), "v2 grew after the rollover: {grown:?}");
-        for c in replay(&client, start).await {
-            assert!(
-                c.spec_sum <= 13,
-                "Σ spec {} > 13 at {}",
-                c.spec_sum,
-                c.revision
-            );
-            assert!(
-                c.active <= 13,
-                "{} active pods > 13 at {}",
-                c.active,
-                c.revision
-            );
-            assert!(c.ready >= 8, "{} ready pods < 8 at {}", c.ready, c.revision);
-        }
+        check_bounds(&replay(&client, start).await, 13, 8);
     })
     .await;
 }
