@@ -224,8 +224,8 @@ pub fn deployment_timed_out(d: &Deployment, status: &DeploymentStatus, now: i64)
     from.saturating_add(d.progress_deadline_seconds()) < now
 }
 
-/// `NewDeploymentCondition`.
-fn new_condition(
+/// `NewDeploymentCondition`: both times `now`.
+pub fn new_condition(
     type_: &str,
     status: &str,
     reason: &str,

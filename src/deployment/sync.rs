@@ -248,7 +248,28 @@ impl Inner {
             requeue_after,
         } = plan;
         if let Some(rs) = create {
-            match self.create_rs(key, d, &rs).await? {
+            let created = match self.create_rs(key, d, &rs).await {
+                Ok(created) => created,
+                Err(e) => {
+                    // Progressing False `ReplicaSetCreateError`, then the error (retried).
+                    let mut failed = d.clone();
+                    let message = format!(
+                        "Failed to create new replica set {:?}: {e:#}",
+                        rs.metadata.name
+                    );
+                    let condition = plan::new_condition(
+                        api::DEPLOYMENT_PROGRESSING,
+                        "False",
+                        api::FAILED_RS_CREATE_REASON,
+                        message,
+                        epoch_now(),
+                    );
+                    plan::set_condition(&mut failed.status, condition);
+                    self.write_deployment(key, &failed).await?;
+                    return Err(e);
+                }
+            };
+            match created {
                 Created::Yes => {}
                 Created::Changed => {
                     self.sync_later(key, Duration::from_secs(1));
