@@ -812,3 +812,40 @@ async fn a_rollover_keeps_the_bounds_and_never_grows_the_middle_replica_set() {
     })
     .await;
 }
+
+/// An invalid deployment gets no writes and one warning naming the field; fixed, it
+/// rolls out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_deployment_is_skipped_with_one_warning_until_fixed() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, (manager, _kubelet))) = cluster().await else {
+            return;
+        };
+        let d = deployment_json(2, "v1", rolling(json!(0), json!("0%")));
+        put_json(&client, &deployment_key("web"), &d).await;
+        let needle = "skipping deployment: invalid Deployment \"deploy/web\": \
+            spec.strategy.rollingUpdate.maxUnavailable: may not be 0 when `maxSurge` is 0";
+        eventually(SETTLE, "the warning", || async {
+            !manager.warnings_about(needle).is_empty()
+        })
+        .await;
+        // Synced again (the 2 s resync): still one warning, nothing written.
+        let series = r#"kcm_syncs_total{controller="deployment",result="ok"}"#;
+        let synced = manager.metric(series).await;
+        eventually(SETTLE, "two more syncs", || async {
+            manager.metric(series).await >= synced + 2.0
+        })
+        .await;
+        assert_eq!(manager.warnings_about("skipping deployment").len(), 1);
+        assert!(owned_replica_sets(&client).await.is_empty());
+        assert!(deployment(&client).await["status"].is_null());
+        update_json(&client, &deployment_key("web"), |d| {
+            d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] = json!(1);
+            bump_generation(d);
+        })
+        .await;
+        eventually(SETTLE, "2 replicas", || rolled_out(&client, 2)).await;
+        assert_eq!(manager.warnings_about("skipping deployment").len(), 1);
+    })
+    .await;
+}
