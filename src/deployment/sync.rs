@@ -5,12 +5,14 @@
 //!
 //! Invariants: read-your-writes — a sync reads a cache only once it has applied this
 //! controller's last write of that kind for the deployment, else it reads etcd; every
-//! write is a compare-and-swap on the revision read (creates and adoptions also require
-//! the deployment unchanged since it was read), and the first refused write ends the
-//! sync (the change that refused it queues the deployment again).
+//! write is a compare-and-swap on the revision read (every ReplicaSet write but a release
+//! also requires the deployment unchanged since it was read), and the first refused write
+//! ends the sync (the change that refused it queues the deployment again).
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use anyhow::Context as _;
 
 use crate::api::{self, Deployment, ReplicaSet};
 use crate::informer::CachedPod;
@@ -200,8 +202,49 @@ impl Inner {
         } else {
             self.read_pods(namespace, &owned).await?
         };
-        let plan = plan::plan(&d, owned, &pods, epoch_now());
+        let now = epoch_now();
+        let mut plan = plan::plan(&d, owned.clone(), &pods, now);
+        if let Some(planned) = &plan.create {
+            // The name's hash is over the template as stored: read it raw (once per new
+            // ReplicaSet) and plan again if it differs from the typed template's.
+            let Some(hash) = self.stored_template_hash(&d).await? else {
+                // Changed since read: its own event syncs it again.
+                return Ok(());
+            };
+            let typed = planned.metadata.labels.get(api::POD_TEMPLATE_HASH_LABEL);
+            if typed != Some(hash.as_str()) {
+                plan = plan::plan_with_hash(&d, owned, &pods, now, Some(hash));
+            }
+        }
         self.act(key, &d, plan).await
+    }
+
+    /// The [`api::pod_template_hash`] of `d`'s `spec.template` as stored in etcd, with its
+    /// collision count; `None` when the stored deployment is no longer the one read.
+    async fn stored_template_hash(&self, d: &Deployment) -> anyhow::Result<Option<String>> {
+        let key = self
+            .registry
+            .key::<Deployment>(&d.metadata.namespace, &d.metadata.name);
+        let mut kv = self.registry.kv();
+        let response = tokio::time::timeout(Duration::from_secs(10), kv.get(key.as_str(), None))
+            .await
+            .map_err(|_| anyhow::anyhow!("read {key}: timed out after 10s"))?
+            .with_context(|| format!("read {key}"))?;
+        let Some(kv) = response.kvs().first() else {
+            return Ok(None);
+        };
+        if Some(api::ResourceVersion(kv.mod_revision())) != d.metadata.resource_version {
+            return Ok(None);
+        }
+        let stored: serde_json::Value =
+            serde_json::from_slice(kv.value()).with_context(|| format!("decode {key}"))?;
+        let template = stored
+            .pointer("/spec/template")
+            .unwrap_or(&serde_json::Value::Null);
+        Ok(Some(api::pod_template_hash(
+            template,
+            d.status.collision_count,
+        )))
     }
 
     /// The registry whose writes require `d` unchanged since it was read.
@@ -286,8 +329,12 @@ impl Inner {
                 }
             }
         }
+        // Every ReplicaSet write of the plan requires the deployment unchanged since the
+        // sync read it: a decision from an older template or size never commits (a
+        // rollover never grows the previous new ReplicaSet; kubernetes #22719).
+        let guarded = self.while_unchanged(d)?;
         for rs in &updates {
-            match self.write_rs(key, &self.registry, rs).await? {
+            match self.write_rs(key, &guarded, rs).await? {
                 Outcome::Done(_) => {
                     tracing::debug!(deployment = %key, replicaset = %rs.metadata.name, replicas = rs.replicas(), "updated replica set")
                 }
@@ -296,8 +343,7 @@ impl Inner {
         }
         for rs in &deletes {
             let version = rs.metadata.resource_version;
-            match self
-                .registry
+            match guarded
                 .delete::<ReplicaSet>(&rs.metadata.namespace, &rs.metadata.name, version)
                 .await
             {

@@ -29,6 +29,7 @@ fn rs_key(name: &str) -> String {
 }
 
 /// A deployment `web` as etcdctl would write it: `app=web`, one container of `image`.
+/// The ReplicaSets' names hash this template as written (raw JSON).
 fn deployment_json(replicas: i64, image: &str, strategy: Value) -> Value {
     json!({
         "apiVersion": "apps/v1",
@@ -38,9 +39,11 @@ fn deployment_json(replicas: i64, image: &str, strategy: Value) -> Value {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": "web"}},
             "strategy": strategy,
+            // kubectl's `creationTimestamp: null` and an empty list: kept in the stored
+            // JSON the pod-template-hash is computed over, though kcm's model drops them.
             "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "app", "image": image}]}
+                "metadata": {"labels": {"app": "web"}, "creationTimestamp": null},
+                "spec": {"containers": [{"name": "app", "image": image, "ports": []}]}
             }
         }
     })
@@ -362,22 +365,21 @@ async fn a_deployment_converges_with_one_replica_set_named_by_its_template_hash(
         let Some((_etcd, client, _cluster)) = cluster().await else {
             return;
         };
-        put_json(
-            &client,
-            &deployment_key("web"),
-            &deployment_json(3, "nginx", json!(null)),
-        )
-        .await;
-        eventually(SETTLE, "the deployment to roll out 3 replicas", || {
-            rolled_out(&client, 3)
-        })
-        .await;
+        let written = deployment_json(3, "nginx", json!(null));
+        roll_out(&client, &written).await;
         let rss = owned_replica_sets(&client).await;
         assert_eq!(rss.len(), 1, "{rss:?}");
         let (name, rs) = rss.iter().next().unwrap();
-        let d = deployment(&client).await;
-        let hash = kcm::api::pod_template_hash(&d["spec"]["template"], None);
+        // The hash of the template as it was stored when the ReplicaSet was created: the
+        // JSON written, `creationTimestamp: null` and `ports: []` included.
+        let hash = kcm::api::pod_template_hash(&written["spec"]["template"], None);
         assert_eq!(name, &format!("web-{hash}"));
+        let d = deployment(&client).await;
+        let normalized = kcm::api::pod_template_hash(&d["spec"]["template"], None);
+        assert_ne!(
+            normalized, hash,
+            "the status writes re-encoded the template"
+        );
         assert_eq!(
             rs["metadata"]["labels"],
             json!({"app": "web", "pod-template-hash": hash})
@@ -703,7 +705,9 @@ async fn a_squatter_bumps_the_collision_count_and_the_rollout_completes() {
         roll_out(&client, &d).await;
         let stored = deployment(&client).await;
         assert_eq!(stored["status"]["collisionCount"], 1);
-        let next = kcm::api::pod_template_hash(&d["spec"]["template"], Some(1));
+        // The collision count was written with the status, which re-encoded the
+        // template as kcm models it: the next name hashes that.
+        let next = kcm::api::pod_template_hash(&stored["spec"]["template"], Some(1));
         let names: Vec<String> = owned_replica_sets(&client).await.into_keys().collect();
         assert_eq!(names, [format!("web-{next}")]);
         let all = documents(&client, "replicasets").await;
