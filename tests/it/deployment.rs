@@ -853,3 +853,74 @@ async fn an_invalid_deployment_is_skipped_with_one_warning_until_fixed() {
     })
     .await;
 }
+
+/// A matching orphan ReplicaSet with the deployment's template is adopted and used as the
+/// new ReplicaSet: no other one is created, and it gets the revision annotations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_matching_orphan_replica_set_is_adopted_as_the_new_one() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        let d = deployment_json(2, "nginx", json!(null));
+        let orphan = json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "web-by-hand", "namespace": NS, "uid": "uid-orphan",
+                         "labels": {"app": "web"}},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": d["spec"]["template"],
+            }
+        });
+        put_json(&client, &rs_key("web-by-hand"), &orphan).await;
+        roll_out(&client, &d).await;
+        let rss = owned_replica_sets(&client).await;
+        let names: Vec<&String> = rss.keys().collect();
+        assert_eq!(names, ["web-by-hand"]);
+        let annotations = &rss["web-by-hand"]["metadata"]["annotations"];
+        assert_eq!(annotations["deployment.kubernetes.io/revision"], "1");
+        assert_eq!(documents(&client, "replicasets").await.len(), 1);
+    })
+    .await;
+}
+
+/// A deployment with a `deletionTimestamp` (an unknown finalizer holding it) gets status
+/// writes only: a new template creates no ReplicaSet and scales none, and the finalizer
+/// is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleting_deployment_gets_status_only() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        roll_out(&client, &deployment_json(2, "v1", json!(null))).await;
+        let before = owned_replica_sets(&client).await;
+        update_json(&client, &deployment_key("web"), |d| {
+            d["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            d["metadata"]["finalizers"] = json!(["example.com/hold"]);
+            d["spec"]["template"]["spec"]["containers"][0]["image"] = json!("v2");
+            d["spec"]["replicas"] = json!(3);
+            bump_generation(d);
+        })
+        .await;
+        eventually(SETTLE, "the new generation observed", || async {
+            let d = deployment(&client).await;
+            d["status"]["observedGeneration"] == d["metadata"]["generation"]
+        })
+        .await;
+        let d = deployment(&client).await;
+        assert_eq!(d["metadata"]["finalizers"], json!(["example.com/hold"]));
+        assert_eq!(d["status"]["updatedReplicas"], json!(null), "{d}");
+        let after = owned_replica_sets(&client).await;
+        assert_eq!(
+            after.keys().collect::<Vec<_>>(),
+            before.keys().collect::<Vec<_>>()
+        );
+        for (name, rs) in &after {
+            assert_eq!(rs["spec"], before[name]["spec"], "{name} unchanged");
+        }
+    })
+    .await;
+}

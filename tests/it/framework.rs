@@ -157,8 +157,8 @@ async fn a_manager_started_on_a_converged_namespace_writes_nothing() {
 // What `--controllers` runs and watches
 
 /// Starts `kcm controller-manager --controllers {spec}` on `etcd` (which holds one
-/// controller `kinds/web` with no replicas, one such ReplicaSet and one service `kinds/web`), waits until it has
-/// listed and resynced, and checks that exactly `controllers` run and exactly `kinds` are
+/// controller `kinds/web` with no replicas, one such ReplicaSet and Deployment, and one
+/// service `kinds/web`), waits until it has listed and resynced, and checks that exactly `controllers` run and exactly `kinds` are
 /// watched: each once, by kcm's metrics and by etcd's own watcher and stream gauges.
 /// Stops the manager and returns its last metrics.
 async fn check_controllers(
