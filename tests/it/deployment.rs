@@ -521,6 +521,33 @@ async fn a_failing_image_stops_at_the_bound_times_out_and_the_old_template_recov
             format!("ReplicaSet \"{failing}\" has timed out progressing.")
         );
         assert_eq!(d["status"]["availableReplicas"], 8);
+        // D9: written no sooner than the deadline after the last progress.
+        let events = history::read(&client, "/registry/", "/registry0", 0, "/registry/~end").await;
+        let mut last_progress = None;
+        for event in events
+            .iter()
+            .filter(|e| e.key == deployment_key("web") && e.put)
+        {
+            let doc: Value = serde_json::from_slice(&event.value).unwrap();
+            let Some(c) = condition(&doc, "Progressing") else {
+                continue;
+            };
+            let at = |field: &str| {
+                let time = c[field].as_str().expect("a condition time");
+                humantime::parse_rfc3339(time).expect("RFC 3339")
+            };
+            if c["reason"] == "ProgressDeadlineExceeded" {
+                let last: std::time::SystemTime = last_progress.expect("progress before");
+                let timed_out = at("lastUpdateTime");
+                assert!(
+                    timed_out >= last + Duration::from_secs(3),
+                    "timed out at {timed_out:?}, last progress {last:?}"
+                );
+                break;
+            }
+            last_progress = Some(at("lastUpdateTime"));
+        }
+        assert!(last_progress.is_some());
 
         let start = set_image(&client, "v1").await;
         eventually(SETTLE, "10 replicas of v1 again", || {
@@ -673,6 +700,35 @@ async fn the_revision_history_limit_keeps_the_two_newest_old_replica_sets() {
         let mut revisions = revisions;
         revisions.sort();
         assert_eq!(revisions, ["2", "3", "4"]);
+        let d = deployment(&client).await;
+        assert_eq!(
+            d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+            "4"
+        );
+        // D8: the ReplicaSet deleted had size 0, no pods by its status, and none stored.
+        let events = history::read(&client, "/registry/", "/registry0", 0, "/registry/~end").await;
+        let mut world = World::default();
+        let mut deleted = Vec::new();
+        for event in &events {
+            if !event.put
+                && event
+                    .key
+                    .starts_with(&format!("/registry/replicasets/{NS}/"))
+            {
+                let name = event.key.rsplit('/').next().unwrap();
+                let rs = &world.replica_sets[name];
+                assert_eq!(rs["spec"]["replicas"], 0, "{name} deleted at size 0");
+                assert!(rs["status"]["replicas"].as_i64().unwrap_or(0) == 0, "{rs}");
+                let uid = rs["metadata"]["uid"].as_str().unwrap();
+                assert!(
+                    world.pods.values().all(|p| controller_uid(p) != Some(uid)),
+                    "{name} deleted with pods"
+                );
+                deleted.push(image(rs).to_string());
+            }
+            world.apply(event);
+        }
+        assert_eq!(deleted, ["v1"]);
     })
     .await;
 }
