@@ -30,6 +30,9 @@ pub(super) struct Written {
     deployment: i64,
     /// The header revision of its last ReplicaSet write.
     replica_sets: i64,
+    /// When the pending delayed sync (`requeueStuckDeployment`) fires, in seconds since
+    /// the epoch: a stuck deployment synced often (resyncs, pod events) keeps one timer.
+    requeue_at: Option<i64>,
 }
 
 /// How a write went.
@@ -363,7 +366,13 @@ impl Inner {
             self.write_deployment(key, &updated).await?;
         }
         if let Some(after) = requeue_after {
-            self.sync_later(key, Duration::from_secs(after));
+            let now = epoch_now();
+            let at = now.saturating_add(i64::try_from(after).unwrap_or(i64::MAX));
+            let pending = self.memory.written(key).requeue_at;
+            if pending.is_none_or(|pending| pending <= now || pending > at) {
+                self.memory.record(key, |w| w.requeue_at = Some(at));
+                self.sync_later(key, Duration::from_secs(after));
+            }
         }
         Ok(())
     }
