@@ -53,16 +53,17 @@ fn rolling(surge: Value, unavailable: Value) -> Value {
     json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}})
 }
 
-/// A controller manager running the ReplicaSet and Deployment controllers, and one
-/// simulated node whose pods start after 100 ms and turn Ready 200 ms later.
-async fn start_cluster(etcd: &EtcdServer) -> (Kcm, Kcm) {
+/// A controller manager running the ReplicaSet and Deployment controllers with
+/// `--sync-period {sync_period}`, and one simulated node whose pods start after 100 ms and
+/// turn Ready 200 ms later.
+async fn start_cluster(etcd: &EtcdServer, sync_period: &str) -> (Kcm, Kcm) {
     let manager = start_manager(
         &etcd.endpoint(),
         &[
             "--controllers",
             "replicaset,deployment",
             "--sync-period",
-            "2s",
+            sync_period,
         ],
     )
     .await;
@@ -84,11 +85,16 @@ async fn start_cluster(etcd: &EtcdServer) -> (Kcm, Kcm) {
 }
 
 /// A started etcd (`None` when there is none to start, see `start_etcd`), a client of
-/// it, and [`start_cluster`] on it.
+/// it, and [`start_cluster`] on it with 2 s resyncs.
 async fn cluster() -> Option<(EtcdServer, Client, (Kcm, Kcm))> {
+    cluster_with_sync_period("2s").await
+}
+
+/// [`cluster`] with `--sync-period {sync_period}`.
+async fn cluster_with_sync_period(sync_period: &str) -> Option<(EtcdServer, Client, (Kcm, Kcm))> {
     let etcd = start_etcd().await?;
     let client = etcd.client().await;
-    let cluster = start_cluster(&etcd).await;
+    let cluster = start_cluster(&etcd, sync_period).await;
     Some((etcd, client, cluster))
 }
 
@@ -480,13 +486,14 @@ fn rs_scalings(events: &[HistoryEvent], after: i64) -> Vec<(String, i64, i64)> {
 }
 
 /// A failing image stops where Kubernetes stops (old 8 / new 5 at 25%/25% of 10), and
-/// Progressing turns False `ProgressDeadlineExceeded` after the deadline; writing the old
-/// template back rolls the old ReplicaSet forward as revision 3 (history "1"), the
+/// Progressing turns False `ProgressDeadlineExceeded` after the deadline — with the
+/// resync five minutes away, so the delayed sync (`requeueStuckDeployment`) does it; writing
+/// the old template back rolls the old ReplicaSet forward as revision 3 (history "1"), the
 /// failing (never ready) replicas going first, and Ready pods never below 8.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_image_stops_at_the_bound_times_out_and_the_old_template_recovers() {
     with_timeout(LIMIT, async {
-        let Some((_etcd, client, _cluster)) = cluster().await else {
+        let Some((_etcd, client, _cluster)) = cluster_with_sync_period("300s").await else {
             return;
         };
         let mut d = deployment_json(10, "v1", json!(null));
