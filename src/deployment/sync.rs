@@ -206,6 +206,10 @@ impl Inner {
             self.read_pods(namespace, &owned).await?
         };
         let now = epoch_now();
+        let sizes: Vec<(String, i64)> = owned
+            .iter()
+            .map(|rs| (rs.metadata.name.clone(), rs.replicas()))
+            .collect();
         let mut plan = plan::plan(&d, owned.clone(), &pods, now);
         if let Some(planned) = &plan.create {
             // The name's hash is over the template as stored: read it raw (once per new
@@ -219,7 +223,7 @@ impl Inner {
                 plan = plan::plan_with_hash(&d, owned, &pods, now, Some(hash));
             }
         }
-        self.act(key, &d, plan).await
+        self.act(key, &d, plan, &sizes).await
     }
 
     /// The [`api::pod_template_hash`] of `d`'s `spec.template` as stored in etcd, with its
@@ -285,7 +289,14 @@ impl Inner {
     }
 
     /// Makes the plan's writes in order, stopping at the first refused one.
-    async fn act(&self, key: &str, d: &Deployment, plan: Plan) -> anyhow::Result<()> {
+    /// `sizes` are the ReplicaSets' sizes as read, for the log.
+    async fn act(
+        &self,
+        key: &str,
+        d: &Deployment,
+        plan: Plan,
+        sizes: &[(String, i64)],
+    ) -> anyhow::Result<()> {
         let Plan {
             create,
             updates,
@@ -339,7 +350,18 @@ impl Inner {
         for rs in &updates {
             match self.write_rs(key, &guarded, rs).await? {
                 Outcome::Done(_) => {
-                    tracing::debug!(deployment = %key, replicaset = %rs.metadata.name, replicas = rs.replicas(), "updated replica set")
+                    let name = &rs.metadata.name;
+                    let from = sizes.iter().find(|(n, _)| n == name).map(|(_, size)| *size);
+                    match from {
+                        // Kubernetes' `ScalingReplicaSet` event, as a log line.
+                        Some(from) if from != rs.replicas() => {
+                            let direction = if rs.replicas() > from { "up" } else { "down" };
+                            tracing::info!(deployment = %key, "Scaled {direction} replica set {name} to {} from {from}", rs.replicas());
+                        }
+                        _ => {
+                            tracing::debug!(deployment = %key, replicaset = %name, "updated replica set annotations")
+                        }
+                    }
                 }
                 Outcome::Changed => return Ok(()),
             }
