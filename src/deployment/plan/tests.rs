@@ -661,3 +661,35 @@ fn pause_and_resume_conditions_never_overwrite_a_timeout() {
         api::TIMED_OUT_REASON
     );
 }
+
+/// `getNewReplicaSet` on an existing new ReplicaSet: the deployment's annotations (but the
+/// skipped ones) and `minReadySeconds` are copied to it, and its revision to the
+/// deployment.
+#[test]
+fn the_new_replica_set_gets_the_deployments_annotations_and_min_ready_seconds() {
+    let mut world = world_at(2, json!(null), "v1");
+    world.d.spec.min_ready_seconds = 5;
+    world
+        .d
+        .metadata
+        .annotations
+        .insert(api::CHANGE_CAUSE_ANNOTATION.into(), "kcm set image".into());
+    world
+        .d
+        .metadata
+        .annotations
+        .insert(api::LAST_APPLIED_CONFIG_ANNOTATION.into(), "{}".into());
+    let plan = world.sync();
+    assert_eq!(plan.updates.len(), 1, "{plan:?}");
+    let rs = &plan.updates[0];
+    assert_eq!(rs.spec.min_ready_seconds, 5);
+    assert_eq!(
+        rs.metadata.annotations[api::CHANGE_CAUSE_ANNOTATION],
+        "kcm set image"
+    );
+    assert!(!rs
+        .metadata
+        .annotations
+        .contains_key(api::LAST_APPLIED_CONFIG_ANNOTATION));
+    assert_eq!(world.d.metadata.annotations[api::REVISION_ANNOTATION], "1");
+}
