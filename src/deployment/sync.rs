@@ -352,11 +352,14 @@ impl Inner {
                 Outcome::Done(_) => {
                     let name = &rs.metadata.name;
                     let from = sizes.iter().find(|(n, _)| n == name).map(|(_, size)| *size);
+                    let to = rs.replicas();
                     match from {
                         // Kubernetes' `ScalingReplicaSet` event, as a log line.
-                        Some(from) if from != rs.replicas() => {
-                            let direction = if rs.replicas() > from { "up" } else { "down" };
-                            tracing::info!(deployment = %key, "Scaled {direction} replica set {name} to {} from {from}", rs.replicas());
+                        Some(from) if to > from => {
+                            tracing::info!(deployment = %key, replicaset = %name, from, to, "scaled up replica set");
+                        }
+                        Some(from) if to < from => {
+                            tracing::info!(deployment = %key, replicaset = %name, from, to, "scaled down replica set");
                         }
                         _ => {
                             tracing::debug!(deployment = %key, replicaset = %name, "updated replica set annotations")
