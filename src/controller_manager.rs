@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{self, ClientConfig};
 use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::Watcher;
+use crate::garbagecollector::GcConfig;
 use crate::informer::InformerFactory;
 use crate::leader::{Elector, LeaderElectionConfig};
 use crate::registry::{FenceSlot, Registry};
@@ -42,6 +43,8 @@ pub struct Config {
     /// The ReplicaSet controller's settings.
     pub replicaset: ManagerConfig,
     pub endpoints: EndpointsConfig,
+    /// The garbage collector's settings.
+    pub garbagecollector: GcConfig,
     /// Where `/healthz` and `/metrics` listen. Default 127.0.0.1:10252 (2014's port).
     pub status_addr: SocketAddr,
     /// `--leader-elect`: run the controllers only while leading. Default off.
@@ -252,6 +255,7 @@ impl Controllers<'_> {
                 replication: config.manager.clone(),
                 replicaset: config.replicaset.clone(),
                 endpoints: config.endpoints.clone(),
+                garbagecollector: config.garbagecollector.clone(),
             },
             stop: token.clone(),
         };

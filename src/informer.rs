@@ -35,9 +35,10 @@ mod factory;
 mod reflector;
 mod store;
 
-pub use cached::{Cached, CachedPod, ControllerRef, PodPorts, Uid};
+pub use cached::{Cached, CachedPod, ControllerRef, Ownership, PodOwnership, PodPorts, Uid};
 pub use factory::InformerFactory;
 pub use reflector::{
-    ControllerInformer, Informer, PodInformer, ReplicaSetInformer, ServiceInformer,
+    ControllerInformer, EndpointsInformer, Informer, PodInformer, ReplicaSetInformer,
+    ServiceInformer,
 };
 pub use store::{Delta, Namespace};

@@ -11,6 +11,7 @@ pub mod controller_manager;
 pub mod endpoints;
 pub mod etcd_process;
 pub mod etcd_watcher;
+pub mod garbagecollector;
 pub mod informer;
 pub mod kubecfg;
 pub mod kubelet;

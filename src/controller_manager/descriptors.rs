@@ -2,7 +2,8 @@
 //! `NewControllerDescriptors()`, `ControllerContext`, its init functions
 //! (`cmd/kube-controller-manager/app/core.go`: `startReplicationController`,
 //! `startReplicaSetController` of `apps.go`,
-//! `startEndpointsController`) and `StartControllers`, plus the `--controllers` grammar
+//! `startEndpointsController`, `startGarbageCollectorController` of `core.go`) and
+//! `StartControllers`, plus the `--controllers` grammar
 //! (`IsControllerEnabled`).
 //!
 //! Adding a controller is one row here and one module: its init function asks the
@@ -16,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::endpoints::{EndpointsConfig, EndpointsController};
 use crate::etcd_watcher::Watcher;
+use crate::garbagecollector::{GarbageCollector, GcConfig};
 use crate::informer::InformerFactory;
 use crate::registry::Registry;
 use crate::replicaset::ReplicaSetController;
@@ -34,6 +36,8 @@ pub enum Controller {
     Endpoints,
     /// The late-2014 replication manager, as it was (a teaching instrument).
     Replication2014,
+    /// The garbage collector (and terminated-pod collection).
+    GarbageCollector,
 }
 
 /// One row of the controller table (the kube-controller-manager's
@@ -80,6 +84,13 @@ pub const DESCRIPTORS: &[Descriptor] = &[
         aliases: &["endpoint", "endpoints-controller"],
         disabled_by_default: false,
         init: start_endpoints_controller,
+    },
+    Descriptor {
+        controller: Controller::GarbageCollector,
+        name: "garbagecollector",
+        aliases: &["garbage-collector-controller"],
+        disabled_by_default: false,
+        init: start_garbage_collector,
     },
     Descriptor {
         controller: Controller::Replication2014,
@@ -143,6 +154,7 @@ pub struct Settings {
     pub replication: ManagerConfig,
     pub replicaset: ManagerConfig,
     pub endpoints: EndpointsConfig,
+    pub garbagecollector: GcConfig,
 }
 
 /// What an init function gets: the kube-controller-manager's `ControllerContext`. One
@@ -201,6 +213,17 @@ fn start_endpoints_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
     );
     Ok(Init::Started(
         controller.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
+    ))
+}
+
+fn start_garbage_collector(ctx: &ControllerContext) -> anyhow::Result<Init> {
+    let collector = GarbageCollector::new(
+        ctx.registry.clone(),
+        ctx.settings.garbagecollector.clone(),
+        ctx.metrics.clone(),
+    );
+    Ok(Init::Started(
+        collector.start(&ctx.informers, ctx.stop.clone()),
     ))
 }
 
@@ -285,29 +308,30 @@ mod tests {
 
     #[test]
     fn the_kubernetes_controllers_grammar() {
-        use Controller::{Endpoints, ReplicaSet, Replication};
-        check("*", &[Replication, ReplicaSet, Endpoints]);
+        use Controller::{Endpoints, GarbageCollector, ReplicaSet, Replication};
+        check("*", &[Replication, ReplicaSet, Endpoints, GarbageCollector]);
         check("replication", &[Replication]);
-        check("-endpoints,*", &[Replication, ReplicaSet]);
-        check("*,-endpoints", &[Replication, ReplicaSet]);
+        check("-endpoints,*", &[Replication, ReplicaSet, GarbageCollector]);
+        check("*,-endpoints,-garbagecollector", &[Replication, ReplicaSet]);
+        check("garbage-collector-controller", &[GarbageCollector]);
         check("endpoints-controller", &[Endpoints]);
         check("replicaset-controller", &[ReplicaSet]);
-        check("-replicaset,*", &[Replication, Endpoints]);
+        check("-replicaset,-garbagecollector,*", &[Replication, Endpoints]);
         check("replication,endpoints", &[Replication, Endpoints]);
         // The first explicit mention wins.
         check("replication,-replication", &[Replication]);
         check(
             "-replicationcontroller,replication,*",
-            &[ReplicaSet, Endpoints],
+            &[ReplicaSet, Endpoints, GarbageCollector],
         );
         // Without `*`, only what is named runs.
         check("-endpoints", &[]);
         // The 2014 loop is off by default: `*` leaves it off, naming it turns it on.
         use Controller::Replication2014;
-        check("*,-replication", &[ReplicaSet, Endpoints]);
+        check("*,-replication", &[ReplicaSet, Endpoints, GarbageCollector]);
         check("replication-2014,-replication", &[Replication2014]);
         check(
-            "replication-2014,*,-replication",
+            "replication-2014,*,-replication,-garbagecollector",
             &[ReplicaSet, Endpoints, Replication2014],
         );
     }
@@ -361,6 +385,17 @@ mod tests {
             ),
             (&[Replication], &["replicationcontrollers", "pods"]),
             (&[Endpoints], &["services", "pods"]),
+            // The garbage collector reads every kind kcm stores.
+            (
+                &[Controller::GarbageCollector],
+                &[
+                    "pods",
+                    "replicationcontrollers",
+                    "services",
+                    "endpoints",
+                    "replicasets",
+                ],
+            ),
             // The 2014 loop lists and watches etcd itself.
             (&[Controller::Replication2014], &[]),
             (&[], &[]),

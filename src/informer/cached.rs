@@ -1,10 +1,12 @@
 //! What an informer's store keeps of each object: the [`Cached`] form of a kind. Pods
-//! are kept as a compact [`CachedPod`]; controllers and services whole.
+//! are kept as a compact [`CachedPod`]; controllers, services and endpoints whole. Every
+//! form tells the garbage collector its [`Ownership`].
 
 use std::sync::Arc;
 
 use crate::api::{
-    controller_of, IntOrString, Object, Pod, PodPhase, ReplicaSet, ReplicationController, Service,
+    controller_of, Endpoints, IntOrString, Object, ObjectMeta, OwnerReference, Pod, PodPhase,
+    ReplicaSet, ReplicationController, Service,
 };
 use crate::labels::Set;
 
@@ -24,50 +26,59 @@ pub trait Cached: Send + Sync + Sized + 'static {
     fn share_names(&mut self, _namespace: &Arc<str>, _name: &Arc<str>) {}
     /// The item's `metadata.resourceVersion`.
     fn resource_version(&self) -> i64;
+    /// What the garbage collector reads of the item.
+    fn ownership(&self) -> Ownership;
 }
 
-/// Services are few and small: the store keeps them whole.
-impl Cached for Service {
-    type Object = Service;
-
-    fn from_object(mut object: Service) -> Self {
-        crate::api::remember_spec(&mut object);
-        object
-    }
-
-    fn resource_version(&self) -> i64 {
-        self.metadata.resource_version.map_or(0, |rv| rv.0)
-    }
+/// What the garbage collector reads of any object: its identity, its owners and where
+/// its deletion stands.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ownership {
+    pub uid: String,
+    pub resource_version: i64,
+    pub owners: Vec<OwnerReference>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    pub finalizers: Vec<String>,
 }
 
-/// Controllers are few and small: the store keeps them whole.
-impl Cached for ReplicationController {
-    type Object = ReplicationController;
-
-    fn from_object(mut object: ReplicationController) -> Self {
-        // Kept whole, so a write of it can tell a spec change without a read.
-        crate::api::remember_spec(&mut object);
-        object
-    }
-
-    fn resource_version(&self) -> i64 {
-        self.metadata.resource_version.map_or(0, |rv| rv.0)
+impl Ownership {
+    pub fn of(meta: &ObjectMeta) -> Ownership {
+        Ownership {
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.map_or(0, |rv| rv.0),
+            owners: meta.owner_references.clone(),
+            deleting: meta.deletion_timestamp.is_some(),
+            finalizers: meta.finalizers.clone(),
+        }
     }
 }
 
-/// ReplicaSets are few and small: the store keeps them whole.
-impl Cached for ReplicaSet {
-    type Object = ReplicaSet;
+/// Implements [`Cached`] for a kind whose objects are few and small: the store keeps them
+/// whole, remembering the spec read, so a write of one can tell a spec change without a
+/// read.
+macro_rules! kept_whole {
+    ($($ty:ty),*) => {$(
+        impl Cached for $ty {
+            type Object = $ty;
 
-    fn from_object(mut object: ReplicaSet) -> Self {
-        crate::api::remember_spec(&mut object);
-        object
-    }
+            fn from_object(mut object: $ty) -> Self {
+                crate::api::remember_spec(&mut object);
+                object
+            }
 
-    fn resource_version(&self) -> i64 {
-        self.metadata.resource_version.map_or(0, |rv| rv.0)
-    }
+            fn resource_version(&self) -> i64 {
+                self.metadata.resource_version.map_or(0, |rv| rv.0)
+            }
+
+            fn ownership(&self) -> Ownership {
+                Ownership::of(&self.metadata)
+            }
+        }
+    )*};
 }
+
+kept_whole!(Service, ReplicationController, ReplicaSet, Endpoints);
 
 /// What the controllers read of a pod.
 #[derive(Clone, Debug, PartialEq)]
@@ -99,6 +110,16 @@ pub struct CachedPod {
     pub deleting: bool,
     /// The sum of its containers' `restartCount` (for the deletion ranking).
     pub restarts: u32,
+    /// Every owner reference and finalizer, for the garbage collector; `None` for a pod
+    /// with neither (a 2014 pod costs a pointer).
+    pub owned: Option<Box<PodOwnership>>,
+}
+
+/// A pod's owner references and finalizers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodOwnership {
+    pub owners: Box<[OwnerReference]>,
+    pub finalizers: Box<[String]>,
 }
 
 /// What the controllers read of a pod's controller reference: its owner by kind, name
@@ -154,6 +175,12 @@ impl From<&Pod> for CachedPod {
                     .map(|c| c.restart_count.max(0))
                     .sum();
                 u32::try_from(total).unwrap_or(u32::MAX)
+            }),
+            owned: (!meta.owner_references.is_empty() || !meta.finalizers.is_empty()).then(|| {
+                Box::new(PodOwnership {
+                    owners: meta.owner_references.clone().into(),
+                    finalizers: meta.finalizers.clone().into(),
+                })
             }),
         }
     }
@@ -236,6 +263,19 @@ impl Cached for CachedPod {
 
     fn resource_version(&self) -> i64 {
         self.resource_version
+    }
+
+    fn ownership(&self) -> Ownership {
+        let (owners, finalizers) = self.owned.as_deref().map_or((vec![], vec![]), |o| {
+            (o.owners.to_vec(), o.finalizers.to_vec())
+        });
+        Ownership {
+            uid: self.uid.to_string(),
+            resource_version: self.resource_version,
+            owners,
+            deleting: self.deleting,
+            finalizers,
+        }
     }
 }
 

@@ -21,7 +21,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Cached, ControllerInformer, Informer, PodInformer, ReplicaSetInformer, ServiceInformer,
+    Cached, ControllerInformer, EndpointsInformer, Informer, PodInformer, ReplicaSetInformer,
+    ServiceInformer,
 };
 use crate::api::Object;
 use crate::etcd_watcher::{BackoffConfig, Watcher};
@@ -91,6 +92,11 @@ impl InformerFactory {
 
     /// The service informer.
     pub fn services(&self) -> ServiceInformer {
+        self.informer()
+    }
+
+    /// The endpoints informer.
+    pub fn endpoints(&self) -> EndpointsInformer {
         self.informer()
     }
 
