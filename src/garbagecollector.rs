@@ -40,7 +40,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    now_rfc3339, Endpoints, Object, ObjectMeta, Pod, ReplicaSet, ReplicationController,
+    start_deletion, Endpoints, Object, ObjectMeta, Pod, ReplicaSet, ReplicationController,
     ResourceVersion, Service,
 };
 use crate::controller::{Runner, RunnerConfig, SyncHandler};
@@ -378,7 +378,7 @@ impl Inner {
             }
             Action::Delete { foreground: true } => {
                 self.update_meta(resource, namespace, name, rv, conditions, |meta| {
-                    start_deletion(meta, FOREGROUND)
+                    start_deletion(meta, Some(FOREGROUND))
                 })
                 .await?;
                 tracing::info!(%key, "garbage collector started a foreground deletion of a dependent that owns others");
@@ -636,15 +636,5 @@ impl Inner {
                 () = tokio::time::sleep(POD_GC_PERIOD) => {}
             }
         }
-    }
-}
-
-/// Gives `meta` a deletionTimestamp (unless it has one) and `finalizer` (unless it has it).
-pub fn start_deletion(meta: &mut ObjectMeta, finalizer: &str) {
-    if meta.deletion_timestamp.is_none() {
-        meta.deletion_timestamp = Some(now_rfc3339());
-    }
-    if !meta.finalizers.iter().any(|f| f == finalizer) {
-        meta.finalizers.push(finalizer.to_string());
     }
 }

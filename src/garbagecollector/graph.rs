@@ -7,11 +7,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use crate::api::OwnerReference;
 use crate::informer::Ownership;
 
-/// The finalizer of a foreground deletion: the owner goes after its blocking dependents.
-pub const FOREGROUND: &str = "foregroundDeletion";
-/// The finalizer of an orphaning deletion: the owner goes after its dependents lost their
-/// references to it.
-pub const ORPHAN: &str = "orphan";
+pub use crate::api::{FINALIZER_FOREGROUND as FOREGROUND, FINALIZER_ORPHAN as ORPHAN};
 
 /// The kinds kcm stores, which the collector watches and resolves owner references to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
