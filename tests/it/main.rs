@@ -7,6 +7,7 @@ mod cli;
 mod compose;
 mod endpoints;
 mod framework;
+mod gc;
 mod ha;
 mod harness;
 mod health;
