@@ -220,10 +220,7 @@ async fn run_cluster(
                 ..ManagerConfig::default()
             },
             endpoints: EndpointsConfig::default(),
-            garbagecollector: GcConfig {
-                sync_period: config.sync_period,
-                ..GcConfig::default()
-            },
+            garbagecollector: GcConfig::default(),
             status_addr,
             leader_election: None,
         },

@@ -111,7 +111,6 @@ impl ControllerManagerArgs {
             garbagecollector: GcConfig {
                 concurrent_syncs: self.concurrent_gc_syncs as usize,
                 terminated_pod_gc_threshold: self.terminated_pod_gc_threshold as usize,
-                sync_period: self.sync_period.max(Duration::from_secs(10)),
                 ..GcConfig::default()
             },
             status_addr: std::net::SocketAddr::new(self.address, self.port),

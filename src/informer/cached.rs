@@ -110,8 +110,10 @@ pub struct CachedPod {
     pub deleting: bool,
     /// The sum of its containers' `restartCount` (for the deletion ranking).
     pub restarts: u32,
-    /// Every owner reference and finalizer, for the garbage collector; `None` for a pod
-    /// with neither (a 2014 pod costs a pointer).
+    /// Every owner reference and finalizer, for the garbage collector, when the pod has
+    /// more than its one controller reference: `None` for a pod with none (a 2014 pod) or
+    /// with just a controller reference (a ReplicaSet's pod; `controller` holds it), so
+    /// the common pods cost a pointer.
     pub owned: Option<Box<PodOwnership>>,
 }
 
@@ -129,6 +131,9 @@ pub struct ControllerRef {
     pub kind: Box<str>,
     pub name: Box<str>,
     pub uid: Box<str>,
+    /// The owner's `apiVersion` and `blockOwnerDeletion`, for the garbage collector.
+    pub api_version: Box<str>,
+    pub block_owner_deletion: bool,
 }
 
 impl CachedPod {
@@ -165,6 +170,8 @@ impl From<&Pod> for CachedPod {
                     kind: r.kind.as_str().into(),
                     name: r.name.as_str().into(),
                     uid: r.uid.as_str().into(),
+                    api_version: r.api_version.as_str().into(),
+                    block_owner_deletion: r.block_owner_deletion == Some(true),
                 })
             }),
             deleting: meta.deletion_timestamp.is_some(),
@@ -176,12 +183,19 @@ impl From<&Pod> for CachedPod {
                     .sum();
                 u32::try_from(total).unwrap_or(u32::MAX)
             }),
-            owned: (!meta.owner_references.is_empty() || !meta.finalizers.is_empty()).then(|| {
-                Box::new(PodOwnership {
-                    owners: meta.owner_references.clone().into(),
-                    finalizers: meta.finalizers.clone().into(),
+            owned: {
+                let just_a_controller = match meta.owner_references.as_slice() {
+                    [] => true,
+                    [only] => only.is_controller(),
+                    _ => false,
+                };
+                (!just_a_controller || !meta.finalizers.is_empty()).then(|| {
+                    Box::new(PodOwnership {
+                        owners: meta.owner_references.clone().into(),
+                        finalizers: meta.finalizers.clone().into(),
+                    })
                 })
-            }),
+            },
         }
     }
 }
@@ -266,9 +280,22 @@ impl Cached for CachedPod {
     }
 
     fn ownership(&self) -> Ownership {
-        let (owners, finalizers) = self.owned.as_deref().map_or((vec![], vec![]), |o| {
-            (o.owners.to_vec(), o.finalizers.to_vec())
-        });
+        let (owners, finalizers) = match (self.owned.as_deref(), self.controller.as_deref()) {
+            (Some(o), _) => (o.owners.to_vec(), o.finalizers.to_vec()),
+            (None, Some(c)) => {
+                let reference = OwnerReference {
+                    api_version: c.api_version.to_string(),
+                    kind: c.kind.to_string(),
+                    name: c.name.to_string(),
+                    uid: c.uid.to_string(),
+                    controller: Some(true),
+                    block_owner_deletion: c.block_owner_deletion.then_some(true),
+                    ..OwnerReference::default()
+                };
+                (vec![reference], vec![])
+            }
+            (None, None) => (vec![], vec![]),
+        };
         Ownership {
             uid: self.uid.to_string(),
             resource_version: self.resource_version,
@@ -375,6 +402,19 @@ mod tests {
             ),
             (true, false, Some(100), true)
         );
+        // Two references: the collector sees both; with one controller reference only,
+        // the same from the compact form.
+        let owners = cached.ownership().owners;
+        assert_eq!(owners.len(), 2);
+        assert_eq!(owners[0].kind, "Node");
+        let mut single = pod.clone();
+        single.metadata.owner_references.remove(0);
+        single.metadata.owner_references[0].block_owner_deletion = Some(true);
+        let compact = CachedPod::from(&single);
+        assert!(compact.owned.is_none());
+        let mut expected = single.metadata.owner_references.clone();
+        expected[0].extra = Default::default();
+        assert_eq!(compact.ownership().owners, expected);
         let bare = CachedPod::from(&Pod::default());
         assert!(bare.uid.is_empty() && bare.controller.is_none() && bare.uid.is(""));
         assert_eq!(

@@ -295,7 +295,33 @@ async fn a_background_delete_deletes_the_pods_and_nothing_unrelated() {
         // An orphan sharing a label with web's pods but not its selector.
         let stray = pod(ns, "stray", json!({"app": "web-old"}), json!([]), json!({}));
         put_json(&client, &pod_key(ns, "stray"), &stray).await;
-        let _manager = manager(&etcd, "replicaset,garbagecollector", &[]).await;
+        // A reference to a kind kcm does not store is solid.
+        let node = json!([{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "uid-n1"}]);
+        let by_node = pod(ns, "by-node", json!({}), node, json!({}));
+        put_json(&client, &pod_key(ns, "by-node"), &by_node).await;
+        // Its owner's name and uid live in another namespace only: it has no owner
+        // (kubernetes #65200).
+        let other_ns = "gc-bg-other";
+        put_json(
+            &client,
+            &rs_key(other_ns, "far"),
+            &replica_set(other_ns, "far", "uid-far", 0),
+        )
+        .await;
+        let far = json!([owner_ref("ReplicaSet", "far", "uid-far", true)]);
+        put_json(
+            &client,
+            &pod_key(ns, "misplaced"),
+            &pod(ns, "misplaced", json!({}), far, json!({})),
+        )
+        .await;
+        let manager = manager(&etcd, "replicaset,garbagecollector", &[]).await;
+        eventually(
+            SETTLE,
+            "the pod owned from another namespace deleted",
+            || async { !exists(&client, &pod_key(ns, "misplaced")).await },
+        )
+        .await;
         let web = wait_for_pods(&client, ns, "uid-web", 3).await;
         let api = wait_for_pods(&client, ns, "uid-api", 2).await;
         let start = current_revision(&client).await;
@@ -316,7 +342,13 @@ async fn a_background_delete_deletes_the_pods_and_nothing_unrelated() {
             );
         }
         let left = pods(&client, ns).await;
-        for name in api.iter().chain([&"stray".to_string()]) {
+        assert!(exists(&client, &rs_key(other_ns, "far")).await);
+        let reported = manager.warnings_about("owner references to this kind are kept");
+        assert_eq!(reported.len(), 1, "reported once: {reported:?}");
+        for name in api
+            .iter()
+            .chain([&"stray".to_string(), &"by-node".to_string()])
+        {
             assert!(left.contains_key(name), "{name} kept: {left:?}");
         }
         assert_eq!(
