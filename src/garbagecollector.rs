@@ -40,13 +40,13 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    start_deletion, Endpoints, Object, ObjectMeta, Pod, ReplicaSet, ReplicationController,
-    ResourceVersion, Service,
+    start_deletion, Deployment, Endpoints, Object, ObjectMeta, Pod, ReplicaSet,
+    ReplicationController, ResourceVersion, Service,
 };
 use crate::controller::{Runner, RunnerConfig, SyncHandler};
 use crate::informer::{
-    Cached, ControllerInformer, Delta, EndpointsInformer, Informer, InformerFactory, Ownership,
-    PodInformer, ReplicaSetInformer, ServiceInformer,
+    Cached, ControllerInformer, Delta, DeploymentInformer, EndpointsInformer, Informer,
+    InformerFactory, Ownership, PodInformer, ReplicaSetInformer, ServiceInformer,
 };
 use crate::labels::Selector;
 use crate::registry::{Incarnation, KeyCondition, Registry, StorageError};
@@ -109,6 +109,10 @@ macro_rules! with_type {
                 type $t = ReplicaSet;
                 $body
             }
+            Resource::Deployments => {
+                type $t = Deployment;
+                $body
+            }
         }
     };
 }
@@ -121,6 +125,7 @@ struct Caches {
     services: ServiceInformer,
     endpoints: EndpointsInformer,
     replica_sets: ReplicaSetInformer,
+    deployments: DeploymentInformer,
 }
 
 impl Caches {
@@ -131,6 +136,7 @@ impl Caches {
             services: informers.services(),
             endpoints: informers.endpoints(),
             replica_sets: informers.replica_sets(),
+            deployments: informers.deployments(),
         }
     }
 
@@ -144,6 +150,7 @@ impl Caches {
             Resource::Services => get(&self.services, namespace, name),
             Resource::Endpoints => get(&self.endpoints, namespace, name),
             Resource::ReplicaSets => get(&self.replica_sets, namespace, name),
+            Resource::Deployments => get(&self.deployments, namespace, name),
         }
     }
 }
@@ -213,6 +220,12 @@ impl GarbageCollector {
             runner,
             &caches.replica_sets,
             Resource::ReplicaSets,
+            &self.inner,
+        );
+        runner = watch(
+            runner,
+            &caches.deployments,
+            Resource::Deployments,
             &self.inner,
         );
         let inner = self.inner.clone();

@@ -38,7 +38,7 @@ mod store;
 pub use cached::{Cached, CachedPod, ControllerRef, Ownership, PodOwnership, PodPorts, Uid};
 pub use factory::InformerFactory;
 pub use reflector::{
-    ControllerInformer, EndpointsInformer, Informer, PodInformer, ReplicaSetInformer,
-    ServiceInformer,
+    ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, PodInformer,
+    ReplicaSetInformer, ServiceInformer,
 };
 pub use store::{Delta, Namespace};

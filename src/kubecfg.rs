@@ -133,10 +133,17 @@ pub struct ResizeOptions {
     pub namespace: String,
 }
 
+/// What `kcm delete` deletes: the kinds `get` knows, and Deployments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteKind {
+    Kind(Kind),
+    Deployments,
+}
+
 /// `kcm delete KIND NAME`.
 #[derive(Clone, Debug)]
 pub struct DeleteOptions {
-    pub kind: Kind,
+    pub kind: DeleteKind,
     pub name: String,
     pub namespace: String,
     /// What happens to the object's dependents (`--cascade`, default background).

@@ -11,8 +11,8 @@ use clap::{Args, ValueEnum};
 use super::parse_duration;
 use crate::api;
 use crate::kubecfg::{
-    Cascade, CreateOptions, DeleteOptions, DescribeOptions, GetOptions, GetOutput, Kind,
-    ResizeOptions, RunOptions, StopOptions, WatchOptions, WatchOutput,
+    Cascade, CreateOptions, DeleteKind, DeleteOptions, DescribeOptions, GetOptions, GetOutput,
+    Kind, ResizeOptions, RunOptions, StopOptions, WatchOptions, WatchOutput,
 };
 use crate::labels::Selector;
 
@@ -39,6 +39,31 @@ impl ValueEnum for Kind {
             Kind::Services => PossibleValue::new("services").alias("service").alias("svc"),
             Kind::Endpoints => PossibleValue::new("endpoints").alias("ep"),
         })
+    }
+}
+
+/// `kcm delete` knows every kind `get` knows, and Deployments.
+impl ValueEnum for DeleteKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            DeleteKind::Kind(Kind::Pods),
+            DeleteKind::Kind(Kind::Replicationcontrollers),
+            DeleteKind::Kind(Kind::Replicasets),
+            DeleteKind::Kind(Kind::Services),
+            DeleteKind::Kind(Kind::Endpoints),
+            DeleteKind::Deployments,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        match self {
+            DeleteKind::Kind(kind) => kind.to_possible_value(),
+            DeleteKind::Deployments => Some(
+                PossibleValue::new("deployments")
+                    .alias("deployment")
+                    .alias("deploy"),
+            ),
+        }
     }
 }
 
@@ -148,9 +173,9 @@ pub struct ResizeArgs {
 
 #[derive(Args, Debug)]
 pub struct DeleteArgs {
-    /// pods (po), replicationcontrollers (rc), replicasets (rs), services (svc) or endpoints
-    /// (ep).
-    pub kind: Kind,
+    /// pods (po), replicationcontrollers (rc), replicasets (rs), deployments (deploy),
+    /// services (svc) or endpoints (ep).
+    pub kind: DeleteKind,
     /// The object's name.
     pub name: String,
     /// The object's namespace.

@@ -394,6 +394,7 @@ mod tests {
                     "services",
                     "endpoints",
                     "replicasets",
+                    "deployments",
                 ],
             ),
             // The 2014 loop lists and watches etcd itself.

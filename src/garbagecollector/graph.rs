@@ -17,15 +17,17 @@ pub enum Resource {
     Services,
     Endpoints,
     ReplicaSets,
+    Deployments,
 }
 
 impl Resource {
-    pub const ALL: [Resource; 5] = [
+    pub const ALL: [Resource; 6] = [
         Resource::Pods,
         Resource::ReplicationControllers,
         Resource::Services,
         Resource::Endpoints,
         Resource::ReplicaSets,
+        Resource::Deployments,
     ];
 
     /// The resource name, as in keys of the work queue (`pods/default/web-x2k9b`).
@@ -36,6 +38,7 @@ impl Resource {
             Resource::Services => "services",
             Resource::Endpoints => "endpoints",
             Resource::ReplicaSets => "replicasets",
+            Resource::Deployments => "deployments",
         }
     }
 
@@ -49,6 +52,7 @@ impl Resource {
             Resource::Services => ("Service", CORE),
             Resource::Endpoints => ("Endpoints", CORE),
             Resource::ReplicaSets => ("ReplicaSet", APPS),
+            Resource::Deployments => ("Deployment", APPS),
         }
     }
 

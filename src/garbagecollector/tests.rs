@@ -36,6 +36,7 @@ fn references_resolve_to_the_kinds_kcm_stores_by_kind_and_group() {
         Some(Resource::ReplicationControllers)
     );
     assert_eq!(of("Pod", "v1beta3"), Some(Resource::Pods));
+    assert_eq!(of("Deployment", "apps/v1"), Some(Resource::Deployments));
     // Another group's ReplicaSet, or a kind kcm does not store: solid.
     assert_eq!(of("ReplicaSet", "example.com/v1"), None);
     assert_eq!(of("Node", "v1"), None);

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use crate::api::{
-    controller_of, Endpoints, IntOrString, Object, ObjectMeta, OwnerReference, Pod, PodPhase,
-    ReplicaSet, ReplicationController, Service,
+    controller_of, Deployment, Endpoints, IntOrString, Object, ObjectMeta, OwnerReference, Pod,
+    PodPhase, ReplicaSet, ReplicationController, Service,
 };
 use crate::labels::Set;
 
@@ -78,7 +78,13 @@ macro_rules! kept_whole {
     )*};
 }
 
-kept_whole!(Service, ReplicationController, ReplicaSet, Endpoints);
+kept_whole!(
+    Service,
+    ReplicationController,
+    ReplicaSet,
+    Endpoints,
+    Deployment
+);
 
 /// What the controllers read of a pod.
 #[derive(Clone, Debug, PartialEq)]
@@ -111,9 +117,9 @@ pub struct CachedPod {
     /// The sum of its containers' `restartCount` (for the deletion ranking).
     pub restarts: u32,
     /// Every owner reference and finalizer, for the garbage collector, when the pod has
-    /// more than its one controller reference: `None` for a pod with none (a 2014 pod) or
-    /// with just a controller reference (a ReplicaSet's pod; `controller` holds it), so
-    /// the common pods cost a pointer.
+    /// more than a ReplicaSet controller's reference: `None` for a pod with none (a 2014
+    /// pod) or with just the reference a ReplicaSet controller writes (`controller` holds
+    /// it), so the common pods cost a pointer.
     pub owned: Option<Box<PodOwnership>>,
 }
 
@@ -131,9 +137,27 @@ pub struct ControllerRef {
     pub kind: Box<str>,
     pub name: Box<str>,
     pub uid: Box<str>,
-    /// The owner's `apiVersion` and `blockOwnerDeletion`, for the garbage collector.
-    pub api_version: Box<str>,
-    pub block_owner_deletion: bool,
+}
+
+/// The `apiVersion` a ReplicaSet's controller reference carries (as kcm's ReplicaSet
+/// controller and Kubernetes' write it).
+const APPS_V1: &str = "apps/v1";
+
+/// Whether `references` is just what a ReplicaSet controller writes: one controller
+/// reference to a ReplicaSet, `apps/v1`, with `blockOwnerDeletion`, and nothing else. The
+/// pod cache keeps only its kind, name and uid then (`controller`), and rebuilds the rest.
+fn just_a_replica_set_controller(references: &[OwnerReference]) -> bool {
+    match references {
+        [] => true,
+        [only] => {
+            only.is_controller()
+                && only.kind == "ReplicaSet"
+                && only.api_version == APPS_V1
+                && only.block_owner_deletion == Some(true)
+                && only.extra.is_empty()
+        }
+        _ => false,
+    }
 }
 
 impl CachedPod {
@@ -170,8 +194,6 @@ impl From<&Pod> for CachedPod {
                     kind: r.kind.as_str().into(),
                     name: r.name.as_str().into(),
                     uid: r.uid.as_str().into(),
-                    api_version: r.api_version.as_str().into(),
-                    block_owner_deletion: r.block_owner_deletion == Some(true),
                 })
             }),
             deleting: meta.deletion_timestamp.is_some(),
@@ -184,12 +206,8 @@ impl From<&Pod> for CachedPod {
                 u32::try_from(total).unwrap_or(u32::MAX)
             }),
             owned: {
-                let just_a_controller = match meta.owner_references.as_slice() {
-                    [] => true,
-                    [only] => only.is_controller(),
-                    _ => false,
-                };
-                (!just_a_controller || !meta.finalizers.is_empty()).then(|| {
+                let compact = just_a_replica_set_controller(&meta.owner_references);
+                (!compact || !meta.finalizers.is_empty()).then(|| {
                     Box::new(PodOwnership {
                         owners: meta.owner_references.clone().into(),
                         finalizers: meta.finalizers.clone().into(),
@@ -284,12 +302,12 @@ impl Cached for CachedPod {
             (Some(o), _) => (o.owners.to_vec(), o.finalizers.to_vec()),
             (None, Some(c)) => {
                 let reference = OwnerReference {
-                    api_version: c.api_version.to_string(),
+                    api_version: APPS_V1.to_string(),
                     kind: c.kind.to_string(),
                     name: c.name.to_string(),
                     uid: c.uid.to_string(),
                     controller: Some(true),
-                    block_owner_deletion: c.block_owner_deletion.then_some(true),
+                    block_owner_deletion: Some(true),
                     ..OwnerReference::default()
                 };
                 (vec![reference], vec![])
@@ -412,9 +430,12 @@ mod tests {
         single.metadata.owner_references[0].block_owner_deletion = Some(true);
         let compact = CachedPod::from(&single);
         assert!(compact.owned.is_none());
-        let mut expected = single.metadata.owner_references.clone();
-        expected[0].extra = Default::default();
-        assert_eq!(compact.ownership().owners, expected);
+        assert_eq!(compact.ownership().owners, single.metadata.owner_references);
+        // Anything else is kept as written.
+        single.metadata.owner_references[0].block_owner_deletion = None;
+        let kept = CachedPod::from(&single);
+        assert!(kept.owned.is_some());
+        assert_eq!(kept.ownership().owners, single.metadata.owner_references);
         let bare = CachedPod::from(&Pod::default());
         assert!(bare.uid.is_empty() && bare.controller.is_none() && bare.uid.is(""));
         assert_eq!(

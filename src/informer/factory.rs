@@ -21,8 +21,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Cached, ControllerInformer, EndpointsInformer, Informer, PodInformer, ReplicaSetInformer,
-    ServiceInformer,
+    Cached, ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, PodInformer,
+    ReplicaSetInformer, ServiceInformer,
 };
 use crate::api::Object;
 use crate::etcd_watcher::{BackoffConfig, Watcher};
@@ -97,6 +97,11 @@ impl InformerFactory {
 
     /// The endpoints informer.
     pub fn endpoints(&self) -> EndpointsInformer {
+        self.informer()
+    }
+
+    /// The Deployment informer.
+    pub fn deployments(&self) -> DeploymentInformer {
         self.informer()
     }
 

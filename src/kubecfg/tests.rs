@@ -414,6 +414,7 @@ fn kinds_are_named_as_kubectl_names_them() {
     use crate::kubecfg::kubectl_kind;
     assert_eq!(kubectl_kind::<Pod>(), "pod");
     assert_eq!(kubectl_kind::<ReplicaSet>(), "replicaset.apps");
+    assert_eq!(kubectl_kind::<Deployment>(), "deployment.apps");
     assert_eq!(
         kubectl_kind::<ReplicationController>(),
         "replicationcontroller"

@@ -43,10 +43,9 @@ fn replica_set(ns: &str, name: &str, uid: &str, replicas: i64) -> Value {
 }
 
 fn owner_ref(kind: &str, name: &str, uid: &str, controller: bool) -> Value {
-    let api_version = if kind == "ReplicaSet" {
-        "apps/v1"
-    } else {
-        "v1"
+    let api_version = match kind {
+        "ReplicaSet" | "Deployment" => "apps/v1",
+        _ => "v1",
     };
     json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": uid,
            "controller": controller, "blockOwnerDeletion": true})
@@ -226,6 +225,7 @@ impl Replay {
             for owner in &owners {
                 let dir = match owner["kind"].as_str() {
                     Some("ReplicaSet") => "replicasets",
+                    Some("Deployment") => "deployments",
                     Some("ReplicationController") => "controllers",
                     Some("Pod") => "pods",
                     _ => continue,
@@ -698,6 +698,144 @@ async fn finalizers_hold_a_delete_and_the_collector_finishes_what_has_none_left(
             !exists(&client, &pod_key(ns, "held")).await
         })
         .await;
+    })
+    .await;
+}
+
+fn deployment_key(ns: &str, name: &str) -> String {
+    format!("/registry/deployments/{ns}/{name}")
+}
+
+/// Deployment `name` (uid `uid-{name}`) and two ReplicaSets it controls, `{name}-1` and
+/// `{name}-2`, of 2 pods each, as the deployment controller would have written them.
+async fn put_tree(client: &Client, ns: &str, name: &str) {
+    let deployment = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}"), "generation": 1},
+        "spec": {
+            "replicas": 4,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}
+            }
+        }
+    });
+    put_json(client, &deployment_key(ns, name), &deployment).await;
+    for i in 1..=2 {
+        let rs_name = format!("{name}-{i}");
+        let mut rs = replica_set(ns, &rs_name, &format!("uid-{rs_name}"), 2);
+        rs["metadata"]["ownerReferences"] =
+            json!([owner_ref("Deployment", name, &format!("uid-{name}"), true)]);
+        put_json(client, &rs_key(ns, &rs_name), &rs).await;
+    }
+}
+
+/// The deployment trees of three deployments: one deleted in the background, one in the
+/// foreground, one orphaning; a fourth is never touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployment_trees_unwind_in_the_background_in_the_foreground_or_are_orphaned() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let endpoint = etcd.endpoint();
+        let ns = "gc-tree";
+        for name in ["bg", "fg", "or", "keep"] {
+            put_tree(&client, ns, name).await;
+        }
+        let _manager = manager(&etcd, "replicaset,garbagecollector", &[]).await;
+        let mut pods_of = BTreeMap::new();
+        for name in ["bg", "fg", "or", "keep"] {
+            for i in 1..=2 {
+                let rs = format!("{name}-{i}");
+                pods_of.insert(
+                    rs.clone(),
+                    wait_for_pods(&client, ns, &format!("uid-{rs}"), 2).await,
+                );
+            }
+        }
+        let start = current_revision(&client).await;
+        let delete = |name: &'static str, cascade: &'static str| {
+            let endpoint = endpoint.clone();
+            async move {
+                let cascade = format!("--cascade={cascade}");
+                let args = [
+                    "delete",
+                    "deploy",
+                    name,
+                    "-n",
+                    ns,
+                    &cascade,
+                    "--timeout",
+                    "30s",
+                ];
+                let out = kcm(&endpoint, &args).await;
+                assert_eq!(
+                    out.success(),
+                    format!("deployment.apps \"{name}\" deleted\n")
+                );
+            }
+        };
+        delete("bg", "background").await;
+        delete("fg", "foreground").await;
+        delete("or", "orphan").await;
+        // Foreground: --wait returned once the Deployment was gone, so its tree is too.
+        for i in 1..=2 {
+            assert!(!exists(&client, &rs_key(ns, &format!("fg-{i}"))).await);
+        }
+        eventually(SETTLE, "the background tree gone", || async {
+            owned_by(&client, ns, "uid-bg-1").await.is_empty()
+                && owned_by(&client, ns, "uid-bg-2").await.is_empty()
+        })
+        .await;
+
+        let replay = Replay::read(&client, ns, start).await;
+        let by_test = ["bg", "fg", "or"].map(|n| deployment_key(ns, n));
+        replay.check_deletes(ns, &BTreeSet::from(by_test));
+        let gone = |key: &str| replay.deleted(key);
+        // Background and foreground: every RS and pod deleted; foreground bottom up (G2).
+        for name in ["bg", "fg"] {
+            let deployment_at = gone(&deployment_key(ns, name)).expect("deployment deleted");
+            for i in 1..=2 {
+                let rs = format!("{name}-{i}");
+                let rs_at = gone(&rs_key(ns, &rs)).unwrap_or_else(|| panic!("{rs} deleted"));
+                for pod in &pods_of[&rs] {
+                    let pod_at = gone(&pod_key(ns, pod)).unwrap_or_else(|| panic!("{pod} deleted"));
+                    if name == "fg" {
+                        assert!(pod_at < rs_at, "G2: {pod} at {pod_at}, {rs} at {rs_at}");
+                    }
+                }
+                if name == "fg" {
+                    assert!(
+                        rs_at < deployment_at,
+                        "G2: {rs} at {rs_at}, {name} at {deployment_at}"
+                    );
+                }
+            }
+        }
+        // Orphan (G3) and the untouched tree: nothing deleted; the orphans lost the
+        // reference and keep their pods.
+        for name in ["or", "keep"] {
+            for i in 1..=2 {
+                let rs = format!("{name}-{i}");
+                assert!(gone(&rs_key(ns, &rs)).is_none(), "{rs} kept");
+                for pod in &pods_of[&rs] {
+                    assert!(gone(&pod_key(ns, pod)).is_none(), "{pod} kept");
+                }
+                let response = client.clone().get(rs_key(ns, &rs), None).await.unwrap();
+                let doc: Value = serde_json::from_slice(response.kvs()[0].value()).unwrap();
+                let expected: Vec<String> = if name == "or" {
+                    vec![]
+                } else {
+                    vec![format!("uid-{name}")]
+                };
+                assert_eq!(owner_uids(&doc), expected, "{rs}");
+            }
+        }
+        assert!(exists(&client, &deployment_key(ns, "keep")).await);
     })
     .await;
 }
