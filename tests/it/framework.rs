@@ -203,9 +203,11 @@ async fn check_controllers(
     }
     if controllers.contains(&"garbagecollector") {
         let synced = r#"kcm_syncs_total{controller="garbagecollector",result="ok"}"#;
-        eventually(SETTLE, "the garbage collector to sync the owned pod", || async {
-            manager.metric(synced).await >= 1.0
-        })
+        eventually(
+            SETTLE,
+            "the garbage collector to sync the owned pod",
+            || async { manager.metric(synced).await >= 1.0 },
+        )
         .await;
     }
 
