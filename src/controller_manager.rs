@@ -42,6 +42,8 @@ pub struct Config {
     pub manager: ManagerConfig,
     /// The ReplicaSet controller's settings.
     pub replicaset: ManagerConfig,
+    /// The Deployment controller's settings.
+    pub deployment: ManagerConfig,
     pub endpoints: EndpointsConfig,
     /// The garbage collector's settings.
     pub garbagecollector: GcConfig,
@@ -254,6 +256,7 @@ impl Controllers<'_> {
             settings: Settings {
                 replication: config.manager.clone(),
                 replicaset: config.replicaset.clone(),
+                deployment: config.deployment.clone(),
                 endpoints: config.endpoints.clone(),
                 garbagecollector: config.garbagecollector.clone(),
             },

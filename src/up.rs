@@ -208,6 +208,7 @@ async fn run_cluster(
             controllers: vec![
                 Controller::Replication,
                 Controller::ReplicaSet,
+                Controller::Deployment,
                 Controller::Endpoints,
                 Controller::GarbageCollector,
             ],
@@ -216,6 +217,10 @@ async fn run_cluster(
                 ..ManagerConfig::default()
             },
             replicaset: ManagerConfig {
+                sync_period: config.sync_period,
+                ..ManagerConfig::default()
+            },
+            deployment: ManagerConfig {
                 sync_period: config.sync_period,
                 ..ManagerConfig::default()
             },

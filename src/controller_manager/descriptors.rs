@@ -1,7 +1,7 @@
 //! The controller table and how controllers start: the kube-controller-manager's
 //! `NewControllerDescriptors()`, `ControllerContext`, its init functions
 //! (`cmd/kube-controller-manager/app/core.go`: `startReplicationController`,
-//! `startReplicaSetController` of `apps.go`,
+//! `startReplicaSetController` and `startDeploymentController` of `apps.go`,
 //! `startEndpointsController`, `startGarbageCollectorController` of `core.go`) and
 //! `StartControllers`, plus the `--controllers` grammar
 //! (`IsControllerEnabled`).
@@ -15,6 +15,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use crate::deployment::DeploymentController;
 use crate::endpoints::{EndpointsConfig, EndpointsController};
 use crate::etcd_watcher::Watcher;
 use crate::garbagecollector::{GarbageCollector, GcConfig};
@@ -32,6 +33,8 @@ pub enum Controller {
     Replication,
     /// The ReplicaSet controller.
     ReplicaSet,
+    /// The Deployment controller.
+    Deployment,
     /// The endpoints controller.
     Endpoints,
     /// The late-2014 replication manager, as it was (a teaching instrument).
@@ -77,6 +80,13 @@ pub const DESCRIPTORS: &[Descriptor] = &[
         aliases: &["replicaset-controller"],
         disabled_by_default: false,
         init: start_replicaset_controller,
+    },
+    Descriptor {
+        controller: Controller::Deployment,
+        name: "deployment",
+        aliases: &["deployment-controller"],
+        disabled_by_default: false,
+        init: start_deployment_controller,
     },
     Descriptor {
         controller: Controller::Endpoints,
@@ -153,6 +163,7 @@ pub fn enabled_controllers(entries: &[String]) -> Vec<Controller> {
 pub struct Settings {
     pub replication: ManagerConfig,
     pub replicaset: ManagerConfig,
+    pub deployment: ManagerConfig,
     pub endpoints: EndpointsConfig,
     pub garbagecollector: GcConfig,
 }
@@ -198,6 +209,17 @@ fn start_replicaset_controller(ctx: &ControllerContext) -> anyhow::Result<Init> 
     let controller = ReplicaSetController::new(
         ctx.registry.clone(),
         ctx.settings.replicaset.clone(),
+        ctx.metrics.clone(),
+    );
+    Ok(Init::Started(
+        controller.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
+    ))
+}
+
+fn start_deployment_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
+    let controller = DeploymentController::new(
+        ctx.registry.clone(),
+        ctx.settings.deployment.clone(),
         ctx.metrics.clone(),
     );
     Ok(Init::Started(
@@ -308,31 +330,57 @@ mod tests {
 
     #[test]
     fn the_kubernetes_controllers_grammar() {
-        use Controller::{Endpoints, GarbageCollector, ReplicaSet, Replication};
-        check("*", &[Replication, ReplicaSet, Endpoints, GarbageCollector]);
+        use Controller::{Deployment, Endpoints, GarbageCollector, ReplicaSet, Replication};
+        check(
+            "*",
+            &[
+                Replication,
+                ReplicaSet,
+                Deployment,
+                Endpoints,
+                GarbageCollector,
+            ],
+        );
         check("replication", &[Replication]);
-        check("-endpoints,*", &[Replication, ReplicaSet, GarbageCollector]);
-        check("*,-endpoints,-garbagecollector", &[Replication, ReplicaSet]);
+        check(
+            "-endpoints,*",
+            &[Replication, ReplicaSet, Deployment, GarbageCollector],
+        );
+        check(
+            "*,-endpoints,-garbagecollector",
+            &[Replication, ReplicaSet, Deployment],
+        );
         check("garbage-collector-controller", &[GarbageCollector]);
         check("endpoints-controller", &[Endpoints]);
         check("replicaset-controller", &[ReplicaSet]);
-        check("-replicaset,-garbagecollector,*", &[Replication, Endpoints]);
+        check("deployment-controller", &[Deployment]);
+        check(
+            "-deployment,-garbagecollector,*",
+            &[Replication, ReplicaSet, Endpoints],
+        );
+        check(
+            "-replicaset,-garbagecollector,*",
+            &[Replication, Deployment, Endpoints],
+        );
         check("replication,endpoints", &[Replication, Endpoints]);
         // The first explicit mention wins.
         check("replication,-replication", &[Replication]);
         check(
             "-replicationcontroller,replication,*",
-            &[ReplicaSet, Endpoints, GarbageCollector],
+            &[ReplicaSet, Deployment, Endpoints, GarbageCollector],
         );
         // Without `*`, only what is named runs.
         check("-endpoints", &[]);
         // The 2014 loop is off by default: `*` leaves it off, naming it turns it on.
         use Controller::Replication2014;
-        check("*,-replication", &[ReplicaSet, Endpoints, GarbageCollector]);
+        check(
+            "*,-replication",
+            &[ReplicaSet, Deployment, Endpoints, GarbageCollector],
+        );
         check("replication-2014,-replication", &[Replication2014]);
         check(
             "replication-2014,*,-replication,-garbagecollector",
-            &[ReplicaSet, Endpoints, Replication2014],
+            &[ReplicaSet, Deployment, Endpoints, Replication2014],
         );
     }
 
@@ -367,12 +415,20 @@ mod tests {
 
     #[tokio::test]
     async fn each_kind_is_asked_for_only_by_the_controllers_that_read_it() {
-        use Controller::{Endpoints, ReplicaSet, Replication};
+        use Controller::{Deployment, Endpoints, ReplicaSet, Replication};
         for (enabled, informers) in [
             (
-                &[Replication, ReplicaSet, Endpoints][..],
-                &["replicationcontrollers", "pods", "replicasets", "services"][..],
+                &[Replication, ReplicaSet, Deployment, Endpoints][..],
+                &[
+                    "replicationcontrollers",
+                    "pods",
+                    "replicasets",
+                    "deployments",
+                    "services",
+                ][..],
             ),
+            // The Deployment controller reads pods for `Recreate`.
+            (&[Deployment], &["deployments", "replicasets", "pods"]),
             (
                 &[Replication, Endpoints][..],
                 &["replicationcontrollers", "pods", "services"][..],
@@ -425,7 +481,7 @@ mod tests {
             },
             Descriptor {
                 init: starts,
-                ..DESCRIPTORS[2]
+                ..DESCRIPTORS[3]
             },
         ];
         let ctx = context().await;

@@ -2,7 +2,8 @@
 //! (`k8s.io/client-go/informers/factory.go`), as the kube-controller-manager uses it.
 //!
 //! Controllers ask the factory for the informers they read while they are set up
-//! (`pods()`, `replication_controllers()`, `replica_sets()`, `services()`); the first request of a kind
+//! (`pods()`, `replication_controllers()`, `replica_sets()`, `deployments()`,
+//! `services()`); the first request of a kind
 //! creates its informer and every later one gets the same. Once every controller has
 //! been set up, [`InformerFactory::start`] runs them all, so no controller misses an
 //! informer's first list and each kind is listed and watched once per process. A kind
@@ -90,6 +91,11 @@ impl InformerFactory {
         self.informer()
     }
 
+    /// The Deployment informer.
+    pub fn deployments(&self) -> DeploymentInformer {
+        self.informer()
+    }
+
     /// The service informer.
     pub fn services(&self) -> ServiceInformer {
         self.informer()
@@ -97,11 +103,6 @@ impl InformerFactory {
 
     /// The endpoints informer.
     pub fn endpoints(&self) -> EndpointsInformer {
-        self.informer()
-    }
-
-    /// The Deployment informer.
-    pub fn deployments(&self) -> DeploymentInformer {
         self.informer()
     }
 

@@ -61,12 +61,12 @@ pub type PodInformer = Informer<CachedPod>;
 pub type ControllerInformer = Informer<ReplicationController>;
 /// The ReplicaSet controller's informer.
 pub type ReplicaSetInformer = Informer<ReplicaSet>;
+/// The Deployment controller's informer.
+pub type DeploymentInformer = Informer<Deployment>;
 /// The endpoints controller's service informer.
 pub type ServiceInformer = Informer<Service>;
 /// The informer of endpoints (kept whole).
 pub type EndpointsInformer = Informer<Endpoints>;
-/// The informer of Deployments (kept whole).
-pub type DeploymentInformer = Informer<Deployment>;
 
 impl<I: Cached> Informer<I> {
     /// An informer reading through `watcher`; empty and not synced until [`Informer::run`].

@@ -28,12 +28,18 @@ const KINDS: [&str; 6] = [
     "pods",
     "replicationcontrollers",
     "replicasets",
+    "deployments",
     "services",
     "endpoints",
-    "deployments",
 ];
 /// Every controller, as its metrics label it.
-const CONTROLLERS: [&str; 4] = ["replication", "replicaset", "endpoints", "garbagecollector"];
+const CONTROLLERS: [&str; 5] = [
+    "replication",
+    "replicaset",
+    "deployment",
+    "endpoints",
+    "garbagecollector",
+];
 
 /// `kcm controller-manager --controllers {controllers}` with one-second periodic syncs, so a
 /// resync comes quickly; returns once its status endpoint answers.
@@ -158,8 +164,8 @@ async fn a_manager_started_on_a_converged_namespace_writes_nothing() {
 // What `--controllers` runs and watches
 
 /// Starts `kcm controller-manager --controllers {spec}` on `etcd` (which holds one
-/// controller `kinds/web` with no replicas, one such ReplicaSet and one service `kinds/web`), waits until it has
-/// listed and resynced, and checks that exactly `controllers` run and exactly `kinds` are
+/// controller `kinds/web` with no replicas, one such ReplicaSet and Deployment, and one
+/// service `kinds/web`), waits until it has listed and resynced, and checks that exactly `controllers` run and exactly `kinds` are
 /// watched: each once, by kcm's metrics and by etcd's own watcher and stream gauges.
 /// Stops the manager and returns its last metrics.
 async fn check_controllers(
@@ -200,6 +206,11 @@ async fn check_controllers(
     }
     if controllers.contains(&"replicaset") {
         wait_resynced(&manager, "replicaset", 2, 1).await;
+    }
+    // One deployment of no replicas: its listing, its new ReplicaSet's and its own status
+    // writes' events.
+    if controllers.contains(&"deployment") {
+        wait_resynced(&manager, "deployment", 4, 1).await;
     }
     if controllers.contains(&"garbagecollector") {
         let synced = r#"kcm_syncs_total{controller="garbagecollector",result="ok"}"#;
@@ -245,7 +256,8 @@ async fn check_controllers(
     metrics
 }
 
-/// One controller, one ReplicaSet, one service and a pod the ReplicaSet owns for
+/// One controller, one ReplicaSet, one deployment, one service and a pod the ReplicaSet
+/// owns for
 /// [`check_controllers`].
 async fn put_one_of_each(client: &Client) {
     put_controller(client, "kinds", "web", "web", 0).await;
@@ -256,6 +268,13 @@ async fn put_one_of_each(client: &Client) {
             "template": {"metadata": {"labels": {"app": "web"}}}},
     });
     put_json(client, "/registry/replicasets/kinds/web", &replica_set).await;
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "kinds", "uid": "uid-deploy"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}}},
+    });
+    put_json(client, "/registry/deployments/kinds/web", &deployment).await;
     let service = service_json("kinds", "web", "web", json!(80));
     put_json(client, &service_key("kinds", "web"), &service).await;
     // A pod the ReplicaSet owns without controlling it (and no controller selects): only
@@ -308,8 +327,13 @@ async fn the_controllers_flag_runs_exactly_the_controllers_it_names() {
             return;
         };
         put_one_of_each(&etcd.client().await).await;
-        let controllers = ["replication", "replicaset"];
-        let replication = ["pods", "replicationcontrollers", "replicasets"];
+        let controllers = ["replication", "replicaset", "deployment"];
+        let replication = [
+            "pods",
+            "replicationcontrollers",
+            "replicasets",
+            "deployments",
+        ];
         let endpoints = ["pods", "services"];
         let no_gc = "-endpoints,-garbagecollector,*";
         check_controllers(&etcd, no_gc, &controllers, &replication).await;
