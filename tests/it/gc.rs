@@ -839,3 +839,118 @@ async fn deployment_trees_unwind_in_the_background_in_the_foreground_or_are_orph
     })
     .await;
 }
+
+/// With the deployment controller: an orphaning delete leaves the ReplicaSet and its pods,
+/// a recreated Deployment adopts them without creating or deleting a pod, and a foreground
+/// delete then unwinds the tree bottom up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recreated_deployment_adopts_its_orphans_and_a_foreground_delete_unwinds_it() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let endpoint = etcd.endpoint();
+        let ns = "gc-deploy";
+        let deployment = |uid: &str| {
+            json!({
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": ns, "uid": uid, "generation": 1},
+                "spec": {
+                    "replicas": 3,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "app", "image": "nginx"}]}
+                    }
+                }
+            })
+        };
+        put_json(&client, &deployment_key(ns, "web"), &deployment("uid-d1")).await;
+        let _manager = manager(&etcd, "replicaset,deployment,garbagecollector", &[]).await;
+        let rs_of = |uid: &'static str| {
+            let client = client.clone();
+            async move {
+                let prefix = format!("/registry/replicasets/{ns}/");
+                let response = client
+                    .clone()
+                    .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+                    .await
+                    .unwrap();
+                response
+                    .kvs()
+                    .iter()
+                    .filter_map(|kv| {
+                        let doc: Value = serde_json::from_slice(kv.value()).ok()?;
+                        owner_uids(&doc).contains(&uid.to_string()).then(|| {
+                            let uid = doc["metadata"]["uid"].as_str().unwrap().to_string();
+                            (doc["metadata"]["name"].as_str().unwrap().to_string(), uid)
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            }
+        };
+        eventually(SETTLE, "the deployment's ReplicaSet", || async {
+            rs_of("uid-d1").await.len() == 1
+        })
+        .await;
+        let (rs_name, rs_uid) = rs_of("uid-d1").await.remove(0);
+        let pods_before = wait_for_pods(&client, ns, &rs_uid, 3).await;
+        let start = current_revision(&client).await;
+
+        let orphan = ["delete", "deploy", "web", "-n", ns, "--cascade=orphan"];
+        let out = kcm(&endpoint, &orphan).await;
+        assert_eq!(out.success(), "deployment.apps \"web\" deleted\n");
+        put_json(&client, &deployment_key(ns, "web"), &deployment("uid-d2")).await;
+        eventually(
+            SETTLE,
+            "the recreated deployment adopts the ReplicaSet",
+            || async { rs_of("uid-d2").await == [(rs_name.clone(), rs_uid.clone())] },
+        )
+        .await;
+        assert_eq!(owned_by(&client, ns, &rs_uid).await, pods_before);
+        let adopted = current_revision(&client).await;
+        let replay = Replay::read(&client, ns, start).await;
+        assert_eq!(
+            replay
+                .deletes
+                .iter()
+                .map(|d| d.key.clone())
+                .collect::<Vec<_>>(),
+            [deployment_key(ns, "web")],
+            "G3: the orphaning delete deleted nothing but the deployment"
+        );
+        let pods_written: Vec<&String> = replay
+            .puts
+            .keys()
+            .filter(|k| k.contains("/pods/") && !pods_before.iter().any(|p| **k == pod_key(ns, p)))
+            .collect();
+        assert!(pods_written.is_empty(), "no pod churn: {pods_written:?}");
+
+        let foreground = ["delete", "deploy", "web", "-n", ns, "--cascade=foreground"];
+        let out = kcm(
+            &endpoint,
+            &[&foreground[..], &["--timeout", "30s"]].concat(),
+        )
+        .await;
+        assert_eq!(out.success(), "deployment.apps \"web\" deleted\n");
+        assert!(!exists(&client, &rs_key(ns, &rs_name)).await);
+        assert!(pods(&client, ns).await.is_empty());
+        let replay = Replay::read(&client, ns, adopted).await;
+        replay.check_deletes(ns, &BTreeSet::new());
+        let deployment_at = replay.deleted(&deployment_key(ns, "web")).unwrap();
+        let rs_at = replay.deleted(&rs_key(ns, &rs_name)).unwrap();
+        assert!(
+            rs_at < deployment_at,
+            "G2: the ReplicaSet before the deployment"
+        );
+        for pod in &pods_before {
+            assert!(
+                replay.deleted(&pod_key(ns, pod)).unwrap() < rs_at,
+                "G2: {pod}"
+            );
+        }
+    })
+    .await;
+}
