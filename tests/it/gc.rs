@@ -706,22 +706,27 @@ fn deployment_key(ns: &str, name: &str) -> String {
     format!("/registry/deployments/{ns}/{name}")
 }
 
-/// Deployment `name` (uid `uid-{name}`) and two ReplicaSets it controls, `{name}-1` and
-/// `{name}-2`, of 2 pods each, as the deployment controller would have written them.
-async fn put_tree(client: &Client, ns: &str, name: &str) {
-    let deployment = json!({
+/// A Deployment selecting (and stamping) `app={name}`.
+fn deployment_doc(ns: &str, name: &str, uid: &str, replicas: i64) -> Value {
+    json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}"), "generation": 1},
+        "metadata": {"name": name, "namespace": ns, "uid": uid, "generation": 1},
         "spec": {
-            "replicas": 4,
+            "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "web", "image": "nginx"}]}
+                "spec": {"containers": [{"name": "app", "image": "nginx"}]}
             }
         }
-    });
+    })
+}
+
+/// Deployment `name` (uid `uid-{name}`) and two ReplicaSets it controls, `{name}-1` and
+/// `{name}-2`, of 2 pods each, as the deployment controller would have written them.
+async fn put_tree(client: &Client, ns: &str, name: &str) {
+    let deployment = deployment_doc(ns, name, &format!("uid-{name}"), 4);
     put_json(client, &deployment_key(ns, name), &deployment).await;
     for i in 1..=2 {
         let rs_name = format!("{name}-{i}");
@@ -852,21 +857,7 @@ async fn a_recreated_deployment_adopts_its_orphans_and_a_foreground_delete_unwin
         let client = etcd.client().await;
         let endpoint = etcd.endpoint();
         let ns = "gc-deploy";
-        let deployment = |uid: &str| {
-            json!({
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": "web", "namespace": ns, "uid": uid, "generation": 1},
-                "spec": {
-                    "replicas": 3,
-                    "selector": {"matchLabels": {"app": "web"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "web"}},
-                        "spec": {"containers": [{"name": "app", "image": "nginx"}]}
-                    }
-                }
-            })
-        };
+        let deployment = |uid: &str| deployment_doc(ns, "web", uid, 3);
         put_json(&client, &deployment_key(ns, "web"), &deployment("uid-d1")).await;
         let _manager = manager(&etcd, "replicaset,deployment,garbagecollector", &[]).await;
         let rs_of = |uid: &'static str| {
