@@ -20,7 +20,9 @@
 //!   each also compares the leader key's create revision, so a deposed leader's write
 //!   commits nowhere, not even one already on the wire when leadership was lost; in a
 //!   guarded one ([`Registry::guarded_by`]) each also compares another object's create
-//!   revision, so no write made for an object lands after that object was deleted.
+//!   revision, so no write made for an object lands after that object was deleted; with
+//!   [`Registry::with_conditions`] each also requires other keys absent, unchanged or
+//!   alive (the garbage collector's owner checks).
 //!
 //! The module is split along its seams: `fence` (the leader fence and object incarnations a
 //! write can be conditioned on), `errors` (`StorageError` and the classification of etcd's
