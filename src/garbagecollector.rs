@@ -57,6 +57,20 @@ pub use graph::{
     Resource, FOREGROUND, ORPHAN,
 };
 
+/// How often a write the collector owes an owner in deletion is tried again at once after
+/// a conflict (status writes to it may race).
+const MAX_WRITE_ATTEMPTS: usize = 5;
+
+/// What [`Inner::update_meta`] requires of the object it changes.
+#[derive(Clone, Copy)]
+enum Expect<'a> {
+    /// Unchanged since this resourceVersion (the decision was made on it).
+    At(ResourceVersion),
+    /// This incarnation (uid), in deletion: an owner's finalizer goes whatever status
+    /// writes came since.
+    Deleting(&'a str),
+}
+
 /// How often terminated pods are counted (Kubernetes' `gcCheckPeriod`).
 pub const POD_GC_PERIOD: Duration = Duration::from_secs(20);
 
@@ -390,9 +404,14 @@ impl Inner {
                 }
             }
             Action::Delete { foreground: true } => {
-                self.update_meta(resource, namespace, name, rv, conditions, |meta| {
-                    start_deletion(meta, Some(FOREGROUND))
-                })
+                self.update_meta(
+                    resource,
+                    namespace,
+                    name,
+                    Expect::At(rv),
+                    conditions,
+                    |meta| start_deletion(meta, Some(FOREGROUND)),
+                )
                 .await?;
                 tracing::info!(%key, "garbage collector started a foreground deletion of a dependent that owns others");
                 Ok(())
@@ -402,9 +421,16 @@ impl Inner {
                     .iter()
                     .map(|&i| object.owners[i].uid.clone())
                     .collect();
-                self.update_meta(resource, namespace, name, rv, conditions, |meta| {
-                    meta.owner_references.retain(|r| !uids.contains(&r.uid));
-                })
+                self.update_meta(
+                    resource,
+                    namespace,
+                    name,
+                    Expect::At(rv),
+                    conditions,
+                    |meta| {
+                        meta.owner_references.retain(|r| !uids.contains(&r.uid));
+                    },
+                )
                 .await?;
                 tracing::info!(%key, removed = ?uids, "garbage collector removed references to owners that are gone");
                 Ok(())
@@ -422,18 +448,11 @@ impl Inner {
         name: &str,
         object: &Ownership,
     ) -> anyhow::Result<()> {
-        let rv = ResourceVersion(object.resource_version);
         let key = object_key(resource, namespace, name);
         if object.finalizers.is_empty() {
-            return match with_type!(resource, T => self.registry.delete::<T>(namespace, name, Some(rv)).await)
-            {
-                Ok(at) => {
-                    tracing::info!(%key, revision = at.0, "deleted an object in deletion with no finalizers left");
-                    Ok(())
-                }
-                Err(StorageError::NotFound { .. }) => Ok(()),
-                Err(e) => Err(e.into()),
-            };
+            return self
+                .delete_finished(resource, namespace, name, &object.uid)
+                .await;
         }
         let finalizer = if object.finalizers.iter().any(|f| f == ORPHAN) {
             ORPHAN
@@ -459,7 +478,7 @@ impl Inner {
                     dep_resource,
                     namespace,
                     &dep_name,
-                    ResourceVersion(dep.resource_version),
+                    Expect::At(ResourceVersion(dep.resource_version)),
                     vec![],
                     |meta| meta.owner_references.retain(|r| r.uid != uid),
                 )
@@ -514,24 +533,58 @@ impl Inner {
                 return Ok(());
             }
         }
-        // The finalizer goes, then the owner (when it was the last).
+        // The finalizer goes (from the same incarnation, whatever status writes came
+        // meanwhile), then the owner when it was the last.
         let updated = self
-            .update_meta(resource, namespace, name, rv, vec![], |meta| {
-                meta.finalizers.retain(|f| f != finalizer)
-            })
+            .update_meta(
+                resource,
+                namespace,
+                name,
+                Expect::Deleting(&object.uid),
+                vec![],
+                |meta| meta.finalizers.retain(|f| f != finalizer),
+            )
             .await?;
         tracing::info!(%key, finalizer, "garbage collector removed a finalizer");
-        if let Some((rv, true)) = updated {
-            match with_type!(resource, T => self.registry.delete::<T>(namespace, name, Some(rv)).await)
-            {
+        if let Some((_, true)) = updated {
+            self.delete_finished(resource, namespace, name, &object.uid)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The apiserver's part of a deletion: deletes `resource/namespace/name` if it is still
+    /// the incarnation `uid`, in deletion, with no finalizer left, at the revision read
+    /// (read again after a conflict with, say, a status write).
+    async fn delete_finished(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> anyhow::Result<()> {
+        let key = object_key(resource, namespace, name);
+        for _ in 0..MAX_WRITE_ATTEMPTS {
+            let fresh = with_type!(resource, T => match self.registry.get::<T>(namespace, name).await {
+                Ok(object) => Ownership::of(object.metadata()),
+                Err(StorageError::NotFound { .. }) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            });
+            if fresh.uid != uid || !fresh.deleting || !fresh.finalizers.is_empty() {
+                return Ok(());
+            }
+            let rv = Some(ResourceVersion(fresh.resource_version));
+            match with_type!(resource, T => self.registry.delete::<T>(namespace, name, rv).await) {
                 Ok(at) => {
                     tracing::info!(%key, revision = at.0, "deleted an object in deletion with no finalizers left");
+                    return Ok(());
                 }
-                Err(StorageError::NotFound { .. }) => {}
+                Err(StorageError::NotFound { .. }) => return Ok(()),
+                Err(StorageError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
+        anyhow::bail!("{key} kept changing; deleting it later")
     }
 
     /// The objects of `namespace` that reference the owner `uid`, read from etcd now.
@@ -559,42 +612,60 @@ impl Inner {
         Ok(found)
     }
 
-    /// Changes the metadata of `resource/namespace/name` at `rv` (while `conditions`
-    /// hold). Returns the new resourceVersion and whether it has a deletionTimestamp and no
-    /// finalizers; `None` when it was gone.
+    /// Changes the metadata of `resource/namespace/name` (while `conditions` hold), if it
+    /// is as `expect` says. Returns the new resourceVersion and whether it has a
+    /// deletionTimestamp and no finalizers; `None` when it was gone (or, for
+    /// [`Expect::Deleting`], is not that incarnation in deletion any more).
     ///
     /// # Errors
-    /// When it changed since `rv` (it will be synced again), or a write fails.
+    /// When it changed since the revision [`Expect::At`] gives (it will be synced again),
+    /// or a write fails.
     async fn update_meta(
         &self,
         resource: Resource,
         namespace: &str,
         name: &str,
-        rv: ResourceVersion,
+        expect: Expect<'_>,
         conditions: Vec<KeyCondition>,
-        change: impl FnOnce(&mut ObjectMeta),
+        change: impl Fn(&mut ObjectMeta),
     ) -> anyhow::Result<Option<(ResourceVersion, bool)>> {
         let registry = self.registry.with_conditions(conditions);
-        with_type!(resource, T => {
-            let mut object: T = match registry.get(namespace, name).await {
-                Ok(object) => object,
-                Err(StorageError::NotFound { .. }) => return Ok(None),
+        let key = object_key(resource, namespace, name);
+        for _ in 0..MAX_WRITE_ATTEMPTS {
+            let written = with_type!(resource, T => {
+                let mut object: T = match registry.get(namespace, name).await {
+                    Ok(object) => object,
+                    Err(StorageError::NotFound { .. }) => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                };
+                let meta = object.metadata();
+                match expect {
+                    Expect::At(rv) => anyhow::ensure!(
+                        meta.resource_version == Some(rv),
+                        "{key} changed since the garbage collector read it at {rv}"
+                    ),
+                    Expect::Deleting(uid) => {
+                        if meta.uid != uid || meta.deletion_timestamp.is_none() {
+                            return Ok(None);
+                        }
+                    }
+                }
+                change(object.metadata_mut());
+                registry.update(&object).await.map(|stored| {
+                    let meta = stored.metadata();
+                    (
+                        meta.resource_version.unwrap_or_default(),
+                        meta.deletion_timestamp.is_some() && meta.finalizers.is_empty(),
+                    )
+                })
+            });
+            match written {
+                Ok(written) => return Ok(Some(written)),
+                Err(StorageError::Conflict { .. }) if matches!(expect, Expect::Deleting(_)) => {}
                 Err(e) => return Err(e.into()),
-            };
-            let at = object.metadata().resource_version;
-            anyhow::ensure!(
-                at == Some(rv),
-                "{} changed since the garbage collector read it at {rv}",
-                object_key(resource, namespace, name)
-            );
-            change(object.metadata_mut());
-            let stored = registry.update(&object).await?;
-            let meta = stored.metadata();
-            Ok(Some((
-                meta.resource_version.unwrap_or_default(),
-                meta.deletion_timestamp.is_some() && meta.finalizers.is_empty(),
-            )))
-        })
+            }
+        }
+        anyhow::bail!("{key} kept changing; updating it later")
     }
 
     /// Every [`POD_GC_PERIOD`], deletes the oldest terminated pods beyond the threshold.
