@@ -320,6 +320,21 @@ impl Inner {
     /// What stands at the name an owner reference gives, in the cache; `None` for a
     /// kind kcm does not store (reported once).
     fn found(&self, namespace: &str, reference: &crate::api::OwnerReference) -> Option<Found> {
+        if reference.name.is_empty() || reference.uid.is_empty() {
+            // Invalid (the apiserver would have refused it): never a reason to delete.
+            let first = self
+                .reported
+                .lock()
+                .expect("reported lock")
+                .insert(("".into(), "invalid".into()));
+            if first {
+                tracing::warn!(
+                    kind = %reference.kind, name = %reference.name, uid = %reference.uid,
+                    "owner references without a name or uid are kept; reported once"
+                );
+            }
+            return None;
+        }
         let Some(resource) = Resource::of_reference(reference) else {
             let first = self
                 .reported

@@ -315,6 +315,10 @@ async fn a_background_delete_deletes_the_pods_and_nothing_unrelated() {
             &pod(ns, "misplaced", json!({}), far, json!({})),
         )
         .await;
+        // An invalid reference (no uid) is solid too.
+        let invalid = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "gone"}]);
+        let by_invalid = pod(ns, "by-invalid", json!({}), invalid, json!({}));
+        put_json(&client, &pod_key(ns, "by-invalid"), &by_invalid).await;
         let manager = manager(&etcd, "replicaset,garbagecollector", &[]).await;
         eventually(
             SETTLE,
@@ -345,10 +349,8 @@ async fn a_background_delete_deletes_the_pods_and_nothing_unrelated() {
         assert!(exists(&client, &rs_key(other_ns, "far")).await);
         let reported = manager.warnings_about("owner references to this kind are kept");
         assert_eq!(reported.len(), 1, "reported once: {reported:?}");
-        for name in api
-            .iter()
-            .chain([&"stray".to_string(), &"by-node".to_string()])
-        {
+        let kept = ["stray", "by-node", "by-invalid"].map(String::from);
+        for name in api.iter().chain(&kept) {
             assert!(left.contains_key(name), "{name} kept: {left:?}");
         }
         assert_eq!(
