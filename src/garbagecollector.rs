@@ -506,6 +506,10 @@ impl Inner {
             let condition = KeyCondition::Alive(owner.clone());
             let mut failed = None;
             let dependents = self.graph().dependents_of(namespace, &object.uid);
+            // Blocking dependents the cache still shows (those asked to go just now
+            // included): their deletes queue the owner again, so the etcd list below runs
+            // once the cache shows none, not once per dependent.
+            let mut blocking_in_cache = 0;
             for dep_key in dependents {
                 let Some((dep_resource, _, dep_name)) = parse_key(&dep_key) else {
                     continue;
@@ -513,7 +517,13 @@ impl Inner {
                 let Some(dep) = self.caches().ownership(dep_resource, namespace, dep_name) else {
                     continue;
                 };
-                if dep.deleting || !dep.owners.iter().any(|r| r.uid == object.uid) {
+                let Some(reference) = dep.owners.iter().find(|r| r.uid == object.uid) else {
+                    continue;
+                };
+                if reference.block_owner_deletion == Some(true) {
+                    blocking_in_cache += 1;
+                }
+                if dep.deleting {
                     continue;
                 }
                 if let Err(e) = self
@@ -532,6 +542,10 @@ impl Inner {
             }
             if let Some(e) = failed {
                 return Err(e);
+            }
+            if blocking_in_cache > 0 {
+                tracing::debug!(%key, blocking_in_cache, "foreground deletion waits for blocking dependents");
+                return Ok(());
             }
             let blocking = self
                 .fresh_dependents(namespace, &object.uid)
