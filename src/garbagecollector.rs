@@ -82,7 +82,8 @@ pub struct GcConfig {
     /// Terminated pods kept before the oldest are deleted
     /// (`--terminated-pod-gc-threshold`, default 12500; 0 disables).
     pub terminated_pod_gc_threshold: usize,
-    /// How often every object with owners or in deletion is looked at again.
+    /// How often every object with owners or in deletion is looked at again (default 5
+    /// min: a safety net; changes and failed syncs are queued on their own).
     pub sync_period: Duration,
     /// How long shutdown waits for in-flight syncs.
     pub shutdown_timeout: Duration,
@@ -93,7 +94,7 @@ impl Default for GcConfig {
         GcConfig {
             concurrent_syncs: 20,
             terminated_pod_gc_threshold: 12_500,
-            sync_period: Duration::from_secs(30),
+            sync_period: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(8),
         }
     }
