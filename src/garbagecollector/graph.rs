@@ -87,13 +87,13 @@ pub fn parse_key(key: &str) -> Option<(Resource, &str, &str)> {
 }
 
 /// The collector's graph: for every owner (namespace and uid), the objects whose
-/// references name it, and the objects in deletion. Built from the informers' deltas.
+/// references name it, and the objects in deletion. Built from the informers' deltas: a
+/// delta's old state is what its previous delta applied, so the references to remove
+/// come with it and the graph keeps one key per dependent and owner.
 #[derive(Default)]
 pub struct Graph {
     /// `(namespace, owner uid)` → the keys of its dependents.
     dependents: HashMap<(String, String), BTreeSet<String>>,
-    /// Every object with owner references: key → `(namespace, owner uid)` of each.
-    owners: HashMap<String, Vec<(String, String)>>,
     /// Objects with a deletionTimestamp.
     deleting: HashSet<String>,
 }
@@ -120,31 +120,22 @@ impl Graph {
             return keys;
         }
         // The index follows the new references.
-        if let Some(previous) = self.owners.remove(&key) {
-            for owner in previous {
-                if let Some(set) = self.dependents.get_mut(&owner) {
-                    set.remove(&key);
-                    if set.is_empty() {
-                        self.dependents.remove(&owner);
-                    }
+        for reference in old.map_or(&[][..], |o| &o.owners[..]) {
+            let owner = (namespace.to_string(), reference.uid.clone());
+            if let Some(set) = self.dependents.get_mut(&owner) {
+                set.remove(&key);
+                if set.is_empty() {
+                    self.dependents.remove(&owner);
                 }
             }
         }
         self.deleting.remove(&key);
         if let Some(new) = new {
-            if !new.owners.is_empty() {
-                let owners: Vec<_> = new
-                    .owners
-                    .iter()
-                    .map(|r| (namespace.to_string(), r.uid.clone()))
-                    .collect();
-                for owner in &owners {
-                    self.dependents
-                        .entry(owner.clone())
-                        .or_default()
-                        .insert(key.clone());
-                }
-                self.owners.insert(key.clone(), owners);
+            for reference in &new.owners {
+                self.dependents
+                    .entry((namespace.to_string(), reference.uid.clone()))
+                    .or_default()
+                    .insert(key.clone());
             }
             if new.deleting {
                 self.deleting.insert(key.clone());
@@ -185,7 +176,13 @@ impl Graph {
 
     /// Every object with owners or in deletion: what a resync looks at again.
     pub fn keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self.owners.keys().chain(&self.deleting).cloned().collect();
+        let mut keys: Vec<String> = self
+            .dependents
+            .values()
+            .flatten()
+            .chain(&self.deleting)
+            .cloned()
+            .collect();
         keys.sort();
         keys.dedup();
         keys
