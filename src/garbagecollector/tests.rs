@@ -145,3 +145,38 @@ fn terminated_pods_beyond_the_threshold_go_oldest_first() {
     assert!(terminated_to_delete(pods.clone(), 4).is_empty());
     assert!(terminated_to_delete(pods, 0).is_empty());
 }
+
+#[test]
+fn an_owner_replaced_by_a_namesake_queues_the_old_ones_dependents() {
+    let mut graph = Graph::default();
+    let pod = owned("p1", vec![reference("ReplicaSet", "apps/v1", "web", "rs1")]);
+    graph.apply(Resource::Pods, "ns", "a", None, Some(&pod));
+    let (first, second) = (owned("rs1", vec![]), owned("rs2", vec![]));
+    graph.apply(Resource::ReplicaSets, "ns", "web", None, Some(&first));
+    // The watch saw the key written again with another uid, and no delete between.
+    assert_eq!(
+        graph.apply(
+            Resource::ReplicaSets,
+            "ns",
+            "web",
+            Some(&first),
+            Some(&second)
+        ),
+        ["pods/ns/a"]
+    );
+    // A deletionTimestamp queues the object itself, and a resync keeps it.
+    let mut deleting = second.clone();
+    deleting.deleting = true;
+    deleting.finalizers = vec![FOREGROUND.into()];
+    assert_eq!(
+        graph.apply(
+            Resource::ReplicaSets,
+            "ns",
+            "web",
+            Some(&second),
+            Some(&deleting)
+        ),
+        ["replicasets/ns/web"]
+    );
+    assert_eq!(graph.keys(), ["pods/ns/a", "replicasets/ns/web"]);
+}
