@@ -58,7 +58,8 @@ pub use label_selector::{
 };
 pub use meta::{
     controller_of, fill_system_fields, now_rfc3339, remember_spec, set_generation,
-    set_generation_from_read, ObjectMeta, OwnerReference, ReadSpec, ResourceVersion,
+    set_generation_from_read, start_deletion, ObjectMeta, OwnerReference, ReadSpec,
+    ResourceVersion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
 };
 pub use pod_status::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,

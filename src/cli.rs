@@ -287,9 +287,11 @@ pub enum Command {
     /// Set a replication controller's desired replicas (2014 kubecfg's `resize`).
     #[command(visible_alias = "scale")]
     Resize(ResizeArgs),
-    /// Delete one object.
+    /// Delete one object; the garbage collector deletes what it owns (--cascade).
     ///
-    /// Deleting a replication controller leaves its pods; `stop` deletes them too.
+    /// As kubectl: the default is a background cascade; an object with finalizers only
+    /// gets a deletionTimestamp, and goes when they do. Deleting a replication controller
+    /// leaves its pods (they carry no owner references); `stop` deletes them too.
     Delete(DeleteArgs),
     /// Delete a replication controller and its pods.
     ///

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{self, ClientConfig};
 use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::Watcher;
+use crate::garbagecollector::GcConfig;
 use crate::informer::InformerFactory;
 use crate::leader::{Elector, LeaderElectionConfig};
 use crate::registry::{FenceSlot, Registry};
@@ -44,6 +45,8 @@ pub struct Config {
     /// The Deployment controller's settings.
     pub deployment: ManagerConfig,
     pub endpoints: EndpointsConfig,
+    /// The garbage collector's settings.
+    pub garbagecollector: GcConfig,
     /// Where `/healthz` and `/metrics` listen. Default 127.0.0.1:10252 (2014's port).
     pub status_addr: SocketAddr,
     /// `--leader-elect`: run the controllers only while leading. Default off.
@@ -255,6 +258,7 @@ impl Controllers<'_> {
                 replicaset: config.replicaset.clone(),
                 deployment: config.deployment.clone(),
                 endpoints: config.endpoints.clone(),
+                garbagecollector: config.garbagecollector.clone(),
             },
             stop: token.clone(),
         };

@@ -35,10 +35,10 @@ mod factory;
 mod reflector;
 mod store;
 
-pub use cached::{Cached, CachedPod, ControllerRef, PodPorts, Uid};
+pub use cached::{Cached, CachedPod, ControllerRef, Ownership, PodOwnership, PodPorts, Uid};
 pub use factory::InformerFactory;
 pub use reflector::{
-    ControllerInformer, DeploymentInformer, Informer, PodInformer, ReplicaSetInformer,
-    ServiceInformer,
+    ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, PodInformer,
+    ReplicaSetInformer, ServiceInformer,
 };
 pub use store::{Delta, Namespace};

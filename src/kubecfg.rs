@@ -33,6 +33,7 @@ use crate::labels::{Selector, Set};
 use crate::registry::{ObjectList, Registry, StorageError};
 
 mod apply;
+mod delete;
 mod describe;
 mod manifest;
 mod overlap;
@@ -42,13 +43,14 @@ mod scale;
 mod watch;
 
 pub use self::apply::{apply, three_way_merge, Applied, LAST_APPLIED_ANNOTATION};
-pub use self::describe::{describe, describe_controller};
+pub use self::delete::{delete, delete_write, kubectl_kind, pending, Cascade, DeleteWrite};
+pub use self::describe::{describe, describe_controller, ownership_lines};
 pub use self::manifest::{
     create, parse_manifests, Manifest, ETCD_MAX_REQUEST_BYTES, MAX_INPUT_BYTES,
 };
 pub use self::print::{age, get, render_objects, render_table, Printable};
 pub use self::run::{run, run_objects};
-pub use self::scale::{delete, resize, stop, Interrupted};
+pub use self::scale::{resize, stop, Interrupted};
 pub use self::watch::watch;
 
 /// How often `kcm stop` re-lists the controller's pods while it waits for them to go.
@@ -131,12 +133,25 @@ pub struct ResizeOptions {
     pub namespace: String,
 }
 
+/// What `kcm delete` deletes: the kinds `get` knows, and Deployments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteKind {
+    Kind(Kind),
+    Deployments,
+}
+
 /// `kcm delete KIND NAME`.
 #[derive(Clone, Debug)]
 pub struct DeleteOptions {
-    pub kind: Kind,
+    pub kind: DeleteKind,
     pub name: String,
     pub namespace: String,
+    /// What happens to the object's dependents (`--cascade`, default background).
+    pub cascade: Cascade,
+    /// Return only once the key is gone (`--wait`, default true).
+    pub wait: bool,
+    /// How long `wait` waits; `None`: no limit.
+    pub timeout: Option<Duration>,
 }
 
 /// `kcm stop rc NAME`.

@@ -12,6 +12,7 @@ pub mod deployment;
 pub mod endpoints;
 pub mod etcd_process;
 pub mod etcd_watcher;
+pub mod garbagecollector;
 pub mod informer;
 pub mod kubecfg;
 pub mod kubelet;

@@ -20,7 +20,9 @@
 //!   each also compares the leader key's create revision, so a deposed leader's write
 //!   commits nowhere, not even one already on the wire when leadership was lost; in a
 //!   guarded one ([`Registry::guarded_by`]) each also compares another object's create
-//!   revision, so no write made for an object lands after that object was deleted.
+//!   revision, so no write made for an object lands after that object was deleted; with
+//!   [`Registry::with_conditions`] each also requires other keys absent, unchanged or
+//!   alive (the garbage collector's owner checks).
 //!
 //! The module is split along its seams: `fence` (the leader fence and object incarnations a
 //! write can be conditioned on), `errors` (`StorageError` and the classification of etcd's
@@ -48,7 +50,7 @@ mod tests;
 pub use alarms::{active_alarms, is_no_space, EtcdAlarm, NOSPACE_FIX};
 pub use errors::{describe_etcd_error, DecodeError, StorageError};
 use errors::{is_compacted, is_unsent, RawError};
-pub use fence::{Fence, FenceSlot, Incarnation, FENCING_TOKEN_ANNOTATION};
+pub use fence::{Fence, FenceSlot, Incarnation, KeyCondition, FENCING_TOKEN_ANNOTATION};
 pub use paging::{prefix_range_end, RangePage};
 
 /// Objects per list page. Large on purpose: etcd 3.4 rescans the rest of the range for
@@ -88,6 +90,8 @@ pub struct Registry {
     guard: Option<Arc<Incarnation>>,
     /// The guard requires the object unchanged (same `mod_revision`), not just alive.
     guard_unchanged: bool,
+    /// Every write also requires these.
+    conditions: Arc<[KeyCondition]>,
 }
 
 impl Registry {
@@ -106,6 +110,7 @@ impl Registry {
             fence: None,
             guard: None,
             guard_unchanged: false,
+            conditions: Arc::new([]),
         })
     }
 
@@ -140,6 +145,19 @@ impl Registry {
         Registry {
             guard: Some(Arc::new(owner)),
             guard_unchanged: true,
+            ..self.clone()
+        }
+    }
+
+    /// A copy of this registry whose every write also requires `conditions` on other keys,
+    /// in the same transaction, with reads of their keys in the failure branch, so a
+    /// refusal because one broke is told apart from a conflict:
+    /// [`StorageError::ConditionFailed`]. The garbage collector's writes use it: a
+    /// dependent is deleted only while its owners are still absent (or still the other
+    /// incarnation it read).
+    pub fn with_conditions(&self, conditions: Vec<KeyCondition>) -> Registry {
+        Registry {
+            conditions: conditions.into(),
             ..self.clone()
         }
     }
@@ -310,6 +328,11 @@ impl Registry {
             }
             failure.push(TxnOp::get(guard.key.as_str(), None));
         }
+        let conditions_read = failure.len();
+        for condition in self.conditions.iter() {
+            compares.extend(condition.compares());
+            failure.push(TxnOp::get(condition.key(), None));
+        }
         if let Some(fence) = fence {
             compares.push(Compare::create_revision(
                 fence.key.clone(),
@@ -359,6 +382,21 @@ impl Registry {
                     owner: guard.key.clone(),
                     how,
                 });
+            }
+        }
+        if !response.succeeded() {
+            for (i, condition) in self.conditions.iter().enumerate() {
+                let kv = match response.op_responses().get(conditions_read + i) {
+                    Some(TxnOpResponse::Get(get)) => get.kvs().first().cloned(),
+                    _ => None,
+                };
+                if !condition.holds_in(kv.as_ref()) {
+                    return Err(StorageError::ConditionFailed {
+                        op,
+                        key: key.to_string(),
+                        broken: condition.broken(),
+                    });
+                }
             }
         }
         Ok(response)

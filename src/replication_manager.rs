@@ -36,7 +36,9 @@
 //! - read-your-writes: a sync counts pods from the cache only once the cache has applied
 //!   every write this manager made for that controller (the header revision of each
 //!   create, delete and status write is recorded per controller); a cache that does not
-//!   catch up within `cache_wait` is bypassed for a fresh etcd read.
+//!   catch up within `cache_wait` is bypassed for a fresh etcd read;
+//! - a controller with a `deletionTimestamp` (a delete waiting for finalizers) gets status
+//!   writes only.
 
 mod overlap;
 mod plan;

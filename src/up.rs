@@ -104,6 +104,7 @@ use crate::api::{
 use crate::controller_manager::{self, Controller};
 use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::Watcher;
+use crate::garbagecollector::GcConfig;
 use crate::kubelet::{ImageRules, Kubelet, KubeletConfig, NodeTaken, Registration};
 use crate::labels::{Selector, Set};
 use crate::registry::{Registry, StorageError};
@@ -209,6 +210,7 @@ async fn run_cluster(
                 Controller::ReplicaSet,
                 Controller::Deployment,
                 Controller::Endpoints,
+                Controller::GarbageCollector,
             ],
             manager: ManagerConfig {
                 sync_period: config.sync_period,
@@ -223,6 +225,7 @@ async fn run_cluster(
                 ..ManagerConfig::default()
             },
             endpoints: EndpointsConfig::default(),
+            garbagecollector: GcConfig::default(),
             status_addr,
             leader_election: None,
         },

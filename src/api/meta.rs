@@ -254,6 +254,27 @@ impl ObjectMeta {
     }
 }
 
+/// The finalizer of a foreground deletion: the object goes after every dependent whose
+/// reference has `blockOwnerDeletion` (Kubernetes' `metav1.FinalizerDeleteDependents`).
+pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+/// The finalizer of an orphaning deletion: the object goes after its dependents lost their
+/// references to it (Kubernetes' `metav1.FinalizerOrphanDependents`).
+pub const FINALIZER_ORPHAN: &str = "orphan";
+
+/// Marks `meta` for deletion, as the apiserver does for a delete that must wait: sets
+/// `deletionTimestamp` (unless set) and adds `finalizer` (unless present; `None` adds
+/// none).
+pub fn start_deletion(meta: &mut ObjectMeta, finalizer: Option<&str>) {
+    if meta.deletion_timestamp.is_none() {
+        meta.deletion_timestamp = Some(now_rfc3339());
+    }
+    if let Some(finalizer) = finalizer {
+        if !meta.finalizers.iter().any(|f| f == finalizer) {
+            meta.finalizers.push(finalizer.to_string());
+        }
+    }
+}
+
 /// The current time as RFC 3339 (seconds), for `creationTimestamp`.
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()

@@ -8,6 +8,7 @@ use super::{parse_duration, parse_sync_period};
 use crate::client::Target;
 use crate::controller_manager;
 use crate::endpoints::EndpointsConfig;
+use crate::garbagecollector::GcConfig;
 use crate::leader;
 use crate::replication_manager::ManagerConfig;
 
@@ -36,6 +37,13 @@ pub struct ControllerManagerArgs {
     /// Deployments synced in parallel.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub concurrent_deployment_syncs: u32,
+    /// Objects the garbage collector syncs in parallel.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub concurrent_gc_syncs: u32,
+    /// Terminated (Succeeded or Failed) pods kept before the garbage collector deletes the
+    /// oldest, checked every 20s; 0 disables.
+    #[arg(long, default_value_t = 12500)]
+    pub terminated_pod_gc_threshold: u32,
     /// Most pods created or deleted for one controller in one sync.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
     pub burst_replicas: u32,
@@ -107,6 +115,11 @@ impl ControllerManagerArgs {
             endpoints: EndpointsConfig {
                 sync_period: self.endpoint_sync_period,
                 ..EndpointsConfig::default()
+            },
+            garbagecollector: GcConfig {
+                concurrent_syncs: self.concurrent_gc_syncs as usize,
+                terminated_pod_gc_threshold: self.terminated_pod_gc_threshold as usize,
+                ..GcConfig::default()
             },
             status_addr: std::net::SocketAddr::new(self.address, self.port),
             leader_election: self.leader_elect.then(|| leader::LeaderElectionConfig {

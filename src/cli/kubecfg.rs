@@ -11,8 +11,8 @@ use clap::{Args, ValueEnum};
 use super::parse_duration;
 use crate::api;
 use crate::kubecfg::{
-    CreateOptions, DeleteOptions, DescribeOptions, GetOptions, GetOutput, Kind, ResizeOptions,
-    RunOptions, StopOptions, WatchOptions, WatchOutput,
+    Cascade, CreateOptions, DeleteKind, DeleteOptions, DescribeOptions, GetOptions, GetOutput,
+    Kind, ResizeOptions, RunOptions, StopOptions, WatchOptions, WatchOutput,
 };
 use crate::labels::Selector;
 
@@ -39,6 +39,31 @@ impl ValueEnum for Kind {
             Kind::Services => PossibleValue::new("services").alias("service").alias("svc"),
             Kind::Endpoints => PossibleValue::new("endpoints").alias("ep"),
         })
+    }
+}
+
+/// `kcm delete` knows every kind `get` knows, and Deployments.
+impl ValueEnum for DeleteKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            DeleteKind::Kind(Kind::Pods),
+            DeleteKind::Kind(Kind::Replicationcontrollers),
+            DeleteKind::Kind(Kind::Replicasets),
+            DeleteKind::Kind(Kind::Services),
+            DeleteKind::Kind(Kind::Endpoints),
+            DeleteKind::Deployments,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        match self {
+            DeleteKind::Kind(kind) => kind.to_possible_value(),
+            DeleteKind::Deployments => Some(
+                PossibleValue::new("deployments")
+                    .alias("deployment")
+                    .alias("deploy"),
+            ),
+        }
     }
 }
 
@@ -148,14 +173,37 @@ pub struct ResizeArgs {
 
 #[derive(Args, Debug)]
 pub struct DeleteArgs {
-    /// pods (po), replicationcontrollers (rc), replicasets (rs), services (svc) or endpoints
-    /// (ep).
-    pub kind: Kind,
+    /// pods (po), replicationcontrollers (rc), replicasets (rs), deployments (deploy),
+    /// services (svc) or endpoints (ep).
+    pub kind: DeleteKind,
     /// The object's name.
     pub name: String,
     /// The object's namespace.
     #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
     pub namespace: String,
+    /// What happens to the objects it owns (through their ownerReferences): background
+    /// deletes it now and the garbage collector deletes them after; foreground keeps it
+    /// (with a deletionTimestamp) until they are gone; orphan keeps it until they no longer
+    /// reference it, and leaves them. A ReplicationController's pods carry no references,
+    /// so nothing cascades from one (`kcm stop rc` deletes them).
+    #[arg(long, value_enum, default_value = "background")]
+    pub cascade: CascadeArg,
+    /// Wait until the object is gone (it stays while it has finalizers) before returning.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value = "true",
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub wait: bool,
+    /// How long --wait waits (0: no limit); when it expires the command fails, saying
+    /// what is still pending.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+/// `--cascade`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CascadeArg {
+    Background,
+    Foreground,
+    Orphan,
 }
 
 #[derive(Args, Debug)]
@@ -281,6 +329,13 @@ impl From<DeleteArgs> for DeleteOptions {
             kind: args.kind,
             name: args.name,
             namespace: args.namespace,
+            cascade: match args.cascade {
+                CascadeArg::Background => Cascade::Background,
+                CascadeArg::Foreground => Cascade::Foreground,
+                CascadeArg::Orphan => Cascade::Orphan,
+            },
+            wait: args.wait,
+            timeout: (!args.timeout.is_zero()).then_some(args.timeout),
         }
     }
 }

@@ -2,7 +2,8 @@
 //! `NewControllerDescriptors()`, `ControllerContext`, its init functions
 //! (`cmd/kube-controller-manager/app/core.go`: `startReplicationController`,
 //! `startReplicaSetController` and `startDeploymentController` of `apps.go`,
-//! `startEndpointsController`) and `StartControllers`, plus the `--controllers` grammar
+//! `startEndpointsController`, `startGarbageCollectorController` of `core.go`) and
+//! `StartControllers`, plus the `--controllers` grammar
 //! (`IsControllerEnabled`).
 //!
 //! Adding a controller is one row here and one module: its init function asks the
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::deployment::DeploymentController;
 use crate::endpoints::{EndpointsConfig, EndpointsController};
 use crate::etcd_watcher::Watcher;
+use crate::garbagecollector::{GarbageCollector, GcConfig};
 use crate::informer::InformerFactory;
 use crate::registry::Registry;
 use crate::replicaset::ReplicaSetController;
@@ -37,6 +39,8 @@ pub enum Controller {
     Endpoints,
     /// The late-2014 replication manager, as it was (a teaching instrument).
     Replication2014,
+    /// The garbage collector (and terminated-pod collection).
+    GarbageCollector,
 }
 
 /// One row of the controller table (the kube-controller-manager's
@@ -90,6 +94,13 @@ pub const DESCRIPTORS: &[Descriptor] = &[
         aliases: &["endpoint", "endpoints-controller"],
         disabled_by_default: false,
         init: start_endpoints_controller,
+    },
+    Descriptor {
+        controller: Controller::GarbageCollector,
+        name: "garbagecollector",
+        aliases: &["garbage-collector-controller"],
+        disabled_by_default: false,
+        init: start_garbage_collector,
     },
     Descriptor {
         controller: Controller::Replication2014,
@@ -154,6 +165,7 @@ pub struct Settings {
     pub replicaset: ManagerConfig,
     pub deployment: ManagerConfig,
     pub endpoints: EndpointsConfig,
+    pub garbagecollector: GcConfig,
 }
 
 /// What an init function gets: the kube-controller-manager's `ControllerContext`. One
@@ -223,6 +235,17 @@ fn start_endpoints_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
     );
     Ok(Init::Started(
         controller.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
+    ))
+}
+
+fn start_garbage_collector(ctx: &ControllerContext) -> anyhow::Result<Init> {
+    let collector = GarbageCollector::new(
+        ctx.registry.clone(),
+        ctx.settings.garbagecollector.clone(),
+        ctx.metrics.clone(),
+    );
+    Ok(Init::Started(
+        collector.start(&ctx.informers, ctx.stop.clone()),
     ))
 }
 
@@ -307,31 +330,56 @@ mod tests {
 
     #[test]
     fn the_kubernetes_controllers_grammar() {
-        use Controller::{Deployment, Endpoints, ReplicaSet, Replication};
-        check("*", &[Replication, ReplicaSet, Deployment, Endpoints]);
+        use Controller::{Deployment, Endpoints, GarbageCollector, ReplicaSet, Replication};
+        check(
+            "*",
+            &[
+                Replication,
+                ReplicaSet,
+                Deployment,
+                Endpoints,
+                GarbageCollector,
+            ],
+        );
         check("replication", &[Replication]);
-        check("-endpoints,*", &[Replication, ReplicaSet, Deployment]);
-        check("*,-endpoints", &[Replication, ReplicaSet, Deployment]);
+        check(
+            "-endpoints,*",
+            &[Replication, ReplicaSet, Deployment, GarbageCollector],
+        );
+        check(
+            "*,-endpoints,-garbagecollector",
+            &[Replication, ReplicaSet, Deployment],
+        );
+        check("garbage-collector-controller", &[GarbageCollector]);
         check("endpoints-controller", &[Endpoints]);
         check("replicaset-controller", &[ReplicaSet]);
         check("deployment-controller", &[Deployment]);
-        check("-deployment,*", &[Replication, ReplicaSet, Endpoints]);
-        check("-replicaset,*", &[Replication, Deployment, Endpoints]);
+        check(
+            "-deployment,-garbagecollector,*",
+            &[Replication, ReplicaSet, Endpoints],
+        );
+        check(
+            "-replicaset,-garbagecollector,*",
+            &[Replication, Deployment, Endpoints],
+        );
         check("replication,endpoints", &[Replication, Endpoints]);
         // The first explicit mention wins.
         check("replication,-replication", &[Replication]);
         check(
             "-replicationcontroller,replication,*",
-            &[ReplicaSet, Deployment, Endpoints],
+            &[ReplicaSet, Deployment, Endpoints, GarbageCollector],
         );
         // Without `*`, only what is named runs.
         check("-endpoints", &[]);
         // The 2014 loop is off by default: `*` leaves it off, naming it turns it on.
         use Controller::Replication2014;
-        check("*,-replication", &[ReplicaSet, Deployment, Endpoints]);
+        check(
+            "*,-replication",
+            &[ReplicaSet, Deployment, Endpoints, GarbageCollector],
+        );
         check("replication-2014,-replication", &[Replication2014]);
         check(
-            "replication-2014,*,-replication",
+            "replication-2014,*,-replication,-garbagecollector",
             &[ReplicaSet, Deployment, Endpoints, Replication2014],
         );
     }
@@ -393,6 +441,18 @@ mod tests {
             ),
             (&[Replication], &["replicationcontrollers", "pods"]),
             (&[Endpoints], &["services", "pods"]),
+            // The garbage collector reads every kind kcm stores.
+            (
+                &[Controller::GarbageCollector],
+                &[
+                    "pods",
+                    "replicationcontrollers",
+                    "services",
+                    "endpoints",
+                    "replicasets",
+                    "deployments",
+                ],
+            ),
             // The 2014 loop lists and watches etcd itself.
             (&[Controller::Replication2014], &[]),
             (&[], &[]),

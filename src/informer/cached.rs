@@ -1,11 +1,12 @@
 //! What an informer's store keeps of each object: the [`Cached`] form of a kind. Pods
-//! are kept as a compact [`CachedPod`]; controllers and services whole.
+//! are kept as a compact [`CachedPod`]; controllers, services and endpoints whole. Every
+//! form tells the garbage collector its [`Ownership`].
 
 use std::sync::Arc;
 
 use crate::api::{
-    controller_of, Deployment, IntOrString, Object, Pod, PodPhase, ReplicaSet,
-    ReplicationController, Service,
+    controller_of, Deployment, Endpoints, IntOrString, Object, ObjectMeta, OwnerReference, Pod,
+    PodPhase, ReplicaSet, ReplicationController, Service,
 };
 use crate::labels::Set;
 
@@ -25,64 +26,65 @@ pub trait Cached: Send + Sync + Sized + 'static {
     fn share_names(&mut self, _namespace: &Arc<str>, _name: &Arc<str>) {}
     /// The item's `metadata.resourceVersion`.
     fn resource_version(&self) -> i64;
+    /// What the garbage collector reads of the item.
+    fn ownership(&self) -> Ownership;
 }
 
-/// Services are few and small: the store keeps them whole.
-impl Cached for Service {
-    type Object = Service;
-
-    fn from_object(mut object: Service) -> Self {
-        crate::api::remember_spec(&mut object);
-        object
-    }
-
-    fn resource_version(&self) -> i64 {
-        self.metadata.resource_version.map_or(0, |rv| rv.0)
-    }
+/// What the garbage collector reads of any object: its identity, its owners and where
+/// its deletion stands.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ownership {
+    pub uid: String,
+    pub resource_version: i64,
+    pub owners: Vec<OwnerReference>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    pub finalizers: Vec<String>,
 }
 
-/// Controllers are few and small: the store keeps them whole.
-impl Cached for ReplicationController {
-    type Object = ReplicationController;
-
-    fn from_object(mut object: ReplicationController) -> Self {
-        // Kept whole, so a write of it can tell a spec change without a read.
-        crate::api::remember_spec(&mut object);
-        object
-    }
-
-    fn resource_version(&self) -> i64 {
-        self.metadata.resource_version.map_or(0, |rv| rv.0)
+impl Ownership {
+    pub fn of(meta: &ObjectMeta) -> Ownership {
+        Ownership {
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.map_or(0, |rv| rv.0),
+            owners: meta.owner_references.clone(),
+            deleting: meta.deletion_timestamp.is_some(),
+            finalizers: meta.finalizers.clone(),
+        }
     }
 }
 
-/// ReplicaSets are few and small: the store keeps them whole.
-impl Cached for ReplicaSet {
-    type Object = ReplicaSet;
+/// Implements [`Cached`] for a kind whose objects are few and small: the store keeps them
+/// whole, remembering the spec read, so a write of one can tell a spec change without a
+/// read.
+macro_rules! kept_whole {
+    ($($ty:ty),*) => {$(
+        impl Cached for $ty {
+            type Object = $ty;
 
-    fn from_object(mut object: ReplicaSet) -> Self {
-        crate::api::remember_spec(&mut object);
-        object
-    }
+            fn from_object(mut object: $ty) -> Self {
+                crate::api::remember_spec(&mut object);
+                object
+            }
 
-    fn resource_version(&self) -> i64 {
-        self.metadata.resource_version.map_or(0, |rv| rv.0)
-    }
+            fn resource_version(&self) -> i64 {
+                self.metadata.resource_version.map_or(0, |rv| rv.0)
+            }
+
+            fn ownership(&self) -> Ownership {
+                Ownership::of(&self.metadata)
+            }
+        }
+    )*};
 }
 
-/// Deployments are few and small: the store keeps them whole.
-impl Cached for Deployment {
-    type Object = Deployment;
-
-    fn from_object(mut object: Deployment) -> Self {
-        crate::api::remember_spec(&mut object);
-        object
-    }
-
-    fn resource_version(&self) -> i64 {
-        self.metadata.resource_version.map_or(0, |rv| rv.0)
-    }
-}
+kept_whole!(
+    Service,
+    ReplicationController,
+    ReplicaSet,
+    Endpoints,
+    Deployment
+);
 
 /// What the controllers read of a pod.
 #[derive(Clone, Debug, PartialEq)]
@@ -114,6 +116,18 @@ pub struct CachedPod {
     pub deleting: bool,
     /// The sum of its containers' `restartCount` (for the deletion ranking).
     pub restarts: u32,
+    /// Every owner reference and finalizer, for the garbage collector, when the pod has
+    /// more than a ReplicaSet controller's reference: `None` for a pod with none (a 2014
+    /// pod) or with just the reference a ReplicaSet controller writes (`controller` holds
+    /// it), so the common pods cost a pointer.
+    pub owned: Option<Box<PodOwnership>>,
+}
+
+/// A pod's owner references and finalizers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodOwnership {
+    pub owners: Box<[OwnerReference]>,
+    pub finalizers: Box<[String]>,
 }
 
 /// What the controllers read of a pod's controller reference: its owner by kind, name
@@ -123,6 +137,27 @@ pub struct ControllerRef {
     pub kind: Box<str>,
     pub name: Box<str>,
     pub uid: Box<str>,
+}
+
+/// The `apiVersion` a ReplicaSet's controller reference carries (as kcm's ReplicaSet
+/// controller and Kubernetes' write it).
+const APPS_V1: &str = "apps/v1";
+
+/// Whether `references` is just what a ReplicaSet controller writes: one controller
+/// reference to a ReplicaSet, `apps/v1`, with `blockOwnerDeletion`, and nothing else. The
+/// pod cache keeps only its kind, name and uid then (`controller`), and rebuilds the rest.
+fn just_a_replica_set_controller(references: &[OwnerReference]) -> bool {
+    match references {
+        [] => true,
+        [only] => {
+            only.is_controller()
+                && only.kind == "ReplicaSet"
+                && only.api_version == APPS_V1
+                && only.block_owner_deletion == Some(true)
+                && only.extra.is_empty()
+        }
+        _ => false,
+    }
 }
 
 impl CachedPod {
@@ -170,6 +205,15 @@ impl From<&Pod> for CachedPod {
                     .sum();
                 u32::try_from(total).unwrap_or(u32::MAX)
             }),
+            owned: {
+                let compact = just_a_replica_set_controller(&meta.owner_references);
+                (!compact || !meta.finalizers.is_empty()).then(|| {
+                    Box::new(PodOwnership {
+                        owners: meta.owner_references.clone().into(),
+                        finalizers: meta.finalizers.clone().into(),
+                    })
+                })
+            },
         }
     }
 }
@@ -251,6 +295,32 @@ impl Cached for CachedPod {
 
     fn resource_version(&self) -> i64 {
         self.resource_version
+    }
+
+    fn ownership(&self) -> Ownership {
+        let (owners, finalizers) = match (self.owned.as_deref(), self.controller.as_deref()) {
+            (Some(o), _) => (o.owners.to_vec(), o.finalizers.to_vec()),
+            (None, Some(c)) => {
+                let reference = OwnerReference {
+                    api_version: APPS_V1.to_string(),
+                    kind: c.kind.to_string(),
+                    name: c.name.to_string(),
+                    uid: c.uid.to_string(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                    ..OwnerReference::default()
+                };
+                (vec![reference], vec![])
+            }
+            (None, None) => (vec![], vec![]),
+        };
+        Ownership {
+            uid: self.uid.to_string(),
+            resource_version: self.resource_version,
+            owners,
+            deleting: self.deleting,
+            finalizers,
+        }
     }
 }
 
@@ -350,6 +420,22 @@ mod tests {
             ),
             (true, false, Some(100), true)
         );
+        // Two references: the collector sees both; with one controller reference only,
+        // the same from the compact form.
+        let owners = cached.ownership().owners;
+        assert_eq!(owners.len(), 2);
+        assert_eq!(owners[0].kind, "Node");
+        let mut single = pod.clone();
+        single.metadata.owner_references.remove(0);
+        single.metadata.owner_references[0].block_owner_deletion = Some(true);
+        let compact = CachedPod::from(&single);
+        assert!(compact.owned.is_none());
+        assert_eq!(compact.ownership().owners, single.metadata.owner_references);
+        // Anything else is kept as written.
+        single.metadata.owner_references[0].block_owner_deletion = None;
+        let kept = CachedPod::from(&single);
+        assert!(kept.owned.is_some());
+        assert_eq!(kept.ownership().owners, single.metadata.owner_references);
         let bare = CachedPod::from(&Pod::default());
         assert!(bare.uid.is_empty() && bare.controller.is_none() && bare.uid.is(""));
         assert_eq!(

@@ -22,8 +22,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Cached, ControllerInformer, DeploymentInformer, Informer, PodInformer, ReplicaSetInformer,
-    ServiceInformer,
+    Cached, ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, PodInformer,
+    ReplicaSetInformer, ServiceInformer,
 };
 use crate::api::Object;
 use crate::etcd_watcher::{BackoffConfig, Watcher};
@@ -98,6 +98,11 @@ impl InformerFactory {
 
     /// The service informer.
     pub fn services(&self) -> ServiceInformer {
+        self.informer()
+    }
+
+    /// The endpoints informer.
+    pub fn endpoints(&self) -> EndpointsInformer {
         self.informer()
     }
 

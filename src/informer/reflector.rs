@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::store::{Change, Store};
 use super::{Cached, CachedPod, Delta, Namespace};
-use crate::api::{self, Deployment, Object, ReplicaSet, ReplicationController, Service};
+use crate::api::{self, Deployment, Endpoints, Object, ReplicaSet, ReplicationController, Service};
 use crate::etcd_watcher::{
     relist_diff, BackoffConfig, EngineConfig, ListChange, ListReason, Range, RawEvent, RawItem,
     RawKind, Start, WatchMetrics, Watcher, WATCH_BUFFER,
@@ -65,6 +65,8 @@ pub type ReplicaSetInformer = Informer<ReplicaSet>;
 pub type DeploymentInformer = Informer<Deployment>;
 /// The endpoints controller's service informer.
 pub type ServiceInformer = Informer<Service>;
+/// The informer of endpoints (kept whole).
+pub type EndpointsInformer = Informer<Endpoints>;
 
 impl<I: Cached> Informer<I> {
     /// An informer reading through `watcher`; empty and not synced until [`Informer::run`].

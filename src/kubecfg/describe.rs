@@ -83,6 +83,7 @@ pub fn describe_controller(
         None => NONE.to_string(),
     };
     field(&mut out, "Created", &created);
+    out.push_str(&ownership_lines(meta));
 
     template_text(&mut out, rc.spec.template.as_ref());
 
@@ -240,6 +241,7 @@ pub fn describe_replica_set(rs: &ReplicaSet, pods: &[Pod], now: SystemTime) -> S
             count(PodPhase::Failed)
         ),
     );
+    out.push_str(&ownership_lines(meta));
     template_text(&mut out, rs.spec.template.as_ref());
     if rs.status.conditions.is_empty() {
         field(&mut out, "Conditions", NONE);
@@ -276,4 +278,34 @@ pub(super) fn port_text(port: &ContainerPort) -> String {
     } else {
         format!("{}/{protocol} ({})", port.container_port, port.name)
     }
+}
+
+/// The metadata lines every `describe` shares, each only when it has something to say:
+/// `Controlled By` (kubectl's), the other owners, `Finalizers`, and `Terminating` with
+/// the deletionTimestamp. Shared, so every kind's describe shows deletion the same way.
+pub fn ownership_lines(meta: &ObjectMeta) -> String {
+    let mut out = String::new();
+    let mut field = |label: &str, value: String| {
+        let _ = writeln!(out, "{:<15}{value}", format!("{label}:"));
+    };
+    let reference = |r: &api::OwnerReference| format!("{}/{} (uid {})", r.kind, r.name, r.uid);
+    if let Some(controller) = api::controller_of(meta) {
+        field("Controlled By", reference(controller));
+    }
+    let others: Vec<String> = meta
+        .owner_references
+        .iter()
+        .filter(|r| !r.is_controller())
+        .map(reference)
+        .collect();
+    if !others.is_empty() {
+        field("Owners", others.join(", "));
+    }
+    if !meta.finalizers.is_empty() {
+        field("Finalizers", meta.finalizers.join(", "));
+    }
+    if let Some(at) = &meta.deletion_timestamp {
+        field("Terminating", format!("since {at} (deletionTimestamp)"));
+    }
+    out
 }

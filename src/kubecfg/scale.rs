@@ -58,58 +58,6 @@ pub(super) async fn set_replicas(
         .map_err(|e| storage_error::<ReplicationController>(e, name))
 }
 
-/// `kcm delete KIND NAME`. Deleting a controller leaves its pods; a note on stderr says
-/// so when it had replicas.
-///
-/// # Errors
-/// `pods "x" not found`, or etcd failing.
-pub async fn delete(target: &Target, options: DeleteOptions) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
-    let (namespace, name) = (options.namespace.as_str(), options.name.as_str());
-    match options.kind {
-        Kind::Pods => delete_kind::<Pod>(&registry, namespace, name).await,
-        Kind::Services => delete_kind::<Service>(&registry, namespace, name).await,
-        Kind::Endpoints => delete_kind::<Endpoints>(&registry, namespace, name).await,
-        Kind::Replicasets => {
-            delete_kind::<ReplicaSet>(&registry, namespace, name).await?;
-            // kcm has no garbage collector: the pods keep a reference to a ReplicaSet
-            // that is gone, and no controller counts them.
-            eprintln!(
-                "kcm: note: the pods it owned are left running; delete them with `kcm delete pod`"
-            );
-            Ok(())
-        }
-        Kind::Replicationcontrollers => {
-            // Read first only for the note; the delete itself is unconditional.
-            let before = registry
-                .get::<ReplicationController>(namespace, name)
-                .await
-                .ok();
-            delete_kind::<ReplicationController>(&registry, namespace, name).await?;
-            if let Some(rc) = before.filter(|rc| rc.spec.replicas > 0 || rc.status.replicas > 0) {
-                eprintln!(
-                    "kcm: note: pods matching its selector {} are left running; \
-                     `kcm stop rc` deletes a controller together with its pods",
-                    rc.spec.selector
-                );
-            }
-            Ok(())
-        }
-    }
-}
-
-pub(super) async fn delete_kind<T: Object>(
-    registry: &Registry,
-    namespace: &str,
-    name: &str,
-) -> anyhow::Result<()> {
-    registry
-        .delete::<T>(namespace, name, None)
-        .await
-        .map_err(|e| storage_error::<T>(e, name))?;
-    emit(&format!("{}/{name} deleted\n", T::RESOURCE))
-}
-
 /// `kcm stop` ended by a signal (Ctrl-C or SIGTERM): what became of the controller. `main`
 /// exits 130 (128 + SIGINT) on it, as a shell does for a command ended by Ctrl-C.
 #[derive(Debug, thiserror::Error)]

@@ -368,3 +368,93 @@ fn describe_reports_an_invalid_spec() {
     );
     assert!(!text.contains("desired but"), "{text}");
 }
+
+#[test]
+fn a_delete_marks_what_has_finalizers_or_cascades_in_the_foreground_or_orphans() {
+    use crate::kubecfg::{delete_write, Cascade, DeleteWrite};
+    let live = ObjectMeta::named("ns", "x");
+    assert_eq!(
+        delete_write(&live, Cascade::Background),
+        DeleteWrite::Delete
+    );
+    assert_eq!(
+        delete_write(&live, Cascade::Foreground),
+        DeleteWrite::Mark(Some("foregroundDeletion"))
+    );
+    assert_eq!(
+        delete_write(&live, Cascade::Orphan),
+        DeleteWrite::Mark(Some("orphan"))
+    );
+    // Someone's finalizer: a background delete only sets the deletionTimestamp.
+    let held = ObjectMeta {
+        finalizers: vec!["example.com/hold".into()],
+        ..live.clone()
+    };
+    assert_eq!(
+        delete_write(&held, Cascade::Background),
+        DeleteWrite::Mark(None)
+    );
+    let marked = ObjectMeta {
+        deletion_timestamp: Some("2026-01-01T00:00:00Z".into()),
+        ..held
+    };
+    assert_eq!(
+        delete_write(&marked, Cascade::Background),
+        DeleteWrite::Nothing
+    );
+    // Asked again for a foreground deletion: the finalizer is added.
+    assert_eq!(
+        delete_write(&marked, Cascade::Foreground),
+        DeleteWrite::Mark(Some("foregroundDeletion"))
+    );
+}
+
+#[test]
+fn kinds_are_named_as_kubectl_names_them() {
+    use crate::kubecfg::kubectl_kind;
+    assert_eq!(kubectl_kind::<Pod>(), "pod");
+    assert_eq!(kubectl_kind::<ReplicaSet>(), "replicaset.apps");
+    assert_eq!(kubectl_kind::<Deployment>(), "deployment.apps");
+    assert_eq!(
+        kubectl_kind::<ReplicationController>(),
+        "replicationcontroller"
+    );
+    let meta = ObjectMeta {
+        finalizers: vec!["orphan".into()],
+        ..ObjectMeta::default()
+    };
+    assert!(crate::kubecfg::pending(&meta).starts_with("finalizers orphan still pending"));
+}
+
+#[test]
+fn describe_shows_owners_finalizers_and_deletion_only_when_there_are_some() {
+    use crate::kubecfg::describe::ownership_lines;
+    assert_eq!(ownership_lines(&ObjectMeta::default()), "");
+    let meta = ObjectMeta {
+        owner_references: vec![
+            api::OwnerReference {
+                kind: "Deployment".into(),
+                name: "web".into(),
+                uid: "u1".into(),
+                controller: Some(true),
+                ..Default::default()
+            },
+            api::OwnerReference {
+                kind: "Service".into(),
+                name: "s".into(),
+                uid: "u2".into(),
+                ..Default::default()
+            },
+        ],
+        finalizers: vec!["foregroundDeletion".into()],
+        deletion_timestamp: Some("2026-01-01T00:00:00Z".into()),
+        ..ObjectMeta::default()
+    };
+    assert_eq!(
+        ownership_lines(&meta),
+        "Controlled By: Deployment/web (uid u1)\n\
+         Owners:        Service/s (uid u2)\n\
+         Finalizers:    foregroundDeletion\n\
+         Terminating:   since 2026-01-01T00:00:00Z (deletionTimestamp)\n"
+    );
+}

@@ -62,6 +62,15 @@ pub enum StorageError {
         /// `deleted`, or `changed or deleted` for a guard on the unchanged version.
         how: &'static str,
     },
+    /// A write with [`super::KeyCondition`]s after one of them stopped holding. Nothing was
+    /// written.
+    #[error("{op} {key}: refused, {broken}")]
+    ConditionFailed {
+        op: &'static str,
+        key: String,
+        /// What broke, e.g. `/registry/replicasets/default/web exists`.
+        broken: String,
+    },
 }
 
 impl StorageError {

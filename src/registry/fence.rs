@@ -1,5 +1,6 @@
 //! What a write can be conditioned on besides its own key: the leader key of the current
-//! term (a fence) and another object's incarnation (a guard).
+//! term (a fence), another object's incarnation (a guard) and any other key's state (a
+//! [`KeyCondition`], what the garbage collector's deletes compare about owners).
 
 use std::sync::{Arc, RwLock};
 
@@ -118,5 +119,60 @@ impl Incarnation {
     /// Whether etcd's answer to `get(key)` shows the incarnation alive.
     pub(super) fn alive_in(&self, kv: Option<&KeyValue>) -> bool {
         kv.is_some_and(|kv| kv.create_revision() > 0 && kv.create_revision() <= self.read_at)
+    }
+}
+
+/// A condition on another key that a write also requires, in its own transaction
+/// ([`super::Registry::with_conditions`]): the garbage collector deletes a dependent only
+/// while its owner is still absent, or still the other incarnation it read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyCondition {
+    /// The key does not exist.
+    Absent(String),
+    /// The key exists, unchanged since this `mod_revision`.
+    At(String, i64),
+    /// The incarnation lives (its key was created at or before it was read, and not
+    /// deleted since).
+    Alive(Incarnation),
+}
+
+impl KeyCondition {
+    /// The key the condition is about.
+    pub fn key(&self) -> &str {
+        match self {
+            KeyCondition::Absent(key) | KeyCondition::At(key, _) => key,
+            KeyCondition::Alive(incarnation) => &incarnation.key,
+        }
+    }
+
+    pub(super) fn compares(&self) -> Vec<Compare> {
+        match self {
+            KeyCondition::Absent(key) => {
+                vec![Compare::create_revision(key.as_str(), CompareOp::Equal, 0)]
+            }
+            KeyCondition::At(key, revision) => vec![
+                Compare::create_revision(key.as_str(), CompareOp::Greater, 0),
+                Compare::mod_revision(key.as_str(), CompareOp::Equal, *revision),
+            ],
+            KeyCondition::Alive(incarnation) => incarnation.compares().to_vec(),
+        }
+    }
+
+    /// Whether etcd's answer to `get(key)` shows the condition holding.
+    pub(super) fn holds_in(&self, kv: Option<&KeyValue>) -> bool {
+        match self {
+            KeyCondition::Absent(_) => kv.is_none(),
+            KeyCondition::At(_, revision) => kv.is_some_and(|kv| kv.mod_revision() == *revision),
+            KeyCondition::Alive(incarnation) => incarnation.alive_in(kv),
+        }
+    }
+
+    /// What broke, for an error: `KEY was created`, `KEY changed since revision N`.
+    pub(super) fn broken(&self) -> String {
+        match self {
+            KeyCondition::Absent(key) => format!("{key} exists"),
+            KeyCondition::At(key, revision) => format!("{key} changed since revision {revision}"),
+            KeyCondition::Alive(incarnation) => format!("{} was deleted", incarnation.key),
+        }
     }
 }

@@ -117,7 +117,16 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
                 .wait_for(self.memory.written(key).pods, self.config.cache_wait)
                 .await;
             if !self.config.fresh_reads && caught_up {
-                return Ok(cache.read(namespace, |ns| decide(rs, selector, ns, burst, rc_selects)));
+                let decision =
+                    cache.read(namespace, |ns| decide(rs, selector, ns, burst, rc_selects));
+                // No create from a pod cache older than the ReplicaSet: a recreated owner
+                // whose cache still shows the orphans of its namesake's orphaning delete
+                // as owned by the namesake would create pods beside them instead of
+                // adopting them (issue 15). Such a decision is made again from etcd.
+                let rs_at = rs.metadata.resource_version.map_or(0, |rv| rv.0);
+                if decision.creates.is_empty() || cache.revision() >= rs_at {
+                    return Ok(decision);
+                }
             }
         }
         let fresh: Namespace<CachedPod> = self.reads.pods(namespace).await?;

@@ -135,6 +135,11 @@ pub fn decide(
         creates: Vec::new(),
         deletes: Vec::new(),
     };
+    // A controller in deletion (a foreground or orphaning delete, or someone's finalizer)
+    // gets its status written and nothing else, as Kubernetes' managers do.
+    if controller.metadata.deletion_timestamp.is_some() {
+        return decision;
+    }
     match active.len().cmp(&replicas) {
         Ordering::Less => {
             let need = (replicas - active.len()).min(burst);

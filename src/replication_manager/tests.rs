@@ -357,6 +357,20 @@ fn the_decision_creates_the_first_free_slots_of_the_view() {
     assert_eq!(decision.creates, slots(0..2));
 }
 
+/// A controller with a deletionTimestamp (waiting for its finalizers) neither creates nor
+/// deletes pods; it still counts them for its status.
+#[test]
+fn a_controller_in_deletion_creates_and_deletes_nothing() {
+    let mut rc = controller("web", 2);
+    rc.metadata.deletion_timestamp = Some("2026-01-01T00:00:00Z".into());
+    let decision = decide(&rc, None, 500);
+    assert!(decision.creates.is_empty());
+    let running = |i| pod(&slot(i), &app("web"), PodPhase::Running, "node", CREATED);
+    rc.spec.replicas = 0;
+    let decision = decide(&rc, Some(&view(&[running(0), running(1)], &[])), 500);
+    assert_eq!((decision.active, decision.deletes.len()), (2, 0));
+}
+
 /// Coexistence with ReplicaSets: a pod with a controller reference is its controller's; the
 /// manager neither counts it nor deletes it, but its name stays taken.
 #[test]

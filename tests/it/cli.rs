@@ -581,10 +581,10 @@ async fn delete_removes_one_object() {
         create(&endpoint, list).await.success();
         assert_eq!(
             kcm(&endpoint, &["delete", "pod", "p"]).await.success(),
-            "pods/p deleted\n"
+            "pod \"p\" deleted\n"
         );
         let outcome = kcm(&endpoint, &["delete", "rc", "web"]).await;
-        assert_eq!(outcome.success(), "replicationcontrollers/web deleted\n");
+        assert_eq!(outcome.success(), "replicationcontroller \"web\" deleted\n");
         assert!(
             outcome
                 .stderr

@@ -24,15 +24,22 @@ const ETCD_WATCHERS: &str = "etcd_debugging_mvcc_watcher_total";
 /// etcd's gauge of open gRPC watch streams.
 const ETCD_WATCH_STREAMS: &str = "etcd_debugging_mvcc_watch_stream_total";
 /// Every kind a controller-manager can watch, as its metrics label them.
-const KINDS: [&str; 5] = [
+const KINDS: [&str; 6] = [
     "pods",
     "replicationcontrollers",
     "replicasets",
     "deployments",
     "services",
+    "endpoints",
 ];
 /// Every controller, as its metrics label it.
-const CONTROLLERS: [&str; 4] = ["replication", "replicaset", "deployment", "endpoints"];
+const CONTROLLERS: [&str; 5] = [
+    "replication",
+    "replicaset",
+    "deployment",
+    "endpoints",
+    "garbagecollector",
+];
 
 /// `kcm controller-manager --controllers {controllers}` with one-second periodic syncs, so a
 /// resync comes quickly; returns once its status endpoint answers.
@@ -205,6 +212,15 @@ async fn check_controllers(
     if controllers.contains(&"deployment") {
         wait_resynced(&manager, "deployment", 4, 1).await;
     }
+    if controllers.contains(&"garbagecollector") {
+        let synced = r#"kcm_syncs_total{controller="garbagecollector",result="ok"}"#;
+        eventually(
+            SETTLE,
+            "the garbage collector to sync the owned pod",
+            || async { manager.metric(synced).await >= 1.0 },
+        )
+        .await;
+    }
 
     // Still exactly one watch per kind after a resync, each on its own gRPC stream
     // (etcd-client opens a stream per watch request). No other watch: the endpoint monitor
@@ -240,7 +256,8 @@ async fn check_controllers(
     metrics
 }
 
-/// One controller, one ReplicaSet, one deployment and one service for
+/// One controller, one ReplicaSet, one deployment, one service and a pod the ReplicaSet
+/// owns for
 /// [`check_controllers`].
 async fn put_one_of_each(client: &Client) {
     put_controller(client, "kinds", "web", "web", 0).await;
@@ -260,6 +277,15 @@ async fn put_one_of_each(client: &Client) {
     put_json(client, "/registry/deployments/kinds/web", &deployment).await;
     let service = service_json("kinds", "web", "web", json!(80));
     put_json(client, &service_key("kinds", "web"), &service).await;
+    // A pod the ReplicaSet owns without controlling it (and no controller selects): only
+    // the garbage collector syncs it, and keeps it.
+    let owned = json!({
+        "apiVersion": "v1beta3", "kind": "Pod",
+        "metadata": {"name": "owned", "namespace": "kinds", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "uid-rs"}]},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+    });
+    put_json(client, "/registry/pods/kinds/owned", &owned).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,7 +296,8 @@ async fn each_kind_is_watched_once_by_kcm_and_by_etcd_s_count() {
         };
         put_one_of_each(&etcd.client().await).await;
         // The controllers share the pod informer (and the ReplicaSet controller the
-        // replication manager's controller informer): each kind is watched once.
+        // replication manager's controller informer, the garbage collector all of them):
+        // each kind is watched once.
         let all = check_controllers(&etcd, "*", &CONTROLLERS, &KINDS).await;
         // Without the endpoints controller nothing watches services.
         let replication = ["pods", "replicationcontrollers"];
@@ -308,9 +335,13 @@ async fn the_controllers_flag_runs_exactly_the_controllers_it_names() {
             "deployments",
         ];
         let endpoints = ["pods", "services"];
-        check_controllers(&etcd, "-endpoints,*", &controllers, &replication).await;
-        check_controllers(&etcd, "*,-endpoints", &controllers, &replication).await;
+        let no_gc = "-endpoints,-garbagecollector,*";
+        check_controllers(&etcd, no_gc, &controllers, &replication).await;
+        let no_gc = "*,-endpoints,-garbage-collector-controller";
+        check_controllers(&etcd, no_gc, &controllers, &replication).await;
         check_controllers(&etcd, "endpoints-controller", &["endpoints"], &endpoints).await;
+        // The garbage collector alone watches every kind kcm stores.
+        check_controllers(&etcd, "garbagecollector", &["garbagecollector"], &KINDS).await;
     })
     .await;
 }

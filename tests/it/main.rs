@@ -8,6 +8,7 @@ mod compose;
 mod deployment;
 mod endpoints;
 mod framework;
+mod gc;
 mod ha;
 mod harness;
 mod health;

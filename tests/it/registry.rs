@@ -13,7 +13,7 @@ use kcm::api::{
     ReplicationControllerSpec, ResourceVersion, Service, ServiceSpec,
 };
 use kcm::labels::{Selector, Set};
-use kcm::registry::{Registry, StorageError};
+use kcm::registry::{Incarnation, KeyCondition, Registry, StorageError};
 use serde_json::{json, Value};
 use tokio::sync::Barrier;
 use tokio::task::JoinSet;
@@ -1067,6 +1067,77 @@ async fn a_read_at_a_compacted_revision_fails_as_compacted_without_retrying() {
             .await
             .expect("a fresh list after compaction");
         assert_eq!(keys(&now.items), ["default/a", "default/b"]);
+    })
+    .await;
+}
+
+/// The garbage collector's writes: a delete that also requires other keys absent, unchanged
+/// or alive commits only while they are, and says which broke.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_with_key_conditions_commit_only_while_they_hold() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let registry = registry(&client);
+        let pod = registry.create(&pod("default", "a", &[])).await.unwrap();
+        let rv = pod.metadata.resource_version;
+        let owner_key = "/registry/controllers/default/web".to_string();
+        let broken = |e: &StorageError| matches!(e, StorageError::ConditionFailed { .. });
+
+        // The owner exists: "absent" does not hold, nothing is deleted.
+        let owner = registry
+            .create(&controller("default", "web", &[("app", "web")]))
+            .await
+            .unwrap();
+        let absent = registry.with_conditions(vec![KeyCondition::Absent(owner_key.clone())]);
+        let err = expect_err(
+            absent.delete::<Pod>("default", "a", rv).await,
+            "ConditionFailed",
+            broken,
+        );
+        assert_eq!(
+            err.to_string(),
+            "delete /registry/pods/default/a: refused, /registry/controllers/default/web exists"
+        );
+        // Unchanged since its revision: holds until the owner is written again.
+        let at = owner.metadata.resource_version.unwrap().0;
+        let unchanged = registry.with_conditions(vec![
+            KeyCondition::At(owner_key.clone(), at),
+            KeyCondition::Alive(Incarnation {
+                key: owner_key.clone(),
+                read_at: at,
+            }),
+        ]);
+        let mut resized = owner.clone();
+        resized.spec.replicas = 2;
+        registry.update(&resized).await.unwrap();
+        let err = expect_err(
+            unchanged.delete::<Pod>("default", "a", rv).await,
+            "ConditionFailed",
+            broken,
+        );
+        assert!(
+            err.to_string()
+                .ends_with(&format!("changed since revision {at}")),
+            "{err}"
+        );
+        assert!(registry.get::<Pod>("default", "a").await.is_ok());
+        // The owner gone: "absent" holds; a conflict on the object itself is still a
+        // conflict, and the delete at its revision commits.
+        registry
+            .delete::<ReplicationController>("default", "web", None)
+            .await
+            .unwrap();
+        let stale = rv.map(|rv| ResourceVersion(rv.0 - 1));
+        expect_err(
+            absent.delete::<Pod>("default", "a", stale).await,
+            "Conflict",
+            |e| matches!(e, StorageError::Conflict { .. }),
+        );
+        absent.delete::<Pod>("default", "a", rv).await.unwrap();
+        assert!(registry.get::<Pod>("default", "a").await.is_err());
     })
     .await;
 }

@@ -1,0 +1,189 @@
+//! `kcm delete KIND NAME [--cascade=background|foreground|orphan] [--wait] [--timeout D]`:
+//! kubectl's delete (`pkg/cmd/delete`) with the apiserver's part of it
+//! (`registry/generic/registry/store.go`'s `Delete`: an object with finalizers, or a
+//! foreground or orphaning delete, only gets a `deletionTimestamp` and the finalizer, and
+//! goes when its finalizers do; the garbage collector removes `foregroundDeletion` and
+//! `orphan`).
+//!
+//! 2014's kubecfg deleted just the key; a ReplicationController's pods carry no owner
+//! references, so nothing cascades from one (`kcm stop rc` still deletes them).
+
+use super::*;
+use crate::api::{start_deletion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+
+/// How often `--wait` reads the object again.
+const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// What a delete does to an object's dependents (`--cascade`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cascade {
+    /// The object goes now; the garbage collector deletes its dependents afterwards.
+    Background,
+    /// The object stays (with `foregroundDeletion`) until its blocking dependents are gone.
+    Foreground,
+    /// The object stays (with `orphan`) until its dependents lost their references to it.
+    Orphan,
+}
+
+/// The write a delete makes to an object with metadata `meta`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeleteWrite {
+    /// Delete the key (at the revision read).
+    Delete,
+    /// Set `deletionTimestamp` and add the finalizer (if any).
+    Mark(Option<&'static str>),
+    /// Already in deletion with what this delete asks for: nothing to write.
+    Nothing,
+}
+
+/// The apiserver's rule: a background delete removes an object without finalizers;
+/// otherwise the object is marked, with `foregroundDeletion` or `orphan` for those.
+pub fn delete_write(meta: &ObjectMeta, cascade: Cascade) -> DeleteWrite {
+    let finalizer = match cascade {
+        Cascade::Background if meta.finalizers.is_empty() => return DeleteWrite::Delete,
+        Cascade::Background => None,
+        Cascade::Foreground => Some(FINALIZER_FOREGROUND),
+        Cascade::Orphan => Some(FINALIZER_ORPHAN),
+    };
+    let has = |f: &str| meta.finalizers.iter().any(|x| x == f);
+    if meta.deletion_timestamp.is_some() && finalizer.is_none_or(has) {
+        DeleteWrite::Nothing
+    } else {
+        DeleteWrite::Mark(finalizer)
+    }
+}
+
+/// How kubectl names a kind in its messages: `pod`, `replicaset.apps`, `deployment.apps`.
+pub fn kubectl_kind<T: Object>() -> String {
+    let kind = T::KIND.to_lowercase();
+    match T::API_VERSION.split_once('/') {
+        Some((group, _)) => format!("{kind}.{group}"),
+        None => kind,
+    }
+}
+
+/// `kcm delete KIND NAME`. Prints kubectl's `pod "p" deleted` once the delete (or the
+/// mark) is written, then, with `wait`, returns when the key is gone.
+///
+/// # Errors
+/// `pods "x" not found`; a timeout naming what is still pending; etcd failing.
+pub async fn delete(target: &Target, options: DeleteOptions) -> anyhow::Result<()> {
+    let (_client, registry) = target.connect().await?;
+    let kind = match options.kind {
+        DeleteKind::Deployments => {
+            return delete_kind::<Deployment>(&registry, &options).await;
+        }
+        DeleteKind::Kind(kind) => kind,
+    };
+    match kind {
+        Kind::Pods => delete_kind::<Pod>(&registry, &options).await,
+        Kind::Services => delete_kind::<Service>(&registry, &options).await,
+        Kind::Endpoints => delete_kind::<Endpoints>(&registry, &options).await,
+        Kind::Replicasets => delete_kind::<ReplicaSet>(&registry, &options).await,
+        Kind::Replicationcontrollers => {
+            // Read first only for the note.
+            let before = registry
+                .get::<ReplicationController>(&options.namespace, &options.name)
+                .await
+                .ok();
+            delete_kind::<ReplicationController>(&registry, &options).await?;
+            if let Some(rc) = before.filter(|rc| rc.spec.replicas > 0 || rc.status.replicas > 0) {
+                eprintln!(
+                    "kcm: note: pods matching its selector {} are left running; \
+                     `kcm stop rc` deletes a controller together with its pods",
+                    rc.spec.selector
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn delete_kind<T: Object>(
+    registry: &Registry,
+    options: &DeleteOptions,
+) -> anyhow::Result<()> {
+    let (namespace, name) = (options.namespace.as_str(), options.name.as_str());
+    let what = format!("{} {name:?}", kubectl_kind::<T>());
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let mut object: T = registry
+            .get(namespace, name)
+            .await
+            .map_err(|e| storage_error::<T>(e, name))?;
+        let rv = object.metadata().resource_version;
+        let written = match delete_write(object.metadata(), options.cascade) {
+            DeleteWrite::Nothing => Ok(()),
+            DeleteWrite::Delete => registry.delete::<T>(namespace, name, rv).await.map(drop),
+            DeleteWrite::Mark(finalizer) => {
+                start_deletion(object.metadata_mut(), finalizer);
+                registry.update(&object).await.map(drop)
+            }
+        };
+        match written {
+            Ok(()) => break,
+            Err(StorageError::Conflict { .. }) if attempts < 10 => continue,
+            Err(e) => return Err(storage_error::<T>(e, name)),
+        }
+    }
+    emit(&format!("{what} deleted\n"))?;
+    if options.wait {
+        wait_until_gone::<T>(registry, namespace, name, &what, options.timeout).await?;
+    }
+    Ok(())
+}
+
+/// Reads the object every [`WAIT_POLL_INTERVAL`] until it is gone.
+///
+/// # Errors
+/// After `timeout` (none: no limit), one line saying what keeps it.
+async fn wait_until_gone<T: Object>(
+    registry: &Registry,
+    namespace: &str,
+    name: &str,
+    what: &str,
+    timeout: Option<Duration>,
+) -> anyhow::Result<()> {
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    loop {
+        let object = match registry.get::<T>(namespace, name).await {
+            Err(StorageError::NotFound { .. }) => return Ok(()),
+            other => other?,
+        };
+        let now = tokio::time::Instant::now();
+        if let Some(deadline) = deadline.filter(|d| now >= *d) {
+            let _ = deadline;
+            anyhow::bail!(
+                "timed out after {} waiting for {what} to be deleted: {}",
+                humantime::format_duration(timeout.unwrap_or_default()),
+                pending(object.metadata())
+            );
+        }
+        let pause = deadline.map_or(WAIT_POLL_INTERVAL, |d| WAIT_POLL_INTERVAL.min(d - now));
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// What keeps an object in deletion, for the timeout's message.
+pub fn pending(meta: &ObjectMeta) -> String {
+    if meta.finalizers.is_empty() {
+        return "it has no finalizers left; the garbage collector deletes it (is a \
+                controller-manager running the garbagecollector controller?)"
+            .to_string();
+    }
+    let ours = meta
+        .finalizers
+        .iter()
+        .any(|f| f == FINALIZER_FOREGROUND || f == FINALIZER_ORPHAN);
+    format!(
+        "finalizers {} still pending{}",
+        meta.finalizers.join(", "),
+        if ours {
+            " (the garbage collector removes foregroundDeletion and orphan; is a \
+             controller-manager running the garbagecollector controller?)"
+        } else {
+            " (kcm does not know them; whoever set them removes them)"
+        }
+    )
+}
