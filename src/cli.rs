@@ -18,8 +18,8 @@ mod up;
 pub use self::bench::BenchArgs;
 pub use self::controller_manager::ControllerManagerArgs;
 pub use self::kubecfg::{
-    ControllerKind, CreateArgs, DeleteArgs, DescribeArgs, GetArgs, ResizeArgs, RunArgs, StopArgs,
-    WatchArgs,
+    ControllerKind, CreateArgs, DeleteArgs, DescribeArgs, GetArgs, ResizeArgs, RunArgs, SetCommand,
+    SetImageArgs, StopArgs, WatchArgs,
 };
 pub use self::kubelet::KubeletArgs;
 pub use self::lab::LabArgs;
@@ -284,9 +284,16 @@ pub enum Command {
     Apply(CreateArgs),
     /// Print objects of one kind as a table or as JSON.
     Get(GetArgs),
-    /// Set a replication controller's desired replicas (2014 kubecfg's `resize`).
-    #[command(visible_alias = "scale")]
+    /// Set a replication controller's or ReplicaSet's desired replicas (2014 kubecfg's
+    /// `resize`; prints `replicationcontrollers/web resized to 3`).
     Resize(ResizeArgs),
+    /// Set a controller's desired replicas, as kubectl's scale: prints
+    /// `replicaset.apps/web scaled`; with --current-replicas, refuses unless the count is
+    /// that now.
+    Scale(ResizeArgs),
+    /// Change a field of a controller's spec (kubectl's set): `set image`.
+    #[command(subcommand)]
+    Set(SetCommand),
     /// Delete one object.
     ///
     /// Deleting a replication controller leaves its pods; `stop` deletes them too.
@@ -353,7 +360,15 @@ pub async fn run(
         Command::Create(args) => crate::kubecfg::create(&global.try_into()?, args.into()).await,
         Command::Apply(args) => crate::kubecfg::apply(&global.try_into()?, args.into()).await,
         Command::Get(args) => crate::kubecfg::get(&global.try_into()?, args.into()).await,
-        Command::Resize(args) => crate::kubecfg::resize(&global.try_into()?, args.into()).await,
+        Command::Resize(args) => {
+            crate::kubecfg::resize(&global.try_into()?, args.options(false)).await
+        }
+        Command::Scale(args) => {
+            crate::kubecfg::resize(&global.try_into()?, args.options(true)).await
+        }
+        Command::Set(SetCommand::Image(args)) => {
+            crate::kubecfg::set_image(&global.try_into()?, args.into()).await
+        }
         Command::Delete(args) => crate::kubecfg::delete(&global.try_into()?, args.into()).await,
         Command::Stop(args) => {
             crate::kubecfg::stop(&global.try_into()?, args.into(), shutdown).await

@@ -39,6 +39,7 @@ mod overlap;
 mod print;
 mod run;
 mod scale;
+mod set;
 mod watch;
 
 pub use self::apply::{apply, three_way_merge, Applied, LAST_APPLIED_ANNOTATION};
@@ -46,9 +47,12 @@ pub use self::describe::{describe, describe_controller};
 pub use self::manifest::{
     create, parse_manifests, Manifest, ETCD_MAX_REQUEST_BYTES, MAX_INPUT_BYTES,
 };
-pub use self::print::{age, get, render_objects, render_table, Printable};
+pub use self::print::{
+    age, get, kind_reference, render_objects, render_objects_as, render_table, Printable,
+};
 pub use self::run::{run, run_objects};
 pub use self::scale::{delete, resize, stop, Interrupted};
+pub use self::set::{parse_image_update, set_image, set_images, Templated};
 pub use self::watch::watch;
 
 /// How often `kcm stop` re-lists the controller's pods while it waits for them to go.
@@ -106,10 +110,11 @@ pub struct CreateOptions {
 /// `kcm apply -f FILE`: the same input as `create`.
 pub type ApplyOptions = CreateOptions;
 
-/// `kcm get KIND [NAME]`.
+/// `kcm get KIND[,KIND...] [NAME]`.
 #[derive(Clone, Debug)]
 pub struct GetOptions {
-    pub kind: Kind,
+    /// One or more kinds (`rs,rc`), each printed as its own table, in this order.
+    pub kinds: Vec<Kind>,
     /// Print only this object (then `all_namespaces` is false and `selector` is `None`).
     pub name: Option<String>,
     pub namespace: String,
@@ -119,7 +124,7 @@ pub struct GetOptions {
     pub output: GetOutput,
 }
 
-/// `kcm resize rc NAME --replicas N`.
+/// `kcm resize rc NAME --replicas N` (and `kcm scale`).
 #[derive(Clone, Debug)]
 pub struct ResizeOptions {
     /// A ReplicaSet (`scale rs`), else a replication controller.
@@ -128,6 +133,64 @@ pub struct ResizeOptions {
     pub name: String,
     /// The new `spec.replicas`, 0 to [`api::MAX_REPLICAS`].
     pub replicas: i64,
+    /// kubectl's precondition: refuse unless `spec.replicas` is this now.
+    pub current_replicas: Option<i64>,
+    pub namespace: String,
+    /// Print kubectl's `replicaset.apps/web scaled` (`kcm scale`) instead of 2014's
+    /// `replicasets/web resized to 3` (`kcm resize`).
+    pub kubectl_output: bool,
+}
+
+/// The kinds with a pod template, named `TYPE/NAME` by `set image` and `rollout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadKind {
+    ReplicationController,
+    ReplicaSet,
+}
+
+/// `TYPE/NAME` on the command line: `rc/web`, `replicaset/web`, `rs.apps/web`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workload {
+    pub kind: WorkloadKind,
+    pub name: String,
+}
+
+impl std::str::FromStr for Workload {
+    type Err = String;
+
+    /// kubectl's spellings of each kind, with or without the `.apps` group.
+    fn from_str(text: &str) -> Result<Workload, String> {
+        let Some((kind, name)) = text.split_once('/') else {
+            return Err(format!("expected TYPE/NAME (e.g. rs/web), got {text:?}"));
+        };
+        if name.is_empty() || name.contains('/') {
+            return Err(format!("expected TYPE/NAME (e.g. rs/web), got {text:?}"));
+        }
+        let kind = match kind.strip_suffix(".apps").unwrap_or(kind) {
+            "rc" | "replicationcontroller" | "replicationcontrollers" => {
+                WorkloadKind::ReplicationController
+            }
+            "rs" | "replicaset" | "replicasets" => WorkloadKind::ReplicaSet,
+            other => {
+                return Err(format!(
+                    "unknown resource type {other:?}: expected rs (replicaset) or rc \
+                     (replicationcontroller)"
+                ))
+            }
+        };
+        Ok(Workload {
+            kind,
+            name: name.to_string(),
+        })
+    }
+}
+
+/// `kcm set image TYPE/NAME CONTAINER=IMAGE...`.
+#[derive(Clone, Debug)]
+pub struct SetImageOptions {
+    pub workload: Workload,
+    /// `(container, image)` pairs; container `*` is every container.
+    pub images: Vec<(String, String)>,
     pub namespace: String,
 }
 

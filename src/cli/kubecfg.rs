@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::builder::PossibleValue;
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 
 use super::parse_duration;
 use crate::api;
 use crate::kubecfg::{
     CreateOptions, DeleteOptions, DescribeOptions, GetOptions, GetOutput, Kind, ResizeOptions,
-    RunOptions, StopOptions, WatchOptions, WatchOutput,
+    RunOptions, SetImageOptions, StopOptions, WatchOptions, WatchOutput, Workload,
 };
 use crate::labels::Selector;
 
@@ -99,11 +99,31 @@ pub struct CreateArgs {
     pub namespace: Option<String>,
 }
 
+/// Kinds separated by commas (`rs,rc`), in the order given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kinds(pub Vec<Kind>);
+
+fn parse_kinds(text: &str) -> Result<Kinds, String> {
+    text.split(',')
+        .map(|kind| {
+            Kind::from_str(kind, true).map_err(|_| {
+                format!(
+                    "unknown kind {kind:?}: expected pods (po), replicationcontrollers (rc), \
+                     replicasets (rs), services (svc) or endpoints (ep), several separated by \
+                     commas"
+                )
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map(Kinds)
+}
+
 #[derive(Args, Debug)]
 pub struct GetArgs {
     /// pods (po), replicationcontrollers (rc), replicasets (rs), services (svc) or endpoints
-    /// (ep).
-    pub kind: Kind,
+    /// (ep); several separated by commas (`rs,rc`) print one table each.
+    #[arg(value_parser = parse_kinds)]
+    pub kind: Kinds,
     /// Print only this object.
     #[arg(conflicts_with_all = ["all_namespaces", "selector"])]
     pub name: Option<String>,
@@ -141,9 +161,50 @@ pub struct ResizeArgs {
     /// The new spec.replicas (at most 2147483647, Kubernetes' int32).
     #[arg(long, value_parser = clap::value_parser!(i64).range(0..=api::MAX_REPLICAS))]
     pub replicas: i64,
+    /// Precondition: change nothing and fail unless spec.replicas is this now.
+    #[arg(long, value_parser = clap::value_parser!(i64).range(0..=api::MAX_REPLICAS))]
+    pub current_replicas: Option<i64>,
     /// The controller's namespace.
     #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
     pub namespace: String,
+}
+
+/// What `kcm set` changes.
+#[derive(Subcommand, Debug)]
+pub enum SetCommand {
+    /// Change container images of a controller's pod template (kubectl's set image).
+    ///
+    /// `kcm set image rs/web web=nginx:1.25 sidecar=envoy:1.30`; `*=IMAGE` sets every
+    /// container. A container name the template lacks is an error and nothing is written.
+    /// Prints `replicaset.apps/web image updated`; when every image is already the one
+    /// asked for, prints nothing (as kubectl) and says so on stderr.
+    Image(SetImageArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SetImageArgs {
+    /// rs/NAME (replicaset) or rc/NAME (replicationcontroller).
+    pub workload: Workload,
+    /// CONTAINER=IMAGE, one or more; `*=IMAGE` for every container.
+    #[arg(required = true, value_name = "CONTAINER=IMAGE", value_parser = parse_image_update)]
+    pub images: Vec<(String, String)>,
+    /// The controller's namespace.
+    #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+}
+
+fn parse_image_update(text: &str) -> Result<(String, String), String> {
+    crate::kubecfg::parse_image_update(text).map_err(|e| e.to_string())
+}
+
+impl From<SetImageArgs> for SetImageOptions {
+    fn from(args: SetImageArgs) -> SetImageOptions {
+        SetImageOptions {
+            workload: args.workload,
+            images: args.images,
+            namespace: args.namespace,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -248,7 +309,7 @@ impl From<CreateArgs> for CreateOptions {
 impl From<GetArgs> for GetOptions {
     fn from(args: GetArgs) -> GetOptions {
         GetOptions {
-            kind: args.kind,
+            kinds: args.kind.0,
             name: args.name,
             namespace: args.namespace,
             all_namespaces: args.all_namespaces,
@@ -258,19 +319,23 @@ impl From<GetArgs> for GetOptions {
     }
 }
 
-impl From<ResizeArgs> for ResizeOptions {
-    fn from(args: ResizeArgs) -> ResizeOptions {
+impl ResizeArgs {
+    /// What `kcm resize` (`kubectl_output` false) or `kcm scale` (true) is asked to do.
+    pub fn options(self, kubectl_output: bool) -> ResizeOptions {
         let ResizeArgs {
             kind,
             name,
             replicas,
+            current_replicas,
             namespace,
-        } = args;
+        } = self;
         ResizeOptions {
             replica_set: kind == ScaleKind::Replicasets,
             name,
             replicas,
+            current_replicas,
             namespace,
+            kubectl_output,
         }
     }
 }
@@ -355,22 +420,56 @@ mod tests {
     fn verbs_parse_with_kubectls_flags() {
         let parse = |args: &[&str]| Cli::try_parse_from([&["kcm"], args].concat());
         let cli = parse(&["scale", "rc", "web", "--replicas", "3", "-n", "prod"]).unwrap();
-        let Command::Resize(resize) = cli.command else {
-            panic!("scale is resize")
+        let Command::Scale(resize) = cli.command else {
+            panic!("parsed as another command")
         };
         assert_eq!((resize.replicas, resize.namespace.as_str()), (3, "prod"));
         let cli = parse(&["get", "svc", "-A", "-l", "a=b", "-o", "wide"]).unwrap();
         let Command::Get(get) = cli.command else {
             panic!("parsed as another command")
         };
-        assert_eq!(get.kind, Kind::Services);
+        assert_eq!(get.kind.0, [Kind::Services]);
         assert!(get.all_namespaces && get.output == GetOutput::Wide);
         let Command::Stop(stop) = parse(&["stop", "rc", "web"]).unwrap().command else {
             panic!("parsed as another command")
         };
         assert_eq!(stop.timeout, Duration::from_secs(60));
 
+        let Command::Get(get) = parse(&["get", "rs,rc,po"]).unwrap().command else {
+            panic!("parsed as another command")
+        };
+        assert_eq!(
+            get.kind.0,
+            [Kind::Replicasets, Kind::Replicationcontrollers, Kind::Pods]
+        );
+        let cli = parse(&[
+            "scale",
+            "rs",
+            "web",
+            "--replicas",
+            "3",
+            "--current-replicas",
+            "2",
+        ]);
+        let Command::Scale(scale) = cli.unwrap().command else {
+            panic!("parsed as another command")
+        };
+        assert_eq!(scale.current_replicas, Some(2));
+        let cli = parse(&["set", "image", "rs/web", "web=nginx:2", "*=busybox"]).unwrap();
+        let Command::Set(crate::cli::SetCommand::Image(set)) = cli.command else {
+            panic!("parsed as another command")
+        };
+        assert_eq!(set.workload.name, "web");
+        assert_eq!(set.images[1], ("*".to_string(), "busybox".to_string()));
+
         for (args, expected) in [
+            (&["set", "image", "rs/web"][..], "CONTAINER=IMAGE"),
+            (
+                &["set", "image", "rs/web", "nginx"],
+                "expected CONTAINER=IMAGE",
+            ),
+            (&["set", "image", "web", "a=b"], "expected TYPE/NAME"),
+            (&["get", "rs,widgets"], r#"unknown kind "widgets""#),
             (&["get", "pods", "p", "-A"][..], "cannot be used with"),
             (&["get", "pods", "p", "-l", "a=b"], "cannot be used with"),
             (&["run", "web", "--image", "i", "--expose"], "--port"),

@@ -260,6 +260,18 @@ pub fn render_objects<T: Printable>(
     all_namespaces: bool,
     now: SystemTime,
 ) -> String {
+    render_objects_as(objects, wide, all_namespaces, false, now)
+}
+
+/// [`render_objects`], with names prefixed by kubectl's kind (`replicaset.apps/web`) when
+/// `show_kind`, as `kcm get rs,rc` prints them.
+pub fn render_objects_as<T: Printable>(
+    objects: &[T],
+    wide: bool,
+    all_namespaces: bool,
+    show_kind: bool,
+    now: SystemTime,
+) -> String {
     let mut headers = T::headers(wide);
     if all_namespaces {
         headers.insert(0, "NAMESPACE");
@@ -268,6 +280,9 @@ pub fn render_objects<T: Printable>(
         .iter()
         .map(|object| {
             let mut cells = object.cells(wide, now);
+            if show_kind {
+                cells[0] = kind_reference::<T>(&cells[0]);
+            }
             if all_namespaces {
                 cells.insert(0, object.metadata().namespace.clone());
             }
@@ -339,71 +354,116 @@ pub(super) fn to_json<T: Object>(mut object: T) -> anyhow::Result<Value> {
     serde_json::to_value(&object).with_context(|| format!("encode {}", T::KIND))
 }
 
-/// `kcm get KIND [NAME]`.
+/// What `kcm get` read of one kind: the rendered table (without a trailing blank line)
+/// or the JSON objects.
+struct Part {
+    /// Rows rendered, `None` when nothing matched (then the table is not printed).
+    table: Option<String>,
+    /// The objects, for `-o json`.
+    items: Vec<Value>,
+    /// The etcd revision of the read.
+    resource_version: i64,
+}
+
+/// `kcm get KIND[,KIND...] [NAME]`: one table per kind, separated by a blank line; with
+/// more than one kind, names carry kubectl's kind prefix (`replicaset.apps/web`) and
+/// `-o json` prints one `List` of everything.
 ///
 /// # Errors
 /// `pods "x" not found`, a malformed NAME, or etcd failing. Malformed objects in a list
 /// are warnings on stderr, not errors.
 pub async fn get(target: &Target, options: GetOptions) -> anyhow::Result<()> {
-    match options.kind {
-        Kind::Pods => get_kind::<Pod>(target, &options).await,
-        Kind::Replicationcontrollers => get_kind::<ReplicationController>(target, &options).await,
-        Kind::Replicasets => get_kind::<ReplicaSet>(target, &options).await,
-        Kind::Services => get_kind::<Service>(target, &options).await,
-        Kind::Endpoints => get_kind::<Endpoints>(target, &options).await,
+    let (_client, registry) = target.connect().await?;
+    let show_kind = options.kinds.len() > 1;
+    let mut parts = Vec::with_capacity(options.kinds.len());
+    for kind in &options.kinds {
+        let part = match kind {
+            Kind::Pods => read_kind::<Pod>(&registry, &options, show_kind).await,
+            Kind::Replicationcontrollers => {
+                read_kind::<ReplicationController>(&registry, &options, show_kind).await
+            }
+            Kind::Replicasets => read_kind::<ReplicaSet>(&registry, &options, show_kind).await,
+            Kind::Services => read_kind::<Service>(&registry, &options, show_kind).await,
+            Kind::Endpoints => read_kind::<Endpoints>(&registry, &options, show_kind).await,
+        }?;
+        parts.push(part);
+    }
+    if options.output == GetOutput::Json {
+        // One named object of one kind prints as itself, as kubectl does.
+        if options.name.is_some() && parts.len() == 1 {
+            let item = parts.pop().and_then(|mut p| p.items.pop());
+            return emit(&format!("{:#}\n", item.unwrap_or_default()));
+        }
+        let resource_version = parts.iter().map(|p| p.resource_version).max();
+        let items: Vec<Value> = parts.into_iter().flat_map(|p| p.items).collect();
+        let document = json!({
+            "kind": "List",
+            "apiVersion": api::API_VERSION,
+            "metadata": {"resourceVersion": resource_version.unwrap_or_default().to_string()},
+            "items": items,
+        });
+        return emit(&format!("{document:#}\n"));
+    }
+    let tables: Vec<String> = parts.into_iter().filter_map(|p| p.table).collect();
+    if tables.is_empty() {
+        match (!options.all_namespaces).then_some(options.namespace.as_str()) {
+            Some(namespace) => eprintln!("No resources found in {namespace} namespace."),
+            None => eprintln!("No resources found."),
+        }
+        return Ok(());
+    }
+    emit(&tables.join("\n"))
+}
+
+/// kubectl's name of an object of kind `T`: the kind in lower case, its API group when it
+/// has one, and the name (`replicaset.apps/web`, `replicationcontroller/web`, `pod/p`).
+pub fn kind_reference<T: Object>(name: &str) -> String {
+    let kind = T::KIND.to_lowercase();
+    match T::API_VERSION.split_once('/') {
+        Some((group, _)) => format!("{kind}.{group}/{name}"),
+        None => format!("{kind}/{name}"),
     }
 }
 
-pub(super) async fn get_kind<T: Printable>(
-    target: &Target,
+/// Reads what `options` asks of kind `T`: the named object or the matching list.
+async fn read_kind<T: Printable>(
+    registry: &Registry,
     options: &GetOptions,
-) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
+    show_kind: bool,
+) -> anyhow::Result<Part> {
     let now = SystemTime::now();
     let wide = options.output == GetOutput::Wide;
-    if let Some(name) = &options.name {
+    let (objects, resource_version) = if let Some(name) = &options.name {
         let object: T = registry
             .get(&options.namespace, name)
             .await
             .map_err(|e| storage_error::<T>(e, name))?;
-        return emit(&match options.output {
-            GetOutput::Json => format!("{:#}\n", to_json(object)?),
-            GetOutput::Table | GetOutput::Wide => render_objects(&[object], wide, false, now),
-        });
-    }
-    let namespace = (!options.all_namespaces).then_some(options.namespace.as_str());
-    let selector = options.selector.clone().unwrap_or_default();
-    let list: ObjectList<T> = registry.list(namespace, &selector).await?;
-    for error in &list.errors {
-        eprintln!("kcm: warning: skipping {error}");
-    }
-    match options.output {
-        GetOutput::Json => {
-            let items = list
-                .items
+        let revision = object.metadata().resource_version.map_or(0, |rv| rv.0);
+        (vec![object], revision)
+    } else {
+        let namespace = (!options.all_namespaces).then_some(options.namespace.as_str());
+        let selector = options.selector.clone().unwrap_or_default();
+        let list: ObjectList<T> = registry.list(namespace, &selector).await?;
+        for error in &list.errors {
+            eprintln!("kcm: warning: skipping {error}");
+        }
+        (list.items, list.resource_version.0)
+    };
+    if options.output == GetOutput::Json {
+        return Ok(Part {
+            table: None,
+            items: objects
                 .into_iter()
                 .map(to_json)
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let document = json!({
-                "kind": "List",
-                "apiVersion": api::API_VERSION,
-                "metadata": {"resourceVersion": list.resource_version.to_string()},
-                "items": items,
-            });
-            emit(&format!("{document:#}\n"))
-        }
-        GetOutput::Table | GetOutput::Wide if list.items.is_empty() => {
-            match namespace {
-                Some(namespace) => eprintln!("No resources found in {namespace} namespace."),
-                None => eprintln!("No resources found."),
-            }
-            Ok(())
-        }
-        GetOutput::Table | GetOutput::Wide => emit(&render_objects(
-            &list.items,
-            wide,
-            options.all_namespaces,
-            now,
-        )),
+                .collect::<anyhow::Result<_>>()?,
+            resource_version,
+        });
     }
+    let table = (!objects.is_empty())
+        .then(|| render_objects_as(&objects, wide, options.all_namespaces, show_kind, now));
+    Ok(Part {
+        table,
+        items: Vec::new(),
+        resource_version,
+    })
 }
