@@ -11,8 +11,8 @@
 //!   `mod_revision`, filled in by whoever decoded the value ([`decode`]).
 //!
 //! The module is split along its seams: `meta` (`ObjectMeta` and what every kind carries),
-//! `kinds` (the 2014 kinds and their [`Object`] implementations), `replicaset` (the apps/v1
-//! `ReplicaSet`), `codec` (keys,
+//! `kinds` (the 2014 kinds and their [`Object`] implementations), `replicaset` and `deployment` (the apps/v1
+//! `ReplicaSet` and `Deployment`), `codec` (keys,
 //! `encode`/`decode`), `validation` and `label_selector` (the apps/v1 `LabelSelector`). Everything public is re-exported here, so callers
 //! name `api::Pod`, `api::decode`, `api::validate`.
 
@@ -23,6 +23,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 mod codec;
+mod deployment;
 mod kinds;
 mod label_selector;
 mod meta;
@@ -33,6 +34,19 @@ mod tests;
 mod validation;
 
 pub use codec::{decode, encode, list_key, normalize_prefix, object_key, parse_key};
+pub use deployment::{
+    pod_template_hash, resolve_fenceposts, scaled_value_from_int_or_percent, template_hash,
+    Deployment, DeploymentCondition, DeploymentSpec, DeploymentStatus, DeploymentStrategy,
+    RollingUpdateDeployment, ANNOTATIONS_TO_SKIP, CHANGE_CAUSE_ANNOTATION, DEFAULT_MAX_SURGE,
+    DEFAULT_MAX_UNAVAILABLE, DEFAULT_PROGRESS_DEADLINE_SECONDS, DEFAULT_REVISION_HISTORY_LIMIT,
+    DEPLOYMENT_AVAILABLE, DEPLOYMENT_PROGRESSING, DEPLOYMENT_REPLICA_FAILURE,
+    DESIRED_REPLICAS_ANNOTATION, FAILED_RS_CREATE_REASON, FOUND_NEW_RS_REASON,
+    LAST_APPLIED_CONFIG_ANNOTATION, MAX_REPLICAS_ANNOTATION, MINIMUM_REPLICAS_AVAILABLE,
+    MINIMUM_REPLICAS_UNAVAILABLE, NEW_REPLICA_SET_REASON, NEW_RS_AVAILABLE_REASON,
+    PAUSED_DEPLOY_REASON, POD_TEMPLATE_HASH_LABEL, RECREATE, REPLICA_SET_UPDATED_REASON,
+    RESUMED_DEPLOY_REASON, REVISION_ANNOTATION, REVISION_HISTORY_ANNOTATION,
+    ROLLBACK_TO_ANNOTATION, ROLLING_UPDATE, TIMED_OUT_REASON,
+};
 pub use kinds::{
     Container, ContainerPort, Endpoints, IntOrString, Pod, PodPhase, PodSpec, PodStatus,
     PodTemplateSpec, ReplicationController, ReplicationControllerSpec, ReplicationControllerStatus,

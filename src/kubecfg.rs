@@ -23,9 +23,9 @@ use anyhow::Context as _;
 use serde_json::{json, Value};
 
 use crate::api::{
-    self, Container, ContainerPort, Endpoints, IntOrString, Object, ObjectMeta, Pod, PodPhase,
-    PodSpec, PodTemplateSpec, ReplicaSet, ReplicationController, ReplicationControllerSpec,
-    Service, ServiceSpec, ValidationError,
+    self, Container, ContainerPort, Deployment, Endpoints, IntOrString, Object, ObjectMeta, Pod,
+    PodPhase, PodSpec, PodTemplateSpec, ReplicaSet, ReplicationController,
+    ReplicationControllerSpec, Service, ServiceSpec, ValidationError,
 };
 use crate::client::Target;
 use crate::etcd_watcher::{self, Update, WatchEvent, Watcher};

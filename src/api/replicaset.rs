@@ -115,18 +115,33 @@ pub struct ReplicaSetCondition {
 pub(super) fn validate_replica_set(rs: &ReplicaSet, errors: &mut Vec<FieldError>) {
     let spec = &rs.spec;
     validate_replicas(rs.replicas(), errors);
-    if spec.min_ready_seconds < 0 {
+    validate_min_ready_seconds(spec.min_ready_seconds, errors);
+    validate_selector_and_template(spec.selector.as_ref(), spec.template.as_ref(), errors);
+}
+
+/// `spec.minReadySeconds` is not negative.
+pub(super) fn validate_min_ready_seconds(min_ready_seconds: i64, errors: &mut Vec<FieldError>) {
+    if min_ready_seconds < 0 {
         errors.push(FieldError::new(
             "spec.minReadySeconds",
-            format!("must be >= 0, got {}", spec.min_ready_seconds),
+            format!("must be >= 0, got {min_ready_seconds}"),
         ));
     }
-    let selector = match &spec.selector {
+}
+
+/// The selector and template rules shared by the apps/v1 workloads: a non-empty valid
+/// `spec.selector` that matches the labels of a present `spec.template`.
+pub(super) fn validate_selector_and_template(
+    selector: Option<&LabelSelector>,
+    template: Option<&PodTemplateSpec>,
+    errors: &mut Vec<FieldError>,
+) {
+    let selector = match selector {
         None => {
             errors.push(FieldError::new("spec.selector", "required"));
             None
         }
-        // `{}` selects everything: the ReplicaSet would adopt every orphan of its namespace.
+        // `{}` selects everything: the controller would adopt every orphan of its namespace.
         Some(selector) if selector.is_empty() => {
             errors.push(FieldError::new(
                 "spec.selector",
@@ -142,7 +157,7 @@ pub(super) fn validate_replica_set(rs: &ReplicaSet, errors: &mut Vec<FieldError>
                 .flatten()
         }
     };
-    match &spec.template {
+    match template {
         None => errors.push(FieldError::new("spec.template", "required")),
         Some(template) => {
             validate_labels(
@@ -211,19 +226,7 @@ mod tests {
 
     #[track_caller]
     fn check_invalid(patch: impl FnOnce(&mut Value), field: &str, message_part: &str) {
-        let mut value = valid();
-        patch(&mut value);
-        let err = validate(&rs(value)).unwrap_err();
-        assert!(
-            err.errors
-                .iter()
-                .any(|e| e.field == field && e.message.contains(message_part)),
-            "expected {field}: ..{message_part}.. in {err}"
-        );
-        assert!(
-            err.to_string().starts_with("invalid ReplicaSet \""),
-            "{err}"
-        );
+        crate::api::tests::check_invalid_as::<ReplicaSet>(valid(), patch, field, message_part);
     }
 
     #[test]

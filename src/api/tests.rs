@@ -26,18 +26,33 @@ fn valid_rc() -> Value {
 
 #[track_caller]
 fn check_invalid(patch: impl FnOnce(&mut Value), field: &str, message_part: &str) {
-    let mut value = valid_rc();
+    check_invalid_as::<ReplicationController>(valid_rc(), patch, field, message_part);
+}
+
+/// Asserts that `valid` patched by `patch`, decoded as `T`, fails validation with an
+/// error on `field` whose message contains `message_part`, the whole error naming the kind.
+#[track_caller]
+pub(super) fn check_invalid_as<T: Object>(
+    valid: Value,
+    patch: impl FnOnce(&mut Value),
+    field: &str,
+    message_part: &str,
+) {
+    let mut value = valid;
     patch(&mut value);
-    let err = validate(&rc(value)).unwrap_err();
+    let object: T = serde_json::from_value(value).unwrap();
+    let err = validate(&object).unwrap_err();
     assert!(
         err.errors
             .iter()
             .any(|e| e.field == field && e.message.contains(message_part)),
         "expected {field}: ..{message_part}.. in {err}"
     );
-    assert!(err
-        .to_string()
-        .starts_with("invalid ReplicationController \""));
+    assert!(
+        err.to_string()
+            .starts_with(&format!("invalid {} \"", T::KIND)),
+        "{err}"
+    );
 }
 
 #[test]

@@ -34,6 +34,7 @@ const MANIFEST_EXTENSIONS: [&str; 3] = ["json", "yaml", "yml"];
 pub enum Manifest {
     Controller(Box<ReplicationController>),
     ReplicaSet(Box<ReplicaSet>),
+    Deployment(Box<Deployment>),
     Pod(Box<Pod>),
     Service(Box<Service>),
     Endpoints(Box<Endpoints>),
@@ -50,6 +51,10 @@ macro_rules! with_manifest {
             }
             Manifest::ReplicaSet($object) => {
                 let $object: &ReplicaSet = $object;
+                $body
+            }
+            Manifest::Deployment($object) => {
+                let $object: &Deployment = $object;
                 $body
             }
             Manifest::Pod($object) => {
@@ -271,14 +276,20 @@ fn decode_object(value: &Value, namespace: Option<&str>) -> anyhow::Result<Manif
             rs.spec.replicas.get_or_insert(1);
             Manifest::ReplicaSet(Box::new(rs))
         }
+        "Deployment" => {
+            let mut deployment: Deployment = decode_manifest(value, namespace)?;
+            // The apiserver's defaulting (`SetDefaults_Deployment`).
+            deployment.set_defaults();
+            Manifest::Deployment(Box::new(deployment))
+        }
         "Pod" => Manifest::Pod(Box::new(decode_manifest(value, namespace)?)),
         "Service" => Manifest::Service(Box::new(decode_manifest(value, namespace)?)),
         "Endpoints" => Manifest::Endpoints(Box::new(decode_manifest(value, namespace)?)),
         "" => anyhow::bail!(
-            "no \"kind\" (one of ReplicationController, ReplicaSet, Pod, Service, Endpoints)"
+            "no \"kind\" (one of ReplicationController, ReplicaSet, Deployment, Pod, Service, Endpoints)"
         ),
         other => anyhow::bail!(
-            "unknown kind {other:?} (expected ReplicationController, ReplicaSet, Pod, Service or Endpoints)"
+            "unknown kind {other:?} (expected ReplicationController, ReplicaSet, Deployment, Pod, Service or Endpoints)"
         ),
     })
 }
@@ -555,6 +566,28 @@ mod tests {
         };
         assert_eq!(rs.spec.replicas, Some(1));
         assert_eq!(manifests[0].reference(), "replicasets/web");
+        manifests[0].validate().unwrap();
+    }
+
+    #[test]
+    fn a_deployment_manifest_gets_kubernetes_defaults() {
+        let text = "kind: Deployment\napiVersion: apps/v1\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template: {metadata: {labels: {app: web}}}\n";
+        let manifests = parse_manifests("deploy.yaml", text, None).unwrap();
+        let Manifest::Deployment(d) = &manifests[0] else {
+            panic!("not a deployment: {manifests:?}")
+        };
+        assert_eq!(d.spec.replicas, Some(1));
+        assert_eq!(d.spec.revision_history_limit, Some(10));
+        assert_eq!(d.spec.progress_deadline_seconds, Some(600));
+        let strategy = d.spec.strategy.as_ref().unwrap();
+        assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+        assert!(strategy
+            .rolling_update
+            .as_ref()
+            .unwrap()
+            .max_surge
+            .is_some());
+        assert_eq!(manifests[0].reference(), "deployments/web");
         manifests[0].validate().unwrap();
     }
 
