@@ -18,8 +18,9 @@ mod up;
 pub use self::bench::BenchArgs;
 pub use self::controller_manager::ControllerManagerArgs;
 pub use self::kubecfg::{
-    ControllerKind, CreateArgs, DeleteArgs, DescribeArgs, GetArgs, ResizeArgs, RunArgs, SetCommand,
-    SetImageArgs, StopArgs, WatchArgs,
+    ControllerKind, CreateArgs, CreateCommand, CreateDeploymentArgs, CreateWhat, DeleteArgs,
+    DescribeArgs, GetArgs, ResizeArgs, RolloutCommand, RolloutHistoryArgs, RolloutStatusArgs,
+    RolloutTargetArgs, RolloutUndoArgs, RunArgs, SetCommand, SetImageArgs, StopArgs, WatchArgs,
 };
 pub use self::kubelet::KubeletArgs;
 pub use self::lab::LabArgs;
@@ -264,12 +265,13 @@ pub enum Command {
     /// disconnect, lists again after compaction, or waits for a --resource-version ahead
     /// of etcd.
     Watch(WatchArgs),
-    /// Create objects from manifests (JSON or YAML).
+    /// Create objects from manifests (JSON or YAML), or a deployment from an image.
     ///
-    /// ReplicationControllers, Pods, Services and Endpoints, from a file, a directory or
-    /// stdin. Every object is validated before any is written; an object that exists
-    /// already is an error (`apply` updates it).
-    Create(CreateArgs),
+    /// Deployments, ReplicaSets, ReplicationControllers, Pods, Services and Endpoints,
+    /// from a file, a directory or stdin. Every object is validated before any is
+    /// written; an object that exists already is an error (`apply` updates it).
+    /// `kcm create deployment NAME --image IMG` makes one without a manifest.
+    Create(CreateCommand),
     /// Create objects from manifests, or update the stored ones of the same name
     /// (kubectl's apply).
     ///
@@ -291,6 +293,10 @@ pub enum Command {
     /// `replicaset.apps/web scaled`; with --current-replicas, refuses unless the count is
     /// that now.
     Scale(ResizeArgs),
+    /// Follow, list, undo, pause, resume or restart a deployment's rollouts (kubectl's
+    /// rollout): `kcm rollout status deploy/web`.
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
     /// Change a field of a controller's spec (kubectl's set): `set image`.
     #[command(subcommand)]
     Set(SetCommand),
@@ -357,7 +363,33 @@ pub async fn run(
         }
         // The one-shot verbs other than `stop` never poll `shutdown`, so no signal handler
         // is installed and Ctrl-C ends them at once. `stop` puts the controller back.
-        Command::Create(args) => crate::kubecfg::create(&global.try_into()?, args.into()).await,
+        Command::Create(CreateCommand {
+            what: Some(CreateWhat::Deployment(args)),
+            ..
+        }) => crate::kubecfg::create_deployment(&global.try_into()?, args.into()).await,
+        Command::Create(CreateCommand { manifest, .. }) => {
+            crate::kubecfg::create(&global.try_into()?, manifest.into()).await
+        }
+        Command::Rollout(command) => {
+            use crate::kubecfg::rollout;
+            let target = global.try_into()?;
+            match command {
+                RolloutCommand::Status(args) => rollout::status(&target, args.into()).await,
+                RolloutCommand::History(RolloutHistoryArgs {
+                    target: t,
+                    revision,
+                }) => rollout::history(&target, t.options(revision)).await,
+                RolloutCommand::Undo(RolloutUndoArgs {
+                    target: t,
+                    to_revision,
+                }) => rollout::undo(&target, t.options(to_revision)).await,
+                RolloutCommand::Pause(t) => rollout::set_paused(&target, t.options(0), true).await,
+                RolloutCommand::Resume(t) => {
+                    rollout::set_paused(&target, t.options(0), false).await
+                }
+                RolloutCommand::Restart(t) => rollout::restart(&target, t.options(0)).await,
+            }
+        }
         Command::Apply(args) => crate::kubecfg::apply(&global.try_into()?, args.into()).await,
         Command::Get(args) => crate::kubecfg::get(&global.try_into()?, args.into()).await,
         Command::Resize(args) => {

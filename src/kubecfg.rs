@@ -37,6 +37,7 @@ mod describe;
 mod manifest;
 mod overlap;
 mod print;
+pub mod rollout;
 mod run;
 mod scale;
 mod set;
@@ -50,6 +51,7 @@ pub use self::manifest::{
 pub use self::print::{
     age, get, kind_reference, render_objects, render_objects_as, render_table, Printable,
 };
+pub use self::rollout::create_deployment;
 pub use self::run::{run, run_objects};
 pub use self::scale::{delete, resize, stop, Interrupted};
 pub use self::set::{parse_image_update, set_image, set_images, Templated};
@@ -71,6 +73,7 @@ pub enum Kind {
     Pods,
     Replicationcontrollers,
     Replicasets,
+    Deployments,
     Services,
     Endpoints,
 }
@@ -127,8 +130,7 @@ pub struct GetOptions {
 /// `kcm resize rc NAME --replicas N` (and `kcm scale`).
 #[derive(Clone, Debug)]
 pub struct ResizeOptions {
-    /// A ReplicaSet (`scale rs`), else a replication controller.
-    pub replica_set: bool,
+    pub kind: WorkloadKind,
     /// The controller's name.
     pub name: String,
     /// The new `spec.replicas`, 0 to [`api::MAX_REPLICAS`].
@@ -146,9 +148,11 @@ pub struct ResizeOptions {
 pub enum WorkloadKind {
     ReplicationController,
     ReplicaSet,
+    Deployment,
 }
 
-/// `TYPE/NAME` on the command line: `rc/web`, `replicaset/web`, `rs.apps/web`.
+/// `TYPE/NAME` on the command line: `deploy/web`, `rc/web`, `replicaset/web`,
+/// `deployment.apps/web`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workload {
     pub kind: WorkloadKind,
@@ -171,10 +175,11 @@ impl std::str::FromStr for Workload {
                 WorkloadKind::ReplicationController
             }
             "rs" | "replicaset" | "replicasets" => WorkloadKind::ReplicaSet,
+            "deploy" | "deployment" | "deployments" => WorkloadKind::Deployment,
             other => {
                 return Err(format!(
-                    "unknown resource type {other:?}: expected rs (replicaset) or rc \
-                     (replicationcontroller)"
+                    "unknown resource type {other:?}: expected deploy (deployment), rs \
+                     (replicaset) or rc (replicationcontroller)"
                 ))
             }
         };
@@ -183,6 +188,41 @@ impl std::str::FromStr for Workload {
             name: name.to_string(),
         })
     }
+}
+
+/// `kcm rollout history|undo|pause|resume|restart deploy/NAME`.
+#[derive(Clone, Debug)]
+pub struct RolloutOptions {
+    /// The deployment's name.
+    pub name: String,
+    pub namespace: String,
+    /// `history --revision N` (the template of revision N) or `undo --to-revision N`; 0
+    /// for none (history: the table; undo: the revision before the current).
+    pub revision: i64,
+}
+
+/// `kcm rollout status deploy/NAME`.
+#[derive(Clone, Debug)]
+pub struct RolloutStatusOptions {
+    /// The deployment's name.
+    pub name: String,
+    pub namespace: String,
+    /// `--revision N`: fail unless the deployment's revision is N; 0 for any.
+    pub revision: i64,
+    /// Follow the rollout until it ends (else print the current line once).
+    pub watch: bool,
+    /// Give up after this long; `None` (or zero) waits for ever.
+    pub timeout: Option<Duration>,
+}
+
+/// `kcm create deployment NAME --image IMG --replicas N`.
+#[derive(Clone, Debug)]
+pub struct CreateDeploymentOptions {
+    pub name: String,
+    pub image: String,
+    /// `spec.replicas`, 0 to [`api::MAX_REPLICAS`].
+    pub replicas: i64,
+    pub namespace: String,
 }
 
 /// `kcm set image TYPE/NAME CONTAINER=IMAGE...`.
@@ -231,11 +271,10 @@ pub struct RunOptions {
     pub namespace: String,
 }
 
-/// `kcm describe rc NAME`.
+/// `kcm describe rc|rs|deploy NAME`.
 #[derive(Clone, Debug)]
 pub struct DescribeOptions {
-    /// A ReplicaSet (`describe rs`), else a replication controller.
-    pub replica_set: bool,
+    pub kind: WorkloadKind,
     /// The controller's name.
     pub name: String,
     pub namespace: String,

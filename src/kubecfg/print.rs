@@ -49,10 +49,12 @@ fn container_cells(template: Option<&PodTemplateSpec>) -> [String; 2] {
 /// A ReplicaSet's selector in selector syntax (`app=web,tier in (front)`), `<none>` when
 /// missing or unreadable.
 pub(super) fn selector_text(rs: &ReplicaSet) -> String {
-    let selector = rs
-        .spec
-        .selector
-        .as_ref()
+    label_selector_text(rs.spec.selector.as_ref())
+}
+
+/// A label selector in selector syntax, `<none>` when missing or unreadable.
+pub(super) fn label_selector_text(selector: Option<&api::LabelSelector>) -> String {
+    let selector = selector
         .and_then(|s| s.to_selector().ok())
         .map(|s| s.to_string())
         .unwrap_or_default();
@@ -79,6 +81,32 @@ impl Printable for ReplicaSet {
         if wide {
             cells.extend(container_cells(self.spec.template.as_ref()));
             cells.push(selector_text(self));
+        }
+        cells
+    }
+}
+
+impl Printable for Deployment {
+    fn headers(wide: bool) -> Vec<&'static str> {
+        let mut headers = vec!["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"];
+        if wide {
+            headers.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
+        }
+        headers
+    }
+
+    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
+        let status = &self.status;
+        let mut cells = vec![
+            self.metadata.name.clone(),
+            format!("{}/{}", status.ready_replicas, self.replicas()),
+            status.updated_replicas.to_string(),
+            status.available_replicas.to_string(),
+            age_of(&self.metadata, now),
+        ];
+        if wide {
+            cells.extend(container_cells(self.spec.template.as_ref()));
+            cells.push(label_selector_text(self.spec.selector.as_ref()));
         }
         cells
     }
@@ -383,6 +411,7 @@ pub async fn get(target: &Target, options: GetOptions) -> anyhow::Result<()> {
                 read_kind::<ReplicationController>(&registry, &options, show_kind).await
             }
             Kind::Replicasets => read_kind::<ReplicaSet>(&registry, &options, show_kind).await,
+            Kind::Deployments => read_kind::<Deployment>(&registry, &options, show_kind).await,
             Kind::Services => read_kind::<Service>(&registry, &options, show_kind).await,
             Kind::Endpoints => read_kind::<Endpoints>(&registry, &options, show_kind).await,
         }?;

@@ -20,19 +20,28 @@ pub async fn resize(target: &Target, options: ResizeOptions) -> anyhow::Result<(
         options.replicas
     );
     let (_client, registry) = target.connect().await?;
-    if options.replica_set {
-        scale_kind::<ReplicaSet>(&registry, &options, ReplicaSet::replicas, |rs, n| {
-            rs.spec.replicas = Some(n);
-        })
-        .await
-    } else {
-        scale_kind::<ReplicationController>(
-            &registry,
-            &options,
-            |rc| rc.spec.replicas,
-            |rc, n| rc.spec.replicas = n,
-        )
-        .await
+    match options.kind {
+        WorkloadKind::ReplicaSet => {
+            scale_kind::<ReplicaSet>(&registry, &options, ReplicaSet::replicas, |rs, n| {
+                rs.spec.replicas = Some(n);
+            })
+            .await
+        }
+        WorkloadKind::Deployment => {
+            scale_kind::<Deployment>(&registry, &options, Deployment::replicas, |d, n| {
+                d.spec.replicas = Some(n);
+            })
+            .await
+        }
+        WorkloadKind::ReplicationController => {
+            scale_kind::<ReplicationController>(
+                &registry,
+                &options,
+                |rc| rc.spec.replicas,
+                |rc, n| rc.spec.replicas = n,
+            )
+            .await
+        }
     }
 }
 
@@ -109,6 +118,7 @@ pub async fn delete(target: &Target, options: DeleteOptions) -> anyhow::Result<(
         Kind::Pods => delete_kind::<Pod>(&registry, namespace, name).await,
         Kind::Services => delete_kind::<Service>(&registry, namespace, name).await,
         Kind::Endpoints => delete_kind::<Endpoints>(&registry, namespace, name).await,
+        Kind::Deployments => delete_kind::<Deployment>(&registry, namespace, name).await,
         Kind::Replicasets => {
             delete_kind::<ReplicaSet>(&registry, namespace, name).await?;
             // kcm has no garbage collector: the pods keep a reference to a ReplicaSet

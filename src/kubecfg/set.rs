@@ -18,6 +18,12 @@ impl Templated for ReplicationController {
     }
 }
 
+impl Templated for Deployment {
+    fn template_mut(&mut self) -> Option<&mut PodTemplateSpec> {
+        self.spec.template.as_mut()
+    }
+}
+
 impl Templated for ReplicaSet {
     fn template_mut(&mut self) -> Option<&mut PodTemplateSpec> {
         self.spec.template.as_mut()
@@ -81,6 +87,7 @@ pub async fn set_image(target: &Target, options: SetImageOptions) -> anyhow::Res
             set_image_kind::<ReplicationController>(&registry, &options).await
         }
         WorkloadKind::ReplicaSet => set_image_kind::<ReplicaSet>(&registry, &options).await,
+        WorkloadKind::Deployment => set_image_kind::<Deployment>(&registry, &options).await,
     }
 }
 

@@ -480,3 +480,26 @@ fn current_replicas_is_a_precondition() {
         "Expected replicas to be 2, was 3"
     );
 }
+
+#[test]
+fn deployment_table_shows_ready_up_to_date_available() {
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default",
+            "creationTimestamp": web_controller().metadata.creation_timestamp},
+        "spec": {"replicas": 10, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:2"}]}}},
+        "status": {"replicas": 13, "updatedReplicas": 5, "readyReplicas": 8, "availableReplicas": 8}
+    }))
+    .unwrap();
+    assert_eq!(
+        render_objects(std::slice::from_ref(&d), false, false, now()),
+        "NAME   READY   UP-TO-DATE   AVAILABLE   AGE\n\
+         web    8/10    5            8           5m\n"
+    );
+    assert_eq!(
+        render_objects_as(&[d], true, false, true, now()),
+        "NAME                  READY   UP-TO-DATE   AVAILABLE   AGE   CONTAINERS   IMAGES    SELECTOR\n\
+         deployment.apps/web   8/10    5            8           5m    nginx        nginx:2   app=web\n"
+    );
+}

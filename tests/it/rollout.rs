@@ -2,11 +2,14 @@
 //! etcd: `set image`, `scale --current-replicas`, `get` of several kinds, and (with the
 //! Deployment controller) `rollout status|history|undo|pause|resume`.
 
+use std::process::Stdio;
+
 use etcd_client::Client;
 use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::cli::{kcm, raw};
-use crate::support::objects::put_json;
+use crate::cli::{collect, command, kcm, raw, Outcome};
+use crate::support::objects::{put_json, update_json};
 use crate::support::{start_etcd, with_timeout};
 
 const LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -41,7 +44,7 @@ async fn stored(client: &Client, key: &str) -> Value {
 }
 
 /// `kcm ARGS -n NS`.
-async fn in_ns(endpoint: &str, args: &[&str]) -> crate::cli::Outcome {
+async fn in_ns(endpoint: &str, args: &[&str]) -> Outcome {
     let args: Vec<&str> = args.iter().copied().chain(["-n", NS]).collect();
     kcm(endpoint, &args).await
 }
@@ -140,6 +143,296 @@ async fn set_image_scale_preconditions_and_get_of_several_kinds() {
             .map(|item| item["kind"].as_str().unwrap())
             .collect();
         assert_eq!(kinds, ["ReplicaSet", "ReplicationController"]);
+    })
+    .await;
+}
+
+fn deploy_key(name: &str) -> String {
+    format!("/registry/deployments/{NS}/{name}")
+}
+
+/// A ReplicaSet of deployment `web` (uid `uid`) at `revision`, as its controller writes
+/// one.
+fn owned_rs_json(uid: &str, hash: &str, revision: i64, image: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": format!("web-{hash}"), "namespace": NS, "uid": format!("uid-{hash}"),
+            "creationTimestamp": format!("2024-03-10T11:5{revision}:00Z"),
+            "labels": {"app": "web", "pod-template-hash": hash},
+            "annotations": {"deployment.kubernetes.io/revision": revision.to_string()},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                "uid": uid, "controller": true}]},
+        "spec": {"replicas": 0,
+            "selector": {"matchLabels": {"app": "web", "pod-template-hash": hash}},
+            "template": {"metadata": {"labels": {"app": "web", "pod-template-hash": hash}},
+                "spec": {"containers": [{"name": "nginx", "image": image}]}}}
+    })
+}
+
+/// Sets the deployment's status as its controller would, observing the current
+/// generation.
+async fn write_status(client: &Client, status: Value) {
+    update_json(client, &deploy_key("web"), |d| {
+        let mut status = status.clone();
+        status["observedGeneration"] = d["metadata"]["generation"].clone();
+        d["status"] = status;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployment_verbs_read_and_write_what_kubectl_would() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let endpoint = etcd.endpoint();
+        let created = in_ns(
+            &endpoint,
+            &[
+                "create",
+                "deployment",
+                "web",
+                "--image",
+                "nginx:1",
+                "--replicas",
+                "3",
+            ],
+        )
+        .await;
+        assert_eq!(created.success(), "deployment.apps/web created\n");
+        let d = stored(&client, &deploy_key("web")).await;
+        assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["name"],
+            "nginx"
+        );
+        assert_eq!(d["metadata"]["generation"], 1);
+        in_ns(
+            &endpoint,
+            &["create", "deployment", "web", "--image", "nginx:1"],
+        )
+        .await
+        .fails_with(r#"deployments.apps "web" already exists"#);
+
+        for kind in ["deploy", "deployment", "deployments"] {
+            let table = in_ns(&endpoint, &["get", kind]).await;
+            let lines: Vec<Vec<&str>> = table
+                .success()
+                .lines()
+                .map(|l| l.split_whitespace().collect())
+                .collect();
+            assert_eq!(
+                lines[0],
+                ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+            );
+            assert_eq!(lines[1][..4], ["web", "0/3", "0", "0"]);
+        }
+        let json = in_ns(
+            &endpoint,
+            &["get", "deploy", "-l", "app in (web)", "-o", "json"],
+        )
+        .await;
+        let list: Value = serde_json::from_str(json.success()).unwrap();
+        assert_eq!(list["items"][0]["kind"], "Deployment");
+
+        // scale and set image: CAS writes bumping generation.
+        in_ns(
+            &endpoint,
+            &[
+                "scale",
+                "deploy",
+                "web",
+                "--replicas",
+                "4",
+                "--current-replicas",
+                "2",
+            ],
+        )
+        .await
+        .fails_with("Expected replicas to be 2, was 3");
+        let outcome = in_ns(
+            &endpoint,
+            &["scale", "deployment", "web", "--replicas", "4"],
+        )
+        .await;
+        assert_eq!(outcome.success(), "deployment.apps/web scaled\n");
+        let outcome = in_ns(&endpoint, &["set", "image", "deploy/web", "nginx=nginx:2"]).await;
+        assert_eq!(outcome.success(), "deployment.apps/web image updated\n");
+        let d = stored(&client, &deploy_key("web")).await;
+        assert_eq!(d["metadata"]["generation"], 3);
+        assert_eq!(d["spec"]["replicas"], 4);
+
+        // pause and resume.
+        let outcome = in_ns(&endpoint, &["rollout", "pause", "deploy/web"]).await;
+        assert_eq!(outcome.success(), "deployment.apps/web paused\n");
+        in_ns(&endpoint, &["rollout", "pause", "deploy/web"])
+            .await
+            .fails_with(r#"deployments.apps "web" is already paused"#);
+        assert_eq!(
+            stored(&client, &deploy_key("web")).await["spec"]["paused"],
+            true
+        );
+        in_ns(&endpoint, &["rollout", "undo", "deploy/web"])
+            .await
+            .fails_with("you cannot rollback a paused deployment");
+        in_ns(&endpoint, &["rollout", "restart", "deploy/web"])
+            .await
+            .fails_with("can't restart paused deployment");
+        let outcome = in_ns(&endpoint, &["rollout", "resume", "deploy/web"]).await;
+        assert_eq!(outcome.success(), "deployment.apps/web resumed\n");
+        in_ns(&endpoint, &["rollout", "resume", "deploy/web"])
+            .await
+            .fails_with(r#"deployments.apps "web" is not paused"#);
+
+        // history and undo over the ReplicaSets a controller would have made.
+        let uid = d["metadata"]["uid"].as_str().unwrap().to_string();
+        put_json(
+            &client,
+            &rs_key("web-aaa"),
+            &owned_rs_json(&uid, "aaa", 1, "nginx:1"),
+        )
+        .await;
+        put_json(
+            &client,
+            &rs_key("web-bbb"),
+            &owned_rs_json(&uid, "bbb", 2, "nginx:2"),
+        )
+        .await;
+        let history = in_ns(&endpoint, &["rollout", "history", "deploy/web"]).await;
+        assert_eq!(
+            history.success(),
+            "deployment.apps/web\nREVISION  CHANGE-CAUSE\n1         <none>\n2         <none>\n"
+        );
+        let one = in_ns(
+            &endpoint,
+            &["rollout", "history", "deploy/web", "--revision", "1"],
+        )
+        .await;
+        assert!(one.success().contains("Image:  nginx:1"), "{one:?}");
+        in_ns(
+            &endpoint,
+            &["rollout", "history", "deploy/web", "--revision", "9"],
+        )
+        .await
+        .fails_with("unable to find the specified revision");
+        let outcome = in_ns(
+            &endpoint,
+            &["rollout", "undo", "deploy/web", "--to-revision", "2"],
+        )
+        .await;
+        assert_eq!(
+            outcome.success(),
+            "deployment.apps/web skipped rollback (current template already matches revision 2)\n"
+        );
+        let outcome = in_ns(&endpoint, &["rollout", "undo", "deploy/web"]).await;
+        assert_eq!(outcome.success(), "deployment.apps/web rolled back\n");
+        let d = stored(&client, &deploy_key("web")).await;
+        let template = &d["spec"]["template"];
+        assert_eq!(template["spec"]["containers"][0]["image"], "nginx:1");
+        assert!(
+            template["metadata"]["labels"]
+                .get("pod-template-hash")
+                .is_none(),
+            "{d}"
+        );
+        in_ns(
+            &endpoint,
+            &["rollout", "undo", "deploy/web", "--to-revision", "5"],
+        )
+        .await
+        .fails_with("unable to find specified revision 5 in history");
+
+        let outcome = in_ns(&endpoint, &["rollout", "restart", "deploy/web"]).await;
+        assert_eq!(outcome.success(), "deployment.apps/web restarted\n");
+        let d = stored(&client, &deploy_key("web")).await;
+        assert!(d["spec"]["template"]["metadata"]["annotations"]
+            ["kubectl.kubernetes.io/restartedAt"]
+            .is_string());
+
+        let described = in_ns(&endpoint, &["describe", "deploy", "web"]).await;
+        let text = described.success();
+        assert!(
+            text.contains("RollingUpdateStrategy:  1 max unavailable, 1 max surge"),
+            "{text}"
+        );
+        assert!(text.contains("not yet observed"), "{text}");
+        in_ns(&endpoint, &["rollout", "status", "deploy/nope"])
+            .await
+            .fails_with(r#"deployments.apps "nope" not found"#);
+    })
+    .await;
+}
+
+/// Starts `kcm rollout status deploy/web -n NS ARGS` and returns it with its stdout lines.
+fn spawn_status(
+    endpoint: &str,
+    args: &[&str],
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) {
+    let args: Vec<&str> = ["rollout", "status", "deploy/web", "-n", NS]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    let mut child = command(endpoint, &args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn kcm");
+    let lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    (child, lines)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_status_follows_the_deployment_until_done_deadline_or_timeout() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let endpoint = etcd.endpoint();
+        let created = in_ns(&endpoint, &["create", "deployment", "web", "--image", "nginx:1", "--replicas", "3"]).await;
+        created.success();
+
+        // Unobserved, then progress, then complete: each line once, exit 0.
+        let (child, mut lines) = spawn_status(&endpoint, &[]);
+        let line = lines.next_line().await.unwrap().unwrap();
+        assert_eq!(line, "Waiting for deployment spec update to be observed...");
+        write_status(&client, json!({"replicas": 3, "updatedReplicas": 1})).await;
+        let line = lines.next_line().await.unwrap().unwrap();
+        assert_eq!(
+            line,
+            r#"Waiting for deployment "web" rollout to finish: 1 out of 3 new replicas have been updated..."#
+        );
+        write_status(&client, json!({"replicas": 3, "updatedReplicas": 3, "availableReplicas": 3})).await;
+        let line = lines.next_line().await.unwrap().unwrap();
+        assert_eq!(line, r#"deployment "web" successfully rolled out"#);
+        assert_eq!(lines.next_line().await.unwrap(), None);
+        assert_eq!(collect(child).await.code, Some(0));
+
+        // --watch=false prints the line once and exits 0, done or not.
+        write_status(&client, json!({"replicas": 4, "updatedReplicas": 3, "availableReplicas": 3})).await;
+        let once = in_ns(&endpoint, &["rollout", "status", "deploy/web", "--watch=false"]).await;
+        assert_eq!(
+            once.success(),
+            "Waiting for deployment \"web\" rollout to finish: 1 old replicas are pending termination...\n"
+        );
+
+        // --timeout ends a wait that does not finish.
+        let timed_out = in_ns(&endpoint, &["rollout", "status", "deploy/web", "--timeout", "1s"]).await;
+        assert_eq!(timed_out.code, Some(1), "{timed_out:?}");
+        assert!(timed_out.stderr.contains("timed out waiting for the condition"), "{timed_out:?}");
+
+        // The progress deadline is an error, exit 1.
+        let (child, mut lines) = spawn_status(&endpoint, &[]);
+        lines.next_line().await.unwrap().unwrap();
+        write_status(&client, json!({"replicas": 4, "updatedReplicas": 3,
+            "conditions": [{"type": "Progressing", "status": "False",
+                "reason": "ProgressDeadlineExceeded"}]})).await;
+        let outcome = collect(child).await;
+        outcome.fails_with(r#"deployment "web" exceeded its progress deadline"#);
     })
     .await;
 }
