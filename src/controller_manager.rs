@@ -41,6 +41,8 @@ pub struct Config {
     pub manager: ManagerConfig,
     /// The ReplicaSet controller's settings.
     pub replicaset: ManagerConfig,
+    /// The Deployment controller's settings.
+    pub deployment: ManagerConfig,
     pub endpoints: EndpointsConfig,
     /// Where `/healthz` and `/metrics` listen. Default 127.0.0.1:10252 (2014's port).
     pub status_addr: SocketAddr,
@@ -251,6 +253,7 @@ impl Controllers<'_> {
             settings: Settings {
                 replication: config.manager.clone(),
                 replicaset: config.replicaset.clone(),
+                deployment: config.deployment.clone(),
                 endpoints: config.endpoints.clone(),
             },
             stop: token.clone(),

@@ -38,6 +38,7 @@ mod store;
 pub use cached::{Cached, CachedPod, ControllerRef, PodPorts, Uid};
 pub use factory::InformerFactory;
 pub use reflector::{
-    ControllerInformer, Informer, PodInformer, ReplicaSetInformer, ServiceInformer,
+    ControllerInformer, DeploymentInformer, Informer, PodInformer, ReplicaSetInformer,
+    ServiceInformer,
 };
 pub use store::{Delta, Namespace};

@@ -68,6 +68,11 @@ impl Set {
         self.0.insert(key.into(), value.into())
     }
 
+    /// Removes `key`, returning its value if it was set.
+    pub fn remove(&mut self, key: &str) -> Option<String> {
+        self.0.remove(key)
+    }
+
     /// Iterates over the `(key, value)` pairs in key order.
     pub fn iter(&self) -> btree_map::Iter<'_, String, String> {
         self.0.iter()

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod client;
 pub mod controller;
 pub mod controller_manager;
+pub mod deployment;
 pub mod endpoints;
 pub mod etcd_process;
 pub mod etcd_watcher;

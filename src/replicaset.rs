@@ -85,15 +85,7 @@ struct Inner<C, R> {
 impl<C, R> Inner<C, R> {
     /// Queues `key` again after `delay` (Kubernetes' `AddAfter`), when the controller runs.
     fn sync_later(&self, key: &str, delay: Duration) {
-        let Some(later) = self.later.get() else {
-            return;
-        };
-        let (later, key) = (later.clone(), key.to_string());
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            // The runner is gone when the send fails; nothing to do then.
-            let _ = later.send(key).await;
-        });
+        crate::controller::queue_after(&self.later, key, delay);
     }
 }
 

@@ -207,6 +207,7 @@ async fn run_cluster(
             controllers: vec![
                 Controller::Replication,
                 Controller::ReplicaSet,
+                Controller::Deployment,
                 Controller::Endpoints,
             ],
             manager: ManagerConfig {
@@ -214,6 +215,10 @@ async fn run_cluster(
                 ..ManagerConfig::default()
             },
             replicaset: ManagerConfig {
+                sync_period: config.sync_period,
+                ..ManagerConfig::default()
+            },
+            deployment: ManagerConfig {
                 sync_period: config.sync_period,
                 ..ManagerConfig::default()
             },

@@ -33,6 +33,9 @@ pub struct ControllerManagerArgs {
     /// ReplicaSets synced in parallel.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub concurrent_replicaset_syncs: u32,
+    /// Deployments synced in parallel.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub concurrent_deployment_syncs: u32,
     /// Most pods created or deleted for one controller in one sync.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
     pub burst_replicas: u32,
@@ -94,6 +97,11 @@ impl ControllerManagerArgs {
                 sync_period: self.sync_period,
                 concurrent_syncs: self.concurrent_replicaset_syncs as usize,
                 burst_replicas: self.burst_replicas as usize,
+                ..ManagerConfig::default()
+            },
+            deployment: ManagerConfig {
+                sync_period: self.sync_period,
+                concurrent_syncs: self.concurrent_deployment_syncs as usize,
                 ..ManagerConfig::default()
             },
             endpoints: EndpointsConfig {

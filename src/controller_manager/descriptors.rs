@@ -1,7 +1,7 @@
 //! The controller table and how controllers start: the kube-controller-manager's
 //! `NewControllerDescriptors()`, `ControllerContext`, its init functions
 //! (`cmd/kube-controller-manager/app/core.go`: `startReplicationController`,
-//! `startReplicaSetController` of `apps.go`,
+//! `startReplicaSetController` and `startDeploymentController` of `apps.go`,
 //! `startEndpointsController`) and `StartControllers`, plus the `--controllers` grammar
 //! (`IsControllerEnabled`).
 //!
@@ -14,6 +14,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use crate::deployment::DeploymentController;
 use crate::endpoints::{EndpointsConfig, EndpointsController};
 use crate::etcd_watcher::Watcher;
 use crate::informer::InformerFactory;
@@ -30,6 +31,8 @@ pub enum Controller {
     Replication,
     /// The ReplicaSet controller.
     ReplicaSet,
+    /// The Deployment controller.
+    Deployment,
     /// The endpoints controller.
     Endpoints,
     /// The late-2014 replication manager, as it was (a teaching instrument).
@@ -73,6 +76,13 @@ pub const DESCRIPTORS: &[Descriptor] = &[
         aliases: &["replicaset-controller"],
         disabled_by_default: false,
         init: start_replicaset_controller,
+    },
+    Descriptor {
+        controller: Controller::Deployment,
+        name: "deployment",
+        aliases: &["deployment-controller"],
+        disabled_by_default: false,
+        init: start_deployment_controller,
     },
     Descriptor {
         controller: Controller::Endpoints,
@@ -142,6 +152,7 @@ pub fn enabled_controllers(entries: &[String]) -> Vec<Controller> {
 pub struct Settings {
     pub replication: ManagerConfig,
     pub replicaset: ManagerConfig,
+    pub deployment: ManagerConfig,
     pub endpoints: EndpointsConfig,
 }
 
@@ -186,6 +197,17 @@ fn start_replicaset_controller(ctx: &ControllerContext) -> anyhow::Result<Init> 
     let controller = ReplicaSetController::new(
         ctx.registry.clone(),
         ctx.settings.replicaset.clone(),
+        ctx.metrics.clone(),
+    );
+    Ok(Init::Started(
+        controller.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
+    ))
+}
+
+fn start_deployment_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
+    let controller = DeploymentController::new(
+        ctx.registry.clone(),
+        ctx.settings.deployment.clone(),
         ctx.metrics.clone(),
     );
     Ok(Init::Started(
@@ -285,30 +307,32 @@ mod tests {
 
     #[test]
     fn the_kubernetes_controllers_grammar() {
-        use Controller::{Endpoints, ReplicaSet, Replication};
-        check("*", &[Replication, ReplicaSet, Endpoints]);
+        use Controller::{Deployment, Endpoints, ReplicaSet, Replication};
+        check("*", &[Replication, ReplicaSet, Deployment, Endpoints]);
         check("replication", &[Replication]);
-        check("-endpoints,*", &[Replication, ReplicaSet]);
-        check("*,-endpoints", &[Replication, ReplicaSet]);
+        check("-endpoints,*", &[Replication, ReplicaSet, Deployment]);
+        check("*,-endpoints", &[Replication, ReplicaSet, Deployment]);
         check("endpoints-controller", &[Endpoints]);
         check("replicaset-controller", &[ReplicaSet]);
-        check("-replicaset,*", &[Replication, Endpoints]);
+        check("deployment-controller", &[Deployment]);
+        check("-deployment,*", &[Replication, ReplicaSet, Endpoints]);
+        check("-replicaset,*", &[Replication, Deployment, Endpoints]);
         check("replication,endpoints", &[Replication, Endpoints]);
         // The first explicit mention wins.
         check("replication,-replication", &[Replication]);
         check(
             "-replicationcontroller,replication,*",
-            &[ReplicaSet, Endpoints],
+            &[ReplicaSet, Deployment, Endpoints],
         );
         // Without `*`, only what is named runs.
         check("-endpoints", &[]);
         // The 2014 loop is off by default: `*` leaves it off, naming it turns it on.
         use Controller::Replication2014;
-        check("*,-replication", &[ReplicaSet, Endpoints]);
+        check("*,-replication", &[ReplicaSet, Deployment, Endpoints]);
         check("replication-2014,-replication", &[Replication2014]);
         check(
             "replication-2014,*,-replication",
-            &[ReplicaSet, Endpoints, Replication2014],
+            &[ReplicaSet, Deployment, Endpoints, Replication2014],
         );
     }
 
@@ -343,12 +367,20 @@ mod tests {
 
     #[tokio::test]
     async fn each_kind_is_asked_for_only_by_the_controllers_that_read_it() {
-        use Controller::{Endpoints, ReplicaSet, Replication};
+        use Controller::{Deployment, Endpoints, ReplicaSet, Replication};
         for (enabled, informers) in [
             (
-                &[Replication, ReplicaSet, Endpoints][..],
-                &["replicationcontrollers", "pods", "replicasets", "services"][..],
+                &[Replication, ReplicaSet, Deployment, Endpoints][..],
+                &[
+                    "replicationcontrollers",
+                    "pods",
+                    "replicasets",
+                    "deployments",
+                    "services",
+                ][..],
             ),
+            // The Deployment controller reads pods for `Recreate`.
+            (&[Deployment], &["deployments", "replicasets", "pods"]),
             (
                 &[Replication, Endpoints][..],
                 &["replicationcontrollers", "pods", "services"][..],
@@ -389,7 +421,7 @@ mod tests {
             },
             Descriptor {
                 init: starts,
-                ..DESCRIPTORS[2]
+                ..DESCRIPTORS[3]
             },
         ];
         let ctx = context().await;

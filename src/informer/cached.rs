@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use crate::api::{
-    controller_of, IntOrString, Object, Pod, PodPhase, ReplicaSet, ReplicationController, Service,
+    controller_of, Deployment, IntOrString, Object, Pod, PodPhase, ReplicaSet,
+    ReplicationController, Service,
 };
 use crate::labels::Set;
 
@@ -60,6 +61,20 @@ impl Cached for ReplicaSet {
     type Object = ReplicaSet;
 
     fn from_object(mut object: ReplicaSet) -> Self {
+        crate::api::remember_spec(&mut object);
+        object
+    }
+
+    fn resource_version(&self) -> i64 {
+        self.metadata.resource_version.map_or(0, |rv| rv.0)
+    }
+}
+
+/// Deployments are few and small: the store keeps them whole.
+impl Cached for Deployment {
+    type Object = Deployment;
+
+    fn from_object(mut object: Deployment) -> Self {
         crate::api::remember_spec(&mut object);
         object
     }

@@ -2,7 +2,8 @@
 //! (`k8s.io/client-go/informers/factory.go`), as the kube-controller-manager uses it.
 //!
 //! Controllers ask the factory for the informers they read while they are set up
-//! (`pods()`, `replication_controllers()`, `replica_sets()`, `services()`); the first request of a kind
+//! (`pods()`, `replication_controllers()`, `replica_sets()`, `deployments()`,
+//! `services()`); the first request of a kind
 //! creates its informer and every later one gets the same. Once every controller has
 //! been set up, [`InformerFactory::start`] runs them all, so no controller misses an
 //! informer's first list and each kind is listed and watched once per process. A kind
@@ -21,7 +22,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Cached, ControllerInformer, Informer, PodInformer, ReplicaSetInformer, ServiceInformer,
+    Cached, ControllerInformer, DeploymentInformer, Informer, PodInformer, ReplicaSetInformer,
+    ServiceInformer,
 };
 use crate::api::Object;
 use crate::etcd_watcher::{BackoffConfig, Watcher};
@@ -86,6 +88,11 @@ impl InformerFactory {
 
     /// The ReplicaSet informer.
     pub fn replica_sets(&self) -> ReplicaSetInformer {
+        self.informer()
+    }
+
+    /// The Deployment informer.
+    pub fn deployments(&self) -> DeploymentInformer {
         self.informer()
     }
 

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::store::{Change, Store};
 use super::{Cached, CachedPod, Delta, Namespace};
-use crate::api::{self, Object, ReplicaSet, ReplicationController, Service};
+use crate::api::{self, Deployment, Object, ReplicaSet, ReplicationController, Service};
 use crate::etcd_watcher::{
     relist_diff, BackoffConfig, EngineConfig, ListChange, ListReason, Range, RawEvent, RawItem,
     RawKind, Start, WatchMetrics, Watcher, WATCH_BUFFER,
@@ -61,6 +61,8 @@ pub type PodInformer = Informer<CachedPod>;
 pub type ControllerInformer = Informer<ReplicationController>;
 /// The ReplicaSet controller's informer.
 pub type ReplicaSetInformer = Informer<ReplicaSet>;
+/// The Deployment controller's informer.
+pub type DeploymentInformer = Informer<Deployment>;
 /// The endpoints controller's service informer.
 pub type ServiceInformer = Informer<Service>;
 

@@ -5,6 +5,7 @@ mod apply;
 mod bench;
 mod cli;
 mod compose;
+mod deployment;
 mod endpoints;
 mod framework;
 mod ha;

@@ -1,0 +1,252 @@
+//! The Deployment controller: rolls each Deployment's template out through ReplicaSets it
+//! owns by controller reference, one ReplicaSet per template, with the `RollingUpdate`
+//! or `Recreate` strategy, pause, proportional scaling, a revision history and the
+//! `Available`/`Progressing` conditions.
+//!
+//! Mirrors Kubernetes' `pkg/controller/deployment/` (`deployment_controller.go`,
+//! `sync.go`, `rolling.go`, `recreate.go`, `progress.go`, `util/deployment_util.go`),
+//! which postdates 2014; built like kcm's ReplicaSet controller: on the common
+//! [`Runner`] and the shared informers (deployments, ReplicaSets, and pods for
+//! `Recreate`), a sync observes, decides in pure functions ([`plan`]) and acts through
+//! the registry.
+//!
+//! Invariants:
+//! - ownership of ReplicaSets is the controller reference (kind, name and uid); orphans
+//!   are adopted and strays released only while the deployment lives, not deleting, and
+//!   is unchanged since the sync read it;
+//! - every ReplicaSet write is a compare-and-swap on the revision the sync read (the
+//!   registry bumps its generation when its spec changed); the new ReplicaSet is created
+//!   create-if-absent as `{name}-{pod-template-hash}`, and a same-named ReplicaSet with
+//!   another template (a squatter) bumps `status.collisionCount` instead;
+//! - one step per sync (plan.rs), read-your-writes: a sync reads the caches only once
+//!   they have applied this controller's last writes for the deployment, else etcd;
+//! - with one controller manager (or a leader), active pods ≤ replicas + maxSurge and
+//!   ready pods ≥ replicas − maxUnavailable at every revision of a rollout (plan.rs's two
+//!   rules, phase2.md §6.2);
+//! - a deployment with a `deletionTimestamp` gets status writes only; an invalid one gets
+//!   no writes and one warning per resourceVersion.
+
+pub mod plan;
+mod sync;
+
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::mpsc;
+
+use crate::api::{self, Deployment, ReplicaSet};
+use crate::controller::{KeyMemory, Runner, RunnerConfig, SyncHandler};
+use crate::informer::{
+    CachedPod, Delta, DeploymentInformer, InformerFactory, PodInformer, ReplicaSetInformer,
+};
+use crate::registry::Registry;
+use crate::replication_manager::ManagerConfig;
+use crate::status::Metrics;
+
+use sync::Written;
+
+/// The controller's settings: the replication manager's (`concurrent_syncs` is
+/// `--concurrent-deployment-syncs`).
+pub type DeploymentConfig = ManagerConfig;
+
+/// `DeploymentController`.
+pub struct DeploymentController {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Registry,
+    config: DeploymentConfig,
+    metrics: Arc<Metrics>,
+    /// Per deployment key: the resourceVersion last warned about, and this controller's
+    /// writes.
+    memory: KeyMemory<Written>,
+    deployments: OnceLock<DeploymentInformer>,
+    replica_sets: OnceLock<ReplicaSetInformer>,
+    pods: OnceLock<PodInformer>,
+    /// Keys to sync again after a delay (`AddAfter`). Unset when not running.
+    later: OnceLock<mpsc::Sender<String>>,
+}
+
+impl Inner {
+    /// Queues `key` again after `delay` (Kubernetes' `AddAfter`), when the controller runs.
+    fn sync_later(&self, key: &str, delay: Duration) {
+        crate::controller::queue_after(&self.later, key, delay);
+    }
+}
+
+impl DeploymentController {
+    /// A controller reading and writing etcd through `registry`.
+    pub fn new(registry: Registry, config: DeploymentConfig, metrics: Arc<Metrics>) -> Self {
+        DeploymentController {
+            inner: Arc::new(Inner {
+                registry,
+                config,
+                metrics,
+                memory: KeyMemory::default(),
+                deployments: OnceLock::new(),
+                replica_sets: OnceLock::new(),
+                pods: OnceLock::new(),
+                later: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Syncs one deployment `namespace/name` (tests).
+    ///
+    /// # Errors
+    /// As the sync: etcd failures and failed writes.
+    pub async fn sync(&self, key: &str) -> anyhow::Result<()> {
+        self.inner.sync_deployment(key).await
+    }
+
+    fn handler(&self) -> SyncHandler {
+        let inner = self.inner.clone();
+        Arc::new(move |key: String| {
+            let inner = inner.clone();
+            Box::pin(async move { inner.sync_deployment(&key).await })
+        })
+    }
+
+    /// Sets the controller up on `informers` (deployments, ReplicaSets, pods) and returns
+    /// it running until `shutdown` resolves. Subscribes at once: call it before the
+    /// factory starts.
+    pub fn start(
+        self,
+        informers: &InformerFactory,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> BoxFuture<'static, anyhow::Result<()>> {
+        let deployments = informers.deployments();
+        let replica_sets = informers.replica_sets();
+        let pods = informers.pods();
+        let _ = self.inner.deployments.set(deployments.clone());
+        let _ = self.inner.replica_sets.set(replica_sets.clone());
+        let _ = self.inner.pods.set(pods.clone());
+        let (later, later_keys) = mpsc::channel(1024);
+        let _ = self.inner.later.set(later);
+        let config = &self.inner.config;
+        let routes = Routes {
+            deployments: deployments.clone(),
+            replica_sets: replica_sets.clone(),
+        };
+        let inner = self.inner.clone();
+        let runner = Runner::new(
+            "deployment",
+            RunnerConfig {
+                workers: config.concurrent_syncs,
+                sync_period: config.sync_period,
+                shutdown_timeout: config.shutdown_timeout,
+            },
+            self.inner.metrics.clone(),
+        )
+        .resync({
+            let deployments = deployments.clone();
+            move || deployments.keys()
+        })
+        .on(later_keys, |key: &String| vec![key.clone()])
+        .watches(&deployments, move |delta: &Delta<Deployment>| {
+            if delta.new.is_none() {
+                inner.memory.forget(&delta.key());
+            }
+            vec![delta.key()]
+        })
+        .watches(&replica_sets, {
+            let routes = routes.clone();
+            move |delta| routes.replica_set_changed(delta)
+        })
+        .watches(&pods, move |delta| routes.pod_changed(delta));
+        Box::pin(runner.run(self.handler(), shutdown))
+    }
+}
+
+/// Maps informer changes to the deployments to sync (`deployment_controller.go`'s
+/// handlers).
+#[derive(Clone)]
+struct Routes {
+    deployments: DeploymentInformer,
+    replica_sets: ReplicaSetInformer,
+}
+
+impl Routes {
+    /// The deployment a controller reference names, if it exists with that uid.
+    fn owner(&self, namespace: &str, reference: &api::OwnerReference) -> Option<String> {
+        if reference.kind != plan::KIND {
+            return None;
+        }
+        let d = self.deployments.get(namespace, &reference.name)?;
+        (d.metadata.uid == reference.uid).then(|| format!("{namespace}/{}", reference.name))
+    }
+
+    /// `addReplicaSet`/`updateReplicaSet`/`deleteReplicaSet`: the owner (before and
+    /// after); for an orphan, every deployment whose selector matches its labels
+    /// (`getDeploymentsForReplicaSet`).
+    fn replica_set_changed(&self, delta: &Delta<ReplicaSet>) -> Vec<String> {
+        let mut keys = Vec::new();
+        for rs in [&delta.old, &delta.new].into_iter().flatten() {
+            match api::controller_of(&rs.metadata) {
+                Some(reference) => keys.extend(self.owner(&delta.namespace, reference)),
+                None => keys.extend(self.selecting(&delta.namespace, rs)),
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The deployments of `namespace` whose non-empty selector matches `rs`'s labels.
+    fn selecting(&self, namespace: &str, rs: &ReplicaSet) -> Vec<String> {
+        self.deployments.read(namespace, |ns| {
+            ns.map(|ns| {
+                ns.items()
+                    .filter(|d| {
+                        d.spec.selector.as_ref().is_some_and(|s| {
+                            !s.is_empty()
+                                && s.to_selector()
+                                    .is_ok_and(|s| s.matches(&rs.metadata.labels))
+                        })
+                    })
+                    .map(|d| format!("{namespace}/{}", d.metadata.name))
+                    .collect()
+            })
+            .unwrap_or_default()
+        })
+    }
+
+    /// `deletePod`, and a pod turning inactive: the deployment owning the pod's
+    /// ReplicaSet, when it uses `Recreate` (which waits for old pods to stop).
+    fn pod_changed(&self, delta: &Delta<CachedPod>) -> Vec<String> {
+        let stopped = match (&delta.old, &delta.new) {
+            (Some(_), None) => true,
+            (Some(old), Some(new)) => old.is_active() && !new.is_active(),
+            _ => false,
+        };
+        if !stopped {
+            return Vec::new();
+        }
+        let Some(pod) = delta.old.as_deref() else {
+            return Vec::new();
+        };
+        let Some(owner) = pod.controller.as_deref() else {
+            return Vec::new();
+        };
+        if &*owner.kind != "ReplicaSet" {
+            return Vec::new();
+        }
+        let Some(rs) = self.replica_sets.get(&delta.namespace, &owner.name) else {
+            return Vec::new();
+        };
+        if *rs.metadata.uid != *owner.uid {
+            return Vec::new();
+        }
+        api::controller_of(&rs.metadata)
+            .and_then(|reference| {
+                let key = self.owner(&delta.namespace, reference)?;
+                let d = self.deployments.get(&delta.namespace, &reference.name)?;
+                (!d.is_rolling_update()).then_some(key)
+            })
+            .into_iter()
+            .collect()
+    }
+}

@@ -1,0 +1,383 @@
+//! One Deployment sync, Kubernetes' `syncDeployment`: read the deployment, its
+//! namespace's ReplicaSets (and, for `Recreate`, pods), claim ReplicaSets, decide in
+//! [`plan::plan`], then write: the new ReplicaSet, ReplicaSet updates, deletions, and
+//! the deployment's annotations and status.
+//!
+//! Invariants: read-your-writes — a sync reads a cache only once it has applied this
+//! controller's last write of that kind for the deployment, else it reads etcd; every
+//! write is a compare-and-swap on the revision read (creates and adoptions also require
+//! the deployment unchanged since it was read), and the first refused write ends the
+//! sync (the change that refused it queues the deployment again).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::api::{self, Deployment, ReplicaSet};
+use crate::informer::CachedPod;
+use crate::labels::Selector;
+use crate::registry::{Registry, StorageError};
+use crate::replication_manager::FreshReads;
+
+use super::plan::{self, equal_ignore_hash, owns, Plan};
+use super::Inner;
+
+/// What the controller remembers of its writes for one deployment.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Written {
+    /// The revision of its last write of the deployment.
+    deployment: i64,
+    /// The header revision of its last ReplicaSet write.
+    replica_sets: i64,
+}
+
+/// How a write went.
+enum Outcome {
+    Done(i64),
+    /// Refused: something changed since the read; its own event syncs again.
+    Changed,
+}
+
+impl Inner {
+    fn warn_once(&self, key: &str, d: &Deployment, message: &str) {
+        let version = d.metadata.resource_version.unwrap_or_default().to_string();
+        if self.memory.first_warning(key, &version) {
+            tracing::warn!(deployment = %key, resource_version = %version, "{message}");
+        }
+    }
+
+    /// The selector of a valid deployment; `None` (after one warning per version) for an
+    /// invalid one.
+    fn valid_selector(&self, key: &str, d: &Deployment) -> Option<Selector> {
+        let invalid = match api::validate(d) {
+            Ok(()) if d.metadata.uid.is_empty() => {
+                "metadata.uid is empty (a controller reference needs it)".to_string()
+            }
+            Ok(()) => match d.spec.selector.as_ref().map(|s| s.to_selector()) {
+                Some(Ok(selector)) => return Some(selector),
+                Some(Err(e)) => e.to_string(),
+                None => "no selector".to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        self.warn_once(key, d, &format!("skipping deployment: {invalid}"));
+        None
+    }
+
+    /// The deployment, from the cache once it has applied this controller's last write
+    /// of it, else from etcd; `None` when it is gone or does not decode.
+    async fn read_deployment(
+        &self,
+        key: &str,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<Option<Arc<Deployment>>> {
+        let written = self.memory.written(key).deployment;
+        if let Some(cache) = self.deployments.get() {
+            if !self.config.fresh_reads && cache.wait_for(written, self.config.cache_wait).await {
+                return Ok(cache.get(namespace, name));
+            }
+        }
+        match self.registry.get::<Deployment>(namespace, name).await {
+            Ok(d) => Ok(Some(Arc::new(d))),
+            Err(StorageError::NotFound { .. }) => Ok(None),
+            Err(StorageError::Decode(e)) => {
+                tracing::debug!(error = %e, "skipping malformed deployment");
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The ReplicaSets of `namespace`, from the cache once it has applied this
+    /// controller's last ReplicaSet write for `key`, else from etcd.
+    async fn read_replica_sets(
+        &self,
+        key: &str,
+        namespace: &str,
+    ) -> anyhow::Result<Vec<Arc<ReplicaSet>>> {
+        let written = self.memory.written(key).replica_sets;
+        if let Some(cache) = self.replica_sets.get() {
+            if !self.config.fresh_reads && cache.wait_for(written, self.config.cache_wait).await {
+                return Ok(cache.read(namespace, |ns| {
+                    ns.map(|ns| ns.items().cloned().collect())
+                        .unwrap_or_default()
+                }));
+            }
+        }
+        let list = self
+            .registry
+            .list::<ReplicaSet>(Some(namespace), &Selector::everything())
+            .await?;
+        Ok(list
+            .items
+            .into_iter()
+            .map(|mut rs| {
+                api::remember_spec(&mut rs);
+                Arc::new(rs)
+            })
+            .collect())
+    }
+
+    /// The pods of `namespace` owned by one of `rss`, from the pod cache once it has
+    /// caught up with the ReplicaSet cache (a ReplicaSet's status is written after its
+    /// pod writes), else from etcd.
+    async fn read_pods(
+        &self,
+        namespace: &str,
+        rss: &[ReplicaSet],
+    ) -> anyhow::Result<Vec<Arc<CachedPod>>> {
+        let owned = |pod: &Arc<CachedPod>| {
+            pod.controller
+                .as_deref()
+                .is_some_and(|r| rss.iter().any(|rs| *r.uid == rs.metadata.uid))
+        };
+        let target = self.replica_sets.get().map_or(0, |rs| rs.revision());
+        if let Some(cache) = self.pods.get() {
+            if cache.wait_for(target, self.config.cache_wait).await {
+                return Ok(cache.read(namespace, |ns| {
+                    ns.map(|ns| ns.items().filter(|p| owned(p)).cloned().collect())
+                        .unwrap_or_default()
+                }));
+            }
+        }
+        let fresh = FreshReads::pods(&self.registry, namespace).await?;
+        Ok(fresh.items().filter(|p| owned(p)).cloned().collect())
+    }
+
+    /// `syncDeployment`.
+    ///
+    /// # Errors
+    /// When etcd fails or a write fails (the key is retried with backoff). A deleted,
+    /// malformed or invalid deployment is not an error.
+    pub(super) async fn sync_deployment(&self, key: &str) -> anyhow::Result<()> {
+        let Some((namespace, name)) = key.split_once('/') else {
+            anyhow::bail!("invalid deployment key {key:?}");
+        };
+        let Some(d) = self.read_deployment(key, namespace, name).await? else {
+            self.memory.forget(key);
+            return Ok(());
+        };
+        let Some(selector) = self.valid_selector(key, &d) else {
+            return Ok(());
+        };
+        let candidates = self.read_replica_sets(key, namespace).await?;
+        let claims = plan::claim(&d, &selector, &candidates);
+        let mut owned: Vec<ReplicaSet> = claims.owned.iter().map(|rs| (**rs).clone()).collect();
+        for rs in &claims.release {
+            let mut released = (**rs).clone();
+            released
+                .metadata
+                .owner_references
+                .retain(|r| r.uid != d.metadata.uid);
+            match self.write_rs(key, &self.registry, &released).await? {
+                Outcome::Done(_) => {
+                    tracing::info!(deployment = %key, replicaset = %rs.metadata.name, "released replica set")
+                }
+                Outcome::Changed => return Ok(()),
+            }
+        }
+        if !claims.adopt.is_empty() {
+            let guarded = self.while_unchanged(&d)?;
+            for rs in &claims.adopt {
+                let mut adopted = (**rs).clone();
+                adopted
+                    .metadata
+                    .owner_references
+                    .push(plan::controller_ref(&d));
+                match self.write_rs(key, &guarded, &adopted).await? {
+                    Outcome::Done(revision) => {
+                        tracing::info!(deployment = %key, replicaset = %rs.metadata.name, "adopted replica set");
+                        adopted.metadata.resource_version = Some(api::ResourceVersion(revision));
+                        api::remember_spec(&mut adopted);
+                        owned.push(adopted);
+                    }
+                    Outcome::Changed => return Ok(()),
+                }
+            }
+        }
+        let pods = if d.is_rolling_update() || d.metadata.deletion_timestamp.is_some() {
+            Vec::new()
+        } else {
+            self.read_pods(namespace, &owned).await?
+        };
+        let plan = plan::plan(&d, owned, &pods, epoch_now());
+        self.act(key, &d, plan).await
+    }
+
+    /// The registry whose writes require `d` unchanged since it was read.
+    fn while_unchanged(&self, d: &Deployment) -> anyhow::Result<Registry> {
+        let incarnation = self.registry.incarnation(d).ok_or_else(|| {
+            anyhow::anyhow!("deployment {} was never read from etcd", d.metadata.key())
+        })?;
+        Ok(self.registry.guarded_unchanged(incarnation))
+    }
+
+    /// Writes a ReplicaSet over the revision it was read at.
+    async fn write_rs(
+        &self,
+        key: &str,
+        registry: &Registry,
+        rs: &ReplicaSet,
+    ) -> anyhow::Result<Outcome> {
+        match registry.update(rs).await {
+            Ok(stored) => {
+                let revision = stored.metadata.resource_version.unwrap_or_default().0;
+                self.memory
+                    .record(key, |w| w.replica_sets = w.replica_sets.max(revision));
+                Ok(Outcome::Done(revision))
+            }
+            Err(
+                StorageError::Conflict { .. }
+                | StorageError::NotFound { .. }
+                | StorageError::OwnerGone { .. },
+            ) => Ok(Outcome::Changed),
+            Err(e) => {
+                Err(anyhow::Error::from(e)
+                    .context(format!("update replica set {}", rs.metadata.key())))
+            }
+        }
+    }
+
+    /// Makes the plan's writes in order, stopping at the first refused one.
+    async fn act(&self, key: &str, d: &Deployment, plan: Plan) -> anyhow::Result<()> {
+        let Plan {
+            create,
+            updates,
+            deletes,
+            deployment,
+            requeue_after,
+        } = plan;
+        if let Some(rs) = create {
+            match self.create_rs(key, d, &rs).await? {
+                Created::Yes => {}
+                Created::Changed => {
+                    self.sync_later(key, Duration::from_secs(1));
+                    return Ok(());
+                }
+                Created::Collision => {
+                    // `status.collisionCount++`: the next sync hashes to another name.
+                    let mut collided = d.clone();
+                    let count = collided.status.collision_count.unwrap_or(0);
+                    collided.status.collision_count = Some(count.saturating_add(1));
+                    tracing::info!(deployment = %key, replicaset = %rs.metadata.name, collision_count = count + 1, "replica set name taken by another template; bumped collisionCount");
+                    self.write_deployment(key, &collided).await?;
+                    return Ok(());
+                }
+            }
+        }
+        for rs in &updates {
+            match self.write_rs(key, &self.registry, rs).await? {
+                Outcome::Done(_) => {
+                    tracing::debug!(deployment = %key, replicaset = %rs.metadata.name, replicas = rs.replicas(), "updated replica set")
+                }
+                Outcome::Changed => return Ok(()),
+            }
+        }
+        for rs in &deletes {
+            let version = rs.metadata.resource_version;
+            match self
+                .registry
+                .delete::<ReplicaSet>(&rs.metadata.namespace, &rs.metadata.name, version)
+                .await
+            {
+                Ok(revision) => {
+                    tracing::info!(deployment = %key, replicaset = %rs.metadata.name, "deleted old replica set (revision history limit)");
+                    self.memory
+                        .record(key, |w| w.replica_sets = w.replica_sets.max(revision.0));
+                }
+                Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => return Ok(()),
+                Err(e) => {
+                    return Err(anyhow::Error::from(e)
+                        .context(format!("delete replica set {}", rs.metadata.key())))
+                }
+            }
+        }
+        if let Some(updated) = deployment {
+            self.write_deployment(key, &updated).await?;
+        }
+        if let Some(after) = requeue_after {
+            self.sync_later(key, Duration::from_secs(after));
+        }
+        Ok(())
+    }
+
+    /// Writes the deployment's annotations and status over the revision read.
+    async fn write_deployment(&self, key: &str, d: &Deployment) -> anyhow::Result<()> {
+        match self.registry.update(d).await {
+            Ok(stored) => {
+                let revision = stored.metadata.resource_version.unwrap_or_default().0;
+                self.memory
+                    .record(key, |w| w.deployment = w.deployment.max(revision));
+                Ok(())
+            }
+            Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(anyhow::Error::from(e).context(format!("update deployment {key}"))),
+        }
+    }
+
+    /// Creates the new ReplicaSet if its name is free, while `d` is unchanged.
+    async fn create_rs(
+        &self,
+        key: &str,
+        d: &Deployment,
+        rs: &ReplicaSet,
+    ) -> anyhow::Result<Created> {
+        let guarded = self.while_unchanged(d)?;
+        match guarded.create(rs).await {
+            Ok(stored) => {
+                let revision = stored.metadata.resource_version.unwrap_or_default().0;
+                self.memory
+                    .record(key, |w| w.replica_sets = w.replica_sets.max(revision));
+                tracing::info!(deployment = %key, replicaset = %rs.metadata.name, replicas = rs.replicas(), "created new replica set");
+                Ok(Created::Yes)
+            }
+            Err(StorageError::OwnerGone { .. }) => Ok(Created::Changed),
+            Err(StorageError::AlreadyExists { .. }) => {
+                let existing = match self
+                    .registry
+                    .get::<ReplicaSet>(&rs.metadata.namespace, &rs.metadata.name)
+                    .await
+                {
+                    Ok(existing) => existing,
+                    // Gone since: the next sync creates it.
+                    Err(StorageError::NotFound { .. }) => return Ok(Created::Changed),
+                    Err(StorageError::Decode(_)) => return Ok(Created::Collision),
+                    Err(e) => return Err(e.into()),
+                };
+                let same_template = match (&existing.spec.template, &rs.spec.template) {
+                    (Some(a), Some(b)) => equal_ignore_hash(a, b),
+                    _ => false,
+                };
+                if owns(d, &existing) && same_template {
+                    // Ours, created by an earlier sync the cache had not shown yet.
+                    let revision = existing.metadata.resource_version.unwrap_or_default().0;
+                    self.memory
+                        .record(key, |w| w.replica_sets = w.replica_sets.max(revision));
+                    Ok(Created::Changed)
+                } else {
+                    Ok(Created::Collision)
+                }
+            }
+            Err(e) => {
+                Err(anyhow::Error::from(e)
+                    .context(format!("create replica set {}", rs.metadata.key())))
+            }
+        }
+    }
+}
+
+/// What creating the new ReplicaSet did.
+enum Created {
+    Yes,
+    /// The deployment changed, or the ReplicaSet exists as ours: sync again.
+    Changed,
+    /// Another ReplicaSet has the name.
+    Collision,
+}
+
+/// Seconds since the Unix epoch, now.
+fn epoch_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,749 @@
+//! Acceptance tests of the Deployment controller through the real `kcm controller-manager`
+//! (replicaset and deployment controllers) and simulated kubelets, against a real etcd
+//! (issue 14). Deployments and their template changes are written raw, as etcdctl would;
+//! the bounds are checked at every revision by replaying etcd's own history (phase2.md
+//! §9, D1-D4).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use etcd_client::{Client, GetOptions};
+use serde_json::{json, Value};
+
+use crate::support::history::{self, HistoryEvent};
+use crate::support::kcm::{start_manager, Kcm};
+use crate::support::objects::{put_json, update_json};
+use crate::support::{eventually, start_etcd, with_timeout, EtcdServer};
+
+const LIMIT: Duration = Duration::from_secs(120);
+const SETTLE: Duration = Duration::from_secs(60);
+const NS: &str = "deploy";
+const UID: &str = "uid-deploy-web";
+
+fn deployment_key(name: &str) -> String {
+    format!("/registry/deployments/{NS}/{name}")
+}
+
+fn rs_key(name: &str) -> String {
+    format!("/registry/replicasets/{NS}/{name}")
+}
+
+/// A deployment `web` as etcdctl would write it: `app=web`, one container of `image`.
+fn deployment_json(replicas: i64, image: &str, strategy: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": NS, "uid": UID, "generation": 1},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "strategy": strategy,
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "app", "image": image}]}
+            }
+        }
+    })
+}
+
+fn rolling(surge: Value, unavailable: Value) -> Value {
+    json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}})
+}
+
+/// A controller manager running the ReplicaSet and Deployment controllers, and one
+/// simulated node whose pods start after 100 ms and turn Ready 200 ms later.
+async fn start_cluster(etcd: &EtcdServer) -> (Kcm, Kcm) {
+    let manager = start_manager(
+        &etcd.endpoint(),
+        &[
+            "--controllers",
+            "replicaset,deployment",
+            "--sync-period",
+            "2s",
+        ],
+    )
+    .await;
+    let kubelet = Kcm::spawn(
+        &[
+            "--etcd-servers",
+            &etcd.endpoint(),
+            "kubelet",
+            "--node",
+            "n1",
+            "--start-delay",
+            "100ms",
+            "--ready-delay",
+            "200ms",
+        ],
+        &[],
+    );
+    (manager, kubelet)
+}
+
+/// A started etcd (`None` when there is none to start, see `start_etcd`), a client of
+/// it, and [`start_cluster`] on it.
+async fn cluster() -> Option<(EtcdServer, Client, (Kcm, Kcm))> {
+    let etcd = start_etcd().await?;
+    let client = etcd.client().await;
+    let cluster = start_cluster(&etcd).await;
+    Some((etcd, client, cluster))
+}
+
+/// Every stored document under `/registry/{resource}/{NS}/`, by name.
+async fn documents(client: &Client, resource: &str) -> BTreeMap<String, Value> {
+    let prefix = format!("/registry/{resource}/{NS}/");
+    let response = client
+        .clone()
+        .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("list");
+    response
+        .kvs()
+        .iter()
+        .map(|kv| {
+            let name = kv
+                .key_str()
+                .unwrap()
+                .trim_start_matches(&prefix)
+                .to_string();
+            (
+                name,
+                serde_json::from_slice(kv.value()).expect("stored JSON"),
+            )
+        })
+        .collect()
+}
+
+async fn deployment(client: &Client) -> Value {
+    let response = client
+        .clone()
+        .get(deployment_key("web"), None)
+        .await
+        .unwrap();
+    serde_json::from_slice(response.kvs()[0].value()).unwrap()
+}
+
+/// The ReplicaSets the deployment owns, by name.
+async fn owned_replica_sets(client: &Client) -> BTreeMap<String, Value> {
+    documents(client, "replicasets")
+        .await
+        .into_iter()
+        .filter(|(_, rs)| controller_uid(rs) == Some(UID))
+        .collect()
+}
+
+fn controller_uid(doc: &Value) -> Option<&str> {
+    doc["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|r| r["controller"] == json!(true))?["uid"]
+        .as_str()
+}
+
+fn image(rs: &Value) -> &str {
+    rs["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn condition<'a>(doc: &'a Value, type_: &str) -> Option<&'a Value> {
+    doc["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// Whether the deployment's rollout completed: status observed its generation and says
+/// `replicas` updated, available pods, Progressing True `NewReplicaSetAvailable`.
+async fn rolled_out(client: &Client, replicas: i64) -> bool {
+    let d = deployment(client).await;
+    let status = &d["status"];
+    let field = |name: &str| status[name].as_i64().unwrap_or(0);
+    status["observedGeneration"] == d["metadata"]["generation"]
+        && field("replicas") == replicas
+        && field("updatedReplicas") == replicas
+        && field("availableReplicas") == replicas
+        && condition(&d, "Progressing").is_some_and(|c| c["reason"] == "NewReplicaSetAvailable")
+}
+
+/// Writes the deployment `d` and waits until it rolled out.
+async fn roll_out(client: &Client, d: &Value) {
+    put_json(client, &deployment_key("web"), d).await;
+    let replicas = d["spec"]["replicas"].as_i64().unwrap_or(1);
+    eventually(SETTLE, "the deployment to roll out", || {
+        rolled_out(client, replicas)
+    })
+    .await;
+}
+
+/// `(image, spec.replicas)` of every owned ReplicaSet, sorted by image.
+async fn sizes(client: &Client) -> Vec<(String, i64)> {
+    let mut sizes: Vec<(String, i64)> = owned_replica_sets(client)
+        .await
+        .values()
+        .map(|rs| {
+            (
+                image(rs).to_string(),
+                rs["spec"]["replicas"].as_i64().unwrap_or(1),
+            )
+        })
+        .collect();
+    sizes.sort();
+    sizes
+}
+
+/// Changes the deployment's template image (and bumps its generation, as kcm's writers
+/// do).
+async fn set_image(client: &Client, image: &str) -> i64 {
+    update_json(client, &deployment_key("web"), |d| {
+        d["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
+        bump_generation(d);
+    })
+    .await
+}
+
+fn bump_generation(d: &mut Value) {
+    let generation = d["metadata"]["generation"].as_i64().unwrap_or(0);
+    d["metadata"]["generation"] = json!(generation + 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Replaying etcd's history
+
+/// The namespace's pods and ReplicaSets as of one revision of a replay.
+#[derive(Default)]
+struct World {
+    pods: BTreeMap<String, Value>,
+    replica_sets: BTreeMap<String, Value>,
+}
+
+/// What the replay counts at one revision.
+#[derive(Debug, Clone, Copy)]
+struct Counts {
+    revision: i64,
+    /// Σ spec.replicas of the deployment's ReplicaSets.
+    spec_sum: i64,
+    /// Active pods owned by its ReplicaSets.
+    active: i64,
+    /// Ready ones among them.
+    ready: i64,
+    /// ReplicaSets of the deployment with active pods.
+    sets_with_active_pods: usize,
+}
+
+impl World {
+    fn apply(&mut self, event: &HistoryEvent) {
+        let (map, prefix) = if event.key.starts_with(&format!("/registry/pods/{NS}/")) {
+            (&mut self.pods, format!("/registry/pods/{NS}/"))
+        } else if event
+            .key
+            .starts_with(&format!("/registry/replicasets/{NS}/"))
+        {
+            (
+                &mut self.replica_sets,
+                format!("/registry/replicasets/{NS}/"),
+            )
+        } else {
+            return;
+        };
+        let name = event.key.trim_start_matches(&prefix).to_string();
+        if event.put {
+            map.insert(name, serde_json::from_slice(&event.value).expect("JSON"));
+        } else {
+            map.remove(&name);
+        }
+    }
+
+    fn counts(&self, revision: i64) -> Counts {
+        let owned: BTreeMap<&str, &Value> = self
+            .replica_sets
+            .values()
+            .filter(|rs| controller_uid(rs) == Some(UID))
+            .map(|rs| (rs["metadata"]["uid"].as_str().unwrap_or_default(), rs))
+            .collect();
+        let spec_sum = owned
+            .values()
+            .map(|rs| rs["spec"]["replicas"].as_i64().unwrap_or(1))
+            .sum();
+        let mut active = 0;
+        let mut ready = 0;
+        let mut sets = std::collections::BTreeSet::new();
+        for pod in self.pods.values() {
+            let Some(owner) = controller_uid(pod) else {
+                continue;
+            };
+            if !owned.contains_key(owner) || !is_active(pod) {
+                continue;
+            }
+            active += 1;
+            sets.insert(owner.to_string());
+            if is_ready(pod) {
+                ready += 1;
+            }
+        }
+        Counts {
+            revision,
+            spec_sum,
+            active,
+            ready,
+            sets_with_active_pods: sets.len(),
+        }
+    }
+}
+
+fn is_active(pod: &Value) -> bool {
+    let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
+    phase != "Succeeded" && phase != "Failed" && pod["metadata"]["deletionTimestamp"].is_null()
+}
+
+fn is_ready(pod: &Value) -> bool {
+    pod["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+/// The counts at every revision after `start` (state before it read from etcd's history
+/// from revision 1).
+async fn replay(client: &Client, start: i64) -> Vec<Counts> {
+    let events = history::read(client, "/registry/", "/registry0", 0, "/registry/~end").await;
+    let mut world = World::default();
+    let mut counts = Vec::new();
+    let mut i = 0;
+    while i < events.len() {
+        let revision = events[i].revision;
+        while i < events.len() && events[i].revision == revision {
+            world.apply(&events[i]);
+            i += 1;
+        }
+        if revision > start {
+            counts.push(world.counts(revision));
+        }
+    }
+    counts
+}
+
+// ---------------------------------------------------------------------------------------
+// The tests
+
+/// A new deployment gets one ReplicaSet `web-{hash}` with the hash in its labels, selector
+/// and template, the revision annotations and a controller reference; its status
+/// converges with the generation observed, Available True and Progressing True
+/// `NewReplicaSetAvailable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_converges_with_one_replica_set_named_by_its_template_hash() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        put_json(
+            &client,
+            &deployment_key("web"),
+            &deployment_json(3, "nginx", json!(null)),
+        )
+        .await;
+        eventually(SETTLE, "the deployment to roll out 3 replicas", || {
+            rolled_out(&client, 3)
+        })
+        .await;
+        let rss = owned_replica_sets(&client).await;
+        assert_eq!(rss.len(), 1, "{rss:?}");
+        let (name, rs) = rss.iter().next().unwrap();
+        let d = deployment(&client).await;
+        let hash = kcm::api::pod_template_hash(&d["spec"]["template"], None);
+        assert_eq!(name, &format!("web-{hash}"));
+        assert_eq!(
+            rs["metadata"]["labels"],
+            json!({"app": "web", "pod-template-hash": hash})
+        );
+        assert_eq!(
+            rs["spec"]["selector"],
+            json!({"matchLabels": {"app": "web", "pod-template-hash": hash}})
+        );
+        assert_eq!(
+            rs["spec"]["template"]["metadata"]["labels"]["pod-template-hash"],
+            hash
+        );
+        assert_eq!(
+            rs["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": UID,
+                    "controller": true, "blockOwnerDeletion": true}])
+        );
+        let annotations = &rs["metadata"]["annotations"];
+        assert_eq!(annotations["deployment.kubernetes.io/revision"], "1");
+        assert_eq!(
+            annotations["deployment.kubernetes.io/desired-replicas"],
+            "3"
+        );
+        assert_eq!(annotations["deployment.kubernetes.io/max-replicas"], "4");
+        assert_eq!(
+            d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+            "1"
+        );
+        let available = condition(&d, "Available").expect("Available");
+        assert_eq!(available["status"], "True");
+        assert_eq!(available["reason"], "MinimumReplicasAvailable");
+        let progressing = condition(&d, "Progressing").expect("Progressing");
+        assert_eq!(progressing["status"], "True");
+        assert_eq!(
+            progressing["message"],
+            format!("ReplicaSet \"web-{hash}\" has successfully progressed.")
+        );
+        assert_eq!(d["status"]["readyReplicas"], 3);
+        // The stored deployment kept what it was written with (no defaults written back).
+        assert!(d["spec"].get("revisionHistoryLimit").is_none(), "{d}");
+    })
+    .await;
+}
+
+/// A template change on 10 replicas at 25%/25%, replayed from etcd's history: at every
+/// revision Σ ReplicaSet spec ≤ 13, active owned pods ≤ 13 and Ready owned pods ≥ 8; it
+/// ends with the new ReplicaSet at 10 Ready and the old at 0 with no pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_update_keeps_pods_within_the_surge_and_unavailability_bounds() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        roll_out(&client, &deployment_json(10, "v1", json!(null))).await;
+        let start = set_image(&client, "v2").await;
+        eventually(SETTLE, "10 replicas of v2", || rolled_out(&client, 10)).await;
+        assert_eq!(sizes(&client).await, [("v1".into(), 0), ("v2".into(), 10)]);
+        let rss = owned_replica_sets(&client).await;
+        let old_uid = rss.values().find(|rs| image(rs) == "v1").unwrap()["metadata"]["uid"].clone();
+        let pods = documents(&client, "pods").await;
+        assert!(
+            pods.values()
+                .all(|p| p["metadata"]["ownerReferences"][0]["uid"] != old_uid),
+            "the old ReplicaSet has no pods left"
+        );
+        let ready = pods.values().filter(|p| is_ready(p)).count();
+        assert_eq!(ready, 10);
+        let counts = replay(&client, start).await;
+        assert!(counts.len() > 10, "{counts:?}");
+        for c in &counts {
+            assert!(
+                c.spec_sum <= 13,
+                "Σ spec {} > 13 at {}",
+                c.spec_sum,
+                c.revision
+            );
+            assert!(
+                c.active <= 13,
+                "{} active pods > 13 at {}",
+                c.active,
+                c.revision
+            );
+            assert!(c.ready >= 8, "{} ready pods < 8 at {}", c.ready, c.revision);
+        }
+        assert!(
+            counts.iter().any(|c| c.active > 10),
+            "the rollout surged: {counts:?}"
+        );
+    })
+    .await;
+}
+
+/// The `spec.replicas` changes of ReplicaSets in `events` after revision `after`, in
+/// order: `(image, from, to)`.
+fn rs_scalings(events: &[HistoryEvent], after: i64) -> Vec<(String, i64, i64)> {
+    let prefix = format!("/registry/replicasets/{NS}/");
+    let mut sizes: BTreeMap<String, i64> = BTreeMap::new();
+    let mut scalings = Vec::new();
+    for event in events
+        .iter()
+        .filter(|e| e.key.starts_with(&prefix) && e.put)
+    {
+        let rs: Value = serde_json::from_slice(&event.value).expect("JSON");
+        let size = rs["spec"]["replicas"].as_i64().unwrap_or(1);
+        if let Some(before) = sizes.insert(event.key.clone(), size) {
+            if before != size && event.revision > after {
+                scalings.push((image(&rs).to_string(), before, size));
+            }
+        }
+    }
+    scalings
+}
+
+/// A failing image stops where Kubernetes stops (old 8 / new 5 at 25%/25% of 10), and
+/// Progressing turns False `ProgressDeadlineExceeded` after the deadline; writing the old
+/// template back rolls the old ReplicaSet forward as revision 3 (history "1"), the
+/// failing (never ready) replicas going first, and Ready pods never below 8.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_image_stops_at_the_bound_times_out_and_the_old_template_recovers() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        let mut d = deployment_json(10, "v1", json!(null));
+        d["spec"]["progressDeadlineSeconds"] = json!(2);
+        roll_out(&client, &d).await;
+        set_image(&client, "nginx:fail").await;
+        eventually(
+            SETTLE,
+            "Progressing False ProgressDeadlineExceeded",
+            || async {
+                let d = deployment(&client).await;
+                condition(&d, "Progressing").is_some_and(|c| {
+                    c["status"] == "False" && c["reason"] == "ProgressDeadlineExceeded"
+                })
+            },
+        )
+        .await;
+        assert_eq!(
+            sizes(&client).await,
+            [("nginx:fail".into(), 5), ("v1".into(), 8)]
+        );
+        let d = deployment(&client).await;
+        let progressing = condition(&d, "Progressing").unwrap();
+        let failing = owned_replica_sets(&client)
+            .await
+            .into_iter()
+            .find(|(_, rs)| image(rs) == "nginx:fail")
+            .unwrap()
+            .0;
+        assert_eq!(
+            progressing["message"],
+            format!("ReplicaSet \"{failing}\" has timed out progressing.")
+        );
+        assert_eq!(d["status"]["availableReplicas"], 8);
+
+        let start = set_image(&client, "v1").await;
+        eventually(SETTLE, "10 replicas of v1 again", || {
+            rolled_out(&client, 10)
+        })
+        .await;
+        assert_eq!(
+            sizes(&client).await,
+            [("nginx:fail".into(), 0), ("v1".into(), 10)]
+        );
+        let rss = owned_replica_sets(&client).await;
+        let v1 = rss.values().find(|rs| image(rs) == "v1").unwrap();
+        assert_eq!(
+            v1["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+            "3"
+        );
+        assert_eq!(
+            v1["metadata"]["annotations"]["deployment.kubernetes.io/revision-history"],
+            "1"
+        );
+        let d = deployment(&client).await;
+        assert_eq!(
+            d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+            "3"
+        );
+        let events = history::read(&client, "/registry/", "/registry0", 0, "/registry/~end").await;
+        let scalings = rs_scalings(&events, start);
+        assert_eq!(
+            scalings.first(),
+            Some(&("nginx:fail".to_string(), 5, 0)),
+            "the failing replicas go first: {scalings:?}"
+        );
+        for c in replay(&client, start).await {
+            assert!(c.ready >= 8, "{} ready pods < 8 at {}", c.ready, c.revision);
+            assert!(
+                c.active <= 13,
+                "{} active pods > 13 at {}",
+                c.active,
+                c.revision
+            );
+        }
+    })
+    .await;
+}
+
+/// `Recreate` never has active pods of two ReplicaSets at one revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreate_never_runs_pods_of_two_replica_sets_at_once() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        let d = deployment_json(3, "v1", json!({"type": "Recreate"}));
+        roll_out(&client, &d).await;
+        let start = set_image(&client, "v2").await;
+        eventually(SETTLE, "3 replicas of v2", || rolled_out(&client, 3)).await;
+        assert_eq!(sizes(&client).await, [("v1".into(), 0), ("v2".into(), 3)]);
+        let counts = replay(&client, start).await;
+        for c in &counts {
+            assert!(
+                c.sets_with_active_pods <= 1,
+                "active pods of {} ReplicaSets at {}",
+                c.sets_with_active_pods,
+                c.revision
+            );
+        }
+        assert!(
+            counts.iter().any(|c| c.active == 0),
+            "all old pods stopped first"
+        );
+    })
+    .await;
+}
+
+/// A paused deployment creates no ReplicaSet for a new template (Progressing Unknown
+/// `DeploymentPaused`); resumed, it rolls out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_deployment_creates_no_replica_set_and_resuming_rolls_out() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        roll_out(&client, &deployment_json(2, "v1", json!(null))).await;
+        let paused_at = update_json(&client, &deployment_key("web"), |d| {
+            d["spec"]["paused"] = json!(true);
+            d["spec"]["template"]["spec"]["containers"][0]["image"] = json!("v2");
+            bump_generation(d);
+        })
+        .await;
+        eventually(SETTLE, "the paused generation observed", || async {
+            let d = deployment(&client).await;
+            d["status"]["observedGeneration"] == d["metadata"]["generation"]
+                && condition(&d, "Progressing")
+                    .is_some_and(|c| c["status"] == "Unknown" && c["reason"] == "DeploymentPaused")
+        })
+        .await;
+        let d = deployment(&client).await;
+        assert!(d["status"]["updatedReplicas"].is_null(), "{d}");
+        let resumed_at = update_json(&client, &deployment_key("web"), |d| {
+            d["spec"]["paused"] = json!(false);
+            bump_generation(d);
+        })
+        .await;
+        eventually(SETTLE, "2 replicas of v2", || rolled_out(&client, 2)).await;
+        assert_eq!(sizes(&client).await, [("v1".into(), 0), ("v2".into(), 2)]);
+        let prefix = format!("/registry/replicasets/{NS}/");
+        let events = history::read(
+            &client,
+            "/registry/",
+            "/registry0",
+            paused_at,
+            "/registry/~end",
+        )
+        .await;
+        let created: Vec<i64> = events
+            .iter()
+            .filter(|e| e.key.starts_with(&prefix) && e.put && e.create_revision == e.revision)
+            .map(|e| e.revision)
+            .collect();
+        assert_eq!(created.len(), 1, "{created:?}");
+        assert!(
+            created[0] > resumed_at,
+            "created at {created:?}, resumed at {resumed_at}"
+        );
+    })
+    .await;
+}
+
+/// `revisionHistoryLimit: 2` keeps the two newest old ReplicaSets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_revision_history_limit_keeps_the_two_newest_old_replica_sets() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        let mut d = deployment_json(1, "v1", json!(null));
+        d["spec"]["revisionHistoryLimit"] = json!(2);
+        roll_out(&client, &d).await;
+        for version in ["v2", "v3", "v4"] {
+            set_image(&client, version).await;
+            eventually(SETTLE, "the next version", || rolled_out(&client, 1)).await;
+        }
+        eventually(SETTLE, "v1 cleaned up", || async {
+            let images: Vec<String> = sizes(&client).await.into_iter().map(|s| s.0).collect();
+            images == ["v2", "v3", "v4"]
+        })
+        .await;
+        let revisions: Vec<String> = owned_replica_sets(&client)
+            .await
+            .values()
+            .map(|rs| {
+                rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        let mut revisions = revisions;
+        revisions.sort();
+        assert_eq!(revisions, ["2", "3", "4"]);
+    })
+    .await;
+}
+
+/// A ReplicaSet squatting on the new ReplicaSet's name with another template bumps
+/// `status.collisionCount`; the rollout completes under the next hash, the squatter
+/// untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_squatter_bumps_the_collision_count_and_the_rollout_completes() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        let d = deployment_json(2, "nginx", json!(null));
+        let taken = kcm::api::pod_template_hash(&d["spec"]["template"], None);
+        let squatter = json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": format!("web-{taken}"), "namespace": NS, "uid": "uid-squatter"},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "other"}},
+                "template": {
+                    "metadata": {"labels": {"app": "other"}},
+                    "spec": {"containers": [{"name": "app", "image": "squat"}]}
+                }
+            }
+        });
+        put_json(&client, &rs_key(&format!("web-{taken}")), &squatter).await;
+        roll_out(&client, &d).await;
+        let stored = deployment(&client).await;
+        assert_eq!(stored["status"]["collisionCount"], 1);
+        let next = kcm::api::pod_template_hash(&d["spec"]["template"], Some(1));
+        let names: Vec<String> = owned_replica_sets(&client).await.into_keys().collect();
+        assert_eq!(names, [format!("web-{next}")]);
+        let all = documents(&client, "replicasets").await;
+        let still = &all[&format!("web-{taken}")];
+        assert_eq!(still["spec"], squatter["spec"]);
+        assert!(still["metadata"]["ownerReferences"].is_null());
+    })
+    .await;
+}
+
+/// Scaling a deployment mid-rollout is proportional: stuck at old 8 / new 5 with
+/// maxSurge 3 and maxUnavailable 2, scaled to 15 → old 11 / new 7 (Kubernetes' documented
+/// example).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_mid_rollout_is_proportional() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        let d = deployment_json(10, "v1", rolling(json!(3), json!(2)));
+        roll_out(&client, &d).await;
+        set_image(&client, "nginx:fail").await;
+        eventually(SETTLE, "stuck at 8 / 5", || async {
+            sizes(&client).await == [("nginx:fail".into(), 5), ("v1".into(), 8)]
+        })
+        .await;
+        update_json(&client, &deployment_key("web"), |d| {
+            d["spec"]["replicas"] = json!(15);
+            bump_generation(d);
+        })
+        .await;
+        eventually(SETTLE, "11 / 7", || async {
+            sizes(&client).await == [("nginx:fail".into(), 7), ("v1".into(), 11)]
+        })
+        .await;
+        for rs in owned_replica_sets(&client).await.values() {
+            let annotations = &rs["metadata"]["annotations"];
+            assert_eq!(
+                annotations["deployment.kubernetes.io/desired-replicas"],
+                "15"
+            );
+            assert_eq!(annotations["deployment.kubernetes.io/max-replicas"], "18");
+        }
+    })
+    .await;
+}
