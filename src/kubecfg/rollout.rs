@@ -665,25 +665,10 @@ pub async fn status(target: &Target, options: RolloutStatusOptions) -> anyhow::R
     let uid = d.metadata.uid.clone();
     let watcher = Watcher::new(&client, registry);
     let mut stream = watcher.resumable_object::<Deployment>(&namespace, &name, &start)?;
-    let follow = async {
-        loop {
-            match stream.next().await {
-                Update::Event(WatchEvent::Added(d) | WatchEvent::Modified(d), _) => {
-                    anyhow::ensure!(d.metadata.uid == uid, "object has been deleted");
-                    if report(&d)? {
-                        return Ok(());
-                    }
-                }
-                Update::Event(WatchEvent::Deleted(_), _) => {
-                    anyhow::bail!("object has been deleted")
-                }
-                Update::Event(WatchEvent::Error(status), _) | Update::Error(status) => {
-                    anyhow::bail!("watch {DEPLOYMENTS_APPS} {name:?}: {}", status.message)
-                }
-                Update::Resumed { .. } | Update::Relisted { .. } => {}
-            }
-        }
-    };
+    let follow = stream.until(|d| {
+        anyhow::ensure!(d.metadata.uid == uid, "object has been deleted");
+        report(d)
+    });
     match timeout {
         Some(timeout) if !timeout.is_zero() => tokio::time::timeout(timeout, follow)
             .await
