@@ -9,10 +9,12 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::cli::{collect, command, kcm, raw, Outcome};
+use crate::support::kcm::{spawn_kubelet, start_manager, Kcm};
 use crate::support::objects::{put_json, update_json};
-use crate::support::{start_etcd, with_timeout};
+use crate::support::{eventually, start_etcd, with_timeout};
 
 const LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(60);
 const NS: &str = "roll";
 
 /// A ReplicaSet as another tool would write it, with a field kcm does not model.
@@ -188,19 +190,7 @@ async fn deployment_verbs_read_and_write_what_kubectl_would() {
         };
         let client = etcd.client().await;
         let endpoint = etcd.endpoint();
-        let created = in_ns(
-            &endpoint,
-            &[
-                "create",
-                "deployment",
-                "web",
-                "--image",
-                "nginx:1",
-                "--replicas",
-                "3",
-            ],
-        )
-        .await;
+        let created = create_web(&endpoint, "3").await;
         assert_eq!(created.success(), "deployment.apps/web created\n");
         let d = stored(&client, &deploy_key("web")).await;
         assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
@@ -393,7 +383,7 @@ async fn rollout_status_follows_the_deployment_until_done_deadline_or_timeout() 
         };
         let client = etcd.client().await;
         let endpoint = etcd.endpoint();
-        let created = in_ns(&endpoint, &["create", "deployment", "web", "--image", "nginx:1", "--replicas", "3"]).await;
+        let created = create_web(&endpoint, "3").await;
         created.success();
 
         // Unobserved, then progress, then complete: each line once, exit 0.
@@ -433,6 +423,184 @@ async fn rollout_status_follows_the_deployment_until_done_deadline_or_timeout() 
                 "reason": "ProgressDeadlineExceeded"}]})).await;
         let outcome = collect(child).await;
         outcome.fails_with(r#"deployment "web" exceeded its progress deadline"#);
+    })
+    .await;
+}
+
+/// `kcm create deployment web --image nginx:1 --replicas REPLICAS -n NS`.
+async fn create_web(endpoint: &str, replicas: &str) -> Outcome {
+    let args = [
+        "create",
+        "deployment",
+        "web",
+        "--image",
+        "nginx:1",
+        "--replicas",
+        replicas,
+    ];
+    in_ns(endpoint, &args).await
+}
+
+/// A controller manager with the ReplicaSet and Deployment controllers and one
+/// simulated node (pods start after 100 ms, Ready at once), then `kcm create deployment
+/// web --image nginx:1 --replicas 4` rolled out. Returns the endpoint, a client and the
+/// processes (stopped on drop).
+async fn rolled_out_web(etcd: &crate::support::EtcdServer) -> (String, Client, (Kcm, Kcm)) {
+    let endpoint = etcd.endpoint();
+    let manager = start_manager(&endpoint, &["--controllers", "replicaset,deployment"]).await;
+    let kubelet = spawn_kubelet(&endpoint, "n1", "100ms");
+    create_web(&endpoint, "4").await.success();
+    assert_rolled_out(&status_to_the_end(&endpoint).await);
+    (endpoint, etcd.client().await, (manager, kubelet))
+}
+
+#[track_caller]
+fn assert_rolled_out(outcome: &Outcome) {
+    assert!(
+        outcome
+            .success()
+            .ends_with("deployment \"web\" successfully rolled out\n"),
+        "{outcome:?}"
+    );
+}
+
+/// `kcm rollout status deploy/web -n NS` until it ends (at most a minute).
+async fn status_to_the_end(endpoint: &str) -> Outcome {
+    in_ns(
+        endpoint,
+        &["rollout", "status", "deploy/web", "--timeout", "60s"],
+    )
+    .await
+}
+
+fn image_of(d: &Value) -> &str {
+    d["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_image_rolls_out_pause_holds_it_and_resume_finishes_it() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let (endpoint, client, _cluster) = rolled_out_web(&etcd).await;
+        in_ns(&endpoint, &["set", "image", "deploy/web", "nginx=nginx:2"])
+            .await
+            .success();
+        assert_rolled_out(&status_to_the_end(&endpoint).await);
+        let table = in_ns(&endpoint, &["get", "deploy"]).await;
+        let row: Vec<&str> = table
+            .success()
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(row[..4], ["web", "4/4", "4", "4"], "{table:?}");
+
+        // Paused, a template change rolls nothing out; the status says it waits.
+        in_ns(&endpoint, &["rollout", "pause", "deploy/web"])
+            .await
+            .success();
+        in_ns(&endpoint, &["set", "image", "deploy/web", "*=nginx:3"])
+            .await
+            .success();
+        let waiting = "Waiting for deployment \"web\" rollout to finish: \
+                       0 out of 4 new replicas have been updated...\n";
+        eventually(SETTLE, "the paused deployment observed", || async {
+            in_ns(
+                &endpoint,
+                &["rollout", "status", "deploy/web", "--watch=false"],
+            )
+            .await
+            .stdout
+                == waiting
+        })
+        .await;
+        let replica_sets = client
+            .clone()
+            .get(
+                format!("/registry/replicasets/{NS}/"),
+                Some(
+                    etcd_client::GetOptions::new()
+                        .with_prefix()
+                        .with_count_only(),
+                ),
+            )
+            .await
+            .unwrap()
+            .count();
+        assert_eq!(replica_sets, 2, "no ReplicaSet while paused");
+        in_ns(&endpoint, &["rollout", "resume", "deploy/web"])
+            .await
+            .success();
+        assert_rolled_out(&status_to_the_end(&endpoint).await);
+        let history = in_ns(&endpoint, &["rollout", "history", "deploy/web"]).await;
+        assert_eq!(
+            history.success(),
+            "deployment.apps/web\nREVISION  CHANGE-CAUSE\n\
+             1         <none>\n2         <none>\n3         <none>\n"
+        );
+        let described = in_ns(&endpoint, &["describe", "deploy", "web"]).await;
+        let text = described.success();
+        let replicas = "4 desired | 4 updated | 4 total | 4 available | 0 unavailable";
+        assert!(text.contains(replicas), "{text}");
+        assert!(text.contains("Problems:               <none>"), "{text}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_image_fails_rollout_status_and_undo_restores_the_old_template() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let (endpoint, client, _cluster) = rolled_out_web(&etcd).await;
+        update_json(&client, &deploy_key("web"), |d| {
+            d["spec"]["progressDeadlineSeconds"] = json!(2);
+        })
+        .await;
+
+        in_ns(
+            &endpoint,
+            &["set", "image", "deploy/web", "nginx=nginx:fail"],
+        )
+        .await
+        .success();
+        status_to_the_end(&endpoint)
+            .await
+            .fails_with(r#"deployment "web" exceeded its progress deadline"#);
+
+        let outcome = in_ns(&endpoint, &["rollout", "undo", "deploy/web"]).await;
+        assert_eq!(outcome.success(), "deployment.apps/web rolled back\n");
+        assert_eq!(
+            image_of(&stored(&client, &deploy_key("web")).await),
+            "nginx:1"
+        );
+        assert_rolled_out(&status_to_the_end(&endpoint).await);
+        // Revision 1's ReplicaSet came back as revision 3; history no longer lists 1.
+        let history = in_ns(&endpoint, &["rollout", "history", "deploy/web"]).await;
+        assert_eq!(
+            history.success(),
+            "deployment.apps/web\nREVISION  CHANGE-CAUSE\n2         <none>\n3         <none>\n"
+        );
+        let d = stored(&client, &deploy_key("web")).await;
+        assert_eq!(
+            d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+            "3"
+        );
+        let outcome = in_ns(
+            &endpoint,
+            &["rollout", "undo", "deploy/web", "--to-revision", "3"],
+        )
+        .await;
+        assert_eq!(
+            outcome.success(),
+            "deployment.apps/web skipped rollback (current template already matches revision 3)\n"
+        );
     })
     .await;
 }
