@@ -284,7 +284,8 @@ pub enum Command {
     /// the manifest names a resourceVersion that is no longer stored. Prints
     /// `KIND/NAME created`, `configured` or `unchanged` per object.
     Apply(CreateArgs),
-    /// Print objects of one kind as a table or as JSON.
+    /// Print objects as a table or as JSON; several kinds (`rs,deploy`) print one table
+    /// each.
     Get(GetArgs),
     /// Set a replication controller's or ReplicaSet's desired replicas (2014 kubecfg's
     /// `resize`; prints `replicationcontrollers/web resized to 3`).
@@ -316,7 +317,9 @@ pub enum Command {
     /// The controller, its pods and (with --expose) a service in front of them are all
     /// labelled and selected by `name=NAME`.
     Run(RunArgs),
-    /// Show a replication controller's spec, status and pods, and what looks wrong.
+    /// Show a controller's spec and status, and what looks wrong: a replication
+    /// controller or ReplicaSet with its pods, a deployment with its conditions and its
+    /// old and new ReplicaSets.
     Describe(DescribeArgs),
     /// Measure kcm against raw etcd on this machine: scale-up, scale-down (a
     /// ReplicationController), rs-scale-up, rs-scale-down (a ReplicaSet), rollout (a

@@ -1,5 +1,7 @@
-//! The kubecfg verbs: `create`, `apply`, `get`, `resize` (`scale`), `delete`, `stop`, `run`,
-//! `describe` and `watch`, talking to etcd directly instead of to an apiserver.
+//! The kubecfg verbs: `create`, `apply`, `get`, `resize`, `delete`, `stop`, `run`,
+//! `describe` and `watch`, and kubectl's later ones: `scale`, `set image`, `create
+//! deployment` and `rollout` (`rollout.rs`, `set.rs`), talking to etcd directly instead of
+//! to an apiserver.
 //!
 //! Mirrors 2014's `cmd/kubecfg/kubecfg.go` and `pkg/kubecfg/` (`kubecfg.go`:
 //! `ResizeController`, `StopController`, `RunController`; `resource_printer.go`: the

@@ -1,6 +1,6 @@
-//! The kubecfg verbs' flags (`create`, `get`, `resize`, `delete`, `stop`, `run`,
-//! `describe`, `watch`), kubectl's spelling of kinds, and the [`crate::kubecfg`] options
-//! they describe.
+//! The kubecfg verbs' flags (`create`, `get`, `resize`, `scale`, `set image`, `rollout`,
+//! `delete`, `stop`, `run`, `describe`, `watch`), kubectl's spelling of kinds, and the
+//! [`crate::kubecfg`] options they describe.
 
 use std::path::PathBuf;
 use std::time::Duration;
