@@ -15,9 +15,13 @@
 //!   are adopted and strays released only while the deployment lives, not deleting, and
 //!   is unchanged since the sync read it;
 //! - every ReplicaSet write is a compare-and-swap on the revision the sync read (the
-//!   registry bumps its generation when its spec changed); the new ReplicaSet is created
-//!   create-if-absent as `{name}-{pod-template-hash}`, and a same-named ReplicaSet with
-//!   another template (a squatter) bumps `status.collisionCount` instead;
+//!   registry bumps its generation when its spec changed), and every one the plan makes
+//!   (create, scale, annotations, delete) and every adoption also requires the deployment
+//!   unchanged since the sync read it, so no decision from an older template or size
+//!   commits; the new ReplicaSet is created create-if-absent as
+//!   `{name}-{pod-template-hash}` (the hash of the template as stored, raw JSON), and a
+//!   same-named ReplicaSet with another template (a squatter) bumps
+//!   `status.collisionCount` instead;
 //! - one step per sync (plan.rs), read-your-writes: a sync reads the caches only once
 //!   they have applied this controller's last writes for the deployment, else etcd;
 //! - with one controller manager (or a leader), active pods ≤ replicas + maxSurge and

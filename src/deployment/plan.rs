@@ -224,8 +224,8 @@ pub fn deployment_timed_out(d: &Deployment, status: &DeploymentStatus, now: i64)
     from.saturating_add(d.progress_deadline_seconds()) < now
 }
 
-/// `NewDeploymentCondition`.
-fn new_condition(
+/// `NewDeploymentCondition`: both times `now`.
+pub fn new_condition(
     type_: &str,
     status: &str,
     reason: &str,
@@ -305,6 +305,9 @@ pub struct Rollout {
     deleted: Vec<usize>,
     /// Seconds since the Unix epoch.
     pub now: i64,
+    /// The pod-template-hash of the deployment's template as stored (its raw JSON), when
+    /// the caller has it; else the hash of the typed template ([`api::template_hash`]).
+    pub template_hash: Option<String>,
 }
 
 impl Rollout {
@@ -321,6 +324,7 @@ impl Rollout {
             touched: Vec::new(),
             deleted: Vec::new(),
             now,
+            template_hash: None,
         }
     }
 
@@ -439,7 +443,10 @@ impl Rollout {
     fn new_replica_set(&self, new_revision: i64) -> ReplicaSet {
         let d = &self.d;
         let mut template = d.spec.template.clone().unwrap_or_default();
-        let hash = api::template_hash(&template, d.status.collision_count);
+        let hash = self
+            .template_hash
+            .clone()
+            .unwrap_or_else(|| api::template_hash(&template, d.status.collision_count));
         template
             .metadata
             .labels
@@ -1154,9 +1161,25 @@ pub fn sync_scale(r: &mut Rollout) {
 }
 
 /// `syncDeployment` after the claim: the writes for `d` over its ReplicaSets `rss` and
-/// their pods `pods` at `now` (seconds since the epoch).
+/// their pods `pods` at `now` (seconds since the epoch), a new ReplicaSet named by the
+/// hash of the typed template.
 pub fn plan(d: &Deployment, rss: Vec<ReplicaSet>, pods: &[Arc<CachedPod>], now: i64) -> Plan {
+    plan_with_hash(d, rss, pods, now, None)
+}
+
+/// [`plan`], a new ReplicaSet named by `template_hash` when given: the
+/// [`api::pod_template_hash`] of the deployment's template as stored, which differs from
+/// the typed template's where the stored JSON has what kcm's model leaves out (a
+/// `creationTimestamp: null`, an empty list).
+pub fn plan_with_hash(
+    d: &Deployment,
+    rss: Vec<ReplicaSet>,
+    pods: &[Arc<CachedPod>],
+    now: i64,
+    template_hash: Option<String>,
+) -> Plan {
     let mut r = Rollout::new(d, rss, now);
+    r.template_hash = template_hash;
     if d.metadata.deletion_timestamp.is_some() {
         // `syncStatusOnly`: no ReplicaSet writes while the deployment is deleted.
         r.find_new();

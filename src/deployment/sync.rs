@@ -5,12 +5,14 @@
 //!
 //! Invariants: read-your-writes — a sync reads a cache only once it has applied this
 //! controller's last write of that kind for the deployment, else it reads etcd; every
-//! write is a compare-and-swap on the revision read (creates and adoptions also require
-//! the deployment unchanged since it was read), and the first refused write ends the
-//! sync (the change that refused it queues the deployment again).
+//! write is a compare-and-swap on the revision read (every ReplicaSet write but a release
+//! also requires the deployment unchanged since it was read), and the first refused write
+//! ends the sync (the change that refused it queues the deployment again).
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use anyhow::Context as _;
 
 use crate::api::{self, Deployment, ReplicaSet};
 use crate::informer::CachedPod;
@@ -28,6 +30,9 @@ pub(super) struct Written {
     deployment: i64,
     /// The header revision of its last ReplicaSet write.
     replica_sets: i64,
+    /// When the pending delayed sync (`requeueStuckDeployment`) fires, in seconds since
+    /// the epoch: a stuck deployment synced often (resyncs, pod events) keeps one timer.
+    requeue_at: Option<i64>,
 }
 
 /// How a write went.
@@ -200,8 +205,53 @@ impl Inner {
         } else {
             self.read_pods(namespace, &owned).await?
         };
-        let plan = plan::plan(&d, owned, &pods, epoch_now());
-        self.act(key, &d, plan).await
+        let now = epoch_now();
+        let sizes: Vec<(String, i64)> = owned
+            .iter()
+            .map(|rs| (rs.metadata.name.clone(), rs.replicas()))
+            .collect();
+        let mut plan = plan::plan(&d, owned.clone(), &pods, now);
+        if let Some(planned) = &plan.create {
+            // The name's hash is over the template as stored: read it raw (once per new
+            // ReplicaSet) and plan again if it differs from the typed template's.
+            let Some(hash) = self.stored_template_hash(&d).await? else {
+                // Changed since read: its own event syncs it again.
+                return Ok(());
+            };
+            let typed = planned.metadata.labels.get(api::POD_TEMPLATE_HASH_LABEL);
+            if typed != Some(hash.as_str()) {
+                plan = plan::plan_with_hash(&d, owned, &pods, now, Some(hash));
+            }
+        }
+        self.act(key, &d, plan, &sizes).await
+    }
+
+    /// The [`api::pod_template_hash`] of `d`'s `spec.template` as stored in etcd, with its
+    /// collision count; `None` when the stored deployment is no longer the one read.
+    async fn stored_template_hash(&self, d: &Deployment) -> anyhow::Result<Option<String>> {
+        let key = self
+            .registry
+            .key::<Deployment>(&d.metadata.namespace, &d.metadata.name);
+        let mut kv = self.registry.kv();
+        let response = tokio::time::timeout(Duration::from_secs(10), kv.get(key.as_str(), None))
+            .await
+            .map_err(|_| anyhow::anyhow!("read {key}: timed out after 10s"))?
+            .with_context(|| format!("read {key}"))?;
+        let Some(kv) = response.kvs().first() else {
+            return Ok(None);
+        };
+        if Some(api::ResourceVersion(kv.mod_revision())) != d.metadata.resource_version {
+            return Ok(None);
+        }
+        let stored: serde_json::Value =
+            serde_json::from_slice(kv.value()).with_context(|| format!("decode {key}"))?;
+        let template = stored
+            .pointer("/spec/template")
+            .unwrap_or(&serde_json::Value::Null);
+        Ok(Some(api::pod_template_hash(
+            template,
+            d.status.collision_count,
+        )))
     }
 
     /// The registry whose writes require `d` unchanged since it was read.
@@ -239,7 +289,14 @@ impl Inner {
     }
 
     /// Makes the plan's writes in order, stopping at the first refused one.
-    async fn act(&self, key: &str, d: &Deployment, plan: Plan) -> anyhow::Result<()> {
+    /// `sizes` are the ReplicaSets' sizes as read, for the log.
+    async fn act(
+        &self,
+        key: &str,
+        d: &Deployment,
+        plan: Plan,
+        sizes: &[(String, i64)],
+    ) -> anyhow::Result<()> {
         let Plan {
             create,
             updates,
@@ -248,7 +305,28 @@ impl Inner {
             requeue_after,
         } = plan;
         if let Some(rs) = create {
-            match self.create_rs(key, d, &rs).await? {
+            let created = match self.create_rs(key, d, &rs).await {
+                Ok(created) => created,
+                Err(e) => {
+                    // Progressing False `ReplicaSetCreateError`, then the error (retried).
+                    let mut failed = d.clone();
+                    let message = format!(
+                        "Failed to create new replica set {:?}: {e:#}",
+                        rs.metadata.name
+                    );
+                    let condition = plan::new_condition(
+                        api::DEPLOYMENT_PROGRESSING,
+                        "False",
+                        api::FAILED_RS_CREATE_REASON,
+                        message,
+                        epoch_now(),
+                    );
+                    plan::set_condition(&mut failed.status, condition);
+                    self.write_deployment(key, &failed).await?;
+                    return Err(e);
+                }
+            };
+            match created {
                 Created::Yes => {}
                 Created::Changed => {
                     self.sync_later(key, Duration::from_secs(1));
@@ -265,18 +343,32 @@ impl Inner {
                 }
             }
         }
+        // Every ReplicaSet write of the plan requires the deployment unchanged since the
+        // sync read it: a decision from an older template or size never commits (a
+        // rollover never grows the previous new ReplicaSet; kubernetes #22719).
+        let guarded = self.while_unchanged(d)?;
         for rs in &updates {
-            match self.write_rs(key, &self.registry, rs).await? {
+            match self.write_rs(key, &guarded, rs).await? {
                 Outcome::Done(_) => {
-                    tracing::debug!(deployment = %key, replicaset = %rs.metadata.name, replicas = rs.replicas(), "updated replica set")
+                    let name = &rs.metadata.name;
+                    let from = sizes.iter().find(|(n, _)| n == name).map(|(_, size)| *size);
+                    match from {
+                        // Kubernetes' `ScalingReplicaSet` event, as a log line.
+                        Some(from) if from != rs.replicas() => {
+                            let direction = if rs.replicas() > from { "up" } else { "down" };
+                            tracing::info!(deployment = %key, "Scaled {direction} replica set {name} to {} from {from}", rs.replicas());
+                        }
+                        _ => {
+                            tracing::debug!(deployment = %key, replicaset = %name, "updated replica set annotations")
+                        }
+                    }
                 }
                 Outcome::Changed => return Ok(()),
             }
         }
         for rs in &deletes {
             let version = rs.metadata.resource_version;
-            match self
-                .registry
+            match guarded
                 .delete::<ReplicaSet>(&rs.metadata.namespace, &rs.metadata.name, version)
                 .await
             {
@@ -296,7 +388,13 @@ impl Inner {
             self.write_deployment(key, &updated).await?;
         }
         if let Some(after) = requeue_after {
-            self.sync_later(key, Duration::from_secs(after));
+            let now = epoch_now();
+            let at = now.saturating_add(i64::try_from(after).unwrap_or(i64::MAX));
+            let pending = self.memory.written(key).requeue_at;
+            if pending.is_none_or(|pending| pending <= now || pending > at) {
+                self.memory.record(key, |w| w.requeue_at = Some(at));
+                self.sync_later(key, Duration::from_secs(after));
+            }
         }
         Ok(())
     }

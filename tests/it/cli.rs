@@ -919,6 +919,8 @@ async fn controller_manager_refuses_an_unknown_controller_and_lists_the_known_on
             "replication",
             "endpoints",
             "endpoints-controller",
+            "deployment (aliases deployment-controller)",
+            "--concurrent-deployment-syncs",
             "on-by-default controllers",
             "Disabled-by-default controllers: replication-2014.",
         ] {

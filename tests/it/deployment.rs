@@ -2,7 +2,7 @@
 //! (replicaset and deployment controllers) and simulated kubelets, against a real etcd
 //! (issue 14). Deployments and their template changes are written raw, as etcdctl would;
 //! the bounds are checked at every revision by replaying etcd's own history (phase2.md
-//! §9, D1-D4).
+//! §9: D1-D4 at every revision, D5, D8 and D9 where the scenario exercises them).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,6 +29,7 @@ fn rs_key(name: &str) -> String {
 }
 
 /// A deployment `web` as etcdctl would write it: `app=web`, one container of `image`.
+/// The ReplicaSets' names hash this template as written (raw JSON).
 fn deployment_json(replicas: i64, image: &str, strategy: Value) -> Value {
     json!({
         "apiVersion": "apps/v1",
@@ -38,9 +39,11 @@ fn deployment_json(replicas: i64, image: &str, strategy: Value) -> Value {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": "web"}},
             "strategy": strategy,
+            // kubectl's `creationTimestamp: null` and an empty list: kept in the stored
+            // JSON the pod-template-hash is computed over, though kcm's model drops them.
             "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "app", "image": image}]}
+                "metadata": {"labels": {"app": "web"}, "creationTimestamp": null},
+                "spec": {"containers": [{"name": "app", "image": image, "ports": []}]}
             }
         }
     })
@@ -50,16 +53,17 @@ fn rolling(surge: Value, unavailable: Value) -> Value {
     json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}})
 }
 
-/// A controller manager running the ReplicaSet and Deployment controllers, and one
-/// simulated node whose pods start after 100 ms and turn Ready 200 ms later.
-async fn start_cluster(etcd: &EtcdServer) -> (Kcm, Kcm) {
+/// A controller manager running the ReplicaSet and Deployment controllers with
+/// `--sync-period {sync_period}`, and one simulated node whose pods start after 100 ms and
+/// turn Ready 200 ms later.
+async fn start_cluster(etcd: &EtcdServer, sync_period: &str) -> (Kcm, Kcm) {
     let manager = start_manager(
         &etcd.endpoint(),
         &[
             "--controllers",
             "replicaset,deployment",
             "--sync-period",
-            "2s",
+            sync_period,
         ],
     )
     .await;
@@ -81,11 +85,16 @@ async fn start_cluster(etcd: &EtcdServer) -> (Kcm, Kcm) {
 }
 
 /// A started etcd (`None` when there is none to start, see `start_etcd`), a client of
-/// it, and [`start_cluster`] on it.
+/// it, and [`start_cluster`] on it with 2 s resyncs.
 async fn cluster() -> Option<(EtcdServer, Client, (Kcm, Kcm))> {
+    cluster_with_sync_period("2s").await
+}
+
+/// [`cluster`] with `--sync-period {sync_period}`.
+async fn cluster_with_sync_period(sync_period: &str) -> Option<(EtcdServer, Client, (Kcm, Kcm))> {
     let etcd = start_etcd().await?;
     let client = etcd.client().await;
-    let cluster = start_cluster(&etcd).await;
+    let cluster = start_cluster(&etcd, sync_period).await;
     Some((etcd, client, cluster))
 }
 
@@ -291,6 +300,31 @@ impl World {
     }
 }
 
+/// D1-D3: at every revision Σ spec and active pods ≤ `max`, Ready pods ≥ `min_ready`.
+#[track_caller]
+fn check_bounds(counts: &[Counts], max: i64, min_ready: i64) {
+    for c in counts {
+        assert!(
+            c.spec_sum <= max,
+            "Σ spec {} > {max} at {}",
+            c.spec_sum,
+            c.revision
+        );
+        assert!(
+            c.active <= max,
+            "{} active pods > {max} at {}",
+            c.active,
+            c.revision
+        );
+        assert!(
+            c.ready >= min_ready,
+            "{} ready pods < {min_ready} at {}",
+            c.ready,
+            c.revision
+        );
+    }
+}
+
 fn is_active(pod: &Value) -> bool {
     let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
     phase != "Succeeded" && phase != "Failed" && pod["metadata"]["deletionTimestamp"].is_null()
@@ -337,22 +371,21 @@ async fn a_deployment_converges_with_one_replica_set_named_by_its_template_hash(
         let Some((_etcd, client, _cluster)) = cluster().await else {
             return;
         };
-        put_json(
-            &client,
-            &deployment_key("web"),
-            &deployment_json(3, "nginx", json!(null)),
-        )
-        .await;
-        eventually(SETTLE, "the deployment to roll out 3 replicas", || {
-            rolled_out(&client, 3)
-        })
-        .await;
+        let written = deployment_json(3, "nginx", json!(null));
+        roll_out(&client, &written).await;
         let rss = owned_replica_sets(&client).await;
         assert_eq!(rss.len(), 1, "{rss:?}");
         let (name, rs) = rss.iter().next().unwrap();
-        let d = deployment(&client).await;
-        let hash = kcm::api::pod_template_hash(&d["spec"]["template"], None);
+        // The hash of the template as it was stored when the ReplicaSet was created: the
+        // JSON written, `creationTimestamp: null` and `ports: []` included.
+        let hash = kcm::api::pod_template_hash(&written["spec"]["template"], None);
         assert_eq!(name, &format!("web-{hash}"));
+        let d = deployment(&client).await;
+        let normalized = kcm::api::pod_template_hash(&d["spec"]["template"], None);
+        assert_ne!(
+            normalized, hash,
+            "the status writes re-encoded the template"
+        );
         assert_eq!(
             rs["metadata"]["labels"],
             json!({"app": "web", "pod-template-hash": hash})
@@ -422,21 +455,7 @@ async fn a_rolling_update_keeps_pods_within_the_surge_and_unavailability_bounds(
         assert_eq!(ready, 10);
         let counts = replay(&client, start).await;
         assert!(counts.len() > 10, "{counts:?}");
-        for c in &counts {
-            assert!(
-                c.spec_sum <= 13,
-                "Σ spec {} > 13 at {}",
-                c.spec_sum,
-                c.revision
-            );
-            assert!(
-                c.active <= 13,
-                "{} active pods > 13 at {}",
-                c.active,
-                c.revision
-            );
-            assert!(c.ready >= 8, "{} ready pods < 8 at {}", c.ready, c.revision);
-        }
+        check_bounds(&counts, 13, 8);
         assert!(
             counts.iter().any(|c| c.active > 10),
             "the rollout surged: {counts:?}"
@@ -467,13 +486,14 @@ fn rs_scalings(events: &[HistoryEvent], after: i64) -> Vec<(String, i64, i64)> {
 }
 
 /// A failing image stops where Kubernetes stops (old 8 / new 5 at 25%/25% of 10), and
-/// Progressing turns False `ProgressDeadlineExceeded` after the deadline; writing the old
-/// template back rolls the old ReplicaSet forward as revision 3 (history "1"), the
+/// Progressing turns False `ProgressDeadlineExceeded` after the deadline — with the
+/// resync five minutes away, so the delayed sync (`requeueStuckDeployment`) does it; writing
+/// the old template back rolls the old ReplicaSet forward as revision 3 (history "1"), the
 /// failing (never ready) replicas going first, and Ready pods never below 8.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_image_stops_at_the_bound_times_out_and_the_old_template_recovers() {
     with_timeout(LIMIT, async {
-        let Some((_etcd, client, _cluster)) = cluster().await else {
+        let Some((_etcd, client, _cluster)) = cluster_with_sync_period("300s").await else {
             return;
         };
         let mut d = deployment_json(10, "v1", json!(null));
@@ -508,6 +528,33 @@ async fn a_failing_image_stops_at_the_bound_times_out_and_the_old_template_recov
             format!("ReplicaSet \"{failing}\" has timed out progressing.")
         );
         assert_eq!(d["status"]["availableReplicas"], 8);
+        // D9: written no sooner than the deadline after the last progress.
+        let events = history::read(&client, "/registry/", "/registry0", 0, "/registry/~end").await;
+        let mut last_progress = None;
+        for event in events
+            .iter()
+            .filter(|e| e.key == deployment_key("web") && e.put)
+        {
+            let doc: Value = serde_json::from_slice(&event.value).unwrap();
+            let Some(c) = condition(&doc, "Progressing") else {
+                continue;
+            };
+            let at = |field: &str| {
+                let time = c[field].as_str().expect("a condition time");
+                humantime::parse_rfc3339(time).expect("RFC 3339")
+            };
+            if c["reason"] == "ProgressDeadlineExceeded" {
+                let last: std::time::SystemTime = last_progress.expect("progress before");
+                let timed_out = at("lastUpdateTime");
+                assert!(
+                    timed_out >= last + Duration::from_secs(3),
+                    "timed out at {timed_out:?}, last progress {last:?}"
+                );
+                break;
+            }
+            last_progress = Some(at("lastUpdateTime"));
+        }
+        assert!(last_progress.is_some());
 
         let start = set_image(&client, "v1").await;
         eventually(SETTLE, "10 replicas of v1 again", || {
@@ -540,15 +587,7 @@ async fn a_failing_image_stops_at_the_bound_times_out_and_the_old_template_recov
             Some(&("nginx:fail".to_string(), 5, 0)),
             "the failing replicas go first: {scalings:?}"
         );
-        for c in replay(&client, start).await {
-            assert!(c.ready >= 8, "{} ready pods < 8 at {}", c.ready, c.revision);
-            assert!(
-                c.active <= 13,
-                "{} active pods > 13 at {}",
-                c.active,
-                c.revision
-            );
-        }
+        check_bounds(&replay(&client, start).await, 13, 8);
     })
     .await;
 }
@@ -668,6 +707,35 @@ async fn the_revision_history_limit_keeps_the_two_newest_old_replica_sets() {
         let mut revisions = revisions;
         revisions.sort();
         assert_eq!(revisions, ["2", "3", "4"]);
+        let d = deployment(&client).await;
+        assert_eq!(
+            d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+            "4"
+        );
+        // D8: the ReplicaSet deleted had size 0, no pods by its status, and none stored.
+        let events = history::read(&client, "/registry/", "/registry0", 0, "/registry/~end").await;
+        let mut world = World::default();
+        let mut deleted = Vec::new();
+        for event in &events {
+            if !event.put
+                && event
+                    .key
+                    .starts_with(&format!("/registry/replicasets/{NS}/"))
+            {
+                let name = event.key.rsplit('/').next().unwrap();
+                let rs = &world.replica_sets[name];
+                assert_eq!(rs["spec"]["replicas"], 0, "{name} deleted at size 0");
+                assert!(rs["status"]["replicas"].as_i64().unwrap_or(0) == 0, "{rs}");
+                let uid = rs["metadata"]["uid"].as_str().unwrap();
+                assert!(
+                    world.pods.values().all(|p| controller_uid(p) != Some(uid)),
+                    "{name} deleted with pods"
+                );
+                deleted.push(image(rs).to_string());
+            }
+            world.apply(event);
+        }
+        assert_eq!(deleted, ["v1"]);
     })
     .await;
 }
@@ -700,7 +768,9 @@ async fn a_squatter_bumps_the_collision_count_and_the_rollout_completes() {
         roll_out(&client, &d).await;
         let stored = deployment(&client).await;
         assert_eq!(stored["status"]["collisionCount"], 1);
-        let next = kcm::api::pod_template_hash(&d["spec"]["template"], Some(1));
+        // The collision count was written with the status, which re-encoded the
+        // template as kcm models it: the next name hashes that.
+        let next = kcm::api::pod_template_hash(&stored["spec"]["template"], Some(1));
         let names: Vec<String> = owned_replica_sets(&client).await.into_keys().collect();
         assert_eq!(names, [format!("web-{next}")]);
         let all = documents(&client, "replicasets").await;
@@ -743,6 +813,176 @@ async fn scaling_mid_rollout_is_proportional() {
                 "15"
             );
             assert_eq!(annotations["deployment.kubernetes.io/max-replicas"], "18");
+        }
+    })
+    .await;
+}
+
+/// `kcm create -f` writes a Deployment with Kubernetes' defaults and generation 1, and
+/// the controller rolls it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcm_create_writes_a_deployment_with_defaults_that_rolls_out() {
+    with_timeout(LIMIT, async {
+        let Some((etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        let manifest = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n\
+            spec:\n  replicas: 2\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: app, image: nginx}]}\n";
+        let created =
+            crate::cli::kcm_stdin(&etcd.endpoint(), &["create", "-n", NS, "-f", "-"], manifest)
+                .await;
+        assert_eq!(created.success(), "deployments/web created\n");
+        let stored = deployment(&client).await;
+        assert_eq!(stored["apiVersion"], "apps/v1");
+        assert_eq!(stored["metadata"]["generation"], 1, "{stored}");
+        assert_eq!(
+            stored["spec"]["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
+        );
+        assert_eq!(stored["spec"]["revisionHistoryLimit"], 10);
+        assert_eq!(stored["spec"]["progressDeadlineSeconds"], 600);
+        eventually(SETTLE, "2 replicas", || rolled_out(&client, 2)).await;
+    })
+    .await;
+}
+
+/// A new template mid-rollout (a rollover, three ReplicaSets): the middle one is only
+/// scaled down once the newest exists, and the bounds hold at every revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollover_keeps_the_bounds_and_never_grows_the_middle_replica_set() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        roll_out(&client, &deployment_json(10, "v1", json!(null))).await;
+        let start = set_image(&client, "v2").await;
+        eventually(SETTLE, "v2 under way", || async {
+            sizes(&client)
+                .await
+                .iter()
+                .any(|(image, size)| image == "v2" && *size >= 3)
+        })
+        .await;
+        let rollover = set_image(&client, "v3").await;
+        eventually(SETTLE, "10 replicas of v3", || rolled_out(&client, 10)).await;
+        assert_eq!(
+            sizes(&client).await,
+            [("v1".into(), 0), ("v2".into(), 0), ("v3".into(), 10)]
+        );
+        let events = history::read(&client, "/registry/", "/registry0", 0, "/registry/~end").await;
+        let grown: Vec<_> = rs_scalings(&events, rollover)
+            .into_iter()
+            .filter(|(image, from, to)| image == "v2" && to > from)
+            .collect();
+        assert!(grown.is_empty(), "v2 grew after the rollover: {grown:?}");
+        check_bounds(&replay(&client, start).await, 13, 8);
+    })
+    .await;
+}
+
+/// An invalid deployment gets no writes and one warning naming the field; fixed, it
+/// rolls out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_deployment_is_skipped_with_one_warning_until_fixed() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, (manager, _kubelet))) = cluster().await else {
+            return;
+        };
+        let d = deployment_json(2, "v1", rolling(json!(0), json!("0%")));
+        put_json(&client, &deployment_key("web"), &d).await;
+        let needle = "skipping deployment: invalid Deployment \"deploy/web\": \
+            spec.strategy.rollingUpdate.maxUnavailable: may not be 0 when `maxSurge` is 0";
+        eventually(SETTLE, "the warning", || async {
+            !manager.warnings_about(needle).is_empty()
+        })
+        .await;
+        // Synced again (the 2 s resync): still one warning, nothing written.
+        let series = r#"kcm_syncs_total{controller="deployment",result="ok"}"#;
+        let synced = manager.metric(series).await;
+        eventually(SETTLE, "two more syncs", || async {
+            manager.metric(series).await >= synced + 2.0
+        })
+        .await;
+        assert_eq!(manager.warnings_about("skipping deployment").len(), 1);
+        assert!(owned_replica_sets(&client).await.is_empty());
+        assert!(deployment(&client).await["status"].is_null());
+        update_json(&client, &deployment_key("web"), |d| {
+            d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] = json!(1);
+            bump_generation(d);
+        })
+        .await;
+        eventually(SETTLE, "2 replicas", || rolled_out(&client, 2)).await;
+        assert_eq!(manager.warnings_about("skipping deployment").len(), 1);
+    })
+    .await;
+}
+
+/// A matching orphan ReplicaSet with the deployment's template is adopted and used as the
+/// new ReplicaSet: no other one is created, and it gets the revision annotations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_matching_orphan_replica_set_is_adopted_as_the_new_one() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        let d = deployment_json(2, "nginx", json!(null));
+        let orphan = json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "web-by-hand", "namespace": NS, "uid": "uid-orphan",
+                         "labels": {"app": "web"}},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": d["spec"]["template"],
+            }
+        });
+        put_json(&client, &rs_key("web-by-hand"), &orphan).await;
+        roll_out(&client, &d).await;
+        let rss = owned_replica_sets(&client).await;
+        let names: Vec<&String> = rss.keys().collect();
+        assert_eq!(names, ["web-by-hand"]);
+        let annotations = &rss["web-by-hand"]["metadata"]["annotations"];
+        assert_eq!(annotations["deployment.kubernetes.io/revision"], "1");
+        assert_eq!(documents(&client, "replicasets").await.len(), 1);
+    })
+    .await;
+}
+
+/// A deployment with a `deletionTimestamp` (an unknown finalizer holding it) gets status
+/// writes only: a new template creates no ReplicaSet and scales none, and the finalizer
+/// is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleting_deployment_gets_status_only() {
+    with_timeout(LIMIT, async {
+        let Some((_etcd, client, _cluster)) = cluster().await else {
+            return;
+        };
+        roll_out(&client, &deployment_json(2, "v1", json!(null))).await;
+        let before = owned_replica_sets(&client).await;
+        update_json(&client, &deployment_key("web"), |d| {
+            d["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            d["metadata"]["finalizers"] = json!(["example.com/hold"]);
+            d["spec"]["template"]["spec"]["containers"][0]["image"] = json!("v2");
+            d["spec"]["replicas"] = json!(3);
+            bump_generation(d);
+        })
+        .await;
+        eventually(SETTLE, "the new generation observed", || async {
+            let d = deployment(&client).await;
+            d["status"]["observedGeneration"] == d["metadata"]["generation"]
+        })
+        .await;
+        let d = deployment(&client).await;
+        assert_eq!(d["metadata"]["finalizers"], json!(["example.com/hold"]));
+        assert_eq!(d["status"]["updatedReplicas"], json!(null), "{d}");
+        let after = owned_replica_sets(&client).await;
+        assert_eq!(
+            after.keys().collect::<Vec<_>>(),
+            before.keys().collect::<Vec<_>>()
+        );
+        for (name, rs) in &after {
+            assert_eq!(rs["spec"], before[name]["spec"], "{name} unchanged");
         }
     })
     .await;

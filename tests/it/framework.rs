@@ -24,9 +24,15 @@ const ETCD_WATCHERS: &str = "etcd_debugging_mvcc_watcher_total";
 /// etcd's gauge of open gRPC watch streams.
 const ETCD_WATCH_STREAMS: &str = "etcd_debugging_mvcc_watch_stream_total";
 /// Every kind a controller-manager can watch, as its metrics label them.
-const KINDS: [&str; 4] = ["pods", "replicationcontrollers", "replicasets", "services"];
+const KINDS: [&str; 5] = [
+    "pods",
+    "replicationcontrollers",
+    "replicasets",
+    "deployments",
+    "services",
+];
 /// Every controller, as its metrics label it.
-const CONTROLLERS: [&str; 3] = ["replication", "replicaset", "endpoints"];
+const CONTROLLERS: [&str; 4] = ["replication", "replicaset", "deployment", "endpoints"];
 
 /// `kcm controller-manager --controllers {controllers}` with one-second periodic syncs, so a
 /// resync comes quickly; returns once its status endpoint answers.
@@ -151,8 +157,8 @@ async fn a_manager_started_on_a_converged_namespace_writes_nothing() {
 // What `--controllers` runs and watches
 
 /// Starts `kcm controller-manager --controllers {spec}` on `etcd` (which holds one
-/// controller `kinds/web` with no replicas, one such ReplicaSet and one service `kinds/web`), waits until it has
-/// listed and resynced, and checks that exactly `controllers` run and exactly `kinds` are
+/// controller `kinds/web` with no replicas, one such ReplicaSet and Deployment, and one
+/// service `kinds/web`), waits until it has listed and resynced, and checks that exactly `controllers` run and exactly `kinds` are
 /// watched: each once, by kcm's metrics and by etcd's own watcher and stream gauges.
 /// Stops the manager and returns its last metrics.
 async fn check_controllers(
@@ -194,6 +200,11 @@ async fn check_controllers(
     if controllers.contains(&"replicaset") {
         wait_resynced(&manager, "replicaset", 2, 1).await;
     }
+    // One deployment of no replicas: its listing, its new ReplicaSet's and its own status
+    // writes' events.
+    if controllers.contains(&"deployment") {
+        wait_resynced(&manager, "deployment", 4, 1).await;
+    }
 
     // Still exactly one watch per kind after a resync, each on its own gRPC stream
     // (etcd-client opens a stream per watch request). No other watch: the endpoint monitor
@@ -229,7 +240,8 @@ async fn check_controllers(
     metrics
 }
 
-/// One controller, one ReplicaSet and one service for [`check_controllers`].
+/// One controller, one ReplicaSet, one deployment and one service for
+/// [`check_controllers`].
 async fn put_one_of_each(client: &Client) {
     put_controller(client, "kinds", "web", "web", 0).await;
     let replica_set = json!({
@@ -239,6 +251,13 @@ async fn put_one_of_each(client: &Client) {
             "template": {"metadata": {"labels": {"app": "web"}}}},
     });
     put_json(client, "/registry/replicasets/kinds/web", &replica_set).await;
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "kinds", "uid": "uid-deploy"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}}},
+    });
+    put_json(client, "/registry/deployments/kinds/web", &deployment).await;
     let service = service_json("kinds", "web", "web", json!(80));
     put_json(client, &service_key("kinds", "web"), &service).await;
 }
@@ -281,8 +300,13 @@ async fn the_controllers_flag_runs_exactly_the_controllers_it_names() {
             return;
         };
         put_one_of_each(&etcd.client().await).await;
-        let controllers = ["replication", "replicaset"];
-        let replication = ["pods", "replicationcontrollers", "replicasets"];
+        let controllers = ["replication", "replicaset", "deployment"];
+        let replication = [
+            "pods",
+            "replicationcontrollers",
+            "replicasets",
+            "deployments",
+        ];
         let endpoints = ["pods", "services"];
         check_controllers(&etcd, "-endpoints,*", &controllers, &replication).await;
         check_controllers(&etcd, "*,-endpoints", &controllers, &replication).await;

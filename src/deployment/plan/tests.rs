@@ -613,3 +613,51 @@ fn revision_history_is_capped_at_2000_characters() {
     // A lower revision never lowers it.
     assert!(!set_new_replica_set_annotations(&d, &mut rs, 3, true));
 }
+
+/// `checkPausedConditions`: pausing writes Progressing Unknown `DeploymentPaused`,
+/// resuming `DeploymentResumed`; a `ProgressDeadlineExceeded` is never overwritten.
+#[test]
+fn pause_and_resume_conditions_never_overwrite_a_timeout() {
+    let mut d = deployment(2, json!(null), "v1");
+    d.spec.paused = true;
+    let mut r = Rollout::new(&d, Vec::new(), NOW);
+    r.check_paused_conditions();
+    let paused = r.d.condition(DEPLOYMENT_PROGRESSING).unwrap().clone();
+    assert_eq!(
+        (
+            paused.status.as_str(),
+            paused.reason.as_str(),
+            paused.message.as_str()
+        ),
+        ("Unknown", api::PAUSED_DEPLOY_REASON, "Deployment is paused")
+    );
+    let mut resumed = r.d.clone();
+    resumed.spec.paused = false;
+    let mut r = Rollout::new(&resumed, Vec::new(), NOW + 5);
+    r.check_paused_conditions();
+    let condition = r.d.condition(DEPLOYMENT_PROGRESSING).unwrap();
+    assert_eq!(
+        (condition.reason.as_str(), condition.message.as_str()),
+        (api::RESUMED_DEPLOY_REASON, "Deployment is resumed")
+    );
+    // The deadline restarts from the resume.
+    assert_eq!(condition.last_update_time, Some(rfc3339(NOW + 5)));
+
+    let mut timed_out = d.clone();
+    set_condition(
+        &mut timed_out.status,
+        new_condition(
+            DEPLOYMENT_PROGRESSING,
+            "False",
+            api::TIMED_OUT_REASON,
+            "x".into(),
+            NOW,
+        ),
+    );
+    let mut r = Rollout::new(&timed_out, Vec::new(), NOW + 5);
+    r.check_paused_conditions();
+    assert_eq!(
+        r.d.condition(DEPLOYMENT_PROGRESSING).unwrap().reason,
+        api::TIMED_OUT_REASON
+    );
+}
