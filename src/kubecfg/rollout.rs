@@ -341,10 +341,15 @@ pub fn describe_deployment(d: &Deployment, owned: &[ReplicaSet], now: SystemTime
         field(&mut out, "Conditions", NONE);
     } else {
         out.push_str("Conditions:\n");
-        let rows: Vec<Vec<String>> = status
-            .conditions
-            .iter()
-            .map(|c| vec![c.type_.clone(), c.status.clone(), c.reason.clone()])
+        // kubectl underlines the headers.
+        let underline = ["----", "------", "------"].map(String::from).to_vec();
+        let rows: Vec<Vec<String>> = std::iter::once(underline)
+            .chain(
+                status
+                    .conditions
+                    .iter()
+                    .map(|c| vec![c.type_.clone(), c.status.clone(), c.reason.clone()]),
+            )
             .collect();
         let table = render_tabbed(&["Type", "Status", "Reason"], &rows);
         for line in table.lines() {

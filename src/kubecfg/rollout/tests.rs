@@ -227,7 +227,7 @@ fn describe_shows_replicas_strategy_conditions_and_replica_sets() {
         "Replicas:               10 desired | 5 updated | 13 total | 8 available | 5 unavailable\n",
         "StrategyType:           RollingUpdate\n",
         "RollingUpdateStrategy:  2 max unavailable, 3 max surge\n",
-        "  Type         Status  Reason\n",
+        "  Type         Status  Reason\n  ----         ------  ------\n",
         "  Progressing  False   ProgressDeadlineExceeded\n",
         "OldReplicaSets:         web-aaa (8/8 replicas created)\n",
         "NewReplicaSet:          web-bbb (5/5 replicas created)\n",
