@@ -402,7 +402,8 @@ pub async fn run(
             crate::kubecfg::resize(&global.try_into()?, args.options(true)).await
         }
         Command::Set(SetCommand::Image(args)) => {
-            crate::kubecfg::set_image(&global.try_into()?, args.into()).await
+            let options = args.options(self::kubecfg::command_line);
+            crate::kubecfg::set_image(&global.try_into()?, options).await
         }
         Command::Delete(args) => crate::kubecfg::delete(&global.try_into()?, args.into()).await,
         Command::Stop(args) => {

@@ -234,6 +234,9 @@ pub struct SetImageOptions {
     /// `(container, image)` pairs; container `*` is every container.
     pub images: Vec<(String, String)>,
     pub namespace: String,
+    /// With `--record`: the command line, for the `kubernetes.io/change-cause` annotation
+    /// (written only when an image changes).
+    pub change_cause: Option<String>,
 }
 
 /// `kcm delete KIND NAME`.

@@ -359,20 +359,36 @@ pub struct SetImageArgs {
     /// The controller's namespace.
     #[arg(short, long, default_value = api::DEFAULT_NAMESPACE)]
     pub namespace: String,
+    /// Record this command line in the kubernetes.io/change-cause annotation (kubectl's
+    /// --record): the deployment controller copies it to the new ReplicaSet, and
+    /// `rollout history` shows it as the revision's CHANGE-CAUSE.
+    #[arg(long)]
+    pub record: bool,
 }
 
 fn parse_image_update(text: &str) -> Result<(String, String), String> {
     crate::kubecfg::parse_image_update(text).map_err(|e| e.to_string())
 }
 
-impl From<SetImageArgs> for SetImageOptions {
-    fn from(args: SetImageArgs) -> SetImageOptions {
+impl SetImageArgs {
+    /// The options, `command_line` (the process's arguments) recorded with --record.
+    pub fn options(self, command_line: impl FnOnce() -> String) -> SetImageOptions {
         SetImageOptions {
-            workload: args.workload,
-            images: args.images,
-            namespace: args.namespace,
+            change_cause: self.record.then(command_line),
+            workload: self.workload,
+            images: self.images,
+            namespace: self.namespace,
         }
     }
+}
+
+/// `kcm ARGS...` as the process was started (the program's path replaced by `kcm`), for
+/// kubectl's `--record`.
+pub fn command_line() -> String {
+    std::iter::once("kcm".to_string())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[derive(Args, Debug)]
@@ -630,6 +646,16 @@ mod tests {
         };
         assert_eq!(set.workload.name, "web");
         assert_eq!(set.images[1], ("*".to_string(), "busybox".to_string()));
+        assert_eq!(set.options(|| unreachable!()).change_cause, None);
+        let cli = parse(&["set", "image", "deploy/web", "a=b", "--record"]).unwrap();
+        let Command::Set(crate::cli::SetCommand::Image(set)) = cli.command else {
+            panic!("parsed as another command")
+        };
+        let options = set.options(|| "kcm set image deploy/web a=b --record".into());
+        assert_eq!(
+            options.change_cause.as_deref(),
+            Some("kcm set image deploy/web a=b --record")
+        );
 
         let cli = parse(&[
             "rollout",

@@ -100,6 +100,12 @@ async fn set_image_kind<T: Templated>(
     registry
         .guaranteed_update::<T, _>(&options.namespace, name, |mut object| {
             changed = set_images(object.template_mut(), &options.images)?;
+            if let Some(cause) = options.change_cause.as_ref().filter(|_| changed) {
+                object
+                    .metadata_mut()
+                    .annotations
+                    .insert(api::CHANGE_CAUSE_ANNOTATION.to_string(), cause.clone());
+            }
             Ok(object)
         })
         .await

@@ -486,9 +486,8 @@ async fn set_image_rolls_out_pause_holds_it_and_resume_finishes_it() {
             return;
         };
         let (endpoint, client, _cluster) = rolled_out_web(&etcd).await;
-        in_ns(&endpoint, &["set", "image", "deploy/web", "nginx=nginx:2"])
-            .await
-            .success();
+        let set = ["set", "image", "deploy/web", "nginx=nginx:2", "--record"];
+        in_ns(&endpoint, &set).await.success();
         assert_rolled_out(&status_to_the_end(&endpoint).await);
         let table = in_ns(&endpoint, &["get", "deploy"]).await;
         let row: Vec<&str> = table
@@ -537,12 +536,25 @@ async fn set_image_rolls_out_pause_holds_it_and_resume_finishes_it() {
             .await
             .success();
         assert_rolled_out(&status_to_the_end(&endpoint).await);
+        // The recorded command line is the change cause of revision 2, and, as kubectl
+        // leaves it on the deployment, of revision 3 too.
         let history = in_ns(&endpoint, &["rollout", "history", "deploy/web"]).await;
+        let lines: Vec<&str> = history.success().lines().collect();
         assert_eq!(
-            history.success(),
-            "deployment.apps/web\nREVISION  CHANGE-CAUSE\n\
-             1         <none>\n2         <none>\n3         <none>\n"
+            lines[..3],
+            [
+                "deployment.apps/web",
+                "REVISION  CHANGE-CAUSE",
+                "1         <none>"
+            ]
         );
+        for (line, revision) in lines[3..].iter().zip(["2", "3"]) {
+            assert!(
+                line.starts_with(&format!("{revision}         kcm --etcd-servers "))
+                    && line.ends_with(" set image deploy/web nginx=nginx:2 --record -n roll"),
+                "{history:?}"
+            );
+        }
         let described = in_ns(&endpoint, &["describe", "deploy", "web"]).await;
         let text = described.success();
         let replicas = "4 desired | 4 updated | 4 total | 4 available | 0 unavailable";
