@@ -455,7 +455,8 @@ pub struct DescribeArgs {
 
 #[derive(Args, Debug)]
 pub struct WatchArgs {
-    /// pods, replicationcontrollers (rc), services or endpoints.
+    /// pods (po), replicationcontrollers (rc), replicasets (rs), deployments (deploy), services
+    /// (svc) or endpoints (ep).
     pub kind: Kind,
     /// Watch only this object.
     pub name: Option<String>,
