@@ -391,6 +391,8 @@ struct Part {
     items: Vec<Value>,
     /// The etcd revision of the read.
     resource_version: i64,
+    /// The named object is not stored: kubectl's `replicasets "web" not found`.
+    missing: Option<String>,
 }
 
 /// `kcm get KIND[,KIND...] [NAME]`: one table per kind, separated by a blank line; with
@@ -417,9 +419,26 @@ pub async fn get(target: &Target, options: GetOptions) -> anyhow::Result<()> {
         }?;
         parts.push(part);
     }
+    // Like kubectl, what was found is printed and what was not is the error (exit 1).
+    let missing: Vec<String> = parts.iter().filter_map(|p| p.missing.clone()).collect();
+    let result = if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(missing.join("; ")))
+    };
+    if missing.len() == parts.len() {
+        return result;
+    }
+    parts.retain(|p| p.missing.is_none());
+    print_parts(parts, &options)?;
+    result
+}
+
+/// Prints what `kcm get` read: the tables, or the JSON.
+fn print_parts(mut parts: Vec<Part>, options: &GetOptions) -> anyhow::Result<()> {
     if options.output == GetOutput::Json {
         // One named object of one kind prints as itself, as kubectl does.
-        if options.name.is_some() && parts.len() == 1 {
+        if options.name.is_some() && options.kinds.len() == 1 {
             let item = parts.pop().and_then(|mut p| p.items.pop());
             return emit(&format!("{:#}\n", item.unwrap_or_default()));
         }
@@ -463,10 +482,18 @@ async fn read_kind<T: Printable>(
     let now = SystemTime::now();
     let wide = options.output == GetOutput::Wide;
     let (objects, resource_version) = if let Some(name) = &options.name {
-        let object: T = registry
-            .get(&options.namespace, name)
-            .await
-            .map_err(|e| storage_error::<T>(e, name))?;
+        let object: T = match registry.get(&options.namespace, name).await {
+            Ok(object) => object,
+            Err(e @ StorageError::NotFound { .. }) => {
+                return Ok(Part {
+                    table: None,
+                    items: Vec::new(),
+                    resource_version: 0,
+                    missing: Some(storage_error::<T>(e, name).to_string()),
+                })
+            }
+            Err(e) => return Err(storage_error::<T>(e, name)),
+        };
         let revision = object.metadata().resource_version.map_or(0, |rv| rv.0);
         (vec![object], revision)
     } else {
@@ -486,6 +513,7 @@ async fn read_kind<T: Printable>(
                 .map(to_json)
                 .collect::<anyhow::Result<_>>()?,
             resource_version,
+            missing: None,
         });
     }
     let table = (!objects.is_empty())
@@ -494,5 +522,6 @@ async fn read_kind<T: Printable>(
         table,
         items: Vec::new(),
         resource_version,
+        missing: None,
     })
 }

@@ -145,6 +145,16 @@ async fn set_image_scale_preconditions_and_get_of_several_kinds() {
             .map(|item| item["kind"].as_str().unwrap())
             .collect();
         assert_eq!(kinds, ["ReplicaSet", "ReplicationController"]);
+        // A NAME some kinds lack: the others are printed, the missing are the error.
+        let outcome = in_ns(&endpoint, &["get", "rs,rc", "web"]).await;
+        assert!(
+            outcome.stdout.contains("\nreplicaset.apps/web "),
+            "{outcome:?}"
+        );
+        outcome.fails_with(r#"replicationcontrollers "web" not found"#);
+        in_ns(&endpoint, &["get", "rs,deploy", "nope"])
+            .await
+            .fails_with(r#"replicasets "nope" not found; deployments "nope" not found"#);
     })
     .await;
 }
