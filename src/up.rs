@@ -260,6 +260,13 @@ async fn run_cluster(
             say(format!(
                 "        kcm --etcd-servers {endpoints} watch pods --raw"
             ));
+            say(format!("        kcm --etcd-servers {endpoints} create deployment app --image nginx:1 --replicas 10"));
+            say(format!(
+                "        kcm --etcd-servers {endpoints} set image deploy/app '*=nginx:2'"
+            ));
+            say(format!(
+                "        kcm --etcd-servers {endpoints} rollout status deploy/app"
+            ));
             say("  Ctrl-C stops everything.");
             shutdown.await;
             token.cancel();
