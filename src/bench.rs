@@ -10,6 +10,8 @@
 //! - `rs-scale-up` / `rs-scale-down`: the same with one ReplicaSet and the ReplicaSet
 //!   controller, whose target is relative: ratio ≥ 0.9 × the ReplicationController's in
 //!   the same run (the extra compare of the ReplicaSet's key must not cost more);
+//! - `rollout`: `set image` on a Deployment of 1,000 replicas at 25%/25%, until the
+//!   rollout completes, against the same number of raw pod creates and deletes;
 //! - `heal`: delete one pod of a converged controller, time until its replacement exists;
 //! - `resync`: a no-op resync of many controllers against one raw list of all their pods;
 //! - `watch`: typed events per second from kcm's resumable watch against a raw watch;
@@ -27,6 +29,7 @@ mod memory;
 pub(crate) mod proxy;
 mod report;
 mod resync;
+mod rollout;
 mod scale;
 mod watch;
 
@@ -61,6 +64,7 @@ pub enum Scenario {
     ScaleDown,
     RsScaleUp,
     RsScaleDown,
+    Rollout,
     Heal,
     Resync,
     Watch,
@@ -70,11 +74,12 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 10] = [
         Scenario::ScaleUp,
         Scenario::ScaleDown,
         Scenario::RsScaleUp,
         Scenario::RsScaleDown,
+        Scenario::Rollout,
         Scenario::Heal,
         Scenario::Resync,
         Scenario::Watch,
@@ -89,6 +94,7 @@ impl Scenario {
             Scenario::ScaleDown => "scale-down",
             Scenario::RsScaleUp => "rs-scale-up",
             Scenario::RsScaleDown => "rs-scale-down",
+            Scenario::Rollout => "rollout",
             Scenario::Heal => "heal",
             Scenario::Resync => "resync",
             Scenario::Watch => "watch",
@@ -132,6 +138,8 @@ pub struct PrivateEtcdConfig {
 #[derive(Clone, Debug, Serialize)]
 pub struct Sizes {
     pub scale_replicas: usize,
+    /// Replicas of the deployment the rollout scenario updates.
+    pub rollout_replicas: usize,
     pub heal_replicas: usize,
     pub heal_trials: usize,
     pub resync_controllers: usize,
@@ -150,6 +158,7 @@ impl Sizes {
     pub fn full() -> Sizes {
         Sizes {
             scale_replicas: 10_000,
+            rollout_replicas: 1_000,
             heal_replicas: 100,
             heal_trials: 200,
             resync_controllers: 1_000,
@@ -166,6 +175,7 @@ impl Sizes {
     pub fn quick() -> Sizes {
         Sizes {
             scale_replicas: 300,
+            rollout_replicas: 50,
             heal_replicas: 10,
             heal_trials: 10,
             resync_controllers: 20,
@@ -318,6 +328,7 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
                     Scenario::ScaleDown => bench.scale(Kind::ReplicationController, false).await?,
                     Scenario::RsScaleUp => bench.scale(Kind::ReplicaSet, true).await?,
                     Scenario::RsScaleDown => bench.scale(Kind::ReplicaSet, false).await?,
+                    Scenario::Rollout => bench.rollout().await?,
                     Scenario::Heal => bench.heal().await?,
                     Scenario::Resync => bench.resync().await?,
                     Scenario::Watch => bench.watch().await?,

@@ -18,8 +18,9 @@ mod up;
 pub use self::bench::BenchArgs;
 pub use self::controller_manager::ControllerManagerArgs;
 pub use self::kubecfg::{
-    ControllerKind, CreateArgs, DeleteArgs, DescribeArgs, GetArgs, ResizeArgs, RunArgs, StopArgs,
-    WatchArgs,
+    ControllerKind, CreateArgs, CreateCommand, CreateDeploymentArgs, CreateWhat, DeleteArgs,
+    DescribeArgs, GetArgs, ResizeArgs, RolloutCommand, RolloutHistoryArgs, RolloutStatusArgs,
+    RolloutTargetArgs, RolloutUndoArgs, RunArgs, SetCommand, SetImageArgs, StopArgs, WatchArgs,
 };
 pub use self::kubelet::KubeletArgs;
 pub use self::lab::LabArgs;
@@ -264,12 +265,13 @@ pub enum Command {
     /// disconnect, lists again after compaction, or waits for a --resource-version ahead
     /// of etcd.
     Watch(WatchArgs),
-    /// Create objects from manifests (JSON or YAML).
+    /// Create objects from manifests (JSON or YAML), or a deployment from an image.
     ///
-    /// ReplicationControllers, Pods, Services and Endpoints, from a file, a directory or
-    /// stdin. Every object is validated before any is written; an object that exists
-    /// already is an error (`apply` updates it).
-    Create(CreateArgs),
+    /// Deployments, ReplicaSets, ReplicationControllers, Pods, Services and Endpoints,
+    /// from a file, a directory or stdin. Every object is validated before any is
+    /// written; an object that exists already is an error (`apply` updates it).
+    /// `kcm create deployment NAME --image IMG` makes one without a manifest.
+    Create(CreateCommand),
     /// Create objects from manifests, or update the stored ones of the same name
     /// (kubectl's apply).
     ///
@@ -282,11 +284,23 @@ pub enum Command {
     /// the manifest names a resourceVersion that is no longer stored. Prints
     /// `KIND/NAME created`, `configured` or `unchanged` per object.
     Apply(CreateArgs),
-    /// Print objects of one kind as a table or as JSON.
+    /// Print objects as a table or as JSON; several kinds (`rs,deploy`) print one table
+    /// each.
     Get(GetArgs),
-    /// Set a replication controller's desired replicas (2014 kubecfg's `resize`).
-    #[command(visible_alias = "scale")]
+    /// Set a replication controller's or ReplicaSet's desired replicas (2014 kubecfg's
+    /// `resize`; prints `replicationcontrollers/web resized to 3`).
     Resize(ResizeArgs),
+    /// Set a controller's desired replicas, as kubectl's scale: prints
+    /// `replicaset.apps/web scaled`; with --current-replicas, refuses unless the count is
+    /// that now.
+    Scale(ResizeArgs),
+    /// Follow, list, undo, pause, resume or restart a deployment's rollouts (kubectl's
+    /// rollout): `kcm rollout status deploy/web`.
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
+    /// Change a field of a controller's spec (kubectl's set): `set image`.
+    #[command(subcommand)]
+    Set(SetCommand),
     /// Delete one object; the garbage collector deletes what it owns (--cascade).
     ///
     /// As kubectl: the default is a background cascade; an object with finalizers only
@@ -305,11 +319,13 @@ pub enum Command {
     /// The controller, its pods and (with --expose) a service in front of them are all
     /// labelled and selected by `name=NAME`.
     Run(RunArgs),
-    /// Show a replication controller's spec, status and pods, and what looks wrong.
+    /// Show a controller's spec and status, and what looks wrong: a replication
+    /// controller or ReplicaSet with its pods, a deployment with its conditions and its
+    /// old and new ReplicaSets.
     Describe(DescribeArgs),
     /// Measure kcm against raw etcd on this machine: scale-up, scale-down (a
-    /// ReplicationController), rs-scale-up, rs-scale-down (a ReplicaSet), heal, resync,
-    /// watch, resume and memory, each with a baseline measured in the same run, and the
+    /// ReplicationController), rs-scale-up, rs-scale-down (a ReplicaSet), rollout (a
+    /// Deployment's set image), heal, resync, watch, resume and memory, each with a baseline measured in the same run, and the
     /// ratios against the targets in docs/PERFORMANCE.md.
     ///
     /// Starts a private etcd unless --etcd-servers (or KCM_ETCD_SERVERS) names one; works
@@ -352,10 +368,45 @@ pub async fn run(
         }
         // The one-shot verbs other than `stop` never poll `shutdown`, so no signal handler
         // is installed and Ctrl-C ends them at once. `stop` puts the controller back.
-        Command::Create(args) => crate::kubecfg::create(&global.try_into()?, args.into()).await,
+        Command::Create(CreateCommand {
+            what: Some(CreateWhat::Deployment(args)),
+            ..
+        }) => crate::kubecfg::create_deployment(&global.try_into()?, args.into()).await,
+        Command::Create(CreateCommand { manifest, .. }) => {
+            crate::kubecfg::create(&global.try_into()?, manifest.into()).await
+        }
+        Command::Rollout(command) => {
+            use crate::kubecfg::rollout;
+            let target = global.try_into()?;
+            match command {
+                RolloutCommand::Status(args) => rollout::status(&target, args.into()).await,
+                RolloutCommand::History(RolloutHistoryArgs {
+                    target: t,
+                    revision,
+                }) => rollout::history(&target, t.options(revision)).await,
+                RolloutCommand::Undo(RolloutUndoArgs {
+                    target: t,
+                    to_revision,
+                }) => rollout::undo(&target, t.options(to_revision)).await,
+                RolloutCommand::Pause(t) => rollout::set_paused(&target, t.options(0), true).await,
+                RolloutCommand::Resume(t) => {
+                    rollout::set_paused(&target, t.options(0), false).await
+                }
+                RolloutCommand::Restart(t) => rollout::restart(&target, t.options(0)).await,
+            }
+        }
         Command::Apply(args) => crate::kubecfg::apply(&global.try_into()?, args.into()).await,
         Command::Get(args) => crate::kubecfg::get(&global.try_into()?, args.into()).await,
-        Command::Resize(args) => crate::kubecfg::resize(&global.try_into()?, args.into()).await,
+        Command::Resize(args) => {
+            crate::kubecfg::resize(&global.try_into()?, args.options(false)).await
+        }
+        Command::Scale(args) => {
+            crate::kubecfg::resize(&global.try_into()?, args.options(true)).await
+        }
+        Command::Set(SetCommand::Image(args)) => {
+            let options = args.options(self::kubecfg::command_line);
+            crate::kubecfg::set_image(&global.try_into()?, options).await
+        }
         Command::Delete(args) => crate::kubecfg::delete(&global.try_into()?, args.into()).await,
         Command::Stop(args) => {
             crate::kubecfg::stop(&global.try_into()?, args.into(), shutdown).await

@@ -1,5 +1,7 @@
-//! The kubecfg verbs: `create`, `apply`, `get`, `resize` (`scale`), `delete`, `stop`, `run`,
-//! `describe` and `watch`, talking to etcd directly instead of to an apiserver.
+//! The kubecfg verbs: `create`, `apply`, `get`, `resize`, `delete`, `stop`, `run`,
+//! `describe` and `watch`, and kubectl's later ones: `scale`, `set image`, `create
+//! deployment` and `rollout` (`rollout.rs`, `set.rs`), talking to etcd directly instead of
+//! to an apiserver.
 //!
 //! Mirrors 2014's `cmd/kubecfg/kubecfg.go` and `pkg/kubecfg/` (`kubecfg.go`:
 //! `ResizeController`, `StopController`, `RunController`; `resource_printer.go`: the
@@ -38,8 +40,10 @@ mod describe;
 mod manifest;
 mod overlap;
 mod print;
+pub mod rollout;
 mod run;
 mod scale;
+mod set;
 mod watch;
 
 pub use self::apply::{apply, three_way_merge, Applied, LAST_APPLIED_ANNOTATION};
@@ -48,9 +52,13 @@ pub use self::describe::{describe, describe_controller, ownership_lines};
 pub use self::manifest::{
     create, parse_manifests, Manifest, ETCD_MAX_REQUEST_BYTES, MAX_INPUT_BYTES,
 };
-pub use self::print::{age, get, render_objects, render_table, Printable};
+pub use self::print::{
+    age, get, kind_reference, render_objects, render_objects_as, render_table, Printable,
+};
+pub use self::rollout::create_deployment;
 pub use self::run::{run, run_objects};
 pub use self::scale::{resize, stop, Interrupted};
+pub use self::set::{parse_image_update, set_image, set_images, Templated};
 pub use self::watch::watch;
 
 /// How often `kcm stop` re-lists the controller's pods while it waits for them to go.
@@ -69,6 +77,7 @@ pub enum Kind {
     Pods,
     Replicationcontrollers,
     Replicasets,
+    Deployments,
     Services,
     Endpoints,
 }
@@ -108,10 +117,11 @@ pub struct CreateOptions {
 /// `kcm apply -f FILE`: the same input as `create`.
 pub type ApplyOptions = CreateOptions;
 
-/// `kcm get KIND [NAME]`.
+/// `kcm get KIND[,KIND...] [NAME]`.
 #[derive(Clone, Debug)]
 pub struct GetOptions {
-    pub kind: Kind,
+    /// One or more kinds (`rs,rc`), each printed as its own table, in this order.
+    pub kinds: Vec<Kind>,
     /// Print only this object (then `all_namespaces` is false and `selector` is `None`).
     pub name: Option<String>,
     pub namespace: String,
@@ -121,29 +131,120 @@ pub struct GetOptions {
     pub output: GetOutput,
 }
 
-/// `kcm resize rc NAME --replicas N`.
+/// `kcm resize rc NAME --replicas N` (and `kcm scale`).
 #[derive(Clone, Debug)]
 pub struct ResizeOptions {
-    /// A ReplicaSet (`scale rs`), else a replication controller.
-    pub replica_set: bool,
+    pub kind: WorkloadKind,
     /// The controller's name.
     pub name: String,
     /// The new `spec.replicas`, 0 to [`api::MAX_REPLICAS`].
     pub replicas: i64,
+    /// kubectl's precondition: refuse unless `spec.replicas` is this now.
+    pub current_replicas: Option<i64>,
+    pub namespace: String,
+    /// Print kubectl's `replicaset.apps/web scaled` (`kcm scale`) instead of 2014's
+    /// `replicasets/web resized to 3` (`kcm resize`).
+    pub kubectl_output: bool,
+}
+
+/// The kinds with a pod template, named `TYPE/NAME` by `set image` and `rollout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadKind {
+    ReplicationController,
+    ReplicaSet,
+    Deployment,
+}
+
+/// `TYPE/NAME` on the command line: `deploy/web`, `rc/web`, `replicaset/web`,
+/// `deployment.apps/web`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workload {
+    pub kind: WorkloadKind,
+    pub name: String,
+}
+
+impl std::str::FromStr for Workload {
+    type Err = String;
+
+    /// kubectl's spellings of each kind, with or without the `.apps` group.
+    fn from_str(text: &str) -> Result<Workload, String> {
+        let Some((kind, name)) = text.split_once('/') else {
+            return Err(format!("expected TYPE/NAME (e.g. rs/web), got {text:?}"));
+        };
+        if name.is_empty() || name.contains('/') {
+            return Err(format!("expected TYPE/NAME (e.g. rs/web), got {text:?}"));
+        }
+        let kind = match kind.strip_suffix(".apps").unwrap_or(kind) {
+            "rc" | "replicationcontroller" | "replicationcontrollers" => {
+                WorkloadKind::ReplicationController
+            }
+            "rs" | "replicaset" | "replicasets" => WorkloadKind::ReplicaSet,
+            "deploy" | "deployment" | "deployments" => WorkloadKind::Deployment,
+            other => {
+                return Err(format!(
+                    "unknown resource type {other:?}: expected deploy (deployment), rs \
+                     (replicaset) or rc (replicationcontroller)"
+                ))
+            }
+        };
+        Ok(Workload {
+            kind,
+            name: name.to_string(),
+        })
+    }
+}
+
+/// `kcm rollout history|undo|pause|resume|restart deploy/NAME`.
+#[derive(Clone, Debug)]
+pub struct RolloutOptions {
+    /// The deployment's name.
+    pub name: String,
+    pub namespace: String,
+    /// `history --revision N` (the template of revision N) or `undo --to-revision N`; 0
+    /// for none (history: the table; undo: the revision before the current).
+    pub revision: i64,
+}
+
+/// `kcm rollout status deploy/NAME`.
+#[derive(Clone, Debug)]
+pub struct RolloutStatusOptions {
+    /// The deployment's name.
+    pub name: String,
+    pub namespace: String,
+    /// `--revision N`: fail unless the deployment's revision is N; 0 for any.
+    pub revision: i64,
+    /// Follow the rollout until it ends (else print the current line once).
+    pub watch: bool,
+    /// Give up after this long; `None` (or zero) waits for ever.
+    pub timeout: Option<Duration>,
+}
+
+/// `kcm create deployment NAME --image IMG --replicas N`.
+#[derive(Clone, Debug)]
+pub struct CreateDeploymentOptions {
+    pub name: String,
+    pub image: String,
+    /// `spec.replicas`, 0 to [`api::MAX_REPLICAS`].
+    pub replicas: i64,
     pub namespace: String,
 }
 
-/// What `kcm delete` deletes: the kinds `get` knows, and Deployments.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeleteKind {
-    Kind(Kind),
-    Deployments,
+/// `kcm set image TYPE/NAME CONTAINER=IMAGE...`.
+#[derive(Clone, Debug)]
+pub struct SetImageOptions {
+    pub workload: Workload,
+    /// `(container, image)` pairs; container `*` is every container.
+    pub images: Vec<(String, String)>,
+    pub namespace: String,
+    /// With `--record`: the command line, for the `kubernetes.io/change-cause` annotation
+    /// (written only when an image changes).
+    pub change_cause: Option<String>,
 }
 
 /// `kcm delete KIND NAME`.
 #[derive(Clone, Debug)]
 pub struct DeleteOptions {
-    pub kind: DeleteKind,
+    pub kind: Kind,
     pub name: String,
     pub namespace: String,
     /// What happens to the object's dependents (`--cascade`, default background).
@@ -183,11 +284,10 @@ pub struct RunOptions {
     pub namespace: String,
 }
 
-/// `kcm describe rc NAME`.
+/// `kcm describe rc|rs|deploy NAME`.
 #[derive(Clone, Debug)]
 pub struct DescribeOptions {
-    /// A ReplicaSet (`describe rs`), else a replication controller.
-    pub replica_set: bool,
+    pub kind: WorkloadKind,
     /// The controller's name.
     pub name: String,
     pub namespace: String,

@@ -6,7 +6,8 @@
 //! dirs that killed `kcm up`s left behind. Then registers and runs `--nodes` simulated
 //! kubelets and the controller manager in this process until Ctrl-C, and shuts everything
 //! down: controllers first, then kubelets (releasing their names), then the private etcd,
-//! whose temporary data dir is removed. `--demo` narrates a guided tour of the 2014 loop.
+//! whose temporary data dir is removed. `--demo` narrates a guided tour of the 2014 loop,
+//! then of a Deployment's rolling update (`rollout_tour`).
 //!
 //! Invariants: a private etcd ([`PrivateEtcd`]) never outlives kcm: it is stopped on every
 //! exit path, and the kernel kills it if kcm itself is killed; its temporary data dir
@@ -21,6 +22,8 @@ use anyhow::Context as _;
 
 use crate::client::{self, ClientConfig, Target};
 use crate::etcd_process::{local_client_addr, remove_stale_data_dirs, PrivateEtcd};
+
+mod rollout_tour;
 
 /// What `kcm up` runs.
 #[derive(Clone, Debug)]
@@ -260,6 +263,13 @@ async fn run_cluster(
             say(format!(
                 "        kcm --etcd-servers {endpoints} watch pods --raw"
             ));
+            say(format!("        kcm --etcd-servers {endpoints} create deployment app --image nginx:1 --replicas 10"));
+            say(format!(
+                "        kcm --etcd-servers {endpoints} set image deploy/app '*=nginx:2'"
+            ));
+            say(format!(
+                "        kcm --etcd-servers {endpoints} rollout status deploy/app"
+            ));
             say("  Ctrl-C stops everything.");
             shutdown.await;
             token.cancel();
@@ -441,6 +451,7 @@ async fn scale(registry: &Registry, replicas: i64) -> anyhow::Result<Replication
 
 /// Removes what an earlier tour left in the demo namespace.
 async fn clean_demo(registry: &Registry) -> anyhow::Result<()> {
+    rollout_tour::clean(registry).await;
     let _ = registry
         .delete::<ReplicationController>(DEMO_NAMESPACE, DEMO_NAME, None)
         .await;
@@ -570,13 +581,20 @@ async fn demo(registry: &Registry, nodes: u16) -> anyhow::Result<()> {
         .get::<ReplicationController>(DEMO_NAMESPACE, DEMO_NAME)
         .await?;
     say(format!(
-        "6. The manager wrote status.replicas={} (2014 computed it on every read). Tour done in {:.1}s.",
+        "6. The manager wrote status.replicas={} (2014 computed it on every read).",
         rc.status.replicas,
+    ));
+    say("");
+    say("== Later Kubernetes: a Deployment's rolling update ==");
+    rollout_tour::tour(registry, 7).await?;
+    say(format!(
+        "Tour done in {:.1}s.",
         started.elapsed().as_secs_f64()
     ));
     say(
         "   Next: `kcm up` (no --demo) keeps running; `kcm watch pods --raw` shows each etcd event",
     );
-    say("   and the typed event it became; `kcm describe rc web -n demo` explains a controller.");
+    say("   and the typed event it became; `kcm describe rc web -n demo` explains a controller,");
+    say("   `kcm describe deploy app -n demo` a deployment, `kcm rollout history deploy/app -n demo` its revisions.");
     Ok(())
 }

@@ -139,6 +139,34 @@ impl<T: Object> ResumableWatch<T> {
         }
     }
 
+    /// Follows a watch of one object: `check` sees each state it is added or modified
+    /// to, until it returns true; resumes and relists pass unnoticed.
+    ///
+    /// # Errors
+    /// `check`'s error, `object has been deleted` (kubectl's words) when it is deleted,
+    /// or the watch failing for good.
+    pub async fn until(
+        &mut self,
+        mut check: impl FnMut(&T) -> anyhow::Result<bool>,
+    ) -> anyhow::Result<()> {
+        loop {
+            match self.next().await {
+                Update::Event(WatchEvent::Added(object) | WatchEvent::Modified(object), _) => {
+                    if check(&object)? {
+                        return Ok(());
+                    }
+                }
+                Update::Event(WatchEvent::Deleted(_), _) => {
+                    anyhow::bail!("object has been deleted")
+                }
+                Update::Event(WatchEvent::Error(status), _) | Update::Error(status) => {
+                    anyhow::bail!("watch {}: {}", T::RESOURCE, status.message)
+                }
+                Update::Resumed { .. } | Update::Relisted { .. } => {}
+            }
+        }
+    }
+
     fn advance(&mut self, revision: i64) {
         if self.revision.is_none_or(|r| revision > r) {
             self.revision = Some(revision);

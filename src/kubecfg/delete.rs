@@ -69,13 +69,8 @@ pub fn kubectl_kind<T: Object>() -> String {
 /// `pods "x" not found`; a timeout naming what is still pending; etcd failing.
 pub async fn delete(target: &Target, options: DeleteOptions) -> anyhow::Result<()> {
     let (_client, registry) = target.connect().await?;
-    let kind = match options.kind {
-        DeleteKind::Deployments => {
-            return delete_kind::<Deployment>(&registry, &options).await;
-        }
-        DeleteKind::Kind(kind) => kind,
-    };
-    match kind {
+    match options.kind {
+        Kind::Deployments => delete_kind::<Deployment>(&registry, &options).await,
         Kind::Pods => delete_kind::<Pod>(&registry, &options).await,
         Kind::Services => delete_kind::<Service>(&registry, &options).await,
         Kind::Endpoints => delete_kind::<Endpoints>(&registry, &options).await,

@@ -12,12 +12,16 @@ use crate::registry::{self, EtcdAlarm};
 /// Not found, a malformed controller, or etcd failing.
 pub async fn describe(target: &Target, options: DescribeOptions) -> anyhow::Result<()> {
     let DescribeOptions {
-        replica_set,
+        kind,
         name,
         namespace,
     } = options;
-    if replica_set {
-        return describe_rs(target, &namespace, &name).await;
+    match kind {
+        WorkloadKind::ReplicaSet => return describe_rs(target, &namespace, &name).await,
+        WorkloadKind::Deployment => {
+            return super::rollout::describe_deploy(target, &namespace, &name).await
+        }
+        WorkloadKind::ReplicationController => {}
     }
     let (client, registry) = target.connect().await?;
     let rc: ReplicationController = registry
@@ -133,19 +137,25 @@ pub fn describe_controller(
             rc.spec.replicas, rc.status.replicas
         ));
     }
+    problems_text(&mut out, &problems, 14);
+    out
+}
+
+/// The `Problems:` section: `<none>` (the label padded to `width`), or one `  - ` line
+/// per problem.
+pub(super) fn problems_text(out: &mut String, problems: &[String], width: usize) {
     if problems.is_empty() {
-        field(&mut out, "Problems", NONE);
+        let _ = writeln!(out, "{:<width$}{NONE}", "Problems:");
     } else {
         out.push_str("Problems:\n");
         for problem in problems {
             let _ = writeln!(out, "  - {problem}");
         }
     }
-    out
 }
 
 /// The `Pod Template:` section of a controller.
-fn template_text(out: &mut String, template: Option<&PodTemplateSpec>) {
+pub(super) fn template_text(out: &mut String, template: Option<&PodTemplateSpec>) {
     match template {
         None => {
             let _ = writeln!(out, "{:<14}{NONE}", "Pod Template:");

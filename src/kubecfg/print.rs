@@ -49,10 +49,12 @@ fn container_cells(template: Option<&PodTemplateSpec>) -> [String; 2] {
 /// A ReplicaSet's selector in selector syntax (`app=web,tier in (front)`), `<none>` when
 /// missing or unreadable.
 pub(super) fn selector_text(rs: &ReplicaSet) -> String {
-    let selector = rs
-        .spec
-        .selector
-        .as_ref()
+    label_selector_text(rs.spec.selector.as_ref())
+}
+
+/// A label selector in selector syntax, `<none>` when missing or unreadable.
+pub(super) fn label_selector_text(selector: Option<&api::LabelSelector>) -> String {
+    let selector = selector
         .and_then(|s| s.to_selector().ok())
         .map(|s| s.to_string())
         .unwrap_or_default();
@@ -79,6 +81,32 @@ impl Printable for ReplicaSet {
         if wide {
             cells.extend(container_cells(self.spec.template.as_ref()));
             cells.push(selector_text(self));
+        }
+        cells
+    }
+}
+
+impl Printable for Deployment {
+    fn headers(wide: bool) -> Vec<&'static str> {
+        let mut headers = vec!["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"];
+        if wide {
+            headers.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
+        }
+        headers
+    }
+
+    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
+        let status = &self.status;
+        let mut cells = vec![
+            self.metadata.name.clone(),
+            format!("{}/{}", status.ready_replicas, self.replicas()),
+            status.updated_replicas.to_string(),
+            status.available_replicas.to_string(),
+            age_of(&self.metadata, now),
+        ];
+        if wide {
+            cells.extend(container_cells(self.spec.template.as_ref()));
+            cells.push(label_selector_text(self.spec.selector.as_ref()));
         }
         cells
     }
@@ -260,6 +288,18 @@ pub fn render_objects<T: Printable>(
     all_namespaces: bool,
     now: SystemTime,
 ) -> String {
+    render_objects_as(objects, wide, all_namespaces, false, now)
+}
+
+/// [`render_objects`], with names prefixed by kubectl's kind (`replicaset.apps/web`) when
+/// `show_kind`, as `kcm get rs,rc` prints them.
+pub fn render_objects_as<T: Printable>(
+    objects: &[T],
+    wide: bool,
+    all_namespaces: bool,
+    show_kind: bool,
+    now: SystemTime,
+) -> String {
     let mut headers = T::headers(wide);
     if all_namespaces {
         headers.insert(0, "NAMESPACE");
@@ -268,6 +308,9 @@ pub fn render_objects<T: Printable>(
         .iter()
         .map(|object| {
             let mut cells = object.cells(wide, now);
+            if show_kind {
+                cells[0] = kind_reference::<T>(&cells[0]);
+            }
             if all_namespaces {
                 cells.insert(0, object.metadata().namespace.clone());
             }
@@ -339,71 +382,146 @@ pub(super) fn to_json<T: Object>(mut object: T) -> anyhow::Result<Value> {
     serde_json::to_value(&object).with_context(|| format!("encode {}", T::KIND))
 }
 
-/// `kcm get KIND [NAME]`.
+/// What `kcm get` read of one kind: the rendered table (without a trailing blank line)
+/// or the JSON objects.
+struct Part {
+    /// Rows rendered, `None` when nothing matched (then the table is not printed).
+    table: Option<String>,
+    /// The objects, for `-o json`.
+    items: Vec<Value>,
+    /// The etcd revision of the read.
+    resource_version: i64,
+    /// The named object is not stored: kubectl's `replicasets "web" not found`.
+    missing: Option<String>,
+}
+
+/// `kcm get KIND[,KIND...] [NAME]`: one table per kind, separated by a blank line; with
+/// more than one kind, names carry kubectl's kind prefix (`replicaset.apps/web`) and
+/// `-o json` prints one `List` of everything.
 ///
 /// # Errors
 /// `pods "x" not found`, a malformed NAME, or etcd failing. Malformed objects in a list
 /// are warnings on stderr, not errors.
 pub async fn get(target: &Target, options: GetOptions) -> anyhow::Result<()> {
-    match options.kind {
-        Kind::Pods => get_kind::<Pod>(target, &options).await,
-        Kind::Replicationcontrollers => get_kind::<ReplicationController>(target, &options).await,
-        Kind::Replicasets => get_kind::<ReplicaSet>(target, &options).await,
-        Kind::Services => get_kind::<Service>(target, &options).await,
-        Kind::Endpoints => get_kind::<Endpoints>(target, &options).await,
+    let (_client, registry) = target.connect().await?;
+    let show_kind = options.kinds.len() > 1;
+    let mut parts = Vec::with_capacity(options.kinds.len());
+    for kind in &options.kinds {
+        let part = match kind {
+            Kind::Pods => read_kind::<Pod>(&registry, &options, show_kind).await,
+            Kind::Replicationcontrollers => {
+                read_kind::<ReplicationController>(&registry, &options, show_kind).await
+            }
+            Kind::Replicasets => read_kind::<ReplicaSet>(&registry, &options, show_kind).await,
+            Kind::Deployments => read_kind::<Deployment>(&registry, &options, show_kind).await,
+            Kind::Services => read_kind::<Service>(&registry, &options, show_kind).await,
+            Kind::Endpoints => read_kind::<Endpoints>(&registry, &options, show_kind).await,
+        }?;
+        parts.push(part);
+    }
+    // Like kubectl, what was found is printed and what was not is the error (exit 1).
+    let missing: Vec<String> = parts.iter().filter_map(|p| p.missing.clone()).collect();
+    let result = if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(missing.join("; ")))
+    };
+    if missing.len() == parts.len() {
+        return result;
+    }
+    parts.retain(|p| p.missing.is_none());
+    print_parts(parts, &options)?;
+    result
+}
+
+/// Prints what `kcm get` read: the tables, or the JSON.
+fn print_parts(mut parts: Vec<Part>, options: &GetOptions) -> anyhow::Result<()> {
+    if options.output == GetOutput::Json {
+        // One named object of one kind prints as itself, as kubectl does.
+        if options.name.is_some() && options.kinds.len() == 1 {
+            let item = parts.pop().and_then(|mut p| p.items.pop());
+            return emit(&format!("{:#}\n", item.unwrap_or_default()));
+        }
+        let resource_version = parts.iter().map(|p| p.resource_version).max();
+        let items: Vec<Value> = parts.into_iter().flat_map(|p| p.items).collect();
+        let document = json!({
+            "kind": "List",
+            "apiVersion": api::API_VERSION,
+            "metadata": {"resourceVersion": resource_version.unwrap_or_default().to_string()},
+            "items": items,
+        });
+        return emit(&format!("{document:#}\n"));
+    }
+    let tables: Vec<String> = parts.into_iter().filter_map(|p| p.table).collect();
+    if tables.is_empty() {
+        match (!options.all_namespaces).then_some(options.namespace.as_str()) {
+            Some(namespace) => eprintln!("No resources found in {namespace} namespace."),
+            None => eprintln!("No resources found."),
+        }
+        return Ok(());
+    }
+    emit(&tables.join("\n"))
+}
+
+/// kubectl's name of an object of kind `T`: the kind in lower case, its API group when it
+/// has one, and the name (`replicaset.apps/web`, `replicationcontroller/web`, `pod/p`).
+pub fn kind_reference<T: Object>(name: &str) -> String {
+    let kind = T::KIND.to_lowercase();
+    match T::API_VERSION.split_once('/') {
+        Some((group, _)) => format!("{kind}.{group}/{name}"),
+        None => format!("{kind}/{name}"),
     }
 }
 
-pub(super) async fn get_kind<T: Printable>(
-    target: &Target,
+/// Reads what `options` asks of kind `T`: the named object or the matching list.
+async fn read_kind<T: Printable>(
+    registry: &Registry,
     options: &GetOptions,
-) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
+    show_kind: bool,
+) -> anyhow::Result<Part> {
     let now = SystemTime::now();
     let wide = options.output == GetOutput::Wide;
-    if let Some(name) = &options.name {
-        let object: T = registry
-            .get(&options.namespace, name)
-            .await
-            .map_err(|e| storage_error::<T>(e, name))?;
-        return emit(&match options.output {
-            GetOutput::Json => format!("{:#}\n", to_json(object)?),
-            GetOutput::Table | GetOutput::Wide => render_objects(&[object], wide, false, now),
-        });
-    }
-    let namespace = (!options.all_namespaces).then_some(options.namespace.as_str());
-    let selector = options.selector.clone().unwrap_or_default();
-    let list: ObjectList<T> = registry.list(namespace, &selector).await?;
-    for error in &list.errors {
-        eprintln!("kcm: warning: skipping {error}");
-    }
-    match options.output {
-        GetOutput::Json => {
-            let items = list
-                .items
+    let (objects, resource_version) = if let Some(name) = &options.name {
+        let object: T = match registry.get(&options.namespace, name).await {
+            Ok(object) => object,
+            Err(e @ StorageError::NotFound { .. }) => {
+                return Ok(Part {
+                    table: None,
+                    items: Vec::new(),
+                    resource_version: 0,
+                    missing: Some(storage_error::<T>(e, name).to_string()),
+                })
+            }
+            Err(e) => return Err(storage_error::<T>(e, name)),
+        };
+        let revision = object.metadata().resource_version.map_or(0, |rv| rv.0);
+        (vec![object], revision)
+    } else {
+        let namespace = (!options.all_namespaces).then_some(options.namespace.as_str());
+        let selector = options.selector.clone().unwrap_or_default();
+        let list: ObjectList<T> = registry.list(namespace, &selector).await?;
+        for error in &list.errors {
+            eprintln!("kcm: warning: skipping {error}");
+        }
+        (list.items, list.resource_version.0)
+    };
+    if options.output == GetOutput::Json {
+        return Ok(Part {
+            table: None,
+            items: objects
                 .into_iter()
                 .map(to_json)
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let document = json!({
-                "kind": "List",
-                "apiVersion": api::API_VERSION,
-                "metadata": {"resourceVersion": list.resource_version.to_string()},
-                "items": items,
-            });
-            emit(&format!("{document:#}\n"))
-        }
-        GetOutput::Table | GetOutput::Wide if list.items.is_empty() => {
-            match namespace {
-                Some(namespace) => eprintln!("No resources found in {namespace} namespace."),
-                None => eprintln!("No resources found."),
-            }
-            Ok(())
-        }
-        GetOutput::Table | GetOutput::Wide => emit(&render_objects(
-            &list.items,
-            wide,
-            options.all_namespaces,
-            now,
-        )),
+                .collect::<anyhow::Result<_>>()?,
+            resource_version,
+            missing: None,
+        });
     }
+    let table = (!objects.is_empty())
+        .then(|| render_objects_as(&objects, wide, options.all_namespaces, show_kind, now));
+    Ok(Part {
+        table,
+        items: Vec::new(),
+        resource_version,
+        missing: None,
+    })
 }

@@ -5,42 +5,90 @@ use futures::future::{FusedFuture, FutureExt as _};
 
 use super::*;
 
-/// `kcm resize rc|rs NAME --replicas N` (2014's `ResizeController`): sets `spec.replicas`
-/// with a compare-and-swap retried on conflict.
+/// `kcm resize rc|rs NAME --replicas N` (2014's `ResizeController`) and `kcm scale`
+/// (kubectl's): sets `spec.replicas` with a compare-and-swap retried on conflict, after
+/// checking `--current-replicas` against the value it replaces.
 ///
 /// # Errors
-/// `replicationcontrollers "x" not found`, a count out of range, or etcd failing.
+/// `replicationcontrollers "x" not found`, a count out of range, `Expected replicas to be
+/// M, was K` (nothing written), or etcd failing.
 pub async fn resize(target: &Target, options: ResizeOptions) -> anyhow::Result<()> {
-    let ResizeOptions {
-        replica_set,
-        name,
-        replicas,
-        namespace,
-    } = options;
     anyhow::ensure!(
-        (0..=api::MAX_REPLICAS).contains(&replicas),
-        "--replicas must be between 0 and {} (Kubernetes' int32), got {replicas}",
-        api::MAX_REPLICAS
+        (0..=api::MAX_REPLICAS).contains(&options.replicas),
+        "--replicas must be between 0 and {} (Kubernetes' int32), got {}",
+        api::MAX_REPLICAS,
+        options.replicas
     );
     let (_client, registry) = target.connect().await?;
-    if replica_set {
-        registry
-            .guaranteed_update::<ReplicaSet, _>(&namespace, &name, |mut rs| {
-                rs.spec.replicas = Some(replicas);
-                Ok(rs)
+    match options.kind {
+        WorkloadKind::ReplicaSet => {
+            scale_kind::<ReplicaSet>(&registry, &options, ReplicaSet::replicas, |rs, n| {
+                rs.spec.replicas = Some(n);
             })
             .await
-            .map_err(|e| storage_error::<ReplicaSet>(e, &name))?;
-        return emit(&format!(
-            "{}/{name} resized to {replicas}\n",
-            ReplicaSet::RESOURCE
-        ));
+        }
+        WorkloadKind::Deployment => {
+            scale_kind::<Deployment>(&registry, &options, Deployment::replicas, |d, n| {
+                d.spec.replicas = Some(n);
+            })
+            .await
+        }
+        WorkloadKind::ReplicationController => {
+            scale_kind::<ReplicationController>(
+                &registry,
+                &options,
+                |rc| rc.spec.replicas,
+                |rc, n| rc.spec.replicas = n,
+            )
+            .await
+        }
     }
-    set_replicas(&registry, &namespace, &name, replicas).await?;
-    emit(&format!(
-        "{}/{name} resized to {replicas}\n",
-        ReplicationController::RESOURCE
-    ))
+}
+
+/// Sets the replicas of a `T` (read with `replicas`, written with `set`) and prints the
+/// verb's line.
+pub(super) async fn scale_kind<T: Object>(
+    registry: &Registry,
+    options: &ResizeOptions,
+    replicas: impl Fn(&T) -> i64,
+    set: impl Fn(&mut T, i64),
+) -> anyhow::Result<()> {
+    let (name, wanted) = (&options.name, options.replicas);
+    registry
+        .guaranteed_update::<T, _>(&options.namespace, name, |mut object| {
+            check_current_replicas(options.current_replicas, replicas(&object))?;
+            set(&mut object, wanted);
+            Ok(object)
+        })
+        .await
+        .map_err(|e| update_error::<T>(e, name))?;
+    emit(&if options.kubectl_output {
+        format!("{} scaled\n", kind_reference::<T>(name))
+    } else {
+        format!("{}/{name} resized to {wanted}\n", T::RESOURCE)
+    })
+}
+
+/// kubectl's `--current-replicas` precondition (`ScalePrecondition.validate`).
+///
+/// # Errors
+/// `Expected replicas to be M, was K`.
+pub(super) fn check_current_replicas(expected: Option<i64>, actual: i64) -> anyhow::Result<()> {
+    match expected {
+        Some(expected) if expected != actual => {
+            anyhow::bail!("Expected replicas to be {expected}, was {actual}")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// [`storage_error`], except that a refusal of the update function is the whole message
+/// (`Expected replicas to be 3, was 2`), without the key it was about.
+pub(super) fn update_error<T: Object>(error: StorageError, name: &str) -> anyhow::Error {
+    match error {
+        StorageError::Update { source, .. } => source,
+        other => storage_error::<T>(other, name),
+    }
 }
 
 pub(super) async fn set_replicas(

@@ -370,6 +370,141 @@ fn describe_reports_an_invalid_spec() {
 }
 
 #[test]
+fn several_kinds_print_names_with_kubectls_kind_prefix() {
+    assert_eq!(kind_reference::<ReplicaSet>("web"), "replicaset.apps/web");
+    assert_eq!(
+        kind_reference::<ReplicationController>("web"),
+        "replicationcontroller/web"
+    );
+    assert_eq!(kind_reference::<Pod>("p"), "pod/p");
+    assert_eq!(
+        render_objects_as(&[web_controller()], false, false, true, now()),
+        "NAME                        DESIRED   CURRENT   SELECTOR   AGE\n\
+         replicationcontroller/web   3         2         name=web   5m\n"
+    );
+}
+
+fn template(containers: &[(&str, &str)]) -> PodTemplateSpec {
+    serde_json::from_value(json!({
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {"containers": containers.iter()
+            .map(|(name, image)| json!({"name": name, "image": image, "resources": {}}))
+            .collect::<Vec<_>>()}
+    }))
+    .unwrap()
+}
+
+fn images(template: &PodTemplateSpec) -> Vec<&str> {
+    template
+        .spec
+        .containers
+        .iter()
+        .map(|c| c.image.as_str())
+        .collect()
+}
+
+#[test]
+fn set_images_changes_named_containers_or_all_and_refuses_unknown_names() {
+    let updates = |pairs: &[&str]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|p| parse_image_update(p).unwrap())
+            .collect()
+    };
+    let mut t = template(&[("web", "nginx:1"), ("log", "fluentd:1")]);
+    assert!(set_images(Some(&mut t), &updates(&["web=nginx:2"])).unwrap());
+    assert_eq!(images(&t), ["nginx:2", "fluentd:1"]);
+    assert!(
+        t.spec.containers[0].extra.contains_key("resources"),
+        "unknown fields kept"
+    );
+    // The same image again changes nothing.
+    assert!(!set_images(Some(&mut t), &updates(&["web=nginx:2"])).unwrap());
+    assert!(set_images(Some(&mut t), &updates(&["*=busybox"])).unwrap());
+    assert_eq!(images(&t), ["busybox", "busybox"]);
+    assert!(set_images(Some(&mut t), &updates(&["web=a", "log=b"])).unwrap());
+    assert_eq!(images(&t), ["a", "b"]);
+
+    let err = set_images(Some(&mut t), &updates(&["web=c", "x=d"])).unwrap_err();
+    assert_eq!(err.to_string(), r#"unable to find container named "x""#);
+    let err = set_images(None, &updates(&["web=c"])).unwrap_err();
+    assert_eq!(err.to_string(), r#"unable to find container named "web""#);
+
+    for bad in ["web", "=img", "web=", ""] {
+        let err = parse_image_update(bad).unwrap_err().to_string();
+        assert!(err.contains("expected CONTAINER=IMAGE"), "{bad}: {err}");
+    }
+    assert_eq!(
+        parse_image_update("web=registry:5000/nginx").unwrap(),
+        ("web".to_string(), "registry:5000/nginx".to_string())
+    );
+}
+
+#[test]
+fn workloads_are_type_slash_name_in_kubectls_spellings() {
+    for (text, kind) in [
+        ("rs/web", WorkloadKind::ReplicaSet),
+        ("replicaset/web", WorkloadKind::ReplicaSet),
+        ("replicasets.apps/web", WorkloadKind::ReplicaSet),
+        ("rc/web", WorkloadKind::ReplicationController),
+        (
+            "replicationcontrollers/web",
+            WorkloadKind::ReplicationController,
+        ),
+    ] {
+        let workload: Workload = text.parse().unwrap();
+        assert_eq!(
+            (workload.kind, workload.name.as_str()),
+            (kind, "web"),
+            "{text}"
+        );
+    }
+    for (text, expected) in [
+        ("web", "expected TYPE/NAME"),
+        ("rs/", "expected TYPE/NAME"),
+        ("rs/a/b", "expected TYPE/NAME"),
+        ("svc/web", r#"unknown resource type "svc""#),
+    ] {
+        let err = text.parse::<Workload>().unwrap_err();
+        assert!(err.contains(expected), "{text}: {err}");
+    }
+}
+
+#[test]
+fn current_replicas_is_a_precondition() {
+    use super::scale::check_current_replicas;
+    assert!(check_current_replicas(None, 3).is_ok());
+    assert!(check_current_replicas(Some(3), 3).is_ok());
+    assert_eq!(
+        check_current_replicas(Some(2), 3).unwrap_err().to_string(),
+        "Expected replicas to be 2, was 3"
+    );
+}
+
+#[test]
+fn deployment_table_shows_ready_up_to_date_available() {
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default",
+            "creationTimestamp": web_controller().metadata.creation_timestamp},
+        "spec": {"replicas": 10, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:2"}]}}},
+        "status": {"replicas": 13, "updatedReplicas": 5, "readyReplicas": 8, "availableReplicas": 8}
+    }))
+    .unwrap();
+    assert_eq!(
+        render_objects(std::slice::from_ref(&d), false, false, now()),
+        "NAME   READY   UP-TO-DATE   AVAILABLE   AGE\n\
+         web    8/10    5            8           5m\n"
+    );
+    assert_eq!(
+        render_objects_as(&[d], true, false, true, now()),
+        "NAME                  READY   UP-TO-DATE   AVAILABLE   AGE   CONTAINERS   IMAGES    SELECTOR\n\
+         deployment.apps/web   8/10    5            8           5m    nginx        nginx:2   app=web\n"
+    );
+}
+
+#[test]
 fn a_delete_marks_what_has_finalizers_or_cascades_in_the_foreground_or_orphans() {
     use crate::kubecfg::{delete_write, Cascade, DeleteWrite};
     let live = ObjectMeta::named("ns", "x");

@@ -18,6 +18,7 @@ pub async fn watch(target: &Target, options: WatchOptions) -> anyhow::Result<()>
         Kind::Pods => watch_kind::<Pod>(target, options).await,
         Kind::Replicationcontrollers => watch_kind::<ReplicationController>(target, options).await,
         Kind::Replicasets => watch_kind::<ReplicaSet>(target, options).await,
+        Kind::Deployments => watch_kind::<Deployment>(target, options).await,
         Kind::Services => watch_kind::<Service>(target, options).await,
         Kind::Endpoints => watch_kind::<Endpoints>(target, options).await,
     }

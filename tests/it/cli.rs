@@ -555,7 +555,7 @@ async fn resize_and_scale_set_the_desired_replicas_only() {
             )
             .await
             .success(),
-            "replicationcontrollers/web resized to 0\n"
+            "replicationcontroller/web scaled\n"
         );
         let stored = raw(&mut client, "/registry/controllers/default/web")
             .await

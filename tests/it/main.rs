@@ -22,6 +22,7 @@ mod registry;
 mod replicaset;
 mod replication_2014;
 mod resume;
+mod rollout;
 mod status;
 mod stop;
 mod sync;

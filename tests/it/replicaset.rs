@@ -315,7 +315,7 @@ async fn kcm_create_writes_a_replica_set_with_defaults_and_get_rs_prints_it() {
             assert_eq!(lines[1].split_whitespace().take(3).collect::<Vec<_>>(), ["web", "1", "1"]);
         }
         let scaled = kcm(&endpoint, &["scale", "rs", "web", "--replicas", "2", "-n", NS]).await;
-        assert_eq!(scaled.success(), "replicasets/web resized to 2\n");
+        assert_eq!(scaled.success(), "replicaset.apps/web scaled\n");
         let uid = stored["metadata"]["uid"].as_str().expect("a uid").to_string();
         eventually(SETTLE, "2 pods owned by rs/web", || async {
             owned_by(&client, &uid).await.len() == 2

@@ -194,6 +194,12 @@ async fn up_demo_finishes_its_tour_within_a_minute() {
             "Recreated in",
             "4. Resized to 5",
             "5. Resized to 2",
+            "7. Created deployment.apps/app",
+            "8. `kcm set image deploy/app *=nginx:1.25`",
+            "old app-",
+            r#"kcm: deployment "app" exceeded its progress deadline (exit 1)"#,
+            "10. `kcm rollout undo deploy/app`: the template of revision 2",
+            "Rolled out at revision 4",
             "Tour done",
             "private etcd stopped",
         ] {

@@ -195,6 +195,24 @@ pub async fn start_manager(endpoint: &str, args: &[&str]) -> Kcm {
     Kcm::start(&all, &[]).await
 }
 
+/// Spawns `kcm --etcd-servers {endpoint} kubelet --node {node} --start-delay
+/// {start_delay}`: a simulated node whose pods run after `start_delay` and are Ready at
+/// once.
+pub fn spawn_kubelet(endpoint: &str, node: &str, start_delay: &str) -> Kcm {
+    Kcm::spawn(
+        &[
+            "--etcd-servers",
+            endpoint,
+            "kubelet",
+            "--node",
+            node,
+            "--start-delay",
+            start_delay,
+        ],
+        &[],
+    )
+}
+
 /// What a one-shot `kcm` command did.
 #[derive(Debug)]
 pub struct Output {
