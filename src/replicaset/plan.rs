@@ -123,6 +123,10 @@ pub struct Claims {
     pub owned: Vec<Arc<CachedPod>>,
     pub adopt: Vec<Arc<CachedPod>>,
     pub release: Vec<Arc<CachedPod>>,
+    /// Pods whose controller reference names a namesake: a ReplicaSet of this name with
+    /// another uid (one deleted and recreated). A cache that shows some may not yet show
+    /// the orphaning that removed those references.
+    pub namesakes: usize,
 }
 
 /// `ClaimPods` (the `PodControllerRefManager`): of the namespace's pods, those `rs` owns
@@ -153,6 +157,12 @@ pub fn claim(
             && !rc_selects(&pod.labels)
         {
             claims.adopt.push(pod.clone());
+        } else if pod
+            .controller
+            .as_deref()
+            .is_some_and(|r| &*r.kind == KIND && *r.name == rs.metadata.name)
+        {
+            claims.namesakes += 1;
         }
     }
     // A stable order for the writes and the tests.

@@ -424,6 +424,17 @@ async fn a_namesakes_pods_are_not_owned_and_an_rc_selected_orphan_is_not_adopted
     assert_eq!(adopted, ["free"]);
     assert!(decision.claims.owned.is_empty());
     assert_eq!(decision.creates.len(), 2);
+    // The namesake's pod is counted: a cache showing one may predate the orphaning that
+    // freed it, so the sync confirms such a create from etcd.
+    assert_eq!(decision.claims.namesakes, 1);
+    let own_pods_only = Namespace::from_items(
+        pods.items()
+            .filter(|p| &*p.name != "stale")
+            .map(|p| (**p).clone()),
+        |p| p.name.clone(),
+    );
+    let decision = plan::decide(&rs, &selector, Some(&own_pods_only), 500, rc_selects);
+    assert_eq!(decision.claims.namesakes, 0);
 }
 
 #[tokio::test]
