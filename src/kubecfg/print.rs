@@ -301,6 +301,9 @@ pub fn render_objects_as<T: Printable>(
     now: SystemTime,
 ) -> String {
     let mut headers = T::headers(wide);
+    if wide {
+        headers.extend(OWNERSHIP_HEADERS);
+    }
     if all_namespaces {
         headers.insert(0, "NAMESPACE");
     }
@@ -308,6 +311,9 @@ pub fn render_objects_as<T: Printable>(
         .iter()
         .map(|object| {
             let mut cells = object.cells(wide, now);
+            if wide {
+                cells.extend(ownership_cells(object.metadata(), now));
+            }
             if show_kind {
                 cells[0] = kind_reference::<T>(&cells[0]);
             }
@@ -318,6 +324,33 @@ pub fn render_objects_as<T: Printable>(
         })
         .collect();
     render_table(&headers, &rows)
+}
+
+/// The last columns of every `-o wide` table: what the garbage collector reads.
+const OWNERSHIP_HEADERS: [&str; 3] = ["OWNER", "FINALIZERS", "DELETING"];
+
+/// An object's OWNER (its controller reference as `Kind/name`, `+N` for its other
+/// owners), FINALIZERS, and DELETING (how long ago its `deletionTimestamp` was set), each
+/// `<none>` when empty.
+pub(super) fn ownership_cells(meta: &ObjectMeta, now: SystemTime) -> [String; 3] {
+    let others = meta
+        .owner_references
+        .iter()
+        .filter(|r| !r.is_controller())
+        .count();
+    let owner = match (api::controller_of(meta), others) {
+        (Some(c), 0) => format!("{}/{}", c.kind, c.name),
+        (Some(c), n) => format!("{}/{}+{n}", c.kind, c.name),
+        (None, 0) => String::new(),
+        (None, n) => format!("+{n}"),
+    };
+    [
+        or_none(owner),
+        or_none(meta.finalizers.join(",")),
+        meta.deletion_timestamp
+            .as_deref()
+            .map_or_else(|| "<none>".to_string(), |at| age(Some(at), now)),
+    ]
 }
 
 /// Aligns `rows` under `headers`: each column as wide as its widest cell, columns three

@@ -104,8 +104,8 @@ fn controller_table_and_wide_and_all_namespaces() {
     );
     assert_eq!(
         render_objects(&[rc], true, true, now()),
-        "NAMESPACE   NAME   DESIRED   CURRENT   SELECTOR   AGE   CONTAINERS   IMAGES\n\
-         default     web    3         2         name=web   5m    web          nginx\n"
+        "NAMESPACE   NAME   DESIRED   CURRENT   SELECTOR   AGE   CONTAINERS   IMAGES   OWNER    FINALIZERS   DELETING\n\
+         default     web    3         2         name=web   5m    web          nginx    <none>   <none>       <none>\n"
     );
 }
 
@@ -127,8 +127,8 @@ fn replica_set_table_shows_desired_current_ready() {
     );
     assert_eq!(
         render_objects(&[rs], true, false, now()),
-        "NAME   DESIRED   CURRENT   READY   AGE   CONTAINERS   IMAGES   SELECTOR\n\
-         web    1         1         0       5m    web          nginx    app=web\n"
+        "NAME   DESIRED   CURRENT   READY   AGE   CONTAINERS   IMAGES   SELECTOR   OWNER    FINALIZERS   DELETING\n\
+         web    1         1         0       5m    web          nginx    app=web    <none>   <none>       <none>\n"
     );
 }
 
@@ -146,8 +146,8 @@ fn pod_table_shows_readiness_status_host_and_ip() {
     );
     assert_eq!(
         render_objects(&pods[..1], true, false, now()),
-        "NAME    READY   STATUS    RESTARTS   HOST     IP         AGE   IMAGES      LABELS\n\
-         web-1   1/1     Running   0          node-1   10.0.0.7   30s   nginx:1.7   name=web\n"
+        "NAME    READY   STATUS    RESTARTS   HOST     IP         AGE   IMAGES      LABELS     OWNER    FINALIZERS   DELETING\n\
+         web-1   1/1     Running   0          node-1   10.0.0.7   30s   nginx:1.7   name=web   <none>   <none>       <none>\n"
     );
 }
 
@@ -499,8 +499,8 @@ fn deployment_table_shows_ready_up_to_date_available() {
     );
     assert_eq!(
         render_objects_as(&[d], true, false, true, now()),
-        "NAME                  READY   UP-TO-DATE   AVAILABLE   AGE   CONTAINERS   IMAGES    SELECTOR\n\
-         deployment.apps/web   8/10    5            8           5m    nginx        nginx:2   app=web\n"
+        "NAME                  READY   UP-TO-DATE   AVAILABLE   AGE   CONTAINERS   IMAGES    SELECTOR   OWNER    FINALIZERS   DELETING\n\
+         deployment.apps/web   8/10    5            8           5m    nginx        nginx:2   app=web    <none>   <none>       <none>\n"
     );
 }
 
@@ -591,5 +591,40 @@ fn describe_shows_owners_finalizers_and_deletion_only_when_there_are_some() {
          Owners:        Service/s (uid u2)\n\
          Finalizers:    foregroundDeletion\n\
          Terminating:   since 2026-01-01T00:00:00Z (deletionTimestamp)\n"
+    );
+}
+
+#[test]
+fn wide_tables_show_the_owner_finalizers_and_deletion() {
+    use crate::kubecfg::print::ownership_cells;
+    let mut meta = ObjectMeta::named("default", "p");
+    meta.owner_references = vec![
+        api::OwnerReference {
+            kind: "ReplicaSet".into(),
+            name: "web-abc".into(),
+            uid: "u1".into(),
+            controller: Some(true),
+            ..Default::default()
+        },
+        api::OwnerReference {
+            kind: "Service".into(),
+            name: "s".into(),
+            uid: "u2".into(),
+            ..Default::default()
+        },
+    ];
+    meta.finalizers = vec!["foregroundDeletion".into(), "example.com/x".into()];
+    meta.deletion_timestamp = web_controller().metadata.creation_timestamp;
+    assert_eq!(
+        ownership_cells(&meta, now()),
+        [
+            "ReplicaSet/web-abc+1".to_string(),
+            "foregroundDeletion,example.com/x".to_string(),
+            "5m".to_string()
+        ]
+    );
+    assert_eq!(
+        ownership_cells(&ObjectMeta::default(), now()),
+        ["<none>", "<none>", "<none>"].map(String::from)
     );
 }
