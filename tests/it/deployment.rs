@@ -222,8 +222,26 @@ fn bump_generation(d: &mut Value) {
 /// The namespace's pods and ReplicaSets as of one revision of a replay.
 #[derive(Default)]
 struct World {
-    pods: BTreeMap<String, Value>,
+    pods: BTreeMap<String, PodState>,
     replica_sets: BTreeMap<String, Value>,
+}
+
+/// What the replay reads of a pod, taken once per event: a replay of a 1,000-replica
+/// rollout counts a thousand pods at each of thousands of revisions.
+struct PodState {
+    owner: Option<String>,
+    active: bool,
+    ready: bool,
+}
+
+impl PodState {
+    fn of(pod: &Value) -> PodState {
+        PodState {
+            owner: controller_uid(pod).map(str::to_string),
+            active: is_active(pod),
+            ready: is_ready(pod),
+        }
+    }
 }
 
 /// What the replay counts at one revision.
@@ -242,9 +260,17 @@ struct Counts {
 
 impl World {
     fn apply(&mut self, event: &HistoryEvent) {
-        let (map, prefix) = if event.key.starts_with(&format!("/registry/pods/{NS}/")) {
-            (&mut self.pods, format!("/registry/pods/{NS}/"))
-        } else if event
+        let pods = format!("/registry/pods/{NS}/");
+        if let Some(name) = event.key.strip_prefix(&pods) {
+            if event.put {
+                let pod: Value = serde_json::from_slice(&event.value).expect("JSON");
+                self.pods.insert(name.to_string(), PodState::of(&pod));
+            } else {
+                self.pods.remove(name);
+            }
+            return;
+        }
+        let (map, prefix) = if event
             .key
             .starts_with(&format!("/registry/replicasets/{NS}/"))
         {
@@ -278,15 +304,15 @@ impl World {
         let mut ready = 0;
         let mut sets = std::collections::BTreeSet::new();
         for pod in self.pods.values() {
-            let Some(owner) = controller_uid(pod) else {
+            let Some(owner) = pod.owner.as_deref() else {
                 continue;
             };
-            if !owned.contains_key(owner) || !is_active(pod) {
+            if !owned.contains_key(owner) || !pod.active {
                 continue;
             }
             active += 1;
             sets.insert(owner.to_string());
-            if is_ready(pod) {
+            if pod.ready {
                 ready += 1;
             }
         }
@@ -459,6 +485,68 @@ async fn a_rolling_update_keeps_pods_within_the_surge_and_unavailability_bounds(
         assert!(
             counts.iter().any(|c| c.active > 10),
             "the rollout surged: {counts:?}"
+        );
+    })
+    .await;
+}
+
+/// The bounds at the size users reach: 1,000 replicas at 25%/25% replaced by a template
+/// change, so the ReplicaSet controller's creates and deletes span several slow-start
+/// batches and syncs; at every revision Σ spec and active pods ≤ 1,250, Ready ≥ 750.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_update_of_1000_replicas_keeps_the_bounds_at_every_revision() {
+    with_timeout(Duration::from_secs(300), async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let _manager = start_manager(
+            &etcd.endpoint(),
+            &["--controllers", "replicaset,deployment"],
+        )
+        .await;
+        // Two nodes with room for every pod; pods run 50 ms after they are claimed and are
+        // Ready 100 ms later.
+        let _kubelets: Vec<Kcm> = [("n1", "10.1.0.0/21"), ("n2", "10.2.0.0/21")]
+            .iter()
+            .map(|(node, cidr)| {
+                Kcm::spawn(
+                    &[
+                        "--etcd-servers",
+                        &etcd.endpoint(),
+                        "kubelet",
+                        "--node",
+                        node,
+                        "--pod-cidr",
+                        cidr,
+                        "--start-delay",
+                        "50ms",
+                        "--ready-delay",
+                        "100ms",
+                        "--max-pods",
+                        "1000",
+                    ],
+                    &[],
+                )
+            })
+            .collect();
+        let settle = Duration::from_secs(240);
+        let d = deployment_json(1000, "v1", json!(null));
+        put_json(&client, &deployment_key("web"), &d).await;
+        eventually(settle, "1,000 replicas of v1", || rolled_out(&client, 1000)).await;
+        let start = set_image(&client, "v2").await;
+        eventually(settle, "1,000 replicas of v2", || rolled_out(&client, 1000)).await;
+        assert_eq!(
+            sizes(&client).await,
+            [("v1".into(), 0), ("v2".into(), 1000)]
+        );
+        let counts = replay(&client, start).await;
+        assert!(counts.len() > 2000, "{} revisions", counts.len());
+        check_bounds(&counts, 1250, 750);
+        assert!(counts.iter().any(|c| c.active > 1000), "the rollout surged");
+        assert!(
+            counts.iter().any(|c| c.sets_with_active_pods == 2),
+            "old and new ran side by side"
         );
     })
     .await;
@@ -728,7 +816,7 @@ async fn the_revision_history_limit_keeps_the_two_newest_old_replica_sets() {
                 assert!(rs["status"]["replicas"].as_i64().unwrap_or(0) == 0, "{rs}");
                 let uid = rs["metadata"]["uid"].as_str().unwrap();
                 assert!(
-                    world.pods.values().all(|p| controller_uid(p) != Some(uid)),
+                    world.pods.values().all(|p| p.owner.as_deref() != Some(uid)),
                     "{name} deleted with pods"
                 );
                 deleted.push(image(rs).to_string());

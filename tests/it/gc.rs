@@ -947,3 +947,136 @@ async fn a_recreated_deployment_adopts_its_orphans_and_a_foreground_delete_unwin
     })
     .await;
 }
+
+/// G1 at the size users reach: a ReplicaSet of 2,000 pods deleted in the background, and a
+/// namesake (same name, another uid) written while the collector is deleting them. From
+/// etcd's history: every pod deleted belonged to the old incarnation, and at its delete's
+/// revision the ReplicaSet key was absent or the namesake; the namesake's 200 pods and an
+/// unrelated ReplicaSet's pods are never deleted; all 2,000 old pods go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_delete_of_2000_pods_with_a_namesake_written_mid_way_deletes_only_the_old_ones(
+) {
+    with_timeout(Duration::from_secs(240), async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let ns = "gc-big";
+        let settle = Duration::from_secs(180);
+        let _manager = manager(&etcd, "replicaset,garbagecollector", &[]).await;
+        put_json(
+            &client,
+            &rs_key(ns, "web"),
+            &replica_set(ns, "web", "uid-old", 2000),
+        )
+        .await;
+        put_json(
+            &client,
+            &rs_key(ns, "api"),
+            &replica_set(ns, "api", "uid-api", 50),
+        )
+        .await;
+        eventually(settle, "2,000 pods of the old web", || async {
+            owned_by(&client, ns, "uid-old").await.len() == 2000
+        })
+        .await;
+        wait_for_pods(&client, ns, "uid-api", 50).await;
+        let start = current_revision(&client).await;
+
+        delete(&client, &rs_key(ns, "web")).await;
+        // The namesake as soon as the collector has begun.
+        eventually(SETTLE, "the collector to begin", || async {
+            owned_by(&client, ns, "uid-old").await.len() < 2000
+        })
+        .await;
+        put_json(
+            &client,
+            &rs_key(ns, "web"),
+            &replica_set(ns, "web", "uid-new", 200),
+        )
+        .await;
+        eventually(
+            settle,
+            "the old pods gone and the namesake's 200 made",
+            || async {
+                owned_by(&client, ns, "uid-old").await.is_empty()
+                    && owned_by(&client, ns, "uid-new").await.len() == 200
+            },
+        )
+        .await;
+
+        // Replay: the uid stored at web's key, and each pod's owner uid, at every revision.
+        let events = history::read(
+            &client,
+            "/registry/",
+            "/registry0",
+            start,
+            "/registry/zz-end",
+        )
+        .await;
+        let web_key = rs_key(ns, "web");
+        let pod_dir = format!("/registry/pods/{ns}/");
+        let mut web_uid: Option<String> = Some("uid-old".into());
+        let mut owners: BTreeMap<String, String> = BTreeMap::new();
+        // Owners as of `start`: every pod that existed then was the old web's or api's.
+        for (name, doc) in client
+            .clone()
+            .get(
+                pod_dir.as_str(),
+                Some(GetOptions::new().with_prefix().with_revision(start)),
+            )
+            .await
+            .unwrap()
+            .kvs()
+            .iter()
+            .map(|kv| {
+                (
+                    kv.key_str().unwrap().to_string(),
+                    serde_json::from_slice::<Value>(kv.value()).unwrap(),
+                )
+            })
+        {
+            owners.insert(name, owner_uids(&doc).join(","));
+        }
+        let mut deleted = 0;
+        let mut left_at_namesake = 0;
+        for event in &events {
+            if event.key == web_key {
+                web_uid = event.put.then(|| {
+                    let doc: Value = serde_json::from_slice(&event.value).unwrap();
+                    doc["metadata"]["uid"].as_str().unwrap().to_string()
+                });
+                if web_uid.as_deref() == Some("uid-new") {
+                    left_at_namesake = owners.values().filter(|o| *o == "uid-old").count();
+                }
+            } else if event.key.starts_with(&pod_dir) {
+                if event.put {
+                    let doc: Value = serde_json::from_slice(&event.value).unwrap();
+                    owners.insert(event.key.clone(), owner_uids(&doc).join(","));
+                } else {
+                    let owner = owners.remove(&event.key).unwrap_or_default();
+                    assert_eq!(
+                        owner, "uid-old",
+                        "only the old web's pods are deleted: {} at {}",
+                        event.key, event.revision
+                    );
+                    assert_ne!(
+                        web_uid.as_deref(),
+                        Some("uid-old"),
+                        "G1: {} deleted at {} while its owner lived",
+                        event.key,
+                        event.revision
+                    );
+                    deleted += 1;
+                }
+            }
+        }
+        assert_eq!(deleted, 2000, "every old pod deleted once");
+        assert!(
+            left_at_namesake > 0,
+            "the namesake was written while the old pods were being deleted"
+        );
+        assert_eq!(owned_by(&client, ns, "uid-api").await.len(), 50);
+    })
+    .await;
+}
