@@ -48,7 +48,7 @@ pub use self::containers::{
 use self::containers::{ready_delay, Step};
 pub use self::ipam::{default_pod_cidr, IpAllocator, Ipv4Cidr, ParseCidrError};
 pub use self::node::is_claimable;
-use self::node::{Action, NodeState};
+use self::node::{Action, NodeState, Room};
 pub use self::registration::{
     registration_key, NodeTaken, Registration, Status as RegistrationStatus, LEASE_TTL,
 };
@@ -353,6 +353,20 @@ impl Kubelet {
                     return refused(&e);
                 }
             }
+        }
+        match state.room_change() {
+            Some(Room::Full { max_pods, waiting }) => tracing::warn!(
+                node = %self.config.node,
+                max_pods,
+                waiting,
+                "node is full: it holds --max-pods active pods and unassigned pods wait for \
+                 room (they stay Pending without a host); add nodes (kcm up --nodes N, \
+                 another kcm kubelet) or raise --max-pods"
+            ),
+            Some(Room::Again) => {
+                tracing::info!(node = %self.config.node, "node no longer full: no pod waits for room any more");
+            }
+            None => {}
         }
         Ok(())
     }

@@ -76,6 +76,16 @@ pub(super) struct NodeState {
     /// starts anything.
     initial_list: InitialList,
     rng: StdRng,
+    /// The node was at `max_pods` with unassigned pods waiting, when last asked.
+    full: bool,
+}
+
+/// The node's room, when it changes: full (at `max_pods` while unassigned pods wait) or
+/// no longer.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Room {
+    Full { max_pods: usize, waiting: usize },
+    Again,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -96,6 +106,7 @@ impl NodeState {
             paused_until: None,
             initial_list: InitialList::NotStarted,
             rng,
+            full: false,
         }
     }
 
@@ -332,6 +343,25 @@ impl NodeState {
         None
     }
 
+    /// Whether the node just became full (at `max_pods` with unassigned pods waiting)
+    /// or stopped being full (room, or no pod waiting) since the last call; `None` when that did not change. A pod
+    /// nobody has room for stays Pending without a host, so the kubelet says why once.
+    pub(super) fn room_change(&mut self) -> Option<Room> {
+        let full = !self.unassigned.is_empty() && self.active_pods() >= self.config.max_pods;
+        if full == self.full {
+            return None;
+        }
+        self.full = full;
+        Some(if full {
+            Room::Full {
+                max_pods: self.config.max_pods,
+                waiting: self.unassigned.len(),
+            }
+        } else {
+            Room::Again
+        })
+    }
+
     /// The next unassigned pod to claim, taken out of the set; `None` at `max_pods`.
     ///
     /// Picked at random: nodes that see the same backlog in the same order would
@@ -431,7 +461,16 @@ mod tests {
         assert!(["a", "b"].contains(&name.as_str()), "{name}");
         state.observe(pod(&name, rv + 10, "n", Some(PodPhase::Pending), ""), now);
         assert!(state.next_claim().is_none(), "at max_pods");
+        assert_eq!(
+            state.room_change(),
+            Some(Room::Full {
+                max_pods: 2,
+                waiting: 1
+            })
+        );
+        assert_eq!(state.room_change(), None, "said once");
         state.observe(pod(&name, rv + 11, "n", Some(PodPhase::Failed), ""), now);
+        assert_eq!(state.room_change(), Some(Room::Again));
         let second = state.next_claim().unwrap();
         assert_ne!(second.metadata.name, name);
         assert!(state.next_claim().is_none(), "nothing else is claimable");

@@ -994,3 +994,54 @@ async fn a_restarted_node_turns_its_unready_pods_ready_when_their_delay_is_over(
     })
     .await;
 }
+
+/// A node at `--max-pods` while unassigned pods wait says why they stay Pending, once, and
+/// once more when none waits any more (a 1,000-replica deployment on two default nodes would
+/// otherwise sit at 220 pods without a word).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_node_says_once_that_pods_wait_for_room_and_once_when_none_waits() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let kubelet = Kcm::spawn(
+            &[
+                "--etcd-servers",
+                &etcd.endpoint(),
+                "kubelet",
+                "--node",
+                "n1",
+                "--max-pods",
+                "2",
+                "--start-delay",
+                "50ms",
+            ],
+            &[],
+        );
+        put_pods(&client, names(0..3)).await;
+        eventually(SETTLE, "the node full with 2 running pods", || async {
+            count_by_host(&client, "Running").await.get("n1") == Some(&2)
+                && !kubelet.warnings_about("node is full").is_empty()
+        })
+        .await;
+        let warning = kubelet.warnings_about("node is full");
+        assert_eq!(warning.len(), 1, "said once: {warning:?}");
+        assert!(warning[0].contains("max_pods=2"), "{warning:?}");
+        assert!(warning[0].contains("--max-pods"), "{warning:?}");
+        // Free a place: the node claims the pod that waited and says none waits now.
+        let (name, _) = pod_documents(&client, NAMESPACE)
+            .await
+            .into_iter()
+            .find(|(_, (pod, _))| host(pod) == "n1")
+            .expect("a claimed pod");
+        delete(&client, &pod_key(NAMESPACE, &name)).await;
+        eventually(SETTLE, "the waiting pod claimed", || async {
+            count_by_host(&client, "Running").await.get("n1") == Some(&2)
+                && kubelet.log().contains("no pod waits for room any more")
+        })
+        .await;
+        assert_eq!(kubelet.warnings_about("node is full").len(), 1);
+    })
+    .await;
+}
