@@ -11,9 +11,6 @@
 use super::*;
 use crate::api::{start_deletion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 
-/// How often `--wait` reads the object again.
-const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(200);
-
 /// What a delete does to an object's dependents (`--cascade`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cascade {
@@ -68,20 +65,21 @@ pub fn kubectl_kind<T: Object>() -> String {
 /// # Errors
 /// `pods "x" not found`; a timeout naming what is still pending; etcd failing.
 pub async fn delete(target: &Target, options: DeleteOptions) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
+    let (client, registry) = target.connect().await?;
+    let watcher = Watcher::new(&client, registry.clone());
     match options.kind {
-        Kind::Deployments => delete_kind::<Deployment>(&registry, &options).await,
-        Kind::Pods => delete_kind::<Pod>(&registry, &options).await,
-        Kind::Services => delete_kind::<Service>(&registry, &options).await,
-        Kind::Endpoints => delete_kind::<Endpoints>(&registry, &options).await,
-        Kind::Replicasets => delete_kind::<ReplicaSet>(&registry, &options).await,
+        Kind::Deployments => delete_kind::<Deployment>(&registry, &watcher, &options).await,
+        Kind::Pods => delete_kind::<Pod>(&registry, &watcher, &options).await,
+        Kind::Services => delete_kind::<Service>(&registry, &watcher, &options).await,
+        Kind::Endpoints => delete_kind::<Endpoints>(&registry, &watcher, &options).await,
+        Kind::Replicasets => delete_kind::<ReplicaSet>(&registry, &watcher, &options).await,
         Kind::Replicationcontrollers => {
             // Read first only for the note.
             let before = registry
                 .get::<ReplicationController>(&options.namespace, &options.name)
                 .await
                 .ok();
-            delete_kind::<ReplicationController>(&registry, &options).await?;
+            delete_kind::<ReplicationController>(&registry, &watcher, &options).await?;
             if let Some(rc) = before.filter(|rc| rc.spec.replicas > 0 || rc.status.replicas > 0) {
                 eprintln!(
                     "kcm: note: pods matching its selector {} are left running; \
@@ -96,6 +94,7 @@ pub async fn delete(target: &Target, options: DeleteOptions) -> anyhow::Result<(
 
 async fn delete_kind<T: Object>(
     registry: &Registry,
+    watcher: &Watcher,
     options: &DeleteOptions,
 ) -> anyhow::Result<()> {
     let (namespace, name) = (options.namespace.as_str(), options.name.as_str());
@@ -124,39 +123,53 @@ async fn delete_kind<T: Object>(
     }
     emit(&format!("{what} deleted\n"))?;
     if options.wait {
-        wait_until_gone::<T>(registry, namespace, name, &what, options.timeout).await?;
+        wait_until_gone::<T>(registry, watcher, namespace, name, &what, options.timeout).await?;
     }
     Ok(())
 }
 
-/// Reads the object every [`WAIT_POLL_INTERVAL`] until it is gone.
+/// Follows a watch of the one key until it is deleted.
 ///
 /// # Errors
-/// After `timeout` (none: no limit), one line saying what keeps it.
+/// After `timeout` (none: no limit), one line saying what keeps it; the watch failing.
 async fn wait_until_gone<T: Object>(
     registry: &Registry,
+    watcher: &Watcher,
     namespace: &str,
     name: &str,
     what: &str,
     timeout: Option<Duration>,
 ) -> anyhow::Result<()> {
-    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
-    loop {
-        let object = match registry.get::<T>(namespace, name).await {
-            Err(StorageError::NotFound { .. }) => return Ok(()),
-            other => other?,
-        };
-        let now = tokio::time::Instant::now();
-        if let Some(deadline) = deadline.filter(|d| now >= *d) {
-            let _ = deadline;
-            anyhow::bail!(
-                "timed out after {} waiting for {what} to be deleted: {}",
-                humantime::format_duration(timeout.unwrap_or_default()),
-                pending(object.metadata())
-            );
+    let mut last: T = match registry.get(namespace, name).await {
+        Err(StorageError::NotFound { .. }) => return Ok(()),
+        other => other?,
+    };
+    let start = last.metadata().resource_version.map_or(0, |rv| rv.0);
+    let mut stream = watcher.resumable_object::<T>(namespace, name, &start.to_string())?;
+    let gone = async {
+        loop {
+            match stream.next().await {
+                Update::Event(WatchEvent::Deleted(_), _) => return Ok(()),
+                Update::Event(WatchEvent::Added(object) | WatchEvent::Modified(object), _) => {
+                    last = object;
+                }
+                Update::Event(WatchEvent::Error(status), _) | Update::Error(status) => {
+                    anyhow::bail!("watch {}: {}", T::RESOURCE, status.message)
+                }
+                Update::Resumed { .. } | Update::Relisted { .. } => {}
+            }
         }
-        let pause = deadline.map_or(WAIT_POLL_INTERVAL, |d| WAIT_POLL_INTERVAL.min(d - now));
-        tokio::time::sleep(pause).await;
+    };
+    let Some(limit) = timeout else {
+        return gone.await;
+    };
+    match tokio::time::timeout(limit, gone).await {
+        Ok(result) => result,
+        Err(_) => anyhow::bail!(
+            "timed out after {} waiting for {what} to be deleted: {}",
+            humantime::format_duration(limit),
+            pending(last.metadata())
+        ),
     }
 }
 
