@@ -723,8 +723,7 @@ impl Rollout {
             }
             return;
         }
-        if let Some(new) = self.new.filter(|i| self.is_saturated(*i)) {
-            let _ = new;
+        if self.new.is_some_and(|i| self.is_saturated(i)) {
             for i in self.active(&self.old()) {
                 self.scale_and_record(i, 0);
             }
