@@ -8,6 +8,7 @@
 //! [`Target`] from the global flags (`TryFrom<&GlobalArgs>`) plus its own config, e.g.
 //! `KubeletConfig` from `KubeletArgs`. No other module imports this one.
 
+mod apiserver;
 mod bench;
 mod controller_manager;
 mod kubecfg;
@@ -15,6 +16,7 @@ mod kubelet;
 mod lab;
 mod up;
 
+pub use self::apiserver::ApiserverArgs;
 pub use self::bench::BenchArgs;
 pub use self::controller_manager::ControllerManagerArgs;
 pub use self::kubecfg::{
@@ -252,6 +254,12 @@ pub enum Command {
     /// --etcd-servers), the controller manager and simulated kubelets, until Ctrl-C.
     /// `--demo` runs a one-minute guided tour and exits.
     Up(UpArgs),
+    /// Serve the Kubernetes API (discovery, get, list, watch) over kcm's objects, for
+    /// kubectl and every Kubernetes client, until SIGINT or SIGTERM.
+    ///
+    /// Plain HTTP on 127.0.0.1:8080 by default; HTTPS with bearer tokens beyond
+    /// loopback. Writes answer 405 until the API's part 2: write with kcm's commands.
+    Apiserver(ApiserverArgs),
     /// Run the controller loops (replication manager, endpoints controller) and the status endpoint
     /// (/healthz, /metrics) until SIGINT or SIGTERM.
     ControllerManager(ControllerManagerArgs),
@@ -351,6 +359,9 @@ pub async fn run(
     let global = &cli.global;
     match cli.command {
         Command::Up(args) => crate::up::run(&global.try_into()?, (&args).into(), shutdown).await,
+        Command::Apiserver(args) => {
+            crate::apiserver::run(&global.try_into()?, args.config(), shutdown).await
+        }
         Command::ControllerManager(args) => {
             let target = global.try_into()?;
             crate::controller_manager::run(args.config(&target), shutdown).await

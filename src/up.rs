@@ -15,7 +15,7 @@
 
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -38,6 +38,10 @@ pub struct Config {
     pub demo: bool,
     /// Port of the status endpoint (/healthz, /metrics), on 127.0.0.1.
     pub port: u16,
+    /// Port of the Kubernetes API on 127.0.0.1 (0: a free one).
+    pub apiserver_port: u16,
+    /// Where to write the kubeconfig (kept); `None` for a temporary file removed on exit.
+    pub kubeconfig: Option<PathBuf>,
     /// How often every controller is synced even without events.
     pub sync_period: Duration,
     /// The kubelets' ready delay (`kcm kubelet --ready-delay`).
@@ -112,7 +116,7 @@ use crate::kubelet::{ImageRules, Kubelet, KubeletConfig, NodeTaken, Registration
 use crate::labels::{Selector, Set};
 use crate::registry::{Registry, StorageError};
 use crate::replication_manager::ManagerConfig;
-use crate::status;
+use crate::{apiserver, status};
 
 /// Runs `kcm up` until `shutdown` resolves (or the demo finishes).
 ///
@@ -135,6 +139,12 @@ pub async fn run(
         "--port",
     )
     .await?;
+    let api_listener = apiserver::bind(&apiserver::Config {
+        address: SocketAddr::from(([127, 0, 0, 1], config.apiserver_port)),
+        ..apiserver::Config::default()
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; use --apiserver-port to choose another, or --apiserver-port 0 for a free one"))?;
     let removed = remove_stale_data_dirs(&std::env::temp_dir());
     if !removed.is_empty() {
         let dirs: Vec<String> = removed
@@ -185,7 +195,7 @@ pub async fn run(
             Some(etcd)
         }
     };
-    let result = run_cluster(target, &config, listener, shutdown).await;
+    let result = run_cluster(target, &config, listener, api_listener, shutdown).await;
     if let Some(etcd) = private {
         etcd.stop().await;
         say("kcm up: private etcd stopped");
@@ -197,9 +207,12 @@ async fn run_cluster(
     target: &Target,
     config: &Config,
     listener: tokio::net::TcpListener,
+    api_listener: apiserver::Listener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (client, registry) = target.connect().await?;
+    let api_url = api_listener.bound().url.clone();
+    let kubeconfig = Kubeconfig::write(config.kubeconfig.as_deref(), &api_url)?;
     let nodes = register_nodes(&client, &registry, config, target).await?;
     let token = CancellationToken::new();
     // The port actually bound (`--port 0` lets the kernel choose).
@@ -236,12 +249,19 @@ async fn run_cluster(
         token.clone().cancelled_owned(),
     );
     let kubelets = run_nodes(&client, &registry, nodes, &token);
+    let api = apiserver::serve(
+        api_listener,
+        &client,
+        registry.clone(),
+        apiserver::Config::default(),
+        token.clone().cancelled_owned(),
+    );
     let endpoints = target.client.endpoints_display();
     let driver = async {
         if config.demo {
             tokio::pin!(shutdown);
             tokio::select! {
-                result = demo(&registry, config.nodes) => {
+                result = demo(&registry, config.nodes, kubeconfig.path()) => {
                     if let Err(e) = &result {
                         say(format!("demo failed: {e:#}"));
                     }
@@ -258,7 +278,13 @@ async fn run_cluster(
                 "kcm up: controller manager and {} simulated kubelet(s) running; status on http://{status_addr}/healthz",
                 config.nodes
             ));
-            say(format!("  try:  kcm --etcd-servers {endpoints} run web --image nginx --replicas 3 --port 80 --expose"));
+            say(format!(
+                "kcm up: Kubernetes API on {api_url}; kubeconfig {}",
+                kubeconfig.path().display()
+            ));
+            say(format!("  try:  export KUBECONFIG={}", kubeconfig.path().display()));
+            say(format!("        kcm --etcd-servers {endpoints} run web --image nginx --replicas 3 --port 80 --expose"));
+            say("        kubectl get pods -o wide -w");
             say(format!("        kcm --etcd-servers {endpoints} get pods"));
             say(format!(
                 "        kcm --etcd-servers {endpoints} watch pods --raw"
@@ -276,9 +302,10 @@ async fn run_cluster(
             Ok(())
         }
     };
-    let (manager, (), driver) = tokio::join!(manager, kubelets, driver);
-    say("kcm up: controllers and kubelets stopped");
-    manager.and(driver)
+    let (manager, (), driver, api) = tokio::join!(manager, kubelets, driver, api);
+    say("kcm up: controllers, kubelets and the API stopped");
+    drop(kubeconfig);
+    manager.and(driver).and(api)
 }
 
 /// Registers `nodes` simulated kubelets named `node-1`, `node-2`, ...
@@ -471,7 +498,7 @@ async fn clean_demo(registry: &Registry) -> anyhow::Result<()> {
 }
 
 /// The guided tour of the 2014 loop, narrated one line per step.
-async fn demo(registry: &Registry, nodes: u16) -> anyhow::Result<()> {
+async fn demo(registry: &Registry, nodes: u16, kubeconfig: &Path) -> anyhow::Result<()> {
     let started = Instant::now();
     clean_demo(registry).await?;
     say("");
@@ -584,6 +611,7 @@ async fn demo(registry: &Registry, nodes: u16) -> anyhow::Result<()> {
         "6. The manager wrote status.replicas={} (2014 computed it on every read).",
         rc.status.replicas,
     ));
+    kubectl_step(kubeconfig).await;
     say("");
     say("== Later Kubernetes: a Deployment's rolling update ==");
     rollout_tour::tour(registry, 7).await?;
@@ -597,4 +625,79 @@ async fn demo(registry: &Registry, nodes: u16) -> anyhow::Result<()> {
     say("   and the typed event it became; `kcm describe rc web -n demo` explains a controller,");
     say("   `kcm describe deploy app -n demo` a deployment, `kcm rollout history deploy/app -n demo` its revisions.");
     Ok(())
+}
+
+/// The kubeconfig `kcm up` writes for its API: at `--kubeconfig` (kept), or in a
+/// temporary dir removed when this is dropped.
+struct Kubeconfig {
+    path: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Kubeconfig {
+    fn write(path: Option<&Path>, url: &str) -> anyhow::Result<Kubeconfig> {
+        let (path, dir) = match path {
+            Some(path) => (path.to_path_buf(), None),
+            None => {
+                let dir = tempfile::Builder::new()
+                    .prefix("kcm-up-kubeconfig-")
+                    .tempdir()
+                    .context("create a temporary dir for the kubeconfig")?;
+                (dir.path().join("kubeconfig"), Some(dir))
+            }
+        };
+        std::fs::write(&path, apiserver::kubeconfig(url))
+            .with_context(|| format!("write the kubeconfig {}", path.display()))?;
+        Ok(Kubeconfig { path, _dir: dir })
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The tour's kubectl step: the same objects through kcm's Kubernetes API, when kubectl
+/// is on PATH.
+async fn kubectl_step(kubeconfig: &Path) {
+    say("7. The same objects through kcm's Kubernetes API (2014's apiserver served the watch):");
+    let Ok(cache) = tempfile::tempdir() else {
+        return;
+    };
+    for args in [
+        ["get", "pods", "-o", "wide"],
+        ["describe", "rc", DEMO_NAME, ""],
+    ] {
+        let args: Vec<&str> = args.into_iter().filter(|a| !a.is_empty()).collect();
+        say(format!("   $ kubectl {} -n {DEMO_NAMESPACE}", args.join(" ")));
+        let output = tokio::process::Command::new("kubectl")
+            .args(&args)
+            .args(["-n", DEMO_NAMESPACE])
+            .arg("--cache-dir")
+            .arg(cache.path())
+            .env("KUBECONFIG", kubeconfig)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await;
+        match output {
+            Ok(output) => {
+                let text = String::from_utf8_lossy(if output.status.success() {
+                    &output.stdout
+                } else {
+                    &output.stderr
+                })
+                .into_owned();
+                for line in text.lines() {
+                    say(format!("   {line}"));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                say("   (kubectl is not on PATH: install it to see kcm through the Kubernetes API)");
+                return;
+            }
+            Err(e) => {
+                say(format!("   (kubectl did not run: {e})"));
+                return;
+            }
+        }
+    }
 }

@@ -31,6 +31,13 @@ pub struct UpArgs {
     /// How often every controller is synced even without events (at least 100ms).
     #[arg(long, default_value = "10s", value_parser = parse_sync_period)]
     pub sync_period: Duration,
+    /// Port of the Kubernetes API (`kcm apiserver`) on 127.0.0.1; 0 picks a free one.
+    #[arg(long, env = "KCM_APISERVER_PORT", default_value_t = crate::apiserver::DEFAULT_PORT)]
+    pub apiserver_port: u16,
+    /// Where to write a kubeconfig for the API (kept on exit); by default a file in a
+    /// temporary dir, removed on exit. `export KUBECONFIG=...` is printed either way.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
     #[command(flatten)]
     pub pods: PodBehaviourArgs,
 }
@@ -43,6 +50,8 @@ impl From<&UpArgs> for up::Config {
             etcd_binary: args.etcd_binary.clone(),
             demo: args.demo,
             port: args.port,
+            apiserver_port: args.apiserver_port,
+            kubeconfig: args.kubeconfig.clone(),
             sync_period: args.sync_period,
             ready_delay: args.pods.ready_delay,
             images: args.pods.images(),

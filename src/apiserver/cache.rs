@@ -1,0 +1,710 @@
+//! The watch cache of one resource: kube-apiserver's `Cacher` (2015; in 2014 every HTTP
+//! watch was its own etcd watch, `pkg/tools/etcd_tools_watch.go`).
+//!
+//! One list-and-watch of kcm's engine (`etcd_watcher`) feeds an in-memory store of the
+//! served (core/v1, apps/v1) objects and a window of the most recent events. Every HTTP
+//! watch and every `resourceVersion=0` list is served from here, so a thousand watchers
+//! of pods cost one etcd watcher.
+//!
+//! Invariants:
+//! - the store mirrors etcd's range at [`WatchCache::revision`]: every event up to that
+//!   revision has been applied and none after it;
+//! - the window holds every event with a revision above [`State::window_start`], in
+//!   revision order, so a watch from any N ≥ `window_start` is replayed exactly;
+//! - events are applied, appended to the window and broadcast under one lock, so a
+//!   subscriber that took a snapshot (or a replay) and a receiver under that lock sees
+//!   every later event exactly once;
+//! - a subscriber that falls more than [`Config::broadcast_capacity`] events behind loses
+//!   its receiver (`Lagged`): its stream ends, and memory never grows with a slow client.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use serde_json::Value;
+use tokio::sync::{broadcast, watch};
+
+use crate::etcd_watcher::{
+    BackoffConfig, EngineConfig, ListReason, Range, RawEvent, RawItem, RawKind, Start, Watcher,
+    WatchMetrics,
+};
+use crate::labels::Set;
+use crate::registry::prefix_range_end;
+
+/// Sizes of the cache's buffers.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Events kept for watches that resume from a resourceVersion (kube-apiserver keeps
+    /// 100 to 10,000 per resource, by its event rate).
+    pub window: usize,
+    /// Events a watcher may fall behind before its stream is ended.
+    pub broadcast_capacity: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            window: 10_000,
+            broadcast_capacity: 10_000,
+        }
+    }
+}
+
+/// How a stored value becomes a served object: the key layout of its directory and the
+/// conversion of its value.
+pub(crate) struct Codec {
+    /// The resource served (`pods`).
+    pub resource: &'static str,
+    /// Its directory under the prefix (`pods`, `services/specs`, `minions`).
+    pub dir: &'static str,
+    /// Whether its keys are `{dir}/{namespace}/{name}` (else `{dir}/{name}`).
+    pub namespaced: bool,
+    /// Decodes one stored key-value into the served object (kind, apiVersion,
+    /// `metadata.name`, `namespace` and `resourceVersion` set).
+    pub decode: fn(namespace: &str, name: &str, kv: &RawEvent) -> anyhow::Result<Value>,
+}
+
+impl Codec {
+    /// The directory prefix of this codec's keys, ending in `/`.
+    pub fn dir_key(&self, prefix: &str) -> String {
+        format!("{prefix}/{}/", self.dir)
+    }
+
+    /// `(namespace, name)` of a key under `dir_key` (the part after it); namespace is ""
+    /// for a cluster-scoped resource. `None` for a key of another layout.
+    pub fn parse(&self, rest: &str) -> Option<(String, String)> {
+        if self.namespaced {
+            let (namespace, name) = rest.split_once('/')?;
+            (!namespace.is_empty() && !name.is_empty() && !name.contains('/'))
+                .then(|| (namespace.to_string(), name.to_string()))
+        } else {
+            (!rest.is_empty() && !rest.contains('/')).then(|| (String::new(), rest.to_string()))
+        }
+    }
+
+    /// Decodes a key-value read at `key` (already parsed) into an [`Item`].
+    pub fn item(&self, namespace: &str, name: &str, kv: &RawEvent) -> anyhow::Result<Item> {
+        let object = (self.decode)(namespace, name, kv)?;
+        Ok(Item::new(
+            namespace.to_string(),
+            name.to_string(),
+            kv.mod_revision,
+            object,
+        ))
+    }
+}
+
+/// One object as served: its served JSON (encoded once, shared by every watcher), labels
+/// for selectors, and the revision it was written at.
+#[derive(Debug)]
+pub struct Item {
+    pub namespace: String,
+    pub name: String,
+    /// The revision of the write (of the delete, for a deleted object's last state).
+    pub revision: i64,
+    pub labels: Set,
+    pub object: Value,
+    /// `object` encoded as JSON.
+    pub json: Vec<u8>,
+}
+
+impl Item {
+    /// An item of `object` (whose `metadata.resourceVersion` is set to `revision`).
+    pub fn new(namespace: String, name: String, revision: i64, mut object: Value) -> Item {
+        set_resource_version(&mut object, revision);
+        let labels = labels_of(&object);
+        let json = serde_json::to_vec(&object).expect("a JSON value always encodes");
+        Item {
+            namespace,
+            name,
+            revision,
+            labels,
+            object,
+            json,
+        }
+    }
+
+    /// The same object stamped with another revision (a deleted object's last state
+    /// carries the revision of its delete).
+    pub fn stamped(&self, revision: i64) -> Item {
+        Item::new(
+            self.namespace.clone(),
+            self.name.clone(),
+            revision,
+            self.object.clone(),
+        )
+    }
+
+    /// `namespace/name`, or `name` for a cluster-scoped object: the store's key, ordered
+    /// as etcd orders the keys.
+    pub fn key(&self) -> String {
+        store_key(&self.namespace, &self.name)
+    }
+}
+
+/// `namespace/name`, or `name` when `namespace` is "".
+pub fn store_key(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
+/// Sets `metadata.resourceVersion` to `revision` (as a string, as on the wire).
+pub fn set_resource_version(object: &mut Value, revision: i64) {
+    if let Some(object) = object.as_object_mut() {
+        let metadata = object
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.insert(
+                "resourceVersion".to_string(),
+                Value::String(revision.to_string()),
+            );
+        }
+    }
+}
+
+/// `metadata.labels` as a set (values that are not strings are left out).
+pub fn labels_of(object: &Value) -> Set {
+    let mut labels = Set::new();
+    if let Some(map) = object.pointer("/metadata/labels").and_then(Value::as_object) {
+        for (key, value) in map {
+            if let Some(value) = value.as_str() {
+                labels.insert(key.clone(), value.to_string());
+            }
+        }
+    }
+    labels
+}
+
+/// A change to one object.
+#[derive(Debug)]
+pub struct Event {
+    /// The new state; for a delete, the last state stamped with the delete's revision.
+    pub object: Arc<Item>,
+    /// The state before (None for a create).
+    pub prev: Option<Arc<Item>>,
+    pub deleted: bool,
+}
+
+impl Event {
+    pub fn revision(&self) -> i64 {
+        self.object.revision
+    }
+}
+
+/// What a watch from a resourceVersion cannot be served from the window.
+#[derive(Debug)]
+pub struct TooOld {
+    /// The oldest resourceVersion the window can serve a watch from.
+    pub oldest: i64,
+}
+
+struct State {
+    items: BTreeMap<String, Arc<Item>>,
+    revision: i64,
+    window: VecDeque<Arc<Event>>,
+    /// A watch from N ≥ this is served from the window.
+    window_start: i64,
+    synced: bool,
+    tx: broadcast::Sender<Arc<Event>>,
+}
+
+/// The watch cache of one resource. Cheap to share behind an `Arc`.
+pub struct WatchCache {
+    codec: &'static Codec,
+    config: Config,
+    state: RwLock<State>,
+    /// The applied revision, for waits.
+    progress: watch::Sender<i64>,
+    metrics: Arc<WatchMetrics>,
+}
+
+/// A live subscription: what to send first, then the receiver of later events.
+pub struct Subscription {
+    /// The events (or, from a snapshot, the current objects as creates) to send first.
+    pub initial: Vec<Arc<Event>>,
+    /// The revision the initial part ends at: later events are above it.
+    pub revision: i64,
+    pub rx: broadcast::Receiver<Arc<Event>>,
+}
+
+impl WatchCache {
+    pub fn new(codec: &'static Codec, config: Config, metrics: Arc<WatchMetrics>) -> WatchCache {
+        let (tx, _) = broadcast::channel(config.broadcast_capacity.max(1));
+        WatchCache {
+            codec,
+            config,
+            state: RwLock::new(State {
+                items: BTreeMap::new(),
+                revision: 0,
+                window: VecDeque::new(),
+                window_start: 0,
+                synced: false,
+                tx,
+            }),
+            progress: watch::Sender::new(0),
+            metrics,
+        }
+    }
+
+    pub fn codec(&self) -> &'static Codec {
+        self.codec
+    }
+
+    pub fn metrics(&self) -> &Arc<WatchMetrics> {
+        &self.metrics
+    }
+
+    /// Whether the first list has been applied.
+    pub fn is_synced(&self) -> bool {
+        self.state.read().expect("cache lock").synced
+    }
+
+    /// The revision the store mirrors etcd at.
+    pub fn revision(&self) -> i64 {
+        self.state.read().expect("cache lock").revision
+    }
+
+    /// Waits until the store has applied `revision` (and is synced); false after `timeout`.
+    pub async fn wait_for(&self, revision: i64, timeout: Duration) -> bool {
+        let mut rx = self.progress.subscribe();
+        let reached = async {
+            rx.wait_for(|applied| *applied >= revision && *applied > 0)
+                .await
+                .is_ok()
+        };
+        tokio::time::timeout(timeout, reached).await.unwrap_or(false)
+    }
+
+    /// The objects in `namespace` (all with `None`), in key order, and the revision they
+    /// are the state at.
+    pub fn list(&self, namespace: Option<&str>) -> (Vec<Arc<Item>>, i64) {
+        let state = self.state.read().expect("cache lock");
+        (Self::range(&state, namespace), state.revision)
+    }
+
+    /// One object.
+    pub fn get(&self, namespace: &str, name: &str) -> (Option<Arc<Item>>, i64) {
+        let state = self.state.read().expect("cache lock");
+        (
+            state.items.get(&store_key(namespace, name)).cloned(),
+            state.revision,
+        )
+    }
+
+    /// Every namespace holding an object of this resource.
+    pub fn namespaces(&self) -> Vec<String> {
+        let state = self.state.read().expect("cache lock");
+        let mut namespaces: Vec<String> = Vec::new();
+        for item in state.items.values() {
+            if namespaces.last() != Some(&item.namespace) {
+                namespaces.push(item.namespace.clone());
+            }
+        }
+        namespaces.dedup();
+        namespaces
+    }
+
+    fn range(state: &State, namespace: Option<&str>) -> Vec<Arc<Item>> {
+        match namespace {
+            None => state.items.values().cloned().collect(),
+            Some(namespace) => {
+                let start = format!("{namespace}/");
+                state
+                    .items
+                    .range(start.clone()..)
+                    .take_while(|(key, _)| key.starts_with(&start))
+                    .map(|(_, item)| item.clone())
+                    .collect()
+            }
+        }
+    }
+
+    /// The current objects in `namespace` as creates, then every later event.
+    pub fn subscribe_snapshot(&self, namespace: Option<&str>) -> Subscription {
+        let state = self.state.read().expect("cache lock");
+        let initial = Self::range(&state, namespace)
+            .into_iter()
+            .map(|object| {
+                Arc::new(Event {
+                    object,
+                    prev: None,
+                    deleted: false,
+                })
+            })
+            .collect();
+        Subscription {
+            initial,
+            revision: state.revision,
+            rx: state.tx.subscribe(),
+        }
+    }
+
+    /// The events after `revision` (from the window), then every later event.
+    ///
+    /// # Errors
+    /// [`TooOld`] when the window no longer holds every event after `revision`.
+    pub fn subscribe_from(&self, revision: i64) -> Result<Subscription, TooOld> {
+        let state = self.state.read().expect("cache lock");
+        if revision < state.window_start {
+            return Err(TooOld {
+                oldest: state.window_start,
+            });
+        }
+        let first = state.window.partition_point(|e| e.revision() <= revision);
+        Ok(Subscription {
+            initial: state.window.range(first..).cloned().collect(),
+            revision: state.revision.max(revision),
+            rx: state.tx.subscribe(),
+        })
+    }
+
+    /// Lists, then follows the watch until `shutdown` resolves (the engine resumes,
+    /// relists after compaction and rewinds on its own; this never returns early).
+    pub async fn run(
+        self: Arc<Self>,
+        watcher: Watcher,
+        backoff: BackoffConfig,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = self.reflect(watcher, backoff) => {}
+        }
+        self.metrics.set_stopped();
+    }
+
+    async fn reflect(&self, watcher: Watcher, backoff: BackoffConfig) {
+        let start = self.codec.dir_key(watcher.registry().prefix());
+        let config = EngineConfig {
+            range: Range {
+                end: prefix_range_end(start.as_bytes()),
+                watched_key: Some(start.clone()),
+                start: start.clone(),
+            },
+            start: Start::List,
+            resume: true,
+            // The store holds every previous state.
+            prev_kv: false,
+            backoff,
+            metrics: self.metrics.clone(),
+        };
+        let mut raw = watcher.engine(config).into_stream();
+        let mut listed: BTreeMap<String, Arc<Item>> = BTreeMap::new();
+        while let Some(item) = raw.next().await {
+            match item {
+                RawItem::Page { kvs } => {
+                    for kv in &kvs {
+                        if let Some(item) = self.decode(&start, kv) {
+                            listed.insert(item.key(), Arc::new(item));
+                        }
+                    }
+                }
+                RawItem::ListFailed => listed.clear(),
+                RawItem::Listed { reason, revision } => {
+                    let listed = std::mem::take(&mut listed);
+                    let changes = self.replace(listed, reason, revision);
+                    tracing::info!(
+                        resource = self.codec.resource,
+                        revision,
+                        changes,
+                        ?reason,
+                        "watch cache listed"
+                    );
+                }
+                RawItem::Events(events) => self.apply(&start, &events),
+                RawItem::Progress(revision) => self.advance(revision),
+                RawItem::Resumed { from, reason } => {
+                    tracing::info!(resource = self.codec.resource, from, %reason, "watch cache resumed from its last resourceVersion");
+                }
+                RawItem::Ended(status) => {
+                    tracing::error!(resource = self.codec.resource, %status, "watch cache's etcd watch ended");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Decodes one key-value; `None` (counted, warned once per key) for a key of another
+    /// layout or a value that does not decode.
+    fn decode(&self, start: &str, kv: &RawEvent) -> Option<Item> {
+        let rest = kv.key.strip_prefix(start)?;
+        let Some((namespace, name)) = self.codec.parse(rest) else {
+            self.metrics.skip_key(&kv.key);
+            return None;
+        };
+        match self.codec.item(&namespace, &name, kv) {
+            Ok(item) => Some(item),
+            Err(e) => {
+                self.metrics
+                    .decode_errors
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(
+                    key = %kv.key,
+                    revision = kv.mod_revision,
+                    "{} {}: not served: the stored value does not decode: {e:#}",
+                    self.codec.resource,
+                    store_key(&namespace, &name)
+                );
+                None
+            }
+        }
+    }
+
+    /// Applies a complete list at `revision`: the first one fills the store; a later one
+    /// (after compaction) becomes the events that turn the old store into it; one after
+    /// a rewind of etcd starts a new history, ending every watcher. Returns how many
+    /// objects changed.
+    fn replace(
+        &self,
+        listed: BTreeMap<String, Arc<Item>>,
+        reason: ListReason,
+        revision: i64,
+    ) -> usize {
+        let mut state = self.state.write().expect("cache lock");
+        if !state.synced || reason == ListReason::Rewound {
+            let changes = listed.len();
+            state.items = listed;
+            state.window.clear();
+            state.window_start = revision;
+            state.revision = revision;
+            if state.synced {
+                // A new history: every watcher's resourceVersion means nothing now; a new
+                // channel ends their streams (they relist).
+                let (tx, _) = broadcast::channel(self.config.broadcast_capacity.max(1));
+                state.tx = tx;
+            }
+            state.synced = true;
+            drop(state);
+            self.advance(revision);
+            return changes;
+        }
+        let mut puts: Vec<Event> = Vec::new();
+        for (key, item) in &listed {
+            match state.items.get(key) {
+                Some(old) if old.revision == item.revision => {}
+                old => puts.push(Event {
+                    object: item.clone(),
+                    prev: old.cloned(),
+                    deleted: false,
+                }),
+            }
+        }
+        puts.sort_by_key(Event::revision);
+        let deletes: Vec<Event> = state
+            .items
+            .iter()
+            .filter(|(key, _)| !listed.contains_key(*key))
+            .map(|(_, old)| Event {
+                object: Arc::new(old.stamped(revision)),
+                prev: Some(old.clone()),
+                deleted: true,
+            })
+            .collect();
+        let changes = puts.len() + deletes.len();
+        state.items = listed;
+        for event in puts.into_iter().chain(deletes) {
+            self.publish(&mut state, event);
+        }
+        state.revision = state.revision.max(revision);
+        drop(state);
+        self.advance(revision);
+        changes
+    }
+
+    /// Applies one watch response's events.
+    fn apply(&self, start: &str, events: &[RawEvent]) {
+        let mut state = self.state.write().expect("cache lock");
+        let mut highest = state.revision;
+        for raw in events {
+            highest = highest.max(raw.mod_revision);
+            let Some(rest) = raw.key.strip_prefix(start) else {
+                continue;
+            };
+            let Some((namespace, name)) = self.codec.parse(rest) else {
+                self.metrics.skip_key(&raw.key);
+                continue;
+            };
+            let key = store_key(&namespace, &name);
+            let decoded = match raw.kind {
+                RawKind::Put => self.decode(start, raw),
+                RawKind::Delete => None,
+            };
+            let event = match decoded {
+                Some(item) => {
+                    let item = Arc::new(item);
+                    let prev = state.items.insert(key, item.clone());
+                    Event {
+                        object: item,
+                        prev,
+                        deleted: false,
+                    }
+                }
+                // A delete, or a value that no longer decodes: either way the object is
+                // no longer served.
+                None => match state.items.remove(&key) {
+                    Some(old) => Event {
+                        object: Arc::new(old.stamped(raw.mod_revision)),
+                        prev: Some(old),
+                        deleted: true,
+                    },
+                    None => continue,
+                },
+            };
+            self.metrics
+                .events
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.publish(&mut state, event);
+        }
+        state.revision = highest;
+        drop(state);
+        self.advance(highest);
+    }
+
+    /// Appends one event to the window (evicting the oldest beyond its size) and sends it
+    /// to every subscriber. Called under the write lock.
+    fn publish(&self, state: &mut State, event: Event) {
+        let event = Arc::new(event);
+        state.window.push_back(event.clone());
+        while state.window.len() > self.config.window {
+            if let Some(evicted) = state.window.pop_front() {
+                state.window_start = state.window_start.max(evicted.revision());
+            }
+        }
+        // No receiver is not an error: nobody watches.
+        let _ = state.tx.send(event);
+    }
+
+    fn advance(&self, revision: i64) {
+        {
+            let mut state = self.state.write().expect("cache lock");
+            state.revision = state.revision.max(revision);
+        }
+        self.metrics
+            .last_revision
+            .fetch_max(revision, std::sync::atomic::Ordering::Relaxed);
+        self.progress.send_if_modified(|applied| {
+            let advanced = revision > *applied;
+            *applied = (*applied).max(revision);
+            advanced
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(_: &str, _: &str, kv: &RawEvent) -> anyhow::Result<Value> {
+        Ok(serde_json::from_slice(&kv.value)?)
+    }
+
+    static CODEC: Codec = Codec {
+        resource: "pods",
+        dir: "pods",
+        namespaced: true,
+        decode,
+    };
+
+    fn put(key: &str, revision: i64, labels: &str) -> RawEvent {
+        RawEvent {
+            kind: RawKind::Put,
+            key: format!("/r/pods/{key}"),
+            value: format!(r#"{{"metadata":{{"labels":{{"app":"{labels}"}}}}}}"#).into_bytes(),
+            create_revision: revision,
+            mod_revision: revision,
+            version: 1,
+            prev: None,
+        }
+    }
+
+    fn delete(key: &str, revision: i64) -> RawEvent {
+        RawEvent {
+            kind: RawKind::Delete,
+            value: Vec::new(),
+            ..put(key, revision, "")
+        }
+    }
+
+    fn cache(window: usize) -> WatchCache {
+        let cache = WatchCache::new(
+            &CODEC,
+            Config {
+                window,
+                broadcast_capacity: 4,
+            },
+            Arc::default(),
+        );
+        cache.replace(BTreeMap::new(), ListReason::Initial, 10);
+        cache
+    }
+
+    fn revisions(events: &[Arc<Event>]) -> Vec<(i64, bool)> {
+        events.iter().map(|e| (e.revision(), e.deleted)).collect()
+    }
+
+    #[test]
+    fn a_watch_from_inside_the_window_replays_exactly_the_later_events() {
+        let cache = cache(100);
+        cache.apply("/r/pods/", &[put("a/x", 11, "1"), put("a/y", 12, "1")]);
+        cache.apply("/r/pods/", &[delete("a/x", 13)]);
+        let sub = cache.subscribe_from(11).unwrap();
+        assert_eq!(revisions(&sub.initial), [(12, false), (13, true)]);
+        // The deleted object's last state carries the delete's revision.
+        assert_eq!(sub.initial[1].object.object["metadata"]["resourceVersion"], "13");
+        assert_eq!(sub.initial[1].prev.as_ref().unwrap().revision, 11);
+        assert!(cache.subscribe_from(10).is_ok());
+        assert_eq!(cache.revision(), 13);
+    }
+
+    #[test]
+    fn a_watch_from_before_the_window_is_too_old() {
+        let cache = cache(2);
+        for revision in 11..=14 {
+            cache.apply("/r/pods/", &[put("a/x", revision, "1")]);
+        }
+        assert_eq!(cache.subscribe_from(11).unwrap_err().oldest, 12);
+        assert_eq!(revisions(&cache.subscribe_from(12).unwrap().initial), [(13, false), (14, false)]);
+    }
+
+    #[test]
+    fn a_relist_after_compaction_becomes_the_events_between_the_two_states() {
+        let cache = cache(100);
+        cache.apply("/r/pods/", &[put("a/x", 11, "1"), put("a/y", 12, "1")]);
+        let mut listed = BTreeMap::new();
+        for item in [put("a/y", 15, "2"), put("b/z", 14, "1")] {
+            let item = cache.decode("/r/pods/", &item).unwrap();
+            listed.insert(item.key(), Arc::new(item));
+        }
+        assert_eq!(cache.replace(listed, ListReason::Compacted, 20), 3);
+        let sub = cache.subscribe_from(12).unwrap();
+        assert_eq!(revisions(&sub.initial), [(14, false), (15, false), (20, true)]);
+        assert_eq!(cache.list(Some("a")).0.len(), 1);
+        assert_eq!(cache.namespaces(), ["a", "b"]);
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_too_far_behind_loses_its_receiver() {
+        let cache = cache(100);
+        let mut sub = cache.subscribe_snapshot(None);
+        for revision in 11..=20 {
+            cache.apply("/r/pods/", &[put("a/x", revision, "1")]);
+        }
+        assert!(matches!(
+            sub.rx.recv().await,
+            Err(broadcast::error::RecvError::Lagged(_))
+        ));
+    }
+
+    #[test]
+    fn namespaces_do_not_match_their_prefixes() {
+        let cache = cache(100);
+        cache.apply("/r/pods/", &[put("a/x", 11, "1"), put("ab/x", 12, "1"), put("a-b/x", 13, "1")]);
+        assert_eq!(cache.list(Some("a")).0.len(), 1);
+        assert_eq!(cache.subscribe_snapshot(Some("a")).initial.len(), 1);
+    }
+}

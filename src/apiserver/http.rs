@@ -1,0 +1,317 @@
+//! The apiserver's listener: HTTP/1.1 on loopback, HTTPS (rustls, `http/1.1` in ALPN)
+//! beyond it, static bearer tokens (kube-apiserver's `--token-auth-file`), and the
+//! connection limits an apiserver needs.
+//!
+//! Hardening, as the status endpoint's (`crate::status`) but fitted to long watches:
+//! - a client has [`HEADER_READ_TIMEOUT`] to send a request's headers (also the idle
+//!   time of a kept-alive connection between requests);
+//! - at most [`MAX_PENDING`] connections that have not yet sent a whole request are held;
+//!   one more closes the oldest of them (a stuck or slow client, not a live request);
+//! - every request but a watch gets the request timeout (504 after it);
+//! - watches have no lifetime bound here: they end on their own timeout, and their
+//!   number is capped by `--max-watches` (429 beyond it).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, Method, Uri};
+use axum::response::{IntoResponse, Response};
+use tokio_util::sync::CancellationToken;
+
+use super::errors::ApiError;
+use super::handlers::{dispatch, ApiState};
+use super::TlsFiles;
+
+/// How long a client may take to send a request's headers, and to send its next request
+/// on a kept-alive connection.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections held at once that have not yet sent a whole request.
+pub const MAX_PENDING: usize = 1024;
+
+/// Static bearer tokens: kube-apiserver's `--token-auth-file`, a CSV of
+/// `token,user,uid[,"group1,group2"]`.
+#[derive(Clone, Debug, Default)]
+pub struct TokenFile {
+    users: HashMap<String, String>,
+}
+
+impl TokenFile {
+    /// Reads and parses the file.
+    ///
+    /// # Errors
+    /// When the file cannot be read or a line is malformed (named by its number).
+    pub fn read(path: &Path) -> anyhow::Result<TokenFile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("read --token-auth-file {}", path.display()))?;
+        TokenFile::parse(&text).with_context(|| format!("--token-auth-file {}", path.display()))
+    }
+
+    /// Parses the CSV text.
+    ///
+    /// # Errors
+    /// A line with fewer than three fields, or an empty token or user.
+    pub fn parse(text: &str) -> anyhow::Result<TokenFile> {
+        let mut users = HashMap::new();
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fields: Vec<&str> = line.splitn(4, ',').map(str::trim).collect();
+            anyhow::ensure!(
+                fields.len() >= 3 && !fields[0].is_empty() && !fields[1].is_empty(),
+                "line {}: expected token,user,uid[,\"group1,group2\"]",
+                index + 1
+            );
+            users.insert(
+                fields[0].trim_matches('"').to_string(),
+                fields[1].trim_matches('"').to_string(),
+            );
+        }
+        anyhow::ensure!(!users.is_empty(), "no tokens");
+        Ok(TokenFile { users })
+    }
+
+    /// The user whose token the request carries (`Authorization: Bearer TOKEN`).
+    pub fn user(&self, headers: &HeaderMap) -> Option<&str> {
+        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+        let (scheme, token) = value.trim().split_once(' ')?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return None;
+        }
+        self.users.get(token.trim()).map(String::as_str)
+    }
+
+    pub fn authenticates(&self, headers: &HeaderMap) -> bool {
+        self.user(headers).is_some()
+    }
+}
+
+/// A TLS acceptor for the serving certificate and key, offering `http/1.1` in ALPN.
+///
+/// # Errors
+/// When a file cannot be read or holds no certificate or key.
+pub fn tls_acceptor(files: &TlsFiles) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert_file)
+        .with_context(|| format!("read --tls-cert-file {}", files.cert_file.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("--tls-cert-file {}", files.cert_file.display()))?;
+    anyhow::ensure!(
+        !certs.is_empty(),
+        "--tls-cert-file {} holds no certificate",
+        files.cert_file.display()
+    );
+    let key = PrivateKeyDer::from_pem_file(&files.key_file)
+        .with_context(|| format!("--tls-private-key-file {}", files.key_file.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("the TLS certificate and key do not go together")?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The connections not yet past their first request, oldest first.
+#[derive(Default)]
+struct Pending {
+    next_id: u64,
+    open: BTreeMap<u64, CancellationToken>,
+}
+
+/// Serves until `shutdown` resolves, then stops accepting, ends every connection (and so
+/// every watch) and returns.
+///
+/// # Errors
+/// None so far: failed accepts and handshakes are logged and skipped.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    state: Arc<ApiState>,
+    stop: CancellationToken,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let app = axum::Router::new()
+        .fallback(handle)
+        .with_state(state.clone());
+    let pending = Arc::new(Mutex::new(Pending::default()));
+    let mut tasks = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            biased;
+            _ = &mut shutdown => break,
+            _ = stop.cancelled() => break,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::debug!(error = %e, "accept an API connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        // Small writes (watch events) go out at once.
+        let _ = stream.set_nodelay(true);
+        let (id, close) = {
+            let mut pending = pending.lock().expect("pending lock");
+            let id = pending.next_id;
+            pending.next_id += 1;
+            let token = CancellationToken::new();
+            pending.open.insert(id, token.clone());
+            while pending.open.len() > MAX_PENDING {
+                if let Some((_, oldest)) = pending.open.pop_first() {
+                    oldest.cancel();
+                }
+            }
+            (id, token)
+        };
+        // The first request marks the connection as no longer pending.
+        let started = {
+            let pending = pending.clone();
+            move || {
+                pending.lock().expect("pending lock").open.remove(&id);
+            }
+        };
+        let inner = hyper_util::service::TowerToHyperService::new(app.clone());
+        let once = std::sync::Once::new();
+        let service = hyper::service::service_fn(move |request| {
+            once.call_once(&started);
+            hyper::service::Service::call(&inner, request)
+        });
+        let (stop, tls, pending) = (stop.clone(), tls.clone(), pending.clone());
+        tasks.spawn(async move {
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
+            let served = async {
+                match tls {
+                    None => {
+                        let connection = http.serve_connection(
+                            hyper_util::rt::TokioIo::new(stream),
+                            service,
+                        );
+                        run_connection(connection, &close, &stop).await;
+                    }
+                    Some(acceptor) => {
+                        let handshake =
+                            tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream));
+                        let stream = match handshake.await {
+                            Ok(Ok(stream)) => stream,
+                            Ok(Err(e)) => {
+                                tracing::debug!(error = %e, "TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => return,
+                        };
+                        let connection = http.serve_connection(
+                            hyper_util::rt::TokioIo::new(stream),
+                            service,
+                        );
+                        run_connection(connection, &close, &stop).await;
+                    }
+                }
+            };
+            served.await;
+            pending.lock().expect("pending lock").open.remove(&id);
+        });
+    }
+    drop(listener);
+    stop.cancel();
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}
+
+async fn run_connection<C>(connection: C, close: &CancellationToken, stop: &CancellationToken)
+where
+    C: std::future::Future + GracefulShutdown,
+{
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = &mut connection => {}
+        // Evicted while still pending: dropping the connection closes its socket.
+        _ = close.cancelled() => {}
+        _ = stop.cancelled() => {
+            // Finish the request in flight (a watch ends at once: its body is dropped).
+            connection.as_mut().graceful();
+            let _ = tokio::time::timeout(Duration::from_secs(1), connection).await;
+        }
+    }
+}
+
+/// hyper's connections can be shut down gracefully.
+trait GracefulShutdown {
+    fn graceful(self: std::pin::Pin<&mut Self>);
+}
+
+impl<I, S> GracefulShutdown for hyper::server::conn::http1::Connection<I, S>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming>,
+    S::ResBody: 'static,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+{
+    fn graceful(self: std::pin::Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+/// Every request: a watch streams for as long as it lasts; anything else gets the
+/// request timeout.
+async fn handle(
+    State(state): State<Arc<ApiState>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let is_watch = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+    if is_watch {
+        return dispatch(state, method, uri, headers).await;
+    }
+    let timeout = state.request_timeout;
+    match tokio::time::timeout(timeout, dispatch(state, method, uri, headers)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::timeout(format!(
+            "the request did not finish within {}s",
+            timeout.as_secs()
+        ))
+        .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_files_are_kube_apiservers_csv() {
+        let tokens = TokenFile::parse(
+            "# comment\nt0k3n,alice,1\n\"quoted\",bob,2,\"system:masters,dev\"\n",
+        )
+        .unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, "Bearer t0k3n".parse().unwrap());
+        assert_eq!(tokens.user(&headers), Some("alice"));
+        headers.insert(header::AUTHORIZATION, "bearer quoted".parse().unwrap());
+        assert_eq!(tokens.user(&headers), Some("bob"));
+        headers.insert(header::AUTHORIZATION, "Bearer nope".parse().unwrap());
+        assert_eq!(tokens.user(&headers), None);
+        headers.insert(header::AUTHORIZATION, "Basic t0k3n".parse().unwrap());
+        assert_eq!(tokens.user(&headers), None);
+        let error = TokenFile::parse("a,b\n").unwrap_err();
+        assert!(error.to_string().contains("line 1"), "{error}");
+        assert!(TokenFile::parse("").is_err());
+    }
+}

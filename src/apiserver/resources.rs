@@ -1,0 +1,668 @@
+//! The static table of what `kcm apiserver` serves: one [`Resource`] per served resource,
+//! with the names, kinds, scope, subresources and verbs that discovery publishes and the
+//! kcm storage directory the handlers read.
+//!
+//! Mirrors the per-resource facts kube-apiserver assembles from its registries:
+//! `pkg/registry/core/*/storage/storage.go` and `pkg/registry/apps/*/storage/storage.go`
+//! (`ShortNames()`, `Categories()`, `SingularName()`, the `status` and `scale` REST
+//! objects), `pkg/kubeapiserver/default_storage_factory_builder.go`
+//! (`SpecialDefaultResourcePrefixes`: `controllers`, `services/specs`,
+//! `services/endpoints`, `minions`), and `staging/src/k8s.io/apiserver/pkg/endpoints/
+//! installer.go`, which turns them into discovery entries.
+//!
+//! Invariants (checked by the tests below):
+//! - `(group, version, plural)` is unique, and so is every plural, singular and short
+//!   name across the whole table, so a bare name resolves to at most one resource;
+//! - resources are listed by group (core first), then alphabetically by plural, the order
+//!   kube-apiserver's discovery lists them in; subresources alphabetically;
+//! - every resource serves exactly [`SERVED_VERBS`] and every subresource
+//!   [`SUBRESOURCE_VERBS`]: widening what kcm serves is a change of those two constants;
+//! - `categories` is `["all"]` on exactly pods, replicationcontrollers, services,
+//!   deployments and replicasets (what `kubectl get all` expands to) and empty elsewhere;
+//! - a `status` subresource answers with its resource's own kind, a `scale` subresource
+//!   with `autoscaling/v1` `Scale`;
+//! - cluster-scoped resources (namespaces, nodes) are never stored under a namespace.
+
+/// The verbs every resource serves (discovery's `verbs`). Read-only for now; the write
+/// verbs (`create`, `update`, `patch`, `delete`, `deletecollection`) join here when kcm
+/// serves them.
+pub(crate) const SERVED_VERBS: &[&str] = &["get", "list", "watch"];
+
+/// The verbs every subresource serves (`status`, `scale`). `patch` and `update` join here
+/// with the write path.
+pub(crate) const SUBRESOURCE_VERBS: &[&str] = &["get"];
+
+/// The core group's name: the empty string, served under `/api`.
+pub(crate) const CORE_GROUP: &str = "";
+
+/// Where a resource's objects come from in kcm's etcd keyspace (below the key prefix,
+/// `/registry` by default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Storage {
+    /// JSON documents at `{prefix}/{directory}/{namespace}/{name}` (converted to the
+    /// served version on the way out).
+    Objects {
+        /// The directory under the prefix (`pods`, `services/specs`).
+        directory: &'static str,
+    },
+    /// Registration keys at `{prefix}/{directory}/{name}` (value `{pid}@{host}` under a
+    /// lease), from which the served objects are synthesized: nodes from kcm's kubelets.
+    RegistrationKeys {
+        /// The directory under the prefix (`minions`).
+        directory: &'static str,
+    },
+    /// Nothing stored: the served objects are synthesized (namespaces from the
+    /// namespaces in use, events as an empty list).
+    Synthesized,
+}
+
+impl Storage {
+    /// The directory under the key prefix, if anything is read from etcd.
+    pub(crate) fn directory(self) -> Option<&'static str> {
+        match self {
+            Storage::Objects { directory } | Storage::RegistrationKeys { directory } => {
+                Some(directory)
+            }
+            Storage::Synthesized => None,
+        }
+    }
+}
+
+/// A subresource of a [`Resource`] (`pods/status`, `deployments/scale`).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Subresource {
+    /// The path segment after the object's name (`status`, `scale`).
+    pub name: &'static str,
+    /// The group of the kind it answers with (`autoscaling` for `scale`).
+    pub group: &'static str,
+    /// The version of the kind it answers with.
+    pub version: &'static str,
+    /// The kind it answers with (the resource's own kind for `status`, `Scale`).
+    pub kind: &'static str,
+    /// The verbs it serves: [`SUBRESOURCE_VERBS`].
+    pub verbs: &'static [&'static str],
+}
+
+/// One served resource: everything discovery says about it and where kcm keeps it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Resource {
+    /// The API group: [`CORE_GROUP`] ("") or `apps`.
+    pub group: &'static str,
+    /// The API version within the group (`v1`).
+    pub version: &'static str,
+    /// The plural name used in URLs (`replicationcontrollers`).
+    pub plural: &'static str,
+    /// The singular name (`replicationcontroller`).
+    pub singular: &'static str,
+    /// The kind of its objects (`ReplicationController`).
+    pub kind: &'static str,
+    /// The kind of its lists (`ReplicationControllerList`).
+    pub list_kind: &'static str,
+    /// Whether its objects live in a namespace.
+    pub namespaced: bool,
+    /// kubectl's abbreviations (`rc`).
+    pub short_names: &'static [&'static str],
+    /// The categories it belongs to (`all`).
+    pub categories: &'static [&'static str],
+    /// Its subresources, alphabetically.
+    pub subresources: &'static [Subresource],
+    /// The verbs it serves: [`SERVED_VERBS`].
+    pub verbs: &'static [&'static str],
+    /// Where kcm keeps (or from what it synthesizes) its objects.
+    pub storage: Storage,
+}
+
+impl Resource {
+    /// The `apiVersion` of its objects: `v1` for the core group, else `group/version`.
+    pub(crate) fn api_version(&self) -> String {
+        group_version(self.group, self.version)
+    }
+
+    /// Whether it is served under `/api` (the core group) rather than `/apis/{group}`.
+    pub(crate) fn is_core(&self) -> bool {
+        self.group == CORE_GROUP
+    }
+
+    /// `Namespaced` or `Cluster`, as aggregated discovery spells the scope.
+    pub(crate) fn scope(&self) -> &'static str {
+        if self.namespaced {
+            "Namespaced"
+        } else {
+            "Cluster"
+        }
+    }
+
+    /// Its subresource called `name`, if it has one.
+    pub(crate) fn subresource(&self, name: &str) -> Option<&'static Subresource> {
+        self.subresources.iter().find(|sub| sub.name == name)
+    }
+
+    /// Whether `name` is its plural, singular or one of its short names (ASCII
+    /// case-insensitively, as kubectl lowercases what it is given).
+    pub(crate) fn is_called(&self, name: &str) -> bool {
+        self.plural.eq_ignore_ascii_case(name)
+            || self.singular.eq_ignore_ascii_case(name)
+            || self
+                .short_names
+                .iter()
+                .any(|short| short.eq_ignore_ascii_case(name))
+    }
+}
+
+/// `v1` for the core group, else `group/version` (the form of `apiVersion` and of
+/// discovery's `groupVersion`).
+pub(crate) fn group_version(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+const fn status_of(group: &'static str, kind: &'static str) -> Subresource {
+    Subresource {
+        name: "status",
+        group,
+        version: "v1",
+        kind,
+        verbs: SUBRESOURCE_VERBS,
+    }
+}
+
+const SCALE: Subresource = Subresource {
+    name: "scale",
+    group: "autoscaling",
+    version: "v1",
+    kind: "Scale",
+    verbs: SUBRESOURCE_VERBS,
+};
+
+const ALL: &[&str] = &["all"];
+const NONE: &[&str] = &[];
+
+/// Every served resource: core/v1 first, then apps/v1, each alphabetically by plural.
+pub(crate) static RESOURCES: &[Resource] = &[
+    Resource {
+        group: CORE_GROUP,
+        version: "v1",
+        plural: "endpoints",
+        singular: "endpoints",
+        kind: "Endpoints",
+        list_kind: "EndpointsList",
+        namespaced: true,
+        short_names: &["ep"],
+        categories: NONE,
+        subresources: &[],
+        verbs: SERVED_VERBS,
+        storage: Storage::Objects {
+            directory: "services/endpoints",
+        },
+    },
+    Resource {
+        group: CORE_GROUP,
+        version: "v1",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        list_kind: "EventList",
+        namespaced: true,
+        short_names: &["ev"],
+        categories: NONE,
+        subresources: &[],
+        verbs: SERVED_VERBS,
+        storage: Storage::Synthesized,
+    },
+    Resource {
+        group: CORE_GROUP,
+        version: "v1",
+        plural: "namespaces",
+        singular: "namespace",
+        kind: "Namespace",
+        list_kind: "NamespaceList",
+        namespaced: false,
+        short_names: &["ns"],
+        categories: NONE,
+        subresources: &[],
+        verbs: SERVED_VERBS,
+        storage: Storage::Synthesized,
+    },
+    Resource {
+        group: CORE_GROUP,
+        version: "v1",
+        plural: "nodes",
+        singular: "node",
+        kind: "Node",
+        list_kind: "NodeList",
+        namespaced: false,
+        short_names: &["no"],
+        categories: NONE,
+        subresources: &[],
+        verbs: SERVED_VERBS,
+        storage: Storage::RegistrationKeys {
+            directory: "minions",
+        },
+    },
+    Resource {
+        group: CORE_GROUP,
+        version: "v1",
+        plural: "pods",
+        singular: "pod",
+        kind: "Pod",
+        list_kind: "PodList",
+        namespaced: true,
+        short_names: &["po"],
+        categories: ALL,
+        subresources: &[status_of(CORE_GROUP, "Pod")],
+        verbs: SERVED_VERBS,
+        storage: Storage::Objects { directory: "pods" },
+    },
+    Resource {
+        group: CORE_GROUP,
+        version: "v1",
+        plural: "replicationcontrollers",
+        singular: "replicationcontroller",
+        kind: "ReplicationController",
+        list_kind: "ReplicationControllerList",
+        namespaced: true,
+        short_names: &["rc"],
+        categories: ALL,
+        subresources: &[SCALE, status_of(CORE_GROUP, "ReplicationController")],
+        verbs: SERVED_VERBS,
+        storage: Storage::Objects {
+            directory: "controllers",
+        },
+    },
+    Resource {
+        group: CORE_GROUP,
+        version: "v1",
+        plural: "services",
+        singular: "service",
+        kind: "Service",
+        list_kind: "ServiceList",
+        namespaced: true,
+        short_names: &["svc"],
+        categories: ALL,
+        subresources: &[status_of(CORE_GROUP, "Service")],
+        verbs: SERVED_VERBS,
+        storage: Storage::Objects {
+            directory: "services/specs",
+        },
+    },
+    Resource {
+        group: "apps",
+        version: "v1",
+        plural: "deployments",
+        singular: "deployment",
+        kind: "Deployment",
+        list_kind: "DeploymentList",
+        namespaced: true,
+        short_names: &["deploy"],
+        categories: ALL,
+        subresources: &[SCALE, status_of("apps", "Deployment")],
+        verbs: SERVED_VERBS,
+        storage: Storage::Objects {
+            directory: "deployments",
+        },
+    },
+    Resource {
+        group: "apps",
+        version: "v1",
+        plural: "replicasets",
+        singular: "replicaset",
+        kind: "ReplicaSet",
+        list_kind: "ReplicaSetList",
+        namespaced: true,
+        short_names: &["rs"],
+        categories: ALL,
+        subresources: &[SCALE, status_of("apps", "ReplicaSet")],
+        verbs: SERVED_VERBS,
+        storage: Storage::Objects {
+            directory: "replicasets",
+        },
+    },
+];
+
+/// The served resource `plural` of `group`/`version` (`("apps", "v1", "deployments")`).
+pub(crate) fn find(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The served resource whose plural, singular or short name is `name` (`po`, `pod`,
+/// `pods`), in any group. Names are unique across the table, so there is at most one.
+pub(crate) fn find_by_name(name: &str) -> Option<&'static Resource> {
+    RESOURCES.iter().find(|r| r.is_called(name))
+}
+
+/// The served resource of `kind` in `group` (`("", "Pod")`).
+pub(crate) fn find_by_kind(group: &str, kind: &str) -> Option<&'static Resource> {
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.kind == kind)
+}
+
+/// The resources served in `group`/`version`, in table order; empty for an unserved one.
+pub(crate) fn resources_in<'a>(
+    group: &'a str,
+    version: &'a str,
+) -> impl Iterator<Item = &'static Resource> + 'a {
+    RESOURCES
+        .iter()
+        .filter(move |r| r.group == group && r.version == version)
+}
+
+/// The groups served, core ("") first, each once, in table order.
+pub(crate) fn groups() -> Vec<&'static str> {
+    let mut groups: Vec<&'static str> = Vec::new();
+    for resource in RESOURCES {
+        if !groups.contains(&resource.group) {
+            groups.push(resource.group);
+        }
+    }
+    groups
+}
+
+/// The versions served in `group`, preferred first, each once; empty for an unserved
+/// group.
+pub(crate) fn versions_of(group: &str) -> Vec<&'static str> {
+    let mut versions: Vec<&'static str> = Vec::new();
+    for resource in RESOURCES.iter().filter(|r| r.group == group) {
+        if !versions.contains(&resource.version) {
+            versions.push(resource.version);
+        }
+    }
+    versions
+}
+
+/// Whether anything is served in `group`/`version`.
+pub(crate) fn serves_group_version(group: &str, version: &str) -> bool {
+    resources_in(group, version).next().is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What one row of the table must say, written out independently of it.
+    struct Expected {
+        group: &'static str,
+        plural: &'static str,
+        singular: &'static str,
+        kind: &'static str,
+        namespaced: bool,
+        short_names: &'static [&'static str],
+        in_category_all: bool,
+        subresources: &'static [(&'static str, &'static str, &'static str)],
+        directory: Option<&'static str>,
+    }
+
+    const EXPECTED: &[Expected] = &[
+        Expected {
+            group: "",
+            plural: "namespaces",
+            singular: "namespace",
+            kind: "Namespace",
+            namespaced: false,
+            short_names: &["ns"],
+            in_category_all: false,
+            subresources: &[],
+            directory: None,
+        },
+        Expected {
+            group: "",
+            plural: "nodes",
+            singular: "node",
+            kind: "Node",
+            namespaced: false,
+            short_names: &["no"],
+            in_category_all: false,
+            subresources: &[],
+            directory: Some("minions"),
+        },
+        Expected {
+            group: "",
+            plural: "pods",
+            singular: "pod",
+            kind: "Pod",
+            namespaced: true,
+            short_names: &["po"],
+            in_category_all: true,
+            subresources: &[("status", "", "Pod")],
+            directory: Some("pods"),
+        },
+        Expected {
+            group: "",
+            plural: "replicationcontrollers",
+            singular: "replicationcontroller",
+            kind: "ReplicationController",
+            namespaced: true,
+            short_names: &["rc"],
+            in_category_all: true,
+            subresources: &[
+                ("scale", "autoscaling", "Scale"),
+                ("status", "", "ReplicationController"),
+            ],
+            directory: Some("controllers"),
+        },
+        Expected {
+            group: "",
+            plural: "services",
+            singular: "service",
+            kind: "Service",
+            namespaced: true,
+            short_names: &["svc"],
+            in_category_all: true,
+            subresources: &[("status", "", "Service")],
+            directory: Some("services/specs"),
+        },
+        Expected {
+            group: "",
+            plural: "endpoints",
+            singular: "endpoints",
+            kind: "Endpoints",
+            namespaced: true,
+            short_names: &["ep"],
+            in_category_all: false,
+            subresources: &[],
+            directory: Some("services/endpoints"),
+        },
+        Expected {
+            group: "",
+            plural: "events",
+            singular: "event",
+            kind: "Event",
+            namespaced: true,
+            short_names: &["ev"],
+            in_category_all: false,
+            subresources: &[],
+            directory: None,
+        },
+        Expected {
+            group: "apps",
+            plural: "replicasets",
+            singular: "replicaset",
+            kind: "ReplicaSet",
+            namespaced: true,
+            short_names: &["rs"],
+            in_category_all: true,
+            subresources: &[
+                ("scale", "autoscaling", "Scale"),
+                ("status", "apps", "ReplicaSet"),
+            ],
+            directory: Some("replicasets"),
+        },
+        Expected {
+            group: "apps",
+            plural: "deployments",
+            singular: "deployment",
+            kind: "Deployment",
+            namespaced: true,
+            short_names: &["deploy"],
+            in_category_all: true,
+            subresources: &[
+                ("scale", "autoscaling", "Scale"),
+                ("status", "apps", "Deployment"),
+            ],
+            directory: Some("deployments"),
+        },
+    ];
+
+    #[track_caller]
+    fn check_row(expected: &Expected) {
+        let plural = expected.plural;
+        let resource = find(expected.group, "v1", plural)
+            .unwrap_or_else(|| panic!("{plural} is not in the table"));
+        assert_eq!(resource.singular, expected.singular, "{plural}");
+        assert_eq!(resource.kind, expected.kind, "{plural}");
+        assert_eq!(
+            resource.list_kind,
+            format!("{}List", expected.kind),
+            "{plural}"
+        );
+        assert_eq!(resource.namespaced, expected.namespaced, "{plural}");
+        assert_eq!(resource.short_names, expected.short_names, "{plural}");
+        let categories: &[&str] = if expected.in_category_all {
+            &["all"]
+        } else {
+            &[]
+        };
+        assert_eq!(resource.categories, categories, "{plural}");
+        let subresources: Vec<(&str, &str, &str)> = resource
+            .subresources
+            .iter()
+            .map(|sub| (sub.name, sub.group, sub.kind))
+            .collect();
+        assert_eq!(subresources, expected.subresources, "{plural}");
+        for sub in resource.subresources {
+            assert_eq!(sub.version, "v1", "{plural}/{}", sub.name);
+        }
+        assert_eq!(resource.storage.directory(), expected.directory, "{plural}");
+        assert_eq!(resource.verbs, ["get", "list", "watch"], "{plural}");
+    }
+
+    #[test]
+    fn every_served_resource_is_in_the_table_as_listed() {
+        for expected in EXPECTED {
+            check_row(expected);
+        }
+        assert_eq!(
+            RESOURCES.len(),
+            EXPECTED.len(),
+            "no resource beyond those listed"
+        );
+    }
+
+    #[test]
+    fn names_resolve_to_exactly_one_resource() {
+        let mut seen: Vec<&str> = Vec::new();
+        for resource in RESOURCES {
+            let mut names = vec![resource.plural, resource.singular];
+            names.extend(resource.short_names);
+            names.dedup(); // endpoints' singular is its plural
+            for name in names {
+                assert!(!seen.contains(&name), "{name} names two resources");
+                seen.push(name);
+                assert_eq!(find_by_name(name), Some(resource), "{name}");
+            }
+        }
+        assert_eq!(find_by_name("PO").map(|r| r.plural), Some("pods"));
+        assert_eq!(
+            find_by_name("Deploy").map(|r| r.plural),
+            Some("deployments")
+        );
+        assert_eq!(find_by_name("daemonsets"), None);
+    }
+
+    #[test]
+    fn lookup_needs_the_right_group_and_version() {
+        assert_eq!(
+            find("apps", "v1", "deployments").map(|r| r.kind),
+            Some("Deployment")
+        );
+        assert_eq!(find("", "v1", "deployments"), None);
+        assert_eq!(find("apps", "v1beta1", "deployments"), None);
+        assert_eq!(
+            find("", "v1", "pods").map(|r| r.api_version()),
+            Some("v1".into())
+        );
+        assert_eq!(
+            find("apps", "v1", "replicasets").map(|r| r.api_version()),
+            Some("apps/v1".into())
+        );
+        assert_eq!(find_by_kind("", "Node").map(|r| r.plural), Some("nodes"));
+        assert_eq!(find_by_kind("apps", "Pod"), None);
+    }
+
+    #[test]
+    fn the_table_is_ordered_by_group_then_plural() {
+        let order: Vec<(&str, &str)> = RESOURCES.iter().map(|r| (r.group, r.plural)).collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(order, sorted);
+        for resource in RESOURCES {
+            let names: Vec<&str> = resource.subresources.iter().map(|s| s.name).collect();
+            let mut sorted = names.clone();
+            sorted.sort();
+            assert_eq!(names, sorted, "{}", resource.plural);
+        }
+    }
+
+    #[test]
+    fn groups_and_versions_are_core_then_apps_at_v1() {
+        assert_eq!(groups(), ["", "apps"]);
+        assert_eq!(versions_of(""), ["v1"]);
+        assert_eq!(versions_of("apps"), ["v1"]);
+        assert!(versions_of("batch").is_empty());
+        assert!(serves_group_version("", "v1"));
+        assert!(serves_group_version("apps", "v1"));
+        assert!(!serves_group_version("apps", "v1beta2"));
+        let apps: Vec<&str> = resources_in("apps", "v1").map(|r| r.plural).collect();
+        assert_eq!(apps, ["deployments", "replicasets"]);
+    }
+
+    #[test]
+    fn subresources_answer_with_their_own_kind_or_scale() {
+        let deployments = find("apps", "v1", "deployments").unwrap();
+        let scale = deployments.subresource("scale").unwrap();
+        assert_eq!(
+            (scale.group, scale.version, scale.kind),
+            ("autoscaling", "v1", "Scale")
+        );
+        let status = deployments.subresource("status").unwrap();
+        assert_eq!(
+            (status.group, status.version, status.kind),
+            ("apps", "v1", "Deployment")
+        );
+        assert_eq!(status.verbs, ["get"]);
+        assert!(find("", "v1", "pods")
+            .unwrap()
+            .subresource("scale")
+            .is_none());
+    }
+
+    #[test]
+    fn scope_and_storage_agree_with_namespacing() {
+        for resource in RESOURCES {
+            let expected = if resource.namespaced {
+                "Namespaced"
+            } else {
+                "Cluster"
+            };
+            assert_eq!(resource.scope(), expected, "{}", resource.plural);
+            if let Storage::Objects { .. } = resource.storage {
+                assert!(
+                    resource.namespaced,
+                    "{} is stored per namespace",
+                    resource.plural
+                );
+            }
+        }
+        assert_eq!(
+            find("", "v1", "nodes").unwrap().storage,
+            Storage::RegistrationKeys {
+                directory: "minions"
+            }
+        );
+    }
+}
