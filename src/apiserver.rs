@@ -162,7 +162,11 @@ pub async fn bind(config: &Config) -> anyhow::Result<Listener> {
         Err(e) => anyhow::bail!("cannot serve the API on {}: {e}", config.address),
     };
     let address = listener.local_addr()?;
-    let scheme = if config.tls.is_some() { "https" } else { "http" };
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let bound = Bound {
         address,
         url: format!("{scheme}://{address}"),
@@ -303,13 +307,7 @@ macro_rules! stored_codec {
             dir: $dir,
             namespaced: true,
             decode: |namespace, name, kv| {
-                decode_stored(
-                    convert::Kind::$kind,
-                    stringify!($kind),
-                    namespace,
-                    name,
-                    kv,
-                )
+                decode_stored(convert::Kind::$kind, stringify!($kind), namespace, name, kv)
             },
         };
     };

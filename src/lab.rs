@@ -411,8 +411,9 @@ impl<P: PodControl> PodControl for Counting<P> {
         &self,
         controller: &ReplicationController,
         replicas: i64,
+        ready: i64,
     ) -> anyhow::Result<StatusOutcome> {
-        self.inner.update_status(controller, replicas).await
+        self.inner.update_status(controller, replicas, ready).await
     }
 }
 

@@ -366,7 +366,8 @@ impl Routes {
 
     /// The controllers a pod change should sync: those in the pod's namespace whose
     /// selector matches its old or new labels, when the pod was deleted (or stopped
-    /// decoding), stopped being active, or changed labels.
+    /// decoding), stopped being active, changed labels, or became ready or unready (for
+    /// `status.readyReplicas`).
     fn pod_changed(&self, delta: &Delta<CachedPod>) -> Vec<String> {
         let relevant = match (&delta.old, &delta.new) {
             (_, None) => true,
@@ -374,6 +375,7 @@ impl Routes {
                 old.labels != new.labels
                     || (old.is_active() && !new.is_active())
                     || old.controller != new.controller
+                    || old.ready != new.ready
             }
             // First sight of an inactive pod (e.g. after a relist).
             (None, Some(new)) => !new.is_active(),

@@ -144,7 +144,11 @@ pub async fn run(
         ..apiserver::Config::default()
     })
     .await
-    .map_err(|e| anyhow::anyhow!("{e}; use --apiserver-port to choose another, or --apiserver-port 0 for a free one"))?;
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; use --apiserver-port to choose another, or --apiserver-port 0 for a free one"
+        )
+    })?;
     let removed = remove_stale_data_dirs(&std::env::temp_dir());
     if !removed.is_empty() {
         let dirs: Vec<String> = removed
@@ -282,7 +286,10 @@ async fn run_cluster(
                 "kcm up: Kubernetes API on {api_url}; kubeconfig {}",
                 kubeconfig.path().display()
             ));
-            say(format!("  try:  export KUBECONFIG={}", kubeconfig.path().display()));
+            say(format!(
+                "  try:  export KUBECONFIG={}",
+                kubeconfig.path().display()
+            ));
             say(format!("        kcm --etcd-servers {endpoints} run web --image nginx --replicas 3 --port 80 --expose"));
             say("        kubectl get pods -o wide -w");
             say(format!("        kcm --etcd-servers {endpoints} get pods"));
@@ -668,7 +675,10 @@ async fn kubectl_step(kubeconfig: &Path) {
         ["describe", "rc", DEMO_NAME, ""],
     ] {
         let args: Vec<&str> = args.into_iter().filter(|a| !a.is_empty()).collect();
-        say(format!("   $ kubectl {} -n {DEMO_NAMESPACE}", args.join(" ")));
+        say(format!(
+            "   $ kubectl {} -n {DEMO_NAMESPACE}",
+            args.join(" ")
+        ));
         let output = tokio::process::Command::new("kubectl")
             .args(&args)
             .args(["-n", DEMO_NAMESPACE])
@@ -691,7 +701,9 @@ async fn kubectl_step(kubeconfig: &Path) {
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                say("   (kubectl is not on PATH: install it to see kcm through the Kubernetes API)");
+                say(
+                    "   (kubectl is not on PATH: install it to see kcm through the Kubernetes API)",
+                );
                 return;
             }
             Err(e) => {

@@ -118,6 +118,10 @@ pub struct ReplicationControllerStatus {
     /// Active pods the manager counted at its last sync (written by the manager).
     #[serde(default)]
     pub replicas: i64,
+    /// Of those, the ready ones (v1's `readyReplicas`; 2014 had no such field). Read by
+    /// the API's READY column.
+    #[serde(default, skip_serializing_if = "super::meta::is_zero")]
+    pub ready_replicas: i64,
     #[serde(flatten)]
     pub extra: Extra,
 }

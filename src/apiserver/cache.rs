@@ -26,8 +26,8 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use crate::etcd_watcher::{
-    BackoffConfig, EngineConfig, ListReason, Range, RawEvent, RawItem, RawKind, Start, Watcher,
-    WatchMetrics,
+    BackoffConfig, EngineConfig, ListReason, Range, RawEvent, RawItem, RawKind, Start,
+    WatchMetrics, Watcher,
 };
 use crate::labels::Set;
 use crate::registry::prefix_range_end;
@@ -170,7 +170,10 @@ pub fn set_resource_version(object: &mut Value, revision: i64) {
 /// `metadata.labels` as a set (values that are not strings are left out).
 pub fn labels_of(object: &Value) -> Set {
     let mut labels = Set::new();
-    if let Some(map) = object.pointer("/metadata/labels").and_then(Value::as_object) {
+    if let Some(map) = object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+    {
         for (key, value) in map {
             if let Some(value) = value.as_str() {
                 labels.insert(key.clone(), value.to_string());
@@ -277,7 +280,9 @@ impl WatchCache {
                 .await
                 .is_ok()
         };
-        tokio::time::timeout(timeout, reached).await.unwrap_or(false)
+        tokio::time::timeout(timeout, reached)
+            .await
+            .unwrap_or(false)
     }
 
     /// The objects in `namespace` (all with `None`), in key order, and the revision they
@@ -655,7 +660,10 @@ mod tests {
         let sub = cache.subscribe_from(11).unwrap();
         assert_eq!(revisions(&sub.initial), [(12, false), (13, true)]);
         // The deleted object's last state carries the delete's revision.
-        assert_eq!(sub.initial[1].object.object["metadata"]["resourceVersion"], "13");
+        assert_eq!(
+            sub.initial[1].object.object["metadata"]["resourceVersion"],
+            "13"
+        );
         assert_eq!(sub.initial[1].prev.as_ref().unwrap().revision, 11);
         assert!(cache.subscribe_from(10).is_ok());
         assert_eq!(cache.revision(), 13);
@@ -668,7 +676,10 @@ mod tests {
             cache.apply("/r/pods/", &[put("a/x", revision, "1")]);
         }
         assert_eq!(cache.subscribe_from(11).unwrap_err().oldest, 12);
-        assert_eq!(revisions(&cache.subscribe_from(12).unwrap().initial), [(13, false), (14, false)]);
+        assert_eq!(
+            revisions(&cache.subscribe_from(12).unwrap().initial),
+            [(13, false), (14, false)]
+        );
     }
 
     #[test]
@@ -682,7 +693,10 @@ mod tests {
         }
         assert_eq!(cache.replace(listed, ListReason::Compacted, 20), 3);
         let sub = cache.subscribe_from(12).unwrap();
-        assert_eq!(revisions(&sub.initial), [(14, false), (15, false), (20, true)]);
+        assert_eq!(
+            revisions(&sub.initial),
+            [(14, false), (15, false), (20, true)]
+        );
         assert_eq!(cache.list(Some("a")).0.len(), 1);
         assert_eq!(cache.namespaces(), ["a", "b"]);
     }
@@ -703,7 +717,14 @@ mod tests {
     #[test]
     fn namespaces_do_not_match_their_prefixes() {
         let cache = cache(100);
-        cache.apply("/r/pods/", &[put("a/x", 11, "1"), put("ab/x", 12, "1"), put("a-b/x", 13, "1")]);
+        cache.apply(
+            "/r/pods/",
+            &[
+                put("a/x", 11, "1"),
+                put("ab/x", 12, "1"),
+                put("a-b/x", 13, "1"),
+            ],
+        );
         assert_eq!(cache.list(Some("a")).0.len(), 1);
         assert_eq!(cache.subscribe_snapshot(Some("a")).initial.len(), 1);
     }

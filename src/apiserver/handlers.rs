@@ -260,9 +260,8 @@ pub fn parse_path(path: &str) -> Result<Target, ApiError> {
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return Err(ApiError::no_route()),
     };
-    let find = |plural: &str| {
-        resources::find(group, version, plural).ok_or_else(ApiError::no_route)
-    };
+    let find =
+        |plural: &str| resources::find(group, version, plural).ok_or_else(ApiError::no_route);
     let target = |resource, namespace: Option<&str>, name: Option<&str>, sub: Option<&str>| {
         Ok(Target {
             resource,
@@ -313,8 +312,15 @@ pub async fn dispatch(
     let path = uri.path().to_string();
     let query = Query::parse(uri.query());
     if let Some(tokens) = &state.tokens {
-        if !tokens.authenticates(&headers) && !matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") {
-            return respond(&state, &method, "", ApiError::unauthorized().into_response());
+        if !tokens.authenticates(&headers)
+            && !matches!(path.as_str(), "/healthz" | "/livez" | "/readyz")
+        {
+            return respond(
+                &state,
+                &method,
+                "",
+                ApiError::unauthorized().into_response(),
+            );
         }
     }
     let accept = headers
@@ -323,11 +329,21 @@ pub async fn dispatch(
         .map(str::to_string);
     let result = route(&state, &method, &path, &query, accept.as_deref()).await;
     let resource = parse_path(&path).map_or("", |t| t.resource.plural);
-    respond(&state, &method, resource, result.unwrap_or_else(IntoResponse::into_response))
+    respond(
+        &state,
+        &method,
+        resource,
+        result.unwrap_or_else(IntoResponse::into_response),
+    )
 }
 
 /// Counts the answer and returns it.
-fn respond(state: &ApiState, method: &Method, resource: &'static str, response: Response) -> Response {
+fn respond(
+    state: &ApiState,
+    method: &Method,
+    resource: &'static str,
+    response: Response,
+) -> Response {
     state
         .requests
         .get_or_create(&vec![
@@ -392,8 +408,7 @@ async fn route(
                 )),
                 ["apis", group, version] => Ok(json_response(
                     StatusCode::OK,
-                    &discovery::api_resource_list(group, version)
-                        .ok_or_else(ApiError::no_route)?,
+                    &discovery::api_resource_list(group, version).ok_or_else(ApiError::no_route)?,
                 )),
                 _ => {
                     let target = parse_path(other)?;
@@ -545,7 +560,9 @@ fn plan_list(query: &Query) -> Result<ListPlan, ApiError> {
         None
     } else {
         Some(rv.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
-            ApiError::bad_request(format!("resourceVersion: Invalid value: {rv:?}: must be a non-negative integer"))
+            ApiError::bad_request(format!(
+                "resourceVersion: Invalid value: {rv:?}: must be a non-negative integer"
+            ))
         })?)
     };
     match (parsed, rv_match) {
@@ -591,19 +608,17 @@ fn encode_continue(revision: i64, after: &str) -> String {
         rv: revision,
         start: after.to_string(),
     };
-    base64::engine::general_purpose::URL_SAFE.encode(
-        serde_json::to_vec(&token).expect("a token always encodes"),
-    )
+    base64::engine::general_purpose::URL_SAFE
+        .encode(serde_json::to_vec(&token).expect("a token always encodes"))
 }
 
 fn decode_continue(token: &str) -> Result<(i64, String), ApiError> {
-    let invalid = |why: &str| {
-        ApiError::bad_request(format!("continue key is not valid: {why}"))
-    };
+    let invalid = |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
     let bytes = base64::engine::general_purpose::URL_SAFE
         .decode(token)
         .map_err(|_| invalid("not base64"))?;
-    let token: ContinueToken = serde_json::from_slice(&bytes).map_err(|_| invalid("not a continue token"))?;
+    let token: ContinueToken =
+        serde_json::from_slice(&bytes).map_err(|_| invalid("not a continue token"))?;
     if token.v != "meta.k8s.io/v1" || token.rv <= 0 {
         return Err(invalid("unsupported version"));
     }
@@ -678,7 +693,10 @@ async fn get(
     if !rv.is_empty() || resource.plural == "nodes" {
         let wanted = rv.parse::<i64>().unwrap_or(0);
         if wanted > 0 && !cache.wait_for(wanted, CACHE_WAIT).await {
-            return Err(ApiError::too_large_resource_version(wanted, cache.revision()));
+            return Err(ApiError::too_large_resource_version(
+                wanted,
+                cache.revision(),
+            ));
         }
         return cache.get(namespace, name).0.ok_or_else(not_found);
     }
@@ -698,13 +716,16 @@ async fn get(
         .map_err(|e| ApiError::internal(format!("{e:#}")))?;
     let kv = page.kvs.first().ok_or_else(not_found)?;
     let raw = RawEvent::from_kv(kv);
-    codec.item(namespace, name, &raw).map(Arc::new).map_err(|e| {
-        ApiError::internal(format!(
-            "{} {}: the stored value does not decode: {e:#}",
-            resource.plural,
-            store_key(namespace, name)
-        ))
-    })
+    codec
+        .item(namespace, name, &raw)
+        .map(Arc::new)
+        .map_err(|e| {
+            ApiError::internal(format!(
+                "{} {}: the stored value does not decode: {e:#}",
+                resource.plural,
+                store_key(namespace, name)
+            ))
+        })
 }
 
 async fn list(
@@ -746,13 +767,19 @@ async fn list(
             if not_older_than > 0 && !cache.wait_for(not_older_than, CACHE_WAIT).await {
                 let current = current_revision(state).await?;
                 if not_older_than > current {
-                    return Err(ApiError::too_large_resource_version(not_older_than, current));
+                    return Err(ApiError::too_large_resource_version(
+                        not_older_than,
+                        current,
+                    ));
                 }
                 // The cache is behind etcd: read etcd at its current revision instead.
                 return list_etcd(state, cache, filter, 0, None, None, false).await;
             }
             let (items, revision) = cache.list(filter.namespace.as_deref());
-            let items = items.into_iter().filter(|item| filter.matches(item)).collect();
+            let items = items
+                .into_iter()
+                .filter(|item| filter.matches(item))
+                .collect();
             Ok(Page {
                 items,
                 revision,
@@ -774,7 +801,12 @@ async fn current_revision(state: &ApiState) -> Result<i64, ApiError> {
     let mut page_size = 1;
     let page = state
         .registry
-        .range_page(prefix.as_bytes(), &prefix_range_end(prefix.as_bytes()), 0, &mut page_size)
+        .range_page(
+            prefix.as_bytes(),
+            &prefix_range_end(prefix.as_bytes()),
+            0,
+            &mut page_size,
+        )
         .await
         .map_err(|e| ApiError::unavailable(format!("{e:#}")))?;
     Ok(page.revision)
@@ -916,7 +948,11 @@ fn list_response(resource: &Resource, page: Page, format: Format, query: &Query)
             bytes_response(format, true, table.to_string().into_bytes())
         }
         Format::Metadata => {
-            let items: Vec<Value> = page.items.iter().map(|i| partial_metadata(&i.object)).collect();
+            let items: Vec<Value> = page
+                .items
+                .iter()
+                .map(|i| partial_metadata(&i.object))
+                .collect();
             let list = json!({
                 "kind": "PartialObjectMetadataList",
                 "apiVersion": "meta.k8s.io/v1",
@@ -972,7 +1008,9 @@ fn partial_metadata(object: &Value) -> Value {
 fn scale(object: &Value) -> Value {
     let metadata = &object["metadata"];
     let selector = match object.pointer("/spec/selector") {
-        Some(Value::Object(map)) if map.contains_key("matchLabels") || map.contains_key("matchExpressions") => {
+        Some(Value::Object(map))
+            if map.contains_key("matchLabels") || map.contains_key("matchExpressions") =>
+        {
             serde_json::from_value::<crate::api::LabelSelector>(Value::Object(map.clone()))
                 .ok()
                 .and_then(|s| s.to_selector().ok())
@@ -1128,7 +1166,9 @@ async fn watch(
             if let WatchStart::InitialEvents(_) = start {
                 lines.push_back(watch.bookmark(page.revision, true));
             }
-            return Ok(watch_response(state, watch, lines, None, permit, timeout, format));
+            return Ok(watch_response(
+                state, watch, lines, None, permit, timeout, format,
+            ));
         }
         (Some(cache), WatchStart::Snapshot) => {
             let subscription = cache.subscribe_snapshot(filter.namespace.as_deref());
@@ -1137,7 +1177,10 @@ async fn watch(
         }
         (Some(cache), WatchStart::InitialEvents(revision)) => {
             if revision > 0 && !cache.wait_for(revision, CACHE_WAIT).await {
-                return Err(ApiError::too_large_resource_version(revision, cache.revision()));
+                return Err(ApiError::too_large_resource_version(
+                    revision,
+                    cache.revision(),
+                ));
             }
             let subscription = cache.subscribe_snapshot(filter.namespace.as_deref());
             let revision = subscription.revision;
@@ -1172,7 +1215,12 @@ async fn watch(
         lines.push_back(watch.bookmark(start_revision, true));
     }
     let id = state.watch_ids.fetch_add(1, Ordering::Relaxed);
-    tracing::debug!(id, resource = resource.plural, start_revision, "watch started");
+    tracing::debug!(
+        id,
+        resource = resource.plural,
+        start_revision,
+        "watch started"
+    );
     Ok(watch_response(
         state,
         watch,
@@ -1281,7 +1329,10 @@ impl Watch {
             "apiVersion": self.resource.api_version(),
             "metadata": metadata,
         });
-        Bytes::from(format!("{}\n", json!({ "type": "BOOKMARK", "object": object })))
+        Bytes::from(format!(
+            "{}\n",
+            json!({ "type": "BOOKMARK", "object": object })
+        ))
     }
 }
 
@@ -1289,7 +1340,10 @@ impl Watch {
 struct WatchBody {
     watch: Watch,
     pending: VecDeque<Bytes>,
-    source: Option<(Arc<WatchCache>, tokio::sync::broadcast::Receiver<Arc<Event>>)>,
+    source: Option<(
+        Arc<WatchCache>,
+        tokio::sync::broadcast::Receiver<Arc<Event>>,
+    )>,
     deadline: tokio::time::Instant,
     next_bookmark: tokio::time::Instant,
     done: bool,
@@ -1311,7 +1365,10 @@ fn watch_response(
     state: &ApiState,
     watch: Watch,
     pending: VecDeque<Bytes>,
-    source: Option<(Arc<WatchCache>, tokio::sync::broadcast::Receiver<Arc<Event>>)>,
+    source: Option<(
+        Arc<WatchCache>,
+        tokio::sync::broadcast::Receiver<Arc<Event>>,
+    )>,
     permit: OwnedSemaphorePermit,
     timeout: Duration,
     format: Format,
@@ -1321,7 +1378,10 @@ fn watch_response(
     gauge.inc();
     let sent = state
         .events_sent
-        .get_or_create(&vec![("resource", watch.resource.plural), ("verb", "WATCH")])
+        .get_or_create(&vec![
+            ("resource", watch.resource.plural),
+            ("verb", "WATCH"),
+        ])
         .clone();
     let now = tokio::time::Instant::now();
     let body = WatchBody {
@@ -1441,7 +1501,11 @@ mod tests {
 
     #[track_caller]
     fn check_negotiate(accept: &str, expected: Result<Format, u16>) {
-        assert_eq!(negotiate(Some(accept)).map_err(|e| e.code), expected, "{accept}");
+        assert_eq!(
+            negotiate(Some(accept)).map_err(|e| e.code),
+            expected,
+            "{accept}"
+        );
     }
 
     #[test]
@@ -1451,7 +1515,10 @@ mod tests {
             Ok(Format::Table),
         );
         check_negotiate("application/json", Ok(Format::Json));
-        check_negotiate("application/vnd.kubernetes.protobuf,application/json", Ok(Format::Json));
+        check_negotiate(
+            "application/vnd.kubernetes.protobuf,application/json",
+            Ok(Format::Json),
+        );
         check_negotiate("application/json, */*", Ok(Format::Json));
         check_negotiate(
             "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
@@ -1463,16 +1530,16 @@ mod tests {
 
     #[track_caller]
     fn check_path(path: &str, expected: Option<(&str, Option<&str>, Option<&str>, Option<&str>)>) {
-        let got = parse_path(path).ok().map(|t| {
-            (
-                t.resource.plural,
-                t.namespace,
-                t.name,
-                t.subresource,
-            )
-        });
+        let got = parse_path(path)
+            .ok()
+            .map(|t| (t.resource.plural, t.namespace, t.name, t.subresource));
         let expected = expected.map(|(r, ns, name, sub)| {
-            (r, ns.map(String::from), name.map(String::from), sub.map(String::from))
+            (
+                r,
+                ns.map(String::from),
+                name.map(String::from),
+                sub.map(String::from),
+            )
         });
         assert_eq!(got, expected, "{path}");
     }
@@ -1480,20 +1547,35 @@ mod tests {
     #[test]
     fn paths_name_collections_objects_and_subresources() {
         check_path("/api/v1/pods", Some(("pods", None, None, None)));
-        check_path("/api/v1/namespaces/default/pods", Some(("pods", Some("default"), None, None)));
-        check_path("/api/v1/namespaces/default/pods/x", Some(("pods", Some("default"), Some("x"), None)));
+        check_path(
+            "/api/v1/namespaces/default/pods",
+            Some(("pods", Some("default"), None, None)),
+        );
+        check_path(
+            "/api/v1/namespaces/default/pods/x",
+            Some(("pods", Some("default"), Some("x"), None)),
+        );
         check_path(
             "/apis/apps/v1/namespaces/a/deployments/web/scale",
             Some(("deployments", Some("a"), Some("web"), Some("scale"))),
         );
         check_path("/api/v1/namespaces", Some(("namespaces", None, None, None)));
-        check_path("/api/v1/namespaces/kube-system", Some(("namespaces", None, Some("kube-system"), None)));
-        check_path("/api/v1/nodes/node-1", Some(("nodes", None, Some("node-1"), None)));
+        check_path(
+            "/api/v1/namespaces/kube-system",
+            Some(("namespaces", None, Some("kube-system"), None)),
+        );
+        check_path(
+            "/api/v1/nodes/node-1",
+            Some(("nodes", None, Some("node-1"), None)),
+        );
         check_path("/api/v1/pods/x", None);
         check_path("/api/v1/namespaces/default/nodes", None);
         check_path("/apis/apps/v1/pods", None);
         check_path("/api/v2/pods", None);
-        check_path("/apis/apps/v1/namespaces/a/deployments/web/scale/more", None);
+        check_path(
+            "/apis/apps/v1/namespaces/a/deployments/web/scale/more",
+            None,
+        );
     }
 
     fn query(q: &str) -> Query {
@@ -1504,7 +1586,12 @@ mod tests {
     fn list_resource_versions_follow_kube_apiservers_rules() {
         assert_eq!(
             plan_list(&query("limit=500")).unwrap(),
-            ListPlan::Etcd { revision: 0, after: None, limit: Some(500), exact: false }
+            ListPlan::Etcd {
+                revision: 0,
+                after: None,
+                limit: Some(500),
+                exact: false
+            }
         );
         assert_eq!(
             plan_list(&query("limit=500&resourceVersion=0")).unwrap(),
@@ -1512,20 +1599,37 @@ mod tests {
         );
         assert_eq!(
             plan_list(&query("resourceVersion=104")).unwrap(),
-            ListPlan::Cache { not_older_than: 104 }
+            ListPlan::Cache {
+                not_older_than: 104
+            }
         );
         assert_eq!(
             plan_list(&query("resourceVersion=104&limit=2")).unwrap(),
-            ListPlan::Etcd { revision: 104, after: None, limit: Some(2), exact: true }
+            ListPlan::Etcd {
+                revision: 104,
+                after: None,
+                limit: Some(2),
+                exact: true
+            }
         );
         assert_eq!(
             plan_list(&query("resourceVersion=104&resourceVersionMatch=Exact")).unwrap(),
-            ListPlan::Etcd { revision: 104, after: None, limit: None, exact: true }
+            ListPlan::Etcd {
+                revision: 104,
+                after: None,
+                limit: None,
+                exact: true
+            }
         );
         let token = encode_continue(77, "default/web-1");
         assert_eq!(
             plan_list(&query(&format!("limit=2&continue={token}"))).unwrap(),
-            ListPlan::Etcd { revision: 77, after: Some("default/web-1".into()), limit: Some(2), exact: true }
+            ListPlan::Etcd {
+                revision: 77,
+                after: Some("default/web-1".into()),
+                limit: Some(2),
+                exact: true
+            }
         );
         for bad in [
             "resourceVersionMatch=Exact",
@@ -1535,20 +1639,38 @@ mod tests {
             "continue=garbage",
             "limit=ten",
         ] {
-            assert_eq!(plan_list(&query(bad)).map_err(|e| e.code), Err(400), "{bad}");
+            assert_eq!(
+                plan_list(&query(bad)).map_err(|e| e.code),
+                Err(400),
+                "{bad}"
+            );
         }
     }
 
     #[test]
     fn watch_starts_follow_the_resource_version_and_initial_events() {
-        assert!(matches!(plan_watch(&query("watch=true")).unwrap(), WatchStart::Snapshot));
-        assert!(matches!(plan_watch(&query("resourceVersion=0")).unwrap(), WatchStart::Snapshot));
-        assert!(matches!(plan_watch(&query("resourceVersion=9")).unwrap(), WatchStart::After(9)));
+        assert!(matches!(
+            plan_watch(&query("watch=true")).unwrap(),
+            WatchStart::Snapshot
+        ));
+        assert!(matches!(
+            plan_watch(&query("resourceVersion=0")).unwrap(),
+            WatchStart::Snapshot
+        ));
+        assert!(matches!(
+            plan_watch(&query("resourceVersion=9")).unwrap(),
+            WatchStart::After(9)
+        ));
         assert!(matches!(
             plan_watch(&query("sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion=0")).unwrap(),
             WatchStart::InitialEvents(0)
         ));
-        assert_eq!(plan_watch(&query("sendInitialEvents=true")).map_err(|e| e.code).err(), Some(400));
+        assert_eq!(
+            plan_watch(&query("sendInitialEvents=true"))
+                .map_err(|e| e.code)
+                .err(),
+            Some(400)
+        );
     }
 
     #[test]

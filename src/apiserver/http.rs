@@ -197,10 +197,8 @@ pub async fn serve(
             let served = async {
                 match tls {
                     None => {
-                        let connection = http.serve_connection(
-                            hyper_util::rt::TokioIo::new(stream),
-                            service,
-                        );
+                        let connection =
+                            http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
                         run_connection(connection, &close, &stop).await;
                     }
                     Some(acceptor) => {
@@ -214,10 +212,8 @@ pub async fn serve(
                             }
                             Err(_) => return,
                         };
-                        let connection = http.serve_connection(
-                            hyper_util::rt::TokioIo::new(stream),
-                            service,
-                        );
+                        let connection =
+                            http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
                         run_connection(connection, &close, &stop).await;
                     }
                 }
@@ -297,10 +293,9 @@ mod tests {
 
     #[test]
     fn token_files_are_kube_apiservers_csv() {
-        let tokens = TokenFile::parse(
-            "# comment\nt0k3n,alice,1\n\"quoted\",bob,2,\"system:masters,dev\"\n",
-        )
-        .unwrap();
+        let tokens =
+            TokenFile::parse("# comment\nt0k3n,alice,1\n\"quoted\",bob,2,\"system:masters,dev\"\n")
+                .unwrap();
         let mut headers = HeaderMap::new();
         headers.insert(header::AUTHORIZATION, "Bearer t0k3n".parse().unwrap());
         assert_eq!(tokens.user(&headers), Some("alice"));

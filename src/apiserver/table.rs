@@ -1,6 +1,2414 @@
-//! STUB: replaced by the helper's module.
-use serde_json::Value;
-#[derive(Clone, Copy, Debug)]
-pub enum IncludeObject { None, Metadata, Object }
-#[allow(clippy::too_many_arguments)]
-pub fn table(_resource: &str, _objects: &[Value], _include: IncludeObject, _now: std::time::SystemTime, _rv: &str, _cont: Option<&str>, _remaining: Option<i64>, _with_columns: bool) -> Value { Value::Null }
+//! Server-side `meta.k8s.io/v1` Tables, as kube-apiserver returns them to `kubectl get`.
+//!
+//! Mirrors: `pkg/printers/internalversion/printers.go` (column definitions and the
+//! `printPod`, `printReplicationController`, `printReplicaSet`, `printDeployment`,
+//! `printService`, `printEndpoints`, `printNamespace`, `printNode`, `printEvent` cell
+//! rules), `staging/src/k8s.io/apimachinery/pkg/api/meta/table` and
+//! `staging/src/k8s.io/apimachinery/pkg/apis/meta/v1` (the `Table`, `TableRow` and
+//! `PartialObjectMetadata` shapes, `FormatLabelSelector`), and
+//! `staging/src/k8s.io/apimachinery/pkg/util/duration` (`HumanDuration`).
+//!
+//! Invariants:
+//! - Pure functions over served-shape objects (after `convert::to_served`); they never
+//!   panic. A missing or mistyped field reads as Go's zero value.
+//! - Cells are those of kube-apiserver's table convertor, which prints with `Wide: true`:
+//!   every row carries the priority-1 (`-o wide`) cells too, and kubectl hides them.
+//!   Integer cells are JSON integers; all others are strings.
+//! - Column definitions (name, type, format, priority) are printers.go's; descriptions are
+//!   the API field docs printers.go points at, abridged where they are long.
+//! - Deviations, for kcm's documents: a pod without `status.phase` is printed Pending
+//!   (kcm's rule for a pod without status), a namespace without `status.phase` Active, a
+//!   missing `spec.replicas` reads as 1 (the v1 default), and a pod's IP falls back from
+//!   `status.podIPs[0].ip` to `status.podIP`.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{json, Map, Value};
+
+/// Which object each row carries (`?includeObject=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// No `object` in rows.
+    None,
+    /// `PartialObjectMetadata` with the object's whole metadata (the default).
+    #[default]
+    Metadata,
+    /// The whole object.
+    Object,
+}
+
+impl IncludeObject {
+    /// Parses the `includeObject` query parameter: absent means [`IncludeObject::Metadata`];
+    /// `None`, `Metadata` and `Object` are accepted; anything else is `None` (a bad
+    /// request).
+    pub fn from_query_parameter(value: Option<&str>) -> Option<IncludeObject> {
+        match value {
+            None => Some(IncludeObject::Metadata),
+            Some("None") => Some(IncludeObject::None),
+            Some("Metadata") => Some(IncludeObject::Metadata),
+            Some("Object") => Some(IncludeObject::Object),
+            Some(_) => None,
+        }
+    }
+}
+
+/// The `meta.k8s.io/v1` group version of Tables and PartialObjectMetadata.
+pub const META_API_VERSION: &str = "meta.k8s.io/v1";
+
+// ---------------------------------------------------------------------------------------
+// Column definitions
+
+const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+const AGE_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+const CONTAINERS_DESCRIPTION: &str = "Names of each container in the template.";
+const IMAGES_DESCRIPTION: &str = "Images referenced by each container in the template.";
+const NODE_ADDRESSES_DESCRIPTION: &str = "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses";
+
+/// One `TableColumnDefinition`.
+fn column(name: &str, type_: &str, format: &str, priority: i32, description: &str) -> Value {
+    json!({
+        "name": name,
+        "type": type_,
+        "format": format,
+        "description": description,
+        "priority": priority,
+    })
+}
+
+fn name_column() -> Value {
+    column("Name", "string", "name", 0, NAME_DESCRIPTION)
+}
+
+fn age_column() -> Value {
+    column("Age", "string", "", 0, AGE_DESCRIPTION)
+}
+
+/// printers.go's column definitions for `resource` (a plural resource name: `"pods"`,
+/// `"replicationcontrollers"`, `"replicasets"`, `"deployments"`, `"services"`,
+/// `"endpoints"`, `"namespaces"`, `"nodes"`, `"events"`); Name and Age for any other.
+pub fn column_definitions(resource: &str) -> Vec<Value> {
+    match resource {
+        "pods" => vec![
+            name_column(),
+            column("Ready", "string", "", 0, "The aggregate readiness state of this pod for accepting traffic."),
+            column("Status", "string", "", 0, "The aggregate status of the containers in this pod."),
+            column("Restarts", "string", "", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+            age_column(),
+            column("IP", "string", "", 1, "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."),
+            column("Node", "string", "", 1, "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this node becomes responsible for the lifecycle of this pod. This field should not be used to express a desire for the pod to be scheduled on a specific node. https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename"),
+            column("Nominated Node", "string", "", 1, "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled."),
+            column("Readiness Gates", "string", "", 1, "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates"),
+        ],
+        "replicationcontrollers" => vec![
+            name_column(),
+            column("Desired", "integer", "", 0, "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller"),
+            column("Current", "integer", "", 0, "Replicas is the most recently observed number of replicas. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller"),
+            column("Ready", "integer", "", 0, "The number of ready replicas for this replication controller."),
+            age_column(),
+            column("Containers", "string", "", 1, CONTAINERS_DESCRIPTION),
+            column("Images", "string", "", 1, IMAGES_DESCRIPTION),
+            column("Selector", "string", "", 1, "Selector is a label query over pods that should match the Replicas count. If Selector is empty, it is defaulted to the labels present on the Pod template. Label keys and values that must match in order to be controlled by this replication controller, if empty defaulted to labels on Pod template. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"),
+        ],
+        "replicasets" => vec![
+            name_column(),
+            column("Desired", "integer", "", 0, "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller/#what-is-a-replicationcontroller"),
+            column("Current", "integer", "", 0, "Replicas is the most recently observed number of replicas. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller/#what-is-a-replicationcontroller"),
+            column("Ready", "integer", "", 0, "readyReplicas is the number of pods targeted by this ReplicaSet with a Ready Condition."),
+            age_column(),
+            column("Containers", "string", "", 1, CONTAINERS_DESCRIPTION),
+            column("Images", "string", "", 1, IMAGES_DESCRIPTION),
+            column("Selector", "string", "", 1, "Selector is a label query over pods that should match the replica count. If the selector is empty, it is defaulted to the labels present on the pod template. Label keys and values that must match in order to be controlled by this replica set. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"),
+        ],
+        "deployments" => vec![
+            name_column(),
+            column("Ready", "string", "", 0, "Number of the pod with ready state"),
+            column("Up-to-date", "string", "", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
+            column("Available", "string", "", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+            age_column(),
+            column("Containers", "string", "", 1, CONTAINERS_DESCRIPTION),
+            column("Images", "string", "", 1, IMAGES_DESCRIPTION),
+            column("Selector", "string", "", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."),
+        ],
+        "services" => vec![
+            name_column(),
+            column("Type", "string", "", 0, "type determines how the Service is exposed. Defaults to ClusterIP. Valid options are ExternalName, ClusterIP, NodePort, and LoadBalancer. More info: https://kubernetes.io/docs/concepts/services-networking/service/#publishing-services-service-types"),
+            column("Cluster-IP", "string", "", 0, "clusterIP is the IP address of the service and is usually assigned randomly. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies"),
+            column("External-IP", "string", "", 0, "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.  These IPs are not managed by Kubernetes.  The user is responsible for ensuring that traffic arrives at a node with this IP.  A common example is external load-balancers that are not part of the Kubernetes system."),
+            column("Port(s)", "string", "", 0, "The list of ports that are exposed by this service. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies"),
+            age_column(),
+            column("Selector", "string", "", 1, "Route service traffic to pods with label keys and values matching this selector. If empty or not present, the service is assumed to have an external process managing its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/"),
+        ],
+        "endpoints" => vec![
+            name_column(),
+            column("Endpoints", "string", "", 0, "The set of all endpoints is the union of all subsets. Addresses are placed into subsets according to the IPs they share. A single address with multiple ports, some of which are ready and some of which are not (because they come from different containers) will result in the address being displayed in different subsets for the different ports. No address will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a service."),
+            age_column(),
+        ],
+        "namespaces" => vec![
+            name_column(),
+            column("Status", "string", "", 0, "The status of the namespace"),
+            age_column(),
+        ],
+        "nodes" => vec![
+            name_column(),
+            column("Status", "string", "", 0, "The status of the node"),
+            column("Roles", "string", "", 0, "The roles of the node"),
+            age_column(),
+            column("Version", "string", "", 0, "Kubelet Version reported by the node."),
+            column("Internal-IP", "string", "", 1, NODE_ADDRESSES_DESCRIPTION),
+            column("External-IP", "string", "", 1, NODE_ADDRESSES_DESCRIPTION),
+            column("OS-Image", "string", "", 1, "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy))."),
+            column("Kernel-Version", "string", "", 1, "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
+            column("Container-Runtime", "string", "", 1, "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2)."),
+        ],
+        "events" => vec![
+            column("Last Seen", "string", "", 0, "The time at which the most recent occurrence of this event was recorded."),
+            column("Type", "string", "", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
+            column("Reason", "string", "", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
+            column("Object", "string", "", 0, "The object that this event is about."),
+            column("Subobject", "string", "", 1, "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2]."),
+            column("Source", "string", "", 1, "The component reporting this event. Should be a short machine understandable string."),
+            column("Message", "string", "", 0, "A human-readable description of the status of this operation."),
+            column("First Seen", "string", "", 1, "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)"),
+            column("Count", "string", "", 1, "The number of times this event has occurred."),
+            column("Name", "string", "name", 1, NAME_DESCRIPTION),
+        ],
+        _ => vec![name_column(), age_column()],
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Tables and rows
+
+/// One `TableRow` for `object` (served shape): `{"cells": [...], "object": ...}`, plus
+/// `conditions` for a Succeeded or Failed pod, as `printPod` adds them.
+pub fn row(resource: &str, object: &Value, include: IncludeObject, now: SystemTime) -> Value {
+    let (cells, conditions) = match resource {
+        "pods" => pod_cells(object, now),
+        "replicationcontrollers" => (replication_controller_cells(object, now), None),
+        "replicasets" => (replica_set_cells(object, now), None),
+        "deployments" => (deployment_cells(object, now), None),
+        "services" => (service_cells(object, now), None),
+        "endpoints" => (endpoints_cells(object, now), None),
+        "namespaces" => (namespace_cells(object, now), None),
+        "nodes" => (node_cells(object, now), None),
+        "events" => (event_cells(object, now), None),
+        _ => (
+            vec![
+                Value::from(string_at(object, &["metadata", "name"])),
+                Value::from(age(object, now)),
+            ],
+            None,
+        ),
+    };
+    let mut row = Map::new();
+    row.insert("cells".into(), Value::Array(cells));
+    if let Some(conditions) = conditions {
+        row.insert("conditions".into(), conditions);
+    }
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => {
+            let metadata = object
+                .get("metadata")
+                .filter(|m| m.is_object())
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Map::new()));
+            row.insert(
+                "object".into(),
+                json!({
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": META_API_VERSION,
+                    "metadata": metadata,
+                }),
+            );
+        }
+        IncludeObject::Object => {
+            row.insert("object".into(), object.clone());
+        }
+    }
+    Value::Object(row)
+}
+
+/// A whole `Table` of `objects` (served shape). `resource_version` fills
+/// `metadata.resourceVersion` (omitted when empty), `continue_token` and `remaining`
+/// fill `metadata.continue` and `metadata.remainingItemCount` (omitted when `None` or
+/// empty). `with_columns: false` leaves out `columnDefinitions`, as kube-apiserver does
+/// for every watch event after the first.
+#[allow(clippy::too_many_arguments)] // the shape the API server asked for
+pub fn table(
+    resource: &str,
+    objects: &[Value],
+    include: IncludeObject,
+    now: SystemTime,
+    resource_version: &str,
+    continue_token: Option<&str>,
+    remaining: Option<i64>,
+    with_columns: bool,
+) -> Value {
+    let mut metadata = Map::new();
+    if !resource_version.is_empty() {
+        metadata.insert("resourceVersion".into(), Value::from(resource_version));
+    }
+    if let Some(token) = continue_token.filter(|t| !t.is_empty()) {
+        metadata.insert("continue".into(), Value::from(token));
+    }
+    if let Some(remaining) = remaining {
+        metadata.insert("remainingItemCount".into(), Value::from(remaining));
+    }
+    let mut table = Map::new();
+    table.insert("kind".into(), Value::from("Table"));
+    table.insert("apiVersion".into(), Value::from(META_API_VERSION));
+    table.insert("metadata".into(), Value::Object(metadata));
+    if with_columns {
+        table.insert(
+            "columnDefinitions".into(),
+            Value::Array(column_definitions(resource)),
+        );
+    }
+    let rows = objects
+        .iter()
+        .map(|object| row(resource, object, include, now))
+        .collect();
+    table.insert("rows".into(), Value::Array(rows));
+    Value::Object(table)
+}
+
+// ---------------------------------------------------------------------------------------
+// JSON access with Go zero values
+
+fn value_at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(value, |value, key| value.get(key))
+}
+
+fn string_at<'a>(value: &'a Value, path: &[&str]) -> &'a str {
+    value_at(value, path).and_then(Value::as_str).unwrap_or("")
+}
+
+fn integer_at(value: &Value, path: &[&str]) -> i64 {
+    value_at(value, path).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn bool_at(value: &Value, path: &[&str]) -> bool {
+    value_at(value, path)
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+fn array_at<'a>(value: &'a Value, path: &[&str]) -> &'a [Value] {
+    value_at(value, path)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+/// `spec.replicas`, or 1 (the v1 default) when absent.
+fn desired_replicas(object: &Value) -> i64 {
+    value_at(object, &["spec", "replicas"])
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+}
+
+// ---------------------------------------------------------------------------------------
+// Time
+
+/// Parses an RFC 3339 timestamp (`2026-11-26T18:01:03Z`, fractional seconds and numeric
+/// offsets allowed).
+pub fn parse_timestamp(timestamp: &str) -> Option<SystemTime> {
+    if let Ok(time) = humantime::parse_rfc3339(timestamp) {
+        return Some(time);
+    }
+    // humantime only reads UTC; apply a `+hh:mm` / `-hh:mm` offset by hand.
+    let split = timestamp.len().checked_sub(6)?;
+    let (local, offset) = (timestamp.get(..split)?, timestamp.get(split..)?);
+    let offset_bytes = offset.as_bytes();
+    let sign: i64 = match offset_bytes[0] {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    if offset_bytes[3] != b':' {
+        return None;
+    }
+    let hours: u64 = offset.get(1..3)?.parse().ok()?;
+    let minutes: u64 = offset.get(4..6)?.parse().ok()?;
+    let local = humantime::parse_rfc3339(&format!("{local}Z")).ok()?;
+    let offset = Duration::from_secs(hours * 3600 + minutes * 60);
+    if sign > 0 {
+        local.checked_sub(offset)
+    } else {
+        local.checked_add(offset)
+    }
+}
+
+/// `now - then` in nanoseconds, saturated to the range of Go's `time.Duration`.
+fn nanoseconds_between(then: SystemTime, now: SystemTime) -> i64 {
+    let nanoseconds = match now.duration_since(then) {
+        Ok(elapsed) => elapsed.as_nanos() as i128,
+        Err(error) => -(error.duration().as_nanos() as i128),
+    };
+    nanoseconds.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+/// `translateTimestampSince`: [`human_duration`] of `now - timestamp`, or `"<unknown>"`
+/// for a missing or unparsable timestamp.
+pub fn translate_timestamp_since(timestamp: Option<&str>, now: SystemTime) -> String {
+    match timestamp.and_then(parse_timestamp) {
+        Some(then) => human_duration(nanoseconds_between(then, now)),
+        None => "<unknown>".to_string(),
+    }
+}
+
+/// `duration.HumanDuration` for a Go `time.Duration` (nanoseconds): a succinct
+/// representation with about 2-3 significant figures ("90s", "3m10s", "70m", "2d1h",
+/// "2y1d"); "0s" for up to two seconds in the future, "<invalid>" beyond.
+pub fn human_duration(nanoseconds: i64) -> String {
+    const SECOND: i64 = 1_000_000_000;
+    const MINUTE: i64 = 60 * SECOND;
+    const HOUR: i64 = 60 * MINUTE;
+    let seconds = nanoseconds / SECOND;
+    if seconds < -1 {
+        return "<invalid>".to_string();
+    } else if seconds < 0 {
+        return "0s".to_string();
+    } else if seconds < 60 * 2 {
+        return format!("{seconds}s");
+    }
+    let minutes = nanoseconds / MINUTE;
+    if minutes < 10 {
+        let s = (nanoseconds / SECOND) % 60;
+        if s == 0 {
+            return format!("{minutes}m");
+        }
+        return format!("{minutes}m{s}s");
+    } else if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = nanoseconds / HOUR;
+    if hours < 8 {
+        let m = (nanoseconds / MINUTE) % 60;
+        if m == 0 {
+            return format!("{hours}h");
+        }
+        format!("{hours}h{m}m")
+    } else if hours < 48 {
+        format!("{hours}h")
+    } else if hours < 24 * 8 {
+        let h = hours % 24;
+        if h == 0 {
+            return format!("{}d", hours / 24);
+        }
+        format!("{}d{h}h", hours / 24)
+    } else if hours < 24 * 365 * 2 {
+        format!("{}d", hours / 24)
+    } else if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        if dy == 0 {
+            return format!("{}y", hours / 24 / 365);
+        }
+        format!("{}y{dy}d", hours / 24 / 365)
+    } else {
+        format!("{}y", hours / 24 / 365)
+    }
+}
+
+/// The Age cell: `translateTimestampSince(metadata.creationTimestamp)`.
+fn age(object: &Value, now: SystemTime) -> String {
+    translate_timestamp_since(
+        value_at(object, &["metadata", "creationTimestamp"]).and_then(Value::as_str),
+        now,
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Labels and selectors
+
+/// `labels.FormatLabels`: `k=v` pairs sorted by key, comma-separated; `"<none>"` when
+/// empty or not a map.
+pub fn format_labels(labels: Option<&Value>) -> String {
+    let mut pairs: Vec<(&str, String)> = labels
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(key, value)| (key.as_str(), plain_string(value)))
+                .collect()
+        })
+        .unwrap_or_default();
+    pairs.sort();
+    if pairs.is_empty() {
+        return "<none>".to_string();
+    }
+    pairs
+        .iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A JSON scalar as text: a string as itself, anything else as JSON.
+fn plain_string(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `metav1.LabelSelectorAsSelector(selector).String()`: requirements sorted by key,
+/// `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`; `""` for a missing (matches nothing)
+/// or empty (matches everything) selector; `Err` for an invalid one.
+pub fn label_selector_string(selector: Option<&Value>) -> Result<String, String> {
+    let selector = match selector {
+        None | Some(Value::Null) => return Ok(String::new()),
+        Some(Value::Object(selector)) => selector,
+        Some(other) => return Err(format!("not a label selector: {other}")),
+    };
+    let no_labels = Map::new();
+    let match_labels = match selector.get("matchLabels") {
+        None | Some(Value::Null) => &no_labels,
+        Some(Value::Object(labels)) => labels,
+        Some(other) => return Err(format!("matchLabels is not a map: {other}")),
+    };
+    let match_expressions: &[Value] = match selector.get("matchExpressions") {
+        None | Some(Value::Null) => &[],
+        Some(Value::Array(expressions)) => expressions,
+        Some(other) => return Err(format!("matchExpressions is not a list: {other}")),
+    };
+    if match_labels.is_empty() && match_expressions.is_empty() {
+        return Ok(String::new());
+    }
+    let mut requirements: Vec<(String, String)> = Vec::new();
+    for (key, value) in match_labels {
+        let value = value
+            .as_str()
+            .ok_or_else(|| format!("matchLabels[{key}] is not a string"))?;
+        validate_label_key(key)?;
+        validate_label_value(value)?;
+        requirements.push((key.clone(), format!("{key}={value}")));
+    }
+    for expression in match_expressions {
+        let key = expression
+            .get("key")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let operator = expression
+            .get("operator")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mut values: Vec<&str> = match expression.get("values") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(values)) => values
+                .iter()
+                .map(|v| v.as_str().ok_or_else(|| format!("values of {key}: {v}")))
+                .collect::<Result<_, _>>()?,
+            Some(other) => return Err(format!("values of {key} is not a list: {other}")),
+        };
+        validate_label_key(key)?;
+        for value in &values {
+            validate_label_value(value)?;
+        }
+        values.sort_unstable();
+        let text = match operator {
+            "In" | "NotIn" => {
+                if values.is_empty() {
+                    return Err(format!(
+                        "{key}: for 'in', 'notin' operators, values set can't be empty"
+                    ));
+                }
+                let word = if operator == "In" { "in" } else { "notin" };
+                format!("{key} {word} ({})", values.join(","))
+            }
+            "Exists" | "DoesNotExist" => {
+                if !values.is_empty() {
+                    return Err(format!(
+                        "{key}: values set must be empty for exists and does not exist"
+                    ));
+                }
+                if operator == "Exists" {
+                    key.to_string()
+                } else {
+                    format!("!{key}")
+                }
+            }
+            other => return Err(format!("{other:?} is not a valid label selector operator")),
+        };
+        requirements.push((key.to_string(), text));
+    }
+    requirements.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(requirements
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
+/// `metav1.FormatLabelSelector`: [`label_selector_string`], `"<none>"` when that is
+/// empty, `"<error>"` when the selector is invalid.
+pub fn format_label_selector(selector: Option<&Value>) -> String {
+    match label_selector_string(selector) {
+        Ok(text) if text.is_empty() => "<none>".to_string(),
+        Ok(text) => text,
+        Err(_) => "<error>".to_string(),
+    }
+}
+
+/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, at most 63 characters.
+fn is_qualified_name_part(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// A DNS-1123 subdomain: lowercase labels of `[a-z0-9]([-a-z0-9]*[a-z0-9])?` joined by
+/// dots, at most 253 characters.
+fn is_dns1123_subdomain(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            let bytes = label.as_bytes();
+            !bytes.is_empty()
+                && bytes[0].is_ascii_alphanumeric()
+                && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+                && bytes
+                    .iter()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        })
+}
+
+/// `validation.IsQualifiedName`: `[prefix/]name`.
+fn validate_label_key(key: &str) -> Result<(), String> {
+    let valid = match key.split_once('/') {
+        None => is_qualified_name_part(key),
+        Some((prefix, name)) => {
+            !prefix.is_empty()
+                && is_dns1123_subdomain(prefix)
+                && !name.contains('/')
+                && is_qualified_name_part(name)
+        }
+    };
+    if valid {
+        Ok(())
+    } else {
+        Err(format!("invalid label key {key:?}"))
+    }
+}
+
+/// `validation.IsValidLabelValue`: empty, or a qualified name part.
+fn validate_label_value(value: &str) -> Result<(), String> {
+    if value.is_empty() || is_qualified_name_part(value) {
+        Ok(())
+    } else {
+        Err(format!("invalid label value {value:?}"))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Printers
+
+/// `layoutContainerCells`: container names and images, comma-separated.
+fn container_cells(pod_spec: Option<&Value>) -> (String, String) {
+    let containers = pod_spec
+        .and_then(|spec| spec.get("containers"))
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let names: Vec<&str> = containers.iter().map(|c| string_at(c, &["name"])).collect();
+    let images: Vec<&str> = containers
+        .iter()
+        .map(|c| string_at(c, &["image"]))
+        .collect();
+    (names.join(","), images.join(","))
+}
+
+/// A pod's `lastState.terminated.finishedAt`, if set and parsable.
+fn last_termination_time(container_status: &Value) -> Option<SystemTime> {
+    value_at(container_status, &["lastState", "terminated", "finishedAt"])
+        .and_then(Value::as_str)
+        .and_then(parse_timestamp)
+}
+
+fn later(current: Option<SystemTime>, candidate: Option<SystemTime>) -> Option<SystemTime> {
+    match (current, candidate) {
+        (Some(current), Some(candidate)) if candidate > current => Some(candidate),
+        (None, candidate) => candidate,
+        (current, _) => current,
+    }
+}
+
+fn has_condition(pod: &Value, condition_type: &str) -> bool {
+    array_at(pod, &["status", "conditions"])
+        .iter()
+        .any(|c| string_at(c, &["type"]) == condition_type && string_at(c, &["status"]) == "True")
+}
+
+/// `printPod`.
+fn pod_cells(pod: &Value, now: SystemTime) -> (Vec<Value>, Option<Value>) {
+    let phase = value_at(pod, &["status", "phase"])
+        .and_then(Value::as_str)
+        .unwrap_or("Pending");
+    let mut reason = phase.to_string();
+    let status_reason = string_at(pod, &["status", "reason"]);
+    if !status_reason.is_empty() {
+        reason = status_reason.to_string();
+    }
+    for condition in array_at(pod, &["status", "conditions"]) {
+        if string_at(condition, &["type"]) == "PodScheduled"
+            && string_at(condition, &["reason"]) == "SchedulingGated"
+        {
+            reason = "SchedulingGated".to_string();
+        }
+    }
+    let conditions = match phase {
+        "Succeeded" => Some(
+            json!([{"type": "Completed", "status": "True", "reason": "Succeeded",
+            "message": "The pod has completed successfully."}]),
+        ),
+        "Failed" => Some(
+            json!([{"type": "Completed", "status": "True", "reason": "Failed",
+            "message": "The pod failed."}]),
+        ),
+        _ => None,
+    };
+
+    let init_containers = array_at(pod, &["spec", "initContainers"]);
+    let is_restartable_init_container = |name: &str| {
+        init_containers.iter().any(|c| {
+            string_at(c, &["name"]) == name && string_at(c, &["restartPolicy"]) == "Always"
+        })
+    };
+    let mut total_containers = array_at(pod, &["spec", "containers"]).len() as i64;
+    total_containers += init_containers
+        .iter()
+        .filter(|c| string_at(c, &["restartPolicy"]) == "Always")
+        .count() as i64;
+    let mut ready_containers = 0i64;
+    let mut restarts = 0i64;
+    let mut restartable_init_container_restarts = 0i64;
+    let mut last_restart_date: Option<SystemTime> = None;
+    let mut last_restartable_init_container_restart_date: Option<SystemTime> = None;
+
+    let mut initializing = false;
+    for (index, container) in array_at(pod, &["status", "initContainerStatuses"])
+        .iter()
+        .enumerate()
+    {
+        let restart_count = integer_at(container, &["restartCount"]);
+        restarts += restart_count;
+        last_restart_date = later(last_restart_date, last_termination_time(container));
+        let restartable = is_restartable_init_container(string_at(container, &["name"]));
+        if restartable {
+            restartable_init_container_restarts += restart_count;
+            last_restartable_init_container_restart_date = later(
+                last_restartable_init_container_restart_date,
+                last_termination_time(container),
+            );
+        }
+        let terminated = value_at(container, &["state", "terminated"]).filter(|t| t.is_object());
+        let waiting_reason = string_at(container, &["state", "waiting", "reason"]);
+        if terminated.is_some_and(|t| integer_at(t, &["exitCode"]) == 0) {
+            continue;
+        }
+        if restartable && bool_at(container, &["started"]) {
+            if bool_at(container, &["ready"]) {
+                ready_containers += 1;
+            }
+            continue;
+        }
+        if let Some(terminated) = terminated {
+            let terminated_reason = string_at(terminated, &["reason"]);
+            reason = if terminated_reason.is_empty() {
+                let signal = integer_at(terminated, &["signal"]);
+                if signal != 0 {
+                    format!("Init:Signal:{signal}")
+                } else {
+                    format!("Init:ExitCode:{}", integer_at(terminated, &["exitCode"]))
+                }
+            } else {
+                format!("Init:{terminated_reason}")
+            };
+        } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
+            reason = format!("Init:{waiting_reason}");
+        } else {
+            reason = format!("Init:{index}/{}", init_containers.len());
+        }
+        initializing = true;
+        break;
+    }
+
+    if !initializing || has_condition(pod, "Initialized") {
+        restarts = restartable_init_container_restarts;
+        last_restart_date = last_restartable_init_container_restart_date;
+        let mut has_running = false;
+        for container in array_at(pod, &["status", "containerStatuses"]).iter().rev() {
+            restarts += integer_at(container, &["restartCount"]);
+            last_restart_date = later(last_restart_date, last_termination_time(container));
+            let waiting_reason = string_at(container, &["state", "waiting", "reason"]);
+            let terminated =
+                value_at(container, &["state", "terminated"]).filter(|t| t.is_object());
+            if !waiting_reason.is_empty() {
+                reason = waiting_reason.to_string();
+            } else if let Some(terminated) = terminated {
+                let terminated_reason = string_at(terminated, &["reason"]);
+                reason = if !terminated_reason.is_empty() {
+                    terminated_reason.to_string()
+                } else if integer_at(terminated, &["signal"]) != 0 {
+                    format!("Signal:{}", integer_at(terminated, &["signal"]))
+                } else {
+                    format!("ExitCode:{}", integer_at(terminated, &["exitCode"]))
+                };
+            } else if bool_at(container, &["ready"])
+                && value_at(container, &["state", "running"]).is_some_and(Value::is_object)
+            {
+                has_running = true;
+                ready_containers += 1;
+            }
+        }
+        if reason == "Completed" && has_running {
+            reason = if has_condition(pod, "Ready") {
+                "Running".to_string()
+            } else {
+                "NotReady".to_string()
+            };
+        }
+    }
+
+    let deleting = value_at(pod, &["metadata", "deletionTimestamp"]).is_some_and(|t| !t.is_null());
+    if deleting && status_reason == "NodeLost" {
+        reason = "Unknown".to_string();
+    } else if deleting && !matches!(phase, "Succeeded" | "Failed") {
+        reason = "Terminating".to_string();
+    }
+
+    let restarts_text = match last_restart_date {
+        Some(date) if restarts != 0 => format!(
+            "{restarts} ({} ago)",
+            human_duration(nanoseconds_between(date, now))
+        ),
+        _ => restarts.to_string(),
+    };
+
+    let pod_ip = array_at(pod, &["status", "podIPs"])
+        .first()
+        .map(|ip| string_at(ip, &["ip"]))
+        .filter(|ip| !ip.is_empty())
+        .or_else(|| Some(string_at(pod, &["status", "podIP"])).filter(|ip| !ip.is_empty()))
+        .unwrap_or("<none>");
+    let node_name = Some(string_at(pod, &["spec", "nodeName"]))
+        .filter(|n| !n.is_empty())
+        .unwrap_or("<none>");
+    let nominated_node_name = Some(string_at(pod, &["status", "nominatedNodeName"]))
+        .filter(|n| !n.is_empty())
+        .unwrap_or("<none>");
+    let readiness_gates = array_at(pod, &["spec", "readinessGates"]);
+    let readiness_gates_text = if readiness_gates.is_empty() {
+        "<none>".to_string()
+    } else {
+        let conditions = array_at(pod, &["status", "conditions"]);
+        let true_conditions = readiness_gates
+            .iter()
+            .filter(|gate| {
+                let condition_type = string_at(gate, &["conditionType"]);
+                conditions
+                    .iter()
+                    .find(|c| string_at(c, &["type"]) == condition_type)
+                    .is_some_and(|c| string_at(c, &["status"]) == "True")
+            })
+            .count();
+        format!("{true_conditions}/{}", readiness_gates.len())
+    };
+
+    let cells = vec![
+        Value::from(string_at(pod, &["metadata", "name"])),
+        Value::from(format!("{ready_containers}/{total_containers}")),
+        Value::from(reason),
+        Value::from(restarts_text),
+        Value::from(age(pod, now)),
+        Value::from(pod_ip),
+        Value::from(node_name),
+        Value::from(nominated_node_name),
+        Value::from(readiness_gates_text),
+    ];
+    (cells, conditions)
+}
+
+/// `printReplicationController`.
+fn replication_controller_cells(rc: &Value, now: SystemTime) -> Vec<Value> {
+    let (names, images) = container_cells(value_at(rc, &["spec", "template", "spec"]));
+    vec![
+        Value::from(string_at(rc, &["metadata", "name"])),
+        Value::from(desired_replicas(rc)),
+        Value::from(integer_at(rc, &["status", "replicas"])),
+        Value::from(integer_at(rc, &["status", "readyReplicas"])),
+        Value::from(age(rc, now)),
+        Value::from(names),
+        Value::from(images),
+        Value::from(format_labels(value_at(rc, &["spec", "selector"]))),
+    ]
+}
+
+/// `printReplicaSet`.
+fn replica_set_cells(rs: &Value, now: SystemTime) -> Vec<Value> {
+    let (names, images) = container_cells(value_at(rs, &["spec", "template", "spec"]));
+    vec![
+        Value::from(string_at(rs, &["metadata", "name"])),
+        Value::from(desired_replicas(rs)),
+        Value::from(integer_at(rs, &["status", "replicas"])),
+        Value::from(integer_at(rs, &["status", "readyReplicas"])),
+        Value::from(age(rs, now)),
+        Value::from(names),
+        Value::from(images),
+        Value::from(format_label_selector(value_at(rs, &["spec", "selector"]))),
+    ]
+}
+
+/// `printDeployment`.
+fn deployment_cells(deployment: &Value, now: SystemTime) -> Vec<Value> {
+    let (names, images) = container_cells(value_at(deployment, &["spec", "template", "spec"]));
+    let selector = label_selector_string(value_at(deployment, &["spec", "selector"]))
+        .unwrap_or_else(|_| "<invalid>".to_string());
+    vec![
+        Value::from(string_at(deployment, &["metadata", "name"])),
+        Value::from(format!(
+            "{}/{}",
+            integer_at(deployment, &["status", "readyReplicas"]),
+            desired_replicas(deployment)
+        )),
+        Value::from(integer_at(deployment, &["status", "updatedReplicas"])),
+        Value::from(integer_at(deployment, &["status", "availableReplicas"])),
+        Value::from(age(deployment, now)),
+        Value::from(names),
+        Value::from(images),
+        Value::from(selector),
+    ]
+}
+
+fn strings_at<'a>(value: &'a Value, path: &[&str]) -> Vec<&'a str> {
+    array_at(value, path)
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// `getServiceExternalIP` (wide).
+fn service_external_ip(service: &Value) -> String {
+    let external_ips = strings_at(service, &["spec", "externalIPs"]);
+    match string_at(service, &["spec", "type"]) {
+        "ClusterIP" | "NodePort" => {
+            if external_ips.is_empty() {
+                "<none>".to_string()
+            } else {
+                external_ips.join(",")
+            }
+        }
+        "LoadBalancer" => {
+            let mut ingress: Vec<&str> = array_at(service, &["status", "loadBalancer", "ingress"])
+                .iter()
+                .filter_map(|i| {
+                    let ip = string_at(i, &["ip"]);
+                    let hostname = string_at(i, &["hostname"]);
+                    if !ip.is_empty() {
+                        Some(ip)
+                    } else if !hostname.is_empty() {
+                        Some(hostname)
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            ingress.sort_unstable();
+            ingress.dedup();
+            if !external_ips.is_empty() {
+                ingress.extend(external_ips);
+                return ingress.join(",");
+            }
+            if ingress.is_empty() {
+                "<pending>".to_string()
+            } else {
+                ingress.join(",")
+            }
+        }
+        "ExternalName" => string_at(service, &["spec", "externalName"]).to_string(),
+        _ => "<unknown>".to_string(),
+    }
+}
+
+/// `makePortString`: `80/TCP`, `80:30080/TCP`, comma-separated.
+fn service_ports(service: &Value) -> String {
+    array_at(service, &["spec", "ports"])
+        .iter()
+        .map(|port| {
+            let number = integer_at(port, &["port"]);
+            let protocol = string_at(port, &["protocol"]);
+            let node_port = integer_at(port, &["nodePort"]);
+            if node_port > 0 {
+                format!("{number}:{node_port}/{protocol}")
+            } else {
+                format!("{number}/{protocol}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `printService`.
+fn service_cells(service: &Value, now: SystemTime) -> Vec<Value> {
+    let cluster_ip = match array_at(service, &["spec", "clusterIPs"]).first() {
+        Some(ip) => ip.as_str().unwrap_or("").to_string(),
+        None => Some(string_at(service, &["spec", "clusterIP"]))
+            .filter(|ip| !ip.is_empty())
+            .unwrap_or("<none>")
+            .to_string(),
+    };
+    let ports = Some(service_ports(service))
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "<none>".to_string());
+    vec![
+        Value::from(string_at(service, &["metadata", "name"])),
+        Value::from(string_at(service, &["spec", "type"])),
+        Value::from(cluster_ip),
+        Value::from(service_external_ip(service)),
+        Value::from(ports),
+        Value::from(age(service, now)),
+        Value::from(format_labels(value_at(service, &["spec", "selector"]))),
+    ]
+}
+
+/// `formatEndpoints(endpoints, nil)`: up to three `ip:port`, then `+ N more...`.
+fn format_endpoints(endpoints: &Value) -> String {
+    let subsets = array_at(endpoints, &["subsets"]);
+    if subsets.is_empty() {
+        return "<none>".to_string();
+    }
+    const MAX: usize = 3;
+    let mut list: Vec<String> = Vec::new();
+    let mut more = false;
+    let mut count = 0usize;
+    for subset in subsets {
+        let addresses = array_at(subset, &["addresses"]);
+        let ports = array_at(subset, &["ports"]);
+        if ports.is_empty() {
+            // Headless services with no ports.
+            count += addresses.len();
+            for address in addresses {
+                if list.len() == MAX {
+                    more = true;
+                    break;
+                }
+                list.push(string_at(address, &["ip"]).to_string());
+            }
+            continue;
+        }
+        for port in ports {
+            count += addresses.len();
+            for address in addresses {
+                if list.len() == MAX {
+                    more = true;
+                    break;
+                }
+                let ip = string_at(address, &["ip"]);
+                let number = integer_at(port, &["port"]);
+                list.push(if ip.contains(':') {
+                    format!("[{ip}]:{number}")
+                } else {
+                    format!("{ip}:{number}")
+                });
+            }
+        }
+    }
+    let joined = list.join(",");
+    if more {
+        format!("{joined} + {} more...", count - MAX)
+    } else {
+        joined
+    }
+}
+
+/// `printEndpoints`.
+fn endpoints_cells(endpoints: &Value, now: SystemTime) -> Vec<Value> {
+    vec![
+        Value::from(string_at(endpoints, &["metadata", "name"])),
+        Value::from(format_endpoints(endpoints)),
+        Value::from(age(endpoints, now)),
+    ]
+}
+
+/// `printNamespace`.
+fn namespace_cells(namespace: &Value, now: SystemTime) -> Vec<Value> {
+    let phase = value_at(namespace, &["status", "phase"])
+        .and_then(Value::as_str)
+        .unwrap_or("Active");
+    vec![
+        Value::from(string_at(namespace, &["metadata", "name"])),
+        Value::from(phase),
+        Value::from(age(namespace, now)),
+    ]
+}
+
+/// `findNodeRoles`: `node-role.kubernetes.io/<role>` labels and `kubernetes.io/role`.
+fn node_roles(node: &Value) -> String {
+    let mut roles: Vec<String> = Vec::new();
+    if let Some(labels) = value_at(node, &["metadata", "labels"]).and_then(Value::as_object) {
+        for (key, value) in labels {
+            if let Some(role) = key.strip_prefix("node-role.kubernetes.io/") {
+                if !role.is_empty() {
+                    roles.push(role.to_string());
+                }
+            } else if key == "kubernetes.io/role" {
+                let role = plain_string(value);
+                if !role.is_empty() && !value.is_null() {
+                    roles.push(role);
+                }
+            }
+        }
+    }
+    roles.sort();
+    roles.dedup();
+    if roles.is_empty() {
+        "<none>".to_string()
+    } else {
+        roles.join(",")
+    }
+}
+
+fn node_address(node: &Value, address_type: &str) -> String {
+    array_at(node, &["status", "addresses"])
+        .iter()
+        .find(|a| string_at(a, &["type"]) == address_type)
+        .map(|a| string_at(a, &["address"]).to_string())
+        .unwrap_or_else(|| "<none>".to_string())
+}
+
+/// `printNode`.
+fn node_cells(node: &Value, now: SystemTime) -> Vec<Value> {
+    let mut status: Vec<&str> = Vec::new();
+    // The last Ready condition wins, as in printNode's condition map.
+    if let Some(ready) = array_at(node, &["status", "conditions"])
+        .iter()
+        .rev()
+        .find(|c| string_at(c, &["type"]) == "Ready")
+    {
+        status.push(if string_at(ready, &["status"]) == "True" {
+            "Ready"
+        } else {
+            "NotReady"
+        });
+    }
+    if status.is_empty() {
+        status.push("Unknown");
+    }
+    if bool_at(node, &["spec", "unschedulable"]) {
+        status.push("SchedulingDisabled");
+    }
+    let node_info = |field: &str| {
+        Some(string_at(node, &["status", "nodeInfo", field]))
+            .filter(|s| !s.is_empty())
+            .unwrap_or("<unknown>")
+            .to_string()
+    };
+    vec![
+        Value::from(string_at(node, &["metadata", "name"])),
+        Value::from(status.join(",")),
+        Value::from(node_roles(node)),
+        Value::from(age(node, now)),
+        Value::from(string_at(node, &["status", "nodeInfo", "kubeletVersion"])),
+        Value::from(node_address(node, "InternalIP")),
+        Value::from(node_address(node, "ExternalIP")),
+        Value::from(node_info("osImage")),
+        Value::from(node_info("kernelVersion")),
+        Value::from(node_info("containerRuntimeVersion")),
+    ]
+}
+
+/// A timestamp field that is set (not missing, null or empty).
+fn set_timestamp<'a>(value: &'a Value, path: &[&str]) -> Option<&'a str> {
+    value_at(value, path)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// `formatEventSource`: component (or reportingController), then host (or
+/// reportingInstance) when set.
+fn event_source(event: &Value) -> String {
+    let first_non_empty = |a: &str, b: &str| {
+        if a.is_empty() {
+            b.to_string()
+        } else {
+            a.to_string()
+        }
+    };
+    let component = first_non_empty(
+        string_at(event, &["source", "component"]),
+        string_at(event, &["reportingController"]),
+    );
+    let host = first_non_empty(
+        string_at(event, &["source", "host"]),
+        string_at(event, &["reportingInstance"]),
+    );
+    if host.is_empty() {
+        component
+    } else {
+        format!("{component}, {host}")
+    }
+}
+
+/// `printEvent` (wide).
+fn event_cells(event: &Value, now: SystemTime) -> Vec<Value> {
+    let first_timestamp = match set_timestamp(event, &["firstTimestamp"]) {
+        Some(first) => translate_timestamp_since(Some(first), now),
+        None => translate_timestamp_since(set_timestamp(event, &["eventTime"]), now),
+    };
+    let mut last_timestamp = match set_timestamp(event, &["lastTimestamp"]) {
+        Some(last) => translate_timestamp_since(Some(last), now),
+        None => first_timestamp.clone(),
+    };
+    let mut count = integer_at(event, &["count"]);
+    if let Some(series) = value_at(event, &["series"]).filter(|s| s.is_object()) {
+        last_timestamp =
+            translate_timestamp_since(set_timestamp(series, &["lastObservedTime"]), now);
+        count = integer_at(series, &["count"]);
+    } else if count == 0 {
+        count = 1;
+    }
+    let kind = string_at(event, &["involvedObject", "kind"]).to_lowercase();
+    let name = string_at(event, &["involvedObject", "name"]);
+    let target = if name.is_empty() {
+        kind
+    } else {
+        format!("{kind}/{name}")
+    };
+    vec![
+        Value::from(last_timestamp),
+        Value::from(string_at(event, &["type"])),
+        Value::from(string_at(event, &["reason"])),
+        Value::from(target),
+        Value::from(string_at(event, &["involvedObject", "fieldPath"])),
+        Value::from(event_source(event)),
+        Value::from(string_at(event, &["message"]).trim()),
+        Value::from(first_timestamp),
+        Value::from(count),
+        Value::from(string_at(event, &["metadata", "name"])),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: i64 = 1_000_000_000;
+    const MINUTE: i64 = 60 * SECOND;
+    const HOUR: i64 = 60 * MINUTE;
+    const DAY: i64 = 24 * HOUR;
+    const MILLISECOND: i64 = 1_000_000;
+
+    /// 2026-11-26T18:11:03Z: ten minutes after the fixtures were created.
+    fn now() -> SystemTime {
+        parse_timestamp("2026-11-26T18:11:03Z").unwrap()
+    }
+
+    fn cells(resource: &str, object: &Value) -> Vec<Value> {
+        row(resource, object, IncludeObject::None, now())["cells"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    #[track_caller]
+    fn check_cells(resource: &str, object: Value, expected: Value) {
+        let got = Value::Array(cells(resource, &object));
+        assert_eq!(got, expected, "{resource} cells of {object:#}");
+        assert_eq!(
+            got.as_array().unwrap().len(),
+            column_definitions(resource).len(),
+            "one cell per column"
+        );
+    }
+
+    // ---- HumanDuration ------------------------------------------------------------------
+
+    #[test]
+    fn human_duration_matches_kubernetes_test_human_duration() {
+        #[track_caller]
+        fn check(nanoseconds: i64, expected: &str) {
+            assert_eq!(human_duration(nanoseconds), expected, "{nanoseconds}ns");
+        }
+        check(SECOND, "1s");
+        check(70 * SECOND, "70s");
+        check(190 * SECOND, "3m10s");
+        check(70 * MINUTE, "70m");
+        check(47 * HOUR, "47h");
+        check(49 * HOUR, "2d1h");
+        check((8 * 24 + 2) * HOUR, "8d");
+        check(367 * DAY, "367d");
+        check((365 * 2 * 24 + 25) * HOUR, "2y1d");
+        check((365 * 8 * 24 + 2) * HOUR, "8y");
+    }
+
+    #[test]
+    fn human_duration_matches_kubernetes_test_human_duration_boundaries() {
+        #[track_caller]
+        fn check(nanoseconds: i64, expected: &str) {
+            assert_eq!(human_duration(nanoseconds), expected, "{nanoseconds}ns");
+        }
+        let year = 365 * DAY;
+        check(-2 * SECOND, "<invalid>");
+        check(-2 * SECOND + 1, "0s");
+        check(0, "0s");
+        check(SECOND - MILLISECOND, "0s");
+        check(2 * MINUTE - MILLISECOND, "119s");
+        check(2 * MINUTE, "2m");
+        check(2 * MINUTE + SECOND, "2m1s");
+        check(10 * MINUTE - MILLISECOND, "9m59s");
+        check(10 * MINUTE, "10m");
+        check(10 * MINUTE + SECOND, "10m");
+        check(3 * HOUR - MILLISECOND, "179m");
+        check(3 * HOUR, "3h");
+        check(3 * HOUR + MINUTE, "3h1m");
+        check(8 * HOUR - MILLISECOND, "7h59m");
+        check(8 * HOUR, "8h");
+        check(8 * HOUR + 59 * MINUTE, "8h");
+        check(2 * DAY - MILLISECOND, "47h");
+        check(2 * DAY, "2d");
+        check(2 * DAY + HOUR, "2d1h");
+        check(8 * DAY - MILLISECOND, "7d23h");
+        check(8 * DAY, "8d");
+        check(8 * DAY + 23 * HOUR, "8d");
+        check(2 * year - MILLISECOND, "729d");
+        check(2 * year, "2y");
+        check(2 * year + 23 * HOUR, "2y");
+        check(2 * year + 23 * HOUR + 59 * MINUTE, "2y");
+        check(2 * year + DAY - MILLISECOND, "2y");
+        check(2 * year + DAY, "2y1d");
+        check(3 * year, "3y");
+        check(4 * year, "4y");
+        check(5 * year, "5y");
+        check(6 * year, "6y");
+        check(7 * year, "7y");
+        check(8 * year - MILLISECOND, "7y364d");
+        check(8 * year, "8y");
+        check(8 * year + 364 * DAY, "8y");
+        check(9 * year, "9y");
+        check(i64::MAX, "292y");
+        check(i64::MIN, "<invalid>");
+    }
+
+    #[test]
+    fn ages_come_from_the_creation_timestamp() {
+        #[track_caller]
+        fn check(timestamp: Option<&str>, expected: &str) {
+            assert_eq!(
+                translate_timestamp_since(timestamp, now()),
+                expected,
+                "{timestamp:?}"
+            );
+        }
+        check(Some("2026-11-26T18:01:03Z"), "10m");
+        check(Some("2026-11-26T18:11:00Z"), "3s");
+        check(Some("2026-11-26T18:11:03.999999Z"), "0s");
+        check(Some("2026-11-26T18:11:04Z"), "0s"); // a second in the future
+        check(Some("2026-11-26T18:11:06Z"), "<invalid>");
+        check(Some("2026-11-26T19:01:03+01:00"), "10m");
+        check(Some("2026-11-26T17:01:03-01:00"), "10m");
+        check(Some("2026-11-25T18:11:03Z"), "24h");
+        check(Some("2024-11-26T18:11:03Z"), "2y");
+        check(Some("2024-11-25T18:11:03Z"), "2y1d");
+        check(Some("not a time"), "<unknown>");
+        check(Some("2026-11-26"), "<unknown>");
+        check(Some("2026-11-26T18:01:03+1:00"), "<unknown>");
+        check(Some(""), "<unknown>");
+        check(None, "<unknown>");
+    }
+
+    // ---- selectors ----------------------------------------------------------------------
+
+    #[test]
+    fn format_label_selector_matches_metav1() {
+        #[track_caller]
+        fn check(selector: Value, expected: &str) {
+            assert_eq!(
+                format_label_selector(Some(&selector)),
+                expected,
+                "{selector}"
+            );
+        }
+        check(json!({"matchLabels":{"app":"web"}}), "app=web");
+        check(
+            json!({"matchLabels":{"tier":"fe","app":"web"}}),
+            "app=web,tier=fe",
+        );
+        check(
+            json!({"matchLabels":{"app":"web"},"matchExpressions":[
+                {"key":"env","operator":"In","values":["prod","dev"]},
+                {"key":"zone","operator":"NotIn","values":["b","a"]},
+                {"key":"canary","operator":"Exists"},
+                {"key":"legacy","operator":"DoesNotExist","values":[]}]}),
+            "app=web,canary,env in (dev,prod),!legacy,zone notin (a,b)",
+        );
+        check(
+            json!({"matchExpressions":[{"key":"example.com/x","operator":"In","values":["1"]}]}),
+            "example.com/x in (1)",
+        );
+        check(json!({}), "<none>");
+        check(json!({"matchLabels":{},"matchExpressions":[]}), "<none>");
+        check(json!(null), "<none>");
+        check(
+            json!({"matchExpressions":[{"key":"a","operator":"Near","values":["1"]}]}),
+            "<error>",
+        );
+        check(
+            json!({"matchExpressions":[{"key":"a","operator":"In","values":[]}]}),
+            "<error>",
+        );
+        check(
+            json!({"matchExpressions":[{"key":"a","operator":"Exists","values":["x"]}]}),
+            "<error>",
+        );
+        check(json!({"matchLabels":{"bad key":"x"}}), "<error>");
+        check(json!({"matchLabels":{"a":"bad value!"}}), "<error>");
+        check(json!({"matchLabels":{"a":1}}), "<error>");
+        check(json!({"matchLabels":{"Example.com/a":"x"}}), "<error>");
+        check(json!("app=web"), "<error>");
+        assert_eq!(format_label_selector(None), "<none>");
+        assert_eq!(label_selector_string(None), Ok(String::new()));
+    }
+
+    #[test]
+    fn format_labels_sorts_and_says_none_when_empty() {
+        assert_eq!(
+            format_labels(Some(&json!({"name":"web","app":"x"}))),
+            "app=x,name=web"
+        );
+        assert_eq!(format_labels(Some(&json!({}))), "<none>");
+        assert_eq!(format_labels(None), "<none>");
+        assert_eq!(format_labels(Some(&json!("x"))), "<none>");
+    }
+
+    // ---- pods ---------------------------------------------------------------------------
+
+    fn served_pod() -> Value {
+        json!({"kind":"Pod","apiVersion":"v1",
+            "metadata":{"name":"app-6fc9fd9bcf-rfq96","namespace":"default","uid":"7d0e",
+                "resourceVersion":"141","labels":{"app":"app"},
+                "creationTimestamp":"2026-11-26T18:01:03Z"},
+            "spec":{"containers":[{"name":"nginx","image":"nginx:1"}],"nodeName":"node-1"},
+            "status":{"phase":"Running","podIP":"10.244.166.4",
+                "conditions":[{"type":"Ready","status":"True"}],
+                "containerStatuses":[{"name":"nginx","ready":true,"restartCount":0,
+                    "state":{"running":{"startedAt":"2026-11-26T18:01:03Z"}}}]}})
+    }
+
+    #[test]
+    fn a_running_pod_prints_like_kubectl_get_pods_wide() {
+        check_cells(
+            "pods",
+            served_pod(),
+            json!([
+                "app-6fc9fd9bcf-rfq96",
+                "1/1",
+                "Running",
+                "0",
+                "10m",
+                "10.244.166.4",
+                "node-1",
+                "<none>",
+                "<none>"
+            ]),
+        );
+    }
+
+    /// A pod with the given container statuses (and phase Running unless overridden).
+    fn pod_with(statuses: Value, extra_status: Value, extra_metadata: Value) -> Value {
+        let mut pod = json!({"metadata":{"name":"p","creationTimestamp":"2026-11-26T18:01:03Z"},
+            "spec":{"containers":[{"name":"a"},{"name":"b"}]},
+            "status":{"phase":"Running","containerStatuses":statuses}});
+        for (key, value) in extra_status.as_object().unwrap() {
+            pod["status"][key] = value.clone();
+        }
+        for (key, value) in extra_metadata.as_object().unwrap() {
+            pod["metadata"][key] = value.clone();
+        }
+        pod
+    }
+
+    #[test]
+    fn pod_status_ready_and_restarts_follow_print_pod() {
+        #[track_caller]
+        fn check(pod: Value, ready: &str, status: &str, restarts: &str) {
+            let got = cells("pods", &pod);
+            assert_eq!(
+                (
+                    got[1].as_str().unwrap(),
+                    got[2].as_str().unwrap(),
+                    got[3].as_str().unwrap()
+                ),
+                (ready, status, restarts),
+                "{pod:#}"
+            );
+        }
+        let running = json!({"running":{"startedAt":"2026-11-26T18:01:03Z"}});
+        let none = json!({});
+        // Both ready and running.
+        check(
+            pod_with(
+                json!([{"name":"a","ready":true,"state":running},{"name":"b","ready":true,"state":running}]),
+                none.clone(),
+                none.clone(),
+            ),
+            "2/2",
+            "Running",
+            "0",
+        );
+        // Running but not ready counts as not ready.
+        check(
+            pod_with(
+                json!([{"name":"a","ready":false,"state":running},{"name":"b","ready":true,"state":running}]),
+                none.clone(),
+                none.clone(),
+            ),
+            "1/2",
+            "Running",
+            "0",
+        );
+        // Waiting reasons win, the first container's last.
+        check(
+            pod_with(
+                json!([{"name":"a","state":{"waiting":{"reason":"ImagePullBackOff"}}},
+                    {"name":"b","state":{"waiting":{"reason":"ErrImagePull"}}}]),
+                json!({"phase":"Pending"}),
+                none.clone(),
+            ),
+            "0/2",
+            "ImagePullBackOff",
+            "0",
+        );
+        check(
+            pod_with(
+                json!([{"name":"a","ready":true,"state":running},
+                    {"name":"b","restartCount":4,"state":{"waiting":{"reason":"CrashLoopBackOff"}},
+                     "lastState":{"terminated":{"exitCode":1,"finishedAt":"2026-11-26T18:06:03Z"}}}]),
+                none.clone(),
+                none.clone(),
+            ),
+            "1/2",
+            "CrashLoopBackOff",
+            "4 (5m ago)",
+        );
+        // Restarts without a last termination time print just the number; several add up.
+        check(
+            pod_with(
+                json!([{"name":"a","ready":true,"restartCount":2,"state":running},
+                    {"name":"b","ready":true,"restartCount":1,"state":running,
+                     "lastState":{"terminated":{"exitCode":137,"finishedAt":"2026-11-26T16:11:03Z"}}}]),
+                none.clone(),
+                none.clone(),
+            ),
+            "2/2",
+            "Running",
+            "3 (120m ago)",
+        );
+        check(
+            pod_with(
+                json!([{"name":"a","ready":true,"restartCount":2,"state":running}]),
+                none.clone(),
+                none.clone(),
+            ),
+            "1/2",
+            "Running",
+            "2",
+        );
+        // Terminated: the reason, else Signal:N, else ExitCode:N.
+        check(
+            pod_with(
+                json!([{"name":"a","state":{"terminated":{"exitCode":0,"reason":"Completed"}}},
+                    {"name":"b","state":{"terminated":{"exitCode":0,"reason":"Completed"}}}]),
+                json!({"phase":"Succeeded"}),
+                none.clone(),
+            ),
+            "0/2",
+            "Completed",
+            "0",
+        );
+        check(
+            pod_with(
+                json!([{"name":"a","state":{"terminated":{"exitCode":2,"reason":"Error"}}}]),
+                json!({"phase":"Failed"}),
+                none.clone(),
+            ),
+            "0/2",
+            "Error",
+            "0",
+        );
+        check(
+            pod_with(
+                json!([{"name":"a","state":{"terminated":{"exitCode":1}}}]),
+                json!({"phase":"Failed"}),
+                none.clone(),
+            ),
+            "0/2",
+            "ExitCode:1",
+            "0",
+        );
+        check(
+            pod_with(
+                json!([{"name":"a","state":{"terminated":{"exitCode":137,"signal":9}}}]),
+                json!({"phase":"Failed"}),
+                none.clone(),
+            ),
+            "0/2",
+            "Signal:9",
+            "0",
+        );
+        // Completed with a container still running is Running if Ready, else NotReady.
+        let completed_and_running = json!([{"name":"a","state":{"terminated":{"exitCode":0,"reason":"Completed"}}},
+            {"name":"b","ready":true,"state":running}]);
+        check(
+            pod_with(
+                completed_and_running.clone(),
+                json!({"conditions":[{"type":"Ready","status":"True"}]}),
+                none.clone(),
+            ),
+            "1/2",
+            "Running",
+            "0",
+        );
+        check(
+            pod_with(completed_and_running, none.clone(), none.clone()),
+            "1/2",
+            "NotReady",
+            "0",
+        );
+        // status.reason overrides the phase.
+        check(
+            pod_with(
+                json!([]),
+                json!({"phase":"Failed","reason":"Evicted"}),
+                none.clone(),
+            ),
+            "0/2",
+            "Evicted",
+            "0",
+        );
+        // Deletion: Terminating, unless the node was lost or the pod already finished.
+        check(
+            pod_with(
+                json!([{"name":"a","ready":true,"state":running}]),
+                none.clone(),
+                json!({"deletionTimestamp":"2026-11-26T18:10:00Z"}),
+            ),
+            "1/2",
+            "Terminating",
+            "0",
+        );
+        check(
+            pod_with(
+                json!([]),
+                json!({"reason":"NodeLost"}),
+                json!({"deletionTimestamp":"2026-11-26T18:10:00Z"}),
+            ),
+            "0/2",
+            "Unknown",
+            "0",
+        );
+        check(
+            pod_with(
+                json!([{"name":"a","state":{"terminated":{"exitCode":0,"reason":"Completed"}}}]),
+                json!({"phase":"Succeeded"}),
+                json!({"deletionTimestamp":"2026-11-26T18:10:00Z"}),
+            ),
+            "0/2",
+            "Completed",
+            "0",
+        );
+        // Scheduling gates.
+        check(
+            pod_with(
+                json!([]),
+                json!({"phase":"Pending","conditions":[{"type":"PodScheduled","status":"False",
+                    "reason":"SchedulingGated"}]}),
+                none.clone(),
+            ),
+            "0/2",
+            "SchedulingGated",
+            "0",
+        );
+        // kcm: a pod without status is Pending.
+        check(
+            json!({"metadata":{"name":"p"},"spec":{"containers":[{"name":"a"}]}}),
+            "0/1",
+            "Pending",
+            "0",
+        );
+    }
+
+    #[test]
+    fn init_containers_print_init_progress() {
+        #[track_caller]
+        fn check(
+            init_statuses: Value,
+            extra_status: Value,
+            ready: &str,
+            status: &str,
+            restarts: &str,
+        ) {
+            let mut pod = json!({"metadata":{"name":"p"},
+                "spec":{"initContainers":[{"name":"i1"},{"name":"i2"},{"name":"side","restartPolicy":"Always"}],
+                    "containers":[{"name":"c"}]},
+                "status":{"phase":"Pending","initContainerStatuses":init_statuses,
+                    "containerStatuses":[{"name":"c","state":{"waiting":{"reason":"PodInitializing"}}}]}});
+            for (key, value) in extra_status.as_object().unwrap() {
+                pod["status"][key] = value.clone();
+            }
+            let got = cells("pods", &pod);
+            assert_eq!(
+                (
+                    got[1].as_str().unwrap(),
+                    got[2].as_str().unwrap(),
+                    got[3].as_str().unwrap()
+                ),
+                (ready, status, restarts),
+                "{pod:#}"
+            );
+        }
+        let done = json!({"terminated":{"exitCode":0,"reason":"Completed"}});
+        let none = json!({});
+        check(
+            json!([{"name":"i1","state":{"running":{}}}]),
+            none.clone(),
+            "0/2",
+            "Init:0/3",
+            "0",
+        );
+        check(
+            json!([{"name":"i1","state":done},{"name":"i2","state":{"waiting":{"reason":"PodInitializing"}}}]),
+            none.clone(),
+            "0/2",
+            "Init:1/3",
+            "0",
+        );
+        check(
+            json!([{"name":"i1","restartCount":3,"state":{"waiting":{"reason":"CrashLoopBackOff"}},
+                "lastState":{"terminated":{"exitCode":1,"finishedAt":"2026-11-26T18:10:03Z"}}}]),
+            none.clone(),
+            "0/2",
+            "Init:CrashLoopBackOff",
+            "3 (60s ago)",
+        );
+        check(
+            json!([{"name":"i1","state":{"terminated":{"exitCode":1,"reason":"Error"}}}]),
+            none.clone(),
+            "0/2",
+            "Init:Error",
+            "0",
+        );
+        check(
+            json!([{"name":"i1","state":{"terminated":{"exitCode":3}}}]),
+            none.clone(),
+            "0/2",
+            "Init:ExitCode:3",
+            "0",
+        );
+        check(
+            json!([{"name":"i1","state":{"terminated":{"exitCode":137,"signal":9}}}]),
+            none.clone(),
+            "0/2",
+            "Init:Signal:9",
+            "0",
+        );
+        // Every init container done and the sidecar started and ready: the main containers
+        // decide, and the sidecar counts towards ready.
+        check(
+            json!([{"name":"i1","state":done},{"name":"i2","state":done},
+                {"name":"side","started":true,"ready":true,"restartCount":1,"state":{"running":{}}}]),
+            json!({"phase":"Running","containerStatuses":[{"name":"c","ready":true,"state":{"running":{}}}]}),
+            "2/2",
+            "Running",
+            "1",
+        );
+    }
+
+    #[test]
+    fn pod_rows_carry_completed_conditions_for_finished_pods() {
+        let succeeded = json!({"metadata":{"name":"p"},"status":{"phase":"Succeeded"}});
+        assert_eq!(
+            row("pods", &succeeded, IncludeObject::None, now())["conditions"],
+            json!([{"type":"Completed","status":"True","reason":"Succeeded",
+                "message":"The pod has completed successfully."}])
+        );
+        let failed = json!({"metadata":{"name":"p"},"status":{"phase":"Failed"}});
+        assert_eq!(
+            row("pods", &failed, IncludeObject::None, now())["conditions"],
+            json!([{"type":"Completed","status":"True","reason":"Failed","message":"The pod failed."}])
+        );
+        assert_eq!(
+            row("pods", &served_pod(), IncludeObject::None, now()).get("conditions"),
+            None
+        );
+    }
+
+    #[test]
+    fn pod_wide_cells_use_pod_ips_nominated_node_and_readiness_gates() {
+        let pod = json!({"metadata":{"name":"p"},
+            "spec":{"containers":[],
+                "readinessGates":[{"conditionType":"example.com/a"},{"conditionType":"example.com/b"}]},
+            "status":{"phase":"Pending","podIP":"10.0.0.9","podIPs":[{"ip":"10.0.0.1"},{"ip":"fd00::1"}],
+                "nominatedNodeName":"node-2",
+                "conditions":[{"type":"example.com/a","status":"True"},{"type":"example.com/b","status":"False"}]}});
+        check_cells(
+            "pods",
+            pod,
+            json!([
+                "p",
+                "0/0",
+                "Pending",
+                "0",
+                "<unknown>",
+                "10.0.0.1",
+                "<none>",
+                "node-2",
+                "1/2"
+            ]),
+        );
+    }
+
+    // ---- controllers --------------------------------------------------------------------
+
+    #[test]
+    fn replication_controllers_print_counts_containers_and_selector() {
+        check_cells(
+            "replicationcontrollers",
+            json!({"kind":"ReplicationController","apiVersion":"v1",
+                "metadata":{"name":"web","creationTimestamp":"2026-11-26T18:01:03Z"},
+                "spec":{"replicas":3,"selector":{"name":"web","tier":"fe"},
+                    "template":{"spec":{"containers":[{"name":"web","image":"nginx"},
+                        {"name":"log","image":"busybox"}]}}},
+                "status":{"replicas":2,"readyReplicas":1}}),
+            json!([
+                "web",
+                3,
+                2,
+                1,
+                "10m",
+                "web,log",
+                "nginx,busybox",
+                "name=web,tier=fe"
+            ]),
+        );
+        check_cells(
+            "replicationcontrollers",
+            json!({"metadata":{"name":"bare"},"spec":{"replicas":0}}),
+            json!(["bare", 0, 0, 0, "<unknown>", "", "", "<none>"]),
+        );
+    }
+
+    #[test]
+    fn replica_sets_print_counts_and_a_formatted_label_selector() {
+        check_cells(
+            "replicasets",
+            json!({"metadata":{"name":"app-6fc9fd9bcf","creationTimestamp":"2026-11-26T17:11:03Z"},
+                "spec":{"replicas":2,"selector":{"matchLabels":{"app":"app","pod-template-hash":"6fc9fd9bcf"}},
+                    "template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1"}]}}},
+                "status":{"replicas":2,"fullyLabeledReplicas":2,"readyReplicas":2,"availableReplicas":2}}),
+            json!([
+                "app-6fc9fd9bcf",
+                2,
+                2,
+                2,
+                "60m",
+                "nginx",
+                "nginx:1",
+                "app=app,pod-template-hash=6fc9fd9bcf"
+            ]),
+        );
+        check_cells(
+            "replicasets",
+            json!({"metadata":{"name":"x"},"spec":{"replicas":1,"selector":{}}}),
+            json!(["x", 1, 0, 0, "<unknown>", "", "", "<none>"]),
+        );
+    }
+
+    #[test]
+    fn deployments_print_ready_over_desired_and_a_selector() {
+        check_cells(
+            "deployments",
+            json!({"metadata":{"name":"app","creationTimestamp":"2026-11-24T18:11:03Z"},
+                "spec":{"replicas":3,"selector":{"matchLabels":{"app":"app"},
+                        "matchExpressions":[{"key":"tier","operator":"In","values":["web"]}]},
+                    "template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1"}]}}},
+                "status":{"replicas":3,"updatedReplicas":2,"readyReplicas":1,"availableReplicas":1}}),
+            json!([
+                "app",
+                "1/3",
+                2,
+                1,
+                "2d",
+                "nginx",
+                "nginx:1",
+                "app=app,tier in (web)"
+            ]),
+        );
+        // An empty selector prints as nothing, an invalid one as <invalid>.
+        check_cells(
+            "deployments",
+            json!({"metadata":{"name":"d"},"spec":{"selector":{}}}),
+            json!(["d", "0/1", 0, 0, "<unknown>", "", "", ""]),
+        );
+        check_cells(
+            "deployments",
+            json!({"metadata":{"name":"d"},"spec":{"replicas":0,
+                "selector":{"matchExpressions":[{"key":"a","operator":"Bad"}]}}}),
+            json!(["d", "0/0", 0, 0, "<unknown>", "", "", "<invalid>"]),
+        );
+    }
+
+    // ---- services and endpoints ---------------------------------------------------------
+
+    #[test]
+    fn services_print_type_ips_ports_and_selector() {
+        #[track_caller]
+        fn check(spec: Value, status: Value, expected: Value) {
+            check_cells(
+                "services",
+                json!({"metadata":{"name":"web","creationTimestamp":"2026-11-26T18:01:03Z"},
+                    "spec":spec,"status":status}),
+                expected,
+            );
+        }
+        check(
+            json!({"selector":{"name":"web"},"ports":[{"port":80,"protocol":"TCP","targetPort":80}],
+                "type":"ClusterIP"}),
+            json!({}),
+            json!([
+                "web",
+                "ClusterIP",
+                "<none>",
+                "<none>",
+                "80/TCP",
+                "10m",
+                "name=web"
+            ]),
+        );
+        check(
+            json!({"selector":{"app":"web","tier":"fe"},"type":"NodePort","clusterIP":"10.96.0.10",
+                "clusterIPs":["10.96.0.10"],"externalIPs":["1.2.3.4","5.6.7.8"],
+                "ports":[{"port":80,"protocol":"TCP","nodePort":30080},{"port":443,"protocol":"TCP"}]}),
+            json!({}),
+            json!([
+                "web",
+                "NodePort",
+                "10.96.0.10",
+                "1.2.3.4,5.6.7.8",
+                "80:30080/TCP,443/TCP",
+                "10m",
+                "app=web,tier=fe"
+            ]),
+        );
+        check(
+            json!({"type":"LoadBalancer","clusterIP":"10.96.0.11","ports":[{"port":53,"protocol":"UDP"}]}),
+            json!({"loadBalancer":{"ingress":[{"ip":"9.9.9.9"},{"hostname":"lb.example"},{"ip":"1.1.1.1"}]}}),
+            json!([
+                "web",
+                "LoadBalancer",
+                "10.96.0.11",
+                "1.1.1.1,9.9.9.9,lb.example",
+                "53/UDP",
+                "10m",
+                "<none>"
+            ]),
+        );
+        check(
+            json!({"type":"LoadBalancer","ports":[]}),
+            json!({}),
+            json!([
+                "web",
+                "LoadBalancer",
+                "<none>",
+                "<pending>",
+                "<none>",
+                "10m",
+                "<none>"
+            ]),
+        );
+        check(
+            json!({"type":"ExternalName","externalName":"db.example.com"}),
+            json!({}),
+            json!([
+                "web",
+                "ExternalName",
+                "<none>",
+                "db.example.com",
+                "<none>",
+                "10m",
+                "<none>"
+            ]),
+        );
+    }
+
+    #[test]
+    fn endpoints_print_up_to_three_then_more() {
+        #[track_caller]
+        fn check(subsets: Value, expected: &str) {
+            let got = cells(
+                "endpoints",
+                &json!({"metadata":{"name":"web"},"subsets":subsets}),
+            );
+            assert_eq!(got[1], json!(expected), "{subsets}");
+        }
+        check(json!(null), "<none>");
+        check(json!([]), "<none>");
+        check(
+            json!([{"addresses":[{"ip":"10.0.0.1"},{"ip":"10.0.0.2"}],"ports":[{"port":80}]}]),
+            "10.0.0.1:80,10.0.0.2:80",
+        );
+        check(
+            json!([{"addresses":[{"ip":"10.0.0.1"},{"ip":"10.0.0.2"}],"ports":[{"port":80},{"port":81}]}]),
+            "10.0.0.1:80,10.0.0.2:80,10.0.0.1:81 + 1 more...",
+        );
+        check(
+            json!([{"addresses":[{"ip":"10.0.0.1"},{"ip":"10.0.0.2"},{"ip":"10.0.0.3"}],"ports":[{"port":80}]},
+                {"addresses":[{"ip":"10.0.0.4"},{"ip":"10.0.0.5"}],"ports":[{"port":80}]}]),
+            "10.0.0.1:80,10.0.0.2:80,10.0.0.3:80 + 2 more...",
+        );
+        check(
+            json!([{"addresses":[{"ip":"10.0.0.1"},{"ip":"10.0.0.2"},{"ip":"10.0.0.3"}],"ports":[{"port":80}]}]),
+            "10.0.0.1:80,10.0.0.2:80,10.0.0.3:80",
+        );
+        check(
+            json!([{"addresses":[{"ip":"fd00::1"}],"ports":[{"port":80}]}]),
+            "[fd00::1]:80",
+        );
+        check(
+            json!([{"addresses":[{"ip":"10.0.0.1"},{"ip":"10.0.0.2"}]}]),
+            "10.0.0.1,10.0.0.2",
+        );
+        check(
+            json!([{"notReadyAddresses":[{"ip":"10.0.0.1"}],"ports":[{"port":80}]}]),
+            "",
+        );
+        check_cells(
+            "endpoints",
+            json!({"metadata":{"name":"web","creationTimestamp":"2026-11-26T18:11:00Z"},
+                "subsets":[{"addresses":[{"ip":"10.244.166.2"}],"ports":[{"port":80,"protocol":"TCP"}]}]}),
+            json!(["web", "10.244.166.2:80", "3s"]),
+        );
+    }
+
+    // ---- namespaces, nodes, events ------------------------------------------------------
+
+    #[test]
+    fn namespaces_print_their_phase_defaulting_to_active() {
+        check_cells(
+            "namespaces",
+            json!({"metadata":{"name":"default","creationTimestamp":"2026-11-26T18:01:03Z"}}),
+            json!(["default", "Active", "10m"]),
+        );
+        check_cells(
+            "namespaces",
+            json!({"metadata":{"name":"old"},"status":{"phase":"Terminating"}}),
+            json!(["old", "Terminating", "<unknown>"]),
+        );
+    }
+
+    #[test]
+    fn nodes_print_readiness_roles_version_and_wide_info() {
+        check_cells(
+            "nodes",
+            json!({"metadata":{"name":"node-1","creationTimestamp":"2026-11-26T18:01:03Z",
+                    "labels":{"node-role.kubernetes.io/control-plane":"","kubernetes.io/role":"worker",
+                        "node-role.kubernetes.io/":"x"}},
+                "spec":{"unschedulable":true},
+                "status":{"conditions":[{"type":"MemoryPressure","status":"False"},{"type":"Ready","status":"True"}],
+                    "addresses":[{"type":"Hostname","address":"node-1"},{"type":"InternalIP","address":"10.0.0.1"}],
+                    "nodeInfo":{"kubeletVersion":"v1.32.0-kcm","osImage":"Debian GNU/Linux 12 (bookworm)",
+                        "kernelVersion":"6.1.0","containerRuntimeVersion":"kcm://0.1.0"}}}),
+            json!([
+                "node-1",
+                "Ready,SchedulingDisabled",
+                "control-plane,worker",
+                "10m",
+                "v1.32.0-kcm",
+                "10.0.0.1",
+                "<none>",
+                "Debian GNU/Linux 12 (bookworm)",
+                "6.1.0",
+                "kcm://0.1.0"
+            ]),
+        );
+        check_cells(
+            "nodes",
+            json!({"metadata":{"name":"node-2"},
+                "status":{"conditions":[{"type":"Ready","status":"Unknown"}],
+                    "addresses":[{"type":"ExternalIP","address":"34.1.2.3"}]}}),
+            json!([
+                "node-2",
+                "NotReady",
+                "<none>",
+                "<unknown>",
+                "",
+                "<none>",
+                "34.1.2.3",
+                "<unknown>",
+                "<unknown>",
+                "<unknown>"
+            ]),
+        );
+        check_cells(
+            "nodes",
+            json!({"metadata":{"name":"node-3"}}),
+            json!([
+                "node-3",
+                "Unknown",
+                "<none>",
+                "<unknown>",
+                "",
+                "<none>",
+                "<none>",
+                "<unknown>",
+                "<unknown>",
+                "<unknown>"
+            ]),
+        );
+    }
+
+    #[test]
+    fn events_print_last_seen_type_reason_object_and_message() {
+        check_cells(
+            "events",
+            json!({"metadata":{"name":"web.17a","namespace":"default"},
+                "involvedObject":{"kind":"ReplicationController","name":"web","fieldPath":""},
+                "reason":"SuccessfulCreate","message":"Created pod: web-abcde\n","type":"Normal",
+                "source":{"component":"replication-controller"},
+                "firstTimestamp":"2026-11-26T18:01:03Z","lastTimestamp":"2026-11-26T18:10:03Z","count":3}),
+            json!([
+                "60s",
+                "Normal",
+                "SuccessfulCreate",
+                "replicationcontroller/web",
+                "",
+                "replication-controller",
+                "Created pod: web-abcde",
+                "10m",
+                3,
+                "web.17a"
+            ]),
+        );
+        // events.k8s.io-style: eventTime, series, reporting controller and instance.
+        check_cells(
+            "events",
+            json!({"metadata":{"name":"e2"},"involvedObject":{"kind":"Pod","name":"p",
+                    "fieldPath":"spec.containers{c}"},
+                "reason":"Pulled","type":"Normal","message":"ok",
+                "eventTime":"2026-11-26T18:01:03.000000Z","reportingController":"kubelet",
+                "reportingInstance":"node-1",
+                "series":{"count":5,"lastObservedTime":"2026-11-26T18:11:00.000000Z"}}),
+            json!([
+                "3s",
+                "Normal",
+                "Pulled",
+                "pod/p",
+                "spec.containers{c}",
+                "kubelet, node-1",
+                "ok",
+                "10m",
+                5,
+                "e2"
+            ]),
+        );
+        // Singleton without count or timestamps, about an object without a name.
+        check_cells(
+            "events",
+            json!({"metadata":{"name":"e3"},"involvedObject":{"kind":"Node"},"type":"Warning",
+                "source":{"component":"kubelet","host":"node-1"}}),
+            json!([
+                "<unknown>",
+                "Warning",
+                "",
+                "node",
+                "",
+                "kubelet, node-1",
+                "",
+                "<unknown>",
+                1,
+                "e3"
+            ]),
+        );
+    }
+
+    #[test]
+    fn unknown_resources_print_name_and_age() {
+        check_cells(
+            "widgets",
+            json!({"metadata":{"name":"w","creationTimestamp":"2026-11-26T18:01:03Z"}}),
+            json!(["w", "10m"]),
+        );
+    }
+
+    #[test]
+    fn garbage_objects_print_zero_values_without_panicking() {
+        let resources = [
+            "pods",
+            "replicationcontrollers",
+            "replicasets",
+            "deployments",
+            "services",
+            "endpoints",
+            "namespaces",
+            "nodes",
+            "events",
+            "other",
+        ];
+        for resource in resources {
+            for object in [
+                json!(null),
+                json!(7),
+                json!("x"),
+                json!([1]),
+                json!({}),
+                json!({"metadata":"x","spec":[],"status":7}),
+                json!({"metadata":{"name":5,"creationTimestamp":9},
+                    "spec":{"containers":"x","replicas":"3","ports":[1,"x"],"selector":[1],
+                        "template":{"spec":{"containers":[1]}}},
+                    "status":{"containerStatuses":[1,{"state":"x"}],"conditions":"x",
+                        "initContainerStatuses":[null],"podIPs":[3]},
+                    "subsets":[1,{"addresses":[2],"ports":[3]}],
+                    "series":{"count":"x"}}),
+            ] {
+                for include in [
+                    IncludeObject::None,
+                    IncludeObject::Metadata,
+                    IncludeObject::Object,
+                ] {
+                    let row = row(resource, &object, include, now());
+                    assert_eq!(
+                        row["cells"].as_array().unwrap().len(),
+                        column_definitions(resource).len(),
+                        "{resource} {object}"
+                    );
+                }
+            }
+        }
+    }
+
+    // ---- rows, tables, includeObject ----------------------------------------------------
+
+    #[test]
+    fn include_object_parses_the_query_parameter() {
+        #[track_caller]
+        fn check(value: Option<&str>, expected: Option<IncludeObject>) {
+            assert_eq!(
+                IncludeObject::from_query_parameter(value),
+                expected,
+                "{value:?}"
+            );
+        }
+        check(None, Some(IncludeObject::Metadata));
+        check(Some("None"), Some(IncludeObject::None));
+        check(Some("Metadata"), Some(IncludeObject::Metadata));
+        check(Some("Object"), Some(IncludeObject::Object));
+        check(Some("object"), None);
+        check(Some(""), None);
+        assert_eq!(IncludeObject::default(), IncludeObject::Metadata);
+    }
+
+    #[test]
+    fn rows_carry_partial_object_metadata_the_whole_object_or_nothing() {
+        let pod = served_pod();
+        let metadata_row = row("pods", &pod, IncludeObject::Metadata, now());
+        assert_eq!(
+            metadata_row["object"],
+            json!({"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",
+                "metadata":pod["metadata"].clone()})
+        );
+        assert_eq!(
+            row("pods", &pod, IncludeObject::Object, now())["object"],
+            pod
+        );
+        let none_row = row("pods", &pod, IncludeObject::None, now());
+        assert_eq!(none_row.get("object"), None);
+        assert_eq!(none_row.as_object().unwrap().len(), 1);
+        // An object without metadata still gets PartialObjectMetadata.
+        assert_eq!(
+            row("namespaces", &json!({}), IncludeObject::Metadata, now())["object"]["metadata"],
+            json!({})
+        );
+    }
+
+    #[test]
+    fn tables_carry_list_metadata_columns_and_rows() {
+        let pods = [served_pod(), served_pod()];
+        let table = table(
+            "pods",
+            &pods,
+            IncludeObject::Metadata,
+            now(),
+            "144",
+            Some("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTQ0LCJzdGFydCI6Mn0="),
+            Some(3),
+            true,
+        );
+        assert_eq!(table["kind"], json!("Table"));
+        assert_eq!(table["apiVersion"], json!("meta.k8s.io/v1"));
+        assert_eq!(
+            table["metadata"],
+            json!({"resourceVersion":"144",
+                "continue":"eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTQ0LCJzdGFydCI6Mn0=",
+                "remainingItemCount":3})
+        );
+        assert_eq!(table["columnDefinitions"].as_array().unwrap().len(), 9);
+        assert_eq!(table["rows"].as_array().unwrap().len(), 2);
+        assert_eq!(table["rows"][0]["cells"][0], json!("app-6fc9fd9bcf-rfq96"));
+    }
+
+    #[test]
+    fn watch_event_tables_after_the_first_leave_out_column_definitions() {
+        let table = table(
+            "pods",
+            &[served_pod()],
+            IncludeObject::Metadata,
+            now(),
+            "",
+            None,
+            None,
+            false,
+        );
+        assert_eq!(
+            table.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["kind", "apiVersion", "metadata", "rows"]
+        );
+        assert_eq!(table["metadata"], json!({}));
+        let empty = super::table(
+            "pods",
+            &[],
+            IncludeObject::None,
+            now(),
+            "7",
+            Some(""),
+            None,
+            true,
+        );
+        assert_eq!(empty["rows"], json!([]));
+        assert_eq!(empty["metadata"], json!({"resourceVersion":"7"}));
+    }
+
+    #[test]
+    fn column_definitions_follow_printers_go() {
+        #[track_caller]
+        fn check(resource: &str, expected: &[(&str, &str, i64)]) {
+            let columns = column_definitions(resource);
+            let got: Vec<(&str, &str, i64)> = columns
+                .iter()
+                .map(|c| {
+                    (
+                        c["name"].as_str().unwrap(),
+                        c["type"].as_str().unwrap(),
+                        c["priority"].as_i64().unwrap(),
+                    )
+                })
+                .collect();
+            assert_eq!(got, expected, "{resource}");
+            for column in &columns {
+                let keys: Vec<&String> = column.as_object().unwrap().keys().collect();
+                assert_eq!(keys, ["name", "type", "format", "description", "priority"]);
+                assert!(!column["description"].as_str().unwrap().is_empty());
+                let format = if column["name"] == "Name" { "name" } else { "" };
+                assert_eq!(column["format"], json!(format), "{resource} {column}");
+            }
+        }
+        let s = "string";
+        let i = "integer";
+        check(
+            "pods",
+            &[
+                ("Name", s, 0),
+                ("Ready", s, 0),
+                ("Status", s, 0),
+                ("Restarts", s, 0),
+                ("Age", s, 0),
+                ("IP", s, 1),
+                ("Node", s, 1),
+                ("Nominated Node", s, 1),
+                ("Readiness Gates", s, 1),
+            ],
+        );
+        for resource in ["replicationcontrollers", "replicasets"] {
+            check(
+                resource,
+                &[
+                    ("Name", s, 0),
+                    ("Desired", i, 0),
+                    ("Current", i, 0),
+                    ("Ready", i, 0),
+                    ("Age", s, 0),
+                    ("Containers", s, 1),
+                    ("Images", s, 1),
+                    ("Selector", s, 1),
+                ],
+            );
+        }
+        check(
+            "deployments",
+            &[
+                ("Name", s, 0),
+                ("Ready", s, 0),
+                ("Up-to-date", s, 0),
+                ("Available", s, 0),
+                ("Age", s, 0),
+                ("Containers", s, 1),
+                ("Images", s, 1),
+                ("Selector", s, 1),
+            ],
+        );
+        check(
+            "services",
+            &[
+                ("Name", s, 0),
+                ("Type", s, 0),
+                ("Cluster-IP", s, 0),
+                ("External-IP", s, 0),
+                ("Port(s)", s, 0),
+                ("Age", s, 0),
+                ("Selector", s, 1),
+            ],
+        );
+        check(
+            "endpoints",
+            &[("Name", s, 0), ("Endpoints", s, 0), ("Age", s, 0)],
+        );
+        check(
+            "namespaces",
+            &[("Name", s, 0), ("Status", s, 0), ("Age", s, 0)],
+        );
+        check(
+            "nodes",
+            &[
+                ("Name", s, 0),
+                ("Status", s, 0),
+                ("Roles", s, 0),
+                ("Age", s, 0),
+                ("Version", s, 0),
+                ("Internal-IP", s, 1),
+                ("External-IP", s, 1),
+                ("OS-Image", s, 1),
+                ("Kernel-Version", s, 1),
+                ("Container-Runtime", s, 1),
+            ],
+        );
+        check(
+            "events",
+            &[
+                ("Last Seen", s, 0),
+                ("Type", s, 0),
+                ("Reason", s, 0),
+                ("Object", s, 0),
+                ("Subobject", s, 1),
+                ("Source", s, 1),
+                ("Message", s, 0),
+                ("First Seen", s, 1),
+                ("Count", s, 1),
+                ("Name", s, 1),
+            ],
+        );
+        check("anything", &[("Name", s, 0), ("Age", s, 0)]);
+    }
+}

@@ -96,7 +96,9 @@ mod tests {
             "tokens.csv",
         ]);
         assert!(served.validate().is_ok());
-        let error = config(&["--token-auth-file", "tokens.csv"]).validate().unwrap_err();
+        let error = config(&["--token-auth-file", "tokens.csv"])
+            .validate()
+            .unwrap_err();
         assert!(error.to_string().contains("plain HTTP"), "{error}");
         assert!(Cli::try_parse_from(["kcm", "apiserver", "--tls-cert-file", "c.pem"]).is_err());
     }

@@ -182,6 +182,7 @@ impl PodControl for FakeCluster {
         &self,
         controller: &ReplicationController,
         replicas: i64,
+        ready: i64,
     ) -> anyhow::Result<StatusOutcome> {
         let mut state = self.state();
         let key = controller.metadata.key();
@@ -192,6 +193,7 @@ impl PodControl for FakeCluster {
                 if stored.metadata.resource_version == controller.metadata.resource_version =>
             {
                 stored.status.replicas = replicas;
+                stored.status.ready_replicas = ready;
                 stored.metadata.resource_version = Some(revision);
                 Ok(StatusOutcome::Written(revision))
             }

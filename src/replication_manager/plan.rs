@@ -100,6 +100,8 @@ pub fn filter_active_pods(mut pods: Vec<Arc<CachedPod>>) -> Vec<Arc<CachedPod>> 
 pub struct Decision {
     /// The controller's active pods in the view (2014's `len(filterActivePods(pods))`).
     pub active: usize,
+    /// Of those, the ready ones (for `status.readyReplicas`).
+    pub ready: usize,
     /// The replica slots to create, by name, in slot order; at most the burst limit.
     pub creates: Vec<String>,
     /// The pods to delete, lowest rank first; each is deleted only if it is still at the
@@ -132,6 +134,7 @@ pub fn decide(
     let replicas = usize::try_from(controller.spec.replicas).unwrap_or(0);
     let mut decision = Decision {
         active: active.len(),
+        ready: active.iter().filter(|pod| pod.ready).count(),
         creates: Vec::new(),
         deletes: Vec::new(),
     };

@@ -69,11 +69,13 @@ pub trait PodControl: Send + Sync + 'static {
         resource_version: ResourceVersion,
     ) -> impl Future<Output = anyhow::Result<DeleteOutcome>> + Send;
 
-    /// Writes `status.replicas` of `controller` if it is still at its resourceVersion.
+    /// Writes `status.replicas` and `status.readyReplicas` of `controller` if it is still
+    /// at its resourceVersion.
     fn update_status(
         &self,
         controller: &ReplicationController,
         replicas: i64,
+        ready: i64,
     ) -> impl Future<Output = anyhow::Result<StatusOutcome>> + Send;
 }
 
@@ -130,9 +132,11 @@ impl PodControl for EtcdPodControl {
         &self,
         controller: &ReplicationController,
         replicas: i64,
+        ready: i64,
     ) -> anyhow::Result<StatusOutcome> {
         let mut updated = controller.clone();
         updated.status.replicas = replicas;
+        updated.status.ready_replicas = ready;
         // A compare-and-swap on the controller's own resourceVersion: stronger than the
         // incarnation guard, so none is needed.
         write_status(&self.registry, &updated).await

@@ -238,6 +238,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
     ) -> anyhow::Result<()> {
         let Decision {
             active,
+            ready,
             creates,
             deletes,
         } = decision;
@@ -277,8 +278,14 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         }
         let mut errors = tally.errors;
         let now_active = now_active as i64;
-        if controller.status.replicas != now_active {
-            match self.pod_control.update_status(controller, now_active).await {
+        // New pods are not ready yet; deleted ones may have been: never more than active.
+        let ready = (ready as i64).min(now_active);
+        if controller.status.replicas != now_active || controller.status.ready_replicas != ready {
+            match self
+                .pod_control
+                .update_status(controller, now_active, ready)
+                .await
+            {
                 Ok(StatusOutcome::Written(revision)) => {
                     self.memory
                         .record(key, |w| w.status = w.status.max(revision.0));
