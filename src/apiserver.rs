@@ -25,13 +25,22 @@
 //! `metadata.resourceVersion` = its key's `mod_revision`; every error is a `Status`.
 
 mod cache;
+// `to_stored` and the lookups by kind are part 2's (writes); the round trips are tested
+// now, so that the shapes served today are the ones writes will accept.
+#[allow(dead_code)]
 mod convert;
+// The whole discovery, field-selector and resource tables, tested in full; the server
+// uses most of each.
+#[allow(dead_code)]
 mod discovery;
 mod errors;
+#[allow(dead_code)]
 mod fields;
 mod handlers;
 mod http;
+#[allow(dead_code)]
 mod resources;
+#[allow(dead_code)]
 mod table;
 
 use std::collections::BTreeMap;

@@ -227,6 +227,7 @@ pub struct WatchCache {
 }
 
 /// A live subscription: what to send first, then the receiver of later events.
+#[derive(Debug)]
 pub struct Subscription {
     /// The events (or, from a snapshot, the current objects as creates) to send first.
     pub initial: Vec<Arc<Event>>,

@@ -510,11 +510,6 @@ impl Filter {
             && self.labels.matches(&item.labels)
             && self.fields.matches(self.resource, &item.object)
     }
-
-    /// The one name the field selector allows, if it pins one.
-    fn name(&self) -> Option<&str> {
-        self.fields.requires_exact_match("metadata.name")
-    }
 }
 
 /// How a list reads: where, and at which revision.
@@ -1528,8 +1523,11 @@ mod tests {
         assert_eq!(negotiate(None).unwrap(), Format::Json);
     }
 
+    /// Resource, namespace, name, subresource.
+    type Named<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
     #[track_caller]
-    fn check_path(path: &str, expected: Option<(&str, Option<&str>, Option<&str>, Option<&str>)>) {
+    fn check_path(path: &str, expected: Option<Named>) {
         let got = parse_path(path)
             .ok()
             .map(|t| (t.resource.plural, t.namespace, t.name, t.subresource));

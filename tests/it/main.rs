@@ -13,6 +13,7 @@ mod ha;
 mod harness;
 mod health;
 mod informer;
+mod kube_client;
 mod kubelet;
 mod lab;
 mod manager;
