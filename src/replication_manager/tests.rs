@@ -651,10 +651,18 @@ fn pod_events_sync_the_controllers_whose_selector_matches_old_or_new_labels() {
         assert_eq!(routes.pod_changed(&delta), expected, "for {delta:?}");
     };
     use PodPhase::*;
-    // Added, then Running: nothing a controller must act on.
+    // Added: nothing a controller must act on.
     check(None, Some(labelled("web", Pending)), &[]);
+    // Running, and so ready (a pod without a Ready condition is ready once Running):
+    // the controller's status.readyReplicas changes.
     check(
         Some(labelled("web", Pending)),
+        Some(labelled("web", Running)),
+        &["ns/web"],
+    );
+    // A change that is neither of phase, readiness nor labels: nothing.
+    check(
+        Some(labelled("web", Running)),
         Some(labelled("web", Running)),
         &[],
     );

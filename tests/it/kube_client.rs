@@ -764,10 +764,11 @@ async fn record_watch(
 ) {
     recorded.lock().expect("recorded lock").last = from;
     while !stop.is_cancelled() {
-        let last = recorded.lock().expect("recorded lock").last;
+        let last = recorded.lock().expect("recorded lock").last.to_string();
+        let params = WatchParams::default();
         let stream = tokio::select! {
             _ = stop.cancelled() => return,
-            opened = api.watch(&WatchParams::default(), &last.to_string()) => opened,
+            opened = api.watch(&params, &last) => opened,
         };
         let stream = match stream {
             Ok(stream) => stream,
@@ -796,7 +797,8 @@ async fn record_watch(
                 Some(Ok(WatchEvent::Bookmark(bookmark))) => {
                     let revision: i64 = bookmark.metadata.resource_version.parse().unwrap_or(-1);
                     if revision < rec.last {
-                        rec.problem(format!("BOOKMARK at {revision} after {}", rec.last));
+                        let problem = format!("BOOKMARK at {revision} after {}", rec.last);
+                        rec.problem(problem);
                     }
                     rec.last = rec.last.max(revision);
                 }
@@ -818,10 +820,11 @@ async fn record_watch(
             }
         }
         if relist {
+            let params = ListParams::default();
             loop {
                 let listed = tokio::select! {
                     _ = stop.cancelled() => return,
-                    listed = api.list(&ListParams::default()) => listed,
+                    listed = api.list(&params) => listed,
                 };
                 match listed {
                     Ok(list) => {
@@ -1104,8 +1107,9 @@ async fn a_thousand_pod_watchers_cost_etcd_at_most_two_watchers() {
         let before = etcd.metric("etcd_debugging_mvcc_watcher_total").await;
         assert!(before >= 1.0, "the apiserver watches etcd");
 
+        let seed = format!("\"name\":\"{}\"", pod_name(0));
         let watchers: Vec<(TcpStream, Vec<u8>)> = futures::stream::iter(0..1000)
-            .map(|_| raw_watch(server.port, &format!("\"name\":\"{}\"", pod_name(0))))
+            .map(|_| raw_watch(server.port, &seed))
             .buffer_unordered(100)
             .collect()
             .await;

@@ -14,6 +14,7 @@ mod harness;
 mod health;
 mod informer;
 mod kube_client;
+mod kubectl;
 mod kubelet;
 mod lab;
 mod manager;

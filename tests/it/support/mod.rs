@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod etcd;
 pub mod history;
 pub mod kcm;
+pub mod kubectl;
 pub mod objects;
 pub mod proxy;
 
