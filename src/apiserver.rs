@@ -80,6 +80,9 @@ pub struct Config {
     /// Static bearer tokens (kube-apiserver's `--token-auth-file`); required beyond
     /// loopback.
     pub token_file: Option<PathBuf>,
+    /// Serve plain HTTP without tokens beyond loopback anyway: only inside a container
+    /// whose port is published on the host's loopback (docker compose).
+    pub insecure_beyond_loopback: bool,
     /// Most watches served at once; more are refused with 429.
     pub max_watches: usize,
     /// Bound on every request but watches.
@@ -96,6 +99,7 @@ impl Default for Config {
             address: SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
             tls: None,
             token_file: None,
+            insecure_beyond_loopback: false,
             max_watches: DEFAULT_MAX_WATCHES,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             cache: CacheConfig::default(),
@@ -124,6 +128,13 @@ impl Config {
                     "--token-auth-file needs --tls-cert-file and --tls-private-key-file: kubectl never sends a bearer token over plain HTTP"
                 );
             }
+            return Ok(());
+        }
+        if self.insecure_beyond_loopback {
+            tracing::warn!(
+                address = %self.address,
+                "serving the API without TLS and authentication beyond loopback (--insecure-beyond-loopback): publish this port on loopback only"
+            );
             return Ok(());
         }
         if self.tls.is_none() || self.token_file.is_none() {

@@ -29,6 +29,10 @@ pub struct ApiserverArgs {
     /// Requests without `Authorization: Bearer TOKEN` get 401. Needs HTTPS.
     #[arg(long, value_name = "FILE")]
     pub token_auth_file: Option<PathBuf>,
+    /// Serve plain HTTP without tokens on a non-loopback --address anyway. Only for a
+    /// container whose port is published on the host's loopback (docker-compose.yml).
+    #[arg(long)]
+    pub insecure_beyond_loopback: bool,
     /// Most watches served at once; more are refused with 429 TooManyRequests.
     #[arg(long, default_value_t = apiserver::DEFAULT_MAX_WATCHES)]
     pub max_watches: usize,
@@ -51,6 +55,7 @@ impl ApiserverArgs {
                     key_file,
                 }),
             token_file: self.token_auth_file.clone(),
+            insecure_beyond_loopback: self.insecure_beyond_loopback,
             max_watches: self.max_watches.max(1),
             request_timeout: self.request_timeout,
             ..apiserver::Config::default()

@@ -465,3 +465,48 @@ fn dockerfile_runs_kcm_as_non_root() {
         );
     }
 }
+
+#[test]
+fn apiserver_service_serves_the_api_on_the_hosts_loopback_only() {
+    let compose = compose();
+    let etcd = service(&compose, "etcd");
+    let apiserver = service(&compose, "apiserver");
+    assert_eq!(
+        apiserver["depends_on"]["etcd"]["condition"].as_str(),
+        Some("service_healthy")
+    );
+    let servers = env_var(apiserver, "KCM_ETCD_SERVERS").expect("KCM_ETCD_SERVERS");
+    assert_eq!(http_host_port(&servers), ("etcd", etcd_client_port(etcd)));
+    let command = argv(&apiserver["command"], "apiserver command");
+    let mut base = vec!["kcm".to_string()];
+    base.extend(command.iter().cloned());
+    let cli = Cli::try_parse_from(&base).unwrap_or_else(|e| {
+        panic!("the apiserver's compose command {command:?} does not parse:\n{e}")
+    });
+    let Command::Apiserver(args) = cli.command else {
+        panic!("the apiserver's compose command {command:?} is not apiserver")
+    };
+    let config = args.config();
+    // It must be allowed to start: all interfaces inside the container (to be published),
+    // which without TLS and tokens needs the explicit flag.
+    config
+        .validate()
+        .unwrap_or_else(|e| panic!("the apiserver's compose command would refuse to start: {e}"));
+    assert!(config.address.ip().is_unspecified());
+    // Published on the host's loopback only, since it has no authentication.
+    let ports = published(apiserver);
+    assert_eq!(
+        ports,
+        [Published {
+            host_ip: Some("127.0.0.1".into()),
+            host_port: config.address.port(),
+            container_port: config.address.port(),
+        }]
+    );
+    let test = argv(&apiserver["healthcheck"]["test"], "apiserver healthcheck").join(" ");
+    assert!(
+        test.contains(&format!("/{}", config.address.port())) && test.contains("/readyz"),
+        "{test}"
+    );
+    assert_eq!(apiserver["stop_signal"].as_str(), Some("SIGTERM"));
+}

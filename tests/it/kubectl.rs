@@ -45,7 +45,10 @@ fn has_line_starting(text: &str, prefix: &str) -> bool {
 /// Asserts that a `describe` printed `expected` as one (squashed) line.
 #[track_caller]
 fn assert_line(what: &str, text: &str, expected: &str) {
-    assert!(has_line(text, expected), "{what}: no line {expected:?} in:\n{text}");
+    assert!(
+        has_line(text, expected),
+        "{what}: no line {expected:?} in:\n{text}"
+    );
 }
 
 /// Asserts the `Events:` section a describe ends with: `Events: <none>` or a table.
@@ -59,21 +62,31 @@ fn assert_events_section(what: &str, text: &str) {
 
 /// Waits until `kubectl get pods` shows exactly `n` pods, every one `1/1 Running`.
 async fn wait_pods_running(api: &Api, n: usize) -> Table {
-    eventually(CONVERGE, &format!("kubectl get pods: {n} pods 1/1 Running"), || async {
-        let out = api.kubectl.run(&["get", "pods"]).await;
-        let table = Table::parse(&out.stdout);
-        out.status.success()
-            && table.rows.len() == n
-            && table.column("READY").iter().all(|ready| ready == "1/1")
-            && table.column("STATUS").iter().all(|status| status == "Running")
-    })
+    eventually(
+        CONVERGE,
+        &format!("kubectl get pods: {n} pods 1/1 Running"),
+        || async {
+            let out = api.kubectl.run(&["get", "pods"]).await;
+            let table = Table::parse(&out.stdout);
+            out.status.success()
+                && table.rows.len() == n
+                && table.column("READY").iter().all(|ready| ready == "1/1")
+                && table
+                    .column("STATUS")
+                    .iter()
+                    .all(|status| status == "Running")
+        },
+    )
     .await;
     api.kubectl.table(&["get", "pods"]).await
 }
 
 /// Each pod `kubectl get pods -l {selector}` lists, with its resourceVersion.
 async fn resource_versions(api: &Api, selector: &str) -> BTreeMap<String, String> {
-    let stdout = api.kubectl.ok(&["get", "pods", "-l", selector, "-o", "json"]).await;
+    let stdout = api
+        .kubectl
+        .ok(&["get", "pods", "-l", selector, "-o", "json"])
+        .await;
     let list: Value = serde_json::from_str(&stdout).expect("-o json is JSON");
     list["items"]
         .as_array()
@@ -89,10 +102,17 @@ async fn resource_versions(api: &Api, selector: &str) -> BTreeMap<String, String
 
 /// The names of the pods `kubectl get pods -l {selector}` lists.
 async fn pod_names(api: &Api, selector: &str) -> BTreeSet<String> {
-    let stdout = api.kubectl.ok(&["get", "pods", "-l", selector, "-o", "name"]).await;
+    let stdout = api
+        .kubectl
+        .ok(&["get", "pods", "-l", selector, "-o", "name"])
+        .await;
     stdout
         .lines()
-        .map(|line| line.strip_prefix("pod/").unwrap_or_else(|| panic!("{line:?}")).to_owned())
+        .map(|line| {
+            line.strip_prefix("pod/")
+                .unwrap_or_else(|| panic!("{line:?}"))
+                .to_owned()
+        })
         .collect()
 }
 
@@ -106,7 +126,12 @@ async fn kubectl_sees_a_1_32_server_with_kcms_resources_and_its_writes_are_refus
             return;
         };
         let client = api.etcd.client().await;
-        put_json(&client, &pod_key("default", "solo"), &pod_json("default", "solo", "solo")).await;
+        put_json(
+            &client,
+            &pod_key("default", "solo"),
+            &pod_json("default", "solo", "solo"),
+        )
+        .await;
 
         // The dispatcher runs kubectl 1.32 for a server of minor 32.
         let version: Value =
@@ -117,7 +142,9 @@ async fn kubectl_sees_a_1_32_server_with_kcms_resources_and_its_writes_are_refus
         assert_eq!(server["minor"], "32", "{version:#}");
         let git_version = server["gitVersion"].as_str().unwrap_or_default();
         assert!(git_version.starts_with("v1.32.0-kcm."), "{version:#}");
-        let client_version = version["clientVersion"]["gitVersion"].as_str().unwrap_or_default();
+        let client_version = version["clientVersion"]["gitVersion"]
+            .as_str()
+            .unwrap_or_default();
         assert!(client_version.starts_with("v1.32."), "{version:#}");
 
         // Exactly kcm's nine resources, with kube-apiserver's short names and scopes.
@@ -129,7 +156,13 @@ async fn kubectl_sees_a_1_32_server_with_kcms_resources_and_its_writes_are_refus
         let got: BTreeSet<Vec<String>> = resources.rows.iter().cloned().collect();
         let expected: BTreeSet<Vec<String>> = [
             ["pods", "po", "v1", "true", "Pod"],
-            ["replicationcontrollers", "rc", "v1", "true", "ReplicationController"],
+            [
+                "replicationcontrollers",
+                "rc",
+                "v1",
+                "true",
+                "ReplicationController",
+            ],
             ["services", "svc", "v1", "true", "Service"],
             ["endpoints", "ep", "v1", "true", "Endpoints"],
             ["namespaces", "ns", "v1", "false", "Namespace"],
@@ -144,7 +177,10 @@ async fn kubectl_sees_a_1_32_server_with_kcms_resources_and_its_writes_are_refus
         assert_eq!(got, expected, "kubectl api-resources:\n{resources:?}");
 
         // The pod written to etcd is served; writes to it answer 405 and change nothing.
-        assert_eq!(api.kubectl.ok(&["get", "pod", "solo", "-o", "name"]).await, "pod/solo\n");
+        assert_eq!(
+            api.kubectl.ok(&["get", "pod", "solo", "-o", "name"]).await,
+            "pod/solo\n"
+        );
         let before = current_revision(&client).await;
         for args in [
             &["delete", "pod", "solo"][..],
@@ -153,18 +189,26 @@ async fn kubectl_sees_a_1_32_server_with_kcms_resources_and_its_writes_are_refus
             let out = api.kubectl.run(args).await;
             assert_eq!(out.status.code(), Some(1), "kubectl {args:?}: {out:?}");
             assert!(
-                out.stderr.starts_with("Error from server (MethodNotAllowed)"),
+                out.stderr
+                    .starts_with("Error from server (MethodNotAllowed)"),
                 "kubectl {args:?}: {out:?}"
             );
         }
-        assert_eq!(current_revision(&client).await, before, "nothing written to etcd");
+        assert_eq!(
+            current_revision(&client).await,
+            before,
+            "nothing written to etcd"
+        );
         let stored = client
             .clone()
             .get(pod_key("default", "solo"), None)
             .await
             .expect("get the pod");
         assert_eq!(stored.count(), 1, "the pod is still stored");
-        assert_eq!(api.kubectl.ok(&["get", "pod", "solo", "-o", "name"]).await, "pod/solo\n");
+        assert_eq!(
+            api.kubectl.ok(&["get", "pod", "solo", "-o", "name"]).await,
+            "pod/solo\n"
+        );
     })
     .await;
 }
@@ -178,10 +222,28 @@ async fn kubectl_get_pods_prints_every_output_and_selects_as_kube_apiserver_does
         let Some(api) = start_up(2).await else {
             return;
         };
-        api.kcm(&["run", "web", "--image", "nginx", "--replicas", "3", "--port", "80", "--expose"])
-            .await;
-        api.kcm(&["create", "deployment", "app", "--image", "nginx:1", "--replicas", "4"])
-            .await;
+        api.kcm(&[
+            "run",
+            "web",
+            "--image",
+            "nginx",
+            "--replicas",
+            "3",
+            "--port",
+            "80",
+            "--expose",
+        ])
+        .await;
+        api.kcm(&[
+            "create",
+            "deployment",
+            "app",
+            "--image",
+            "nginx:1",
+            "--replicas",
+            "4",
+        ])
+        .await;
         let kubectl = &api.kubectl;
 
         // The default table: kube-apiserver's Pod columns, every pod Ready and Running.
@@ -189,22 +251,43 @@ async fn kubectl_get_pods_prints_every_output_and_selects_as_kube_apiserver_does
         assert_eq!(pods.columns, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
         assert!(pods.column("RESTARTS").iter().all(|r| r == "0"), "{pods:?}");
         let names = set(pods.column("NAME"));
-        let web: BTreeSet<String> = names.iter().filter(|n| n.starts_with("web-")).cloned().collect();
-        let app: BTreeSet<String> = names.iter().filter(|n| n.starts_with("app-")).cloned().collect();
+        let web: BTreeSet<String> = names
+            .iter()
+            .filter(|n| n.starts_with("web-"))
+            .cloned()
+            .collect();
+        let app: BTreeSet<String> = names
+            .iter()
+            .filter(|n| n.starts_with("app-"))
+            .cloned()
+            .collect();
         assert_eq!((web.len(), app.len()), (3, 4), "{names:?}");
 
         // -o wide: the IP and NODE columns filled.
         let wide = kubectl.table(&["get", "pods", "-o", "wide"]).await;
         assert_eq!(
             wide.columns,
-            ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE", "READINESS GATES"]
+            [
+                "NAME",
+                "READY",
+                "STATUS",
+                "RESTARTS",
+                "AGE",
+                "IP",
+                "NODE",
+                "NOMINATED NODE",
+                "READINESS GATES"
+            ]
         );
         assert_eq!(set(wide.column("NAME")), names);
         for name in &names {
             let ip = wide.cell(name, "IP");
             assert!(ip.parse::<Ipv4Addr>().is_ok(), "{name}: IP {ip:?}");
             let node = wide.cell(name, "NODE");
-            assert!(node == "node-1" || node == "node-2", "{name}: NODE {node:?}");
+            assert!(
+                node == "node-1" || node == "node-2",
+                "{name}: NODE {node:?}"
+            );
             assert_eq!(wide.cell(name, "NOMINATED NODE"), "<none>");
         }
 
@@ -221,9 +304,22 @@ async fn kubectl_get_pods_prints_every_output_and_selects_as_kube_apiserver_does
             assert_eq!(item["apiVersion"], "v1", "{item:#}");
             assert_eq!(item["kind"], "Pod", "{item:#}");
             assert_eq!(item["metadata"]["namespace"], "default", "{item:#}");
-            assert!(item["metadata"]["resourceVersion"].as_str().is_some_and(|rv| !rv.is_empty()), "{item:#}");
-            assert_eq!(item["spec"]["nodeName"], wide.cell(name, "NODE").as_str(), "{item:#}");
-            assert_eq!(item["status"]["podIP"], wide.cell(name, "IP").as_str(), "{item:#}");
+            assert!(
+                item["metadata"]["resourceVersion"]
+                    .as_str()
+                    .is_some_and(|rv| !rv.is_empty()),
+                "{item:#}"
+            );
+            assert_eq!(
+                item["spec"]["nodeName"],
+                wide.cell(name, "NODE").as_str(),
+                "{item:#}"
+            );
+            assert_eq!(
+                item["status"]["podIP"],
+                wide.cell(name, "IP").as_str(),
+                "{item:#}"
+            );
             assert_eq!(item["status"]["phase"], "Running", "{item:#}");
             if item["spec"]["nodeName"] == "node-1" {
                 on_node_1.insert(name.to_owned());
@@ -231,20 +327,26 @@ async fn kubectl_get_pods_prints_every_output_and_selects_as_kube_apiserver_does
         }
 
         // -o yaml: the same List.
-        let yaml: Value = serde_yaml_ng::from_str(&kubectl.ok(&["get", "pods", "-o", "yaml"]).await)
-            .expect("-o yaml is YAML");
+        let yaml: Value =
+            serde_yaml_ng::from_str(&kubectl.ok(&["get", "pods", "-o", "yaml"]).await)
+                .expect("-o yaml is YAML");
         assert_eq!(yaml["kind"], "List");
         let yaml_items = yaml["items"].as_array().expect("items");
         assert_eq!(yaml_items.len(), 7);
         assert!(
             yaml_items.iter().all(|item| item["apiVersion"] == "v1"
-                && item["spec"]["nodeName"].as_str().is_some_and(|n| n.starts_with("node-"))),
+                && item["spec"]["nodeName"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("node-"))),
             "{yaml:#}"
         );
 
         // -o name and -o jsonpath.
         let by_name = kubectl.ok(&["get", "pods", "-o", "name"]).await;
-        assert_eq!(set(by_name.lines()), set(names.iter().map(|n| format!("pod/{n}"))));
+        assert_eq!(
+            set(by_name.lines()),
+            set(names.iter().map(|n| format!("pod/{n}")))
+        );
         let jsonpath = kubectl
             .ok(&["get", "pods", "-o", "jsonpath={.items[*].metadata.name}"])
             .await;
@@ -252,8 +354,14 @@ async fn kubectl_get_pods_prints_every_output_and_selects_as_kube_apiserver_does
 
         // -A: the NAMESPACE column filled (from each row's object metadata).
         let all = kubectl.table(&["get", "pods", "-A"]).await;
-        assert_eq!(all.columns, ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
-        assert!(all.column("NAMESPACE").iter().all(|ns| ns == "default"), "{all:?}");
+        assert_eq!(
+            all.columns,
+            ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        );
+        assert!(
+            all.column("NAMESPACE").iter().all(|ns| ns == "default"),
+            "{all:?}"
+        );
         assert_eq!(set(all.column("NAME")), names);
 
         // Set-based label selectors.
@@ -264,9 +372,14 @@ async fn kubectl_get_pods_prints_every_output_and_selects_as_kube_apiserver_does
 
         // Field selectors.
         let field = |selector: &'static str| async move {
-            let out = kubectl.run(&["get", "pods", "--field-selector", selector, "-o", "name"]).await;
+            let out = kubectl
+                .run(&["get", "pods", "--field-selector", selector, "-o", "name"])
+                .await;
             assert!(out.status.success(), "--field-selector {selector}: {out:?}");
-            set(out.stdout.lines().map(|l| l.trim_start_matches("pod/").to_owned()))
+            set(out
+                .stdout
+                .lines()
+                .map(|l| l.trim_start_matches("pod/").to_owned()))
         };
         assert_eq!(field("spec.nodeName=node-1").await, on_node_1);
         let on_node_2 = field("spec.nodeName=node-2").await;
@@ -282,7 +395,10 @@ async fn kubectl_get_pods_prints_every_output_and_selects_as_kube_apiserver_does
         }
         for name in &app {
             let cell = labels.cell(name, "LABELS");
-            assert!(cell.starts_with("app=app,pod-template-hash="), "{name}: {cell:?}");
+            assert!(
+                cell.starts_with("app=app,pod-template-hash="),
+                "{name}: {cell:?}"
+            );
         }
 
         // --chunk-size=2: four pages (limit/continue), merged into the same rows.
@@ -300,7 +416,10 @@ async fn kubectl_get_pods_prints_every_output_and_selects_as_kube_apiserver_does
         let missing = kubectl.run(&["get", "pod", "nope"]).await;
         assert_eq!(missing.status.code(), Some(1), "{missing:?}");
         assert_eq!(missing.stdout, "");
-        assert_eq!(missing.stderr.trim_end(), r#"Error from server (NotFound): pods "nope" not found"#);
+        assert_eq!(
+            missing.stderr.trim_end(),
+            r#"Error from server (NotFound): pods "nope" not found"#
+        );
     })
     .await;
 }
@@ -314,30 +433,58 @@ async fn kubectl_get_all_nodes_namespaces_and_describe_show_every_kind() {
         let Some(api) = start_up(2).await else {
             return;
         };
-        api.kcm(&["run", "web", "--image", "nginx", "--replicas", "2", "--port", "80", "--expose"])
-            .await;
-        api.kcm(&["create", "deployment", "app", "--image", "nginx:1", "--replicas", "2"])
-            .await;
+        api.kcm(&[
+            "run",
+            "web",
+            "--image",
+            "nginx",
+            "--replicas",
+            "2",
+            "--port",
+            "80",
+            "--expose",
+        ])
+        .await;
+        api.kcm(&[
+            "create",
+            "deployment",
+            "app",
+            "--image",
+            "nginx:1",
+            "--replicas",
+            "2",
+        ])
+        .await;
         let kubectl = &api.kubectl;
         wait_pods_running(&api, 4).await;
-        eventually(CONVERGE, "controllers' status and the endpoints caught up", || async {
-            let out = kubectl.run(&["get", "rc,deploy,ep", "-o", "json"]).await;
-            let list: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
-            let items = list["items"].as_array().cloned().unwrap_or_default();
-            let ready = |kind: &str| {
-                items.iter().any(|i| i["kind"] == kind && i["status"]["readyReplicas"] == 2)
-            };
-            let addresses = items
-                .iter()
-                .filter(|i| i["kind"] == "Endpoints")
-                .flat_map(|i| i["subsets"].as_array().cloned().unwrap_or_default())
-                .map(|s| s["addresses"].as_array().map_or(0, Vec::len))
-                .sum::<usize>();
-            ready("ReplicationController") && ready("Deployment") && addresses == 2
-        })
+        eventually(
+            CONVERGE,
+            "controllers' status and the endpoints caught up",
+            || async {
+                let out = kubectl.run(&["get", "rc,deploy,ep", "-o", "json"]).await;
+                let list: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+                let items = list["items"].as_array().cloned().unwrap_or_default();
+                let ready = |kind: &str| {
+                    items
+                        .iter()
+                        .any(|i| i["kind"] == kind && i["status"]["readyReplicas"] == 2)
+                };
+                let addresses = items
+                    .iter()
+                    .filter(|i| i["kind"] == "Endpoints")
+                    .flat_map(|i| i["subsets"].as_array().cloned().unwrap_or_default())
+                    .map(|s| s["addresses"].as_array().map_or(0, Vec::len))
+                    .sum::<usize>();
+                ready("ReplicationController") && ready("Deployment") && addresses == 2
+            },
+        )
         .await;
         let rs_name = kubectl.ok(&["get", "rs", "-o", "name"]).await;
-        let rs_name = rs_name.trim().strip_prefix("replicaset.apps/").expect("one rs").to_owned();
+        let rs_name = rs_name
+            .trim()
+            .strip_prefix("replicaset.apps/")
+            .expect("one rs")
+            .to_owned();
         assert!(rs_name.starts_with("app-"), "{rs_name}");
 
         // get all: the "all" category, in kubectl's order, one table per kind.
@@ -345,33 +492,77 @@ async fn kubectl_get_all_nodes_namespaces_and_describe_show_every_kind() {
         let kinds: Vec<String> = all
             .iter()
             .map(|table| {
-                let first = table.rows.first().map(|row| row[0].clone()).unwrap_or_default();
-                first.split_once('/').map(|(kind, _)| kind.to_owned()).unwrap_or(first)
+                let first = table
+                    .rows
+                    .first()
+                    .map(|row| row[0].clone())
+                    .unwrap_or_default();
+                first
+                    .split_once('/')
+                    .map(|(kind, _)| kind.to_owned())
+                    .unwrap_or(first)
             })
             .collect();
         assert_eq!(
             kinds,
-            ["pod", "replicationcontroller", "service", "deployment.apps", "replicaset.apps"],
+            [
+                "pod",
+                "replicationcontroller",
+                "service",
+                "deployment.apps",
+                "replicaset.apps"
+            ],
             "{all:#?}"
         );
         assert_eq!(all[0].rows.len(), 4);
-        assert!(all[0].column("STATUS").iter().all(|s| s == "Running"), "{:?}", all[0]);
+        assert!(
+            all[0].column("STATUS").iter().all(|s| s == "Running"),
+            "{:?}",
+            all[0]
+        );
         let rc = &all[1];
         assert_eq!(rc.columns, ["NAME", "DESIRED", "CURRENT", "READY", "AGE"]);
-        assert_eq!(rc.rows, [["replicationcontroller/web", "2", "2", "2", rc.rows[0][4].as_str()]]);
+        assert_eq!(
+            rc.rows,
+            [[
+                "replicationcontroller/web",
+                "2",
+                "2",
+                "2",
+                rc.rows[0][4].as_str()
+            ]]
+        );
         let svc = &all[2];
-        assert_eq!(svc.columns, ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]);
+        assert_eq!(
+            svc.columns,
+            [
+                "NAME",
+                "TYPE",
+                "CLUSTER-IP",
+                "EXTERNAL-IP",
+                "PORT(S)",
+                "AGE"
+            ]
+        );
         assert_eq!(svc.cell("service/web", "TYPE"), "ClusterIP");
         assert_eq!(svc.cell("service/web", "PORT(S)"), "80/TCP");
         let deploy = &all[3];
-        assert_eq!(deploy.columns, ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]);
-        let cells = ["READY", "UP-TO-DATE", "AVAILABLE"].map(|c| deploy.cell("deployment.apps/app", c));
+        assert_eq!(
+            deploy.columns,
+            ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+        );
+        let cells =
+            ["READY", "UP-TO-DATE", "AVAILABLE"].map(|c| deploy.cell("deployment.apps/app", c));
         assert_eq!(cells, ["2/2", "2", "2"], "{deploy:?}");
         let rs = &all[4];
         assert_eq!(rs.columns, ["NAME", "DESIRED", "CURRENT", "READY", "AGE"]);
         let rs_row = format!("replicaset.apps/{rs_name}");
         assert_eq!(
-            (rs.cell(&rs_row, "DESIRED"), rs.cell(&rs_row, "CURRENT"), rs.cell(&rs_row, "READY")),
+            (
+                rs.cell(&rs_row, "DESIRED"),
+                rs.cell(&rs_row, "CURRENT"),
+                rs.cell(&rs_row, "READY")
+            ),
             ("2".into(), "2".into(), "2".into())
         );
 
@@ -380,7 +571,13 @@ async fn kubectl_get_all_nodes_namespaces_and_describe_show_every_kind() {
         assert_eq!(nodes.columns, ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]);
         assert_eq!(nodes.column("NAME"), ["node-1", "node-2"]);
         assert_eq!(nodes.column("STATUS"), ["Ready", "Ready"]);
-        assert!(nodes.column("VERSION").iter().all(|v| v.starts_with("v1.32.0-kcm.")), "{nodes:?}");
+        assert!(
+            nodes
+                .column("VERSION")
+                .iter()
+                .all(|v| v.starts_with("v1.32.0-kcm.")),
+            "{nodes:?}"
+        );
 
         // Namespaces: the four kube-apiserver creates (kcm's objects are all in default).
         let namespaces = kubectl.table(&["get", "ns"]).await;
@@ -389,7 +586,10 @@ async fn kubectl_get_all_nodes_namespaces_and_describe_show_every_kind() {
             namespaces.column("NAME"),
             ["default", "kube-node-lease", "kube-public", "kube-system"]
         );
-        assert!(namespaces.column("STATUS").iter().all(|s| s == "Active"), "{namespaces:?}");
+        assert!(
+            namespaces.column("STATUS").iter().all(|s| s == "Active"),
+            "{namespaces:?}"
+        );
 
         // Several kinds across namespaces: one table each, NAMESPACE filled.
         let multi = Table::parse_all(&kubectl.ok(&["get", "rc,rs,deploy,svc,ep", "-A"]).await);
@@ -411,29 +611,50 @@ async fn kubectl_get_all_nodes_namespaces_and_describe_show_every_kind() {
             assert_eq!(table.rows[0][0], "default", "{table:?}");
         }
         let endpoints = multi[4].cell("endpoints/web", "ENDPOINTS");
-        let mut ports: Vec<&str> = endpoints.split(',').map(|e| e.rsplit(':').next().unwrap_or("")).collect();
+        let mut ports: Vec<&str> = endpoints
+            .split(',')
+            .map(|e| e.rsplit(':').next().unwrap_or(""))
+            .collect();
         ports.dedup();
-        assert_eq!((endpoints.split(',').count(), ports), (2, vec!["80"]), "{endpoints}");
+        assert_eq!(
+            (endpoints.split(',').count(), ports),
+            (2, vec!["80"]),
+            "{endpoints}"
+        );
 
         // describe, each kind: exit 0, nothing on stderr, the fields kubectl computes.
-        let app_pod = pod_names(&api, "app=app").await.into_iter().next().expect("an app pod");
+        let app_pod = pod_names(&api, "app=app")
+            .await
+            .into_iter()
+            .next()
+            .expect("an app pod");
         let pod = kubectl.ok(&["describe", "pod", &app_pod]).await;
         assert_line("describe pod", &pod, &format!("Name: {app_pod}"));
         assert_line("describe pod", &pod, "Status: Running");
-        assert_line("describe pod", &pod, &format!("Controlled By: ReplicaSet/{rs_name}"));
-        assert!(has_line_starting(&pod, "Node: node-"), "describe pod:\n{pod}");
+        assert_line(
+            "describe pod",
+            &pod,
+            &format!("Controlled By: ReplicaSet/{rs_name}"),
+        );
+        assert!(
+            has_line_starting(&pod, "Node: node-"),
+            "describe pod:\n{pod}"
+        );
         assert_events_section("describe pod", &pod);
 
         let rc = kubectl.ok(&["describe", "rc", "web"]).await;
         assert_line("describe rc", &rc, "Name: web");
         assert_line("describe rc", &rc, "Replicas: 2 current / 2 desired");
-        assert_line("describe rc", &rc, "Pods Status: 2 Running / 0 Waiting / 0 Succeeded / 0 Failed");
         assert_events_section("describe rc", &rc);
 
         let rs = kubectl.ok(&["describe", "rs", &rs_name]).await;
         assert_line("describe rs", &rs, &format!("Name: {rs_name}"));
         assert_line("describe rs", &rs, "Controlled By: Deployment/app");
-        assert_line("describe rs", &rs, "Pods Status: 2 Running / 0 Waiting / 0 Succeeded / 0 Failed");
+        assert_line(
+            "describe rs",
+            &rs,
+            "Pods Status: 2 Running / 0 Waiting / 0 Succeeded / 0 Failed",
+        );
         assert_events_section("describe rs", &rs);
 
         let deploy = kubectl.ok(&["describe", "deploy", "app"]).await;
@@ -444,7 +665,11 @@ async fn kubectl_get_all_nodes_namespaces_and_describe_show_every_kind() {
             "Replicas: 2 desired | 2 updated | 2 total | 2 available | 0 unavailable",
         );
         assert_line("describe deploy", &deploy, "StrategyType: RollingUpdate");
-        assert_line("describe deploy", &deploy, &format!("NewReplicaSet: {rs_name} (2/2 replicas created)"));
+        assert_line(
+            "describe deploy",
+            &deploy,
+            &format!("NewReplicaSet: {rs_name} (2/2 replicas created)"),
+        );
         assert_events_section("describe deploy", &deploy);
 
         let svc = kubectl.ok(&["describe", "svc", "web"]).await;
@@ -457,16 +682,37 @@ async fn kubectl_get_all_nodes_namespaces_and_describe_show_every_kind() {
         let node = kubectl.ok(&["describe", "node", "node-1"]).await;
         assert_line("describe node", &node, "Name: node-1");
         assert!(
-            node.lines().any(|l| l.split_whitespace().take(2).eq(["Ready", "True"])),
+            node.lines()
+                .any(|l| l.split_whitespace().take(2).eq(["Ready", "True"])),
             "describe node: no Ready True condition in:\n{node}"
         );
         let on_node_1 = kubectl
-            .ok(&["get", "pods", "-A", "--field-selector", "spec.nodeName=node-1", "-o", "name"])
+            .ok(&[
+                "get",
+                "pods",
+                "-A",
+                "--field-selector",
+                "spec.nodeName=node-1",
+                "-o",
+                "name",
+            ])
             .await
             .lines()
             .count();
-        assert_line("describe node", &node, &format!("Non-terminated Pods: ({on_node_1} in total)"));
+        assert_line(
+            "describe node",
+            &node,
+            &format!("Non-terminated Pods: ({on_node_1} in total)"),
+        );
         assert_events_section("describe node", &node);
+
+        // Last, as kubectl counts them: the rc's pods are those it controls (a controller
+        // ownerReference with its uid), Running.
+        assert_line(
+            "describe rc",
+            &rc,
+            "Pods Status: 2 Running / 0 Waiting / 0 Succeeded / 0 Failed",
+        );
     })
     .await;
 }
@@ -497,8 +743,16 @@ async fn kubectl_get_pods_watch_follows_creates_heals_scales_and_deletes() {
             return;
         };
         // Pods that exist before the watches start.
-        api.kcm(&["create", "deployment", "app", "--image", "nginx:1", "--replicas", "2"])
-            .await;
+        api.kcm(&[
+            "create",
+            "deployment",
+            "app",
+            "--image",
+            "nginx:1",
+            "--replicas",
+            "2",
+        ])
+        .await;
         wait_pods_running(&api, 2).await;
         let versions_before = resource_versions(&api, "app=app").await;
         let before = set(versions_before.keys().cloned());
@@ -510,17 +764,31 @@ async fn kubectl_get_pods_watch_follows_creates_heals_scales_and_deletes() {
         // -w prints the list first; both then watch from the list's resourceVersion.
         watch
             .wait_for(WATCH, "the header and the 2 existing pods", |lines| {
-                lines.first().is_some_and(|h| squash(h) == "NAME READY STATUS RESTARTS AGE")
+                lines
+                    .first()
+                    .is_some_and(|h| squash(h) == "NAME READY STATUS RESTARTS AGE")
                     && before.iter().all(|name| shows(lines, name, None))
             })
             .await;
         eventually(WATCH, "both kubectl watches open on the API", || async {
-            api.metric(r#"apiserver_longrunning_requests{resource="pods",verb="WATCH"}"#).await >= 2.0
+            api.metric(r#"apiserver_longrunning_requests{resource="pods",verb="WATCH"}"#)
+                .await
+                >= 2.0
         })
         .await;
 
         // Create: the controller's new pods appear, Pending and then Running.
-        api.kcm(&["run", "web", "--image", "nginx", "--replicas", "2", "--port", "80"]).await;
+        api.kcm(&[
+            "run",
+            "web",
+            "--image",
+            "nginx",
+            "--replicas",
+            "2",
+            "--port",
+            "80",
+        ])
+        .await;
         wait_pods_running(&api, 4).await;
         let created = pod_names(&api, "name=web").await;
         assert_eq!(created.len(), 2);
@@ -529,7 +797,10 @@ async fn kubectl_get_pods_watch_follows_creates_heals_scales_and_deletes() {
                 .wait_for(WATCH, &format!("{name} Running in -w"), |lines| {
                     lines.iter().any(|l| {
                         let words: Vec<&str> = l.split_whitespace().collect();
-                        words.len() >= 3 && words[0] == name && words[1] == "1/1" && words[2] == "Running"
+                        words.len() >= 3
+                            && words[0] == name
+                            && words[1] == "1/1"
+                            && words[2] == "Running"
                     })
                 })
                 .await;
@@ -544,26 +815,39 @@ async fn kubectl_get_pods_watch_follows_creates_heals_scales_and_deletes() {
         let victim = created.iter().next().expect("a web pod").clone();
         let (watch_mark, only_mark) = (watch.mark(), only.mark());
         api.kcm(&["delete", "pod", &victim]).await;
-        only.wait_for(WATCH, &format!("DELETED {victim}, then an ADDED web pod"), |lines| {
-            let after = &lines[only_mark..];
-            let deleted = after.iter().position(|l| {
-                l.split_whitespace().take(2).eq(["DELETED", victim.as_str()])
-            });
-            deleted.is_some_and(|at| {
-                after[at..].iter().any(|l| {
-                    let words: Vec<&str> = l.split_whitespace().collect();
-                    words.len() >= 2 && words[0] == "ADDED" && words[1].starts_with("web-")
+        only.wait_for(
+            WATCH,
+            &format!("DELETED {victim}, then an ADDED web pod"),
+            |lines| {
+                let after = &lines[only_mark..];
+                let deleted = after.iter().position(|l| {
+                    l.split_whitespace()
+                        .take(2)
+                        .eq(["DELETED", victim.as_str()])
+                });
+                deleted.is_some_and(|at| {
+                    after[at..].iter().any(|l| {
+                        let words: Vec<&str> = l.split_whitespace().collect();
+                        words.len() >= 2 && words[0] == "ADDED" && words[1].starts_with("web-")
+                    })
                 })
-            })
-        })
+            },
+        )
         .await;
         watch
-            .wait_for(WATCH, "a new web pod Pending in -w after the delete", |lines| {
-                lines[watch_mark..].iter().any(|l| {
-                    let words: Vec<&str> = l.split_whitespace().collect();
-                    words.len() >= 3 && words[0].starts_with("web-") && words[1] == "0/1" && words[2] == "Pending"
-                })
-            })
+            .wait_for(
+                WATCH,
+                "a new web pod Pending in -w after the delete",
+                |lines| {
+                    lines[watch_mark..].iter().any(|l| {
+                        let words: Vec<&str> = l.split_whitespace().collect();
+                        words.len() >= 3
+                            && words[0].starts_with("web-")
+                            && words[1] == "0/1"
+                            && words[2] == "Pending"
+                    })
+                },
+            )
             .await;
         wait_pods_running(&api, 4).await;
 
@@ -576,7 +860,9 @@ async fn kubectl_get_pods_watch_follows_creates_heals_scales_and_deletes() {
         assert_eq!(new.len(), 2, "{healed:?} -> {scaled:?}");
         for name in &new {
             watch
-                .wait_for(WATCH, &format!("{name} in -w"), |lines| shows(lines, name, None))
+                .wait_for(WATCH, &format!("{name} in -w"), |lines| {
+                    shows(lines, name, None)
+                })
                 .await;
             only.wait_for(WATCH, &format!("ADDED {name} in --watch-only"), |lines| {
                 shows(lines, name, Some("ADDED"))
@@ -622,7 +908,10 @@ async fn kubectl_get_pods_watch_follows_creates_heals_scales_and_deletes() {
             );
         }
         for name in &before {
-            assert!(shows(&watch_lines[..3], name, None), "-w lists {name} first:\n{watch_lines:#?}");
+            assert!(
+                shows(&watch_lines[..3], name, None),
+                "-w lists {name} first:\n{watch_lines:#?}"
+            );
         }
     })
     .await;

@@ -49,7 +49,8 @@ pub fn kubectl_binary() -> Option<PathBuf> {
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt as _;
-    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    std::fs::metadata(path)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 
 /// What a kubectl command did.
@@ -137,7 +138,10 @@ impl Kubectl {
     pub async fn table(&self, args: &[&str]) -> Table {
         let stdout = self.ok(args).await;
         let mut tables = Table::parse_all(&stdout);
-        assert!(tables.len() <= 1, "kubectl {args:?}: one table expected:\n{stdout}");
+        assert!(
+            tables.len() <= 1,
+            "kubectl {args:?}: one table expected:\n{stdout}"
+        );
         tables.pop().unwrap_or_default()
     }
 
@@ -212,7 +216,12 @@ impl KubectlWatch {
 
     /// Waits until `check` holds for the lines printed so far; panics after `limit` (or if
     /// kubectl exits first) with what it printed.
-    pub async fn wait_for(&mut self, limit: Duration, what: &str, check: impl Fn(&[String]) -> bool) {
+    pub async fn wait_for(
+        &mut self,
+        limit: Duration,
+        what: &str,
+        check: impl Fn(&[String]) -> bool,
+    ) {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             if check(&self.lines()) {
@@ -352,7 +361,10 @@ pub async fn start_apiserver() -> Option<Api> {
     let etcd = start_etcd().await?;
     let port = free_port();
     let (url, port_arg) = (etcd.endpoint(), port.to_string());
-    let kcm = Kcm::spawn(&["--etcd-servers", &url, "apiserver", "--port", &port_arg], &[]);
+    let kcm = Kcm::spawn(
+        &["--etcd-servers", &url, "apiserver", "--port", &port_arg],
+        &[],
+    );
     kubectl.write_kubeconfig(&format!("http://127.0.0.1:{port}"));
     let mut api = Api {
         kubectl,
@@ -396,7 +408,10 @@ impl Table {
                 .map(|(i, &start)| {
                     let end = starts.get(i + 1).copied().unwrap_or(usize::MAX);
                     let end = end.min(line.len());
-                    line.get(start.min(end)..end).unwrap_or("").trim().to_owned()
+                    line.get(start.min(end)..end)
+                        .unwrap_or("")
+                        .trim()
+                        .to_owned()
                 })
                 .collect()
         };
@@ -431,7 +446,11 @@ impl Table {
             .iter()
             .find(|row| row[index] == name)
             .unwrap_or_else(|| panic!("no row {name:?} in {self:?}"));
-        self.columns.iter().cloned().zip(row.iter().cloned()).collect()
+        self.columns
+            .iter()
+            .cloned()
+            .zip(row.iter().cloned())
+            .collect()
     }
 
     /// The cell of row `name` under column `column`.
@@ -468,7 +487,10 @@ mod tests {
         let text = "NAME   READY   STATUS    AGE   NOMINATED NODE\nweb-1  1/1     Running   1s    <none>\n\nNAMESPACE   NAME\n            solo\n";
         let tables = Table::parse_all(text);
         assert_eq!(tables.len(), 2);
-        assert_eq!(tables[0].columns, ["NAME", "READY", "STATUS", "AGE", "NOMINATED NODE"]);
+        assert_eq!(
+            tables[0].columns,
+            ["NAME", "READY", "STATUS", "AGE", "NOMINATED NODE"]
+        );
         assert_eq!(tables[0].cell("web-1", "NOMINATED NODE"), "<none>");
         assert_eq!(tables[1].rows, [["", "solo"]]);
     }
