@@ -266,6 +266,7 @@ pub async fn serve(
     }
     let state = Arc::new(handlers::ApiState::new(
         registry,
+        watcher,
         caches,
         metrics,
         tokens,

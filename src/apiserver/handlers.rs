@@ -43,10 +43,11 @@ use super::fields::FieldSelector;
 use super::http::TokenFile;
 use super::resources::{self, Resource};
 use super::{discovery, table};
-use crate::etcd_watcher::RawEvent;
+use crate::etcd_watcher::{RawEvent, RawItem, RawKind};
 use crate::labels::Selector;
 use crate::registry::{prefix_range_end, Registry};
 use crate::status::Metrics;
+use futures::StreamExt as _;
 
 /// Namespaces that always exist (kube-apiserver creates them at start).
 const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-node-lease", "kube-public", "kube-system"];
@@ -67,6 +68,8 @@ const EVENTS_PER_CHUNK: usize = 256;
 /// What the handlers share.
 pub struct ApiState {
     registry: Registry,
+    /// For watches from before a cache's window (an etcd watch of their own).
+    watcher: crate::etcd_watcher::Watcher,
     caches: BTreeMap<&'static str, Arc<WatchCache>>,
     metrics: Arc<Metrics>,
     tokens: Option<TokenFile>,
@@ -83,8 +86,10 @@ pub struct ApiState {
 }
 
 impl ApiState {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         registry: Registry,
+        watcher: crate::etcd_watcher::Watcher,
         caches: BTreeMap<&'static str, Arc<WatchCache>>,
         metrics: Arc<Metrics>,
         tokens: Option<TokenFile>,
@@ -113,6 +118,7 @@ impl ApiState {
         );
         ApiState {
             registry,
+            watcher,
             caches,
             metrics,
             tokens,
@@ -1184,19 +1190,25 @@ async fn watch(
         (Some(cache), WatchStart::After(revision)) => match cache.subscribe_from(revision) {
             Ok(subscription) => (subscription, revision),
             Err(too_old) => {
-                // kube-apiserver's answer: a 200 stream holding one ERROR event.
-                let status = ApiError::expired(format!(
-                    "too old resource version: {revision} ({})",
-                    too_old.oldest
-                ))
-                .status();
-                let line = format!("{}\n", json!({ "type": "ERROR", "object": status }));
-                return Ok((
-                    StatusCode::OK,
-                    [(header::CONTENT_TYPE, watch_content_type(format))],
-                    line,
-                )
-                    .into_response());
+                // Before the window: an etcd watch of its own from N (etcd still holds
+                // the history unless it compacted it; then one ERROR 410).
+                tracing::debug!(
+                    resource = resource.plural,
+                    revision,
+                    oldest = too_old.oldest,
+                    "watch from before the cache's window; watching etcd from it"
+                );
+                let source = etcd_source(state, cache, revision);
+                let watch = Watch::new(resource, format, query, Some(filter), revision);
+                return Ok(watch_response(
+                    state,
+                    watch,
+                    VecDeque::new(),
+                    Some(source),
+                    permit,
+                    timeout,
+                    format,
+                ));
             }
         },
     };
@@ -1220,7 +1232,10 @@ async fn watch(
         state,
         watch,
         lines,
-        Some((cache.expect("a cached resource"), subscription.rx)),
+        Some(Source::Cache(
+            cache.expect("a cached resource"),
+            subscription.rx,
+        )),
         permit,
         timeout,
         format,
@@ -1331,14 +1346,91 @@ impl Watch {
     }
 }
 
+/// Where a watch's events come from.
+enum Source {
+    /// The resource's watch cache (every watch from inside its window).
+    Cache(
+        Arc<WatchCache>,
+        tokio::sync::broadcast::Receiver<Arc<Event>>,
+    ),
+    /// An etcd watch of its own, for a watch from before the cache's window.
+    Etcd {
+        cache: Arc<WatchCache>,
+        /// The resource's directory key (`{prefix}/pods/`).
+        start: String,
+        raw: crate::etcd_watcher::RawWatch,
+    },
+}
+
+/// An etcd watch of `cache`'s resource from after `revision`, with previous values (for
+/// the filter transitions).
+fn etcd_source(state: &ApiState, cache: &Arc<WatchCache>, revision: i64) -> Source {
+    let start = cache.codec().dir_key(state.registry.prefix());
+    let config = crate::etcd_watcher::EngineConfig {
+        range: crate::etcd_watcher::Range {
+            end: prefix_range_end(start.as_bytes()),
+            watched_key: Some(start.clone()),
+            start: start.clone(),
+        },
+        start: crate::etcd_watcher::Start::After(revision),
+        resume: true,
+        prev_kv: true,
+        backoff: crate::etcd_watcher::BackoffConfig::default(),
+        metrics: Arc::default(),
+    };
+    Source::Etcd {
+        cache: cache.clone(),
+        start,
+        raw: state.watcher.engine(config).into_stream(),
+    }
+}
+
+/// One etcd event as a cache event: the object decoded, its previous state from the
+/// event's previous value. `None` for a key of another layout, a value that does not
+/// decode, or a delete whose previous value etcd no longer had.
+fn event_from_etcd(cache: &WatchCache, start: &str, raw: &RawEvent) -> Option<Event> {
+    let codec = cache.codec();
+    let (namespace, name) = codec.parse(raw.key.strip_prefix(start)?)?;
+    let prev = raw.prev.as_ref().and_then(|(value, mod_revision)| {
+        let previous = RawEvent {
+            value: value.clone(),
+            mod_revision: *mod_revision,
+            prev: None,
+            kind: RawKind::Put,
+            ..raw.clone()
+        };
+        codec.item(&namespace, &name, &previous).ok().map(Arc::new)
+    });
+    match raw.kind {
+        RawKind::Put => {
+            let item = codec.item(&namespace, &name, raw).ok()?;
+            Some(Event {
+                object: Arc::new(item),
+                // A create has no previous state.
+                prev: if raw.create_revision == raw.mod_revision {
+                    None
+                } else {
+                    prev
+                },
+                deleted: false,
+            })
+        }
+        RawKind::Delete => {
+            let prev = prev?;
+            Some(Event {
+                object: Arc::new(prev.stamped(raw.mod_revision)),
+                prev: Some(prev),
+                deleted: true,
+            })
+        }
+    }
+}
+
 /// What a watch's body stream holds between chunks.
 struct WatchBody {
     watch: Watch,
     pending: VecDeque<Bytes>,
-    source: Option<(
-        Arc<WatchCache>,
-        tokio::sync::broadcast::Receiver<Arc<Event>>,
-    )>,
+    source: Option<Source>,
     deadline: tokio::time::Instant,
     next_bookmark: tokio::time::Instant,
     done: bool,
@@ -1360,10 +1452,7 @@ fn watch_response(
     state: &ApiState,
     watch: Watch,
     pending: VecDeque<Bytes>,
-    source: Option<(
-        Arc<WatchCache>,
-        tokio::sync::broadcast::Receiver<Arc<Event>>,
-    )>,
+    source: Option<Source>,
     permit: OwnedSemaphorePermit,
     timeout: Duration,
     format: Format,
@@ -1420,16 +1509,75 @@ impl WatchBody {
             if self.done {
                 return None;
             }
-            let Some((cache, rx)) = &mut self.source else {
-                // Nothing changes: wait for the end (or bookmarks).
-                tokio::select! {
-                    _ = tokio::time::sleep_until(self.deadline) => return None,
-                    _ = tokio::time::sleep_until(self.next_bookmark), if self.watch.bookmarks => {
-                        self.next_bookmark += BOOKMARK_PERIOD;
-                        let revision = self.watch.revision;
-                        self.pending.push_back(self.watch.bookmark(revision, false));
-                        continue;
+            let source = match &mut self.source {
+                None => {
+                    // Nothing changes: wait for the end (or bookmarks).
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(self.deadline) => return None,
+                        _ = tokio::time::sleep_until(self.next_bookmark), if self.watch.bookmarks => {
+                            self.next_bookmark += BOOKMARK_PERIOD;
+                            let revision = self.watch.revision;
+                            self.pending.push_back(self.watch.bookmark(revision, false));
+                            continue;
+                        }
                     }
+                }
+                Some(source) => source,
+            };
+            let (cache, rx) = match source {
+                Source::Cache(cache, rx) => (cache, rx),
+                Source::Etcd { cache, start, raw } => {
+                    let item = tokio::select! {
+                        biased;
+                        _ = tokio::time::sleep_until(self.deadline) => return None,
+                        _ = tokio::time::sleep_until(self.next_bookmark), if self.watch.bookmarks => {
+                            self.next_bookmark += BOOKMARK_PERIOD;
+                            let revision = self.watch.revision;
+                            self.pending.push_back(self.watch.bookmark(revision, false));
+                            continue;
+                        }
+                        item = raw.next() => item,
+                    };
+                    let (cache, start) = (cache.clone(), start.clone());
+                    match item {
+                        Some(RawItem::Events(raw_events)) => {
+                            for raw_event in &raw_events {
+                                let Some(event) = event_from_etcd(&cache, &start, raw_event) else {
+                                    continue;
+                                };
+                                if event.revision() <= self.watch.revision {
+                                    continue;
+                                }
+                                if let Some(line) = self.watch.event_line(&event) {
+                                    self.sent.inc();
+                                    self.pending.push_back(line);
+                                }
+                            }
+                        }
+                        Some(RawItem::Progress(_) | RawItem::Resumed { .. }) => {}
+                        // Compacted (at the start, or later while resuming): the client
+                        // must list again.
+                        Some(
+                            RawItem::Ended(_)
+                            | RawItem::Page { .. }
+                            | RawItem::Listed { .. }
+                            | RawItem::ListFailed,
+                        )
+                        | None => {
+                            let status = ApiError::expired(format!(
+                                "too old resource version: {} ({})",
+                                self.watch.revision,
+                                cache.revision()
+                            ))
+                            .status();
+                            self.done = true;
+                            self.pending.push_back(Bytes::from(format!(
+                                "{}\n",
+                                json!({ "type": "ERROR", "object": status })
+                            )));
+                        }
+                    }
+                    continue;
                 }
             };
             let received = tokio::select! {

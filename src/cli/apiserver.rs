@@ -36,6 +36,11 @@ pub struct ApiserverArgs {
     /// Most watches served at once; more are refused with 429 TooManyRequests.
     #[arg(long, default_value_t = apiserver::DEFAULT_MAX_WATCHES)]
     pub max_watches: usize,
+    /// Events each resource's watch cache keeps for watches that resume from a
+    /// resourceVersion (kube-apiserver's --default-watch-cache-size); a watch from before
+    /// them is served by an etcd watch of its own.
+    #[arg(long, default_value_t = apiserver::CacheConfig::default().window as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub watch_cache_size: u64,
     /// Bound on every request but watches (504 after it).
     #[arg(long, default_value = "60s", value_parser = parse_timeout)]
     pub request_timeout: Duration,
@@ -58,6 +63,10 @@ impl ApiserverArgs {
             insecure_beyond_loopback: self.insecure_beyond_loopback,
             max_watches: self.max_watches.max(1),
             request_timeout: self.request_timeout,
+            cache: apiserver::CacheConfig {
+                window: self.watch_cache_size as usize,
+                ..apiserver::CacheConfig::default()
+            },
             ..apiserver::Config::default()
         }
     }

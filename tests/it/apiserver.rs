@@ -1,0 +1,374 @@
+//! `kcm apiserver` as a server: watches from before the watch cache's window (served by an
+//! etcd watch of their own, exactly the events after N; an ERROR 410 once etcd compacted
+//! them), several apiservers over one etcd agreeing on every object and event, the watch
+//! cap, and the HTTPS and bearer-token rule beyond loopback (with the real kubectl).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use crate::support::kcm::{http_get, kcm_command, Kcm};
+use crate::support::kubectl::{kubectl_binary, Kubectl};
+use crate::support::objects::{pod_json, put_json, put_pod};
+use crate::support::{eventually, free_port, start_etcd, with_timeout, EtcdServer};
+
+const LIMIT: Duration = Duration::from_secs(90);
+const READY: Duration = Duration::from_secs(30);
+
+/// `kcm apiserver --port {free} {args}` over `etcd`, once `/readyz` answers 200.
+async fn apiserver(etcd: &EtcdServer, args: &[&str]) -> (Kcm, u16) {
+    let port = free_port();
+    let (url, port_arg) = (etcd.endpoint(), port.to_string());
+    let mut all = vec!["--etcd-servers", &url, "apiserver", "--port", &port_arg];
+    all.extend_from_slice(args);
+    let kcm = Kcm::spawn(&all, &[]);
+    eventually(
+        READY,
+        "the apiserver to answer /readyz 200",
+        || async move { matches!(http_get(port, "/readyz").await, Some((200, _))) },
+    )
+    .await;
+    (kcm, port)
+}
+
+/// A watch's lines, read over HTTP/1.0 (no chunking: the body ends when the server closes
+/// the stream) until the server ends it or `until` holds.
+async fn watch_lines(port: u16, path: &str, until: impl Fn(&[Value]) -> bool) -> (u16, Vec<Value>) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut reader = BufReader::new(stream);
+    let mut status_line = String::new();
+    reader
+        .read_line(&mut status_line)
+        .await
+        .expect("status line");
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status code");
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header).await.expect("header");
+        if header.trim().is_empty() {
+            break;
+        }
+    }
+    let mut events = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).await.expect("read event") == 0 {
+            break;
+        }
+        events.push(serde_json::from_str(line.trim()).expect("one JSON event per line"));
+        if until(&events) {
+            break;
+        }
+    }
+    (status, events)
+}
+
+/// `(type, name, resourceVersion)` of each event.
+fn summary(events: &[Value]) -> Vec<(String, String, i64)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or("").to_string(),
+                e["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+                e["object"]["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|rv| rv.parse().ok())
+                    .unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_from_before_the_window_gets_exactly_the_later_events_from_etcd_then_410_once_compacted(
+) {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        for i in 0..10 {
+            put_pod(&client, "default", &format!("p{i}"), "a").await;
+        }
+        // A window of 5 events: everything below is from before it.
+        let (_kcm, port) = apiserver(&etcd, &["--watch-cache-size", "5"]).await;
+        let start = put_pod(&client, "default", "p0", "b").await;
+        let mut expected = Vec::new();
+        for i in 1..10 {
+            let revision = put_pod(&client, "default", &format!("p{i}"), "b").await;
+            expected.push(("MODIFIED".to_string(), format!("p{i}"), revision));
+        }
+        let revision = put_pod(&client, "default", "new", "b").await;
+        expected.push(("ADDED".to_string(), "new".to_string(), revision));
+        // The cache has applied them all (its window now starts after `start`).
+        eventually(READY, "the cache to reach the last write", || async move {
+            let Some((200, body)) = http_get(port, "/api/v1/pods?resourceVersion=0").await else {
+                return false;
+            };
+            let list: Value = serde_json::from_str(&body).unwrap();
+            list["metadata"]["resourceVersion"] == revision.to_string()
+        })
+        .await;
+
+        let want = expected.len();
+        let (status, events) = watch_lines(
+            port,
+            &format!("/api/v1/namespaces/default/pods?watch=true&resourceVersion={start}"),
+            |events| events.len() >= want,
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(summary(&events), expected);
+        // A label selector still gets 2014's transitions from the previous values etcd sent.
+        let (_, events) = watch_lines(
+            port,
+            &format!(
+                "/api/v1/pods?watch=true&resourceVersion={}&labelSelector=app%3Da",
+                start - 1
+            ),
+            |events| events.len() >= 10,
+        )
+        .await;
+        let types: Vec<String> = summary(&events).into_iter().map(|(t, _, _)| t).collect();
+        assert_eq!(types, vec!["DELETED"; 10], "{events:?}");
+
+        etcd.compact().await;
+        let (status, events) = watch_lines(
+            port,
+            &format!("/api/v1/pods?watch=true&resourceVersion={start}"),
+            |_| false,
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["type"], "ERROR");
+        assert_eq!(events[0]["object"]["code"], 410);
+        assert_eq!(events[0]["object"]["reason"], "Expired");
+        let message = events[0]["object"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("too old resource version: {start} (")),
+            "{message}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_apiservers_over_one_etcd_serve_the_same_objects_and_the_same_events() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        for i in 0..20 {
+            put_pod(&client, "default", &format!("p{i}"), "a").await;
+        }
+        let (_one, first) = apiserver(&etcd, &[]).await;
+        let (_two, second) = apiserver(&etcd, &[]).await;
+        let list = |port| async move {
+            let (status, body) = http_get(port, "/api/v1/pods").await.expect("list");
+            assert_eq!(status, 200, "{body}");
+            serde_json::from_str::<Value>(&body).unwrap()
+        };
+        let (a, b) = (list(first).await, list(second).await);
+        assert_eq!(a, b, "consistent lists from two apiservers");
+        let start: i64 = a["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+
+        let watch = |port| {
+            tokio::spawn(async move {
+                watch_lines(
+                    port,
+                    &format!("/api/v1/namespaces/default/pods?watch=true&resourceVersion={start}"),
+                    |events| events.len() >= 30,
+                )
+                .await
+            })
+        };
+        let (watch_a, watch_b) = (watch(first), watch(second));
+        let mut expected = Vec::new();
+        for i in 0..30 {
+            let name = format!("q{i}");
+            let revision = put_json(
+                &client,
+                &format!("/registry/pods/default/{name}"),
+                &pod_json("default", &name, "x"),
+            )
+            .await;
+            expected.push(("ADDED".to_string(), name, revision));
+        }
+        let (_, events_a) = watch_a.await.unwrap();
+        let (_, events_b) = watch_b.await.unwrap();
+        assert_eq!(summary(&events_a), expected);
+        assert_eq!(summary(&events_b), expected);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_beyond_max_watches_get_429_and_a_freed_slot_is_reused() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let (_kcm, port) = apiserver(&etcd, &["--max-watches", "2"]).await;
+        let open = |port| async move {
+            let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            stream
+                .write_all(b"GET /api/v1/pods?watch=true HTTP/1.0\r\nHost: x\r\n\r\n")
+                .await
+                .unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut status = String::new();
+            reader.read_line(&mut status).await.unwrap();
+            (status, reader)
+        };
+        let (first, first_stream) = open(port).await;
+        let (second, _second_stream) = open(port).await;
+        assert!(
+            first.contains(" 200 ") && second.contains(" 200 "),
+            "{first} {second}"
+        );
+        let (status, body) = http_get(port, "/api/v1/pods?watch=true").await.unwrap();
+        assert_eq!(status, 429, "{body}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["reason"], "TooManyRequests");
+        assert!(body["message"].as_str().unwrap().contains("--max-watches"));
+        // Lists are not watches: still served.
+        assert_eq!(http_get(port, "/api/v1/pods").await.unwrap().0, 200);
+        drop(first_stream);
+        eventually(
+            READY,
+            "a closed watch's slot to be free again",
+            || async move {
+                let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+                stream
+                    .write_all(b"GET /api/v1/pods?watch=true HTTP/1.0\r\nHost: x\r\n\r\n")
+                    .await
+                    .unwrap();
+                let mut reader = BufReader::new(stream);
+                let mut status = String::new();
+                reader.read_line(&mut status).await.unwrap();
+                status.contains(" 200 ")
+            },
+        )
+        .await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// HTTPS and tokens
+
+/// A CA and a serving certificate for 127.0.0.1, as PEM files in `dir`: (CA, cert, key).
+fn serving_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "kcm apiserver test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let write = |name: &str, pem: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        path
+    };
+    (
+        write("ca.pem", ca.pem()),
+        write("api.pem", cert.pem()),
+        write("api-key.pem", key.serialize_pem()),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_loopback_the_api_needs_https_and_tokens_and_kubectl_uses_both() {
+    with_timeout(LIMIT, async {
+        // Refused before anything starts, with one line naming the flags.
+        let out = kcm_command()
+            .args(["--etcd-servers", "http://127.0.0.1:1", "apiserver", "--address", "0.0.0.0", "--port", "0"])
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("--tls-cert-file") && stderr.contains("--token-auth-file"),
+            "{stderr}"
+        );
+
+        let Some(bin) = kubectl_binary() else {
+            return;
+        };
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        put_pod(&etcd.client().await, "default", "p1", "a").await;
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, cert, key) = serving_pki(dir.path());
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::write(&tokens, "s3cret,alice,1,\"system:masters\"\n").unwrap();
+        let port = free_port();
+        let (url, port_arg) = (etcd.endpoint(), port.to_string());
+        let mut kcm = Kcm::spawn(
+            &[
+                "--etcd-servers",
+                &url,
+                "apiserver",
+                "--port",
+                &port_arg,
+                "--tls-cert-file",
+                cert.to_str().unwrap(),
+                "--tls-private-key-file",
+                key.to_str().unwrap(),
+                "--token-auth-file",
+                tokens.to_str().unwrap(),
+            ],
+            &[],
+        );
+        let kubectl = Kubectl::new(bin);
+        let kubeconfig = |token: &str| {
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: kcm\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority: {}\ncontexts:\n- name: kcm\n  context:\n    cluster: kcm\n    namespace: default\n    user: alice\ncurrent-context: kcm\nusers:\n- name: alice\n  user:\n    token: {token}\n",
+                ca.display()
+            )
+        };
+        std::fs::write(kubectl.kubeconfig(), kubeconfig("s3cret")).unwrap();
+        let kubectl = &kubectl;
+        eventually(READY, "kubectl to list pods over HTTPS with the token", || async move {
+            kubectl.run(&["get", "pods", "-o", "name"]).await.stdout.trim() == "pod/p1"
+        })
+        .await;
+        kcm.assert_running();
+        std::fs::write(kubectl.kubeconfig(), kubeconfig("wrong")).unwrap();
+        let out = kubectl.run(&["get", "pods"]).await;
+        assert!(!out.status.success());
+        assert!(out.stderr.contains("Unauthorized"), "{out:?}");
+    })
+    .await;
+}
