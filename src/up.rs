@@ -114,6 +114,7 @@ use crate::etcd_watcher::Watcher;
 use crate::garbagecollector::GcConfig;
 use crate::kubelet::{ImageRules, Kubelet, KubeletConfig, NodeTaken, Registration};
 use crate::labels::{Selector, Set};
+use crate::nodelifecycle::NodeLifecycleConfig;
 use crate::registry::{Registry, StorageError};
 use crate::replication_manager::ManagerConfig;
 use crate::{apiserver, status};
@@ -231,6 +232,7 @@ async fn run_cluster(
                 Controller::Deployment,
                 Controller::Endpoints,
                 Controller::GarbageCollector,
+                Controller::NodeLifecycle,
             ],
             manager: ManagerConfig {
                 sync_period: config.sync_period,
@@ -246,6 +248,7 @@ async fn run_cluster(
             },
             endpoints: EndpointsConfig::default(),
             garbagecollector: GcConfig::default(),
+            nodelifecycle: NodeLifecycleConfig::default(),
             status_addr,
             leader_election: None,
         },
@@ -666,7 +669,8 @@ impl Kubeconfig {
 /// The tour's kubectl step: the same objects through kcm's Kubernetes API, when kubectl
 /// is on PATH.
 async fn kubectl_step(kubeconfig: &Path) {
-    say("7. The same objects through kcm's Kubernetes API (2014's apiserver served the watch):");
+    say("   The same objects through kcm's Kubernetes API, with kubectl (in 2014 the apiserver");
+    say("   served this watch to kubecfg and the controller manager):");
     let Ok(cache) = tempfile::tempdir() else {
         return;
     };

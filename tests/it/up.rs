@@ -202,8 +202,16 @@ async fn up_demo_finishes_its_tour_within_a_minute() {
             "Rolled out at revision 4",
             "Tour done",
             "private etcd stopped",
+            "$ kubectl get pods -o wide -n demo",
         ] {
             assert!(stdout.contains(step), "missing {step:?} in:\n{stdout}");
+        }
+        // With kubectl on PATH (always under CI), its table through kcm's API.
+        if crate::support::kubectl::kubectl_binary().is_some() {
+            assert!(
+                stdout.contains("NOMINATED NODE") && stdout.contains("Pods Status:"),
+                "kubectl's output in:\n{stdout}"
+            );
         }
         assert!(stdout.contains("endpoints/demo/web = [10.244."), "{stdout}");
     })
