@@ -245,6 +245,9 @@ pub fn kcm_command() -> Command {
         command.env_remove(name);
     }
     command.stdin(Stdio::null()).kill_on_drop(true);
+    // `kcm up` serves the Kubernetes API on 8080 by default; tests run many at once, so
+    // each takes a free port unless it passes --apiserver-port.
+    command.env("KCM_APISERVER_PORT", "0");
     die_with_parent(&mut command);
     command
 }
