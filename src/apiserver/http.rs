@@ -9,7 +9,11 @@
 //!   one more closes the oldest of them (a stuck or slow client, not a live request);
 //! - every request but a watch gets the request timeout (504 after it);
 //! - watches have no lifetime bound here: they end on their own timeout, and their
-//!   number is capped by `--max-watches` (429 beyond it).
+//!   number is capped by `--max-watches` (429 beyond it);
+//! - a connection whose peer takes nothing for [`WRITE_STALL_TIMEOUT`] while the server
+//!   has bytes for it is closed: a watcher that stopped reading holds no socket, task or
+//!   buffer for longer than that (the watch cache's own bound ends it sooner once it is
+//!   polled again).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -32,6 +36,93 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections held at once that have not yet sent a whole request.
 pub const MAX_PENDING: usize = 1024;
+
+/// How long a write may wait for the peer to take bytes before the connection is closed.
+pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A stream whose writes fail once one has been blocked for `timeout` (the peer stopped
+/// reading). The timer wakes the writer, so a blocked write is re-polled at the deadline
+/// even though the socket never becomes writable.
+struct StallGuard<S> {
+    inner: S,
+    timeout: Duration,
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> StallGuard<S> {
+    fn new(inner: S, timeout: Duration) -> StallGuard<S> {
+        StallGuard {
+            inner,
+            timeout,
+            stalled: None,
+        }
+    }
+
+    /// After a write returned Pending: fails once the deadline passed, else arms the timer
+    /// (registering this task's waker).
+    fn pending<T>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<T>> {
+        let timeout = self.timeout;
+        let sleep = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match std::future::Future::poll(sleep.as_mut(), cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the peer took nothing for the write stall timeout",
+            ))),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for StallGuard<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for StallGuard<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match std::pin::Pin::new(&mut self.inner).poll_write(cx, buf) {
+            std::task::Poll::Pending => self.pending(cx),
+            ready => {
+                self.stalled = None;
+                ready
+            }
+        }
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match std::pin::Pin::new(&mut self.inner).poll_flush(cx) {
+            std::task::Poll::Pending => self.pending(cx),
+            ready => {
+                self.stalled = None;
+                ready
+            }
+        }
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
 
 /// Static bearer tokens: kube-apiserver's `--token-auth-file`, a CSV of
 /// `token,user,uid[,"group1,group2"]`.

@@ -38,7 +38,8 @@ pub struct ApiserverArgs {
     pub max_watches: usize,
     /// Events each resource's watch cache keeps for watches that resume from a
     /// resourceVersion (kube-apiserver's --default-watch-cache-size); a watch from before
-    /// them is served by an etcd watch of its own.
+    /// them is served by an etcd watch of its own. Also how far a watcher may fall behind
+    /// before its stream is ended (it watches again from its last resourceVersion).
     #[arg(long, default_value_t = apiserver::CacheConfig::default().window as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub watch_cache_size: u64,
     /// Bound on every request but watches (504 after it).
@@ -65,7 +66,7 @@ impl ApiserverArgs {
             request_timeout: self.request_timeout,
             cache: apiserver::CacheConfig {
                 window: self.watch_cache_size as usize,
-                ..apiserver::CacheConfig::default()
+                broadcast_capacity: self.watch_cache_size as usize,
             },
             ..apiserver::Config::default()
         }

@@ -372,3 +372,73 @@ async fn beyond_loopback_the_api_needs_https_and_tokens_and_kubectl_uses_both() 
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_that_stops_reading_is_ended_and_never_holds_back_the_others() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let (_kcm, port) = apiserver(&etcd, &["--watch-cache-size", "50"]).await;
+        // A client that sends its request and never reads: a tiny receive buffer, so the
+        // server's writes to it block after a few events.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(1024).unwrap();
+        let mut stuck = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
+        stuck
+            .write_all(b"GET /api/v1/pods?watch=true HTTP/1.0\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let watchers = r#"apiserver_longrunning_requests{resource="pods",verb="WATCH"}"#;
+        let metric = |port| async move {
+            let (_, body) = http_get(port, "/metrics").await.expect("metrics");
+            crate::support::kcm::metric_value(&body, watchers)
+        };
+        eventually(READY, "the stuck watch to be served", || async move {
+            metric(port).await == 1.0
+        })
+        .await;
+        let client = etcd.client().await;
+        let total = 2_000;
+        let reader = tokio::spawn(watch_lines(
+            port,
+            "/api/v1/pods?watch=true",
+            move |events| events.len() >= total,
+        ));
+        eventually(READY, "the reading watch to be served", || async move {
+            metric(port).await == 2.0
+        })
+        .await;
+        // Big enough documents that the stuck client's buffers fill long before the end.
+        let filler = "x".repeat(2_000);
+        let mut writes = tokio::task::JoinSet::new();
+        for i in 0..total {
+            let (client, filler) = (client.clone(), filler.clone());
+            writes.spawn(async move {
+                let mut pod = pod_json("default", &format!("p{i}"), "a");
+                pod["metadata"]["annotations"] = serde_json::json!({ "filler": filler });
+                put_json(&client, &format!("/registry/pods/default/p{i}"), &pod).await
+            });
+            if writes.len() >= 64 {
+                writes.join_next().await;
+            }
+        }
+        while writes.join_next().await.is_some() {}
+        // The reader got every event, in order, while the other one did not read.
+        let (status, events) = reader.await.unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(events.len(), total);
+        let revisions: Vec<i64> = summary(&events).into_iter().map(|(_, _, rv)| rv).collect();
+        assert!(
+            revisions.windows(2).all(|w| w[0] < w[1]),
+            "in revision order"
+        );
+        // The stuck one was ended (more than 50 events behind), freeing its slot.
+        eventually(READY, "the stuck watch to be ended", || async move {
+            metric(port).await == 0.0
+        })
+        .await;
+        drop(stuck);
+    })
+    .await;
+}
