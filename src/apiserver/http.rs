@@ -288,11 +288,13 @@ pub async fn serve(
             let served = async {
                 match tls {
                     None => {
+                        let stream = StallGuard::new(stream, WRITE_STALL_TIMEOUT);
                         let connection =
                             http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
                         run_connection(connection, &close, &stop).await;
                     }
                     Some(acceptor) => {
+                        let stream = StallGuard::new(stream, WRITE_STALL_TIMEOUT);
                         let handshake =
                             tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream));
                         let stream = match handshake.await {

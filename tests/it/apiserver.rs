@@ -379,9 +379,10 @@ async fn a_watcher_that_stops_reading_is_ended_and_never_holds_back_the_others()
         let Some(etcd) = start_etcd().await else {
             return;
         };
-        let (_kcm, port) = apiserver(&etcd, &["--watch-cache-size", "50"]).await;
-        // A client that sends its request and never reads: a tiny receive buffer, so the
-        // server's writes to it block after a few events.
+        let (_kcm, port) = apiserver(&etcd, &[]).await;
+        // A client that sends its request and never reads, with a tiny receive buffer; the
+        // events below (10 MB) fill it and the server's socket buffer (at most 4 MB), then
+        // the server's writes to it block.
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.set_recv_buffer_size(1024).unwrap();
         let mut stuck = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
@@ -410,7 +411,7 @@ async fn a_watcher_that_stops_reading_is_ended_and_never_holds_back_the_others()
         })
         .await;
         // Big enough documents that the stuck client's buffers fill long before the end.
-        let filler = "x".repeat(2_000);
+        let filler = "x".repeat(5_000);
         let mut writes = tokio::task::JoinSet::new();
         for i in 0..total {
             let (client, filler) = (client.clone(), filler.clone());
@@ -433,7 +434,8 @@ async fn a_watcher_that_stops_reading_is_ended_and_never_holds_back_the_others()
             revisions.windows(2).all(|w| w[0] < w[1]),
             "in revision order"
         );
-        // The stuck one was ended (more than 50 events behind), freeing its slot.
+        // The stuck one was ended (its writes blocked for the stall timeout, 10 s),
+        // freeing its slot.
         eventually(READY, "the stuck watch to be ended", || async move {
             metric(port).await == 0.0
         })
