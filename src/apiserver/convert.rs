@@ -238,7 +238,85 @@ fn non_empty_string_field<'a>(object: &'a Map<String, Value>, key: &str) -> Opti
 // ---------------------------------------------------------------------------------------
 // Pods and pod templates
 
+/// 2014's record of which replication controller made a pod.
+pub const CREATED_BY_ANNOTATION: &str = "kubernetes.io/created-by";
+
+/// The controller reference a pod of a 2014 replication controller stands for: the
+/// `kubernetes.io/created-by` annotation kcm's replication manager writes (a flat
+/// reference, or Kubernetes' `SerializedReference` around one), when it names a
+/// ReplicationController with a uid. Served as an `ownerReferences` entry so that
+/// kubectl (`describe rc`'s pod counts, `describe pod`'s Controlled By) sees the ownership
+/// kcm's RC keeps by selector; never stored (kcm's RC ignores pods with a controller
+/// reference, so storing it would orphan the pod).
+fn created_by_reference(pod: &Map<String, Value>) -> Option<Value> {
+    let annotation = pod
+        .get("metadata")?
+        .get("annotations")?
+        .get(CREATED_BY_ANNOTATION)?
+        .as_str()?;
+    let parsed: Value = serde_json::from_str(annotation).ok()?;
+    let reference = parsed.get("reference").unwrap_or(&parsed);
+    let field = |name: &str| {
+        reference
+            .get(name)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    if field("kind")? != "ReplicationController" {
+        return None;
+    }
+    Some(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ReplicationController",
+        "name": field("name")?,
+        "uid": field("uid")?,
+        "controller": true,
+    }))
+}
+
+/// Adds the controller reference of `created_by_reference` to a served pod that has no
+/// controller reference of its own.
+fn serve_created_by_reference(pod: &mut Map<String, Value>) {
+    let Some(reference) = created_by_reference(pod) else {
+        return;
+    };
+    let Some(metadata) = object_field_mut(pod, "metadata") else {
+        return;
+    };
+    let references = metadata
+        .entry("ownerReferences")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    let Some(references) = references.as_array_mut() else {
+        return;
+    };
+    if references
+        .iter()
+        .any(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+    {
+        return;
+    }
+    references.push(reference);
+}
+
+/// Removes what `serve_created_by_reference` added (an empty list it created included).
+fn store_without_created_by_reference(pod: &mut Map<String, Value>) {
+    let Some(reference) = created_by_reference(pod) else {
+        return;
+    };
+    let Some(metadata) = object_field_mut(pod, "metadata") else {
+        return;
+    };
+    let Some(Value::Array(references)) = metadata.get_mut("ownerReferences") else {
+        return;
+    };
+    references.retain(|r| *r != reference);
+    if references.is_empty() {
+        metadata.shift_remove("ownerReferences");
+    }
+}
+
 fn pod_to_served(pod: &mut Map<String, Value>) {
+    serve_created_by_reference(pod);
     let stored_host = object_field_mut(pod, "spec")
         .and_then(|spec| non_empty_string_field(spec, "host"))
         .map(str::to_string);
@@ -259,6 +337,7 @@ fn pod_to_served(pod: &mut Map<String, Value>) {
 }
 
 fn pod_to_stored(pod: &mut Map<String, Value>) {
+    store_without_created_by_reference(pod);
     let node_name = object_field_mut(pod, "spec")
         .and_then(|spec| non_empty_string_field(spec, "nodeName"))
         .map(str::to_string);
@@ -1497,5 +1576,54 @@ mod tests {
             .map(String::as_str)
             .collect();
         assert_eq!(keys, ["a", "nodeName", "b"]);
+    }
+
+    #[test]
+    fn a_2014_replication_controllers_pods_are_served_with_its_controller_reference_never_stored() {
+        let created_by =
+            r#"{"kind":"ReplicationController","namespace":"default","name":"web","uid":"u-1"}"#;
+        let stored = json!({
+            "kind": "Pod", "apiVersion": "v1beta3",
+            "metadata": {"name": "web-abcde", "annotations": {"kubernetes.io/created-by": created_by}},
+            "spec": {"containers": []},
+        });
+        let served = to_served(Kind::Pod, stored.clone());
+        assert_eq!(
+            served["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "v1", "kind": "ReplicationController", "name": "web", "uid": "u-1", "controller": true}])
+        );
+        assert_eq!(to_stored(Kind::Pod, served.clone()), stored);
+        assert_eq!(
+            to_served(Kind::Pod, to_stored(Kind::Pod, served.clone())),
+            served
+        );
+        // A pod with a controller reference of its own keeps only that one.
+        let mut owned = stored.clone();
+        owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u-2", "controller": true}]);
+        let served = to_served(Kind::Pod, owned.clone());
+        assert_eq!(
+            served["metadata"]["ownerReferences"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(to_stored(Kind::Pod, served), owned);
+        // Kubernetes' SerializedReference form is read too; other kinds are left alone.
+        let wrapped = format!(
+            r#"{{"kind":"SerializedReference","apiVersion":"v1","reference":{created_by}}}"#
+        );
+        let mut pod = stored.clone();
+        pod["metadata"]["annotations"]["kubernetes.io/created-by"] = json!(wrapped);
+        assert_eq!(
+            to_served(Kind::Pod, pod)["metadata"]["ownerReferences"][0]["uid"],
+            "u-1"
+        );
+        let mut pod = stored;
+        pod["metadata"]["annotations"]["kubernetes.io/created-by"] =
+            json!(r#"{"kind":"Job","name":"j","uid":"u"}"#);
+        assert!(to_served(Kind::Pod, pod)["metadata"]
+            .get("ownerReferences")
+            .is_none());
     }
 }
