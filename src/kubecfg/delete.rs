@@ -100,12 +100,13 @@ async fn delete_kind<T: Object>(
     let (namespace, name) = (options.namespace.as_str(), options.name.as_str());
     let what = format!("{} {name:?}", kubectl_kind::<T>());
     let mut attempts = 0;
-    loop {
+    let uid = loop {
         attempts += 1;
         let mut object: T = registry
             .get(namespace, name)
             .await
             .map_err(|e| storage_error::<T>(e, name))?;
+        let uid = object.metadata().uid.clone();
         let rv = object.metadata().resource_version;
         let written = match delete_write(object.metadata(), options.cascade) {
             DeleteWrite::Nothing => Ok(()),
@@ -116,32 +117,51 @@ async fn delete_kind<T: Object>(
             }
         };
         match written {
-            Ok(()) => break,
+            Ok(()) => break uid,
             Err(StorageError::Conflict { .. }) if attempts < 10 => continue,
             Err(e) => return Err(storage_error::<T>(e, name)),
         }
-    }
+    };
     emit(&format!("{what} deleted\n"))?;
     if options.wait {
-        wait_until_gone::<T>(registry, watcher, namespace, name, &what, options.timeout).await?;
+        let deleted = Deleted {
+            namespace,
+            name,
+            uid: &uid,
+        };
+        wait_until_gone::<T>(registry, watcher, deleted, &what, options.timeout).await?;
     }
     Ok(())
 }
 
-/// Follows a watch of the one key until it is deleted.
+/// The object a delete was written for: its key and its incarnation.
+struct Deleted<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    uid: &'a str,
+}
+
+/// Follows a watch of the one key until the deleted incarnation is gone: the key deleted,
+/// or holding a namesake (another uid: a controller's replacement under the same name, as
+/// kcm's slot names make it), as kubectl's `--wait` tracks the uid.
 ///
 /// # Errors
 /// After `timeout` (none: no limit), one line saying what keeps it; the watch failing.
 async fn wait_until_gone<T: Object>(
     registry: &Registry,
     watcher: &Watcher,
-    namespace: &str,
-    name: &str,
+    deleted: Deleted<'_>,
     what: &str,
     timeout: Option<Duration>,
 ) -> anyhow::Result<()> {
-    let mut last: T = match registry.get(namespace, name).await {
+    let Deleted {
+        namespace,
+        name,
+        uid,
+    } = deleted;
+    let mut last: T = match registry.get::<T>(namespace, name).await {
         Err(StorageError::NotFound { .. }) => return Ok(()),
+        Ok(object) if object.metadata().uid != uid => return Ok(()),
         other => other?,
     };
     let start = last.metadata().resource_version.map_or(0, |rv| rv.0);
@@ -151,6 +171,9 @@ async fn wait_until_gone<T: Object>(
             match stream.next().await {
                 Update::Event(WatchEvent::Deleted(_), _) => return Ok(()),
                 Update::Event(WatchEvent::Added(object) | WatchEvent::Modified(object), _) => {
+                    if object.metadata().uid != uid {
+                        return Ok(());
+                    }
                     last = object;
                 }
                 Update::Event(WatchEvent::Error(status), _) | Update::Error(status) => {
