@@ -669,6 +669,23 @@ fn cache_of<'s>(state: &'s ApiState, resource: &Resource) -> Option<&'s Arc<Watc
     state.caches.get(resource.plural)
 }
 
+/// Waits (a moment) for a cache's first list before it serves anything: before it, its
+/// window would accept any resourceVersion and its store is empty, so a watch or cached
+/// list answered then would silently miss what happened before the list.
+///
+/// # Errors
+/// 429 when it has not listed within [`CACHE_WAIT`] (kube-apiserver's answer while its
+/// storage initializes; clients retry).
+async fn synced(cache: &WatchCache) -> Result<(), ApiError> {
+    if cache.is_synced() || cache.wait_for(1, CACHE_WAIT).await {
+        return Ok(());
+    }
+    Err(ApiError::too_many_requests(format!(
+        "the watch cache of {} is initializing (it has not listed etcd yet); retry",
+        cache.codec().resource
+    )))
+}
+
 /// One object: a consistent read from etcd unless `resourceVersion` allows the cache.
 async fn get(
     state: &ApiState,
@@ -692,6 +709,7 @@ async fn get(
     };
     let rv = query.get("resourceVersion").unwrap_or("");
     if !rv.is_empty() || resource.plural == "nodes" {
+        synced(cache).await?;
         let wanted = rv.parse::<i64>().unwrap_or(0);
         if wanted > 0 && !cache.wait_for(wanted, CACHE_WAIT).await {
             return Err(ApiError::too_large_resource_version(
@@ -765,6 +783,7 @@ async fn list(
     };
     match plan {
         ListPlan::Cache { not_older_than } => {
+            synced(cache).await?;
             if not_older_than > 0 && !cache.wait_for(not_older_than, CACHE_WAIT).await {
                 let current = current_revision(state).await?;
                 if not_older_than > current {
@@ -1153,6 +1172,9 @@ async fn watch(
         }
     };
     let cache = cache_of(state, resource).cloned();
+    if let Some(cache) = &cache {
+        synced(cache).await?;
+    }
     let mut lines: VecDeque<Bytes> = VecDeque::new();
     let (subscription, start_revision) = match (&cache, start) {
         // Namespaces and events have no cache: their current state, then nothing.
@@ -1256,7 +1278,12 @@ struct Watch {
     include: table::IncludeObject,
     filter: Option<Filter>,
     bookmarks: bool,
-    /// Events at or below this revision were delivered (or predate the watch).
+    /// The revision the watch starts after: events at or below it are not its own (a
+    /// live event can be, when the client asked for a revision the cache had not reached).
+    /// Compared with this and not with the last revision delivered, since one etcd
+    /// transaction writes several keys at one revision.
+    start: i64,
+    /// The highest revision delivered so far (for bookmarks).
     revision: i64,
     /// Whether the Table's column definitions went out (in the first event only).
     columns_sent: bool,
@@ -1276,6 +1303,7 @@ impl Watch {
             include: include_object(query),
             filter,
             bookmarks: query.flag("allowWatchBookmarks"),
+            start: revision,
             revision,
             columns_sent: false,
         }
@@ -1545,7 +1573,7 @@ impl WatchBody {
                                 let Some(event) = event_from_etcd(&cache, &start, raw_event) else {
                                     continue;
                                 };
-                                if event.revision() <= self.watch.revision {
+                                if event.revision() <= self.watch.start {
                                     continue;
                                 }
                                 if let Some(line) = self.watch.event_line(&event) {
@@ -1626,7 +1654,7 @@ impl WatchBody {
                 }
             }
             for event in events {
-                if event.revision() <= self.watch.revision {
+                if event.revision() <= self.watch.start {
                     continue;
                 }
                 if let Some(line) = self.watch.event_line(&event) {
