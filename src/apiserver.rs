@@ -172,11 +172,20 @@ impl Listener {
 /// When the configuration is refused ([`Config::validate`]) or the address cannot be
 /// bound.
 pub async fn bind(config: &Config) -> anyhow::Result<Listener> {
+    bind_port_flag(config, "--port").await
+}
+
+/// [`bind`], naming `flag` as the one that chooses the port (`kcm up`'s is
+/// `--apiserver-port`).
+///
+/// # Errors
+/// As [`bind`].
+pub async fn bind_port_flag(config: &Config, flag: &str) -> anyhow::Result<Listener> {
     config.validate()?;
     let listener = match tokio::net::TcpListener::bind(config.address).await {
         Ok(listener) => listener,
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
-            "the apiserver port {} is in use (another kcm apiserver or kcm up?); use --port to choose another, or --port 0 for a free one",
+            "the apiserver port {} is in use (another kcm apiserver or kcm up?); use {flag} to choose another, or {flag} 0 for a free one",
             config.address
         ),
         Err(e) => anyhow::bail!("cannot serve the API on {}: {e}", config.address),

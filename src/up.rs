@@ -140,16 +140,14 @@ pub async fn run(
         "--port",
     )
     .await?;
-    let api_listener = apiserver::bind(&apiserver::Config {
-        address: SocketAddr::from(([127, 0, 0, 1], config.apiserver_port)),
-        ..apiserver::Config::default()
-    })
-    .await
-    .map_err(|e| {
-        anyhow::anyhow!(
-            "{e}; use --apiserver-port to choose another, or --apiserver-port 0 for a free one"
-        )
-    })?;
+    let api_listener = apiserver::bind_port_flag(
+        &apiserver::Config {
+            address: SocketAddr::from(([127, 0, 0, 1], config.apiserver_port)),
+            ..apiserver::Config::default()
+        },
+        "--apiserver-port",
+    )
+    .await?;
     let removed = remove_stale_data_dirs(&std::env::temp_dir());
     if !removed.is_empty() {
         let dirs: Vec<String> = removed
