@@ -11,7 +11,8 @@
 //!   `mod_revision`, filled in by whoever decoded the value ([`decode`]).
 //!
 //! The module is split along its seams: `meta` (`ObjectMeta` and what every kind carries),
-//! `kinds` (the 2014 kinds and their [`Object`] implementations), `replicaset` and `deployment` (the apps/v1
+//! `kinds` (the 2014 kinds and their [`Object`] implementations), `node` (the Node and
+//! registration keys and Node conditions; Nodes are JSON values, not a typed kind), `replicaset` and `deployment` (the apps/v1
 //! `ReplicaSet` and `Deployment`), `codec` (keys,
 //! `encode`/`decode`), `validation` and `label_selector` (the apps/v1 `LabelSelector`). Everything public is re-exported here, so callers
 //! name `api::Pod`, `api::decode`, `api::validate`.
@@ -27,6 +28,7 @@ mod deployment;
 mod kinds;
 mod label_selector;
 mod meta;
+mod node;
 mod pod_status;
 mod replicaset;
 #[cfg(test)]
@@ -60,6 +62,11 @@ pub use meta::{
     controller_of, fill_system_fields, now_rfc3339, remember_spec, set_generation,
     set_generation_from_read, start_deletion, ObjectMeta, OwnerReference, ReadSpec,
     ResourceVersion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+};
+pub use node::{
+    name_under, node_condition, node_condition_mut, node_condition_status, node_key, object_field,
+    registration_key, CONDITION_UNKNOWN, NODES_DIR, NODE_API_VERSION, NODE_CONDITION_TYPES,
+    NODE_KIND, NODE_READY, REGISTRATIONS_DIR,
 };
 pub use pod_status::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,

@@ -355,14 +355,15 @@ stored_codec!(ENDPOINTS, "endpoints", "services/endpoints", Endpoints);
 stored_codec!(REPLICA_SETS, "replicasets", "replicasets", ReplicaSet);
 stored_codec!(DEPLOYMENTS, "deployments", "deployments", Deployment);
 
-/// Nodes: kcm's kubelets register `{prefix}/minions/{name}` = `{pid}@{host}` on a lease
-/// (2014's directory, `src/kubelet/registration.rs`); each registration is served as a
-/// Ready Node.
+/// Nodes: kcm's kubelets write their Node at `{prefix}/nodes/{name}` in core/v1 (no
+/// conversion), and the node lifecycle controller marks it Unknown once its registration
+/// (`{prefix}/minions/{name}`, on a lease) lapses (`src/kubelet/node_status.rs`,
+/// `src/nodelifecycle.rs`).
 static NODES: cache::Codec = cache::Codec {
     resource: "nodes",
-    dir: "minions",
+    dir: "nodes",
     namespaced: false,
-    decode: |_, name, kv| Ok(node(name, kv)),
+    decode: |_, name, kv| node(name, kv),
 };
 
 /// Every stored resource the apiserver caches and serves.
@@ -376,39 +377,29 @@ static CODECS: [&cache::Codec; 7] = [
     &NODES,
 ];
 
-/// The Node a registration stands for.
-fn node(name: &str, kv: &RawEvent) -> Value {
-    let holder = String::from_utf8_lossy(&kv.value).into_owned();
-    let host = holder.split_once('@').map_or("", |(_, host)| host);
-    json!({
-        "kind": "Node",
-        "apiVersion": "v1",
-        "metadata": {
-            "name": name,
-            "uid": handlers::stable_uid(&format!("node/{name}/{}", kv.create_revision)),
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-            },
-            "annotations": { "kcm.io/registration": holder },
-        },
-        "spec": {},
-        "status": {
-            "conditions": [{
-                "type": "Ready",
-                "status": "True",
-                "reason": "KubeletReady",
-                "message": "kcm kubelet holds its registration lease",
-            }],
-            "addresses": [{ "type": "Hostname", "address": host }],
-            "nodeInfo": {
-                "kubeletVersion": format!("v1.32.0-kcm.{}", env!("CARGO_PKG_VERSION")),
-                "operatingSystem": "linux",
-                "architecture": std::env::consts::ARCH,
-                "containerRuntimeVersion": "kcm-simulated",
-                "osImage": "kcm simulated node",
-                "kernelVersion": "",
-            },
-        },
-    })
+/// A stored Node document: JSON, kind `Node` (or none), its name the key's.
+fn node(name: &str, kv: &RawEvent) -> anyhow::Result<Value> {
+    let mut node: Value = serde_json::from_slice(&kv.value).context("not JSON")?;
+    let object = node.as_object_mut().context("not a JSON object")?;
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    anyhow::ensure!(
+        kind.is_empty() || kind == "Node",
+        "kind is {kind:?}, expected \"Node\""
+    );
+    object.insert("kind".into(), json!("Node"));
+    object.insert("apiVersion".into(), json!("v1"));
+    let metadata = object.entry("metadata").or_insert_with(|| json!({}));
+    let metadata = metadata
+        .as_object_mut()
+        .context("metadata is not an object")?;
+    match metadata.get("name").and_then(Value::as_str) {
+        None | Some("") => {
+            metadata.insert("name".into(), json!(name));
+        }
+        Some(stored) => anyhow::ensure!(
+            stored == name,
+            "metadata.name {stored:?} does not match the key's {name:?}"
+        ),
+    }
+    Ok(node)
 }

@@ -23,6 +23,7 @@ use crate::etcd_watcher::Watcher;
 use crate::garbagecollector::GcConfig;
 use crate::informer::InformerFactory;
 use crate::leader::{Elector, LeaderElectionConfig};
+use crate::nodelifecycle::NodeLifecycleConfig;
 use crate::registry::{FenceSlot, Registry};
 use crate::replication_manager::ManagerConfig;
 use crate::status::{self, Health, Metrics};
@@ -47,6 +48,8 @@ pub struct Config {
     pub endpoints: EndpointsConfig,
     /// The garbage collector's settings.
     pub garbagecollector: GcConfig,
+    /// The node lifecycle controller's settings.
+    pub nodelifecycle: NodeLifecycleConfig,
     /// Where `/healthz` and `/metrics` listen. Default 127.0.0.1:10252 (2014's port).
     pub status_addr: SocketAddr,
     /// `--leader-elect`: run the controllers only while leading. Default off.
@@ -259,6 +262,7 @@ impl Controllers<'_> {
                 deployment: config.deployment.clone(),
                 endpoints: config.endpoints.clone(),
                 garbagecollector: config.garbagecollector.clone(),
+                nodelifecycle: config.nodelifecycle.clone(),
             },
             stop: token.clone(),
         };

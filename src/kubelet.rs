@@ -28,11 +28,15 @@
 //!   any new one;
 //! - a node writes only while it holds its registration (`registration`): one name, one
 //!   kubelet. Every write is guarded by the registration key's incarnation, so etcd
-//!   refuses a write of a kubelet whose registration lapsed, even one already in flight.
+//!   refuses a write of a kubelet whose registration lapsed, even one already in flight;
+//! - each time it gains its registration, it posts its Node object
+//!   (`{prefix}/nodes/{name}`, `node_status`) Ready, before any pod write of that
+//!   registration, retrying until it is written or the registration is lost.
 
 mod containers;
 mod ipam;
 mod node;
+mod node_status;
 mod registration;
 
 use std::future::Future;
@@ -49,6 +53,8 @@ use self::containers::{ready_delay, Step};
 pub use self::ipam::{default_pod_cidr, IpAllocator, Ipv4Cidr, ParseCidrError};
 pub use self::node::is_claimable;
 use self::node::{Action, NodeState, Room};
+pub use self::node_status::{architecture, internal_ip, node_document, KUBELET_VERSION};
+use self::node_status::{post_node, Posted};
 pub use self::registration::{
     registration_key, NodeTaken, Registration, Status as RegistrationStatus, LEASE_TTL,
 };
@@ -158,6 +164,15 @@ enum Trigger {
 /// etcd refused a write because the node's registration is gone: stop writing.
 struct RegistrationRefused;
 
+/// Where posting the Node object of the current registration stands.
+#[derive(Debug, Default)]
+struct NodePost {
+    /// When it is to be posted; `None` once it is (or while not registered).
+    due: Option<Instant>,
+    /// Failed attempts in a row.
+    failures: u32,
+}
+
 /// How a claim ended.
 enum Claim {
     /// This node owns the pod now (the stored version).
@@ -243,6 +258,8 @@ impl Kubelet {
         // The registry the node writes through while registered, guarded by the
         // registration; `None` while it is not.
         let mut writer = None;
+        // When the Node object is to be posted (once per registration).
+        let mut node_post = NodePost::default();
         tokio::pin!(shutdown);
         let mut trigger = Trigger::Registration;
         loop {
@@ -258,18 +275,30 @@ impl Kubelet {
                 Trigger::Registration => {
                     let current = status.borrow_and_update().clone();
                     writer = self.follow_registration(current)?;
+                    node_post = NodePost {
+                        due: writer.as_ref().map(|_| Instant::now()),
+                        failures: 0,
+                    };
                 }
             }
             if let Some(registry) = &writer {
-                if let Err(RegistrationRefused) = self.act(registry, &mut state).await {
+                let mut result = self.post_node_if_due(registry, &mut node_post).await;
+                if result.is_ok() && node_post.due.is_none() {
+                    result = self.act(registry, &mut state).await;
+                }
+                if let Err(RegistrationRefused) = result {
                     // The registration task says what happened once it has looked.
                     tracing::debug!(node = %self.config.node,
                         "etcd refused a write: the node's registration is gone");
                     writer = None;
+                    node_post = NodePost::default();
                     registration.check_now();
                 }
             }
-            let wake = state.next_wake();
+            let wake = match (state.next_wake(), node_post.due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             trigger = tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
@@ -297,6 +326,49 @@ impl Kubelet {
             RegistrationStatus::Lost(_) => Ok(None),
             RegistrationStatus::Taken(taken) => Err(anyhow::Error::new(taken)
                 .context("this kubelet lost its registration and stopped writing")),
+        }
+    }
+
+    /// Posts the Node object through `registry` when `post` says it is due, and clears it
+    /// once it is written; after a failure, it is due a moment later (pod writes wait for
+    /// it: the 4th, 8th, 16th… failure in a row is warned about).
+    ///
+    /// # Errors
+    /// When etcd refused the write because the registration is gone.
+    async fn post_node_if_due(
+        &self,
+        registry: &Registry,
+        post: &mut NodePost,
+    ) -> Result<(), RegistrationRefused> {
+        if post.due.is_none_or(|due| due > Instant::now()) {
+            return Ok(());
+        }
+        match post_node(registry, &self.config).await {
+            Ok(posted) => {
+                let key = crate::api::node_key(registry.prefix(), &self.config.node);
+                let verb = match posted {
+                    Posted::Created => "created",
+                    Posted::Updated => "updated",
+                };
+                tracing::info!(node = %self.config.node, %key, "Node {verb}: Ready");
+                *post = NodePost::default();
+                Ok(())
+            }
+            Err(e) => {
+                post.failures += 1;
+                let failures = post.failures;
+                if failures >= 4
+                    && failures.is_power_of_two()
+                    && !matches!(e, StorageError::OwnerGone { .. })
+                {
+                    tracing::warn!(node = %self.config.node, error = %e, failures,
+                        "posting the Node keeps failing; no pod is written until it succeeds; retrying");
+                } else {
+                    tracing::debug!(node = %self.config.node, error = %e, "posting the Node failed; retrying");
+                }
+                post.due = Some(Instant::now() + RETRY_DELAY);
+                refused(&e)
+            }
         }
     }
 
@@ -569,6 +641,14 @@ pub async fn run(
     config: KubeletConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
+    // The binary's signal handlers are installed when its shutdown future is first polled:
+    // poll it before the name is registered, so a SIGTERM from then on (say, right after
+    // the registration, while the Node is posted) stops the kubelet cleanly, releasing the
+    // name, instead of killing the process.
+    tokio::pin!(shutdown);
+    if futures::FutureExt::now_or_never(&mut shutdown).is_some() {
+        return Ok(());
+    }
     let (client, registry) = target.connect().await?;
     let kubelet = Kubelet::new(registry.clone(), config)?;
     let registration = Registration::register(

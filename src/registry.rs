@@ -27,8 +27,9 @@
 //! The module is split along its seams: `fence` (the leader fence and object incarnations a
 //! write can be conditioned on), `errors` (`StorageError` and the classification of etcd's
 //! errors), `alarms` (etcd's alarms, and what to tell the operator about them and about
-//! etcd's refusals for space and size) and `paging` (pinned, paginated range reads). Everything public is re-exported
-//! here.
+//! etcd's refusals for space and size), `paging` (pinned, paginated range reads) and `raw`
+//! (whole-key reads and writes of documents that are not a typed kind: Nodes). Everything
+//! public is re-exported here.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +45,7 @@ mod alarms;
 mod errors;
 mod fence;
 mod paging;
+mod raw;
 #[cfg(test)]
 mod tests;
 
@@ -52,6 +54,7 @@ pub use errors::{describe_etcd_error, DecodeError, StorageError};
 use errors::{is_compacted, is_unsent, RawError};
 pub use fence::{Fence, FenceSlot, Incarnation, KeyCondition, FENCING_TOKEN_ANNOTATION};
 pub use paging::{prefix_range_end, RangePage};
+pub use raw::RawValue;
 
 /// Objects per list page. Large on purpose: etcd 3.4 rescans the rest of the range for
 /// every page, so 50,000 pods in pages of 500 took 3x as long as one request.

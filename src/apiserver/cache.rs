@@ -56,7 +56,7 @@ impl Default for Config {
 pub(crate) struct Codec {
     /// The resource served (`pods`).
     pub resource: &'static str,
-    /// Its directory under the prefix (`pods`, `services/specs`, `minions`).
+    /// Its directory under the prefix (`pods`, `services/specs`, `nodes`).
     pub dir: &'static str,
     /// Whether its keys are `{dir}/{namespace}/{name}` (else `{dir}/{name}`).
     pub namespaced: bool,

@@ -708,7 +708,7 @@ async fn get(
         return Err(not_found());
     };
     let rv = query.get("resourceVersion").unwrap_or("");
-    if !rv.is_empty() || resource.plural == "nodes" {
+    if !rv.is_empty() {
         synced(cache).await?;
         let wanted = rv.parse::<i64>().unwrap_or(0);
         if wanted > 0 && !cache.wait_for(wanted, CACHE_WAIT).await {
@@ -775,13 +775,7 @@ async fn list(
             continue_token: None,
         });
     };
-    // Nodes are synthesized from registrations: always from the cache.
-    let plan = if resource.plural == "nodes" {
-        ListPlan::Cache { not_older_than: 0 }
-    } else {
-        plan_list(query)?
-    };
-    match plan {
+    match plan_list(query)? {
         ListPlan::Cache { not_older_than } => {
             synced(cache).await?;
             if not_older_than > 0 && !cache.wait_for(not_older_than, CACHE_WAIT).await {

@@ -7,7 +7,7 @@
 //! (`ShortNames()`, `Categories()`, `SingularName()`, the `status` and `scale` REST
 //! objects), `pkg/kubeapiserver/default_storage_factory_builder.go`
 //! (`SpecialDefaultResourcePrefixes`: `controllers`, `services/specs`,
-//! `services/endpoints`, `minions`), and `staging/src/k8s.io/apiserver/pkg/endpoints/
+//! `services/endpoints`; kcm keeps Nodes in `nodes`, its registrations being in `minions`), and `staging/src/k8s.io/apiserver/pkg/endpoints/
 //! installer.go`, which turns them into discovery entries.
 //!
 //! Invariants (checked by the tests below):
@@ -45,10 +45,10 @@ pub(crate) enum Storage {
         /// The directory under the prefix (`pods`, `services/specs`).
         directory: &'static str,
     },
-    /// Registration keys at `{prefix}/{directory}/{name}` (value `{pid}@{host}` under a
-    /// lease), from which the served objects are synthesized: nodes from kcm's kubelets.
-    RegistrationKeys {
-        /// The directory under the prefix (`minions`).
+    /// Cluster-scoped JSON documents at `{prefix}/{directory}/{name}`, stored in the
+    /// served version: the Nodes kcm's kubelets write.
+    ClusterObjects {
+        /// The directory under the prefix (`nodes`).
         directory: &'static str,
     },
     /// Nothing stored: the served objects are synthesized (namespaces from the
@@ -60,7 +60,7 @@ impl Storage {
     /// The directory under the key prefix, if anything is read from etcd.
     pub(crate) fn directory(self) -> Option<&'static str> {
         match self {
-            Storage::Objects { directory } | Storage::RegistrationKeys { directory } => {
+            Storage::Objects { directory } | Storage::ClusterObjects { directory } => {
                 Some(directory)
             }
             Storage::Synthesized => None,
@@ -238,8 +238,8 @@ pub(crate) static RESOURCES: &[Resource] = &[
         categories: NONE,
         subresources: &[],
         verbs: SERVED_VERBS,
-        storage: Storage::RegistrationKeys {
-            directory: "minions",
+        storage: Storage::ClusterObjects {
+            directory: "nodes",
         },
     },
     Resource {
@@ -418,7 +418,7 @@ mod tests {
             short_names: &["no"],
             in_category_all: false,
             subresources: &[],
-            directory: Some("minions"),
+            directory: Some("nodes"),
         },
         Expected {
             group: "",
@@ -660,8 +660,8 @@ mod tests {
         }
         assert_eq!(
             find("", "v1", "nodes").unwrap().storage,
-            Storage::RegistrationKeys {
-                directory: "minions"
+            Storage::ClusterObjects {
+                directory: "nodes"
             }
         );
     }

@@ -10,6 +10,7 @@ use crate::controller_manager;
 use crate::endpoints::EndpointsConfig;
 use crate::garbagecollector::GcConfig;
 use crate::leader;
+use crate::nodelifecycle::NodeLifecycleConfig;
 use crate::replication_manager::ManagerConfig;
 
 #[derive(Args, Debug)]
@@ -51,6 +52,10 @@ pub struct ControllerManagerArgs {
     /// least 100ms).
     #[arg(long, default_value = "10s", value_parser = parse_sync_period)]
     pub endpoint_sync_period: Duration,
+    /// How long a node's registration may be gone (its kubelet stopped, or its lease
+    /// lapsed) before the node lifecycle controller marks its Node Ready Unknown.
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    pub node_monitor_grace_period: Duration,
     /// Address of the status endpoint; anything but loopback exposes it.
     #[arg(long, default_value = "127.0.0.1")]
     pub address: std::net::IpAddr,
@@ -120,6 +125,10 @@ impl ControllerManagerArgs {
                 concurrent_syncs: self.concurrent_gc_syncs as usize,
                 terminated_pod_gc_threshold: self.terminated_pod_gc_threshold as usize,
                 ..GcConfig::default()
+            },
+            nodelifecycle: NodeLifecycleConfig {
+                grace_period: self.node_monitor_grace_period,
+                ..NodeLifecycleConfig::default()
             },
             status_addr: std::net::SocketAddr::new(self.address, self.port),
             leader_election: self.leader_elect.then(|| leader::LeaderElectionConfig {

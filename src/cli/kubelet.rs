@@ -10,7 +10,8 @@ use crate::kubelet::{parse_globs, ImageRules, Ipv4Cidr, KubeletConfig};
 pub struct KubeletArgs {
     /// Name of the node; written into the pods it claims as spec.host and status.host.
     /// One name, one kubelet: the name is registered in etcd ({prefix}/minions/NAME, on a
-    /// 10s lease) while the kubelet runs, and a kubelet whose name is taken exits.
+    /// 10s lease) while the kubelet runs, and a kubelet whose name is taken exits. Its Node
+    /// object ({prefix}/nodes/NAME) is posted Ready each time it registers.
     #[arg(long)]
     pub node: String,
     /// Pod address range of the node. Default 10.244.N.0/24 with N derived from the
@@ -26,7 +27,7 @@ pub struct KubeletArgs {
     /// How long after turning Running a pod chosen to fail turns Failed.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub fail_after: Duration,
-    /// Most active pods the node holds.
+    /// Most active pods the node holds (its Node's capacity.pods).
     #[arg(long, default_value_t = 110, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_pods: u32,
     #[command(flatten)]

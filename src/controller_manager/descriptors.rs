@@ -2,7 +2,8 @@
 //! `NewControllerDescriptors()`, `ControllerContext`, its init functions
 //! (`cmd/kube-controller-manager/app/core.go`: `startReplicationController`,
 //! `startReplicaSetController` and `startDeploymentController` of `apps.go`,
-//! `startEndpointsController`, `startGarbageCollectorController` of `core.go`) and
+//! `startEndpointsController`, `startGarbageCollectorController`,
+//! `startNodeLifecycleController` of `core.go`) and
 //! `StartControllers`, plus the `--controllers` grammar
 //! (`IsControllerEnabled`).
 //!
@@ -20,6 +21,7 @@ use crate::endpoints::{EndpointsConfig, EndpointsController};
 use crate::etcd_watcher::Watcher;
 use crate::garbagecollector::{GarbageCollector, GcConfig};
 use crate::informer::InformerFactory;
+use crate::nodelifecycle::{NodeLifecycleConfig, NodeLifecycleController};
 use crate::registry::Registry;
 use crate::replicaset::ReplicaSetController;
 use crate::replication_2014::ReplicationManager as ReplicationManager2014;
@@ -41,6 +43,8 @@ pub enum Controller {
     Replication2014,
     /// The garbage collector (and terminated-pod collection).
     GarbageCollector,
+    /// The node lifecycle controller (Nodes whose kubelet is gone turn Ready Unknown).
+    NodeLifecycle,
 }
 
 /// One row of the controller table (the kube-controller-manager's
@@ -101,6 +105,13 @@ pub const DESCRIPTORS: &[Descriptor] = &[
         aliases: &["garbage-collector-controller"],
         disabled_by_default: false,
         init: start_garbage_collector,
+    },
+    Descriptor {
+        controller: Controller::NodeLifecycle,
+        name: "nodelifecycle",
+        aliases: &["node-lifecycle-controller"],
+        disabled_by_default: false,
+        init: start_node_lifecycle_controller,
     },
     Descriptor {
         controller: Controller::Replication2014,
@@ -166,6 +177,7 @@ pub struct Settings {
     pub deployment: ManagerConfig,
     pub endpoints: EndpointsConfig,
     pub garbagecollector: GcConfig,
+    pub nodelifecycle: NodeLifecycleConfig,
 }
 
 /// What an init function gets: the kube-controller-manager's `ControllerContext`. One
@@ -246,6 +258,19 @@ fn start_garbage_collector(ctx: &ControllerContext) -> anyhow::Result<Init> {
     );
     Ok(Init::Started(
         collector.start(&ctx.informers, ctx.stop.clone()),
+    ))
+}
+
+/// The node lifecycle controller reads no informer: it watches the Node and registration
+/// directories itself (cluster-scoped keys the typed informers do not cover).
+fn start_node_lifecycle_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
+    let controller = NodeLifecycleController::new(
+        ctx.registry.clone(),
+        ctx.settings.nodelifecycle.clone(),
+        ctx.metrics.clone(),
+    );
+    Ok(Init::Started(
+        controller.start(&ctx.watcher, ctx.stop.clone().cancelled_owned()),
     ))
 }
 
@@ -330,7 +355,9 @@ mod tests {
 
     #[test]
     fn the_kubernetes_controllers_grammar() {
-        use Controller::{Deployment, Endpoints, GarbageCollector, ReplicaSet, Replication};
+        use Controller::{
+            Deployment, Endpoints, GarbageCollector, NodeLifecycle, ReplicaSet, Replication,
+        };
         check(
             "*",
             &[
@@ -339,35 +366,49 @@ mod tests {
                 Deployment,
                 Endpoints,
                 GarbageCollector,
+                NodeLifecycle,
             ],
         );
         check("replication", &[Replication]);
         check(
             "-endpoints,*",
-            &[Replication, ReplicaSet, Deployment, GarbageCollector],
+            &[
+                Replication,
+                ReplicaSet,
+                Deployment,
+                GarbageCollector,
+                NodeLifecycle,
+            ],
         );
         check(
-            "*,-endpoints,-garbagecollector",
+            "*,-endpoints,-garbagecollector,-nodelifecycle",
             &[Replication, ReplicaSet, Deployment],
         );
+        check("node-lifecycle-controller", &[NodeLifecycle]);
         check("garbage-collector-controller", &[GarbageCollector]);
         check("endpoints-controller", &[Endpoints]);
         check("replicaset-controller", &[ReplicaSet]);
         check("deployment-controller", &[Deployment]);
         check(
-            "-deployment,-garbagecollector,*",
+            "-deployment,-garbagecollector,-nodelifecycle,*",
             &[Replication, ReplicaSet, Endpoints],
         );
         check(
             "-replicaset,-garbagecollector,*",
-            &[Replication, Deployment, Endpoints],
+            &[Replication, Deployment, Endpoints, NodeLifecycle],
         );
         check("replication,endpoints", &[Replication, Endpoints]);
         // The first explicit mention wins.
         check("replication,-replication", &[Replication]);
         check(
             "-replicationcontroller,replication,*",
-            &[ReplicaSet, Deployment, Endpoints, GarbageCollector],
+            &[
+                ReplicaSet,
+                Deployment,
+                Endpoints,
+                GarbageCollector,
+                NodeLifecycle,
+            ],
         );
         // Without `*`, only what is named runs.
         check("-endpoints", &[]);
@@ -375,11 +416,17 @@ mod tests {
         use Controller::Replication2014;
         check(
             "*,-replication",
-            &[ReplicaSet, Deployment, Endpoints, GarbageCollector],
+            &[
+                ReplicaSet,
+                Deployment,
+                Endpoints,
+                GarbageCollector,
+                NodeLifecycle,
+            ],
         );
         check("replication-2014,-replication", &[Replication2014]);
         check(
-            "replication-2014,*,-replication,-garbagecollector",
+            "replication-2014,*,-replication,-garbagecollector,-nodelifecycle",
             &[ReplicaSet, Deployment, Endpoints, Replication2014],
         );
     }
@@ -453,8 +500,10 @@ mod tests {
                     "deployments",
                 ],
             ),
-            // The 2014 loop lists and watches etcd itself.
+            // The 2014 loop lists and watches etcd itself; so does the node lifecycle
+            // controller (Nodes and registrations are not typed kinds).
             (&[Controller::Replication2014], &[]),
+            (&[Controller::NodeLifecycle], &[]),
             (&[], &[]),
         ] {
             let ctx = context().await;

@@ -4,10 +4,11 @@
 //! 2014 kept minions under `/registry/minions/<name>` (pkg/registry/etcd/etcd.go), written
 //! by the minion controller from `-machines` or a cloud provider, never by the kubelet;
 //! nothing stopped two kubelets from serving one name. The later kubelet registers its own
-//! Node object (`registerWithAPIServer`) and renews a Lease in `kube-node-lease`. kcm has
-//! no node kind: the registration is a plain key under 2014's directory whose value says
-//! who holds it (`{pid}@{host}`), and whose lease keeps it only as long as its kubelet
-//! renews it.
+//! Node object (`registerWithAPIServer`) and renews a Lease in `kube-node-lease`. In kcm
+//! the registration is a plain key under 2014's directory whose value says who holds it
+//! (`{pid}@{host}`), and whose lease keeps it only as long as its kubelet renews it: it is
+//! the heartbeat. The Node object (`{prefix}/nodes/{name}`, `node_status`) is written
+//! each time the registration is gained, and outlives it.
 //!
 //! Invariants:
 //! - a name has at most one registration: it is created in a transaction that requires
@@ -49,7 +50,7 @@ const MAX_ATTEMPT_ROUNDS: usize = 3;
 
 /// The registration key of node `node`: `{prefix}/minions/{node}` (2014's `NodePath`).
 pub fn registration_key(prefix: &str, node: &str) -> String {
-    format!("{prefix}/minions/{node}")
+    crate::api::registration_key(prefix, node)
 }
 
 /// Who holds a registration: a process on a host, written `{pid}@{host}`.

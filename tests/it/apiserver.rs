@@ -444,3 +444,89 @@ async fn a_watcher_that_stops_reading_is_ended_and_never_holds_back_the_others()
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apiservers_on_a_three_member_cluster_agree_and_one_survives_its_members_death() {
+    with_timeout(LIMIT, async {
+        let Some(mut cluster) = crate::support::cluster::start_cluster(3).await else {
+            return;
+        };
+        let client = cluster.client().await;
+        put_pod(&client, "default", "before", "a").await;
+        // One apiserver prefers member 0, the other member 1; each knows every member.
+        let start = |first: usize| {
+            let mut endpoints = cluster.endpoints();
+            endpoints.rotate_left(first);
+            let port = free_port();
+            let kcm = Kcm::spawn(
+                &[
+                    "--etcd-servers",
+                    &endpoints.join(","),
+                    "apiserver",
+                    "--port",
+                    &port.to_string(),
+                ],
+                &[],
+            );
+            (kcm, port)
+        };
+        let (_a, port_a) = start(0);
+        let (_b, port_b) = start(1);
+        for port in [port_a, port_b] {
+            eventually(READY, "the apiserver to be ready", || async move {
+                matches!(http_get(port, "/readyz").await, Some((200, _)))
+            })
+            .await;
+        }
+        let (_, body) = http_get(port_a, "/api/v1/pods").await.unwrap();
+        let list: Value = serde_json::from_str(&body).unwrap();
+        let start_rv: i64 = list["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let watch = |port| {
+            tokio::spawn(async move {
+                watch_lines(
+                    port,
+                    &format!("/api/v1/pods?watch=true&resourceVersion={start_rv}"),
+                    |events| events.len() >= 20,
+                )
+                .await
+            })
+        };
+        let (watch_a, watch_b) = (watch(port_a), watch(port_b));
+        // Member 0 dies mid-way; writes go on through the others.
+        let mut expected = Vec::new();
+        for i in 0..20 {
+            if i == 10 {
+                cluster.kill(0);
+            }
+            let name = format!("q{i}");
+            let revision = loop {
+                let put = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    client.clone().put(
+                        format!("/registry/pods/default/{name}"),
+                        pod_json("default", &name, "x").to_string(),
+                        None,
+                    ),
+                )
+                .await;
+                if let Ok(Ok(response)) = put {
+                    break response.header().unwrap().revision();
+                }
+            };
+            expected.push(("ADDED".to_string(), name, revision));
+        }
+        let (_, events_a) = watch_a.await.unwrap();
+        let (_, events_b) = watch_b.await.unwrap();
+        assert_eq!(
+            summary(&events_a),
+            expected,
+            "through the apiserver whose member died"
+        );
+        assert_eq!(summary(&events_b), expected);
+    })
+    .await;
+}

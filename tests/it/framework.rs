@@ -32,13 +32,17 @@ const KINDS: [&str; 6] = [
     "services",
     "endpoints",
 ];
+/// The directories the node lifecycle controller watches itself (Nodes and the kubelets'
+/// registrations are not informer kinds), as its metrics label them.
+const NODE_DIRS: [&str; 2] = ["nodes", "minions"];
 /// Every controller, as its metrics label it.
-const CONTROLLERS: [&str; 5] = [
+const CONTROLLERS: [&str; 6] = [
     "replication",
     "replicaset",
     "deployment",
     "endpoints",
     "garbagecollector",
+    "nodelifecycle",
 ];
 
 /// `kcm controller-manager --controllers {controllers}` with one-second periodic syncs, so a
@@ -212,6 +216,16 @@ async fn check_controllers(
     if controllers.contains(&"deployment") {
         wait_resynced(&manager, "deployment", 4, 1).await;
     }
+    // One Node without a registration: synced once listed (its grace period is far off).
+    if controllers.contains(&"nodelifecycle") {
+        let synced = ok_syncs("nodelifecycle");
+        eventually(
+            SETTLE,
+            "the node lifecycle controller to sync the Node",
+            || async { manager.metric(&synced).await >= 1.0 },
+        )
+        .await;
+    }
     if controllers.contains(&"garbagecollector") {
         let synced = r#"kcm_syncs_total{controller="garbagecollector",result="ok"}"#;
         eventually(
@@ -236,7 +250,7 @@ async fn check_controllers(
         n,
         "{spec}: etcd's streams"
     );
-    for kind in KINDS {
+    for kind in KINDS.into_iter().chain(NODE_DIRS) {
         let series = format!(r#"kcm_watch_relists_total{{resource="{kind}"}}"#);
         assert_eq!(
             metrics.contains(&series),
@@ -256,9 +270,8 @@ async fn check_controllers(
     metrics
 }
 
-/// One controller, one ReplicaSet, one deployment, one service and a pod the ReplicaSet
-/// owns for
-/// [`check_controllers`].
+/// One controller, one ReplicaSet, one deployment, one service, a pod the ReplicaSet
+/// owns and a Node without a registration, for [`check_controllers`].
 async fn put_one_of_each(client: &Client) {
     put_controller(client, "kinds", "web", "web", 0).await;
     let replica_set = json!({
@@ -286,6 +299,8 @@ async fn put_one_of_each(client: &Client) {
         "spec": {"containers": [{"name": "c", "image": "nginx"}]},
     });
     put_json(client, "/registry/pods/kinds/owned", &owned).await;
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "web"}});
+    put_json(client, "/registry/nodes/web", &node).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -297,8 +312,10 @@ async fn each_kind_is_watched_once_by_kcm_and_by_etcd_s_count() {
         put_one_of_each(&etcd.client().await).await;
         // The controllers share the pod informer (and the ReplicaSet controller the
         // replication manager's controller informer, the garbage collector all of them):
-        // each kind is watched once.
-        let all = check_controllers(&etcd, "*", &CONTROLLERS, &KINDS).await;
+        // each kind is watched once; the node lifecycle controller watches Nodes and
+        // registrations once more.
+        let everything: Vec<&str> = KINDS.iter().chain(&NODE_DIRS).copied().collect();
+        let all = check_controllers(&etcd, "*", &CONTROLLERS, &everything).await;
         // Without the endpoints controller nothing watches services.
         let replication = ["pods", "replicationcontrollers"];
         let some = check_controllers(&etcd, "replication", &["replication"], &replication).await;
@@ -335,10 +352,12 @@ async fn the_controllers_flag_runs_exactly_the_controllers_it_names() {
             "deployments",
         ];
         let endpoints = ["pods", "services"];
-        let no_gc = "-endpoints,-garbagecollector,*";
+        let no_gc = "-endpoints,-garbagecollector,-nodelifecycle,*";
         check_controllers(&etcd, no_gc, &controllers, &replication).await;
-        let no_gc = "*,-endpoints,-garbage-collector-controller";
+        let no_gc = "*,-endpoints,-garbage-collector-controller,-node-lifecycle-controller";
         check_controllers(&etcd, no_gc, &controllers, &replication).await;
+        let nodes = "node-lifecycle-controller";
+        check_controllers(&etcd, nodes, &["nodelifecycle"], &NODE_DIRS).await;
         check_controllers(&etcd, "endpoints-controller", &["endpoints"], &endpoints).await;
         // The garbage collector alone watches every kind kcm stores.
         check_controllers(&etcd, "garbagecollector", &["garbagecollector"], &KINDS).await;

@@ -19,6 +19,7 @@ mod kubectl;
 mod kubelet;
 mod lab;
 mod manager;
+mod nodes;
 mod overcreate;
 mod overlap;
 mod registry;

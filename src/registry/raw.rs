@@ -1,0 +1,127 @@
+//! Documents that are not a typed kind, read and written as bytes at a whole key: the
+//! Node objects (`{prefix}/nodes/{name}`, cluster-scoped JSON that their writers
+//! read-modify-write as `serde_json::Value`). The writes are the typed writes'
+//! transactions, so a fence, a guard ([`Registry::guarded_by`]) and conditions
+//! ([`Registry::with_conditions`]) apply to them alike.
+
+use etcd_client::{Compare, CompareOp, TxnOp};
+
+use super::{current_kv, unchanged_since, Registry, StorageError};
+use crate::api::ResourceVersion;
+
+/// A value as stored, with its revisions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawValue {
+    pub value: Vec<u8>,
+    pub create_revision: i64,
+    pub mod_revision: i64,
+}
+
+impl Registry {
+    /// Refuses a key outside this registry's prefix.
+    fn check_raw_key(&self, op: &'static str, key: &str) -> Result<(), StorageError> {
+        let inside = key
+            .strip_prefix(self.prefix())
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|rest| !rest.is_empty());
+        if inside {
+            return Ok(());
+        }
+        Err(StorageError::BadRequest {
+            op,
+            key: key.to_string(),
+            message: format!("the key is not under the prefix {}", self.prefix()),
+        })
+    }
+
+    /// Reads the value at `key` (under the prefix); `None` when the key does not exist.
+    ///
+    /// # Errors
+    /// `BadRequest` for a key outside the prefix, `Etcd` when etcd fails.
+    pub async fn get_raw(&self, key: &str) -> Result<Option<RawValue>, StorageError> {
+        self.check_raw_key("get", key)?;
+        let response = self
+            .call("get", key, |mut kv| {
+                let key = key.to_string();
+                async move { kv.get(key, None).await }
+            })
+            .await?;
+        Ok(response.kvs().first().map(|kv| RawValue {
+            value: kv.value().to_vec(),
+            create_revision: kv.create_revision(),
+            mod_revision: kv.mod_revision(),
+        }))
+    }
+
+    /// Writes `value` at `key` (under the prefix) if the key does not exist. Returns the
+    /// revision of the write. Unlike [`Registry::create`], the value is written as given: no
+    /// system fields, no fencing-token annotation.
+    ///
+    /// # Errors
+    /// `AlreadyExists` (nothing is written); `Fenced`, `OwnerGone`, `ConditionFailed` as
+    /// every write.
+    pub async fn create_raw(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+    ) -> Result<ResourceVersion, StorageError> {
+        self.check_raw_key("create", key)?;
+        let fence = self.write_fence("create", key)?;
+        let response = self
+            .write_txn(
+                "create",
+                key,
+                fence.as_ref(),
+                vec![Compare::create_revision(key, CompareOp::Equal, 0)],
+                vec![TxnOp::put(key, value, None)],
+                vec![],
+            )
+            .await?;
+        if !response.succeeded() {
+            return Err(StorageError::AlreadyExists {
+                key: key.to_string(),
+            });
+        }
+        Ok(ResourceVersion(
+            response.header().map_or(0, |h| h.revision()),
+        ))
+    }
+
+    /// Writes `value` at `key` (under the prefix) only if the key is still at `expected`
+    /// (compare-and-swap on `mod_revision`). Returns the revision of the write.
+    ///
+    /// # Errors
+    /// `Conflict` when the key changed or was deleted since (nothing is written);
+    /// `Fenced`, `OwnerGone`, `ConditionFailed` as every write.
+    pub async fn update_raw(
+        &self,
+        key: &str,
+        expected: ResourceVersion,
+        value: Vec<u8>,
+    ) -> Result<ResourceVersion, StorageError> {
+        self.check_raw_key("update", key)?;
+        let fence = self.write_fence("update", key)?;
+        let response = self
+            .write_txn(
+                "update",
+                key,
+                fence.as_ref(),
+                unchanged_since(key, expected).to_vec(),
+                vec![TxnOp::put(key, value, None)],
+                vec![TxnOp::get(key, None)],
+            )
+            .await?;
+        if response.succeeded() {
+            return Ok(ResourceVersion(
+                response.header().map_or(0, |h| h.revision()),
+            ));
+        }
+        let actual =
+            current_kv(&response.op_responses()).map(|kv| ResourceVersion(kv.mod_revision()));
+        Err(StorageError::Conflict {
+            key: key.to_string(),
+            expected,
+            actual,
+        })
+    }
+}
