@@ -12,12 +12,13 @@
 //! - `resourceVersion=0`, or `N` with `NotOlderThan` (or unset match and no limit), is
 //!   served from the watch cache once it has reached N;
 //! - `N` with `Exact`, or with a limit, is an etcd read at revision N (410 once compacted);
-//! - every watch is served from the watch cache.
+//! - every watch is served from the watch cache, but one from before its window, which
+//!   gets an etcd watch of its own (from N; a 410 once etcd compacted N).
 //!
 //! Invariants: a watch delivers the events after its start exactly once and in order
-//! (from the cache's window and then its broadcast), with the 2014 filter transitions (an
+//! (from the cache's window and then its broadcast, or from etcd), with the 2014 filter transitions (an
 //! object modified out of the selector is DELETED, into it ADDED); it ends with an ERROR
-//! 410 when it cannot (a resourceVersion older than the window), and never blocks the
+//! 410 when it cannot (a resourceVersion etcd compacted), and never blocks the
 //! cache (a watcher too far behind is ended).
 
 use std::collections::{BTreeMap, VecDeque};
