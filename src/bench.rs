@@ -16,12 +16,19 @@
 //! - `resync`: a no-op resync of many controllers against one raw list of all their pods;
 //! - `watch`: typed events per second from kcm's resumable watch against a raw watch;
 //! - `resume`: catching up after a connection cut, against a raw watch from the revision;
-//! - `memory`: peak RSS of a `kcm controller-manager` child against its pods' size.
+//! - `memory`: peak RSS of a `kcm controller-manager` child against its pods' size;
+//! - `api-list`: a namespace's pods listed through `kcm apiserver` (JSON from etcd, JSON
+//!   from the watch cache, a Table) against one raw range of the keys, values parsed;
+//! - `api-watch`: events per second delivered to many HTTP watches against one raw etcd
+//!   watch, the etcd watchers they add (none) and the RSS the apiserver adds;
+//! - `api-get`: p50/p99 of single-pod GETs (watch cache, consistent read) under a writer,
+//!   against raw single-key gets.
 //!
 //! Each scenario works under its own key prefix (`/kcm-bench-{run}/{scenario}`), so an
 //! etcd given with `--etcd-servers` is never touched outside it; the prefix is deleted at
 //! the end. Without one, a private etcd is started (and stopped) like `kcm up`'s.
 
+mod api;
 pub mod chart;
 mod fixtures;
 mod heal;
@@ -48,7 +55,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::report::{median_rows, relative_targets, svg, table};
 use self::scale::Kind;
-use crate::api::{self, ReplicationController};
+use crate::api::ReplicationController;
 use crate::client::{self, ClientConfig, Target};
 use crate::etcd_process::PrivateEtcd;
 use crate::etcd_watcher::Watcher;
@@ -70,11 +77,14 @@ pub enum Scenario {
     Watch,
     Resume,
     Memory,
+    ApiList,
+    ApiWatch,
+    ApiGet,
 }
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 10] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::ScaleUp,
         Scenario::ScaleDown,
         Scenario::RsScaleUp,
@@ -85,6 +95,9 @@ impl Scenario {
         Scenario::Watch,
         Scenario::Resume,
         Scenario::Memory,
+        Scenario::ApiList,
+        Scenario::ApiWatch,
+        Scenario::ApiGet,
     ];
 
     /// The scenario's name on the command line and in the table, e.g. `scale-up`.
@@ -100,6 +113,9 @@ impl Scenario {
             Scenario::Watch => "watch",
             Scenario::Resume => "resume",
             Scenario::Memory => "memory",
+            Scenario::ApiList => "api-list",
+            Scenario::ApiWatch => "api-watch",
+            Scenario::ApiGet => "api-get",
         }
     }
 }
@@ -150,6 +166,16 @@ pub struct Sizes {
     pub resume_events: usize,
     pub memory_controllers: usize,
     pub memory_pods_each: usize,
+    /// Pods listed through the API.
+    pub api_list_pods: usize,
+    /// Lists of each kind timed (the median is reported).
+    pub api_list_repeats: usize,
+    /// HTTP watches open at once, and the pods created while they watch.
+    pub api_watchers: usize,
+    pub api_watch_pods: usize,
+    /// Pods read by single GETs, and GETs of each kind timed.
+    pub api_get_pods: usize,
+    pub api_gets: usize,
     /// Repetitions of the short measurements (the median is reported).
     pub repeats: usize,
 }
@@ -168,6 +194,12 @@ impl Sizes {
             resume_events: 10_000,
             memory_controllers: 100,
             memory_pods_each: 1_000,
+            api_list_pods: 10_000,
+            api_list_repeats: 5,
+            api_watchers: 1_000,
+            api_watch_pods: 10_000,
+            api_get_pods: 1_000,
+            api_gets: 2_000,
             repeats: 3,
         }
     }
@@ -185,6 +217,12 @@ impl Sizes {
             resume_events: 300,
             memory_controllers: 4,
             memory_pods_each: 50,
+            api_list_pods: 1_000,
+            api_list_repeats: 3,
+            api_watchers: 100,
+            api_watch_pods: 1_000,
+            api_get_pods: 100,
+            api_gets: 200,
             repeats: 1,
         }
     }
@@ -334,6 +372,9 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
                     Scenario::Watch => bench.watch().await?,
                     Scenario::Resume => bench.resume().await?,
                     Scenario::Memory => bench.memory().await?,
+                    Scenario::ApiList => bench.api_list().await?,
+                    Scenario::ApiWatch => bench.api_watch().await?,
+                    Scenario::ApiGet => bench.api_get().await?,
                 };
                 eprintln!(
                     "kcm bench: {} done in {:.1}s",
@@ -439,12 +480,12 @@ impl Bench {
     }
 
     async fn put_controller(&self, prefix: &str, rc: &ReplicationController) -> anyhow::Result<()> {
-        let key = api::object_key::<ReplicationController>(
+        let key = crate::api::object_key::<ReplicationController>(
             prefix,
             &rc.metadata.namespace,
             &rc.metadata.name,
         );
-        self.put(&key, api::encode(rc)?).await?;
+        self.put(&key, crate::api::encode(rc)?).await?;
         Ok(())
     }
 

@@ -238,9 +238,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         categories: NONE,
         subresources: &[],
         verbs: SERVED_VERBS,
-        storage: Storage::ClusterObjects {
-            directory: "nodes",
-        },
+        storage: Storage::ClusterObjects { directory: "nodes" },
     },
     Resource {
         group: CORE_GROUP,
@@ -660,9 +658,7 @@ mod tests {
         }
         assert_eq!(
             find("", "v1", "nodes").unwrap().storage,
-            Storage::ClusterObjects {
-                directory: "nodes"
-            }
+            Storage::ClusterObjects { directory: "nodes" }
         );
     }
 }

@@ -123,7 +123,7 @@ async fn a_watch_from_before_the_window_gets_exactly_the_later_events_from_etcd_
                 return false;
             };
             let list: Value = serde_json::from_str(&body).unwrap();
-            list["metadata"]["resourceVersion"] == revision.to_string()
+            list["metadata"]["resourceVersion"].as_str() == Some(revision.to_string().as_str())
         })
         .await;
 

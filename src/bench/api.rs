@@ -1,0 +1,1061 @@
+//! `api-list`, `api-watch` and `api-get`: the Kubernetes API of `kcm apiserver` (run in
+//! the bench process, on loopback, over the bench's prefix) against etcd-client doing the
+//! same reads directly.
+//!
+//! - `api-list`: one namespace's pods listed as JSON (a consistent read from etcd, and
+//!   `resourceVersion=0` from the watch cache) and as a Table, against one raw range of
+//!   the same keys with every value parsed; figure: pods per second (raw time / API time).
+//! - `api-watch`: many HTTP watches of one namespace's pods while pods are created;
+//!   events delivered per second over all of them, against one raw etcd watch of the same
+//!   number of creates; also the etcd watchers the HTTP watches added (etcd's `/metrics`)
+//!   and the bench process's RSS growth from the apiserver's start.
+//! - `api-get`: single-object GETs from the watch cache and as consistent reads, under a
+//!   writer, against raw single-key gets: p50 and p99.
+//!
+//! The client is a minimal HTTP/1.1 one over tokio's `TcpStream` (keep-alive GETs with
+//! Content-Length or chunked bodies; watches as chunked streams of newline-terminated
+//! events): hyper's client is not in the dependency tree, and a bench client should cost
+//! as little as possible beside the server it measures. Its parsing is pure and tested.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use etcd_client::{EventType, GetOptions, WatchOptions};
+use rand::Rng as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::fixtures::{controller, pod_document};
+use super::report::{median, percentile, row};
+use super::{Bench, Row};
+use crate::api::{self, Pod};
+use crate::apiserver;
+use crate::etcd_process::local_client_addr;
+
+/// The representation `kubectl get` asks for.
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+/// etcd's gauge of open watchers (`/metrics` on its client URL).
+const ETCD_WATCHERS: &str = "etcd_debugging_mvcc_watcher_total";
+
+/// How long any one scenario may wait for the API or a watch.
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// An apiserver served from the bench process over one prefix.
+struct RunningApi {
+    addr: SocketAddr,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl RunningApi {
+    async fn stop(self) -> anyhow::Result<()> {
+        self.stop.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .context("the apiserver did not stop within 30s")?
+            .context("apiserver task")?
+    }
+}
+
+impl Bench {
+    /// Starts an apiserver over `prefix` on a free loopback port and waits until its
+    /// watch caches have synced (`/readyz`).
+    async fn start_apiserver(&self, prefix: &str) -> anyhow::Result<RunningApi> {
+        let config = apiserver::Config {
+            address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..apiserver::Config::default()
+        };
+        let listener = apiserver::bind(&config).await?;
+        let addr = listener.bound().address;
+        let registry = self.registry(prefix).await?;
+        let (client, stop) = (self.client.clone(), CancellationToken::new());
+        let shutdown = stop.clone().cancelled_owned();
+        let task = tokio::spawn(async move {
+            apiserver::serve(listener, &client, registry, config, shutdown).await
+        });
+        let api = RunningApi { addr, stop, task };
+        let mut http = HttpClient::new(addr);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(response) = http.get("/readyz", None).await {
+                if response.status == 200 {
+                    return Ok(api);
+                }
+            }
+            if Instant::now() >= deadline || api.task.is_finished() {
+                let _ = api.stop().await;
+                anyhow::bail!("the apiserver's watch caches did not sync within 60s");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// api-list: one namespace's pods through the API (JSON from etcd, JSON from the
+    /// watch cache, a Table from etcd) against one raw range with every value parsed.
+    pub(super) async fn api_list(&self) -> anyhow::Result<Vec<Row>> {
+        let prefix = self.prefix("api-list");
+        let (namespace, n) = ("api-list", self.sizes.api_list_pods);
+        self.create_all(pod_documents(&prefix, namespace, n).documents, 256)
+            .await?;
+        let api = self.start_apiserver(&prefix).await?;
+        let result = self.measure_lists(&prefix, namespace, n, api.addr).await;
+        api.stop().await?;
+        let [raw, json, cached, table] = result?;
+        let ms = |seconds: f64| seconds * 1000.0;
+        let rate = |seconds: f64| n as f64 / seconds.max(1e-9);
+        let baseline_is = format!("one raw range of the {n} keys, each value parsed");
+        let lists = [
+            (json, "JSON, consistent read (etcd)", 0.25),
+            (cached, "JSON, resourceVersion=0 (watch cache)", 4.0),
+            (table, "Table (kubectl get), consistent read", 0.1),
+        ];
+        Ok(lists
+            .into_iter()
+            .map(|(seconds, how, target)| {
+                row(
+                    "api-list",
+                    format!(
+                        "pods/s, list of {n} pods, {how}: {:.1} ms vs {:.1} ms",
+                        ms(seconds),
+                        ms(raw)
+                    ),
+                    "pods/s",
+                    rate(seconds),
+                    rate(raw),
+                    baseline_is.clone(),
+                    Some((target, true)),
+                )
+            })
+            .collect())
+    }
+
+    /// Median seconds of: the raw range, the JSON list, the cached JSON list, the Table.
+    async fn measure_lists(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        n: usize,
+        addr: SocketAddr,
+    ) -> anyhow::Result<[f64; 4]> {
+        let dir = self.pod_dir(prefix, namespace);
+        let mut kv = self.registry(prefix).await?.kv();
+        let path = format!("/api/v1/namespaces/{namespace}/pods");
+        let cached_path = format!("{path}?resourceVersion=0");
+        let requests = [
+            (path.as_str(), None, "items"),
+            (cached_path.as_str(), None, "items"),
+            (path.as_str(), Some(TABLE), "rows"),
+        ];
+        let mut http = HttpClient::new(addr);
+        // A first round, untimed: the connection, and every answer checked in full.
+        for (path, accept, field) in requests {
+            let response = http.get(path, accept).await?;
+            let listed = response.json()?;
+            let count = listed[field].as_array().map_or(0, Vec::len);
+            anyhow::ensure!(count == n, "GET {path} ({accept:?}) gave {count} of {n}");
+        }
+        let mut times: [Vec<f64>; 4] = Default::default();
+        for _ in 0..self.sizes.api_list_repeats {
+            let started = Instant::now();
+            let listed = kv
+                .get(dir.as_str(), Some(GetOptions::new().with_prefix()))
+                .await?;
+            let mut parsed = 0;
+            for kv in listed.kvs() {
+                let _: serde_json::Value = serde_json::from_slice(kv.value())?;
+                parsed += 1;
+            }
+            times[0].push(started.elapsed().as_secs_f64());
+            anyhow::ensure!(parsed == n, "the raw range gave {parsed} of {n}");
+            for (i, (path, accept, _)) in requests.into_iter().enumerate() {
+                let started = Instant::now();
+                let response = http.get(path, accept).await?;
+                times[i + 1].push(started.elapsed().as_secs_f64());
+                anyhow::ensure!(
+                    response.status == 200 && !response.body.is_empty(),
+                    "GET {path}: {}",
+                    response.status
+                );
+            }
+        }
+        Ok(times.map(median))
+    }
+
+    /// api-watch: HTTP watches of one namespace's pods while pods are created, against
+    /// one raw etcd watch of as many creates; the etcd watchers the HTTP watches add, and
+    /// the RSS the apiserver adds to the bench process.
+    pub(super) async fn api_watch(&self) -> anyhow::Result<Vec<Row>> {
+        let prefix = self.prefix("api-watch");
+        let (watchers, n) = (self.sizes.api_watchers, self.sizes.api_watch_pods);
+        let namespace = "api-watch";
+        raise_descriptor_limit((2 * watchers + 1024) as libc::rlim_t)?;
+        let metrics_addr = self.etcd_metrics_addr()?;
+
+        // The baseline first, under its own prefix (the apiserver never sees it).
+        let raw_prefix = format!("{prefix}-raw");
+        let raw_seconds = self.raw_watch_of_creates(&raw_prefix, namespace, n).await?;
+
+        let PodDocuments {
+            documents, bytes, ..
+        } = pod_documents(&prefix, namespace, n);
+        let rss_before = vm_rss()?;
+        let etcd_before = etcd_watchers(metrics_addr).await?;
+        let api = self.start_apiserver(&prefix).await?;
+        let etcd_ready = etcd_watchers(metrics_addr).await?;
+        let rss_started = vm_rss()?;
+        let measured = async {
+            let revision = self.revision().await?;
+            let path = format!(
+                "/api/v1/namespaces/{namespace}/pods?watch=true&resourceVersion={revision}"
+            );
+            // Every watch open (its response head received) before the first write.
+            let opening = Arc::new(Semaphore::new(64));
+            let mut opens = JoinSet::new();
+            for _ in 0..watchers {
+                let (opening, path, addr) = (opening.clone(), path.clone(), api.addr);
+                opens.spawn(async move {
+                    let _permit = opening.acquire_owned().await?;
+                    HttpWatch::open(addr, &path).await
+                });
+            }
+            let mut open = Vec::with_capacity(watchers);
+            while let Some(watch) = opens.join_next().await {
+                open.push(watch??);
+            }
+            let etcd_watching = etcd_watchers(metrics_addr).await?;
+            let rss_open = vm_rss()?;
+            let started = Instant::now();
+            let mut reading = JoinSet::new();
+            for (index, mut watch) in open.into_iter().enumerate() {
+                reading.spawn(async move {
+                    watch
+                        .count_events(n)
+                        .await
+                        .with_context(|| format!("HTTP watcher {index}"))?;
+                    anyhow::Ok((Instant::now(), watch))
+                });
+            }
+            self.create_all(documents, 256).await?;
+            let mut last = started;
+            let mut done = Vec::with_capacity(watchers);
+            let deadline = tokio::time::Instant::now() + LIMIT;
+            while let Some(result) = tokio::time::timeout_at(deadline, reading.join_next())
+                .await
+                .with_context(|| {
+                    format!("the HTTP watchers did not all see {n} events within {LIMIT:?}")
+                })?
+            {
+                let (at, watch) = result??;
+                last = last.max(at);
+                done.push(watch);
+            }
+            let seconds = last.duration_since(started).as_secs_f64();
+            // Measured with every watch still open.
+            let rss_after = vm_rss()?;
+            drop(done);
+            anyhow::Ok((seconds, etcd_watching, rss_open, rss_after))
+        }
+        .await;
+        api.stop().await?;
+        let (api_seconds, etcd_watching, rss_open, rss_after) = measured?;
+        let total = (watchers * n) as f64;
+        let mib = |b: f64| b / (1024.0 * 1024.0);
+        let growth = |to: usize| mib(to.saturating_sub(rss_before) as f64);
+        let own = etcd_ready - etcd_before;
+        Ok(vec![
+            row(
+                "api-watch",
+                format!(
+                    "events/s over {watchers} HTTP watches × {n} pod creates ({api_seconds:.2}s vs {raw_seconds:.2}s)"
+                ),
+                "events/s",
+                total / api_seconds.max(1e-9),
+                n as f64 / raw_seconds.max(1e-9),
+                format!("one raw etcd watch of {n} creates"),
+                // Each watch at least a twentieth of a raw watch's rate.
+                Some((watchers as f64 / 20.0, true)),
+            ),
+            row(
+                "api-watch",
+                format!(
+                    "etcd watchers added by {watchers} HTTP watches (the apiserver's own: {own:.0})"
+                ),
+                "watchers",
+                etcd_watching - etcd_ready,
+                watchers as f64,
+                "2014: one etcd watch per HTTP watch",
+                Some((0.0, false)),
+            ),
+            row(
+                "api-watch",
+                format!(
+                    "RSS growth from the apiserver's start, {watchers} watches open, {n} pods (started +{:.1}, watches open +{:.1})",
+                    growth(rss_started),
+                    growth(rss_open)
+                ),
+                "MiB",
+                growth(rss_after),
+                mib(bytes as f64),
+                format!("size of the {n} pod documents"),
+                Some((100.0, false)),
+            ),
+        ])
+    }
+
+    /// Seconds from the first of `n` creates under `prefix` until one raw watch of their
+    /// directory has seen them all.
+    async fn raw_watch_of_creates(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        n: usize,
+    ) -> anyhow::Result<f64> {
+        let documents = pod_documents(prefix, namespace, n).documents;
+        let dir = self.pod_dir(prefix, namespace);
+        let from = self.revision().await? + 1;
+        let mut stream = self
+            .client
+            .watch_client()
+            .watch(
+                dir.as_str(),
+                Some(WatchOptions::new().with_prefix().with_start_revision(from)),
+            )
+            .await
+            .context("open the raw watch")?;
+        let counting = tokio::spawn(async move {
+            let mut seen = 0;
+            while seen < n {
+                let response = stream
+                    .message()
+                    .await
+                    .context("raw watch")?
+                    .context("raw watch closed")?;
+                seen += response
+                    .events()
+                    .iter()
+                    .filter(|e| e.event_type() == EventType::Put)
+                    .count();
+            }
+            anyhow::Ok(Instant::now())
+        });
+        let started = Instant::now();
+        self.create_all(documents, 256).await?;
+        let done = tokio::time::timeout(LIMIT, counting)
+            .await
+            .context("the raw watch did not see every create")???;
+        Ok(done.duration_since(started).as_secs_f64())
+    }
+
+    /// The address of etcd's `/metrics` (its first client URL, plain http).
+    fn etcd_metrics_addr(&self) -> anyhow::Result<SocketAddr> {
+        let endpoint = self
+            .client_config
+            .endpoints
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        local_client_addr(&endpoint)
+            .or_else(|| {
+                endpoint
+                    .strip_prefix("http://")
+                    .and_then(|a| a.trim_end_matches('/').parse().ok())
+            })
+            .with_context(|| {
+                format!("api-watch reads etcd's /metrics over plain http://, not {endpoint}")
+            })
+    }
+
+    /// api-get: single-object GETs from the watch cache and as consistent reads, under a
+    /// writer, against raw single-key gets.
+    pub(super) async fn api_get(&self) -> anyhow::Result<Vec<Row>> {
+        let prefix = self.prefix("api-get");
+        let (namespace, pods, gets) = ("api-get", self.sizes.api_get_pods, self.sizes.api_gets);
+        let PodDocuments {
+            documents, names, ..
+        } = pod_documents(&prefix, namespace, pods);
+        self.create_all(documents.clone(), 256).await?;
+        let api = self.start_apiserver(&prefix).await?;
+        // The writer: one put at a time, round the pods, until the reads are done.
+        let stop = CancellationToken::new();
+        let writes = Arc::new(AtomicUsize::new(0));
+        let writer = {
+            let (mut kv, stop, writes) = (self.client.kv_client(), stop.clone(), writes.clone());
+            tokio::spawn(async move {
+                for (key, value) in documents.iter().cycle() {
+                    if stop.is_cancelled() {
+                        break;
+                    }
+                    kv.put(key.as_str(), value.clone(), None).await?;
+                    writes.fetch_add(1, Ordering::Relaxed);
+                }
+                anyhow::Ok(())
+            })
+        };
+        let measured = self
+            .measure_gets(&prefix, namespace, &names, gets, api.addr)
+            .await;
+        stop.cancel();
+        let written = writer.await.context("writer task");
+        api.stop().await?;
+        let (cached, consistent, raw, seconds) = measured?;
+        written??;
+        let write_rate = writes.load(Ordering::Relaxed) as f64 / seconds.max(1e-9);
+        let p = |sorted: &[f64], q: f64| percentile(sorted, q);
+        let under = format!("{gets} of {pods} pods, a writer at {write_rate:.0} puts/s");
+        let baseline_is = "raw etcd-client get of the key, value parsed";
+        let mut rows = Vec::new();
+        for (times, how, target) in [
+            (&cached, "resourceVersion=0 (watch cache)", 0.5),
+            (&consistent, "consistent read (etcd)", 1.5),
+        ] {
+            rows.push(row(
+                "api-get",
+                format!("p50 GET pod, {how}, {under}"),
+                "ms",
+                p(times, 50.0),
+                p(&raw, 50.0),
+                baseline_is,
+                Some((target, false)),
+            ));
+            rows.push(row(
+                "api-get",
+                format!("p99 GET pod, {how}, {under}"),
+                "ms",
+                p(times, 99.0),
+                p(&raw, 99.0),
+                baseline_is,
+                None,
+            ));
+        }
+        Ok(rows)
+    }
+
+    /// Milliseconds of every GET, sorted: from the cache, consistent, raw; and the seconds
+    /// the reads took in all. The three kinds take turns, so they share the load.
+    async fn measure_gets(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        names: &[String],
+        gets: usize,
+        addr: SocketAddr,
+    ) -> anyhow::Result<(Vec<f64>, Vec<f64>, Vec<f64>, f64)> {
+        let mut http = HttpClient::new(addr);
+        let mut kv = self.registry(prefix).await?.kv();
+        let path = |name: &str| format!("/api/v1/namespaces/{namespace}/pods/{name}");
+        // Untimed: the connection, and one answer of each kind checked.
+        for query in ["?resourceVersion=0", ""] {
+            let name = &names[0];
+            let object = http
+                .get(&format!("{}{query}", path(name)), None)
+                .await?
+                .json()?;
+            anyhow::ensure!(
+                object["metadata"]["name"] == name.as_str(),
+                "GET {}{query} gave {object}",
+                path(name)
+            );
+        }
+        let (mut cached, mut consistent, mut raw) = (Vec::new(), Vec::new(), Vec::new());
+        let started = Instant::now();
+        for _ in 0..gets {
+            let name = &names[rand::thread_rng().gen_range(0..names.len())];
+            for (query, times) in [("?resourceVersion=0", &mut cached), ("", &mut consistent)] {
+                let path = format!("{}{query}", path(name));
+                let t0 = Instant::now();
+                let response = http.get(&path, None).await?;
+                times.push(t0.elapsed().as_secs_f64() * 1000.0);
+                anyhow::ensure!(response.status == 200, "GET {path}: {}", response.status);
+            }
+            let key = api::object_key::<Pod>(prefix, namespace, name);
+            let t0 = Instant::now();
+            let got = kv.get(key.as_str(), None).await?;
+            let value = got
+                .kvs()
+                .first()
+                .context("the raw get found nothing")?
+                .value();
+            let _: serde_json::Value = serde_json::from_slice(value)?;
+            raw.push(t0.elapsed().as_secs_f64() * 1000.0);
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        for times in [&mut cached, &mut consistent, &mut raw] {
+            times.sort_by(f64::total_cmp);
+        }
+        Ok((cached, consistent, raw, seconds))
+    }
+}
+
+/// Pods of one controller as the manager writes them.
+struct PodDocuments {
+    /// (key, value).
+    documents: Vec<(String, Vec<u8>)>,
+    names: Vec<String>,
+    /// The values' total size.
+    bytes: usize,
+}
+
+/// `n` pods of one controller in `namespace` under `prefix`.
+fn pod_documents(prefix: &str, namespace: &str, n: usize) -> PodDocuments {
+    let rc = controller(namespace, "api", n as i64, 0);
+    let mut pods = PodDocuments {
+        documents: Vec::with_capacity(n),
+        names: Vec::with_capacity(n),
+        bytes: 0,
+    };
+    for slot in 0..n as u64 {
+        let (name, value) = pod_document(&rc, slot);
+        pods.bytes += value.len();
+        pods.documents
+            .push((api::object_key::<Pod>(prefix, namespace, &name), value));
+        pods.names.push(name);
+    }
+    pods
+}
+
+/// Resident set size of this process, from `/proc/self/status`, once the heap's free
+/// memory is returned to the system (glibc keeps it otherwise, and what earlier scenarios
+/// freed would hide what the apiserver takes).
+fn vm_rss() -> anyhow::Result<usize> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only gives free pages of the heap back to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    let status = std::fs::read_to_string("/proc/self/status").context("read /proc/self/status")?;
+    status_kib(&status, "VmRSS:")
+        .map(|kib| kib * 1024)
+        .context("no VmRSS in /proc/self/status")
+}
+
+/// The figure of a `/proc/PID/status` line such as `VmRSS:   1234 kB`.
+fn status_kib(status: &str, field: &str) -> Option<usize> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// The value of an unlabelled series in Prometheus' text format.
+fn metric_value(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        rest.starts_with(' ')
+            .then(|| rest.trim().parse().ok())
+            .flatten()
+    })
+}
+
+/// etcd's count of open watchers.
+async fn etcd_watchers(addr: SocketAddr) -> anyhow::Result<f64> {
+    let response = HttpClient::new(addr).get("/metrics", None).await?;
+    anyhow::ensure!(
+        response.status == 200,
+        "etcd's /metrics at {addr}: {}",
+        response.status
+    );
+    metric_value(&String::from_utf8_lossy(&response.body), ETCD_WATCHERS)
+        .with_context(|| format!("etcd's /metrics at {addr} has no {ETCD_WATCHERS}"))
+}
+
+/// Raises this process's soft limit of open descriptors to `wanted` (at most the hard
+/// limit): every HTTP watch costs the bench two, its end and the server's.
+fn raise_descriptor_limit(wanted: libc::rlim_t) -> anyhow::Result<()> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit with a valid pointer to an rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return Ok(());
+        }
+        if limit.rlim_cur >= wanted {
+            return Ok(());
+        }
+        limit.rlim_cur = wanted.min(limit.rlim_max);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
+    anyhow::ensure!(
+        limit.rlim_cur >= wanted,
+        "api-watch needs {wanted} open files; the hard limit is {} (ulimit -Hn)",
+        limit.rlim_max
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// The HTTP/1.1 client
+
+/// A response read in full.
+#[derive(Debug)]
+struct Response {
+    status: u16,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn json(&self) -> anyhow::Result<serde_json::Value> {
+        anyhow::ensure!(
+            self.status == 200,
+            "HTTP {}: {}",
+            self.status,
+            String::from_utf8_lossy(&self.body)
+        );
+        serde_json::from_slice(&self.body).context("the answer is not JSON")
+    }
+}
+
+/// How a response's body ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BodyLength {
+    Length(usize),
+    Chunked,
+    UntilClose,
+}
+
+/// A response head: status, how the body ends, and whether the connection closes after.
+#[derive(Debug, PartialEq, Eq)]
+struct Head {
+    status: u16,
+    body: BodyLength,
+    close: bool,
+}
+
+/// Parses a response head (the bytes before the empty line).
+fn parse_head(head: &[u8]) -> anyhow::Result<Head> {
+    let text = std::str::from_utf8(head).context("the response head is not UTF-8")?;
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let mut parts = status_line.split_whitespace();
+    let version = parts.next().unwrap_or("");
+    anyhow::ensure!(
+        version.starts_with("HTTP/1."),
+        "not an HTTP/1 response: {status_line:?}"
+    );
+    let status: u16 = parts
+        .next()
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("no status in {status_line:?}"))?;
+    let (mut length, mut chunked, mut close) = (None, false, version == "HTTP/1.0");
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match name.trim().to_ascii_lowercase().as_str() {
+            "content-length" => {
+                length = Some(
+                    value
+                        .parse()
+                        .with_context(|| format!("Content-Length {value:?}"))?,
+                )
+            }
+            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
+            "connection" => {
+                let value = value.to_ascii_lowercase();
+                if value.contains("close") {
+                    close = true;
+                } else if value.contains("keep-alive") {
+                    close = false;
+                }
+            }
+            _ => {}
+        }
+    }
+    let body = match (chunked, length) {
+        (true, _) => BodyLength::Chunked,
+        (false, Some(n)) => BodyLength::Length(n),
+        (false, None) if status == 204 || status == 304 || status < 200 => BodyLength::Length(0),
+        (false, None) => BodyLength::UntilClose,
+    };
+    Ok(Head {
+        status,
+        body,
+        close: close || body == BodyLength::UntilClose,
+    })
+}
+
+/// Where a chunked body is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum ChunkState {
+    /// In a chunk-size line.
+    #[default]
+    Size,
+    /// In a chunk's data, this many bytes to go.
+    Data(usize),
+    /// In the line ending a chunk's data.
+    DataEnd,
+    /// In the trailer, after the last chunk.
+    Trailer,
+    /// Past the empty line ending the body.
+    Done,
+}
+
+/// An incremental decoder of a chunked body.
+#[derive(Debug, Default)]
+struct Chunked {
+    state: ChunkState,
+    /// The part of a line read so far (size lines, data ends, trailers).
+    line: Vec<u8>,
+}
+
+impl Chunked {
+    fn is_done(&self) -> bool {
+        self.state == ChunkState::Done
+    }
+
+    /// Decodes `input`, handing each piece of the body to `data`; returns the bytes
+    /// consumed (all of them, unless the body ends within `input`).
+    fn feed(&mut self, input: &[u8], data: &mut impl FnMut(&[u8])) -> anyhow::Result<usize> {
+        let mut at = 0;
+        while at < input.len() {
+            match self.state {
+                ChunkState::Done => break,
+                ChunkState::Data(left) => {
+                    let take = left.min(input.len() - at);
+                    data(&input[at..at + take]);
+                    at += take;
+                    self.state = if take == left {
+                        ChunkState::DataEnd
+                    } else {
+                        ChunkState::Data(left - take)
+                    };
+                }
+                ChunkState::Size | ChunkState::DataEnd | ChunkState::Trailer => {
+                    let rest = &input[at..];
+                    let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+                        self.line.extend_from_slice(rest);
+                        anyhow::ensure!(self.line.len() <= 4096, "a chunk line too long");
+                        at = input.len();
+                        continue;
+                    };
+                    self.line.extend_from_slice(&rest[..end]);
+                    at += end + 1;
+                    let line = std::mem::take(&mut self.line);
+                    let line = line.strip_suffix(b"\r").unwrap_or(&line);
+                    self.state = match self.state {
+                        ChunkState::Size => {
+                            let text = std::str::from_utf8(line).unwrap_or("");
+                            let size = text.split(';').next().unwrap_or("").trim();
+                            let size = usize::from_str_radix(size, 16)
+                                .with_context(|| format!("chunk size {text:?}"))?;
+                            if size == 0 {
+                                ChunkState::Trailer
+                            } else {
+                                ChunkState::Data(size)
+                            }
+                        }
+                        ChunkState::DataEnd => {
+                            anyhow::ensure!(line.is_empty(), "chunk data longer than its size");
+                            ChunkState::Size
+                        }
+                        _ if line.is_empty() => ChunkState::Done,
+                        other => other,
+                    };
+                }
+            }
+        }
+        Ok(at)
+    }
+}
+
+/// The number of events (newline-terminated lines) in a piece of a watch's body.
+fn count_lines(data: &[u8]) -> usize {
+    data.iter().filter(|&&b| b == b'\n').count()
+}
+
+fn request(addr: SocketAddr, path: &str, accept: Option<&str>) -> String {
+    let accept = accept.unwrap_or("application/json");
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nUser-Agent: kcm-bench\r\n\r\n"
+    )
+}
+
+/// Reads from `stream` into `buf` until it holds a whole head; returns the head's length
+/// with its empty line.
+async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<usize> {
+    let mut searched = 0;
+    loop {
+        if let Some(at) = buf[searched..].windows(4).position(|w| w == b"\r\n\r\n") {
+            return Ok(searched + at + 4);
+        }
+        searched = buf.len().saturating_sub(3);
+        anyhow::ensure!(buf.len() <= 64 * 1024, "a response head over 64 KiB");
+        read_more(stream, buf).await?;
+    }
+}
+
+async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<()> {
+    buf.reserve(64 * 1024);
+    let read = stream.read_buf(buf).await?;
+    anyhow::ensure!(read > 0, "the server closed the connection");
+    Ok(())
+}
+
+/// A keep-alive HTTP/1.1 client of one server: one request at a time.
+struct HttpClient {
+    addr: SocketAddr,
+    /// The open connection and the bytes read past the last response.
+    connection: Option<(TcpStream, Vec<u8>)>,
+}
+
+impl HttpClient {
+    fn new(addr: SocketAddr) -> HttpClient {
+        HttpClient {
+            addr,
+            connection: None,
+        }
+    }
+
+    /// GETs `path`; a kept-alive connection the server has closed meanwhile is opened
+    /// again once.
+    async fn get(&mut self, path: &str, accept: Option<&str>) -> anyhow::Result<Response> {
+        let reused = self.connection.is_some();
+        match self.try_get(path, accept).await {
+            Err(_) if reused => self.try_get(path, accept).await,
+            result => result,
+        }
+        .with_context(|| format!("GET http://{}{path}", self.addr))
+    }
+
+    async fn try_get(&mut self, path: &str, accept: Option<&str>) -> anyhow::Result<Response> {
+        let (mut stream, mut buf) = match self.connection.take() {
+            Some(connection) => connection,
+            None => {
+                let stream = TcpStream::connect(self.addr).await?;
+                stream.set_nodelay(true)?;
+                (stream, Vec::new())
+            }
+        };
+        stream
+            .write_all(request(self.addr, path, accept).as_bytes())
+            .await?;
+        let head_length = read_head(&mut stream, &mut buf).await?;
+        let head = parse_head(&buf[..head_length])?;
+        buf.drain(..head_length);
+        let body = match head.body {
+            BodyLength::Length(n) => {
+                while buf.len() < n {
+                    read_more(&mut stream, &mut buf).await?;
+                }
+                let rest = buf.split_off(n);
+                std::mem::replace(&mut buf, rest)
+            }
+            BodyLength::Chunked => {
+                let (mut decoder, mut body) = (Chunked::default(), Vec::new());
+                loop {
+                    let used = decoder.feed(&buf, &mut |d| body.extend_from_slice(d))?;
+                    buf.drain(..used);
+                    if decoder.is_done() {
+                        break body;
+                    }
+                    read_more(&mut stream, &mut buf).await?;
+                }
+            }
+            BodyLength::UntilClose => {
+                stream.read_to_end(&mut buf).await?;
+                std::mem::take(&mut buf)
+            }
+        };
+        if !head.close {
+            self.connection = Some((stream, buf));
+        }
+        Ok(Response {
+            status: head.status,
+            body,
+        })
+    }
+}
+
+/// An HTTP watch whose response head has been read: its body, a chunked stream of one
+/// event per line.
+struct HttpWatch {
+    stream: TcpStream,
+    decoder: Chunked,
+    /// Body bytes read with the head.
+    early: Vec<u8>,
+}
+
+impl HttpWatch {
+    async fn open(addr: SocketAddr, path: &str) -> anyhow::Result<HttpWatch> {
+        let opened = async {
+            let mut stream = TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            stream
+                .write_all(request(addr, path, None).as_bytes())
+                .await?;
+            let mut buf = Vec::new();
+            let head_length = read_head(&mut stream, &mut buf).await?;
+            let head = parse_head(&buf[..head_length])?;
+            anyhow::ensure!(
+                head.status == 200 && head.body == BodyLength::Chunked,
+                "HTTP {} ({:?}): {}",
+                head.status,
+                head.body,
+                String::from_utf8_lossy(&buf[head_length..])
+            );
+            Ok(HttpWatch {
+                stream,
+                decoder: Chunked::default(),
+                early: buf.split_off(head_length),
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(30), opened)
+            .await
+            .context("no answer within 30s")?
+            .with_context(|| format!("watch http://{addr}{path}"))
+    }
+
+    /// Reads until `n` events have arrived.
+    ///
+    /// # Errors
+    /// When the stream ends first (the server ends a watch that fell too far behind).
+    async fn count_events(&mut self, n: usize) -> anyhow::Result<()> {
+        let mut events = 0;
+        let early = std::mem::take(&mut self.early);
+        self.decoder
+            .feed(&early, &mut |d| events += count_lines(d))?;
+        loop {
+            if events >= n {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                !self.decoder.is_done(),
+                "the watch ended after {events} of {n} events"
+            );
+            self.stream.readable().await?;
+            // On this task's stack, not in its future: a thousand watches hold no buffer.
+            let mut buf = [0u8; 32 * 1024];
+            match self.stream.try_read(&mut buf) {
+                Ok(0) => anyhow::bail!("the connection closed after {events} of {n} events"),
+                Ok(read) => {
+                    self.decoder
+                        .feed(&buf[..read], &mut |d| events += count_lines(d))?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_in_pieces(body: &[u8], piece: usize) -> (Vec<u8>, usize, bool) {
+        let (mut decoder, mut out, mut consumed) = (Chunked::default(), Vec::new(), 0);
+        for part in body.chunks(piece) {
+            consumed += decoder
+                .feed(part, &mut |d| out.extend_from_slice(d))
+                .unwrap();
+            if decoder.is_done() {
+                break;
+            }
+        }
+        (out, consumed, decoder.is_done())
+    }
+
+    #[test]
+    fn chunked_bodies_decode_whatever_the_reads_split() {
+        let (first, second) = ("{\"a\":1}", "{\"type\":\"ADDED\"}\n{\"b\":2}\n");
+        let body = format!(
+            "{:x}\r\n{first}\r\n{:X};ext=1\r\n{second}\r\n0\r\nX-Trailer: 1\r\n\r\nNEXT",
+            first.len(),
+            second.len()
+        );
+        let body = body.as_bytes();
+        let expected = format!("{first}{second}").into_bytes();
+        for piece in [1, 2, 3, 5, 8, 13, body.len()] {
+            let (out, consumed, done) = decode_in_pieces(body, piece);
+            assert_eq!(out, expected, "pieces of {piece}");
+            assert!(done, "pieces of {piece}");
+            if piece == body.len() {
+                assert_eq!(consumed, body.len() - 4, "the next response is left");
+            }
+        }
+        assert_eq!(count_lines(&expected), 2);
+    }
+
+    #[test]
+    fn an_unfinished_chunked_body_is_not_done() {
+        let (out, consumed, done) = decode_in_pieces(b"5\r\nabc", 100);
+        assert_eq!((out.as_slice(), consumed, done), (&b"abc"[..], 6, false));
+        let mut decoder = Chunked::default();
+        assert!(decoder.feed(b"zz\r\n", &mut |_| {}).is_err(), "not hex");
+        let mut decoder = Chunked::default();
+        assert!(
+            decoder.feed(b"2\r\nabc\r\n", &mut |_| {}).is_err(),
+            "data longer than its size"
+        );
+    }
+
+    #[track_caller]
+    fn check_head(head: &str, expected: (u16, BodyLength, bool)) {
+        let parsed = parse_head(head.as_bytes()).unwrap();
+        assert_eq!(
+            (parsed.status, parsed.body, parsed.close),
+            expected,
+            "{head}"
+        );
+    }
+
+    #[test]
+    fn response_heads_say_how_the_body_ends() {
+        check_head(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nContent-Length: 42",
+            (200, BodyLength::Length(42), false),
+        );
+        check_head(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\ncontent-length: 3",
+            (200, BodyLength::Chunked, false),
+        );
+        check_head(
+            "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close",
+            (404, BodyLength::Length(0), true),
+        );
+        check_head("HTTP/1.1 200 OK", (200, BodyLength::UntilClose, true));
+        check_head(
+            "HTTP/1.1 204 No Content",
+            (204, BodyLength::Length(0), false),
+        );
+        check_head(
+            "HTTP/1.0 200 OK\r\nContent-Length: 1",
+            (200, BodyLength::Length(1), true),
+        );
+        assert!(parse_head(b"SSH-2.0-OpenSSH").is_err());
+        assert!(parse_head(b"HTTP/1.1 OK").is_err());
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: x").is_err());
+    }
+
+    #[test]
+    fn status_and_metrics_figures_are_read_by_name() {
+        let status = "Name:\tkcm\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n";
+        assert_eq!(status_kib(status, "VmRSS:"), Some(1024));
+        assert_eq!(status_kib(status, "VmSwap:"), None);
+        let metrics = "# HELP etcd_debugging_mvcc_watcher_total Total number of watchers.\n\
+            # TYPE etcd_debugging_mvcc_watcher_total gauge\n\
+            etcd_debugging_mvcc_watcher_total_extra 9\n\
+            etcd_debugging_mvcc_watcher_total 17\n";
+        assert_eq!(metric_value(metrics, ETCD_WATCHERS), Some(17.0));
+        assert_eq!(metric_value(metrics, "etcd_missing"), None);
+    }
+
+    #[test]
+    fn requests_are_http_1_1_gets_asking_for_a_representation() {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 8080));
+        assert_eq!(
+            request(addr, "/api/v1/pods", Some(TABLE)),
+            "GET /api/v1/pods HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: application/json;as=Table;v=v1;g=meta.k8s.io\r\nUser-Agent: kcm-bench\r\n\r\n"
+        );
+    }
+}
