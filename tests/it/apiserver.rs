@@ -530,3 +530,73 @@ async fn apiservers_on_a_three_member_cluster_agree_and_one_survives_its_members
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_etcd_ends_every_watch_with_410_and_the_caches_follow_the_restored_store() {
+    with_timeout(LIMIT, async {
+        let Some(mut etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        for i in 0..20 {
+            put_pod(&client, "default", &format!("kept{i}"), "a").await;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let snapshot = dir.path().join("backup.db");
+        etcd.snapshot(&snapshot);
+        let mut last = 0;
+        for i in 0..20 {
+            last = put_pod(&client, "default", &format!("lost{i}"), "a").await;
+        }
+        let (_kcm, port) = apiserver(&etcd, &[]).await;
+        let watch = tokio::spawn(async move {
+            let path = format!("/api/v1/pods?watch=true&resourceVersion={last}");
+            watch_lines(port, &path, |_| false).await
+        });
+        eventually(READY, "the watch to be served", || async move {
+            let (_, body) = http_get(port, "/metrics").await.expect("metrics");
+            crate::support::kcm::metric_value(
+                &body,
+                r#"apiserver_longrunning_requests{resource="pods",verb="WATCH"}"#,
+            ) == 1.0
+        })
+        .await;
+        // The store goes back to the backup: its revisions mean another history now.
+        etcd.restore_snapshot(&snapshot).await;
+        let (status, events) = watch.await.unwrap();
+        assert_eq!(status, 200);
+        let last_event = events.last().expect("an event");
+        assert_eq!(last_event["type"], "ERROR", "{events:?}");
+        assert_eq!(last_event["object"]["code"], 410);
+        // Lists from the cache and from etcd both show the restored store.
+        let names = |body: String| {
+            let list: Value = serde_json::from_str(&body).unwrap();
+            let mut names: Vec<String> = list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+                .collect();
+            names.sort();
+            names
+        };
+        let mut expected: Vec<String> = (0..20).map(|i| format!("kept{i}")).collect();
+        expected.sort();
+        let expected = &expected;
+        eventually(
+            READY,
+            "the cache to show the restored store",
+            || async move {
+                match http_get(port, "/api/v1/pods?resourceVersion=0").await {
+                    Some((200, body)) => names(body) == *expected,
+                    _ => false,
+                }
+            },
+        )
+        .await;
+        let (status, body) = http_get(port, "/api/v1/pods").await.unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(names(body), *expected);
+    })
+    .await;
+}
