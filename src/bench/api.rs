@@ -304,7 +304,7 @@ impl Bench {
                 growth(rss_after),
                 mib(bytes as f64),
                 format!("size of the {n} pod documents"),
-                Some((100.0, false)),
+                Some((40.0, false)),
             ),
         ])
     }
