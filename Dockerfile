@@ -47,9 +47,9 @@ COPY --from=builder /src/target/release/kcm /usr/local/bin/kcm
 # Numeric so that runtimes checking runAsNonRoot can verify it.
 USER 10001:10001
 
-# The controller-manager's status endpoint (/healthz, /metrics). It listens on 127.0.0.1
-# unless given --address 0.0.0.0.
-EXPOSE 10252
+# The controller-manager's status endpoint (/healthz, /metrics), and `kcm apiserver`'s
+# Kubernetes API. Each listens on 127.0.0.1 unless given --address 0.0.0.0.
+EXPOSE 10252 8080
 
 # kcm exits on SIGTERM (docker stop) after stopping its loops.
 STOPSIGNAL SIGTERM
