@@ -54,6 +54,9 @@ pub struct Config {
     pub status_addr: SocketAddr,
     /// `--leader-elect`: run the controllers only while leading. Default off.
     pub leader_election: Option<LeaderElectionConfig>,
+    /// Node registrations held in this process (`kcm up`'s kubelets), for `/healthz`;
+    /// empty for `kcm controller-manager`.
+    pub nodes: status::NodeRegistrations,
 }
 
 /// Runs the selected controllers until `shutdown` resolves, then stops them in order:
@@ -107,7 +110,9 @@ pub async fn run_on(
         registry = registry.with_fence(fence.clone());
     }
     let metrics = Arc::new(Metrics::new());
-    let health = Arc::new(Health::new(client.clone()));
+    let mut health = Health::new(client.clone());
+    health.nodes = config.nodes.clone();
+    let health = Arc::new(health);
     health
         .leader_election
         .store(config.leader_election.is_some(), Ordering::SeqCst);

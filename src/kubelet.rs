@@ -56,7 +56,8 @@ use self::node::{Action, NodeState, Room};
 pub use self::node_status::{architecture, internal_ip, node_document, KUBELET_VERSION};
 use self::node_status::{post_node, Posted};
 pub use self::registration::{
-    registration_key, NodeTaken, Registration, Status as RegistrationStatus, LEASE_TTL,
+    registration_key, report_to, NodeTaken, Registration, Status as RegistrationStatus, LEASE_TTL,
+    RETRY_WARNING_PERIOD,
 };
 use crate::api::{now_rfc3339, Pod, PodPhase};
 use crate::client::Target;
@@ -295,9 +296,13 @@ impl Kubelet {
                     registration.check_now();
                 }
             }
-            let wake = match (state.next_wake(), node_post.due) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
+            // Only what the next pass can do: nothing while unregistered (a due timer
+            // would wake the loop at once, again and again, and starve the watch and
+            // every other task polled with it), only the Node post while it is due.
+            let wake = match (&writer, node_post.due) {
+                (None, _) => None,
+                (Some(_), Some(due)) => Some(due),
+                (Some(_), None) => state.next_wake(),
             };
             trigger = tokio::select! {
                 biased;
@@ -651,8 +656,11 @@ pub async fn run(
     }
     let (client, registry) = target.connect().await?;
     let kubelet = Kubelet::new(registry.clone(), config)?;
+    // The registration renews its lease on a connection of its own (the later kubelet's
+    // heartbeat client): its renewals never wait behind the pod watch and writes.
+    let heartbeats = crate::client::connect(&target.client).await?;
     let registration = Registration::register(
-        &client,
+        &heartbeats,
         registry.prefix(),
         &kubelet.config.node,
         target.client.request_timeout,

@@ -5,6 +5,8 @@
 //! adds Prometheus metrics; `/healthz` also checks that the loops run and etcd answers.
 //! With `--leader-elect`, a healthy standby answers 200 too, and the body's second line
 //! (`leader: true` or `leader: false (standby)`) and the `kcm_leader` gauge tell which.
+//! In `kcm up`, a simulated node whose registration is lost and not back yet fails it
+//! too, named with why ([`NodeRegistrations`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -386,7 +388,63 @@ pub struct Health {
     pub leading: AtomicBool,
     /// The etcd alarms last seen raised, by [`Health::watch_alarms`] or `/healthz`.
     alarms: Mutex<AlarmsSeen>,
+    /// The node registrations this process holds (`kcm up`'s kubelets).
+    pub nodes: NodeRegistrations,
     client: etcd_client::Client,
+}
+
+/// The node registrations a process holds, as `/healthz` reports them: each node whose
+/// registration is lost and not yet back fails it, named, with how long and why.
+/// Cheap to clone; the clones share one table.
+#[derive(Clone, Debug, Default)]
+pub struct NodeRegistrations(Arc<Mutex<BTreeMap<String, NodeLost>>>);
+
+#[derive(Debug)]
+struct NodeLost {
+    since: std::time::Instant,
+    why: String,
+}
+
+impl NodeRegistrations {
+    /// Node `node` lost its registration (`why`) or cannot get it back (`why` then
+    /// says the latest error); the time it was first lost is kept.
+    pub fn lost(&self, node: &str, why: impl Into<String>) {
+        let why = why.into();
+        let mut lost = self.0.lock().expect("node registrations lock");
+        match lost.get_mut(node) {
+            Some(entry) => entry.why = why,
+            None => {
+                lost.insert(
+                    node.to_string(),
+                    NodeLost {
+                        since: std::time::Instant::now(),
+                        why,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Node `node` holds its registration (again).
+    pub fn held(&self, node: &str) {
+        self.0.lock().expect("node registrations lock").remove(node);
+    }
+
+    /// One line per node whose registration is lost, by name.
+    pub fn report(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .expect("node registrations lock")
+            .iter()
+            .map(|(node, lost)| {
+                format!(
+                    "node {node}: registration lost for {:.1}s ({}); registering again",
+                    lost.since.elapsed().as_secs_f64(),
+                    lost.why
+                )
+            })
+            .collect()
+    }
 }
 
 /// How long `/healthz` waits for each of its etcd probes.
@@ -403,6 +461,7 @@ impl Health {
             leader_election: AtomicBool::new(false),
             leading: AtomicBool::new(false),
             alarms: Mutex::default(),
+            nodes: NodeRegistrations::default(),
             client,
         }
     }
@@ -560,6 +619,12 @@ async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
         body.push_str(&format!(
             "\nwatch {resource}: restarting in a loop: {report}"
         ));
+    }
+    // A node of this process that cannot get its registration back runs no pod.
+    for line in state.health.nodes.report() {
+        healthy = false;
+        body.push('\n');
+        body.push_str(&line);
     }
     if healthy {
         (StatusCode::OK, body)

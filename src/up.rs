@@ -48,6 +48,8 @@ pub struct Config {
     pub ready_delay: Duration,
     /// The kubelets' failing images (`kcm kubelet --pull-fail-images` and the others).
     pub images: ImageRules,
+    /// Most active pods each kubelet holds (`kcm kubelet --max-pods`).
+    pub max_pods: usize,
 }
 
 /// Prints one narration line.
@@ -112,7 +114,7 @@ use crate::controller_manager::{self, Controller};
 use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::Watcher;
 use crate::garbagecollector::GcConfig;
-use crate::kubelet::{ImageRules, Kubelet, KubeletConfig, NodeTaken, Registration};
+use crate::kubelet::{ImageRules, Ipv4Cidr, Kubelet, KubeletConfig, NodeTaken, Registration};
 use crate::labels::{Selector, Set};
 use crate::nodelifecycle::NodeLifecycleConfig;
 use crate::registry::{Registry, StorageError};
@@ -216,7 +218,8 @@ async fn run_cluster(
     let (client, registry) = target.connect().await?;
     let api_url = api_listener.bound().url.clone();
     let kubeconfig = Kubeconfig::write(config.kubeconfig.as_deref(), &api_url)?;
-    let nodes = register_nodes(&client, &registry, config, target).await?;
+    let nodes = register_nodes(config, target).await?;
+    let node_registrations = status::NodeRegistrations::default();
     let token = CancellationToken::new();
     // The port actually bound (`--port 0` lets the kernel choose).
     let status_addr = listener.local_addr()?;
@@ -249,11 +252,12 @@ async fn run_cluster(
             nodelifecycle: NodeLifecycleConfig::default(),
             status_addr,
             leader_election: None,
+            nodes: node_registrations.clone(),
         },
         listener,
         token.clone().cancelled_owned(),
     );
-    let kubelets = run_nodes(&client, &registry, nodes, &token);
+    let kubelets = run_nodes(nodes, node_registrations, &token);
     let api = apiserver::serve(
         api_listener,
         &client,
@@ -316,39 +320,60 @@ async fn run_cluster(
     manager.and(driver).and(api)
 }
 
+/// A registered simulated kubelet, with the watcher it reads its pods through.
+struct Node {
+    kubelet: Kubelet,
+    registration: Registration,
+    watcher: Watcher,
+}
+
 /// Registers `nodes` simulated kubelets named `node-1`, `node-2`, ...
+///
+/// Each has two etcd connections of its own, as a `kcm kubelet` process has: one for
+/// its pod watch and writes, one for its registration's lease renewals. On one shared
+/// connection, the pod watches of all nodes filled HTTP/2's connection window while
+/// their kubelets were busy writing, and every other answer on it, lease renewals
+/// included, waited behind them: all nodes lost their registrations at once.
 ///
 /// # Errors
 /// When a name is taken (another `kcm up` or `kcm kubelet` uses this etcd and prefix) or
 /// etcd fails; the names registered so far are released.
-async fn register_nodes(
-    client: &etcd_client::Client,
-    registry: &Registry,
-    config: &Config,
-    target: &Target,
-) -> anyhow::Result<Vec<(Kubelet, Registration)>> {
-    let mut registered = Vec::new();
+async fn register_nodes(config: &Config, target: &Target) -> anyhow::Result<Vec<Node>> {
+    let mut registered: Vec<Node> = Vec::new();
     for i in 1..=config.nodes {
-        let kubelet_config = KubeletConfig {
-            ready_delay: config.ready_delay,
-            images: config.images.clone(),
-            ..KubeletConfig::new(format!("node-{i}"))
-        };
-        let kubelet = Kubelet::new(registry.clone(), kubelet_config)?;
-        let registration = Registration::register(
-            client,
-            registry.prefix(),
-            &format!("node-{i}"),
-            target.client.request_timeout,
-        )
+        let node = format!("node-{i}");
+        let registration = async {
+            let kubelet_config = KubeletConfig {
+                ready_delay: config.ready_delay,
+                images: config.images.clone(),
+                max_pods: config.max_pods,
+                pod_cidr: pod_cidr(i, &node, config.max_pods)?,
+                ..KubeletConfig::new(node.clone())
+            };
+            let (client, registry) = target.connect().await?;
+            let kubelet = Kubelet::new(registry.clone(), kubelet_config)?;
+            let heartbeats = client::connect(&target.client).await?;
+            let registration = Registration::register(
+                &heartbeats,
+                registry.prefix(),
+                &node,
+                target.client.request_timeout,
+            )
+            .await?;
+            anyhow::Ok(Node {
+                kubelet,
+                registration,
+                watcher: Watcher::new(&client, registry),
+            })
+        }
         .await;
         match registration {
-            Ok(registration) => registered.push((kubelet, registration)),
+            Ok(registered_node) => registered.push(registered_node),
             Err(e) => {
                 futures::future::join_all(
                     registered
                         .into_iter()
-                        .map(|(_, registration)| registration.release()),
+                        .map(|node| node.registration.release()),
                 )
                 .await;
                 return Err(match e.downcast::<NodeTaken>() {
@@ -364,26 +389,59 @@ async fn register_nodes(
     Ok(registered)
 }
 
-/// Runs the registered kubelets until `token` is cancelled. A kubelet that stops early
-/// (its name was taken over) is logged; the others go on.
+/// The pod range of node `index` (from 1) named `node`: the name's default /24 while
+/// `max_pods` fits in one, else the `index`th block of 10.0.0.0/8 just big enough.
+fn pod_cidr(index: u16, node: &str, max_pods: usize) -> anyhow::Result<Ipv4Cidr> {
+    let default = crate::kubelet::default_pod_cidr(node);
+    if max_pods as u64 <= default.pod_addresses() {
+        return Ok(default);
+    }
+    for prefix_len in (8..24u8).rev() {
+        let block = 1u64 << (32 - u32::from(prefix_len));
+        if block - 3 < max_pods as u64 {
+            continue;
+        }
+        let offset = u64::from(index - 1) * block;
+        anyhow::ensure!(
+            offset + block <= 1 << 24,
+            "--max-pods {max_pods} on {index} nodes needs more addresses than 10.0.0.0/8 has"
+        );
+        let network = std::net::Ipv4Addr::from(0x0a00_0000 + u32::try_from(offset)?);
+        return Ipv4Cidr::new(network, prefix_len).map_err(anyhow::Error::msg);
+    }
+    anyhow::bail!("--max-pods {max_pods} needs more addresses than 10.0.0.0/8 has")
+}
+
+/// Runs the registered kubelets until `token` is cancelled, each on a task of its own,
+/// keeping `registrations` (what `/healthz` reports) in step with their registrations.
+/// A kubelet that stops early (its name was taken over) is logged; the others go on.
 async fn run_nodes(
-    client: &etcd_client::Client,
-    registry: &Registry,
-    nodes: Vec<(Kubelet, Registration)>,
+    nodes: Vec<Node>,
+    registrations: status::NodeRegistrations,
     token: &CancellationToken,
 ) {
-    let watcher = Watcher::new(client, registry.clone());
-    let runs = nodes.into_iter().map(|(kubelet, registration)| {
-        let node = registration.node().to_string();
-        let run = kubelet.run(
-            watcher.clone(),
+    let runs = nodes.into_iter().map(|node| {
+        let Node {
+            kubelet,
             registration,
-            token.clone().cancelled_owned(),
-        );
+            watcher,
+        } = node;
+        let name = registration.node().to_string();
+        let report = tokio::spawn(crate::kubelet::report_to(
+            name.clone(),
+            registration.status(),
+            registrations.clone(),
+        ));
+        let run = tokio::spawn(kubelet.run(watcher, registration, token.clone().cancelled_owned()));
         async move {
-            if let Err(e) = run.await {
-                tracing::error!(%node, error = %format!("{e:#}"), "kubelet stopped");
+            match run.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(node = %name, error = %format!("{e:#}"), "kubelet stopped")
+                }
+                Err(e) => tracing::error!(node = %name, error = %e, "kubelet task failed"),
             }
+            report.abort();
         }
     });
     futures::future::join_all(runs).await;

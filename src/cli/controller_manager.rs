@@ -136,6 +136,7 @@ impl ControllerManagerArgs {
                 lease_duration: self.leader_elect_lease_duration,
                 ..leader::LeaderElectionConfig::new()
             }),
+            nodes: crate::status::NodeRegistrations::default(),
         }
     }
 }

@@ -38,6 +38,11 @@ pub struct UpArgs {
     /// temporary dir, removed on exit. `export KUBECONFIG=...` is printed either way.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// Most active pods each node holds (its Node's capacity.pods), as `kcm kubelet
+    /// --max-pods`. Above 253, each node gets a pod range of its own in 10.0.0.0/8 big
+    /// enough for it.
+    #[arg(long, default_value_t = 110, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_pods: u32,
     #[command(flatten)]
     pub pods: PodBehaviourArgs,
 }
@@ -55,6 +60,7 @@ impl From<&UpArgs> for up::Config {
             sync_period: args.sync_period,
             ready_delay: args.pods.ready_delay,
             images: args.pods.images(),
+            max_pods: args.max_pods as usize,
         }
     }
 }
@@ -78,6 +84,11 @@ mod tests {
         let defaults = parse(&[]);
         assert_eq!(defaults.ready_delay, Duration::ZERO);
         assert_eq!(defaults.images, ImageRules::default());
+        assert_eq!(
+            defaults.max_pods,
+            crate::kubelet::KubeletConfig::new("n").max_pods
+        );
+        assert_eq!(parse(&["--max-pods", "600"]).max_pods, 600);
         let config = parse(&[
             "--ready-delay",
             "3s",

@@ -19,7 +19,11 @@
 //!   write with it (see `Registry::guarded_by`), so etcd refuses a write made after the
 //!   registration expired, was deleted or was taken over, even one already in flight;
 //! - a lost registration is registered again if the name is free; if another holder has
-//!   it, the status turns [`Status::Taken`] for good.
+//!   it, the status turns [`Status::Taken`] for good;
+//! - while registering again fails, a warning names the node and the error at most once
+//!   per [`RETRY_WARNING_PERIOD`], and [`Status::Lost`] carries that error (for `/healthz`,
+//!   see [`report_to`]). The lease should be renewed on a connection of its own: on one
+//!   shared with busy watches, its renewals wait behind them.
 
 use std::fmt;
 use std::str::FromStr;
@@ -47,6 +51,10 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);
 
 /// How often an attempt re-reads a key that changed under it before giving up.
 const MAX_ATTEMPT_ROUNDS: usize = 3;
+
+/// Least time between two warnings that a lost registration cannot be registered again
+/// (the attempts in between are logged at debug).
+pub const RETRY_WARNING_PERIOD: Duration = Duration::from_secs(10);
 
 /// The registration key of node `node`: `{prefix}/minions/{node}` (2014's `NodePath`).
 pub fn registration_key(prefix: &str, node: &str) -> String {
@@ -470,13 +478,15 @@ async fn maintain(
         };
         tracing::warn!(node = %registrar.node, %reason,
             "node registration lost; writing nothing until it is registered again");
-        status_tx.send_replace(Status::Lost(reason));
+        status_tx.send_replace(Status::Lost(reason.clone()));
         // Removes the key if it is somehow still there (say, the lease timed out here
         // while etcd was unreachable), so the next attempt can create it.
         held.lease
             .revoke(&registrar.client, registrar.request_timeout)
             .await;
         let mut delay = Duration::from_millis(200);
+        let lost_at = tokio::time::Instant::now();
+        let mut warned: Option<tokio::time::Instant> = None;
         held = loop {
             let attempt = tokio::select! {
                 biased;
@@ -490,8 +500,21 @@ async fn maintain(
                     return;
                 }
                 Err(Attempt::Failed(e)) => {
-                    tracing::debug!(node = %registrar.node, error = %format!("{e:#}"),
-                        "register again; retrying");
+                    let error = format!("{e:#}");
+                    if warned.is_none_or(|at| at.elapsed() >= RETRY_WARNING_PERIOD) {
+                        warned = Some(tokio::time::Instant::now());
+                        tracing::warn!(node = %registrar.node, %error,
+                            lost_for = %format!("{:.1}s", lost_at.elapsed().as_secs_f64()),
+                            "node registration lost and registering again failed; \
+                             the node runs no pod until it is back; retrying");
+                        // Followers (`/healthz`) see the latest error.
+                        status_tx.send_replace(Status::Lost(format!(
+                            "{reason}; registering again failed: {error}"
+                        )));
+                    } else {
+                        tracing::debug!(node = %registrar.node, %error,
+                            "register again; retrying");
+                    }
                     tokio::select! {
                         biased;
                         _ = stop.cancelled() => return,
@@ -505,6 +528,25 @@ async fn maintain(
         tracing::info!(node = %registrar.node, revision = held.create_revision,
             "node registered again; writing");
         status_tx.send_replace(Status::Held(held.incarnation(&registrar.key)));
+    }
+}
+
+/// Keeps `nodes` (what `/healthz` reports) in step with node `node`'s registration
+/// `status` until the registration is gone: held, or lost and why.
+pub async fn report_to(
+    node: String,
+    mut status: watch::Receiver<Status>,
+    nodes: crate::status::NodeRegistrations,
+) {
+    loop {
+        match &*status.borrow_and_update() {
+            Status::Held(_) => nodes.held(&node),
+            Status::Lost(why) => nodes.lost(&node, why.clone()),
+            Status::Taken(taken) => nodes.lost(&node, format!("{taken}; this node stopped")),
+        }
+        if status.changed().await.is_err() {
+            return;
+        }
     }
 }
 

@@ -17,6 +17,7 @@ mod informer;
 mod kube_client;
 mod kubectl;
 mod kubelet;
+mod kubelet_load;
 mod lab;
 mod manager;
 mod nodes;

@@ -1,0 +1,265 @@
+//! `kcm up`'s kubelets under load (issue 25): five nodes run a 3,000-replica Deployment
+//! without ever losing their registrations (checked against etcd's history of
+//! `/registry/minions/`), and a node that cannot get its registration back says so: a
+//! warning naming it each time it retries (rate-limited), and `/healthz` 503 naming it
+//! until it is back.
+//!
+//! Before the fix, all of `kcm up`'s kubelets shared one etcd connection: their pod
+//! watches filled its HTTP/2 window while the kubelets were busy writing, the lease
+//! renewals waited behind them, every node lost its registration ~10 s after the pods
+//! were written and none came back; a retry was logged at debug and `/healthz` said ok.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kcm::kubelet::LEASE_TTL;
+
+use crate::support::history;
+use crate::support::kcm::{http_get, run_kcm, Kcm};
+use crate::support::objects::{current_revision, pods};
+use crate::support::{eventually, free_port, start_etcd, with_timeout};
+
+const MINIONS: &str = "/registry/minions/";
+
+/// The registration keys now, by node name.
+async fn registrations(client: &etcd_client::Client) -> Vec<String> {
+    client
+        .clone()
+        .get(
+            MINIONS,
+            Some(
+                etcd_client::GetOptions::new()
+                    .with_prefix()
+                    .with_keys_only(),
+            ),
+        )
+        .await
+        .map(|response| {
+            response
+                .kvs()
+                .iter()
+                .filter_map(|kv| kv.key_str().ok()?.strip_prefix(MINIONS).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_kubelets_run_3000_pods_on_5_nodes_without_losing_a_registration() {
+    with_timeout(Duration::from_secs(150), async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let started = Instant::now();
+        let (mut kcm, _) = up_with(&etcd, 5, &[], &["--max-pods", "600"]).await;
+        let registered_at = current_revision(&client).await;
+
+        // Revision -> when it was seen, sampled while the pods run: the history says
+        // which revisions deleted and re-created a registration, this says when.
+        let samples: Arc<Mutex<Vec<(Instant, i64)>>> = Arc::default();
+        let sampler = tokio::spawn({
+            let (client, samples) = (client.clone(), samples.clone());
+            async move {
+                loop {
+                    if let Ok(Ok(response)) = tokio::time::timeout(
+                        Duration::from_secs(1),
+                        client.clone().get("/kcm-test/revision-probe", None),
+                    )
+                    .await
+                    {
+                        if let Some(header) = response.header() {
+                            samples
+                                .lock()
+                                .unwrap()
+                                .push((Instant::now(), header.revision()));
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        });
+
+        let endpoint = etcd.endpoint();
+        let out = run_kcm(
+            &[
+                "--etcd-servers",
+                &endpoint,
+                "create",
+                "deployment",
+                "big",
+                "--image",
+                "nginx",
+                "--replicas",
+                "3000",
+            ],
+            &[],
+        )
+        .await;
+        assert!(out.status.success(), "create deployment: {}", out.stderr);
+        let created = Instant::now();
+        let mut last;
+        // ~20 s with a release build, ~55 s with the debug build the suite uses.
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let pods = pods(&client, "default").await;
+            let running = pods.values().filter(|p| p.phase == "Running").count();
+            last = (pods.len(), running);
+            if running == 3000 {
+                break;
+            }
+            kcm.assert_running();
+            assert!(
+                Instant::now() < deadline,
+                "{running} of {} pods Running after 90s (3000 wanted); registrations now: {:?}",
+                pods.len(),
+                registrations(&client).await
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let took = created.elapsed();
+        sampler.abort();
+        let samples = samples.lock().unwrap().clone();
+        let when = |revision: i64| {
+            samples
+                .iter()
+                .find(|(_, seen)| *seen >= revision)
+                .map_or_else(Instant::now, |(at, _)| *at)
+        };
+
+        // etcd's history of the registrations since they were made: every deletion of a
+        // node's key must be followed by its re-creation within one lease period.
+        let events = history::read(&client, "/registry/", "/registry0", registered_at, "/registry/~end")
+            .await;
+        let mut gaps: BTreeMap<String, Duration> = BTreeMap::new();
+        let mut deleted: BTreeMap<String, i64> = BTreeMap::new();
+        for event in events.iter().filter(|e| e.key.starts_with(MINIONS)) {
+            let node = event.key.trim_start_matches(MINIONS).to_owned();
+            if !event.put {
+                deleted.insert(node, event.revision);
+            } else if let Some(at) = deleted.remove(&node) {
+                let gap = when(event.revision).saturating_duration_since(when(at));
+                let longest = gaps.entry(node).or_default();
+                *longest = (*longest).max(gap);
+            }
+        }
+        for (node, at) in deleted {
+            gaps.insert(node, when(at).elapsed());
+        }
+        eprintln!(
+            "3000 pods Running {:.1}s after the Deployment was created ({:.1}s after kcm up \
+             started); longest registration gaps: {gaps:?}; last count {last:?}",
+            took.as_secs_f64(),
+            started.elapsed().as_secs_f64()
+        );
+        for (node, gap) in &gaps {
+            assert!(
+                *gap <= LEASE_TTL,
+                "node {node}'s registration was absent for {gap:?}, longer than a lease ({LEASE_TTL:?})"
+            );
+        }
+        assert_eq!(registrations(&client).await.len(), 5);
+        assert!(
+            kcm.warnings_about("registering again failed").is_empty(),
+            "a node could not register again"
+        );
+        kcm.terminate().await;
+    })
+    .await;
+}
+
+/// `kcm {global} up --nodes N {args} --port P`, once healthy with its N names.
+async fn up_with(
+    etcd: &crate::support::EtcdServer,
+    nodes: usize,
+    global: &[&str],
+    args: &[&str],
+) -> (Kcm, u16) {
+    let port = free_port();
+    let port_arg = port.to_string();
+    let endpoint = etcd.endpoint();
+    let nodes_arg = nodes.to_string();
+    let mut all = vec!["--etcd-servers", endpoint.as_str()];
+    all.extend_from_slice(global);
+    all.extend_from_slice(&["up", "--nodes", &nodes_arg, "--port", &port_arg]);
+    all.extend_from_slice(args);
+    // Warnings only: 3,000 "claimed pod" lines echoed through the test slow it down.
+    let kcm = Kcm::spawn(&all, &[("RUST_LOG", "warn")]);
+    let client = etcd.client().await;
+    eventually(
+        Duration::from_secs(30),
+        "kcm up healthy with its nodes",
+        || {
+            let client = client.clone();
+            async move {
+                let healthy = matches!(http_get(port, "/healthz").await, Some((200, _)));
+                healthy && registrations(&client).await.len() == nodes
+            }
+        },
+    )
+    .await;
+    (kcm, port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_kubelet_that_cannot_register_again_warns_and_fails_healthz_until_back() {
+    with_timeout(Duration::from_secs(90), async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        // A short request timeout, so each attempt to register again fails fast.
+        let (kcm, port) = up_with(&etcd, 1, &["--etcd-request-timeout", "1s"], &[]).await;
+        // etcd frozen beyond a lease: the registration lapses, and every attempt to
+        // register again gets no answer.
+        etcd.pause();
+        let frozen = Instant::now();
+        let mut unhealthy = None;
+        let deadline = frozen + LEASE_TTL + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Some((503, body)) = http_get(port, "/healthz").await {
+                if body.contains("node node-1: registration lost")
+                    && !kcm.warnings_about("registering again failed").is_empty()
+                {
+                    unhealthy = Some(body);
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let warnings = kcm.warnings_about("registering again failed");
+        etcd.resume();
+        let Some(body) = unhealthy else {
+            let now = http_get(port, "/healthz").await;
+            panic!(
+                "within {:?} of freezing etcd, wanted /healthz 503 naming node-1 and a \
+                 warning; got {now:?} and warnings {warnings:?}",
+                deadline - frozen
+            );
+        };
+        assert!(
+            warnings.iter().all(|line| line.contains("node=node-1")),
+            "the warning names the node: {warnings:?}"
+        );
+        eprintln!("while frozen: /healthz 503: {body}");
+        eventually(
+            Duration::from_secs(30),
+            "/healthz 200 once node-1 is back",
+            || async move { matches!(http_get(port, "/healthz").await, Some((200, _))) },
+        )
+        .await;
+        let client = etcd.client().await;
+        assert_eq!(registrations(&client).await, ["node-1"]);
+        // Rate-limited: at most one warning per period while it retried.
+        let warned = kcm.warnings_about("registering again failed").len();
+        let bound = frozen.elapsed().as_secs() / kcm::kubelet::RETRY_WARNING_PERIOD.as_secs() + 1;
+        assert!(
+            warned as u64 <= bound,
+            "{warned} retry warnings in {:?}",
+            frozen.elapsed()
+        );
+        let mut kcm = kcm;
+        kcm.terminate().await;
+    })
+    .await;
+}
