@@ -305,6 +305,24 @@ fn decode_stored(
     name: &str,
     kv: &RawEvent,
 ) -> anyhow::Result<Value> {
+    decode_document(
+        kv,
+        expected_kind,
+        &[("namespace", namespace), ("name", name)],
+        |stored| convert::to_served(kind, stored),
+    )
+}
+
+/// The one decoding of a stored document every codec shares: JSON, an object, its `kind`
+/// absent or `expected_kind`, turned into the served shape by `to_served`, and the
+/// `metadata` fields the key names (`namespace`, `name`) filled in when absent or checked
+/// when present.
+fn decode_document(
+    kv: &RawEvent,
+    expected_kind: &str,
+    key_fields: &[(&str, &str)],
+    to_served: impl FnOnce(Value) -> Value,
+) -> anyhow::Result<Value> {
     let stored: Value = serde_json::from_slice(&kv.value).context("not JSON")?;
     anyhow::ensure!(stored.is_object(), "not a JSON object");
     let stored_kind = stored.get("kind").and_then(Value::as_str).unwrap_or("");
@@ -312,16 +330,16 @@ fn decode_stored(
         stored_kind.is_empty() || stored_kind == expected_kind,
         "kind is {stored_kind:?}, expected {expected_kind:?}"
     );
-    let mut served = convert::to_served(kind, stored);
+    let mut served = to_served(stored);
     let metadata = served
         .as_object_mut()
-        .expect("a converted object is an object")
+        .context("not a JSON object")?
         .entry("metadata")
         .or_insert_with(|| json!({}));
     let metadata = metadata
         .as_object_mut()
         .context("metadata is not an object")?;
-    for (field, from_key) in [("namespace", namespace), ("name", name)] {
+    for &(field, from_key) in key_fields {
         match metadata.get(field).and_then(Value::as_str) {
             None | Some("") => {
                 metadata.insert(field.to_string(), Value::String(from_key.to_string()));
@@ -382,29 +400,12 @@ static CODECS: [&cache::Codec; 7] = [
     &NODES,
 ];
 
-/// A stored Node document: JSON, kind `Node` (or none), its name the key's.
+/// A stored Node document: JSON, kind `Node` (or none), its name the key's; stored in the
+/// served version, so only `kind` and `apiVersion` are set.
 fn node(name: &str, kv: &RawEvent) -> anyhow::Result<Value> {
-    let mut node: Value = serde_json::from_slice(&kv.value).context("not JSON")?;
-    let object = node.as_object_mut().context("not a JSON object")?;
-    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-    anyhow::ensure!(
-        kind.is_empty() || kind == "Node",
-        "kind is {kind:?}, expected \"Node\""
-    );
-    object.insert("kind".into(), json!("Node"));
-    object.insert("apiVersion".into(), json!("v1"));
-    let metadata = object.entry("metadata").or_insert_with(|| json!({}));
-    let metadata = metadata
-        .as_object_mut()
-        .context("metadata is not an object")?;
-    match metadata.get("name").and_then(Value::as_str) {
-        None | Some("") => {
-            metadata.insert("name".into(), json!(name));
-        }
-        Some(stored) => anyhow::ensure!(
-            stored == name,
-            "metadata.name {stored:?} does not match the key's {name:?}"
-        ),
-    }
-    Ok(node)
+    decode_document(kv, "Node", &[("name", name)], |mut node| {
+        node["kind"] = json!("Node");
+        node["apiVersion"] = json!("v1");
+        node
+    })
 }

@@ -302,7 +302,8 @@ impl WatchCache {
         )
     }
 
-    /// Every namespace holding an object of this resource.
+    /// Every namespace holding an object of this resource (the store is in key order,
+    /// so one namespace's items are adjacent).
     pub fn namespaces(&self) -> Vec<String> {
         let state = self.state.read().expect("cache lock");
         let mut namespaces: Vec<String> = Vec::new();
@@ -311,7 +312,6 @@ impl WatchCache {
                 namespaces.push(item.namespace.clone());
             }
         }
-        namespaces.dedup();
         namespaces
     }
 

@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, Method, StatusCode};
@@ -1506,7 +1506,6 @@ fn watch_response(
         let chunk = body.next_chunk().await?;
         Some((Ok::<_, std::convert::Infallible>(chunk), body))
     });
-    let _ = Instant::now();
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, watch_content_type(format))],
@@ -1516,6 +1515,13 @@ fn watch_response(
 }
 
 impl WatchBody {
+    /// A periodic BOOKMARK at `revision`, and the next one a period later.
+    fn bookmark(&mut self, revision: i64) {
+        self.next_bookmark += BOOKMARK_PERIOD;
+        let line = self.watch.bookmark(revision, false);
+        self.pending.push_back(line);
+    }
+
     /// The next bytes to write; `None` ends the stream.
     async fn next_chunk(&mut self) -> Option<Bytes> {
         loop {
@@ -1538,9 +1544,7 @@ impl WatchBody {
                     tokio::select! {
                         _ = tokio::time::sleep_until(self.deadline) => return None,
                         _ = tokio::time::sleep_until(self.next_bookmark), if self.watch.bookmarks => {
-                            self.next_bookmark += BOOKMARK_PERIOD;
-                            let revision = self.watch.revision;
-                            self.pending.push_back(self.watch.bookmark(revision, false));
+                            self.bookmark(self.watch.revision);
                             continue;
                         }
                     }
@@ -1554,9 +1558,7 @@ impl WatchBody {
                         biased;
                         _ = tokio::time::sleep_until(self.deadline) => return None,
                         _ = tokio::time::sleep_until(self.next_bookmark), if self.watch.bookmarks => {
-                            self.next_bookmark += BOOKMARK_PERIOD;
-                            let revision = self.watch.revision;
-                            self.pending.push_back(self.watch.bookmark(revision, false));
+                            self.bookmark(self.watch.revision);
                             continue;
                         }
                         item = raw.next() => item,
@@ -1607,10 +1609,8 @@ impl WatchBody {
                 biased;
                 _ = tokio::time::sleep_until(self.deadline) => return None,
                 _ = tokio::time::sleep_until(self.next_bookmark), if self.watch.bookmarks => {
-                    self.next_bookmark += BOOKMARK_PERIOD;
                     let revision = cache.revision().max(self.watch.revision);
-                    let line = self.watch.bookmark(revision, false);
-                    self.pending.push_back(line);
+                    self.bookmark(revision);
                     continue;
                 }
                 received = rx.recv() => received,
