@@ -1,14 +1,20 @@
 //! The runtime every controller runs on: the [`Runner`] (work queue, workers, resync
 //! tick, metrics, panic recovery, drain), the [`SelectorIndex`] that maps a changed
-//! object to the objects that select it, and the stale-cache warning.
+//! object to the objects that select it, and the stale-cache warning; and the toolkit of
+//! the replica controllers, what Kubernetes keeps in `controller_utils.go`: slot names,
+//! deletion ranking and slow start ([`slots`]), and the replica writer ([`replicas`]).
 //!
 //! 2014 had none of this: each controller was one `util.Forever` loop over a full
 //! list. kcm's controllers (`replication_manager`, `endpoints`) each give a runner their
 //! mapping from informer changes to keys and their sync function, and nothing else.
 
+#[cfg(test)]
+pub(crate) mod fixtures;
 mod key_memory;
+pub mod replicas;
 mod runner;
 mod selector_index;
+pub mod slots;
 
 use std::time::Duration;
 
@@ -17,6 +23,10 @@ use crate::etcd_watcher::{Update, WatchMetrics};
 pub use key_memory::KeyMemory;
 pub use runner::{Runner, RunnerConfig, SyncHandler};
 pub use selector_index::SelectorIndex;
+pub use slots::{
+    free_slots, phase_rank, pod_from_template, pod_name, rank_for_deletion, slow_start_batches,
+    SlotNames,
+};
 
 /// Kubernetes' `AddAfter`: sends `key` on `later` (a runner's source, see
 /// [`Runner::on`]) after `delay`, when the controller runs (`later` is set); nothing

@@ -50,7 +50,7 @@ use crate::status::Metrics;
 pub use control::{ClaimOutcome, EtcdReplicaSetControl, ReplicaSetControl, ReplicaSetReads};
 pub use plan::{calculate_status, claim, controller_ref, decide, new_pod, owns, Claims, Decision};
 
-use sync::Written;
+use crate::controller::replicas::Written;
 
 /// The controller's settings: the replication manager's (`concurrent_syncs` is
 /// `--concurrent-replicaset-syncs`).

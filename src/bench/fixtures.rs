@@ -113,14 +113,14 @@ pub(super) fn replica_set(namespace: &str, name: &str, replicas: i64, status: i6
 
 /// The document of replica slot `slot` of `rc`, exactly as the manager would create it.
 pub(super) fn pod_document(rc: &ReplicationController, slot: u64) -> (String, Vec<u8>) {
-    let name = replication_manager::pod_name(&rc.metadata.name, &rc.metadata.uid, slot);
+    let name = crate::controller::pod_name(&rc.metadata.name, &rc.metadata.uid, slot);
     encode_pod(replication_manager::new_pod_from_template(rc, name))
 }
 
 /// The document of replica slot `slot` of `rs`, exactly as the ReplicaSet controller would
 /// create it (with its controller reference).
 pub(super) fn rs_pod_document(rs: &ReplicaSet, slot: u64) -> (String, Vec<u8>) {
-    let name = replication_manager::pod_name(&rs.metadata.name, &rs.metadata.uid, slot);
+    let name = crate::controller::pod_name(&rs.metadata.name, &rs.metadata.uid, slot);
     encode_pod(crate::replicaset::new_pod(rs, name))
 }
 

@@ -24,6 +24,14 @@ impl<W: Copy + Default> KeyMemory<W> {
         true
     }
 
+    /// Warns `message` about `key` at `version` unless it was already warned about at it
+    /// (an invalid object is reported once per version, not once per sync).
+    pub fn warn_once(&self, key: &str, version: &str, message: &str) {
+        if self.first_warning(key, version) {
+            tracing::warn!(key, resource_version = version, "{message}");
+        }
+    }
+
     /// Forgets everything about `key`.
     pub fn forget(&self, key: &str) {
         self.warned.lock().expect("warned lock").remove(key);

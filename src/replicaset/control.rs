@@ -12,12 +12,12 @@
 use std::future::Future;
 
 use crate::api::{Pod, ReplicaSet, ReplicaSetStatus, ResourceVersion};
-use crate::informer::{CachedPod, Namespace};
-use crate::registry::{Registry, StorageError};
-use crate::replication_manager::{
-    create_guarded, delete_guarded, write_status, CreateOutcome, DeleteOutcome, FreshReads,
+use crate::controller::replicas::{
+    create_guarded, delete_guarded, list_pods, write_status, CreateOutcome, DeleteOutcome,
     StatusOutcome,
 };
+use crate::informer::{CachedPod, Namespace};
+use crate::registry::{Registry, StorageError};
 
 use super::plan::controller_ref;
 
@@ -106,7 +106,7 @@ impl ReplicaSetReads for Registry {
     }
 
     async fn pods(&self, namespace: &str) -> Result<Namespace<CachedPod>, StorageError> {
-        FreshReads::pods(self, namespace).await
+        list_pods(self, namespace).await
     }
 }
 

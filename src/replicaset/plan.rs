@@ -12,9 +12,9 @@ use std::sync::Arc;
 use crate::api::{
     OwnerReference, Pod, ReplicaSet, ReplicaSetCondition, ReplicaSetStatus, REPLICA_FAILURE,
 };
+use crate::controller::{free_slots, phase_rank, pod_from_template, rank_for_deletion};
 use crate::informer::{CachedPod, Namespace};
 use crate::labels::{Selector, Set};
-use crate::replication_manager::{free_slots, pod_from_template, rank_for_deletion};
 
 /// The `apiVersion` a ReplicaSet's controller reference names.
 pub const API_VERSION: &str = "apps/v1";
@@ -66,22 +66,13 @@ pub fn rank_with_readiness(pods: &mut [Arc<CachedPod>]) {
     pods.sort_by(|a, b| {
         a.assigned
             .cmp(&b.assigned)
-            .then(phase_rank(a).cmp(&phase_rank(b)))
+            .then(phase_rank(a.phase).cmp(&phase_rank(b.phase)))
             .then(a.ready.cmp(&b.ready))
             // Ready more recently (a larger `ready_since`) goes first.
             .then(b.ready_since.cmp(&a.ready_since))
             // More restarts first.
             .then(b.restarts.cmp(&a.restarts))
     });
-}
-
-fn phase_rank(pod: &CachedPod) -> u8 {
-    match pod.phase {
-        crate::api::PodPhase::Pending => 0,
-        crate::api::PodPhase::Unknown => 1,
-        crate::api::PodPhase::Running => 2,
-        crate::api::PodPhase::Succeeded | crate::api::PodPhase::Failed => 3,
-    }
 }
 
 /// `podutil.IsPodAvailable` over `pods` at `now_secs` (seconds since the Unix epoch): how

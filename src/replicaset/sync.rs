@@ -12,30 +12,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api::{self, ReplicaSet, ResourceVersion};
+use crate::api::{self, Pod, ReplicaSet, ResourceVersion};
+use crate::controller::replicas::{self, record_status, Writes};
 use crate::informer::{CachedPod, Namespace};
 use crate::labels::Selector;
 use crate::registry::StorageError;
-use crate::replication_manager::{slow_start_batches, CreateOutcome, DeleteOutcome, StatusOutcome};
 
 use super::control::{ClaimOutcome, ReplicaSetControl, ReplicaSetReads};
 use super::plan::{availability, calculate_status, decide, is_active, new_pod, Decision, Failure};
 use super::Inner;
-
-/// What the controller remembers of its writes for one ReplicaSet.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Written {
-    /// The header revision of its last pod write (create, delete, adopt, release).
-    pods: i64,
-    /// The revision of its last status write.
-    status: i64,
-    /// The slow-start batch the next creates begin with, and when it was earned (as the
-    /// replication manager's).
-    slow_start: Option<(usize, tokio::time::Instant)>,
-}
-
-/// How long slow-start progress carries over to the next sync.
-const SLOW_START_MEMORY: Duration = Duration::from_secs(1);
 
 /// How the sync's pod writes went.
 #[derive(Default)]
@@ -54,12 +39,6 @@ struct Tally {
 }
 
 impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
-    fn warn_once(&self, key: &str, version: &str, message: &str) {
-        if self.memory.first_warning(key, version) {
-            tracing::warn!(replicaset = %key, resource_version = %version, "{message}");
-        }
-    }
-
     pub(super) fn forget(&self, key: &str) {
         self.memory.forget(key);
     }
@@ -81,7 +60,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
             Err(e) => e.to_string(),
         };
         let version = rs.metadata.resource_version.unwrap_or_default();
-        self.warn_once(
+        self.memory.warn_once(
             key,
             &version.to_string(),
             &format!("skipping replica set: {invalid}"),
@@ -272,14 +251,8 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         }
         let mut errors = tally.errors;
         if status != rs.status {
-            match self.control.update_status(rs, status).await {
-                Ok(StatusOutcome::Written(revision)) => {
-                    self.memory
-                        .record(key, |w| w.status = w.status.max(revision.0));
-                }
-                Ok(StatusOutcome::Changed) => {}
-                Err(e) => errors.push(e),
-            }
+            let written = self.control.update_status(rs, status).await;
+            errors.extend(record_status(&self.memory, key, written));
         }
         match errors.into_iter().next() {
             None => Ok(()),
@@ -344,8 +317,9 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         self.memory.record(key, |w| w.pods = w.pods.max(highest));
     }
 
-    /// Creates the named replicas in slow-start batches, stopping after a batch with an
-    /// error or a refusal because the ReplicaSet changed.
+    /// Creates the named replicas (the replica writer's slow-start batches), each a pod
+    /// from the template with the ReplicaSet's controller reference; a pod found holding a
+    /// name counts when it is active and names this ReplicaSet as its controller.
     async fn create_replicas(
         &self,
         key: &str,
@@ -353,63 +327,17 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         names: Vec<String>,
         tally: &mut Tally,
     ) {
-        let mut names = names.into_iter();
-        let first = match self.memory.written(key).slow_start {
-            Some((batch, at)) if at.elapsed() < SLOW_START_MEMORY => batch,
-            _ => 1,
+        let create = |name: String| async move {
+            let pod = new_pod(rs, name);
+            self.control.create_pod(rs, pod).await
         };
-        let mut last_batch = 0;
-        for batch_size in slow_start_batches(first, names.len()) {
-            last_batch = batch_size;
-            let creates = names.by_ref().take(batch_size).map(|name| async move {
-                let pod = new_pod(rs, name.clone());
-                (name, self.control.create_pod(rs, pod).await)
-            });
-            let mut highest = 0;
-            let mut failed = false;
-            for (name, result) in futures::future::join_all(creates).await {
-                match result {
-                    Ok(CreateOutcome::Created(revision)) => {
-                        tally.written += 1;
-                        tally.created += 1;
-                        highest = highest.max(revision.0);
-                    }
-                    // Another sync (or kcm) created this very replica for this ReplicaSet.
-                    Ok(CreateOutcome::Exists(Some(pod)))
-                        if pod.is_active()
-                            && api::controller_of(&pod.metadata)
-                                .is_some_and(|r| r.uid == rs.metadata.uid) =>
-                    {
-                        tally.created += 1
-                    }
-                    Ok(CreateOutcome::Exists(_)) => {
-                        tracing::debug!(pod = %name, "name taken by another pod; the next sync picks another slot")
-                    }
-                    Ok(CreateOutcome::ControllerGone) => tally.owner_changed = true,
-                    Err(e) => {
-                        failed = true;
-                        let e = e.context(format!("create pod {}/{name}", rs.metadata.namespace));
-                        tally.failure = Some(Failure {
-                            reason: "FailedCreate",
-                            message: format!("{e:#}"),
-                        });
-                        tally.errors.push(e);
-                    }
-                }
-            }
-            self.memory.record(key, |w| w.pods = w.pods.max(highest));
-            if tally.owner_changed {
-                return;
-            }
-            if failed {
-                self.memory.record(key, |w| w.slow_start = None);
-                return;
-            }
-        }
-        let next = (last_batch * 2).clamp(1, self.config.burst_replicas.max(1));
-        self.memory.record(key, |w| {
-            w.slow_start = Some((next, tokio::time::Instant::now()))
-        });
+        let ours =
+            |pod: &Pod| api::controller_of(&pod.metadata).is_some_and(|r| r.uid == rs.metadata.uid);
+        let (burst, namespace) = (self.config.burst_replicas, &rs.metadata.namespace);
+        let writes =
+            replicas::create_replicas(&self.memory, key, burst, namespace, names, create, ours)
+                .await;
+        tally.add(writes, "FailedCreate");
     }
 
     /// Deletes the given pods in parallel, each guarded by its resourceVersion.
@@ -420,38 +348,35 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         victims: Vec<Arc<CachedPod>>,
         tally: &mut Tally,
     ) {
-        let deletes = victims.iter().map(|pod| async move {
+        let delete = |pod: &CachedPod| {
+            let (namespace, name) = (pod.namespace.clone(), pod.name.clone());
             let version = ResourceVersion(pod.resource_version);
-            let result = self
-                .control
-                .delete_pod(rs, &pod.namespace, &pod.name, version)
-                .await;
-            (pod, result)
-        });
-        let mut highest = 0;
-        for (pod, result) in futures::future::join_all(deletes).await {
-            match result {
-                Ok(DeleteOutcome::Deleted(revision)) => {
-                    tally.written += 1;
-                    tally.deleted.push(pod.clone());
-                    highest = highest.max(revision.0);
-                }
-                Ok(DeleteOutcome::Gone) => tally.deleted.push(pod.clone()),
-                Ok(DeleteOutcome::Changed) => {
-                    tracing::debug!(pod = %pod.key(), "pod changed since it was ranked; skipped")
-                }
-                Ok(DeleteOutcome::ControllerGone) => tally.owner_changed = true,
-                Err(e) => {
-                    let e = e.context(format!("delete pod {}", pod.key()));
-                    tally.failure = Some(Failure {
-                        reason: "FailedDelete",
-                        message: format!("{e:#}"),
-                    });
-                    tally.errors.push(e);
-                }
+            async move {
+                self.control
+                    .delete_pod(rs, &namespace, &name, version)
+                    .await
             }
+        };
+        let writes = replicas::delete_pods(&self.memory, key, victims, delete).await;
+        tally.add(writes, "FailedDelete");
+    }
+}
+
+impl Tally {
+    /// Adds the replica writer's `writes`; a failed write is the ReplicaSet's `reason`
+    /// failure (the last one, as Kubernetes' `manageReplicasErr`).
+    fn add(&mut self, writes: Writes, reason: &'static str) {
+        self.written += writes.written;
+        self.created += writes.created;
+        self.deleted.extend(writes.deleted);
+        self.owner_changed |= writes.owner_gone;
+        if let Some(last) = writes.errors.last() {
+            self.failure = Some(Failure {
+                reason,
+                message: format!("{last:#}"),
+            });
         }
-        self.memory.record(key, |w| w.pods = w.pods.max(highest));
+        self.errors.extend(writes.errors);
     }
 }
 

@@ -10,10 +10,10 @@ use crate::api::{
     Pod, PodPhase, PodTemplateSpec, ReplicaSet, ReplicaSetSpec, ReplicaSetStatus, ResourceVersion,
     REPLICA_FAILURE,
 };
+use crate::controller::fixtures::{app, pod};
+use crate::controller::replicas::{CreateOutcome, DeleteOutcome, StatusOutcome};
 use crate::informer::{CachedPod, Namespace};
 use crate::registry::StorageError;
-use crate::replication_manager::fixtures::{app, pod};
-use crate::replication_manager::{CreateOutcome, DeleteOutcome, StatusOutcome};
 use crate::status::Metrics;
 
 use super::control::{ClaimOutcome, ReplicaSetControl, ReplicaSetReads};

@@ -1,19 +1,20 @@
 //! Test fixtures: [`FakeCluster`], an in-memory stand-in for etcd behind both halves of the
 //! sync's IO seam ([`FreshReads`] and [`PodControl`]) that records every write, and builders
-//! for controllers and pods.
+//! for controllers (pods' are every replica controller's: `controller::fixtures`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::api::{
-    Container, ObjectMeta, Pod, PodPhase, PodSpec, PodStatus, PodTemplateSpec,
-    ReplicationController, ReplicationControllerSpec, ResourceVersion,
+    Container, ObjectMeta, Pod, PodSpec, PodTemplateSpec, ReplicationController,
+    ReplicationControllerSpec, ResourceVersion,
 };
+pub use crate::controller::fixtures::{app, pod};
 use crate::informer::{CachedPod, Namespace};
-use crate::labels::Set;
 use crate::registry::StorageError;
 
-use super::pod_control::{CreateOutcome, DeleteOutcome, FreshReads, PodControl, StatusOutcome};
+use super::pod_control::{FreshReads, PodControl};
+use crate::controller::replicas::{CreateOutcome, DeleteOutcome, StatusOutcome};
 
 /// Controllers and pods in memory, written the way etcd would write them (create-if-absent,
 /// compare-and-swap on resourceVersion, one revision counter), with every write recorded.
@@ -202,11 +203,6 @@ impl PodControl for FakeCluster {
     }
 }
 
-/// The labels of controller `name`'s pods, and its selector: `app={name}`.
-pub fn app(name: &str) -> Set {
-    [("app", name)].into_iter().collect()
-}
-
 /// A valid controller `ns/{name}` with `replicas`, selecting `app={name}`, uid `uid-{name}`.
 pub fn controller(name: &str, replicas: i64) -> ReplicationController {
     ReplicationController {
@@ -236,26 +232,5 @@ pub fn controller(name: &str, replicas: i64) -> ReplicationController {
             ..ReplicationControllerSpec::default()
         },
         ..ReplicationController::default()
-    }
-}
-
-/// Pod `ns/{name}` labelled `labels`, in `phase`, on `host` ("" for unassigned), created at
-/// `created` (RFC 3339).
-pub fn pod(name: &str, labels: &Set, phase: PodPhase, host: &str, created: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            labels: labels.clone(),
-            creation_timestamp: Some(created.to_string()),
-            ..ObjectMeta::named("ns", name)
-        },
-        spec: PodSpec {
-            host: host.to_string(),
-            ..PodSpec::default()
-        },
-        status: Some(PodStatus {
-            phase,
-            ..PodStatus::default()
-        }),
-        ..Pod::default()
     }
 }

@@ -8,36 +8,15 @@
 //! quietly, with no further writes.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::api::{self, ReplicationController, ResourceVersion};
+use crate::api::{self, Pod, ReplicationController, ResourceVersion};
+use crate::controller::replicas::{self, record_status, Writes, Written};
 use crate::informer::{CachedPod, Namespace, PodInformer};
 use crate::registry::StorageError;
 
-use super::plan::{decide, new_pod_from_template, slow_start_batches, Decision};
-use super::pod_control::{CreateOutcome, DeleteOutcome, FreshReads, PodControl, StatusOutcome};
+use super::plan::{decide, new_pod_from_template, Decision};
+use super::pod_control::{FreshReads, PodControl};
 use super::Inner;
-
-/// The header revisions of a manager's last writes for one controller: what its caches
-/// must have applied before a sync may count from them (read-your-writes).
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Written {
-    /// Last pod create or delete.
-    pods: i64,
-    /// Last `status.replicas` write.
-    status: i64,
-    /// The slow-start batch the controller's next creates begin with, and when that was
-    /// earned: after a sync whose creates all succeeded, double its last batch (capped at
-    /// the burst limit), good for [`SLOW_START_MEMORY`]; otherwise 1. A scale-up spread
-    /// over many syncs ramps up once, not once per sync; a failure still costs at most
-    /// one batch before creates start again from 1, and a controller that was quiet for
-    /// a while starts from 1 too.
-    slow_start: Option<(usize, tokio::time::Instant)>,
-}
-
-/// How long a controller's slow-start progress carries over to its next sync. The next
-/// sync of a continuing scale-up follows within milliseconds (its status write wakes it).
-const SLOW_START_MEMORY: Duration = Duration::from_secs(1);
 
 /// What a sync observed: the controller, and where to read its namespace's pods.
 struct View {
@@ -67,27 +46,7 @@ impl View {
     }
 }
 
-/// How a sync's creates or deletes went.
-#[derive(Default)]
-struct Tally {
-    /// Pods this sync created or deleted.
-    written: usize,
-    /// Pods that now exist (creates) or are gone (deletes) as the sync wanted, including
-    /// those another writer created or deleted first: what the status counts.
-    counted: usize,
-    errors: Vec<anyhow::Error>,
-    /// A write was refused because the controller is gone: nothing more is written.
-    controller_gone: bool,
-}
-
 impl<P: PodControl, R: FreshReads> Inner<P, R> {
-    /// Warns about `key` at `version` unless it was already warned about at it.
-    fn warn_once(&self, key: &str, version: &str, message: &str) {
-        if self.memory.first_warning(key, version) {
-            tracing::warn!(controller = %key, resource_version = %version, "{message}");
-        }
-    }
-
     /// Forgets what the manager remembers of a deleted controller.
     pub(super) fn forget(&self, key: &str) {
         self.memory.forget(key);
@@ -99,7 +58,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
             Ok(()) => true,
             Err(e) => {
                 let version = controller.metadata.resource_version.unwrap_or_default();
-                self.warn_once(
+                self.memory.warn_once(
                     key,
                     &version.to_string(),
                     &format!("skipping controller: {e}"),
@@ -244,17 +203,17 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         } = decision;
         let want = controller.spec.replicas;
         let mut now_active = active;
-        let mut tally = Tally::default();
+        let mut writes = Writes::default();
         // What a sync set out to do is debug; what it did is info, after the writes: a
         // sync whose every write etcd refused (its NOSPACE alarm, say) must not read as
         // progress, once per retry. Its error says why (at debug; the alarm at warn).
         if !creates.is_empty() {
             tracing::debug!(want, have = active, creating = creates.len(), "scaling up");
-            tally = self.create_replicas(key, controller, creates).await;
-            self.metrics.pods_created.inc_by(tally.written as u64);
-            now_active += tally.counted;
-            if tally.written > 0 {
-                tracing::info!(want, have = active, created = tally.written, "scaled up");
+            writes = self.create_replicas(key, controller, creates).await;
+            self.metrics.pods_created.inc_by(writes.written as u64);
+            now_active += writes.created;
+            if writes.written > 0 {
+                tracing::info!(want, have = active, created = writes.written, "scaled up");
             }
         } else if !deletes.is_empty() {
             tracing::debug!(
@@ -263,37 +222,29 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
                 deleting = deletes.len(),
                 "scaling down"
             );
-            tally = self.delete_pods(key, controller, deletes).await;
-            self.metrics.pods_deleted.inc_by(tally.written as u64);
-            now_active -= tally.counted;
-            if tally.written > 0 {
-                tracing::info!(want, have = active, deleted = tally.written, "scaled down");
+            writes = self.delete_pods(key, controller, deletes).await;
+            self.metrics.pods_deleted.inc_by(writes.written as u64);
+            now_active -= writes.deleted.len();
+            if writes.written > 0 {
+                tracing::info!(want, have = active, deleted = writes.written, "scaled down");
             }
         }
-        if tally.controller_gone {
+        if writes.owner_gone {
             // Deleted (or deleted and re-created) since it was read: its delete event ends
             // its syncs, and the new incarnation, if any, gets its own.
             tracing::debug!("controller deleted since it was read; no more writes for it");
             return Ok(());
         }
-        let mut errors = tally.errors;
+        let mut errors = writes.errors;
         let now_active = now_active as i64;
         // New pods are not ready yet; deleted ones may have been: never more than active.
         let ready = (ready as i64).min(now_active);
         if controller.status.replicas != now_active || controller.status.ready_replicas != ready {
-            match self
+            let written = self
                 .pod_control
                 .update_status(controller, now_active, ready)
-                .await
-            {
-                Ok(StatusOutcome::Written(revision)) => {
-                    self.memory
-                        .record(key, |w| w.status = w.status.max(revision.0));
-                }
-                // The controller changed meanwhile; its event syncs it again.
-                Ok(StatusOutcome::Changed) => {}
-                Err(e) => errors.push(e),
-            }
+                .await;
+            errors.extend(record_status(&self.memory, key, written));
         }
         match errors.into_iter().next() {
             None => Ok(()),
@@ -301,71 +252,26 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         }
     }
 
-    /// Creates the named replicas in slow-start batches of 1, 2, 4, ... (continuing from
-    /// where the controller's last successful creates got to), stopping after a batch
-    /// with an error or a refusal because the controller is gone.
+    /// Creates the named replicas (the replica writer's slow-start batches), each a pod
+    /// from the controller's template; a pod found holding a name counts when it is
+    /// active, selected and owned by no controller reference.
     async fn create_replicas(
         &self,
         key: &str,
         controller: &ReplicationController,
         names: Vec<String>,
-    ) -> Tally {
+    ) -> Writes {
         let selector = controller.spec.selector.as_selector();
-        let mut names = names.into_iter();
-        let mut tally = Tally::default();
-        let first = match self.memory.written(key).slow_start {
-            Some((batch, at)) if at.elapsed() < SLOW_START_MEMORY => batch,
-            _ => 1,
+        let namespace = &controller.metadata.namespace;
+        let burst = self.config.burst_replicas;
+        let create = |name: String| async move {
+            let pod = new_pod_from_template(controller, name);
+            self.pod_control.create_pod(controller, pod).await
         };
-        let mut last_batch = 0;
-        for batch_size in slow_start_batches(first, names.len()) {
-            last_batch = batch_size;
-            let creates = names.by_ref().take(batch_size).map(|name| async move {
-                let pod = new_pod_from_template(controller, name.clone());
-                (name, self.pod_control.create_pod(controller, pod).await)
-            });
-            let results = futures::future::join_all(creates).await;
-            let mut highest = 0;
-            for (name, result) in results {
-                match result {
-                    Ok(CreateOutcome::Created(revision)) => {
-                        tally.written += 1;
-                        tally.counted += 1;
-                        highest = highest.max(revision.0);
-                    }
-                    // A concurrent sync (or another kcm) created this very replica.
-                    Ok(CreateOutcome::Exists(Some(pod)))
-                        if pod.is_active()
-                            && selector.matches(&pod.metadata.labels)
-                            && api::controller_of(&pod.metadata).is_none() =>
-                    {
-                        tally.counted += 1
-                    }
-                    Ok(CreateOutcome::Exists(_)) => {
-                        tracing::debug!(pod = %name, "name taken by another pod; the next sync picks another slot")
-                    }
-                    Ok(CreateOutcome::ControllerGone) => tally.controller_gone = true,
-                    Err(e) => tally.errors.push(e.context(format!(
-                        "create pod {}/{name}",
-                        controller.metadata.namespace
-                    ))),
-                }
-            }
-            self.memory.record(key, |w| w.pods = w.pods.max(highest));
-            if tally.controller_gone {
-                return tally;
-            }
-            if !tally.errors.is_empty() {
-                self.memory.record(key, |w| w.slow_start = None);
-                return tally;
-            }
-        }
-        let burst = self.config.burst_replicas.max(1);
-        let next = (last_batch * 2).clamp(1, burst);
-        self.memory.record(key, |w| {
-            w.slow_start = Some((next, tokio::time::Instant::now()))
-        });
-        tally
+        let ours = |pod: &Pod| {
+            selector.matches(&pod.metadata.labels) && api::controller_of(&pod.metadata).is_none()
+        };
+        replicas::create_replicas(&self.memory, key, burst, namespace, names, create, ours).await
     }
 
     /// Deletes the given pods in parallel, each guarded by its resourceVersion.
@@ -374,33 +280,16 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         key: &str,
         controller: &ReplicationController,
         victims: Vec<Arc<CachedPod>>,
-    ) -> Tally {
-        let deletes = victims.iter().map(|pod| async move {
+    ) -> Writes {
+        let delete = |pod: &CachedPod| {
+            let (namespace, name) = (pod.namespace.clone(), pod.name.clone());
             let version = ResourceVersion(pod.resource_version);
-            let result = self
-                .pod_control
-                .delete_pod(controller, &pod.namespace, &pod.name, version)
-                .await;
-            (pod.key(), result)
-        });
-        let mut tally = Tally::default();
-        let mut highest = 0;
-        for (pod, result) in futures::future::join_all(deletes).await {
-            match result {
-                Ok(DeleteOutcome::Deleted(revision)) => {
-                    tally.written += 1;
-                    tally.counted += 1;
-                    highest = highest.max(revision.0);
-                }
-                Ok(DeleteOutcome::Gone) => tally.counted += 1,
-                Ok(DeleteOutcome::Changed) => {
-                    tracing::debug!(%pod, "pod changed since it was ranked; skipped")
-                }
-                Ok(DeleteOutcome::ControllerGone) => tally.controller_gone = true,
-                Err(e) => tally.errors.push(e.context(format!("delete pod {pod}"))),
+            async move {
+                self.pod_control
+                    .delete_pod(controller, &namespace, &name, version)
+                    .await
             }
-        }
-        self.memory.record(key, |w| w.pods = w.pods.max(highest));
-        tally
+        };
+        replicas::delete_pods(&self.memory, key, victims, delete).await
     }
 }

@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use proptest::prelude::*;
 
 use super::fixtures::{app, controller, pod, FakeCluster};
-use super::plan::{free_slots, rank_for_deletion, slow_start_batches};
 use super::*;
 use crate::api::{self, Pod, PodPhase, ResourceVersion};
+use crate::controller::{free_slots, pod_name, rank_for_deletion, slow_start_batches, SlotNames};
 use crate::informer::Namespace;
 
 const CREATED: &str = "2014-10-01T00:00:00Z";

@@ -10,13 +10,14 @@ use kcm::api::{
     Container, ObjectMeta, Pod, PodPhase, PodSpec, PodStatus, PodTemplateSpec,
     ReplicationController, ReplicationControllerSpec,
 };
+use kcm::controller::pod_name;
+use kcm::controller::replicas::{CreateOutcome, DeleteOutcome};
 use kcm::etcd_watcher::Watcher;
 use kcm::informer::{ControllerInformer, PodInformer};
 use kcm::labels::{Selector, Set};
 use kcm::registry::Registry;
 use kcm::replication_manager::{
-    new_pod_from_template, pod_name, CreateOutcome, DeleteOutcome, EtcdPodControl, ManagerConfig,
-    PodControl, ReplicationManager,
+    new_pod_from_template, EtcdPodControl, ManagerConfig, PodControl, ReplicationManager,
 };
 use kcm::status::Metrics;
 use tokio_util::sync::CancellationToken;

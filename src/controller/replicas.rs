@@ -1,0 +1,321 @@
+//! The replica writer: what every replica controller (the replication manager, the
+//! ReplicaSet controller) writes the same way, from Kubernetes' `pkg/controller/
+//! controller_utils.go` (`RealPodControl`, `slowStartBatch`, the expectations that stand
+//! for read-your-writes) and the controllers' `manageReplicas`:
+//! - creates in slow-start batches of 1, 2, 4, ... that stop after a batch with an error
+//!   or a refusal because the owner is gone ([`create_replicas`]), each create-if-absent
+//!   ([`create_guarded`]);
+//! - deletes in parallel, each guarded by the pod's resourceVersion ([`delete_pods`],
+//!   [`delete_guarded`]);
+//! - the status compare-and-swap on the owner's resourceVersion ([`write_status`],
+//!   [`record_status`]);
+//! - the per-key memory of the revisions of those writes ([`Written`]), which a sync waits
+//!   for in the caches before trusting them, and of the slow-start batch it earned;
+//! - the namespace's pods read fresh from etcd ([`list_pods`]).
+//!
+//! What differs between controllers stays with them: how a pod is made and owned (by
+//! selector or by controller reference), which existing pod counts as the controller's,
+//! and what a failure means for the status.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::api::{self, Object, Pod, ResourceVersion};
+use crate::informer::{CachedPod, Namespace};
+use crate::labels::Selector;
+use crate::registry::{Registry, StorageError};
+
+use super::{slow_start_batches, KeyMemory};
+
+/// What a create found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CreateOutcome {
+    /// Created at this revision.
+    Created(ResourceVersion),
+    /// The name was taken; the pod holding it, if it could be read.
+    Exists(Option<Box<Pod>>),
+    /// The controller was deleted (and maybe re-created) since it was read; nothing was
+    /// written.
+    ControllerGone,
+}
+
+/// What a guarded delete found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    /// Deleted at this revision.
+    Deleted(ResourceVersion),
+    /// The pod changed since it was ranked; nothing was deleted.
+    Changed,
+    /// The pod was already gone.
+    Gone,
+    /// The controller was deleted (and maybe re-created) since it was read; nothing was
+    /// deleted.
+    ControllerGone,
+}
+
+/// What a status write found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusOutcome {
+    /// Written at this revision.
+    Written(ResourceVersion),
+    /// The controller changed (or was deleted) since it was read; its own event syncs it
+    /// again.
+    Changed,
+}
+
+/// What a controller remembers of its own writes for one key.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Written {
+    /// The header revision of its last pod write (create, delete, adopt, release).
+    pub pods: i64,
+    /// The revision of its last status write.
+    pub status: i64,
+    /// The slow-start batch the next creates begin with (double the last full batch, up to
+    /// the burst limit), good for [`SLOW_START_MEMORY`]; otherwise 1. A scale-up spread
+    /// over several syncs (the burst limit, or a sync cut short) keeps its pace.
+    pub slow_start: Option<(usize, tokio::time::Instant)>,
+}
+
+/// How long slow-start progress carries over to the next sync.
+pub const SLOW_START_MEMORY: Duration = Duration::from_secs(1);
+
+/// How a sync's creates or deletes went.
+#[derive(Default)]
+pub struct Writes {
+    /// Pods this sync created or deleted.
+    pub written: usize,
+    /// Pods that now exist as the sync wanted: created here, or by another writer for the
+    /// same owner (creates only).
+    pub created: usize,
+    /// Pods gone as the sync wanted: deleted here or by someone else (deletes only).
+    pub deleted: Vec<Arc<CachedPod>>,
+    pub errors: Vec<anyhow::Error>,
+    /// A write was refused because the owner is gone (or changed, for the writes that
+    /// require it unchanged): nothing more is written.
+    pub owner_gone: bool,
+}
+
+/// Creates the named replicas of `key` in slow-start batches (continuing from where its
+/// last successful creates got to, up to `burst`), stopping after a batch with an error or
+/// a refusal because the owner is gone. `create` makes and writes the pod of one name;
+/// `ours` says whether a pod found holding a name counts as the owner's replica.
+pub async fn create_replicas<F, Fut>(
+    memory: &KeyMemory<Written>,
+    key: &str,
+    burst: usize,
+    namespace: &str,
+    names: Vec<String>,
+    create: F,
+    ours: impl Fn(&Pod) -> bool,
+) -> Writes
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = anyhow::Result<CreateOutcome>>,
+{
+    let mut names = names.into_iter();
+    let mut writes = Writes::default();
+    let first = match memory.written(key).slow_start {
+        Some((batch, at)) if at.elapsed() < SLOW_START_MEMORY => batch,
+        _ => 1,
+    };
+    let mut last_batch = 0;
+    for batch_size in slow_start_batches(first, names.len()) {
+        last_batch = batch_size;
+        let creates = names
+            .by_ref()
+            .take(batch_size)
+            .map(|name| {
+                let created = create(name.clone());
+                async move { (name, created.await) }
+            })
+            .collect::<Vec<_>>();
+        let mut highest = 0;
+        let mut failed = false;
+        for (name, result) in futures::future::join_all(creates).await {
+            match result {
+                Ok(CreateOutcome::Created(revision)) => {
+                    writes.written += 1;
+                    writes.created += 1;
+                    highest = highest.max(revision.0);
+                }
+                // A concurrent sync (or another kcm) created this very replica.
+                Ok(CreateOutcome::Exists(Some(pod))) if pod.is_active() && ours(&pod) => {
+                    writes.created += 1
+                }
+                Ok(CreateOutcome::Exists(_)) => {
+                    tracing::debug!(pod = %name, "name taken by another pod; the next sync picks another slot")
+                }
+                Ok(CreateOutcome::ControllerGone) => writes.owner_gone = true,
+                Err(e) => {
+                    failed = true;
+                    writes
+                        .errors
+                        .push(e.context(format!("create pod {namespace}/{name}")));
+                }
+            }
+        }
+        memory.record(key, |w| w.pods = w.pods.max(highest));
+        if writes.owner_gone {
+            return writes;
+        }
+        if failed {
+            memory.record(key, |w| w.slow_start = None);
+            return writes;
+        }
+    }
+    let next = (last_batch * 2).clamp(1, burst.max(1));
+    memory.record(key, |w| {
+        w.slow_start = Some((next, tokio::time::Instant::now()))
+    });
+    writes
+}
+
+/// Deletes `victims` of `key` in parallel through `delete`, each guarded by the
+/// resourceVersion it was ranked at.
+pub async fn delete_pods<F, Fut>(
+    memory: &KeyMemory<Written>,
+    key: &str,
+    victims: Vec<Arc<CachedPod>>,
+    delete: F,
+) -> Writes
+where
+    F: Fn(&CachedPod) -> Fut,
+    Fut: Future<Output = anyhow::Result<DeleteOutcome>>,
+{
+    let deletes = victims
+        .into_iter()
+        .map(|pod| {
+            let deleted = delete(&pod);
+            async move { (pod, deleted.await) }
+        })
+        .collect::<Vec<_>>();
+    let mut writes = Writes::default();
+    let mut highest = 0;
+    for (pod, result) in futures::future::join_all(deletes).await {
+        match result {
+            Ok(DeleteOutcome::Deleted(revision)) => {
+                writes.written += 1;
+                writes.deleted.push(pod);
+                highest = highest.max(revision.0);
+            }
+            Ok(DeleteOutcome::Gone) => writes.deleted.push(pod),
+            Ok(DeleteOutcome::Changed) => {
+                tracing::debug!(pod = %pod.key(), "pod changed since it was ranked; skipped")
+            }
+            Ok(DeleteOutcome::ControllerGone) => writes.owner_gone = true,
+            Err(e) => writes
+                .errors
+                .push(e.context(format!("delete pod {}", pod.key()))),
+        }
+    }
+    memory.record(key, |w| w.pods = w.pods.max(highest));
+    writes
+}
+
+/// Remembers a status write's revision for `key`; returns its error, if any. A write that
+/// found the owner changed is not an error: the owner's own event syncs it again.
+pub fn record_status(
+    memory: &KeyMemory<Written>,
+    key: &str,
+    result: anyhow::Result<StatusOutcome>,
+) -> Option<anyhow::Error> {
+    match result {
+        Ok(StatusOutcome::Written(revision)) => {
+            memory.record(key, |w| w.status = w.status.max(revision.0));
+            None
+        }
+        Ok(StatusOutcome::Changed) => None,
+        Err(e) => Some(e),
+    }
+}
+
+/// Creates `pod` through `guarded` (a registry guarded by the controller it is made for),
+/// reading the pod holding the name through `registry` when it is taken.
+///
+/// # Errors
+/// When etcd fails.
+pub async fn create_guarded(
+    registry: &Registry,
+    guarded: &Registry,
+    pod: &Pod,
+) -> anyhow::Result<CreateOutcome> {
+    match guarded.create(pod).await {
+        Ok(created) => Ok(CreateOutcome::Created(
+            created.metadata.resource_version.unwrap_or_default(),
+        )),
+        Err(StorageError::OwnerGone { .. }) => Ok(CreateOutcome::ControllerGone),
+        Err(StorageError::AlreadyExists { .. }) => {
+            let meta = &pod.metadata;
+            let existing = registry.get::<Pod>(&meta.namespace, &meta.name).await.ok();
+            Ok(CreateOutcome::Exists(existing.map(Box::new)))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deletes `namespace/name` through `guarded` if it is still at `resource_version`.
+///
+/// # Errors
+/// When etcd fails.
+pub async fn delete_guarded(
+    guarded: &Registry,
+    namespace: &str,
+    name: &str,
+    resource_version: ResourceVersion,
+) -> anyhow::Result<DeleteOutcome> {
+    match guarded
+        .delete::<Pod>(namespace, name, Some(resource_version))
+        .await
+    {
+        Ok(revision) => Ok(DeleteOutcome::Deleted(revision)),
+        Err(StorageError::OwnerGone { .. }) => Ok(DeleteOutcome::ControllerGone),
+        Err(StorageError::Conflict { .. }) => Ok(DeleteOutcome::Changed),
+        Err(StorageError::NotFound { .. }) => Ok(DeleteOutcome::Gone),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes `updated`, a controller with its new status, by compare-and-swap on the
+/// resourceVersion it was read at.
+///
+/// # Errors
+/// When etcd fails.
+pub async fn write_status<T: Object>(
+    registry: &Registry,
+    updated: &T,
+) -> anyhow::Result<StatusOutcome> {
+    match registry.update(updated).await {
+        Ok(stored) => Ok(StatusOutcome::Written(
+            stored.metadata().resource_version.unwrap_or_default(),
+        )),
+        Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {
+            Ok(StatusOutcome::Changed)
+        }
+        Err(e) => Err(anyhow::Error::from(e).context("update status")),
+    }
+}
+
+/// Every pod of `namespace` as stored now, in one consistent read. A pod that does not
+/// decode is not an item, but its name is taken all the same: left out, its slot would be
+/// chosen (and found taken) by every sync.
+///
+/// # Errors
+/// `Etcd` when the read fails.
+pub async fn list_pods(
+    registry: &Registry,
+    namespace: &str,
+) -> Result<Namespace<CachedPod>, StorageError> {
+    let listed = registry
+        .list::<Pod>(Some(namespace), &Selector::everything())
+        .await?;
+    let mut pods = Namespace::from_items(listed.items.iter().map(CachedPod::from), |pod| {
+        pod.name.clone()
+    });
+    for error in &listed.errors {
+        if let Some((_, name)) = api::parse_key::<Pod>(registry.prefix(), &error.key) {
+            pods.mark_undecodable(name.into());
+        }
+    }
+    Ok(pods)
+}

@@ -1,0 +1,145 @@
+//! The pure parts of Kubernetes' `pkg/controller/controller_utils.go` that every replica
+//! controller shares: the names of replica slots, the order in which surplus pods are
+//! deleted (`ActivePods`), slow-start batch sizes (`slowStartBatch`) and the pod a create
+//! writes (`GetPodFromTemplate`). No IO.
+//!
+//! Slot names are kcm's, not Kubernetes': replica slot `i` of controller `uid` always gets
+//! the same name, so a create is idempotent (docs/departures.md, "over-creation").
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::api::{ObjectMeta, Pod, PodPhase, PodStatus, PodTemplateSpec};
+use crate::informer::CachedPod;
+
+/// Characters of generated name suffixes (Kubernetes' alphabet: no vowels, no 0/1/3).
+const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+const SUFFIX_LEN: usize = 5;
+
+/// The name of replica slot `slot` of the controller with `uid`: `{controller}-{5 chars}`.
+/// The same slot always gets the same name, which makes creates idempotent. Two slots can
+/// share a name (there are 27^5 suffixes); [`SlotNames`] skips the repeats.
+pub fn pod_name(controller: &str, uid: &str, slot: u64) -> String {
+    // FNV-1a: stable across processes, versions and platforms (std's hasher is not).
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in uid.bytes().chain(*b"/").chain(slot.to_le_bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut suffix = String::with_capacity(SUFFIX_LEN);
+    for _ in 0..SUFFIX_LEN {
+        suffix.push(SUFFIX_ALPHABET[(hash % SUFFIX_ALPHABET.len() as u64) as usize] as char);
+        hash /= SUFFIX_ALPHABET.len() as u64;
+    }
+    format!("{controller}-{suffix}")
+}
+
+/// A controller's slot sequence: the distinct names of slots 0, 1, 2, ... in order, so that
+/// "the first n slots" always means n different names.
+pub struct SlotNames<'a> {
+    controller: &'a str,
+    uid: &'a str,
+    next_slot: u64,
+    seen: HashSet<String>,
+}
+
+impl<'a> SlotNames<'a> {
+    /// The slot sequence of the controller named `controller` with `uid`.
+    pub fn new(controller: &'a str, uid: &'a str) -> Self {
+        SlotNames {
+            controller,
+            uid,
+            next_slot: 0,
+            seen: HashSet::new(),
+        }
+    }
+}
+
+impl Iterator for SlotNames<'_> {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        loop {
+            let name = pod_name(self.controller, self.uid, self.next_slot);
+            self.next_slot += 1;
+            if self.seen.insert(name.clone()) {
+                return Some(name);
+            }
+        }
+    }
+}
+
+/// The first `n` names of the controller's slot sequence that no pod holds.
+pub fn free_slots(
+    controller: &str,
+    uid: &str,
+    is_taken: impl Fn(&str) -> bool,
+    n: usize,
+) -> Vec<String> {
+    SlotNames::new(controller, uid)
+        .filter(|name| !is_taken(name))
+        .take(n)
+        .collect()
+}
+
+/// Sorts active pods so that the ones to delete first come first: unassigned before
+/// assigned, Pending before Unknown before Running, newer before older, then by name
+/// (PR #6992's rule).
+pub fn rank_for_deletion(pods: &mut [Arc<CachedPod>]) {
+    pods.sort_by(|a, b| {
+        a.assigned
+            .cmp(&b.assigned)
+            .then(phase_rank(a.phase).cmp(&phase_rank(b.phase)))
+            // RFC 3339 timestamps of one format sort as strings; newer first.
+            .then(b.creation_timestamp.cmp(&a.creation_timestamp))
+            .then(a.name.cmp(&b.name))
+    });
+}
+
+/// Sizes of slow-start batches for `n` creates beginning at `first`: first, 2 first,
+/// 4 first, ... (the ReplicaSet rule, which starts at 1).
+pub fn slow_start_batches(first: usize, n: usize) -> Vec<usize> {
+    let mut batches = Vec::new();
+    let (mut size, mut left) = (first.max(1), n);
+    while left > 0 {
+        let batch = size.min(left);
+        batches.push(batch);
+        left -= batch;
+        size *= 2;
+    }
+    batches
+}
+
+/// Where a phase ranks for deletion: Pending first, then Unknown, then Running.
+pub fn phase_rank(phase: PodPhase) -> u8 {
+    match phase {
+        PodPhase::Pending => 0,
+        PodPhase::Unknown => 1,
+        PodPhase::Running => 2,
+        PodPhase::Succeeded | PodPhase::Failed => 3,
+    }
+}
+
+/// A new pod `namespace/name` from `template` (a missing one is empty): exactly the
+/// template's labels, annotations and spec, unbound, phase Pending. What every
+/// controller's create writes, before it adds how it owns the pod.
+pub fn pod_from_template(template: Option<&PodTemplateSpec>, namespace: &str, name: String) -> Pod {
+    let template = template.cloned().unwrap_or_default();
+    let mut spec = template.spec;
+    spec.host.clear();
+    Pod {
+        metadata: ObjectMeta {
+            name,
+            namespace: namespace.to_string(),
+            labels: template.metadata.labels,
+            annotations: template.metadata.annotations,
+            ..ObjectMeta::default()
+        },
+        spec,
+        status: Some(PodStatus {
+            phase: PodPhase::Pending,
+            ..PodStatus::default()
+        }),
+        ..Pod::default()
+    }
+}
