@@ -1,0 +1,633 @@
+//! The HTTP watch (2014's `watch.go`): from the watch cache's window and broadcast, or
+//! from an etcd watch of its own for a start before the window; the 2014 filter
+//! transitions, bookmarks, `sendInitialEvents` and timeouts.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use rand::Rng as _;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::read::{cache_of, include_object, list, partial_metadata, synced, Filter, CACHE_WAIT};
+use super::request::{Format, Query, Target};
+use super::ApiState;
+use crate::apiserver::cache::{Event, Item, WatchCache};
+use crate::apiserver::errors::ApiError;
+use crate::apiserver::resources::Resource;
+use crate::apiserver::table;
+use crate::etcd_watcher::{RawEvent, RawItem, RawKind};
+use crate::registry::prefix_range_end;
+use futures::StreamExt as _;
+
+/// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.
+pub(super) const BOOKMARK_PERIOD: Duration = Duration::from_secs(30);
+
+/// A watch without `timeoutSeconds` lasts between this and twice this (kube-apiserver's
+/// `--min-request-timeout`, 1800 s, randomised so that watchers do not reconnect together).
+pub(super) const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Events written to a watch per chunk at most.
+pub(super) const EVENTS_PER_CHUNK: usize = 256;
+
+/// Where a watch starts.
+pub(super) enum WatchStart {
+    /// The current state as ADDED, then the changes (`""`, `"0"`).
+    Snapshot,
+    /// The current state as ADDED, a BOOKMARK saying so, then the changes
+    /// (`sendInitialEvents=true`).
+    InitialEvents(i64),
+    /// The changes after this revision.
+    After(i64),
+}
+
+pub(super) fn plan_watch(query: &Query) -> Result<WatchStart, ApiError> {
+    let rv = query.get("resourceVersion").unwrap_or("");
+    let revision = if rv.is_empty() {
+        0
+    } else {
+        rv.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "resourceVersion: Invalid value: {rv:?}: must be a non-negative integer"
+            ))
+        })?
+    };
+    match query.get("sendInitialEvents") {
+        Some("true") => {
+            if query.get("resourceVersionMatch") != Some("NotOlderThan") {
+                return Err(ApiError::bad_request(
+                    "sendInitialEvents: Forbidden: sendInitialEvents is allowed only with resourceVersionMatch set to \"NotOlderThan\"",
+                ));
+            }
+            if !query.flag("allowWatchBookmarks") {
+                return Err(ApiError::bad_request(
+                    "allowWatchBookmarks: Forbidden: allowWatchBookmarks must be set with sendInitialEvents",
+                ));
+            }
+            Ok(WatchStart::InitialEvents(revision))
+        }
+        Some("false") if revision > 0 => Ok(WatchStart::After(revision)),
+        _ if revision == 0 => Ok(WatchStart::Snapshot),
+        _ => Ok(WatchStart::After(revision)),
+    }
+}
+
+pub(super) async fn watch(
+    state: &Arc<ApiState>,
+    target: &Target,
+    query: &Query,
+    format: Format,
+) -> Result<Response, ApiError> {
+    let resource = target.resource;
+    let filter = Filter::new(target, query)?;
+    let start = plan_watch(query)?;
+    let permit = state.watches.clone().try_acquire_owned().map_err(|_| {
+        ApiError::too_many_requests(format!(
+            "too many watches: this apiserver serves at most {} at once (--max-watches)",
+            state.max_watches
+        ))
+    })?;
+    let timeout = match query.number("timeoutSeconds")? {
+        Some(seconds) if seconds > 0 => Duration::from_secs(seconds as u64),
+        _ => {
+            let extra = rand::thread_rng().gen_range(0..MIN_WATCH_TIMEOUT.as_secs());
+            MIN_WATCH_TIMEOUT + Duration::from_secs(extra)
+        }
+    };
+    let cache = cache_of(state, resource).cloned();
+    if let Some(cache) = &cache {
+        synced(cache).await?;
+    }
+    let mut lines: VecDeque<Bytes> = VecDeque::new();
+    let (subscription, start_revision) = match (&cache, start) {
+        // Namespaces and events have no cache: their current state, then nothing.
+        (None, start) => {
+            let page = list(state, target, &filter, &Query::default()).await?;
+            let mut watch = Watch::new(resource, format, query, None, page.revision);
+            if !matches!(start, WatchStart::After(_)) {
+                for item in &page.items {
+                    lines.push_back(watch.line("ADDED", item));
+                }
+            }
+            if let WatchStart::InitialEvents(_) = start {
+                lines.push_back(watch.bookmark(page.revision, true));
+            }
+            return Ok(watch_response(
+                state, watch, lines, None, permit, timeout, format,
+            ));
+        }
+        (Some(cache), WatchStart::Snapshot) => {
+            let subscription = cache.subscribe_snapshot(filter.namespace.as_deref());
+            let revision = subscription.revision;
+            (subscription, revision)
+        }
+        (Some(cache), WatchStart::InitialEvents(revision)) => {
+            if revision > 0 && !cache.wait_for(revision, CACHE_WAIT).await {
+                return Err(ApiError::too_large_resource_version(
+                    revision,
+                    cache.revision(),
+                ));
+            }
+            let subscription = cache.subscribe_snapshot(filter.namespace.as_deref());
+            let revision = subscription.revision;
+            (subscription, revision)
+        }
+        (Some(cache), WatchStart::After(revision)) => match cache.subscribe_from(revision) {
+            Ok(subscription) => (subscription, revision),
+            Err(too_old) => {
+                // Before the window: an etcd watch of its own from N (etcd still holds
+                // the history unless it compacted it; then one ERROR 410).
+                tracing::debug!(
+                    resource = resource.plural,
+                    revision,
+                    oldest = too_old.oldest,
+                    "watch from before the cache's window; watching etcd from it"
+                );
+                let source = etcd_source(state, cache, revision);
+                let watch = Watch::new(resource, format, query, Some(filter), revision);
+                return Ok(watch_response(
+                    state,
+                    watch,
+                    VecDeque::new(),
+                    Some(source),
+                    permit,
+                    timeout,
+                    format,
+                ));
+            }
+        },
+    };
+    let mut watch = Watch::new(resource, format, query, Some(filter), start_revision);
+    for event in &subscription.initial {
+        if let Some(line) = watch.event_line(event) {
+            lines.push_back(line);
+        }
+    }
+    if query.get("sendInitialEvents") == Some("true") {
+        lines.push_back(watch.bookmark(start_revision, true));
+    }
+    let id = state.watch_ids.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(
+        id,
+        resource = resource.plural,
+        start_revision,
+        "watch started"
+    );
+    Ok(watch_response(
+        state,
+        watch,
+        lines,
+        Some(Source::Cache(
+            cache.expect("a cached resource"),
+            subscription.rx,
+        )),
+        permit,
+        timeout,
+        format,
+    ))
+}
+
+pub(super) fn watch_content_type(format: Format) -> &'static str {
+    match format {
+        Format::Table => "application/json;as=Table;v=v1;g=meta.k8s.io",
+        _ => "application/json",
+    }
+}
+
+/// One HTTP watch's translation of cache events into lines.
+pub(super) struct Watch {
+    resource: &'static Resource,
+    format: Format,
+    include: table::IncludeObject,
+    filter: Option<Filter>,
+    bookmarks: bool,
+    /// The revision the watch starts after: events at or below it are not its own (a
+    /// live event can be, when the client asked for a revision the cache had not reached).
+    /// Compared with this and not with the last revision delivered, since one etcd
+    /// transaction writes several keys at one revision.
+    start: i64,
+    /// The highest revision delivered so far (for bookmarks).
+    revision: i64,
+    /// Whether the Table's column definitions went out (in the first event only).
+    columns_sent: bool,
+}
+
+impl Watch {
+    pub(super) fn new(
+        resource: &'static Resource,
+        format: Format,
+        query: &Query,
+        filter: Option<Filter>,
+        revision: i64,
+    ) -> Watch {
+        Watch {
+            resource,
+            format,
+            include: include_object(query),
+            filter,
+            bookmarks: query.flag("allowWatchBookmarks"),
+            start: revision,
+            revision,
+            columns_sent: false,
+        }
+    }
+
+    /// The 2014 translation (`etcd_tools_watch.go`'s `sendModify` on the filter): a
+    /// change that moves an object into the selection is ADDED, out of it DELETED.
+    pub(super) fn event_line(&mut self, event: &Event) -> Option<Bytes> {
+        let passes = |item: &Item| self.filter.as_ref().is_none_or(|f| f.matches(item));
+        let kind = if event.deleted {
+            passes(&event.object).then_some("DELETED")
+        } else {
+            match &event.prev {
+                None => passes(&event.object).then_some("ADDED"),
+                Some(prev) => match (passes(prev), passes(&event.object)) {
+                    (true, true) => Some("MODIFIED"),
+                    (false, true) => Some("ADDED"),
+                    (true, false) => Some("DELETED"),
+                    (false, false) => None,
+                },
+            }
+        }?;
+        Some(self.line(kind, &event.object))
+    }
+
+    pub(super) fn line(&mut self, kind: &str, item: &Item) -> Bytes {
+        self.revision = self.revision.max(item.revision);
+        let mut line = format!(r#"{{"type":"{kind}","object":"#).into_bytes();
+        match self.format {
+            Format::Json => line.extend_from_slice(&item.json),
+            Format::Table => {
+                let table = table::table(
+                    self.resource.plural,
+                    std::slice::from_ref(&item.object),
+                    self.include,
+                    SystemTime::now(),
+                    &item.revision.to_string(),
+                    None,
+                    None,
+                    !self.columns_sent,
+                );
+                self.columns_sent = true;
+                line.extend_from_slice(table.to_string().as_bytes());
+            }
+            Format::Metadata => {
+                line.extend_from_slice(partial_metadata(&item.object).to_string().as_bytes())
+            }
+        }
+        line.extend_from_slice(b"}\n");
+        Bytes::from(line)
+    }
+
+    pub(super) fn bookmark(&mut self, revision: i64, initial_events_end: bool) -> Bytes {
+        self.revision = self.revision.max(revision);
+        let mut metadata = json!({ "resourceVersion": revision.to_string() });
+        if initial_events_end {
+            metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
+        }
+        let object = json!({
+            "kind": self.resource.kind,
+            "apiVersion": self.resource.api_version(),
+            "metadata": metadata,
+        });
+        Bytes::from(format!(
+            "{}\n",
+            json!({ "type": "BOOKMARK", "object": object })
+        ))
+    }
+}
+
+/// Where a watch's events come from.
+pub(super) enum Source {
+    /// The resource's watch cache (every watch from inside its window).
+    Cache(
+        Arc<WatchCache>,
+        tokio::sync::broadcast::Receiver<Arc<Event>>,
+    ),
+    /// An etcd watch of its own, for a watch from before the cache's window.
+    Etcd {
+        cache: Arc<WatchCache>,
+        /// The resource's directory key (`{prefix}/pods/`).
+        start: String,
+        raw: crate::etcd_watcher::RawWatch,
+    },
+}
+
+/// An etcd watch of `cache`'s resource from after `revision`, with previous values (for
+/// the filter transitions).
+pub(super) fn etcd_source(state: &ApiState, cache: &Arc<WatchCache>, revision: i64) -> Source {
+    let start = cache.codec().dir_key(state.registry.prefix());
+    let config = crate::etcd_watcher::EngineConfig {
+        range: crate::etcd_watcher::Range {
+            end: prefix_range_end(start.as_bytes()),
+            watched_key: Some(start.clone()),
+            start: start.clone(),
+        },
+        start: crate::etcd_watcher::Start::After(revision),
+        resume: true,
+        prev_kv: true,
+        backoff: crate::etcd_watcher::BackoffConfig::default(),
+        metrics: Arc::default(),
+    };
+    Source::Etcd {
+        cache: cache.clone(),
+        start,
+        raw: state.watcher.engine(config).into_stream(),
+    }
+}
+
+/// One etcd event as a cache event: the object decoded, its previous state from the
+/// event's previous value. `None` for a key of another layout, a value that does not
+/// decode, or a delete whose previous value etcd no longer had.
+pub(super) fn event_from_etcd(cache: &WatchCache, start: &str, raw: &RawEvent) -> Option<Event> {
+    let codec = cache.codec();
+    let (namespace, name) = codec.parse(raw.key.strip_prefix(start)?)?;
+    let prev = raw.prev.as_ref().and_then(|(value, mod_revision)| {
+        let previous = RawEvent {
+            value: value.clone(),
+            mod_revision: *mod_revision,
+            prev: None,
+            kind: RawKind::Put,
+            ..raw.clone()
+        };
+        codec.item(&namespace, &name, &previous).ok().map(Arc::new)
+    });
+    match raw.kind {
+        RawKind::Put => {
+            let item = codec.item(&namespace, &name, raw).ok()?;
+            Some(Event {
+                object: Arc::new(item),
+                // A create has no previous state.
+                prev: if raw.create_revision == raw.mod_revision {
+                    None
+                } else {
+                    prev
+                },
+                deleted: false,
+            })
+        }
+        RawKind::Delete => {
+            let prev = prev?;
+            Some(Event {
+                object: Arc::new(prev.stamped(raw.mod_revision)),
+                prev: Some(prev),
+                deleted: true,
+            })
+        }
+    }
+}
+
+/// What a watch's body stream holds between chunks.
+pub(super) struct WatchBody {
+    watch: Watch,
+    pending: VecDeque<Bytes>,
+    source: Option<Source>,
+    deadline: tokio::time::Instant,
+    next_bookmark: tokio::time::Instant,
+    done: bool,
+    _permit: OwnedSemaphorePermit,
+    _gauge: GaugeGuard,
+    sent: Counter,
+}
+
+/// Counts a watch in `apiserver_longrunning_requests` while it lives.
+pub(super) struct GaugeGuard(Gauge);
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+pub(super) fn watch_response(
+    state: &ApiState,
+    watch: Watch,
+    pending: VecDeque<Bytes>,
+    source: Option<Source>,
+    permit: OwnedSemaphorePermit,
+    timeout: Duration,
+    format: Format,
+) -> Response {
+    let labels = vec![("resource", watch.resource.plural), ("verb", "WATCH")];
+    let gauge = state.longrunning.get_or_create(&labels).clone();
+    gauge.inc();
+    let sent = state
+        .events_sent
+        .get_or_create(&vec![
+            ("resource", watch.resource.plural),
+            ("verb", "WATCH"),
+        ])
+        .clone();
+    let now = tokio::time::Instant::now();
+    let body = WatchBody {
+        watch,
+        pending,
+        source,
+        deadline: now + timeout,
+        next_bookmark: now + BOOKMARK_PERIOD,
+        done: false,
+        _permit: permit,
+        _gauge: GaugeGuard(gauge),
+        sent,
+    };
+    let stream = futures::stream::unfold(body, |mut body| async move {
+        let chunk = body.next_chunk().await?;
+        Some((Ok::<_, std::convert::Infallible>(chunk), body))
+    });
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, watch_content_type(format))],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+impl WatchBody {
+    /// A periodic BOOKMARK at `revision`, and the next one a period later.
+    pub(super) fn bookmark(&mut self, revision: i64) {
+        self.next_bookmark += BOOKMARK_PERIOD;
+        let line = self.watch.bookmark(revision, false);
+        self.pending.push_back(line);
+    }
+
+    /// The next bytes to write; `None` ends the stream.
+    pub(super) async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            if !self.pending.is_empty() {
+                let mut chunk = Vec::new();
+                while let Some(line) = self.pending.pop_front() {
+                    chunk.extend_from_slice(&line);
+                    if chunk.len() > 64 * 1024 {
+                        break;
+                    }
+                }
+                return Some(Bytes::from(chunk));
+            }
+            if self.done {
+                return None;
+            }
+            let source = match &mut self.source {
+                None => {
+                    // Nothing changes: wait for the end (or bookmarks).
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(self.deadline) => return None,
+                        _ = tokio::time::sleep_until(self.next_bookmark), if self.watch.bookmarks => {
+                            self.bookmark(self.watch.revision);
+                            continue;
+                        }
+                    }
+                }
+                Some(source) => source,
+            };
+            let (cache, rx) = match source {
+                Source::Cache(cache, rx) => (cache, rx),
+                Source::Etcd { cache, start, raw } => {
+                    let item = tokio::select! {
+                        biased;
+                        _ = tokio::time::sleep_until(self.deadline) => return None,
+                        _ = tokio::time::sleep_until(self.next_bookmark), if self.watch.bookmarks => {
+                            self.bookmark(self.watch.revision);
+                            continue;
+                        }
+                        item = raw.next() => item,
+                    };
+                    let (cache, start) = (cache.clone(), start.clone());
+                    match item {
+                        Some(RawItem::Events(raw_events)) => {
+                            for raw_event in &raw_events {
+                                let Some(event) = event_from_etcd(&cache, &start, raw_event) else {
+                                    continue;
+                                };
+                                if event.revision() <= self.watch.start {
+                                    continue;
+                                }
+                                if let Some(line) = self.watch.event_line(&event) {
+                                    self.sent.inc();
+                                    self.pending.push_back(line);
+                                }
+                            }
+                        }
+                        Some(RawItem::Progress(_) | RawItem::Resumed { .. }) => {}
+                        // Compacted (at the start, or later while resuming): the client
+                        // must list again.
+                        Some(
+                            RawItem::Ended(_)
+                            | RawItem::Page { .. }
+                            | RawItem::Listed { .. }
+                            | RawItem::ListFailed,
+                        )
+                        | None => {
+                            let status = ApiError::expired(format!(
+                                "too old resource version: {} ({})",
+                                self.watch.revision,
+                                cache.revision()
+                            ))
+                            .status();
+                            self.done = true;
+                            self.pending.push_back(Bytes::from(format!(
+                                "{}\n",
+                                json!({ "type": "ERROR", "object": status })
+                            )));
+                        }
+                    }
+                    continue;
+                }
+            };
+            let received = tokio::select! {
+                biased;
+                _ = tokio::time::sleep_until(self.deadline) => return None,
+                _ = tokio::time::sleep_until(self.next_bookmark), if self.watch.bookmarks => {
+                    let revision = cache.revision().max(self.watch.revision);
+                    self.bookmark(revision);
+                    continue;
+                }
+                received = rx.recv() => received,
+            };
+            let mut events = Vec::new();
+            match received {
+                Ok(event) => events.push(event),
+                Err(RecvError::Lagged(missed)) => {
+                    // Too slow: end the stream; the client watches again from the last
+                    // resourceVersion it saw (still in the window, most likely).
+                    tracing::debug!(
+                        resource = self.watch.resource.plural,
+                        missed,
+                        "watch too far behind; ending it"
+                    );
+                    return None;
+                }
+                Err(RecvError::Closed) => {
+                    // The cache started a new history (etcd's revision went backwards).
+                    let status = ApiError::expired(
+                        "the watch cache was reset: etcd's revision went backwards; list again",
+                    )
+                    .status();
+                    self.done = true;
+                    self.pending.push_back(Bytes::from(format!(
+                        "{}\n",
+                        json!({ "type": "ERROR", "object": status })
+                    )));
+                    continue;
+                }
+            }
+            while events.len() < EVENTS_PER_CHUNK {
+                match rx.try_recv() {
+                    Ok(event) => events.push(event),
+                    Err(_) => break,
+                }
+            }
+            for event in events {
+                if event.revision() <= self.watch.start {
+                    continue;
+                }
+                if let Some(line) = self.watch.event_line(&event) {
+                    self.sent.inc();
+                    self.pending.push_back(line);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(q: &str) -> Query {
+        Query::parse(Some(q))
+    }
+
+    #[test]
+    fn watch_starts_follow_the_resource_version_and_initial_events() {
+        assert!(matches!(
+            plan_watch(&query("watch=true")).unwrap(),
+            WatchStart::Snapshot
+        ));
+        assert!(matches!(
+            plan_watch(&query("resourceVersion=0")).unwrap(),
+            WatchStart::Snapshot
+        ));
+        assert!(matches!(
+            plan_watch(&query("resourceVersion=9")).unwrap(),
+            WatchStart::After(9)
+        ));
+        assert!(matches!(
+            plan_watch(&query("sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion=0")).unwrap(),
+            WatchStart::InitialEvents(0)
+        ));
+        assert_eq!(
+            plan_watch(&query("sendInitialEvents=true"))
+                .map_err(|e| e.code)
+                .err(),
+            Some(400)
+        );
+    }
+}
