@@ -6,7 +6,7 @@
 //! `pkg/apiserver/resthandler.go` (get and list), `pkg/apiserver/watch.go` (the HTTP
 //! watch: one JSON event per line), `pkg/registry/etcd/etcd.go` (the key layout, which kcm
 //! shares) and `pkg/tools/etcd_tools_watch.go` (the etcdWatcher, here kcm's watch
-//! engine). What later Kubernetes added is here too, and in the Departures table: the
+//! engine). What later Kubernetes added is here too, and in docs/departures.md: the
 //! served versions are core/v1 and apps/v1 (2014 served v1beta1–3, with `id` and
 //! `desiredState`), the watch cache (2015), Tables (1.10), bookmarks (1.15), consistent
 //! paginated lists (1.9) and streaming lists (1.27).

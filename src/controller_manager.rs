@@ -5,7 +5,8 @@
 //! kube-controller-manager took later (`cmd/kube-controller-manager/app`): a table of
 //! named controllers with init functions ([`descriptors`]), a `ControllerContext` with
 //! one shared informer factory per term, `StartControllers`, then the factory's start;
-//! plus `/healthz` and `/metrics` on `--address`:`--port`. Leader election is a departure (see `leader`): the controllers
+//! plus `/healthz` and `/metrics` on `--address`:`--port`. Leader election is a departure (see `leader`,
+//! docs/departures.md): the controllers
 //! run under a token that is cancelled the moment the term is lost, their registry is
 //! fenced with the term's token, and a lost term is followed by a new campaign.
 

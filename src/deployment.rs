@@ -26,7 +26,7 @@
 //!   they have applied this controller's last writes for the deployment, else etcd;
 //! - with one controller manager (or a leader), active pods ≤ replicas + maxSurge and
 //!   ready pods ≥ replicas − maxUnavailable at every revision of a rollout (plan.rs's two
-//!   rules, phase2.md §6.2);
+//!   rules, docs/departures.md "rollouts" and docs/invariants.md);
 //! - a deployment with a `deletionTimestamp` gets status writes only; an invalid one gets
 //!   no writes and one warning per resourceVersion.
 

@@ -2,7 +2,7 @@
 //! pods its selector matches.
 //!
 //! Mirrors 2014's `pkg/service/endpoints_controller.go` (`SyncServiceEndpoints`,
-//! `findPort`). Departures (ARCHITECTURE.md has the table): instead of one full pass every
+//! `findPort`). Departures (docs/departures.md has the table): instead of one full pass every
 //! 10 s, service and pod watch events queue the affected Services (a pod that gets its IP
 //! shows in endpoints within a second) and the periodic pass remains as a safety net;
 //! Endpoints are written by compare-and-swap, not last-writer-wins; and Endpoints whose

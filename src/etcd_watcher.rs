@@ -1,11 +1,28 @@
 //! Typed, filtered watches on etcd v3: the 2014 one-shot watch, and the resumable watch
 //! and list-and-watch engine every controller in kcm uses.
 //!
-//! Mirrors 2014's `pkg/tools/etcd_tools_watch.go` (`etcdWatcher`: `WatchList`, `Watch`,
-//! `sendAdd`/`sendModify`/`sendDelete`, `ParseWatchResourceVersion`'s +1 rule). etcd v2
-//! actions become v3 events: a PUT whose `create_revision == mod_revision` is 2014's
-//! `create`, any other PUT is `set`/`compareAndSwap` (translated with the same filter
-//! transition table on the previous value), a DELETE is `delete`.
+//! Go → Rust, from 2014's `pkg/tools/etcd_tools_watch.go` (and the `ParseWatchResourceVersion`
+//! of `pkg/registry/etcd/etcd.go`):
+//!
+//! | 2014 | kcm |
+//! |---|---|
+//! | `EtcdHelper.WatchList(key, rv, filter)` | [`Watcher::watch_list`] |
+//! | `EtcdHelper.Watch(key, rv)` | [`Watcher::watch`] |
+//! | `etcdWatcher` (`ResultChan`, `Stop`) | [`WatchStream`] (a `Stream`; [`WatchStream::stop`], or drop) |
+//! | `etcdWatch` + `etcdGetInitialWatchState` (GET, then watch from its index + 1) | `engine` (`Engine::step`: `Listing`, `Listed`, `Opening`, `Watching`) |
+//! | `translate` goroutine, `sendResult` | `typed` (the consumer of the engine's raw items) calling [`translate`] |
+//! | `sendAdd`, `sendModify`, `sendDelete` | the three arms of [`translate`] (`translate.rs`) |
+//! | `exceptKey` (skip the directory's own key) | the `watched_key` argument of [`translate`] |
+//! | `FilterFunc`, `Everything` | [`Filter`], [`everything`], [`selector_filter`] |
+//! | `ParseWatchResourceVersion` (+1) | [`parse_watch_resource_version`] |
+//! | `watch.Event`, `api.Status` | [`WatchEvent`], [`Status`] |
+//! | (none: a client listed again by hand) | [`ResumableWatch`], [`relist_diff`] |
+//!
+//! etcd v2 actions become v3 events: a PUT whose `create_revision == mod_revision` is
+//! 2014's `create`, any other PUT is `set`/`compareAndSwap` (translated with the same filter
+//! transition table on the previous value), a DELETE is `delete`. Where kcm departs from
+//! 2014 (resume, compaction, buffering, initial state, ...) is the `watch:` rows of
+//! docs/departures.md; behaviours 1-23 of docs/2014.md are the 2014 rules.
 //!
 //! Layout:
 //! - [`event`](WatchEvent): `watch.Event`, `api.Status`, filters;

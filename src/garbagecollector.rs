@@ -5,7 +5,8 @@
 //! Mirrors Kubernetes' `pkg/controller/garbagecollector/` (`GraphBuilder`,
 //! `attemptToDeleteItem`, `classifyReferences`, `processDeletingDependentsItem`,
 //! `orphanDependents`) and `pkg/controller/podgc/gc_controller.go` (`gcTerminated`),
-//! which postdate 2014 (2014 left a deleted controller's pods running: weakness #10). kcm
+//! which postdate 2014 (2014 left a deleted controller's pods running: weakness 10 of
+//! docs/2014.md; the collector's rows are in docs/departures.md). kcm
 //! has no apiserver, so the collector also does the apiserver's part of a deletion: an
 //! object with a `deletionTimestamp` and no finalizers is deleted.
 //!

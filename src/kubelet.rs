@@ -6,7 +6,8 @@
 //! `status.phase` and `status.podIP`. kcm has neither; it simulates just enough of both
 //! that pods created by the replication manager become Running with an address, so the
 //! endpoints controller has something to serve. Each kubelet is its own scheduler: it
-//! claims unassigned pods for its node, first come first served.
+//! claims unassigned pods for its node, first come first served. Its departures ("node
+//! names", "pod status") are in docs/departures.md.
 //!
 //! Since issue 13 it also reports readiness as the later kubelet does (`containers`):
 //! `status.conditions` `Ready` and `status.containerStatuses`, Ready after `--ready-delay`

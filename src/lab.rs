@@ -9,7 +9,7 @@
 //! from a watch on etcd, request counts from etcd's own `/metrics` (except `burst`'s
 //! creates in flight, which no etcd record holds).
 //!
-//! Scenarios (ARCHITECTURE.md's "Departures from 2014" row each illustrates):
+//! Scenarios (the docs/departures.md row each illustrates, by its area):
 //! - `overcreate`: two managers of the same kind see one controller scaled 0 → N at once;
 //!   figure: the most active pods at any revision (2014: each lists, then creates all it
 //!   misses: up to 2N; kcm: deterministic slot names, never more than N) (#8138);
@@ -23,7 +23,7 @@
 //!   ranks pending and unassigned first) (#3948);
 //! - `orphans`: a controller short of pods is deleted (its pods and it, in one
 //!   transaction); figure: pods created after the delete (2014 syncs a deleted controller
-//!   at its last state; kcm writes nothing for a deleted controller) (reference weakness 10);
+//!   at its last state; kcm writes nothing for a deleted controller) (weakness 10, docs/2014.md);
 //! - `heal`: a converged controller loses a pod, several times; figure: mean seconds from
 //!   the delete to the replacement's create, seen by a watch on etcd (2014 does not watch
 //!   pods and waits for the tick, about half the period; kcm: milliseconds);
@@ -964,7 +964,7 @@ impl Lab {
         let sizes = self.sizes;
         let running = self.start(which);
         // One namespace per controller, so each 2014 pod list reads only its own pods
-        // (one namespace would make every list read them all: weakness 2 squared).
+        // (one namespace would make every list read them all: weakness 2 of docs/2014.md, squared).
         for i in 0..sizes.resync_controllers {
             self.create_controller(
                 &format!("{namespace}-{i:04}"),

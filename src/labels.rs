@@ -17,7 +17,8 @@
 //!
 //! Matching follows 2014, where a missing key reads as the empty string: `k=` matches an
 //! object without `k` (2014's `hasTerm` compared `ls.Get(label) == value`), whereas modern
-//! Kubernetes requires the key to exist.
+//! Kubernetes requires the key to exist. The departures (the `labels` rows of
+//! docs/departures.md): the set-based grammar, validated keys and values, trimmed pieces.
 //!
 //! The module is split along its seams: `selector` (`Operator`, `Requirement`, `Selector`),
 //! `parser` (the grammar and `ParseSelectorError`) and `validation` (label keys, values and

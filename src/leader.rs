@@ -4,7 +4,8 @@
 //! (leader election came in 2016, kubernetes PR #19621, as a lease lock without fencing).
 //! Here every manager campaigns through etcd's election API on a lease of its own; the
 //! winner's leader key and its create revision become the [`Fence`] that every write of a
-//! fenced [`crate::registry::Registry`] compares in the same transaction.
+//! fenced [`crate::registry::Registry`] compares in the same transaction (docs/departures.md,
+//! "leader election" and "fencing").
 //!
 //! Invariants:
 //! - a lease is renewed in the background every third of its TTL by a task the [`Lease`]

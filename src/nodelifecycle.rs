@@ -10,7 +10,8 @@
 //! `{prefix}/minions/{name}` on an etcd lease (10 s), so the registration key is the
 //! heartbeat: present while the kubelet lives, deleted by etcd when its lease lapses. The
 //! kubelet posts its Node (`{prefix}/nodes/{name}`) `Ready: True` each time it gains its
-//! registration (`kubelet::node_status`); this controller does the rest.
+//! registration (`kubelet::node_status`); this controller does the rest (docs/departures.md,
+//! "node status").
 //!
 //! It watches both directories with the list-and-watch engine (`etcd_watcher`), keeps what
 //! it saw in one store, and runs on the common runner (`controller`), keyed by node name.

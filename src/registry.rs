@@ -3,7 +3,9 @@
 //!
 //! Mirrors 2014's `pkg/tools/etcd_tools.go` (`EtcdHelper`: `ExtractObj`, `ExtractToList`,
 //! `CreateObj`, `SetObj`, `AtomicUpdate`) and `pkg/registry/etcd/etcd.go`, with etcd v2's
-//! `prevIndex` compare-and-swap replaced by a v3 transaction on `mod_revision`.
+//! `prevIndex` compare-and-swap replaced by a v3 transaction on `mod_revision`. Where it
+//! departs from 2014 (the `storage:` rows of docs/departures.md): an update never creates
+//! a missing key, and every single-object operation refuses an empty namespace or name.
 //!
 //! Invariants:
 //! - every object returned carries `metadata.resourceVersion` = its key's `mod_revision`,

@@ -7,7 +7,9 @@
 //! the common [`Runner`] and the shared informers, a sync observes, decides in pure
 //! functions (`plan`) and acts only through [`ReplicaSetControl`], and it reuses the
 //! manager's idempotent creates (deterministic slot names, create-if-absent, burst cap,
-//! slow start), ranked guarded deletes and read-your-writes.
+//! slow start), ranked guarded deletes and read-your-writes. Where it goes beyond
+//! Kubernetes is in docs/departures.md ("ownership (ReplicaSets)", "RC/RS coexistence",
+//! "ReplicaSet adoption and create races", "ReplicaSet expectations").
 //!
 //! Invariants:
 //! - ownership is the controller reference, by kind, name and uid: a pod naming a deleted

@@ -1,7 +1,7 @@
 //! The late-2014 replication manager, as it was: a teaching instrument, not a mode of
 //! kcm's loop. Read it beside `pkg/controller/replication_controller.go` (late 2014,
-//! ../shared/reference/kubernetes-2014.md §2.1); every function here has the Go one's
-//! name and shape, weaknesses included (numbered as in its §8):
+//! described in docs/2014.md); every function here has the Go one's name and shape,
+//! weaknesses included (numbered as in docs/2014.md):
 //!
 //! - [`ReplicationManager::run`] is `Run(period)`: a ticker and a resourceVersion kept
 //!   between reconnects, and `util.Forever(watchControllers, period)` ([`handle_crash`]),
@@ -21,7 +21,7 @@
 //! - [`RealPodControl::create_replica`] names each pod with a random UUID (weakness 12; 2014's pod
 //!   storage set `Name = UID`, before `GenerateName`, PR #3789).
 //!
-//! Where etcd v3 forces a difference: list order is etcd v3's key order (2014's unsorted
+//! Where etcd v3 forces a difference (the `replication-2014` rows of docs/departures.md): list order is etcd v3's key order (2014's unsorted
 //! etcd v2 GET was effectively arbitrary; UUID names make key order arbitrary too); a
 //! resumed watch whose version was compacted fails with 410 "Expired" (kcm's
 //! [`WatchStream`](crate::etcd_watcher::WatchStream)) where etcd v2 gave 401 "index

@@ -3,8 +3,25 @@
 //! Mirrors 2014's `pkg/controller/replication_controller.go` (late 2014): a loop over a
 //! resync tick and controller watch events, `syncReplicationController` listing the
 //! controller's pods by selector, `filterActivePods`, and creating or deleting the
-//! difference through a `PodControl`. What 2014 got wrong is fixed as listed in
-//! ARCHITECTURE.md's "Departures from 2014"; the short version:
+//! difference through a `PodControl`. Go → Rust (the 2014 code itself, line for line, is
+//! `crate::replication_2014`):
+//!
+//! | 2014 | kcm |
+//! |---|---|
+//! | `NewReplicationManager`, `Run(period)` | [`ReplicationManager::new`], [`ReplicationManager::start`] (or `run`) on a `controller::Runner` |
+//! | `watchControllers` (`select` over tick and watch, resourceVersion kept) | the runner's loop over the shared informers (`informer`, which keep the resourceVersion); `controller_changed` and `pod_changed` turn changes into keys |
+//! | `synchronize` (list all, sync each in parallel) | the runner's resync tick, queueing every known key; [`ReplicationManager::sync_all`] for one pass |
+//! | `syncReplicationController` | `sync_replication_controller` (`sync.rs`): observe, [`decide`], act |
+//! | `filterActivePods` | `plan::filter_active_pods` |
+//! | the `diff` arithmetic | [`decide`], returning a [`Decision`] |
+//! | one goroutine per create or delete, `WaitGroup` | `create_replicas` (batches of [`slow_start_batches`]) and `delete_pods` in `sync.rs`, each a `JoinSet` |
+//! | `PodControlInterface`, `RealPodControl` | [`PodControl`], [`EtcdPodControl`] |
+//! | `createReplica` (template labels and spec, no name) | [`PodControl::create_pod`] of [`new_pod_from_template`], named by [`pod_name`] |
+//! | `deletePod` | [`PodControl::delete_pod`], ranked first by [`rank_for_deletion`] |
+//! | (none: the apiserver computed status) | [`PodControl::update_status`] |
+//!
+//! What 2014 got wrong is fixed as listed in docs/departures.md (the `manager:` rows; the
+//! weaknesses are numbered in docs/2014.md); the short version:
 //! - syncs go through a deduplicating [`WorkQueue`] with N workers and per-key backoff,
 //!   so a slow resync never holds back event work and a key never syncs twice at once;
 //! - a pod watch heals within milliseconds instead of the next tick;

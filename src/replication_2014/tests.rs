@@ -1,7 +1,7 @@
 //! The 2014 loop held to 2014's own tests (`pkg/controller/replication_controller_test.go`,
 //! October 2014: `TestSyncReplicationController{DoesNothing,Deletes,Creates}`,
-//! `TestCreateReplica`, `TestSynchonize`) and to the behaviours of
-//! ../shared/reference/kubernetes-2014.md §9 (24-41), with a recording fake of the
+//! `TestCreateReplica`, `TestSynchonize`) and to behaviours 24-41 of docs/2014.md,
+//! with a recording fake of the
 //! client and of `PodControl`, as 2014's `FakePodControl`.
 
 use std::collections::VecDeque;

@@ -4,8 +4,8 @@
 //!
 //! Invariant (the decision): the count of active pods and the free slot names come from the
 //! same view, and the names to create are the first free names of the controller's slot
-//! sequence, never more than `spec.replicas` minus the active count. ARCHITECTURE.md's
-//! "Invariants" gives the argument that this bounds the controller's pods by its largest
+//! sequence, never more than `spec.replicas` minus the active count. docs/invariants.md
+//! gives the argument that this bounds the controller's pods by its largest
 //! `spec.replicas`, whatever two managers see.
 
 use std::cmp::Ordering;

@@ -1,8 +1,9 @@
 //! Acceptance tests of the Deployment controller through the real `kcm controller-manager`
 //! (replicaset and deployment controllers) and simulated kubelets, against a real etcd
 //! (issue 14). Deployments and their template changes are written raw, as etcdctl would;
-//! the bounds are checked at every revision by replaying etcd's own history (phase2.md
-//! §9: D1-D4 at every revision, D5, D8 and D9 where the scenario exercises them).
+//! the bounds are checked at every revision by replaying etcd's own history (the rollout
+//! invariant of docs/invariants.md; the checks are labelled D1-D9 where they are made:
+//! D1-D4 at every revision, D5, D8 and D9 where the scenario exercises them).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -167,7 +167,7 @@ async fn resizing_every_200ms_keeps_the_count_between_the_smallest_and_largest_d
             wait_converged_within(CONVERGE, &client, "flap", name, app, last).await;
         }
 
-        // Exactly what is guaranteed (ARCHITECTURE.md, "Invariants"): never more active pods
+        // Exactly what is guaranteed (docs/invariants.md): never more active pods
         // than the largest spec.replicas written up to that revision (a view taken just
         // before a resize to 2000 may still create up to 3000 after it), and, as no pod
         // changes rank here (no kubelet), never fewer than 2000 once 2000 were reached.

@@ -1,7 +1,7 @@
 //! The late-2014 replication manager (`kcm controller-manager --controllers
 //! replication-2014,-replication`, `src/replication_2014.rs`) against a real etcd: it
 //! converges a controller with UUID-named pods and never writes the controller, and it
-//! shows weakness #10 of 2014 (a deleted controller is synced at its last state, so one
+//! shows weakness 10 of docs/2014.md (a deleted controller is synced at its last state, so one
 //! deleted while short of pods gets pods created after its delete), counted from etcd's
 //! own history.
 
@@ -119,7 +119,7 @@ async fn a_controller_deleted_short_of_pods_gets_a_pod_after_its_delete() {
         let deleted_at = response.header().unwrap().revision();
 
         // The DELETED event syncs the controller at its last state: a pod is created for
-        // a controller that no longer exists (2014's weakness #10).
+        // a controller that no longer exists (weakness 10, docs/2014.md).
         wait_pods(&client, "lab", 3).await;
         let events = history::read(
             &client,
