@@ -14,11 +14,11 @@
 //! | `syncReplicationController` | `sync_replication_controller` (`sync.rs`): observe, [`decide`], act |
 //! | `filterActivePods` | `plan::filter_active_pods` |
 //! | the `diff` arithmetic | [`decide`], returning a [`Decision`] |
-//! | one goroutine per create or delete, `WaitGroup` | `create_replicas` (batches of [`slow_start_batches`]) and `delete_pods` in `sync.rs`, each a `JoinSet` |
+//! | one goroutine per create or delete, `WaitGroup` | the replica writer every replica controller shares: [`create_replicas`](crate::controller::replicas::create_replicas) (slow-start batches) and [`delete_pods`](crate::controller::replicas::delete_pods), called from `sync.rs` |
 //! | `PodControlInterface`, `RealPodControl` | [`PodControl`], [`EtcdPodControl`] |
-//! | `createReplica` (template labels and spec, no name) | [`PodControl::create_pod`] of [`new_pod_from_template`], named by [`pod_name`] |
-//! | `deletePod` | [`PodControl::delete_pod`], ranked first by [`rank_for_deletion`] |
-//! | (none: the apiserver computed status) | [`PodControl::update_status`] |
+//! | `createReplica` (template labels and spec, no name) | [`PodControl::create_pod`] of [`new_pod_from_template`], named by [`crate::controller::pod_name`] |
+//! | `deletePod` | [`PodControl::delete_pod`], ranked first by [`crate::controller::rank_for_deletion`] |
+//! | (none: the apiserver computed status) | [`PodControl::update_status`], through [`write_status`](crate::controller::replicas::write_status) |
 //!
 //! What 2014 got wrong is fixed as listed in docs/departures.md (the `manager:` rows; the
 //! weaknesses are numbered in docs/2014.md); the short version:
