@@ -41,7 +41,7 @@ mod handlers;
 mod http;
 // The three patch formats (merge, JSON, strategic merge) for part 2's PATCH, pure and
 // table-tested ahead of the writes that will use them.
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod patch;
 #[allow(dead_code)]
 mod resources;
