@@ -2,6 +2,7 @@
 //! from an etcd watch of its own for a start before the window; the 2014 filter
 //! transitions, bookmarks, `sendInitialEvents` and timeouts.
 
+use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -95,52 +96,38 @@ pub(super) async fn watch(
             state.max_watches
         ))
     })?;
-    let timeout = match query.number("timeoutSeconds")? {
-        Some(seconds) if seconds > 0 => Duration::from_secs(seconds as u64),
-        _ => {
-            let extra = rand::thread_rng().gen_range(0..MIN_WATCH_TIMEOUT.as_secs());
-            MIN_WATCH_TIMEOUT + Duration::from_secs(extra)
-        }
-    };
-    let cache = cache_of(state, resource).cloned();
-    if let Some(cache) = &cache {
-        synced(cache).await?;
-    }
-    let mut lines: VecDeque<Bytes> = VecDeque::new();
-    let (subscription, start_revision) = match (&cache, start) {
+    let timeout = watch_timeout(query)?;
+    let Some(cache) = cache_of(state, resource).cloned() else {
         // Namespaces and events have no cache: their current state, then nothing.
-        (None, start) => {
-            let page = list(state, target, &filter, &Query::default()).await?;
-            let mut watch = Watch::new(resource, format, query, None, page.revision);
-            if !matches!(start, WatchStart::After(_)) {
-                for item in &page.items {
-                    lines.push_back(watch.line("ADDED", item));
+        let page = list(state, target, &filter, &Query::default()).await?;
+        let mut watch = Watch::new(resource, format, query, None, page.revision);
+        let mut lines = VecDeque::new();
+        if !matches!(start, WatchStart::After(_)) {
+            for item in &page.items {
+                lines.push_back(watch.line("ADDED", item));
+            }
+        }
+        if let WatchStart::InitialEvents(_) = start {
+            lines.push_back(watch.bookmark(page.revision, true));
+        }
+        return Ok(watch_response(
+            state, watch, lines, None, permit, timeout, format,
+        ));
+    };
+    synced(&cache).await?;
+    let (subscription, start_revision) = match start {
+        WatchStart::Snapshot | WatchStart::InitialEvents(_) => {
+            if let WatchStart::InitialEvents(revision @ 1..) = start {
+                if !cache.wait_for(revision, CACHE_WAIT).await {
+                    let current = cache.revision();
+                    return Err(ApiError::too_large_resource_version(revision, current));
                 }
             }
-            if let WatchStart::InitialEvents(_) = start {
-                lines.push_back(watch.bookmark(page.revision, true));
-            }
-            return Ok(watch_response(
-                state, watch, lines, None, permit, timeout, format,
-            ));
-        }
-        (Some(cache), WatchStart::Snapshot) => {
             let subscription = cache.subscribe_snapshot(filter.namespace.as_deref());
             let revision = subscription.revision;
             (subscription, revision)
         }
-        (Some(cache), WatchStart::InitialEvents(revision)) => {
-            if revision > 0 && !cache.wait_for(revision, CACHE_WAIT).await {
-                return Err(ApiError::too_large_resource_version(
-                    revision,
-                    cache.revision(),
-                ));
-            }
-            let subscription = cache.subscribe_snapshot(filter.namespace.as_deref());
-            let revision = subscription.revision;
-            (subscription, revision)
-        }
-        (Some(cache), WatchStart::After(revision)) => match cache.subscribe_from(revision) {
+        WatchStart::After(revision) => match cache.subscribe_from(revision) {
             Ok(subscription) => (subscription, revision),
             Err(too_old) => {
                 // Before the window: an etcd watch of its own from N (etcd still holds
@@ -151,7 +138,7 @@ pub(super) async fn watch(
                     oldest = too_old.oldest,
                     "watch from before the cache's window; watching etcd from it"
                 );
-                let source = etcd_source(state, cache, revision);
+                let source = etcd_source(state, &cache, revision);
                 let watch = Watch::new(resource, format, query, Some(filter), revision);
                 return Ok(watch_response(
                     state,
@@ -166,6 +153,7 @@ pub(super) async fn watch(
         },
     };
     let mut watch = Watch::new(resource, format, query, Some(filter), start_revision);
+    let mut lines = VecDeque::new();
     for event in &subscription.initial {
         if let Some(line) = watch.event_line(event) {
             lines.push_back(line);
@@ -185,14 +173,23 @@ pub(super) async fn watch(
         state,
         watch,
         lines,
-        Some(Source::Cache(
-            cache.expect("a cached resource"),
-            subscription.rx,
-        )),
+        Some(Source::Cache(cache, subscription.rx)),
         permit,
         timeout,
         format,
     ))
+}
+
+/// How long a watch lasts: `timeoutSeconds`, or a random time between
+/// [`MIN_WATCH_TIMEOUT`] and twice that.
+fn watch_timeout(query: &Query) -> Result<Duration, ApiError> {
+    Ok(match query.number("timeoutSeconds")? {
+        Some(seconds) if seconds > 0 => Duration::from_secs(seconds as u64),
+        _ => {
+            let extra = rand::thread_rng().gen_range(0..MIN_WATCH_TIMEOUT.as_secs());
+            MIN_WATCH_TIMEOUT + Duration::from_secs(extra)
+        }
+    })
 }
 
 pub(super) fn watch_content_type(format: Format) -> &'static str {
@@ -461,15 +458,8 @@ impl WatchBody {
     /// The next bytes to write; `None` ends the stream.
     pub(super) async fn next_chunk(&mut self) -> Option<Bytes> {
         loop {
-            if !self.pending.is_empty() {
-                let mut chunk = Vec::new();
-                while let Some(line) = self.pending.pop_front() {
-                    chunk.extend_from_slice(&line);
-                    if chunk.len() > 64 * 1024 {
-                        break;
-                    }
-                }
-                return Some(Bytes::from(chunk));
+            if let Some(chunk) = self.take_pending() {
+                return Some(chunk);
             }
             if self.done {
                 return None;
@@ -500,44 +490,7 @@ impl WatchBody {
                         item = raw.next() => item,
                     };
                     let (cache, start) = (cache.clone(), start.clone());
-                    match item {
-                        Some(RawItem::Events(raw_events)) => {
-                            for raw_event in &raw_events {
-                                let Some(event) = event_from_etcd(&cache, &start, raw_event) else {
-                                    continue;
-                                };
-                                if event.revision() <= self.watch.start {
-                                    continue;
-                                }
-                                if let Some(line) = self.watch.event_line(&event) {
-                                    self.sent.inc();
-                                    self.pending.push_back(line);
-                                }
-                            }
-                        }
-                        Some(RawItem::Progress(_) | RawItem::Resumed { .. }) => {}
-                        // Compacted (at the start, or later while resuming): the client
-                        // must list again.
-                        Some(
-                            RawItem::Ended(_)
-                            | RawItem::Page { .. }
-                            | RawItem::Listed { .. }
-                            | RawItem::ListFailed,
-                        )
-                        | None => {
-                            let status = ApiError::expired(format!(
-                                "too old resource version: {} ({})",
-                                self.watch.revision,
-                                cache.revision()
-                            ))
-                            .status();
-                            self.done = true;
-                            self.pending.push_back(Bytes::from(format!(
-                                "{}\n",
-                                json!({ "type": "ERROR", "object": status })
-                            )));
-                        }
-                    }
+                    self.etcd_item(&cache, &start, item);
                     continue;
                 }
             };
@@ -566,15 +519,9 @@ impl WatchBody {
                 }
                 Err(RecvError::Closed) => {
                     // The cache started a new history (etcd's revision went backwards).
-                    let status = ApiError::expired(
+                    self.end_with(ApiError::expired(
                         "the watch cache was reset: etcd's revision went backwards; list again",
-                    )
-                    .status();
-                    self.done = true;
-                    self.pending.push_back(Bytes::from(format!(
-                        "{}\n",
-                        json!({ "type": "ERROR", "object": status })
-                    )));
+                    ));
                     continue;
                 }
             }
@@ -584,15 +531,72 @@ impl WatchBody {
                     Err(_) => break,
                 }
             }
-            for event in events {
-                if event.revision() <= self.watch.start {
-                    continue;
-                }
-                if let Some(line) = self.watch.event_line(&event) {
-                    self.sent.inc();
-                    self.pending.push_back(line);
-                }
+            self.push_events(events);
+        }
+    }
+
+    /// The pending lines as one chunk of about 64 KiB at most; `None` when there are none.
+    fn take_pending(&mut self) -> Option<Bytes> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let mut chunk = Vec::new();
+        while let Some(line) = self.pending.pop_front() {
+            chunk.extend_from_slice(&line);
+            if chunk.len() > 64 * 1024 {
+                break;
             }
+        }
+        Some(Bytes::from(chunk))
+    }
+
+    /// Queues the lines of `events` after the watch's start that its filter lets through.
+    fn push_events<E: Borrow<Event>>(&mut self, events: impl IntoIterator<Item = E>) {
+        for event in events {
+            let event = event.borrow();
+            if event.revision() <= self.watch.start {
+                continue;
+            }
+            if let Some(line) = self.watch.event_line(event) {
+                self.sent.inc();
+                self.pending.push_back(line);
+            }
+        }
+    }
+
+    /// Ends the watch with an ERROR event carrying `error`'s Status.
+    fn end_with(&mut self, error: ApiError) {
+        self.done = true;
+        self.pending.push_back(Bytes::from(format!(
+            "{}\n",
+            json!({ "type": "ERROR", "object": error.status() })
+        )));
+    }
+
+    /// Handles what the watch's own etcd watch delivered.
+    fn etcd_item(&mut self, cache: &WatchCache, start: &str, item: Option<RawItem>) {
+        match item {
+            Some(RawItem::Events(raw_events)) => {
+                let events = raw_events
+                    .iter()
+                    .filter_map(|raw_event| event_from_etcd(cache, start, raw_event))
+                    .collect::<Vec<_>>();
+                self.push_events(events);
+            }
+            Some(RawItem::Progress(_) | RawItem::Resumed { .. }) => {}
+            // Compacted (at the start, or later while resuming): the client must list
+            // again.
+            Some(
+                RawItem::Ended(_)
+                | RawItem::Page { .. }
+                | RawItem::Listed { .. }
+                | RawItem::ListFailed,
+            )
+            | None => self.end_with(ApiError::expired(format!(
+                "too old resource version: {} ({})",
+                self.watch.revision,
+                cache.revision()
+            ))),
         }
     }
 }
