@@ -276,35 +276,7 @@ impl<I: Cached> Informer<I> {
                     self.advance(revision, true);
                     self.publish(deltas).await;
                 }
-                RawItem::Events(events) => {
-                    let mut highest = 0;
-                    let mut changes = Vec::with_capacity(events.len());
-                    for event in &events {
-                        highest = highest.max(event.mod_revision);
-                        let change = match event.kind {
-                            RawKind::Put => self.decode(event),
-                            RawKind::Delete => self
-                                .parse(&event.key)
-                                .map(|(ns, name)| (ns, name, event.mod_revision, Change::Remove)),
-                        };
-                        changes.extend(change);
-                    }
-                    let deltas: Vec<Delta<I>> = {
-                        let mut store = shared.store.write().expect("store lock");
-                        changes
-                            .into_iter()
-                            .filter_map(|(ns, name, _, change)| {
-                                store.apply(&ns, &name, change, false)
-                            })
-                            .collect()
-                    };
-                    shared
-                        .metrics
-                        .events
-                        .fetch_add(deltas.len() as u64, Ordering::Relaxed);
-                    self.advance(highest, false);
-                    self.publish(deltas).await;
-                }
+                RawItem::Events(events) => self.apply_events(&events).await,
                 RawItem::Progress(revision) => self.advance(revision, false),
                 RawItem::Resumed { from, reason } => {
                     tracing::info!(resource = I::Object::RESOURCE, from, %reason, "watch resumed from its last resourceVersion");
@@ -316,6 +288,36 @@ impl<I: Cached> Informer<I> {
                 }
             }
         }
+    }
+
+    /// Applies a batch of watch events to the store and publishes the deltas.
+    async fn apply_events(&self, events: &[RawEvent]) {
+        let shared = &self.shared;
+        let mut highest = 0;
+        let mut changes = Vec::with_capacity(events.len());
+        for event in events {
+            highest = highest.max(event.mod_revision);
+            let change = match event.kind {
+                RawKind::Put => self.decode(event),
+                RawKind::Delete => self
+                    .parse(&event.key)
+                    .map(|(ns, name)| (ns, name, event.mod_revision, Change::Remove)),
+            };
+            changes.extend(change);
+        }
+        let deltas: Vec<Delta<I>> = {
+            let mut store = shared.store.write().expect("store lock");
+            changes
+                .into_iter()
+                .filter_map(|(ns, name, _, change)| store.apply(&ns, &name, change, false))
+                .collect()
+        };
+        shared
+            .metrics
+            .events
+            .fetch_add(deltas.len() as u64, Ordering::Relaxed);
+        self.advance(highest, false);
+        self.publish(deltas).await;
     }
 
     /// `namespace` and `name` of a key of this kind; `None` (counted, logged once) for a
