@@ -17,14 +17,20 @@
 
 use std::fmt;
 
-use serde_json::Map;
+use anyhow::Context as _;
+use serde_json::{Map, Value};
 
-use crate::api::ResourceVersion;
+use super::manifest::{read_manifests, report_failures, with_manifest, FilenameOptions};
+use super::overlap::refuse_overlapping_manifests;
+use super::print::emit;
+use super::resource::reference;
+use super::storage::{create_object, storage_error, update_object};
+use crate::api::{self, Object, ResourceVersion};
+use crate::client::Target;
+use crate::registry::{Registry, StorageError};
 
-use super::manifest::{
-    create_object, read_manifests, reference, report_failures, update_object, with_manifest,
-};
-use super::*;
+/// `kcm apply -f FILE`: the same input as `create`.
+pub type ApplyOptions = FilenameOptions;
 
 /// kubectl's annotation holding the configuration last applied, as compact JSON.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -62,8 +68,7 @@ pub async fn apply(target: &Target, options: ApplyOptions) -> anyhow::Result<()>
     let (_client, registry) = target.connect().await?;
     // As `create`: a controller that would overlap another (stored, or in this input)
     // is refused before anything is written.
-    super::overlap::refuse_overlapping_manifests(&registry, parsed.iter().map(|p| &p.manifest))
-        .await?;
+    refuse_overlapping_manifests(&registry, parsed.iter().map(|p| &p.manifest)).await?;
     let mut failures = Vec::new();
     for p in &parsed {
         let applied = with_manifest!(&p.manifest, object => {
@@ -263,6 +268,7 @@ fn without_nulls(value: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[track_caller]
     fn check_merge(live: Value, last: Option<Value>, applied: Value, expected: Value) {

@@ -8,10 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::{say, Progress, DEMO_NAMESPACE};
 use crate::api::{Deployment, ReplicaSet, DEPLOYMENT_PROGRESSING, TIMED_OUT_REASON};
-use crate::kubecfg::rollout::{
-    new_deployment, owned_by, revision_of, revision_to_roll_back_to, rolled_back, rollout_status,
-    split_replica_sets,
-};
+use crate::kubecfg::rollout::{revision_to_roll_back_to, rolled_back, rollout_status};
+use crate::kubecfg::{new_deployment, owned_by, revision_of, split_replica_sets};
 
 use crate::labels::Selector;
 use crate::registry::Registry;

@@ -1,7 +1,12 @@
 //! Unit tests of the rollout verbs' pure parts: kubectl's status lines, history, the
 //! rollback choice and patch, `describe deploy`, `create deployment`'s object.
 
+use serde_json::{json, Value};
+
 use super::*;
+use crate::kubecfg::create::{container_name_for, new_deployment};
+use crate::kubecfg::deployments::split_replica_sets;
+use crate::kubecfg::describe::describe_deployment;
 
 fn deployment(value: Value) -> Deployment {
     let mut base = json!({
