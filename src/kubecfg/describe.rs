@@ -282,32 +282,45 @@ async fn describe_deploy(target: &Target, namespace: &str, name: &str) -> anyhow
 /// ReplicaSets; what looks wrong is listed last.
 pub fn describe_deployment(d: &Deployment, owned: &[ReplicaSet], now: SystemTime) -> String {
     let mut out = String::new();
+    deployment_spec_text(&mut out, d, now);
+    template_text(&mut out, d.spec.template.as_ref());
+    deployment_conditions_text(&mut out, d);
+    replica_sets_text(&mut out, d, owned);
+    problems_text(&mut out, &deployment_problems(d), 24);
+    out
+}
+
+/// One `Label:  value` line of `describe deploy`, the values aligned at column 24.
+fn deployment_field(out: &mut String, label: &str, value: &str) {
+    let _ = writeln!(out, "{:<24}{value}", format!("{label}:"));
+}
+
+/// The lines of `describe deploy` from `Name` to `Paused`: metadata, replicas, strategy.
+fn deployment_spec_text(out: &mut String, d: &Deployment, now: SystemTime) {
     let meta = &d.metadata;
-    let field = |out: &mut String, label: &str, value: &str| {
-        let _ = writeln!(out, "{:<24}{value}", format!("{label}:"));
-    };
-    field(&mut out, "Name", &meta.name);
-    field(&mut out, "Namespace", &meta.namespace);
+    let field = deployment_field;
+    field(out, "Name", &meta.name);
+    field(out, "Namespace", &meta.namespace);
     let created = match &meta.creation_timestamp {
         Some(timestamp) => format!("{timestamp} ({} ago)", age_of(meta, now)),
         None => NONE.to_string(),
     };
-    field(&mut out, "CreationTimestamp", &created);
-    field(&mut out, "Labels", &or_none(meta.labels.to_string()));
+    field(out, "CreationTimestamp", &created);
+    field(out, "Labels", &or_none(meta.labels.to_string()));
     let annotations: Vec<String> = meta
         .annotations
         .iter()
         .map(|(k, v)| format!("{k}: {v}"))
         .collect();
-    field(&mut out, "Annotations", &or_none(annotations.join(", ")));
+    field(out, "Annotations", &or_none(annotations.join(", ")));
     field(
-        &mut out,
+        out,
         "Selector",
         &label_selector_text(d.spec.selector.as_ref()),
     );
     let status = &d.status;
     field(
-        &mut out,
+        out,
         "Replicas",
         &format!(
             "{} desired | {} updated | {} total | {} available | {} unavailable",
@@ -318,15 +331,15 @@ pub fn describe_deployment(d: &Deployment, owned: &[ReplicaSet], now: SystemTime
             status.unavailable_replicas
         ),
     );
-    field(&mut out, "StrategyType", d.strategy_type());
+    field(out, "StrategyType", d.strategy_type());
     field(
-        &mut out,
+        out,
         "MinReadySeconds",
         &d.spec.min_ready_seconds.to_string(),
     );
     if d.is_rolling_update() {
         field(
-            &mut out,
+            out,
             "RollingUpdateStrategy",
             &format!(
                 "{} max unavailable, {} max surge",
@@ -336,28 +349,36 @@ pub fn describe_deployment(d: &Deployment, owned: &[ReplicaSet], now: SystemTime
         );
     }
     if d.spec.paused {
-        field(&mut out, "Paused", "true");
+        field(out, "Paused", "true");
     }
-    template_text(&mut out, d.spec.template.as_ref());
-    if status.conditions.is_empty() {
-        field(&mut out, "Conditions", NONE);
-    } else {
-        out.push_str("Conditions:\n");
-        // kubectl underlines the headers.
-        let underline = ["----", "------", "------"].map(String::from).to_vec();
-        let rows: Vec<Vec<String>> = std::iter::once(underline)
-            .chain(
-                status
-                    .conditions
-                    .iter()
-                    .map(|c| vec![c.type_.clone(), c.status.clone(), c.reason.clone()]),
-            )
-            .collect();
-        let table = render_tabbed(&["Type", "Status", "Reason"], &rows);
-        for line in table.lines() {
-            let _ = writeln!(out, "  {line}");
-        }
+}
+
+/// The `Conditions:` table of `describe deploy`, headers underlined as kubectl does.
+fn deployment_conditions_text(out: &mut String, d: &Deployment) {
+    let conditions = &d.status.conditions;
+    if conditions.is_empty() {
+        deployment_field(out, "Conditions", NONE);
+        return;
     }
+    out.push_str("Conditions:\n");
+    // kubectl underlines the headers.
+    let underline = ["----", "------", "------"].map(String::from).to_vec();
+    let rows: Vec<Vec<String>> = std::iter::once(underline)
+        .chain(
+            conditions
+                .iter()
+                .map(|c| vec![c.type_.clone(), c.status.clone(), c.reason.clone()]),
+        )
+        .collect();
+    let table = render_tabbed(&["Type", "Status", "Reason"], &rows);
+    for line in table.lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+}
+
+/// The `OldReplicaSets` (those that still have pods, as kubectl lists them) and
+/// `NewReplicaSet` lines of `describe deploy`.
+fn replica_sets_text(out: &mut String, d: &Deployment, owned: &[ReplicaSet]) {
     let (old, new) = split_replica_sets(d, owned);
     let summary = |rs: &ReplicaSet| {
         format!(
@@ -367,19 +388,18 @@ pub fn describe_deployment(d: &Deployment, owned: &[ReplicaSet], now: SystemTime
             rs.replicas()
         )
     };
-    // kubectl lists the old ReplicaSets that still have pods.
     let old: Vec<String> = old
         .into_iter()
         .filter(|rs| rs.replicas() > 0 || rs.status.replicas > 0)
         .map(summary)
         .collect();
-    field(&mut out, "OldReplicaSets", &or_none(old.join(", ")));
-    field(
-        &mut out,
-        "NewReplicaSet",
-        &new.map_or(NONE.to_string(), summary),
-    );
+    deployment_field(out, "OldReplicaSets", &or_none(old.join(", ")));
+    deployment_field(out, "NewReplicaSet", &new.map_or(NONE.to_string(), summary));
+}
 
+/// What looks wrong with `d`: invalid, not yet observed, a False or timed-out condition.
+fn deployment_problems(d: &Deployment) -> Vec<String> {
+    let (meta, status) = (&d.metadata, &d.status);
     let mut problems = Vec::new();
     if let Err(e) = api::validate(d) {
         problems.push(format!("the controller-manager skips this deployment: {e}"));
@@ -399,8 +419,7 @@ pub fn describe_deployment(d: &Deployment, owned: &[ReplicaSet], now: SystemTime
             ));
         }
     }
-    problems_text(&mut out, &problems, 24);
-    out
+    problems
 }
 
 /// The metadata lines every `describe` shares, each only when it has something to say:
