@@ -47,7 +47,7 @@ pub use self::create::{
     create, create_deployment, new_deployment, CreateDeploymentOptions, CreateOptions,
 };
 pub use self::delete::{delete, delete_write, pending, Cascade, DeleteOptions, DeleteWrite};
-pub use self::deployments::{equal_ignore_hash, owned_by, revision_of, split_replica_sets};
+pub use self::deployments::split_replica_sets;
 pub use self::describe::{describe, describe_controller, ownership_lines, DescribeOptions};
 pub use self::get::{get, GetOptions, GetOutput};
 pub use self::manifest::{

@@ -14,9 +14,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::deployments::{
-    equal_ignore_hash, not_found, read_deployment, revision_of, DEPLOYMENTS_APPS,
-};
+use super::deployments::{not_found, read_deployment, DEPLOYMENTS_APPS};
 use super::print::{emit, or_none, render_tabbed, template_text};
 use super::resource::kind_reference;
 use crate::api::{
@@ -66,7 +64,7 @@ pub const RESTARTED_AT_ANNOTATION: &str = "kubectl.kubernetes.io/restartedAt";
 pub fn rollout_status(d: &Deployment, revision: i64) -> Result<(String, bool), String> {
     let name = &d.metadata.name;
     if revision > 0 {
-        let current = revision_of(&d.metadata);
+        let current = api::revision(&d.metadata.annotations);
         if current != Some(revision) {
             return Err(format!(
                 "desired revision ({revision}) is different from the running revision ({})",
@@ -129,7 +127,7 @@ pub fn revision_to_roll_back_to<'a>(
 ) -> anyhow::Result<&'a ReplicaSet> {
     let mut by_revision: Vec<(i64, &ReplicaSet)> = owned
         .iter()
-        .filter_map(|rs| Some((revision_of(&rs.metadata)?, rs)))
+        .filter_map(|rs| Some((api::revision(&rs.metadata.annotations)?, rs)))
         .collect();
     if to_revision > 0 {
         return by_revision
@@ -162,10 +160,12 @@ pub fn rolled_back(mut d: Deployment, rs: &ReplicaSet) -> anyhow::Result<Option<
         "you cannot rollback a paused deployment; resume it first with 'kcm rollout resume' \
          and try again"
     );
-    if equal_ignore_hash(rs.spec.template.as_ref(), d.spec.template.as_ref()) {
+    // kubectl compares the templates as Go values: a missing one is the empty one.
+    let mut template = rs.spec.template.clone().unwrap_or_default();
+    let current = d.spec.template.clone().unwrap_or_default();
+    if api::equal_ignore_hash(&template, &current) {
         return Ok(None);
     }
-    let mut template = rs.spec.template.clone().unwrap_or_default();
     template.metadata.labels = template
         .metadata
         .labels
@@ -201,7 +201,7 @@ pub fn history_text(d: &Deployment, owned: &[ReplicaSet]) -> String {
                 .annotations
                 .get(CHANGE_CAUSE_ANNOTATION)
                 .map_or("", String::as_str);
-            Some((revision_of(&rs.metadata)?, cause))
+            Some((api::revision(&rs.metadata.annotations)?, cause))
         })
         .collect();
     revisions.sort_unstable();
@@ -233,7 +233,7 @@ pub async fn history(target: &Target, options: RolloutOptions) -> anyhow::Result
     }
     let rs = owned
         .iter()
-        .find(|rs| revision_of(&rs.metadata) == Some(options.revision))
+        .find(|rs| api::revision(&rs.metadata.annotations) == Some(options.revision))
         .ok_or_else(|| anyhow::anyhow!("unable to find the specified revision"))?;
     let mut out = format!(
         "{} with revision #{}\n",
@@ -257,7 +257,7 @@ pub async fn undo(target: &Target, options: RolloutOptions) -> anyhow::Result<()
          and try again"
     );
     let rs = revision_to_roll_back_to(&d, &owned, options.revision)?;
-    let revision = revision_of(&rs.metadata).unwrap_or_default();
+    let revision = api::revision(&rs.metadata.annotations).unwrap_or_default();
     let reference = kind_reference::<Deployment>(&d.metadata.name);
     let mut skipped = false;
     registry
