@@ -1,7 +1,6 @@
 //! The kubecfg verbs: `create`, `apply`, `get`, `resize`, `delete`, `stop`, `run`,
-//! `describe` and `watch`, and kubectl's later ones: `scale`, `set image`, `create
-//! deployment` and `rollout` (`rollout.rs`, `set.rs`), talking to etcd directly instead of
-//! to an apiserver.
+//! `describe` and `watch`, and kubectl's later ones: `scale`, `set image`,
+//! `create deployment` and `rollout`, talking to etcd directly instead of to an apiserver.
 //!
 //! Mirrors 2014's `cmd/kubecfg/kubecfg.go` and `pkg/kubecfg/` (`kubecfg.go`:
 //! `ResizeController`, `StopController`, `RunController`; `resource_printer.go`: the
