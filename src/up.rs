@@ -7,7 +7,7 @@
 //! kubelets and the controller manager in this process until Ctrl-C, and shuts everything
 //! down: controllers first, then kubelets (releasing their names), then the private etcd,
 //! whose temporary data dir is removed. `--demo` narrates a guided tour of the 2014 loop,
-//! then of a Deployment's rolling update (`rollout_tour`).
+//! then of a Deployment's rolling update (`tour`, `rollout_tour`).
 //!
 //! Invariants: a private etcd ([`PrivateEtcd`]) never outlives kcm: it is stopped on every
 //! exit path, and the kernel kills it if kcm itself is killed; its temporary data dir
@@ -24,6 +24,10 @@ use crate::client::{self, ClientConfig, Target};
 use crate::etcd_process::{local_client_addr, remove_stale_data_dirs, PrivateEtcd};
 
 mod rollout_tour;
+mod tour;
+
+/// The namespace the tours write to.
+const DEMO_NAMESPACE: &str = "demo";
 
 /// What `kcm up` runs.
 #[derive(Clone, Debug)]
@@ -106,18 +110,12 @@ impl Progress {
 
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{
-    Container, ContainerPort, IntOrString, ObjectMeta, Pod, PodPhase, PodSpec, PodTemplateSpec,
-    ReplicationController, ReplicationControllerSpec, Service, ServiceSpec,
-};
 use crate::controller_manager::{self, Controller};
 use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::Watcher;
 use crate::garbagecollector::GcConfig;
 use crate::kubelet::{ImageRules, Ipv4Cidr, Kubelet, KubeletConfig, NodeTaken, Registration};
-use crate::labels::{Selector, Set};
 use crate::nodelifecycle::NodeLifecycleConfig;
-use crate::registry::{Registry, StorageError};
 use crate::replication_manager::ManagerConfig;
 use crate::{apiserver, status};
 
@@ -224,36 +222,7 @@ async fn run_cluster(
     // The port actually bound (`--port 0` lets the kernel choose).
     let status_addr = listener.local_addr()?;
     let manager = controller_manager::run_on(
-        controller_manager::Config {
-            client: target.client.clone(),
-            prefix: target.prefix.clone(),
-            controllers: vec![
-                Controller::Replication,
-                Controller::ReplicaSet,
-                Controller::Deployment,
-                Controller::Endpoints,
-                Controller::GarbageCollector,
-                Controller::NodeLifecycle,
-            ],
-            manager: ManagerConfig {
-                sync_period: config.sync_period,
-                ..ManagerConfig::default()
-            },
-            replicaset: ManagerConfig {
-                sync_period: config.sync_period,
-                ..ManagerConfig::default()
-            },
-            deployment: ManagerConfig {
-                sync_period: config.sync_period,
-                ..ManagerConfig::default()
-            },
-            endpoints: EndpointsConfig::default(),
-            garbagecollector: GcConfig::default(),
-            nodelifecycle: NodeLifecycleConfig::default(),
-            status_addr,
-            leader_election: None,
-            nodes: node_registrations.clone(),
-        },
+        manager_config(target, config, status_addr, node_registrations.clone()),
         listener,
         token.clone().cancelled_owned(),
     );
@@ -270,7 +239,7 @@ async fn run_cluster(
         if config.demo {
             tokio::pin!(shutdown);
             tokio::select! {
-                result = demo(&registry, config.nodes, kubeconfig.path()) => {
+                result = tour::demo(&registry, config.nodes, kubeconfig.path()) => {
                     if let Err(e) = &result {
                         say(format!("demo failed: {e:#}"));
                     }
@@ -283,32 +252,13 @@ async fn run_cluster(
                 }
             }
         } else {
-            say(format!(
-                "kcm up: controller manager and {} simulated kubelet(s) running; status on http://{status_addr}/healthz",
-                config.nodes
-            ));
-            say(format!(
-                "kcm up: Kubernetes API on {api_url}; kubeconfig {}",
-                kubeconfig.path().display()
-            ));
-            say(format!(
-                "  try:  export KUBECONFIG={}",
-                kubeconfig.path().display()
-            ));
-            say(format!("        kcm --etcd-servers {endpoints} run web --image nginx --replicas 3 --port 80 --expose"));
-            say("        kubectl get pods -o wide -w");
-            say(format!("        kcm --etcd-servers {endpoints} get pods"));
-            say(format!(
-                "        kcm --etcd-servers {endpoints} watch pods --raw"
-            ));
-            say(format!("        kcm --etcd-servers {endpoints} create deployment app --image nginx:1 --replicas 10"));
-            say(format!(
-                "        kcm --etcd-servers {endpoints} set image deploy/app '*=nginx:2'"
-            ));
-            say(format!(
-                "        kcm --etcd-servers {endpoints} rollout status deploy/app"
-            ));
-            say("  Ctrl-C stops everything.");
+            say_how_to_try(
+                config.nodes,
+                status_addr,
+                &api_url,
+                kubeconfig.path(),
+                &endpoints,
+            );
             shutdown.await;
             token.cancel();
             Ok(())
@@ -318,6 +268,82 @@ async fn run_cluster(
     say("kcm up: controllers, kubelets and the API stopped");
     drop(kubeconfig);
     manager.and(driver).and(api)
+}
+
+/// What `kcm up` runs of the controller manager: every controller, each synced every
+/// `config.sync_period`, its status on `status_addr`.
+fn manager_config(
+    target: &Target,
+    config: &Config,
+    status_addr: SocketAddr,
+    node_registrations: status::NodeRegistrations,
+) -> controller_manager::Config {
+    controller_manager::Config {
+        client: target.client.clone(),
+        prefix: target.prefix.clone(),
+        controllers: vec![
+            Controller::Replication,
+            Controller::ReplicaSet,
+            Controller::Deployment,
+            Controller::Endpoints,
+            Controller::GarbageCollector,
+            Controller::NodeLifecycle,
+        ],
+        manager: ManagerConfig {
+            sync_period: config.sync_period,
+            ..ManagerConfig::default()
+        },
+        replicaset: ManagerConfig {
+            sync_period: config.sync_period,
+            ..ManagerConfig::default()
+        },
+        deployment: ManagerConfig {
+            sync_period: config.sync_period,
+            ..ManagerConfig::default()
+        },
+        endpoints: EndpointsConfig::default(),
+        garbagecollector: GcConfig::default(),
+        nodelifecycle: NodeLifecycleConfig::default(),
+        status_addr,
+        leader_election: None,
+        nodes: node_registrations,
+    }
+}
+
+/// What `kcm up` says when it runs without `--demo`: where everything listens, what to try.
+fn say_how_to_try(
+    nodes: u16,
+    status_addr: SocketAddr,
+    api_url: &str,
+    kubeconfig: &Path,
+    endpoints: &str,
+) {
+    say(format!(
+        "kcm up: controller manager and {} simulated kubelet(s) running; status on http://{status_addr}/healthz",
+        nodes
+    ));
+    say(format!(
+        "kcm up: Kubernetes API on {api_url}; kubeconfig {}",
+        kubeconfig.display()
+    ));
+    say(format!(
+        "  try:  export KUBECONFIG={}",
+        kubeconfig.display()
+    ));
+    say(format!("        kcm --etcd-servers {endpoints} run web --image nginx --replicas 3 --port 80 --expose"));
+    say("        kubectl get pods -o wide -w");
+    say(format!("        kcm --etcd-servers {endpoints} get pods"));
+    say(format!(
+        "        kcm --etcd-servers {endpoints} watch pods --raw"
+    ));
+    say(format!("        kcm --etcd-servers {endpoints} create deployment app --image nginx:1 --replicas 10"));
+    say(format!(
+        "        kcm --etcd-servers {endpoints} set image deploy/app '*=nginx:2'"
+    ));
+    say(format!(
+        "        kcm --etcd-servers {endpoints} rollout status deploy/app"
+    ));
+    say("  Ctrl-C stops everything.");
 }
 
 /// A registered simulated kubelet, with the watcher it reads its pods through.
@@ -447,252 +473,6 @@ async fn run_nodes(
     futures::future::join_all(runs).await;
 }
 
-// ---------------------------------------------------------------------------------------
-// The guided tour
-
-const DEMO_NAMESPACE: &str = "demo";
-const DEMO_NAME: &str = "web";
-
-fn demo_labels() -> Set {
-    [("name", DEMO_NAME)].into_iter().collect()
-}
-
-/// Active pods of the demo controller, sorted by name.
-async fn demo_pods(registry: &Registry) -> anyhow::Result<Vec<Pod>> {
-    let mut pods: Vec<Pod> = registry
-        .list::<Pod>(Some(DEMO_NAMESPACE), &demo_labels().as_selector())
-        .await?
-        .items
-        .into_iter()
-        .filter(Pod::is_active)
-        .collect();
-    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    Ok(pods)
-}
-
-/// Waits until the demo controller has `want` active pods (all Running when there are
-/// nodes to run them), showing progress.
-async fn converge(registry: &Registry, want: usize, nodes: u16) -> anyhow::Result<Vec<Pod>> {
-    let mut progress = Progress::new(format!("waiting for {want} pods"));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let pods = demo_pods(registry).await?;
-        let running = pods
-            .iter()
-            .filter(|p| p.phase() == PodPhase::Running)
-            .count();
-        if pods.len() == want && (nodes == 0 || running == want) {
-            progress.done();
-            return Ok(pods);
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "pods did not converge to {want} within 30s (have {}, {running} running)",
-            pods.len()
-        );
-        progress.tick(format!("{} active, {running} running", pods.len()));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn show_pods(pods: &[Pod]) {
-    for pod in pods {
-        say(format!(
-            "     {:<12} {:<8} host={:<8} ip={}",
-            pod.metadata.name,
-            pod.phase(),
-            if pod.spec.host.is_empty() {
-                "-"
-            } else {
-                &pod.spec.host
-            },
-            pod.pod_ip().unwrap_or("-")
-        ));
-    }
-}
-
-async fn show_endpoints(registry: &Registry, want: usize) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let endpoints = match registry
-            .get::<crate::api::Endpoints>(DEMO_NAMESPACE, DEMO_NAME)
-            .await
-        {
-            Ok(e) => e.endpoints,
-            Err(StorageError::NotFound { .. }) => Vec::new(),
-            Err(e) => return Err(e.into()),
-        };
-        if endpoints.len() == want || Instant::now() >= deadline {
-            say(format!(
-                "     endpoints/demo/web = [{}]",
-                endpoints.join(", ")
-            ));
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn scale(registry: &Registry, replicas: i64) -> anyhow::Result<ReplicationController> {
-    Ok(registry
-        .guaranteed_update::<ReplicationController, _>(DEMO_NAMESPACE, DEMO_NAME, |mut rc| {
-            rc.spec.replicas = replicas;
-            Ok(rc)
-        })
-        .await?)
-}
-
-/// Removes what an earlier tour left in the demo namespace.
-async fn clean_demo(registry: &Registry) -> anyhow::Result<()> {
-    rollout_tour::clean(registry).await;
-    let _ = registry
-        .delete::<ReplicationController>(DEMO_NAMESPACE, DEMO_NAME, None)
-        .await;
-    let _ = registry
-        .delete::<Service>(DEMO_NAMESPACE, DEMO_NAME, None)
-        .await;
-    for pod in registry
-        .list::<Pod>(Some(DEMO_NAMESPACE), &Selector::everything())
-        .await?
-        .items
-    {
-        let _ = registry
-            .delete::<Pod>(DEMO_NAMESPACE, &pod.metadata.name, None)
-            .await;
-    }
-    Ok(())
-}
-
-/// The guided tour of the 2014 loop, narrated one line per step.
-async fn demo(registry: &Registry, nodes: u16, kubeconfig: &Path) -> anyhow::Result<()> {
-    let started = Instant::now();
-    clean_demo(registry).await?;
-    say("");
-    say("== The 2014 Kubernetes control loop, on etcd v3 ==");
-    let rc = ReplicationController {
-        metadata: ObjectMeta {
-            labels: demo_labels(),
-            ..ObjectMeta::named(DEMO_NAMESPACE, DEMO_NAME)
-        },
-        spec: ReplicationControllerSpec {
-            replicas: 3,
-            selector: demo_labels(),
-            template: Some(PodTemplateSpec {
-                metadata: ObjectMeta {
-                    labels: demo_labels(),
-                    ..ObjectMeta::default()
-                },
-                spec: PodSpec {
-                    containers: vec![Container {
-                        name: DEMO_NAME.into(),
-                        image: "nginx".into(),
-                        ports: vec![ContainerPort {
-                            name: "http".into(),
-                            container_port: 80,
-                            protocol: "TCP".into(),
-                            ..ContainerPort::default()
-                        }],
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                },
-                ..PodTemplateSpec::default()
-            }),
-            ..ReplicationControllerSpec::default()
-        },
-        ..ReplicationController::default()
-    };
-    let rc = registry.create(&rc).await?;
-    registry
-        .create(&Service {
-            metadata: ObjectMeta::named(DEMO_NAMESPACE, DEMO_NAME),
-            spec: ServiceSpec {
-                selector: demo_labels(),
-                port: 80,
-                protocol: "TCP".into(),
-                container_port: Some(IntOrString::String("http".into())),
-                ..ServiceSpec::default()
-            },
-            ..Service::default()
-        })
-        .await?;
-    say(format!(
-        "1. Created replicationcontrollers/demo/web (replicas=3, selector name=web) at resourceVersion {}",
-        rc.metadata.resource_version.unwrap_or_default()
-    ));
-    say("   and services/demo/web (port 80 -> containerPort \"http\"). The manager's watch sees");
-    say("   the controller, its sync lists pods matching the selector, finds 0 and creates 3.");
-    let pods = converge(registry, 3, nodes).await?;
-    say(format!(
-        "2. Converged: 3 pods, scheduled and running on the simulated kubelets ({:.1}s):",
-        started.elapsed().as_secs_f64()
-    ));
-    show_pods(&pods);
-    say("   The endpoints controller followed them (ip:port, port resolved by name):");
-    show_endpoints(registry, 3).await?;
-
-    let victim = pods[0].clone();
-    let heal_started = Instant::now();
-    registry
-        .delete::<Pod>(DEMO_NAMESPACE, &victim.metadata.name, None)
-        .await?;
-    say(format!(
-        "3. Deleted pod {} (ip {}), as a node failure would. 2014 waited for the next 10s tick;",
-        victim.metadata.name,
-        victim.pod_ip().unwrap_or("-")
-    ));
-    say("   kcm's pod watch queues the controller at once.");
-    let recreated = converge(registry, 3, 0).await?;
-    let healed_in = heal_started.elapsed();
-    let replacement = recreated
-        .iter()
-        .find(|p| p.metadata.uid != victim.metadata.uid && p.metadata.name == victim.metadata.name)
-        .or_else(|| recreated.iter().find(|p| p.phase() == PodPhase::Pending))
-        .map(|p| p.metadata.name.clone())
-        .unwrap_or_else(|| "a new pod".to_string());
-    say(format!(
-        "   Recreated in {} ms as {replacement}: the same replica slot, so the same name (slot names are",
-        healed_in.as_millis()
-    ));
-    say("   derived from the controller's uid and written create-if-absent: a retry can never add a pod).");
-    let pods = converge(registry, 3, nodes).await?;
-    say("   Running again after the kubelet's start delay, with a new IP:");
-    show_pods(&pods);
-
-    scale(registry, 5).await?;
-    say("4. Resized to 5 (2014's `kubecfg resize`): creates go out in slow-start batches 1, 2, 4, ...");
-    let pods = converge(registry, 5, nodes).await?;
-    show_pods(&pods);
-
-    scale(registry, 2).await?;
-    say("5. Resized to 2: the surplus is ranked (unassigned < pending < running, newer first) and each");
-    say("   delete is guarded by the pod's resourceVersion, so a pod that changed is never deleted blind.");
-    let pods = converge(registry, 2, nodes).await?;
-    show_pods(&pods);
-    show_endpoints(registry, 2).await?;
-    let rc = registry
-        .get::<ReplicationController>(DEMO_NAMESPACE, DEMO_NAME)
-        .await?;
-    say(format!(
-        "6. The manager wrote status.replicas={} (2014 computed it on every read).",
-        rc.status.replicas,
-    ));
-    kubectl_step(kubeconfig).await;
-    say("");
-    say("== Later Kubernetes: a Deployment's rolling update ==");
-    rollout_tour::tour(registry, 7).await?;
-    say(format!(
-        "Tour done in {:.1}s.",
-        started.elapsed().as_secs_f64()
-    ));
-    say(
-        "   Next: `kcm up` (no --demo) keeps running; `kcm watch pods --raw` shows each etcd event",
-    );
-    say("   and the typed event it became; `kcm describe rc web -n demo` explains a controller,");
-    say("   `kcm describe deploy app -n demo` a deployment, `kcm rollout history deploy/app -n demo` its revisions.");
-    Ok(())
-}
-
 /// The kubeconfig `kcm up` writes for its API: at `--kubeconfig` (kept), or in a
 /// temporary dir removed when this is dropped.
 struct Kubeconfig {
@@ -719,57 +499,5 @@ impl Kubeconfig {
 
     fn path(&self) -> &Path {
         &self.path
-    }
-}
-
-/// The tour's kubectl step: the same objects through kcm's Kubernetes API, when kubectl
-/// is on PATH.
-async fn kubectl_step(kubeconfig: &Path) {
-    say("   The same objects through kcm's Kubernetes API, with kubectl (in 2014 the apiserver");
-    say("   served this watch to kubecfg and the controller manager):");
-    let Ok(cache) = tempfile::tempdir() else {
-        return;
-    };
-    for args in [
-        ["get", "pods", "-o", "wide"],
-        ["describe", "rc", DEMO_NAME, ""],
-    ] {
-        let args: Vec<&str> = args.into_iter().filter(|a| !a.is_empty()).collect();
-        say(format!(
-            "   $ kubectl {} -n {DEMO_NAMESPACE}",
-            args.join(" ")
-        ));
-        let output = tokio::process::Command::new("kubectl")
-            .args(&args)
-            .args(["-n", DEMO_NAMESPACE])
-            .arg("--cache-dir")
-            .arg(cache.path())
-            .env("KUBECONFIG", kubeconfig)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await;
-        match output {
-            Ok(output) => {
-                let text = String::from_utf8_lossy(if output.status.success() {
-                    &output.stdout
-                } else {
-                    &output.stderr
-                })
-                .into_owned();
-                for line in text.lines() {
-                    say(format!("   {line}"));
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                say(
-                    "   (kubectl is not on PATH: install it to see kcm through the Kubernetes API)",
-                );
-                return;
-            }
-            Err(e) => {
-                say(format!("   (kubectl did not run: {e})"));
-                return;
-            }
-        }
     }
 }

@@ -17,14 +17,16 @@
 //! - unknown fields at every level survive a rewrite (the `extra` maps);
 //! - the names, annotations, conditions and reasons below are Kubernetes' exact strings.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::kinds::{impl_object, PodTemplateSpec};
+use super::meta::controller_of;
 use super::meta::{is_zero, null_as_default};
-use super::replicaset::{validate_min_ready_seconds, validate_selector_and_template};
+use super::replicaset::{validate_min_ready_seconds, validate_selector_and_template, ReplicaSet};
 use super::validation::validate_replicas;
 use super::{Extra, FieldError, IntOrString, LabelSelector, Object, ObjectMeta};
 
@@ -482,6 +484,35 @@ fn write_canonical_json(value: &Value, out: &mut String) {
             let _ = write!(out, "{scalar}");
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// A deployment's ReplicaSets: what the controller and the CLI both read
+
+/// `deploymentutil.Revision`: the `deployment.kubernetes.io/revision` annotation of an
+/// object (a ReplicaSet, or the deployment it was copied to), when it is a number.
+pub fn revision(annotations: &BTreeMap<String, String>) -> Option<i64> {
+    annotations.get(REVISION_ANNOTATION)?.parse().ok()
+}
+
+/// `EqualIgnoreHash`: the templates are equal once the `pod-template-hash` label is
+/// removed from both. The deployment controller (`FindNewReplicaSet`) and `kcm rollout`
+/// and `describe deploy` decide with it which ReplicaSet is the new one.
+pub fn equal_ignore_hash(a: &PodTemplateSpec, b: &PodTemplateSpec) -> bool {
+    let strip = |t: &PodTemplateSpec| {
+        let mut t = t.clone();
+        t.metadata.labels.remove(POD_TEMPLATE_HASH_LABEL);
+        t
+    };
+    strip(a) == strip(b)
+}
+
+/// `metav1.IsControlledBy` for a deployment's ReplicaSets: `rs`'s controller reference
+/// names `d` by kind, name and uid.
+pub fn is_controlled_by(rs: &ReplicaSet, d: &Deployment) -> bool {
+    controller_of(&rs.metadata).is_some_and(|r| {
+        r.kind == Deployment::KIND && r.name == d.metadata.name && r.uid == d.metadata.uid
+    })
 }
 
 // ---------------------------------------------------------------------------------------

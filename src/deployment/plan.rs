@@ -53,10 +53,10 @@ pub fn controller_ref(d: &Deployment) -> OwnerReference {
     }
 }
 
-/// Whether `rs`'s controller reference names `d` by kind, name and uid.
+/// Whether `rs`'s controller reference names `d` by kind, name and uid
+/// ([`api::is_controlled_by`], which `kcm rollout` shares).
 pub fn owns(d: &Deployment, rs: &ReplicaSet) -> bool {
-    controller_of(&rs.metadata)
-        .is_some_and(|r| r.kind == KIND && r.name == d.metadata.name && r.uid == d.metadata.uid)
+    api::is_controlled_by(rs, d)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -107,12 +107,10 @@ fn size(rs: &ReplicaSet) -> i64 {
     rs.replicas()
 }
 
-/// The `deployment.kubernetes.io/revision` of an object; 0 when absent or unreadable.
+/// The `deployment.kubernetes.io/revision` of an object ([`api::revision`]); 0 when
+/// absent or unreadable.
 pub fn revision(annotations: &std::collections::BTreeMap<String, String>) -> i64 {
-    annotations
-        .get(api::REVISION_ANNOTATION)
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(0)
+    api::revision(annotations).unwrap_or(0)
 }
 
 fn annotation_i64(rs: &ReplicaSet, key: &str) -> Option<i64> {
@@ -127,16 +125,7 @@ fn by_creation(a: &ReplicaSet, b: &ReplicaSet) -> Ordering {
         .then_with(|| a.metadata.name.cmp(&b.metadata.name))
 }
 
-/// `EqualIgnoreHash`: the templates are equal once the `pod-template-hash` label is
-/// removed from both.
-pub fn equal_ignore_hash(a: &api::PodTemplateSpec, b: &api::PodTemplateSpec) -> bool {
-    let strip = |t: &api::PodTemplateSpec| {
-        let mut t = t.clone();
-        t.metadata.labels.remove(POD_TEMPLATE_HASH_LABEL);
-        t
-    };
-    strip(a) == strip(b)
-}
+pub use crate::api::equal_ignore_hash;
 
 /// Whether a ReplicaSet has not settled: the ReplicaSet controller has not acted on its
 /// spec yet, or has not finished a scale-down (kcm's occupancy rule).

@@ -17,14 +17,20 @@
 
 use std::fmt;
 
-use serde_json::Map;
+use anyhow::Context as _;
+use serde_json::{Map, Value};
 
-use crate::api::ResourceVersion;
+use super::manifest::{read_manifests, report_failures, with_manifest, FilenameOptions};
+use super::overlap::refuse_overlapping_manifests;
+use super::print::emit;
+use super::resource::reference;
+use super::storage::{create_object, storage_error, update_object};
+use crate::api::{self, Object, ResourceVersion};
+use crate::client::Target;
+use crate::registry::{Registry, StorageError};
 
-use super::manifest::{
-    create_object, read_manifests, reference, report_failures, update_object, with_manifest,
-};
-use super::*;
+/// `kcm apply -f FILE`: the same input as `create`.
+pub type ApplyOptions = FilenameOptions;
 
 /// kubectl's annotation holding the configuration last applied, as compact JSON.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -62,8 +68,7 @@ pub async fn apply(target: &Target, options: ApplyOptions) -> anyhow::Result<()>
     let (_client, registry) = target.connect().await?;
     // As `create`: a controller that would overlap another (stored, or in this input)
     // is refused before anything is written.
-    super::overlap::refuse_overlapping_manifests(&registry, parsed.iter().map(|p| &p.manifest))
-        .await?;
+    refuse_overlapping_manifests(&registry, parsed.iter().map(|p| &p.manifest)).await?;
     let mut failures = Vec::new();
     for p in &parsed {
         let applied = with_manifest!(&p.manifest, object => {
@@ -94,23 +99,11 @@ async fn apply_object<T: Object>(
         let live = match registry.get::<T>(namespace, name).await {
             Ok(live) => live,
             Err(StorageError::NotFound { .. }) => {
-                if let Some(rv) = precondition {
-                    anyhow::bail!(
-                        "{} {name:?} not found, but the manifest names its resourceVersion {rv}; \
-                         drop metadata.resourceVersion to create it",
-                        T::RESOURCE
-                    );
+                if create_applied(registry, object, &last_applied).await? {
+                    return Ok(Applied::Created);
                 }
-                let mut new = object.clone();
-                new.metadata_mut()
-                    .annotations
-                    .insert(LAST_APPLIED_ANNOTATION.to_string(), last_applied.clone());
-                match create_object(registry, &new).await {
-                    Ok(()) => return Ok(Applied::Created),
-                    // Created by someone else since the read: update it instead.
-                    Err(_) if registry.get::<T>(namespace, name).await.is_ok() => continue,
-                    Err(e) => return Err(e),
-                }
+                // Created by someone else since the read: update it instead.
+                continue;
             }
             Err(e) => return Err(storage_error::<T>(e, name)),
         };
@@ -136,28 +129,14 @@ async fn apply_object<T: Object>(
             meta.uid,
             stored.uid
         );
-        let last = stored.annotations.get(LAST_APPLIED_ANNOTATION);
-        if last.is_none() && attempt == 0 {
+        if attempt == 0 && !stored.annotations.contains_key(LAST_APPLIED_ANNOTATION) {
             eprintln!(
                 "kcm: warning: {} has no {LAST_APPLIED_ANNOTATION} annotation (it was not \
                  made by apply); fields the manifest leaves out are kept",
                 reference(&live)
             );
         }
-        let last: Option<Value> = last.and_then(|text| serde_json::from_str(text).ok());
-        let mut merged = serde_json::to_value(&live).context("encode the stored object")?;
-        three_way_merge(&mut merged, last.as_ref(), &applied);
-        merged["metadata"]["annotations"][LAST_APPLIED_ANNOTATION] =
-            Value::String(last_applied.clone());
-        let mut merged: T = serde_path_to_error::deserialize(&merged).map_err(|e| {
-            anyhow::anyhow!(
-                "{} {name:?}: the manifest merged into the stored object does not decode: {e}",
-                T::RESOURCE
-            )
-        })?;
-        merged.metadata_mut().resource_version = stored.resource_version;
-        merged.metadata_mut().read_spec = stored.read_spec;
-        api::validate(&merged)?;
+        let merged = merged_object(&live, &applied, &last_applied)?;
         if api::encode(&merged)? == api::encode(&live)? {
             return Ok(Applied::Unchanged);
         }
@@ -179,6 +158,67 @@ async fn apply_object<T: Object>(
          row); try again",
         T::RESOURCE
     )
+}
+
+/// Creates `object` with `last_applied` as its last-applied annotation: `true` when
+/// created, `false` when someone else created it since it was found missing (then it is
+/// to be updated instead).
+///
+/// # Errors
+/// The manifest names a resourceVersion (it is not found, so it cannot be that one), or
+/// the create failing for another reason.
+async fn create_applied<T: Object>(
+    registry: &Registry,
+    object: &T,
+    last_applied: &str,
+) -> anyhow::Result<bool> {
+    let meta = object.metadata();
+    let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
+    if let Some(rv) = meta.resource_version {
+        anyhow::bail!(
+            "{} {name:?} not found, but the manifest names its resourceVersion {rv}; \
+             drop metadata.resourceVersion to create it",
+            T::RESOURCE
+        );
+    }
+    let mut new = object.clone();
+    new.metadata_mut().annotations.insert(
+        LAST_APPLIED_ANNOTATION.to_string(),
+        last_applied.to_string(),
+    );
+    match create_object(registry, &new).await {
+        Ok(()) => Ok(true),
+        Err(_) if registry.get::<T>(namespace, name).await.is_ok() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The object `apply` writes over `live`: the `applied` configuration merged in (against
+/// the one `live` records as last applied), `last_applied` recorded, at `live`'s revision.
+///
+/// # Errors
+/// The merge result does not decode as `T`, or is invalid.
+fn merged_object<T: Object>(live: &T, applied: &Value, last_applied: &str) -> anyhow::Result<T> {
+    let stored = live.metadata();
+    let last: Option<Value> = stored
+        .annotations
+        .get(LAST_APPLIED_ANNOTATION)
+        .and_then(|text| serde_json::from_str(text).ok());
+    let mut merged = serde_json::to_value(live).context("encode the stored object")?;
+    three_way_merge(&mut merged, last.as_ref(), applied);
+    merged["metadata"]["annotations"][LAST_APPLIED_ANNOTATION] =
+        Value::String(last_applied.to_string());
+    let mut merged: T = serde_path_to_error::deserialize(&merged).map_err(|e| {
+        anyhow::anyhow!(
+            "{} {:?}: the manifest merged into the stored object does not decode: {e}",
+            T::RESOURCE,
+            stored.name
+        )
+    })?;
+    merged.metadata_mut().resource_version = stored.resource_version;
+    merged.metadata_mut().read_spec = stored.read_spec;
+    api::validate(&merged)?;
+    Ok(merged)
 }
 
 /// The part of a manifest that `apply` merges and records: the document without `status`
@@ -263,6 +303,7 @@ fn without_nulls(value: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[track_caller]
     fn check_merge(live: Value, last: Option<Value>, applied: Value, expected: Value) {

@@ -8,8 +8,32 @@
 //! 2014's kubecfg deleted just the key; a ReplicationController's pods carry no owner
 //! references, so nothing cascades from one (`kcm stop rc` still deletes them).
 
-use super::*;
-use crate::api::{start_deletion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+use std::time::Duration;
+
+use super::print::emit;
+use super::resource::{kubectl_kind, Kind};
+use super::storage::storage_error;
+use crate::api::{
+    start_deletion, Deployment, Endpoints, Object, ObjectMeta, Pod, ReplicaSet,
+    ReplicationController, Service, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+};
+use crate::client::Target;
+use crate::etcd_watcher::{Update, WatchEvent, Watcher};
+use crate::registry::{Registry, StorageError};
+
+/// `kcm delete KIND NAME`.
+#[derive(Clone, Debug)]
+pub struct DeleteOptions {
+    pub kind: Kind,
+    pub name: String,
+    pub namespace: String,
+    /// What happens to the object's dependents (`--cascade`, default background).
+    pub cascade: Cascade,
+    /// Return only once the key is gone (`--wait`, default true).
+    pub wait: bool,
+    /// How long `wait` waits; `None`: no limit.
+    pub timeout: Option<Duration>,
+}
 
 /// What a delete does to an object's dependents (`--cascade`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,15 +71,6 @@ pub fn delete_write(meta: &ObjectMeta, cascade: Cascade) -> DeleteWrite {
         DeleteWrite::Nothing
     } else {
         DeleteWrite::Mark(finalizer)
-    }
-}
-
-/// How kubectl names a kind in its messages: `pod`, `replicaset.apps`, `deployment.apps`.
-pub fn kubectl_kind<T: Object>() -> String {
-    let kind = T::KIND.to_lowercase();
-    match T::API_VERSION.split_once('/') {
-        Some((group, _)) => format!("{kind}.{group}"),
-        None => kind,
     }
 }
 

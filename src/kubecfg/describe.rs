@@ -1,9 +1,37 @@
-//! `kcm describe rc`: a controller's spec, status and pods, and what looks wrong. The text
-//! is built by a pure function over what was read.
+//! `kcm describe rc|rs|deploy NAME`: an object's spec, status, pods or ReplicaSets, and
+//! what looks wrong. 2014's kubecfg had no describe; kubectl's `pkg/describe`
+//! (`ReplicationControllerDescriber`, `ReplicaSetDescriber`, `DeploymentDescriber`). The
+//! text is built by pure functions over what was read.
 
-use super::print::{age_of, or_none, render_table, selector_text, Printable};
-use super::*;
-use crate::registry::{self, EtcdAlarm};
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context as _;
+
+use super::deployments::{read_deployment, split_replica_sets};
+use super::overlap;
+use super::print::{
+    age_of, emit, label_selector_text, or_none, render_tabbed, render_table, selector_text,
+    template_text, Printable, NONE,
+};
+use super::resource::WorkloadKind;
+use super::storage::storage_error;
+use crate::api::{
+    self, Deployment, Object, ObjectMeta, Pod, PodPhase, ReplicaSet, ReplicationController,
+    TIMED_OUT_REASON,
+};
+use crate::client::Target;
+use crate::labels::Selector;
+use crate::registry::{self, EtcdAlarm, ObjectList};
+
+/// `kcm describe rc|rs|deploy NAME`.
+#[derive(Clone, Debug)]
+pub struct DescribeOptions {
+    pub kind: WorkloadKind,
+    /// The controller's name.
+    pub name: String,
+    pub namespace: String,
+}
 
 /// `kcm describe rc NAME`: the controller's spec and status, its pods, and what looks
 /// wrong.
@@ -18,9 +46,7 @@ pub async fn describe(target: &Target, options: DescribeOptions) -> anyhow::Resu
     } = options;
     match kind {
         WorkloadKind::ReplicaSet => return describe_rs(target, &namespace, &name).await,
-        WorkloadKind::Deployment => {
-            return super::rollout::describe_deploy(target, &namespace, &name).await
-        }
+        WorkloadKind::Deployment => return describe_deploy(target, &namespace, &name).await,
         WorkloadKind::ReplicationController => {}
     }
     let (client, registry) = target.connect().await?;
@@ -45,7 +71,7 @@ pub async fn describe(target: &Target, options: DescribeOptions) -> anyhow::Resu
     let alarms = registry::active_alarms(&client, Duration::from_secs(2))
         .await
         .unwrap_or_default();
-    let others = super::overlap::controllers(&registry, &namespace).await?;
+    let others = overlap::controllers(&registry, &namespace).await?;
     emit(&describe_controller(
         &rc,
         pods.as_ref(),
@@ -95,7 +121,7 @@ pub fn describe_controller(
     if let Err(e) = api::validate(rc) {
         problems.push(format!("the controller-manager skips this controller: {e}"));
     } else {
-        problems.extend(super::overlap::problems(rc, others));
+        problems.extend(overlap::problems(rc, others));
     }
     match pods {
         None => field(&mut out, "Pods", "<none> (no selector)"),
@@ -150,40 +176,6 @@ pub(super) fn problems_text(out: &mut String, problems: &[String], width: usize)
         out.push_str("Problems:\n");
         for problem in problems {
             let _ = writeln!(out, "  - {problem}");
-        }
-    }
-}
-
-/// The `Pod Template:` section of a controller.
-pub(super) fn template_text(out: &mut String, template: Option<&PodTemplateSpec>) {
-    match template {
-        None => {
-            let _ = writeln!(out, "{:<14}{NONE}", "Pod Template:");
-        }
-        Some(template) => {
-            out.push_str("Pod Template:\n");
-            let _ = writeln!(
-                out,
-                "  {:<12}{}",
-                "Labels:",
-                or_none(template.metadata.labels.to_string())
-            );
-            if template.spec.containers.is_empty() {
-                let _ = writeln!(out, "  {:<12}{NONE}", "Containers:");
-            } else {
-                out.push_str("  Containers:\n");
-            }
-            for container in &template.spec.containers {
-                let _ = writeln!(out, "    {}:", or_none(container.name.clone()));
-                let _ = writeln!(
-                    out,
-                    "      {:<8}{}",
-                    "Image:",
-                    or_none(container.image.clone())
-                );
-                let ports: Vec<String> = container.ports.iter().map(port_text).collect();
-                let _ = writeln!(out, "      {:<8}{}", "Ports:", or_none(ports.join(", ")));
-            }
         }
     }
 }
@@ -276,18 +268,158 @@ pub fn describe_replica_set(rs: &ReplicaSet, pods: &[Pod], now: SystemTime) -> S
     out
 }
 
-/// `80/TCP (http)`.
-pub(super) fn port_text(port: &ContainerPort) -> String {
-    let protocol = if port.protocol.is_empty() {
-        "TCP"
-    } else {
-        &port.protocol
+/// `kcm describe deploy NAME`.
+///
+/// # Errors
+/// Not found, or etcd failing.
+async fn describe_deploy(target: &Target, namespace: &str, name: &str) -> anyhow::Result<()> {
+    let (_client, registry) = target.connect().await?;
+    let (d, owned) = read_deployment(&registry, namespace, name).await?;
+    emit(&describe_deployment(&d, &owned, SystemTime::now()))
+}
+
+/// The text of `kcm describe deploy` (kubectl's `DeploymentDescriber`): `owned` are its
+/// ReplicaSets; what looks wrong is listed last.
+pub fn describe_deployment(d: &Deployment, owned: &[ReplicaSet], now: SystemTime) -> String {
+    let mut out = String::new();
+    deployment_spec_text(&mut out, d, now);
+    template_text(&mut out, d.spec.template.as_ref());
+    deployment_conditions_text(&mut out, d);
+    replica_sets_text(&mut out, d, owned);
+    problems_text(&mut out, &deployment_problems(d), 24);
+    out
+}
+
+/// One `Label:  value` line of `describe deploy`, the values aligned at column 24.
+fn deployment_field(out: &mut String, label: &str, value: &str) {
+    let _ = writeln!(out, "{:<24}{value}", format!("{label}:"));
+}
+
+/// The lines of `describe deploy` from `Name` to `Paused`: metadata, replicas, strategy.
+fn deployment_spec_text(out: &mut String, d: &Deployment, now: SystemTime) {
+    let meta = &d.metadata;
+    let field = deployment_field;
+    field(out, "Name", &meta.name);
+    field(out, "Namespace", &meta.namespace);
+    let created = match &meta.creation_timestamp {
+        Some(timestamp) => format!("{timestamp} ({} ago)", age_of(meta, now)),
+        None => NONE.to_string(),
     };
-    if port.name.is_empty() {
-        format!("{}/{protocol}", port.container_port)
-    } else {
-        format!("{}/{protocol} ({})", port.container_port, port.name)
+    field(out, "CreationTimestamp", &created);
+    field(out, "Labels", &or_none(meta.labels.to_string()));
+    let annotations: Vec<String> = meta
+        .annotations
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect();
+    field(out, "Annotations", &or_none(annotations.join(", ")));
+    field(
+        out,
+        "Selector",
+        &label_selector_text(d.spec.selector.as_ref()),
+    );
+    let status = &d.status;
+    field(
+        out,
+        "Replicas",
+        &format!(
+            "{} desired | {} updated | {} total | {} available | {} unavailable",
+            d.replicas(),
+            status.updated_replicas,
+            status.replicas,
+            status.available_replicas,
+            status.unavailable_replicas
+        ),
+    );
+    field(out, "StrategyType", d.strategy_type());
+    field(
+        out,
+        "MinReadySeconds",
+        &d.spec.min_ready_seconds.to_string(),
+    );
+    if d.is_rolling_update() {
+        field(
+            out,
+            "RollingUpdateStrategy",
+            &format!(
+                "{} max unavailable, {} max surge",
+                d.max_unavailable(),
+                d.max_surge()
+            ),
+        );
     }
+    if d.spec.paused {
+        field(out, "Paused", "true");
+    }
+}
+
+/// The `Conditions:` table of `describe deploy`, headers underlined as kubectl does.
+fn deployment_conditions_text(out: &mut String, d: &Deployment) {
+    let conditions = &d.status.conditions;
+    if conditions.is_empty() {
+        deployment_field(out, "Conditions", NONE);
+        return;
+    }
+    out.push_str("Conditions:\n");
+    // kubectl underlines the headers.
+    let underline = ["----", "------", "------"].map(String::from).to_vec();
+    let rows: Vec<Vec<String>> = std::iter::once(underline)
+        .chain(
+            conditions
+                .iter()
+                .map(|c| vec![c.type_.clone(), c.status.clone(), c.reason.clone()]),
+        )
+        .collect();
+    let table = render_tabbed(&["Type", "Status", "Reason"], &rows);
+    for line in table.lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+}
+
+/// The `OldReplicaSets` (those that still have pods, as kubectl lists them) and
+/// `NewReplicaSet` lines of `describe deploy`.
+fn replica_sets_text(out: &mut String, d: &Deployment, owned: &[ReplicaSet]) {
+    let (old, new) = split_replica_sets(d, owned);
+    let summary = |rs: &ReplicaSet| {
+        format!(
+            "{} ({}/{} replicas created)",
+            rs.metadata.name,
+            rs.status.replicas,
+            rs.replicas()
+        )
+    };
+    let old: Vec<String> = old
+        .into_iter()
+        .filter(|rs| rs.replicas() > 0 || rs.status.replicas > 0)
+        .map(summary)
+        .collect();
+    deployment_field(out, "OldReplicaSets", &or_none(old.join(", ")));
+    deployment_field(out, "NewReplicaSet", &new.map_or(NONE.to_string(), summary));
+}
+
+/// What looks wrong with `d`: invalid, not yet observed, a False or timed-out condition.
+fn deployment_problems(d: &Deployment) -> Vec<String> {
+    let (meta, status) = (&d.metadata, &d.status);
+    let mut problems = Vec::new();
+    if let Err(e) = api::validate(d) {
+        problems.push(format!("the controller-manager skips this deployment: {e}"));
+    }
+    if meta.generation > status.observed_generation {
+        problems.push(format!(
+            "generation {} not yet observed (observedGeneration {}): is `kcm \
+             controller-manager` running with the deployment controller?",
+            meta.generation, status.observed_generation
+        ));
+    }
+    for c in &status.conditions {
+        if c.status == "False" || c.reason == TIMED_OUT_REASON {
+            problems.push(format!(
+                "{} {}: {} {}",
+                c.type_, c.status, c.reason, c.message
+            ));
+        }
+    }
+    problems
 }
 
 /// The metadata lines every `describe` shares, each only when it has something to say:

@@ -1,22 +1,29 @@
-//! The input of `kcm create -f` and `kcm apply -f`, and `kcm create` itself: a file, a
-//! directory of manifests or stdin, read with a bound; JSON or YAML, several documents
-//! separated by `---`, `List`s; each object decoded as its kind and validated before
-//! anything is written.
+//! The input of `kcm create -f` and `kcm apply -f`: a file, a directory of manifests or
+//! stdin, read with a bound; JSON or YAML, several documents separated by `---`, `List`s;
+//! each object decoded as its kind and validated before anything is written. kubectl's
+//! `resource.FilenameOptions` and its builder's decoding; reads no etcd.
 //!
 //! Invariants:
 //! - at most [`MAX_INPUT_BYTES`] are read in all, so `-f /dev/zero` or `yes | kcm create
 //!   -f -` fails fast with the limit named instead of filling memory;
 //! - every error names the file, the document (counted from 1, named when a file holds
 //!   several), the list item (`items[1]`) and the field (`spec.replicas`);
-//! - each object is written by [`create_object`] (a new object) or [`update_object`] (a
-//!   stored one, `kcm apply`): the one place per kind of write, where checks on the
-//!   object about to be written belong.
+//! - each object is written by `storage::create_object` (a new object) or
+//!   `storage::update_object` (a stored one, `kcm apply`): the one place per kind of write,
+//!   where checks on the object about to be written belong.
 
 use std::io::Read as _;
+use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
 use serde::Deserialize as _;
+use serde_json::Value;
 
-use super::*;
+use super::resource::reference;
+use crate::api::{
+    self, Deployment, Endpoints, Object, ObjectMeta, Pod, ReplicaSet, ReplicationController,
+    Service, ValidationError,
+};
 
 /// The most `-f` reads in all (a file, stdin, or the manifests of a directory together).
 /// No object can exceed etcd's request limit ([`ETCD_MAX_REQUEST_BYTES`] by default), so
@@ -28,6 +35,19 @@ pub const ETCD_MAX_REQUEST_BYTES: u64 = 1536 << 10;
 
 /// The file name endings a directory given to `-f` is read for (kubectl's).
 const MANIFEST_EXTENSIONS: [&str; 3] = ["json", "yaml", "yml"];
+
+/// What `-f` reads, for `kcm create -f FILE` and `kcm apply -f FILE` (kubectl's
+/// `resource.FilenameOptions`).
+#[derive(Clone, Debug)]
+pub struct FilenameOptions {
+    /// A manifest file (JSON or YAML, one or more documents, each one object or a
+    /// `List`), a directory of `.json`/`.yaml`/`.yml` files (not its subdirectories), or
+    /// `-` for stdin.
+    pub filename: PathBuf,
+    /// Namespace of objects that name none (`default` when `None`); an object naming
+    /// another namespace is an error.
+    pub namespace: Option<String>,
+}
 
 /// One object of a `create` input, decoded as its kind (boxed: the kinds differ in size).
 #[derive(Debug, Clone, PartialEq)]
@@ -45,28 +65,28 @@ pub enum Manifest {
 macro_rules! with_manifest {
     ($manifest:expr, $object:ident => $body:expr) => {
         match $manifest {
-            Manifest::Controller($object) => {
-                let $object: &ReplicationController = $object;
+            $crate::kubecfg::manifest::Manifest::Controller($object) => {
+                let $object: &$crate::api::ReplicationController = $object;
                 $body
             }
-            Manifest::ReplicaSet($object) => {
-                let $object: &ReplicaSet = $object;
+            $crate::kubecfg::manifest::Manifest::ReplicaSet($object) => {
+                let $object: &$crate::api::ReplicaSet = $object;
                 $body
             }
-            Manifest::Deployment($object) => {
-                let $object: &Deployment = $object;
+            $crate::kubecfg::manifest::Manifest::Deployment($object) => {
+                let $object: &$crate::api::Deployment = $object;
                 $body
             }
-            Manifest::Pod($object) => {
-                let $object: &Pod = $object;
+            $crate::kubecfg::manifest::Manifest::Pod($object) => {
+                let $object: &$crate::api::Pod = $object;
                 $body
             }
-            Manifest::Service($object) => {
-                let $object: &Service = $object;
+            $crate::kubecfg::manifest::Manifest::Service($object) => {
+                let $object: &$crate::api::Service = $object;
                 $body
             }
-            Manifest::Endpoints($object) => {
-                let $object: &Endpoints = $object;
+            $crate::kubecfg::manifest::Manifest::Endpoints($object) => {
+                let $object: &$crate::api::Endpoints = $object;
                 $body
             }
         }
@@ -90,15 +110,6 @@ impl Manifest {
     pub fn validate(&self) -> Result<(), ValidationError> {
         with_manifest!(self, object => api::validate(object))
     }
-
-    async fn create(&self, registry: &Registry) -> anyhow::Result<()> {
-        with_manifest!(self, object => create_object(registry, object).await)
-    }
-}
-
-/// `{resource}/{name}`, kubectl's way of naming an object in output.
-pub(super) fn reference<T: Object>(object: &T) -> String {
-    format!("{}/{}", T::RESOURCE, object.metadata().name)
 }
 
 /// One object of an input: where it is, what it decoded to, and the document as written.
@@ -479,73 +490,10 @@ pub(super) fn report_failures(
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// create
-
-/// `kcm create -f FILE`: decodes and validates every object, then creates each
-/// (create-if-absent), printing `replicationcontrollers/web created` per object.
-///
-/// # Errors
-/// Bad input (nothing is written), etcd unreachable, or objects that could not be
-/// created (`... already exists`); the others are still created.
-pub async fn create(target: &Target, options: CreateOptions) -> anyhow::Result<()> {
-    let parsed = read_manifests(&options.filename, options.namespace.as_deref())?;
-    for p in &parsed {
-        let meta = p.manifest.metadata();
-        anyhow::ensure!(
-            meta.resource_version.is_none(),
-            "{}: {}: metadata.resourceVersion may not be set on an object to be created \
-             (`kcm apply` updates a stored object)",
-            p.origin,
-            p.manifest.reference()
-        );
-    }
-
-    let (_client, registry) = target.connect().await?;
-    super::overlap::refuse_overlapping_manifests(&registry, parsed.iter().map(|p| &p.manifest))
-        .await?;
-    let mut failures = Vec::new();
-    for p in &parsed {
-        match p.manifest.create(&registry).await {
-            Ok(()) => emit(&format!("{} created\n", p.manifest.reference()))?,
-            Err(e) => failures.push(format!("{e:#}")),
-        }
-    }
-    report_failures(failures, parsed.len(), "created")
-}
-
-/// Writes a new object (create-if-absent): every create of `kcm create`, `kcm apply`
-/// and `kcm run` goes through here.
-///
-/// # Errors
-/// `... already exists`, or the storage error.
-pub(super) async fn create_object<T: Object>(
-    registry: &Registry,
-    object: &T,
-) -> anyhow::Result<()> {
-    registry
-        .create(object)
-        .await
-        .map(drop)
-        .map_err(|e| storage_error::<T>(e, &object.metadata().name))
-}
-
-/// Writes a stored object over the revision it was read at (compare-and-swap): every
-/// update of `kcm apply` goes through here.
-///
-/// # Errors
-/// The [`StorageError`] as it is (a `Conflict`, when the object changed or was deleted
-/// since it was read, is for the caller to retry).
-pub(super) async fn update_object<T: Object>(
-    registry: &Registry,
-    object: &T,
-) -> anyhow::Result<()> {
-    registry.update(object).await.map(drop).map_err(Into::into)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[track_caller]
     fn check_parse_error(text: &str, namespace: Option<&str>, expected: &str) {

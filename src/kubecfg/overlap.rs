@@ -9,8 +9,12 @@
 //! the other's selector. Invalid controllers are left out, as the replication manager
 //! skips them: they fight no one (validation reports them).
 
+use anyhow::Context as _;
+
 use super::manifest::Manifest;
-use super::*;
+use crate::api::{self, Object, ReplicationController};
+use crate::labels::{Selector, Set};
+use crate::registry::{ObjectList, Registry};
 
 /// The valid controllers among `others` that overlap `rc`, each with the labels of a pod
 /// both would count, sorted by name.
@@ -162,6 +166,7 @@ pub(super) async fn refuse_to_stop_overlapping(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn rc(name: &str, selector: &str, labels: &str) -> ReplicationController {
         let set = |pairs: &str| -> Set {

@@ -1,7 +1,38 @@
-//! `kcm get` and the tables: `Printable` for each kind, `render_table`, kubectl's `age`;
-//! 2014's `pkg/kubecfg/resource_printer.go`. The formatting is pure.
+//! What the verbs print and how: `Printable` (the `get` table of each kind),
+//! `render_table`, kubectl's `age`, the `Pod Template:` section every `describe` shows, and
+//! [`emit`], the one writer to stdout. 2014's `pkg/kubecfg/resource_printer.go`. Pure but
+//! for [`emit`]; imports no verb.
 
-use super::*;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context as _;
+use serde_json::Value;
+
+use super::resource::kind_reference;
+use crate::api::{
+    self, ContainerPort, Deployment, Endpoints, IntOrString, Object, ObjectMeta, Pod,
+    PodTemplateSpec, ReplicaSet, ReplicationController, Service,
+};
+
+/// Endpoints shown in the ENDPOINTS column before the rest are summarized (kubectl's 3).
+pub(super) const MAX_ENDPOINTS_SHOWN: usize = 3;
+
+/// What a table shows for an absent value.
+pub(super) const NONE: &str = "<none>";
+
+/// Writes `text` to stdout. A closed pipe (`kcm get pods | head -1`) is not an error.
+pub(super) fn emit(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("write to stdout"),
+        _ => Ok(()),
+    }
+}
 
 /// A kind `kcm get` can print as a table.
 pub trait Printable: Object {
@@ -375,6 +406,31 @@ pub fn render_table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// kubectl's tabwriter with padding 2 (history tables), no trailing spaces.
+pub(super) fn render_tabbed(headers: &[&str], rows: &[Vec<String>]) -> String {
+    render_table(headers, rows)
+        .lines()
+        .map(|line| {
+            // render_table pads with three spaces; kubectl's history pads with two.
+            let mut out = String::new();
+            let mut spaces = 0;
+            for c in line.chars() {
+                if c == ' ' {
+                    spaces += 1;
+                    continue;
+                }
+                if spaces > 0 {
+                    out.push_str(&" ".repeat(if spaces >= 3 { spaces - 1 } else { spaces }));
+                    spaces = 0;
+                }
+                out.push(c);
+            }
+            out.push('\n');
+            out
+        })
+        .collect()
+}
+
 /// AGE of an object: how long ago its `creationTimestamp` was.
 pub(super) fn age_of(meta: &ObjectMeta, now: SystemTime) -> String {
     age(meta.creation_timestamp.as_deref(), now)
@@ -415,146 +471,50 @@ pub(super) fn to_json<T: Object>(mut object: T) -> anyhow::Result<Value> {
     serde_json::to_value(&object).with_context(|| format!("encode {}", T::KIND))
 }
 
-/// What `kcm get` read of one kind: the rendered table (without a trailing blank line)
-/// or the JSON objects.
-struct Part {
-    /// Rows rendered, `None` when nothing matched (then the table is not printed).
-    table: Option<String>,
-    /// The objects, for `-o json`.
-    items: Vec<Value>,
-    /// The etcd revision of the read.
-    resource_version: i64,
-    /// The named object is not stored: kubectl's `replicasets "web" not found`.
-    missing: Option<String>,
-}
-
-/// `kcm get KIND[,KIND...] [NAME]`: one table per kind, separated by a blank line; with
-/// more than one kind, names carry kubectl's kind prefix (`replicaset.apps/web`) and
-/// `-o json` prints one `List` of everything.
-///
-/// # Errors
-/// `pods "x" not found`, a malformed NAME, or etcd failing. Malformed objects in a list
-/// are warnings on stderr, not errors.
-pub async fn get(target: &Target, options: GetOptions) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
-    let show_kind = options.kinds.len() > 1;
-    let mut parts = Vec::with_capacity(options.kinds.len());
-    for kind in &options.kinds {
-        let part = match kind {
-            Kind::Pods => read_kind::<Pod>(&registry, &options, show_kind).await,
-            Kind::Replicationcontrollers => {
-                read_kind::<ReplicationController>(&registry, &options, show_kind).await
+/// The `Pod Template:` section of a controller.
+pub(super) fn template_text(out: &mut String, template: Option<&PodTemplateSpec>) {
+    match template {
+        None => {
+            let _ = writeln!(out, "{:<14}{NONE}", "Pod Template:");
+        }
+        Some(template) => {
+            out.push_str("Pod Template:\n");
+            let _ = writeln!(
+                out,
+                "  {:<12}{}",
+                "Labels:",
+                or_none(template.metadata.labels.to_string())
+            );
+            if template.spec.containers.is_empty() {
+                let _ = writeln!(out, "  {:<12}{NONE}", "Containers:");
+            } else {
+                out.push_str("  Containers:\n");
             }
-            Kind::Replicasets => read_kind::<ReplicaSet>(&registry, &options, show_kind).await,
-            Kind::Deployments => read_kind::<Deployment>(&registry, &options, show_kind).await,
-            Kind::Services => read_kind::<Service>(&registry, &options, show_kind).await,
-            Kind::Endpoints => read_kind::<Endpoints>(&registry, &options, show_kind).await,
-        }?;
-        parts.push(part);
-    }
-    // Like kubectl, what was found is printed and what was not is the error (exit 1).
-    let missing: Vec<String> = parts.iter().filter_map(|p| p.missing.clone()).collect();
-    let result = if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(anyhow::anyhow!(missing.join("; ")))
-    };
-    if missing.len() == parts.len() {
-        return result;
-    }
-    parts.retain(|p| p.missing.is_none());
-    print_parts(parts, &options)?;
-    result
-}
-
-/// Prints what `kcm get` read: the tables, or the JSON.
-fn print_parts(mut parts: Vec<Part>, options: &GetOptions) -> anyhow::Result<()> {
-    if options.output == GetOutput::Json {
-        // One named object of one kind prints as itself, as kubectl does.
-        if options.name.is_some() && options.kinds.len() == 1 {
-            let item = parts.pop().and_then(|mut p| p.items.pop());
-            return emit(&format!("{:#}\n", item.unwrap_or_default()));
-        }
-        let resource_version = parts.iter().map(|p| p.resource_version).max();
-        let items: Vec<Value> = parts.into_iter().flat_map(|p| p.items).collect();
-        let document = json!({
-            "kind": "List",
-            "apiVersion": api::API_VERSION,
-            "metadata": {"resourceVersion": resource_version.unwrap_or_default().to_string()},
-            "items": items,
-        });
-        return emit(&format!("{document:#}\n"));
-    }
-    let tables: Vec<String> = parts.into_iter().filter_map(|p| p.table).collect();
-    if tables.is_empty() {
-        match (!options.all_namespaces).then_some(options.namespace.as_str()) {
-            Some(namespace) => eprintln!("No resources found in {namespace} namespace."),
-            None => eprintln!("No resources found."),
-        }
-        return Ok(());
-    }
-    emit(&tables.join("\n"))
-}
-
-/// kubectl's name of an object of kind `T`: the kind in lower case, its API group when it
-/// has one, and the name (`replicaset.apps/web`, `replicationcontroller/web`, `pod/p`).
-pub fn kind_reference<T: Object>(name: &str) -> String {
-    let kind = T::KIND.to_lowercase();
-    match T::API_VERSION.split_once('/') {
-        Some((group, _)) => format!("{kind}.{group}/{name}"),
-        None => format!("{kind}/{name}"),
-    }
-}
-
-/// Reads what `options` asks of kind `T`: the named object or the matching list.
-async fn read_kind<T: Printable>(
-    registry: &Registry,
-    options: &GetOptions,
-    show_kind: bool,
-) -> anyhow::Result<Part> {
-    let now = SystemTime::now();
-    let wide = options.output == GetOutput::Wide;
-    let (objects, resource_version) = if let Some(name) = &options.name {
-        let object: T = match registry.get(&options.namespace, name).await {
-            Ok(object) => object,
-            Err(e @ StorageError::NotFound { .. }) => {
-                return Ok(Part {
-                    table: None,
-                    items: Vec::new(),
-                    resource_version: 0,
-                    missing: Some(storage_error::<T>(e, name).to_string()),
-                })
+            for container in &template.spec.containers {
+                let _ = writeln!(out, "    {}:", or_none(container.name.clone()));
+                let _ = writeln!(
+                    out,
+                    "      {:<8}{}",
+                    "Image:",
+                    or_none(container.image.clone())
+                );
+                let ports: Vec<String> = container.ports.iter().map(port_text).collect();
+                let _ = writeln!(out, "      {:<8}{}", "Ports:", or_none(ports.join(", ")));
             }
-            Err(e) => return Err(storage_error::<T>(e, name)),
-        };
-        let revision = object.metadata().resource_version.map_or(0, |rv| rv.0);
-        (vec![object], revision)
-    } else {
-        let namespace = (!options.all_namespaces).then_some(options.namespace.as_str());
-        let selector = options.selector.clone().unwrap_or_default();
-        let list: ObjectList<T> = registry.list(namespace, &selector).await?;
-        for error in &list.errors {
-            eprintln!("kcm: warning: skipping {error}");
         }
-        (list.items, list.resource_version.0)
-    };
-    if options.output == GetOutput::Json {
-        return Ok(Part {
-            table: None,
-            items: objects
-                .into_iter()
-                .map(to_json)
-                .collect::<anyhow::Result<_>>()?,
-            resource_version,
-            missing: None,
-        });
     }
-    let table = (!objects.is_empty())
-        .then(|| render_objects_as(&objects, wide, options.all_namespaces, show_kind, now));
-    Ok(Part {
-        table,
-        items: Vec::new(),
-        resource_version,
-        missing: None,
-    })
+}
+
+/// `80/TCP (http)`.
+pub(super) fn port_text(port: &ContainerPort) -> String {
+    let protocol = if port.protocol.is_empty() {
+        "TCP"
+    } else {
+        &port.protocol
+    };
+    if port.name.is_empty() {
+        format!("{}/{protocol}", port.container_port)
+    } else {
+        format!("{}/{protocol} ({})", port.container_port, port.name)
+    }
 }

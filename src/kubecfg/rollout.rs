@@ -1,34 +1,56 @@
-//! The Deployment verbs: `kcm rollout status|history|undo|pause|resume|restart`,
-//! `kcm describe deploy` and `kcm create deployment`. Mirrors kubectl's
+//! `kcm rollout status|history|undo|pause|resume|restart deploy/NAME`. Mirrors kubectl's
 //! `pkg/cmd/rollout/` and `pkg/polymorphichelpers/` (`DeploymentStatusViewer`,
 //! `DeploymentHistoryViewer`, `DeploymentRollbacker`, `ObjectPauser`, `ObjectResumer`,
-//! `ObjectRestarter`), `pkg/describe`'s `DeploymentDescriber` and `create deployment`, with
-//! their exact messages; none of it existed in 2014.
+//! `ObjectRestarter`), with their exact messages; none of it existed in 2014.
 //!
 //! Invariants:
 //! - what a verb decides (the status line, the history table, the revision to roll back
-//!   to, the describe text) is a pure function over what was read, unit-tested;
+//!   to) is a pure function over what was read, unit-tested;
 //! - every spec write is a compare-and-swap on the revision read, retried from the current
 //!   object after a conflict (`Registry::guaranteed_update`), its checks re-run on that
 //!   object, so unknown fields survive and `generation` follows the spec;
 //! - `rollout status` watches the deployment (a resumable etcd watch); it never polls.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use super::describe::{problems_text, template_text};
-use super::print::{age_of, label_selector_text, or_none};
-use super::*;
+use super::deployments::{not_found, read_deployment, DEPLOYMENTS_APPS};
+use super::print::{emit, or_none, render_tabbed, template_text};
+use super::resource::kind_reference;
 use crate::api::{
-    Deployment, DeploymentSpec, DeploymentStrategy, LabelSelector, ANNOTATIONS_TO_SKIP,
-    CHANGE_CAUSE_ANNOTATION, DEPLOYMENT_PROGRESSING, POD_TEMPLATE_HASH_LABEL, REVISION_ANNOTATION,
-    TIMED_OUT_REASON,
+    self, Deployment, ReplicaSet, ANNOTATIONS_TO_SKIP, CHANGE_CAUSE_ANNOTATION,
+    DEPLOYMENT_PROGRESSING, POD_TEMPLATE_HASH_LABEL, TIMED_OUT_REASON,
 };
+use crate::client::Target;
+use crate::etcd_watcher::Watcher;
+
+/// `kcm rollout history|undo|pause|resume|restart deploy/NAME`.
+#[derive(Clone, Debug)]
+pub struct RolloutOptions {
+    /// The deployment's name.
+    pub name: String,
+    pub namespace: String,
+    /// `history --revision N` (the template of revision N) or `undo --to-revision N`; 0
+    /// for none (history: the table; undo: the revision before the current).
+    pub revision: i64,
+}
+
+/// `kcm rollout status deploy/NAME`.
+#[derive(Clone, Debug)]
+pub struct RolloutStatusOptions {
+    /// The deployment's name.
+    pub name: String,
+    pub namespace: String,
+    /// `--revision N`: fail unless the deployment's revision is N; 0 for any.
+    pub revision: i64,
+    /// Follow the rollout until it ends (else print the current line once).
+    pub watch: bool,
+    /// Give up after this long; `None` (or zero) waits for ever.
+    pub timeout: Option<Duration>,
+}
 
 /// The pod template annotation `rollout restart` sets to the current time.
 pub const RESTARTED_AT_ANNOTATION: &str = "kubectl.kubernetes.io/restartedAt";
-
-/// kubectl's resource name of deployments, as its errors spell it (`deployments.apps "web"`).
-const DEPLOYMENTS_APPS: &str = "deployments.apps";
 
 // ---------------------------------------------------------------------------------------
 // Pure parts
@@ -42,7 +64,7 @@ const DEPLOYMENTS_APPS: &str = "deployments.apps";
 pub fn rollout_status(d: &Deployment, revision: i64) -> Result<(String, bool), String> {
     let name = &d.metadata.name;
     if revision > 0 {
-        let current = revision_of(&d.metadata);
+        let current = api::revision(&d.metadata.annotations);
         if current != Some(revision) {
             return Err(format!(
                 "desired revision ({revision}) is different from the running revision ({})",
@@ -92,63 +114,6 @@ pub fn rollout_status(d: &Deployment, revision: i64) -> Result<(String, bool), S
     Ok((format!("deployment {name:?} successfully rolled out"), true))
 }
 
-/// The `deployment.kubernetes.io/revision` annotation of an object, when it is a number.
-pub fn revision_of(meta: &ObjectMeta) -> Option<i64> {
-    meta.annotations.get(REVISION_ANNOTATION)?.parse().ok()
-}
-
-/// A pod template without the `pod-template-hash` label, as JSON (every field, unknown
-/// ones included).
-fn without_hash(template: Option<&PodTemplateSpec>) -> Value {
-    let mut value = serde_json::to_value(template).unwrap_or_default();
-    if let Some(labels) = value
-        .pointer_mut("/metadata/labels")
-        .and_then(Value::as_object_mut)
-    {
-        labels.remove(POD_TEMPLATE_HASH_LABEL);
-        if labels.is_empty() {
-            value["metadata"]
-                .as_object_mut()
-                .map(|m| m.remove("labels"));
-        }
-    }
-    value
-}
-
-/// kubectl's `EqualIgnoreHash`: the templates are equal but for the `pod-template-hash`
-/// label.
-pub fn equal_ignore_hash(a: Option<&PodTemplateSpec>, b: Option<&PodTemplateSpec>) -> bool {
-    without_hash(a) == without_hash(b)
-}
-
-/// Whether `rs` is controlled by deployment `d` (a controller reference to its uid).
-pub fn owned_by(rs: &ReplicaSet, d: &Deployment) -> bool {
-    api::controller_of(&rs.metadata)
-        .is_some_and(|r| r.kind == Deployment::KIND && r.uid == d.metadata.uid)
-}
-
-/// `GetAllReplicaSets`: `owned` (the deployment's ReplicaSets) split into the old ones
-/// and the new one, the oldest whose template equals the deployment's ignoring the hash.
-pub fn split_replica_sets<'a>(
-    d: &Deployment,
-    owned: &'a [ReplicaSet],
-) -> (Vec<&'a ReplicaSet>, Option<&'a ReplicaSet>) {
-    let mut sorted: Vec<&ReplicaSet> = owned.iter().collect();
-    sorted.sort_by(|a, b| {
-        (&a.metadata.creation_timestamp, &a.metadata.name)
-            .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
-    });
-    let new = sorted
-        .iter()
-        .copied()
-        .find(|rs| equal_ignore_hash(rs.spec.template.as_ref(), d.spec.template.as_ref()));
-    let old = sorted
-        .into_iter()
-        .filter(|rs| new.is_none_or(|n| !std::ptr::eq(*rs, n)))
-        .collect();
-    (old, new)
-}
-
 /// kubectl's `deploymentRevision`: the ReplicaSet of `to_revision`, or with 0 the one of
 /// the second-highest revision (the one before the current).
 ///
@@ -162,7 +127,7 @@ pub fn revision_to_roll_back_to<'a>(
 ) -> anyhow::Result<&'a ReplicaSet> {
     let mut by_revision: Vec<(i64, &ReplicaSet)> = owned
         .iter()
-        .filter_map(|rs| Some((revision_of(&rs.metadata)?, rs)))
+        .filter_map(|rs| Some((api::revision(&rs.metadata.annotations)?, rs)))
         .collect();
     if to_revision > 0 {
         return by_revision
@@ -195,10 +160,12 @@ pub fn rolled_back(mut d: Deployment, rs: &ReplicaSet) -> anyhow::Result<Option<
         "you cannot rollback a paused deployment; resume it first with 'kcm rollout resume' \
          and try again"
     );
-    if equal_ignore_hash(rs.spec.template.as_ref(), d.spec.template.as_ref()) {
+    // kubectl compares the templates as Go values: a missing one is the empty one.
+    let mut template = rs.spec.template.clone().unwrap_or_default();
+    let current = d.spec.template.clone().unwrap_or_default();
+    if api::equal_ignore_hash(&template, &current) {
         return Ok(None);
     }
-    let mut template = rs.spec.template.clone().unwrap_or_default();
     template.metadata.labels = template
         .metadata
         .labels
@@ -234,7 +201,7 @@ pub fn history_text(d: &Deployment, owned: &[ReplicaSet]) -> String {
                 .annotations
                 .get(CHANGE_CAUSE_ANNOTATION)
                 .map_or("", String::as_str);
-            Some((revision_of(&rs.metadata)?, cause))
+            Some((api::revision(&rs.metadata.annotations)?, cause))
         })
         .collect();
     revisions.sort_unstable();
@@ -251,263 +218,8 @@ pub fn history_text(d: &Deployment, owned: &[ReplicaSet]) -> String {
     out
 }
 
-/// kubectl's tabwriter with padding 2 (history tables), no trailing spaces.
-fn render_tabbed(headers: &[&str], rows: &[Vec<String>]) -> String {
-    render_table(headers, rows)
-        .lines()
-        .map(|line| {
-            // render_table pads with three spaces; kubectl's history pads with two.
-            let mut out = String::new();
-            let mut spaces = 0;
-            for c in line.chars() {
-                if c == ' ' {
-                    spaces += 1;
-                    continue;
-                }
-                if spaces > 0 {
-                    out.push_str(&" ".repeat(if spaces >= 3 { spaces - 1 } else { spaces }));
-                    spaces = 0;
-                }
-                out.push(c);
-            }
-            out.push('\n');
-            out
-        })
-        .collect()
-}
-
-/// The text of `kcm describe deploy` (kubectl's `DeploymentDescriber`): `owned` are its
-/// ReplicaSets; what looks wrong is listed last.
-pub fn describe_deployment(d: &Deployment, owned: &[ReplicaSet], now: SystemTime) -> String {
-    let mut out = String::new();
-    let meta = &d.metadata;
-    let field = |out: &mut String, label: &str, value: &str| {
-        let _ = writeln!(out, "{:<24}{value}", format!("{label}:"));
-    };
-    field(&mut out, "Name", &meta.name);
-    field(&mut out, "Namespace", &meta.namespace);
-    let created = match &meta.creation_timestamp {
-        Some(timestamp) => format!("{timestamp} ({} ago)", age_of(meta, now)),
-        None => NONE.to_string(),
-    };
-    field(&mut out, "CreationTimestamp", &created);
-    field(&mut out, "Labels", &or_none(meta.labels.to_string()));
-    let annotations: Vec<String> = meta
-        .annotations
-        .iter()
-        .map(|(k, v)| format!("{k}: {v}"))
-        .collect();
-    field(&mut out, "Annotations", &or_none(annotations.join(", ")));
-    field(
-        &mut out,
-        "Selector",
-        &label_selector_text(d.spec.selector.as_ref()),
-    );
-    let status = &d.status;
-    field(
-        &mut out,
-        "Replicas",
-        &format!(
-            "{} desired | {} updated | {} total | {} available | {} unavailable",
-            d.replicas(),
-            status.updated_replicas,
-            status.replicas,
-            status.available_replicas,
-            status.unavailable_replicas
-        ),
-    );
-    field(&mut out, "StrategyType", d.strategy_type());
-    field(
-        &mut out,
-        "MinReadySeconds",
-        &d.spec.min_ready_seconds.to_string(),
-    );
-    if d.is_rolling_update() {
-        field(
-            &mut out,
-            "RollingUpdateStrategy",
-            &format!(
-                "{} max unavailable, {} max surge",
-                d.max_unavailable(),
-                d.max_surge()
-            ),
-        );
-    }
-    if d.spec.paused {
-        field(&mut out, "Paused", "true");
-    }
-    template_text(&mut out, d.spec.template.as_ref());
-    if status.conditions.is_empty() {
-        field(&mut out, "Conditions", NONE);
-    } else {
-        out.push_str("Conditions:\n");
-        // kubectl underlines the headers.
-        let underline = ["----", "------", "------"].map(String::from).to_vec();
-        let rows: Vec<Vec<String>> = std::iter::once(underline)
-            .chain(
-                status
-                    .conditions
-                    .iter()
-                    .map(|c| vec![c.type_.clone(), c.status.clone(), c.reason.clone()]),
-            )
-            .collect();
-        let table = render_tabbed(&["Type", "Status", "Reason"], &rows);
-        for line in table.lines() {
-            let _ = writeln!(out, "  {line}");
-        }
-    }
-    let (old, new) = split_replica_sets(d, owned);
-    let summary = |rs: &ReplicaSet| {
-        format!(
-            "{} ({}/{} replicas created)",
-            rs.metadata.name,
-            rs.status.replicas,
-            rs.replicas()
-        )
-    };
-    // kubectl lists the old ReplicaSets that still have pods.
-    let old: Vec<String> = old
-        .into_iter()
-        .filter(|rs| rs.replicas() > 0 || rs.status.replicas > 0)
-        .map(summary)
-        .collect();
-    field(&mut out, "OldReplicaSets", &or_none(old.join(", ")));
-    field(
-        &mut out,
-        "NewReplicaSet",
-        &new.map_or(NONE.to_string(), summary),
-    );
-
-    let mut problems = Vec::new();
-    if let Err(e) = api::validate(d) {
-        problems.push(format!("the controller-manager skips this deployment: {e}"));
-    }
-    if meta.generation > status.observed_generation {
-        problems.push(format!(
-            "generation {} not yet observed (observedGeneration {}): is `kcm \
-             controller-manager` running with the deployment controller?",
-            meta.generation, status.observed_generation
-        ));
-    }
-    for c in &status.conditions {
-        if c.status == "False" || c.reason == TIMED_OUT_REASON {
-            problems.push(format!(
-                "{} {}: {} {}",
-                c.type_, c.status, c.reason, c.message
-            ));
-        }
-    }
-    problems_text(&mut out, &problems, 24);
-    out
-}
-
-/// The container name `kubectl create deployment` derives from an image: the last path
-/// segment without tag or digest (`registry:5000/team/nginx:1.25` → `nginx`).
-pub fn container_name_for(image: &str) -> String {
-    let base = image.split('@').next().unwrap_or(image);
-    let last = base.rsplit('/').next().unwrap_or(base);
-    let name = last.split(':').next().unwrap_or(last);
-    let name: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let name = name.trim_matches('-');
-    if name.is_empty() {
-        "container".to_string()
-    } else {
-        name.to_string()
-    }
-}
-
-/// The Deployment `kcm create deployment NAME --image IMG --replicas N` writes: labels,
-/// selector and template labels `app=NAME`, one container, Kubernetes' defaults.
-pub fn new_deployment(namespace: &str, name: &str, image: &str, replicas: i64) -> Deployment {
-    let labels: Set = [("app", name)].into_iter().collect();
-    let template = PodTemplateSpec {
-        metadata: ObjectMeta {
-            labels: labels.clone(),
-            ..ObjectMeta::default()
-        },
-        spec: PodSpec {
-            containers: vec![Container {
-                name: container_name_for(image),
-                image: image.to_string(),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        },
-        ..PodTemplateSpec::default()
-    };
-    let mut d = Deployment {
-        metadata: ObjectMeta {
-            labels: labels.clone(),
-            ..ObjectMeta::named(namespace, name)
-        },
-        spec: DeploymentSpec {
-            replicas: Some(replicas),
-            selector: Some(LabelSelector {
-                match_labels: labels.clone(),
-                ..LabelSelector::default()
-            }),
-            template: Some(template),
-            strategy: Some(DeploymentStrategy::default()),
-            ..DeploymentSpec::default()
-        },
-        ..Deployment::default()
-    };
-    d.set_defaults();
-    d
-}
-
 // ---------------------------------------------------------------------------------------
 // The verbs
-
-/// The deployment `name` and the ReplicaSets it controls.
-async fn read_deployment(
-    registry: &Registry,
-    namespace: &str,
-    name: &str,
-) -> anyhow::Result<(Deployment, Vec<ReplicaSet>)> {
-    let d: Deployment = registry
-        .get(namespace, name)
-        .await
-        .map_err(|e| not_found(e, name))?;
-    let list: ObjectList<ReplicaSet> = registry
-        .list(Some(namespace), &Selector::everything())
-        .await
-        .context("list its ReplicaSets")?;
-    let owned = list
-        .items
-        .into_iter()
-        .filter(|rs| owned_by(rs, &d))
-        .collect();
-    Ok((d, owned))
-}
-
-/// kubectl's `deployments.apps "web" not found`.
-fn not_found(error: StorageError, name: &str) -> anyhow::Error {
-    match error {
-        StorageError::NotFound { .. } => anyhow::anyhow!("{DEPLOYMENTS_APPS} {name:?} not found"),
-        StorageError::Update { source, .. } => source,
-        other => other.into(),
-    }
-}
-
-/// `kcm describe deploy NAME`.
-///
-/// # Errors
-/// Not found, or etcd failing.
-pub async fn describe_deploy(target: &Target, namespace: &str, name: &str) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
-    let (d, owned) = read_deployment(&registry, namespace, name).await?;
-    emit(&describe_deployment(&d, &owned, SystemTime::now()))
-}
 
 /// `kcm rollout history deploy/NAME [--revision N]`.
 ///
@@ -521,7 +233,7 @@ pub async fn history(target: &Target, options: RolloutOptions) -> anyhow::Result
     }
     let rs = owned
         .iter()
-        .find(|rs| revision_of(&rs.metadata) == Some(options.revision))
+        .find(|rs| api::revision(&rs.metadata.annotations) == Some(options.revision))
         .ok_or_else(|| anyhow::anyhow!("unable to find the specified revision"))?;
     let mut out = format!(
         "{} with revision #{}\n",
@@ -545,7 +257,7 @@ pub async fn undo(target: &Target, options: RolloutOptions) -> anyhow::Result<()
          and try again"
     );
     let rs = revision_to_roll_back_to(&d, &owned, options.revision)?;
-    let revision = revision_of(&rs.metadata).unwrap_or_default();
+    let revision = api::revision(&rs.metadata.annotations).unwrap_or_default();
     let reference = kind_reference::<Deployment>(&d.metadata.name);
     let mut skipped = false;
     registry
@@ -680,34 +392,6 @@ pub async fn status(target: &Target, options: RolloutStatusOptions) -> anyhow::R
             .map_err(|_| anyhow::anyhow!("timed out waiting for the condition"))?,
         _ => follow.await,
     }
-}
-
-/// `kcm create deployment NAME --image IMG --replicas N`.
-///
-/// # Errors
-/// An invalid name or image, `deployments.apps "web" already exists`, or etcd failing.
-pub async fn create_deployment(
-    target: &Target,
-    options: CreateDeploymentOptions,
-) -> anyhow::Result<()> {
-    let d = new_deployment(
-        &options.namespace,
-        &options.name,
-        &options.image,
-        options.replicas,
-    );
-    api::validate(&d).map_err(|e| anyhow::anyhow!("deployment {:?}: {e}", options.name))?;
-    let (_client, registry) = target.connect().await?;
-    registry.create(&d).await.map_err(|e| match e {
-        StorageError::AlreadyExists { .. } => {
-            anyhow::anyhow!("{DEPLOYMENTS_APPS} {:?} already exists", options.name)
-        }
-        other => other.into(),
-    })?;
-    emit(&format!(
-        "{} created\n",
-        kind_reference::<Deployment>(&options.name)
-    ))
 }
 
 #[cfg(test)]

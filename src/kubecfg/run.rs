@@ -1,8 +1,37 @@
 //! `kcm run`: 2014's `RunController`, a controller (and a service) selected by
 //! `name=NAME`.
 
-use super::manifest::{create_object, reference};
-use super::*;
+use anyhow::Context as _;
+
+use super::overlap::refuse_overlapping;
+use super::print::emit;
+use super::resource::reference;
+use super::storage::create_object;
+use crate::api::{
+    self, Container, ContainerPort, IntOrString, ObjectMeta, PodSpec, PodTemplateSpec,
+    ReplicationController, ReplicationControllerSpec, Service, ServiceSpec,
+};
+use crate::client::Target;
+use crate::labels::Set;
+
+/// `kcm run NAME --image IMG`.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Name of the controller (and of the service with `expose`); its pods are labelled
+    /// `name=NAME`.
+    pub name: String,
+    pub image: String,
+    /// `spec.replicas` of the controller, 0 to [`api::MAX_REPLICAS`].
+    pub replicas: i64,
+    /// The container port (named `http`).
+    pub port: Option<u16>,
+    /// Also create a Service NAME selecting `name=NAME`, forwarding to `port` (only
+    /// with a `port`).
+    pub expose: bool,
+    /// The service's port; default `port`.
+    pub service_port: Option<u16>,
+    pub namespace: String,
+}
 
 /// The controller (and, with `--expose`, the service) `kcm run` creates, as 2014's
 /// `RunController` built them: everything labelled and selected by `name=NAME`.
@@ -81,7 +110,7 @@ pub async fn run(target: &Target, options: RunOptions) -> anyhow::Result<()> {
         api::validate(service)?;
     }
     let (_client, registry) = target.connect().await?;
-    super::overlap::refuse_overlapping(&registry, &[&controller]).await?;
+    refuse_overlapping(&registry, &[&controller]).await?;
     create_object(&registry, &controller).await?;
     emit(&format!("{} created\n", reference(&controller)))?;
     if let Some(service) = &service {

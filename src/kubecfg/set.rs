@@ -3,8 +3,24 @@
 //! had no such verb (a rolling update replaced the whole controller); the image change is
 //! pure ([`set_images`]), the write a compare-and-swap retried on conflict.
 
-use super::scale::update_error;
-use super::*;
+use super::print::emit;
+use super::resource::{kind_reference, Workload, WorkloadKind};
+use super::storage::update_error;
+use crate::api::{self, Deployment, Object, PodTemplateSpec, ReplicaSet, ReplicationController};
+use crate::client::Target;
+use crate::registry::Registry;
+
+/// `kcm set image TYPE/NAME CONTAINER=IMAGE...`.
+#[derive(Clone, Debug)]
+pub struct SetImageOptions {
+    pub workload: Workload,
+    /// `(container, image)` pairs; container `*` is every container.
+    pub images: Vec<(String, String)>,
+    pub namespace: String,
+    /// With `--record`: the command line, for the `kubernetes.io/change-cause` annotation
+    /// (written only when an image changes).
+    pub change_cause: Option<String>,
+}
 
 /// A kind whose objects carry a pod template, so `set image` can change it.
 pub trait Templated: Object {

@@ -1,9 +1,17 @@
 //! Unit tests of the verbs' pure parts: manifests, tables, ages, `run`'s objects, `describe`.
 
+use std::time::SystemTime;
+
+use serde_json::{json, Value};
+
 use super::*;
-use crate::api::{PodStatus, ResourceVersion};
-use crate::kubecfg::describe::port_text;
-use crate::kubecfg::print::PodSummary;
+use crate::api::{
+    self, Container, Deployment, Endpoints, IntOrString, ObjectMeta, Pod, PodPhase, PodSpec,
+    PodStatus, PodTemplateSpec, ReplicaSet, ReplicationController, ResourceVersion, Service,
+};
+use crate::kubecfg::print::{port_text, PodSummary};
+use crate::labels::Set;
+use crate::registry::ObjectList;
 use crate::registry::{DecodeError, EtcdAlarm};
 
 const NOW: &str = "2024-03-10T12:00:00Z";

@@ -1,7 +1,44 @@
 //! `kcm watch`: the typed events of one kind, as the 2014 apiserver's watch served them,
 //! printed as text or wire-form JSON, optionally with the etcd event behind each.
 
-use super::*;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use super::resource::Kind;
+use crate::api::{
+    self, Deployment, Endpoints, Object, Pod, ReplicaSet, ReplicationController, Service,
+};
+use crate::client::Target;
+use crate::etcd_watcher::{self, Update, WatchEvent, Watcher};
+use crate::labels::Selector;
+use crate::registry::Registry;
+
+/// How `kcm watch` prints each event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchOutput {
+    /// `ADDED pods/default/web-7xk2p rv=1234`
+    Text,
+    /// One wire-form event per line: `{"type":"ADDED","object":{...}}`
+    Json,
+}
+
+/// `kcm watch KIND [NAME]`.
+#[derive(Clone, Debug)]
+pub struct WatchOptions {
+    pub kind: Kind,
+    /// Watch only this object (needs one namespace and no selector).
+    pub name: Option<String>,
+    pub namespace: String,
+    /// Watch every namespace; `namespace` is then ignored.
+    pub all_namespaces: bool,
+    pub selector: Option<Selector>,
+    /// Start after this revision; empty lists the current objects first (as ADDED).
+    pub resource_version: String,
+    pub output: WatchOutput,
+    /// Also print the etcd event each event came from.
+    pub raw: bool,
+}
 
 /// `kcm watch KIND [NAME]`: prints the typed events of one kind until the process ends;
 /// resumes after a disconnect and lists again after compaction, saying so on stderr.

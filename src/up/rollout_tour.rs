@@ -7,11 +7,9 @@
 use std::time::{Duration, Instant};
 
 use super::{say, Progress, DEMO_NAMESPACE};
-use crate::api::{Deployment, ReplicaSet, DEPLOYMENT_PROGRESSING, TIMED_OUT_REASON};
-use crate::kubecfg::rollout::{
-    new_deployment, owned_by, revision_of, revision_to_roll_back_to, rolled_back, rollout_status,
-    split_replica_sets,
-};
+use crate::api::{self, Deployment, ReplicaSet, DEPLOYMENT_PROGRESSING, TIMED_OUT_REASON};
+use crate::kubecfg::rollout::{revision_to_roll_back_to, rolled_back, rollout_status};
+use crate::kubecfg::{new_deployment, split_replica_sets};
 
 use crate::labels::Selector;
 use crate::registry::Registry;
@@ -31,7 +29,7 @@ async fn read(registry: &Registry) -> anyhow::Result<(Deployment, Vec<ReplicaSet
         .await?
         .items
         .into_iter()
-        .filter(|rs| owned_by(rs, &d))
+        .filter(|rs| api::is_controlled_by(rs, &d))
         .collect();
     Ok((d, owned))
 }
@@ -181,13 +179,13 @@ pub(super) async fn tour(registry: &Registry, first: usize) -> anyhow::Result<()
     say(format!(
         "{}. `kcm rollout undo deploy/{NAME}`: the template of revision {} (nginx:1.25) again; the failing",
         first + 3,
-        revision_of(&target.metadata).unwrap_or_default()
+        api::revision(&target.metadata.annotations).unwrap_or_default()
     ));
     say("   pods go first, and that ReplicaSet comes back under a new revision number:");
     let (d, _) = follow(registry, "rolling back", rolled_out).await?;
     say(format!(
         "   Rolled out at revision {} in {:.1}s for the whole rolling-update tour.",
-        revision_of(&d.metadata).unwrap_or_default(),
+        api::revision(&d.metadata.annotations).unwrap_or_default(),
         started.elapsed().as_secs_f64()
     ));
     Ok(())

@@ -336,3 +336,44 @@ fn status_and_unknown_fields_survive_a_rewrite() {
         assert_eq!(back["apiVersion"], "apps/v1");
     }
 }
+
+#[test]
+fn the_new_replica_set_is_found_by_template_ignoring_the_hash_and_owned_by_uid() {
+    let d = deployment(valid());
+    let template = d.spec.template.clone().unwrap();
+    let mut hashed = template.clone();
+    hashed
+        .metadata
+        .labels
+        .insert(POD_TEMPLATE_HASH_LABEL, "5d4c8f7b9");
+    assert!(equal_ignore_hash(&hashed, &template));
+    let mut relabelled = hashed.clone();
+    relabelled.metadata.labels.insert("tier", "front");
+    assert!(!equal_ignore_hash(&relabelled, &template));
+
+    let mut rs = ReplicaSet::default();
+    rs.metadata
+        .annotations
+        .insert(REVISION_ANNOTATION.to_string(), "3".to_string());
+    assert_eq!(revision(&rs.metadata.annotations), Some(3));
+    assert_eq!(revision(&d.metadata.annotations), None);
+
+    let mut d = d;
+    d.metadata.uid = "d-uid".to_string();
+    let reference = |kind: &str, name: &str, uid: &str| crate::api::OwnerReference {
+        kind: kind.to_string(),
+        name: name.to_string(),
+        uid: uid.to_string(),
+        controller: Some(true),
+        ..Default::default()
+    };
+    for (owner, owned) in [
+        (reference("Deployment", "web", "d-uid"), true),
+        (reference("Deployment", "web", "other"), false),
+        (reference("Deployment", "api", "d-uid"), false),
+        (reference("ReplicaSet", "web", "d-uid"), false),
+    ] {
+        rs.metadata.owner_references = vec![owner];
+        assert_eq!(is_controlled_by(&rs, &d), owned);
+    }
+}

@@ -1,7 +1,13 @@
 //! Unit tests of the rollout verbs' pure parts: kubectl's status lines, history, the
 //! rollback choice and patch, `describe deploy`, `create deployment`'s object.
 
+use serde_json::{json, Value};
+
 use super::*;
+use crate::api::PodTemplateSpec;
+use crate::kubecfg::create::{container_name_for, new_deployment};
+use crate::kubecfg::deployments::split_replica_sets;
+use crate::kubecfg::describe::describe_deployment;
 
 fn deployment(value: Value) -> Deployment {
     let mut base = json!({
@@ -116,14 +122,36 @@ fn the_new_replica_set_is_the_oldest_with_the_template_ignoring_the_hash() {
     assert_eq!(new.unwrap().metadata.name, "web-bbb");
     assert_eq!(old.len(), 1);
     assert_eq!(old[0].metadata.name, "web-aaa");
-    assert!(equal_ignore_hash(
-        owned[1].spec.template.as_ref(),
-        d.spec.template.as_ref()
-    ));
-    assert!(!equal_ignore_hash(
-        owned[0].spec.template.as_ref(),
-        d.spec.template.as_ref()
-    ));
+    let template = |rs: &ReplicaSet| rs.spec.template.clone().unwrap();
+    let current = d.spec.template.clone().unwrap();
+    assert!(api::equal_ignore_hash(&template(&owned[1]), &current));
+    assert!(!api::equal_ignore_hash(&template(&owned[0]), &current));
+}
+
+/// The CLI used to compare templates as JSON, a missing one as `null`, and so disagreed
+/// with the controller's `FindNewReplicaSet` about a deployment without a template: it
+/// took a ReplicaSet without a template for the new one (the controller finds none), and
+/// not one with the empty template (the controller's new one: a missing template is the
+/// empty one). Both now decide with `api::equal_ignore_hash`, as the controller does.
+#[test]
+fn without_templates_the_new_replica_set_is_the_controllers() {
+    let mut d = deployment(json!({}));
+    d.spec.template = None;
+    let mut bare = rs("aaa", 1, "nginx:1", (0, 0));
+    bare.spec.template = None;
+    let (old, new) = split_replica_sets(&d, std::slice::from_ref(&bare));
+    assert!(
+        new.is_none(),
+        "a ReplicaSet without a template is never new"
+    );
+    assert_eq!(old.len(), 1);
+
+    let mut empty = rs("bbb", 2, "nginx:2", (0, 0));
+    empty.spec.template = Some(PodTemplateSpec::default());
+    let owned = [bare, empty];
+    let (old, new) = split_replica_sets(&d, &owned);
+    assert_eq!(new.map(|rs| rs.metadata.name.as_str()), Some("web-bbb"));
+    assert_eq!(old.len(), 1);
 }
 
 #[test]
