@@ -29,11 +29,9 @@
 //! the end. Without one, a private etcd is started (and stopped) like `kcm up`'s.
 
 mod api;
-pub mod chart;
 mod fixtures;
 mod heal;
 mod memory;
-pub(crate) mod proxy;
 mod report;
 mod resync;
 mod rollout;

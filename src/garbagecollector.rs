@@ -13,6 +13,9 @@
 //! Its graph ([`graph::Graph`]) is built from the shared informers of every kind kcm
 //! stores; owners are looked up in the dependent's namespace, by name, and count only
 //! with the referenced uid (kubernetes #65200). A reference to any other kind is solid.
+//! As the other controllers, a sync observes (the caches, and etcd where an invariant
+//! asks for a fresh read), decides in pure functions (`plan.rs`: [`decide`],
+//! [`plan_deletion`], [`foreground_dependent`], ...) and writes here.
 //!
 //! Invariants (`tests/it/gc.rs` checks them against etcd's history):
 //! - G1: a dependent is deleted only in a transaction that also finds each of its owners
@@ -30,6 +33,7 @@
 //!   mid-way finishes after a restart.
 
 mod graph;
+mod plan;
 #[cfg(test)]
 mod tests;
 
@@ -53,9 +57,10 @@ use crate::labels::Selector;
 use crate::registry::{Incarnation, KeyCondition, Registry, StorageError};
 use crate::status::Metrics;
 
-pub use graph::{
-    classify, decide, object_key, parse_key, terminated_to_delete, Action, Class, Found, Graph,
-    Resource, FOREGROUND, ORPHAN,
+pub use graph::{object_key, parse_key, Graph, Resource};
+pub use plan::{
+    blocks, classify, decide, foreground_dependent, owner_condition, plan_deletion,
+    terminated_to_delete, Action, Class, Deletion, Found, InForeground, FOREGROUND, ORPHAN,
 };
 
 /// How often a write the collector owes an owner in deletion is tried again at once after
@@ -392,14 +397,7 @@ impl Inner {
             let class = classify(reference, found.as_ref());
             if let Some(resource) = Resource::of_reference(reference) {
                 let key = self.key(resource, namespace, &reference.name);
-                match class {
-                    Class::Solid => {}
-                    Class::Dangling { at: None } => conditions.push(KeyCondition::Absent(key)),
-                    Class::Dangling { at: Some(at) } => conditions.push(KeyCondition::At(key, at)),
-                    Class::Waiting { at } => {
-                        conditions.push(KeyCondition::Alive(Incarnation { key, read_at: at }))
-                    }
-                }
+                conditions.extend(owner_condition(&class, key));
             }
             classes.push(class);
         }
@@ -456,8 +454,9 @@ impl Inner {
     }
 
     /// An object with a `deletionTimestamp`: deleted when no finalizer is left; its
-    /// dependents orphaned or deleted for `orphan` and `foregroundDeletion`; otherwise
-    /// left to whoever owns its finalizers.
+    /// dependents orphaned or deleted for `orphan` and `foregroundDeletion`, then that
+    /// finalizer removed; otherwise left to whoever owns its finalizers
+    /// ([`plan_deletion`]).
     async fn deleting(
         &self,
         resource: Resource,
@@ -465,105 +464,31 @@ impl Inner {
         name: &str,
         object: &Ownership,
     ) -> anyhow::Result<()> {
-        let key = object_key(resource, namespace, name);
-        if object.finalizers.is_empty() {
-            return self
-                .delete_finished(resource, namespace, name, &object.uid)
-                .await;
-        }
-        let finalizer = if object.finalizers.iter().any(|f| f == ORPHAN) {
-            ORPHAN
-        } else if object.finalizers.iter().any(|f| f == FOREGROUND) {
-            FOREGROUND
-        } else {
+        let deletion = plan_deletion(&object.finalizers);
+        match deletion {
+            Deletion::Delete => {
+                return self
+                    .delete_finished(resource, namespace, name, &object.uid)
+                    .await
+            }
             // Someone else's finalizers: the object waits for them.
+            Deletion::Wait => return Ok(()),
+            Deletion::Orphan => {
+                self.orphan_dependents(resource, namespace, name, object)
+                    .await?
+            }
+            Deletion::Foreground => {
+                if !self
+                    .delete_dependents(resource, namespace, name, object)
+                    .await?
+                {
+                    return Ok(());
+                }
+            }
+        }
+        let Some(finalizer) = deletion.finalizer() else {
             return Ok(());
         };
-        let owner = Incarnation {
-            key: self.key(resource, namespace, name),
-            read_at: object.resource_version,
-        };
-        if finalizer == ORPHAN {
-            // Fresh from etcd, at a revision after the deletionTimestamp: no dependent
-            // that referenced the owner then is missed, and none gains a reference since
-            // (adoption requires a live owner without a deletionTimestamp).
-            for (dep_resource, dep_name, dep) in
-                self.fresh_dependents(namespace, &object.uid).await?
-            {
-                let uid = object.uid.clone();
-                self.update_meta(
-                    dep_resource,
-                    namespace,
-                    &dep_name,
-                    Expect::At(ResourceVersion(dep.resource_version)),
-                    vec![],
-                    |meta| meta.owner_references.retain(|r| r.uid != uid),
-                )
-                .await?;
-                tracing::info!(key = %object_key(dep_resource, namespace, &dep_name), owner = %key, "garbage collector orphaned a dependent");
-            }
-        } else {
-            // Ask every dependent (from the cache) to go; those with another live owner
-            // lose the reference instead.
-            let condition = KeyCondition::Alive(owner.clone());
-            let mut failed = None;
-            let dependents = self.graph().dependents_of(namespace, &object.uid);
-            // Blocking dependents the cache still shows (those asked to go just now
-            // included): their deletes queue the owner again, so the etcd list below runs
-            // once the cache shows none, not once per dependent.
-            let mut blocking_in_cache = 0;
-            for dep_key in dependents {
-                let Some((dep_resource, _, dep_name)) = parse_key(&dep_key) else {
-                    continue;
-                };
-                let Some(dep) = self.caches().ownership(dep_resource, namespace, dep_name) else {
-                    continue;
-                };
-                let Some(reference) = dep.owners.iter().find(|r| r.uid == object.uid) else {
-                    continue;
-                };
-                if reference.block_owner_deletion == Some(true) {
-                    blocking_in_cache += 1;
-                }
-                if dep.deleting {
-                    continue;
-                }
-                if let Err(e) = self
-                    .attempt_to_delete(
-                        dep_resource,
-                        namespace,
-                        dep_name,
-                        &dep,
-                        Some((&object.uid, &condition)),
-                    )
-                    .await
-                {
-                    tracing::debug!(key = %dep_key, error = %format!("{e:#}"), "foreground: a dependent's delete failed; retrying");
-                    failed = Some(e);
-                }
-            }
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            if blocking_in_cache > 0 {
-                tracing::debug!(%key, blocking_in_cache, "foreground deletion waits for blocking dependents");
-                return Ok(());
-            }
-            let blocking = self
-                .fresh_dependents(namespace, &object.uid)
-                .await?
-                .into_iter()
-                .filter(|(_, _, dep)| {
-                    dep.owners
-                        .iter()
-                        .any(|r| r.uid == object.uid && r.block_owner_deletion == Some(true))
-                })
-                .count();
-            if blocking > 0 {
-                tracing::debug!(%key, blocking, "foreground deletion waits for blocking dependents");
-                return Ok(());
-            }
-        }
         // The finalizer goes (from the same incarnation, whatever status writes came
         // meanwhile), then the owner when it was the last.
         let updated = self
@@ -576,12 +501,114 @@ impl Inner {
                 |meta| meta.finalizers.retain(|f| f != finalizer),
             )
             .await?;
+        let key = object_key(resource, namespace, name);
         tracing::info!(%key, finalizer, "garbage collector removed a finalizer");
         if let Some((_, true)) = updated {
             self.delete_finished(resource, namespace, name, &object.uid)
                 .await?;
         }
         Ok(())
+    }
+
+    /// `orphanDependents`: every dependent of the owner `object` loses its reference to
+    /// it. They are read fresh from etcd, at a revision after the deletionTimestamp: no
+    /// dependent that referenced the owner then is missed, and none gains a reference
+    /// since (adoption requires a live owner without a deletionTimestamp).
+    async fn orphan_dependents(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        object: &Ownership,
+    ) -> anyhow::Result<()> {
+        let key = object_key(resource, namespace, name);
+        for (dep_resource, dep_name, dep) in self.fresh_dependents(namespace, &object.uid).await? {
+            let uid = object.uid.clone();
+            self.update_meta(
+                dep_resource,
+                namespace,
+                &dep_name,
+                Expect::At(ResourceVersion(dep.resource_version)),
+                vec![],
+                |meta| meta.owner_references.retain(|r| r.uid != uid),
+            )
+            .await?;
+            tracing::info!(key = %object_key(dep_resource, namespace, &dep_name), owner = %key, "garbage collector orphaned a dependent");
+        }
+        Ok(())
+    }
+
+    /// `processDeletingDependentsItem`: asks every dependent of the owner `object` (from
+    /// the cache) to go, those with another live owner losing the reference instead;
+    /// whether none blocks the owner's deletion any more (the cache shows none, then a
+    /// fresh etcd read finds none).
+    async fn delete_dependents(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        object: &Ownership,
+    ) -> anyhow::Result<bool> {
+        let key = object_key(resource, namespace, name);
+        let owner = Incarnation {
+            key: self.key(resource, namespace, name),
+            read_at: object.resource_version,
+        };
+        let condition = KeyCondition::Alive(owner);
+        let mut failed = None;
+        // Blocking dependents the cache still shows (those asked to go just now
+        // included): their deletes queue the owner again, so the etcd list below runs
+        // once the cache shows none, not once per dependent.
+        let mut blocking_in_cache = 0;
+        let dependents = self.graph().dependents_of(namespace, &object.uid);
+        for dep_key in dependents {
+            let Some((dep_resource, _, dep_name)) = parse_key(&dep_key) else {
+                continue;
+            };
+            let Some(dep) = self.caches().ownership(dep_resource, namespace, dep_name) else {
+                continue;
+            };
+            let Some(stands) = foreground_dependent(&object.uid, &dep) else {
+                continue;
+            };
+            if stands.blocks {
+                blocking_in_cache += 1;
+            }
+            if !stands.ask {
+                continue;
+            }
+            if let Err(e) = self
+                .attempt_to_delete(
+                    dep_resource,
+                    namespace,
+                    dep_name,
+                    &dep,
+                    Some((&object.uid, &condition)),
+                )
+                .await
+            {
+                tracing::debug!(key = %dep_key, error = %format!("{e:#}"), "foreground: a dependent's delete failed; retrying");
+                failed = Some(e);
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if blocking_in_cache > 0 {
+            tracing::debug!(%key, blocking_in_cache, "foreground deletion waits for blocking dependents");
+            return Ok(false);
+        }
+        let blocking = self
+            .fresh_dependents(namespace, &object.uid)
+            .await?
+            .into_iter()
+            .filter(|(_, _, dep)| blocks(&object.uid, dep))
+            .count();
+        if blocking > 0 {
+            tracing::debug!(%key, blocking, "foreground deletion waits for blocking dependents");
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     /// The apiserver's part of a deletion: deletes `resource/namespace/name` if it is still

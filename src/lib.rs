@@ -20,6 +20,7 @@ pub mod kubelet;
 pub mod lab;
 pub mod labels;
 pub mod leader;
+pub mod measure;
 pub mod nodelifecycle;
 pub mod registry;
 pub mod replicaset;

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::chart::{self, Panel, Series};
 use super::{Report, Row};
+use crate::measure::chart::{self, Panel, Series};
 
 /// The table as printed: one line per row, columns aligned.
 pub fn table(report: &Report) -> String {

@@ -7,13 +7,13 @@ use anyhow::Context as _;
 use tokio::task::JoinSet;
 
 use super::fixtures::{controller, drive, pod_document, raw_catch_up};
-use super::proxy::CutProxy;
 use super::report::{median, row};
 use super::{Bench, Row};
 use crate::api::{self, Pod};
-use crate::client::{self, ClientConfig};
+use crate::client;
 use crate::etcd_process::local_client_addr;
 use crate::etcd_watcher::{self, Update, Watcher};
+use crate::measure::proxy::CutProxy;
 use crate::registry::Registry;
 
 impl Bench {
@@ -100,12 +100,7 @@ impl Bench {
             })
             .context("resume needs an http:// etcd endpoint")?;
         let proxy = CutProxy::start(etcd_addr).await?;
-        let config = ClientConfig {
-            endpoints: vec![format!("http://{}", proxy.addr)],
-            keepalive_interval: Duration::from_secs(1),
-            keepalive_timeout: Duration::from_secs(1),
-            ..self.client_config.clone()
-        };
+        let config = proxy.client_config(&self.client_config);
         let proxied = client::connect(&config).await?;
         let registry = Registry::new(&proxied, &prefix)?;
         let watcher = Watcher::new(&proxied, registry);

@@ -305,42 +305,8 @@ impl Inner {
             requeue_after,
         } = plan;
         if let Some(rs) = create {
-            let created = match self.create_rs(key, d, &rs).await {
-                Ok(created) => created,
-                Err(e) => {
-                    // Progressing False `ReplicaSetCreateError`, then the error (retried).
-                    let mut failed = d.clone();
-                    let message = format!(
-                        "Failed to create new replica set {:?}: {e:#}",
-                        rs.metadata.name
-                    );
-                    let condition = plan::new_condition(
-                        api::DEPLOYMENT_PROGRESSING,
-                        "False",
-                        api::FAILED_RS_CREATE_REASON,
-                        message,
-                        epoch_now(),
-                    );
-                    plan::set_condition(&mut failed.status, condition);
-                    self.write_deployment(key, &failed).await?;
-                    return Err(e);
-                }
-            };
-            match created {
-                Created::Yes => {}
-                Created::Changed => {
-                    self.sync_later(key, Duration::from_secs(1));
-                    return Ok(());
-                }
-                Created::Collision => {
-                    // `status.collisionCount++`: the next sync hashes to another name.
-                    let mut collided = d.clone();
-                    let count = collided.status.collision_count.unwrap_or(0);
-                    collided.status.collision_count = Some(count.saturating_add(1));
-                    tracing::info!(deployment = %key, replicaset = %rs.metadata.name, collision_count = count + 1, "replica set name taken by another template; bumped collisionCount");
-                    self.write_deployment(key, &collided).await?;
-                    return Ok(());
-                }
+            if !self.create_planned(key, d, &rs).await? {
+                return Ok(());
             }
         }
         // Every ReplicaSet write of the plan requires the deployment unchanged since the
@@ -349,57 +315,110 @@ impl Inner {
         let guarded = self.while_unchanged(d)?;
         for rs in &updates {
             match self.write_rs(key, &guarded, rs).await? {
-                Outcome::Done(_) => {
-                    let name = &rs.metadata.name;
-                    let from = sizes.iter().find(|(n, _)| n == name).map(|(_, size)| *size);
-                    let to = rs.replicas();
-                    match from {
-                        // Kubernetes' `ScalingReplicaSet` event, as a log line.
-                        Some(from) if to > from => {
-                            tracing::info!(deployment = %key, replicaset = %name, from, to, "scaled up replica set");
-                        }
-                        Some(from) if to < from => {
-                            tracing::info!(deployment = %key, replicaset = %name, from, to, "scaled down replica set");
-                        }
-                        _ => {
-                            tracing::debug!(deployment = %key, replicaset = %name, "updated replica set annotations")
-                        }
-                    }
-                }
+                Outcome::Done(_) => log_update(key, rs, sizes),
                 Outcome::Changed => return Ok(()),
             }
         }
         for rs in &deletes {
-            let version = rs.metadata.resource_version;
-            match guarded
-                .delete::<ReplicaSet>(&rs.metadata.namespace, &rs.metadata.name, version)
-                .await
-            {
-                Ok(revision) => {
-                    tracing::info!(deployment = %key, replicaset = %rs.metadata.name, "deleted old replica set (revision history limit)");
-                    self.memory
-                        .record(key, |w| w.replica_sets = w.replica_sets.max(revision.0));
-                }
-                Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => return Ok(()),
-                Err(e) => {
-                    return Err(anyhow::Error::from(e)
-                        .context(format!("delete replica set {}", rs.metadata.key())))
-                }
+            if let Outcome::Changed = self.delete_old_rs(key, &guarded, rs).await? {
+                return Ok(());
             }
         }
         if let Some(updated) = deployment {
             self.write_deployment(key, &updated).await?;
         }
         if let Some(after) = requeue_after {
-            let now = epoch_now();
-            let at = now.saturating_add(i64::try_from(after).unwrap_or(i64::MAX));
-            let pending = self.memory.written(key).requeue_at;
-            if pending.is_none_or(|pending| pending <= now || pending > at) {
-                self.memory.record(key, |w| w.requeue_at = Some(at));
-                self.sync_later(key, Duration::from_secs(after));
-            }
+            self.requeue_stuck(key, after);
         }
         Ok(())
+    }
+
+    /// Creates the plan's new ReplicaSet; whether the sync goes on to the plan's other
+    /// writes. A failed create writes Progressing False `ReplicaSetCreateError`, then
+    /// returns the error (retried); a name taken by another template bumps
+    /// `status.collisionCount`.
+    async fn create_planned(
+        &self,
+        key: &str,
+        d: &Deployment,
+        rs: &ReplicaSet,
+    ) -> anyhow::Result<bool> {
+        let created = match self.create_rs(key, d, rs).await {
+            Ok(created) => created,
+            Err(e) => {
+                let mut failed = d.clone();
+                let message = format!(
+                    "Failed to create new replica set {:?}: {e:#}",
+                    rs.metadata.name
+                );
+                let condition = plan::new_condition(
+                    api::DEPLOYMENT_PROGRESSING,
+                    "False",
+                    api::FAILED_RS_CREATE_REASON,
+                    message,
+                    epoch_now(),
+                );
+                plan::set_condition(&mut failed.status, condition);
+                self.write_deployment(key, &failed).await?;
+                return Err(e);
+            }
+        };
+        match created {
+            Created::Yes => Ok(true),
+            Created::Changed => {
+                self.sync_later(key, Duration::from_secs(1));
+                Ok(false)
+            }
+            Created::Collision => {
+                // `status.collisionCount++`: the next sync hashes to another name.
+                let mut collided = d.clone();
+                let count = collided.status.collision_count.unwrap_or(0);
+                collided.status.collision_count = Some(count.saturating_add(1));
+                tracing::info!(deployment = %key, replicaset = %rs.metadata.name, collision_count = count + 1, "replica set name taken by another template; bumped collisionCount");
+                self.write_deployment(key, &collided).await?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Deletes an old ReplicaSet (`cleanupDeployment`) at the revision it was read at.
+    async fn delete_old_rs(
+        &self,
+        key: &str,
+        guarded: &Registry,
+        rs: &ReplicaSet,
+    ) -> anyhow::Result<Outcome> {
+        let version = rs.metadata.resource_version;
+        match guarded
+            .delete::<ReplicaSet>(&rs.metadata.namespace, &rs.metadata.name, version)
+            .await
+        {
+            Ok(revision) => {
+                tracing::info!(deployment = %key, replicaset = %rs.metadata.name, "deleted old replica set (revision history limit)");
+                self.memory
+                    .record(key, |w| w.replica_sets = w.replica_sets.max(revision.0));
+                Ok(Outcome::Done(revision.0))
+            }
+            Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {
+                Ok(Outcome::Changed)
+            }
+            Err(e) => {
+                Err(anyhow::Error::from(e)
+                    .context(format!("delete replica set {}", rs.metadata.key())))
+            }
+        }
+    }
+
+    /// Syncs `key` again `after` seconds from now (`requeueStuckDeployment`), unless an
+    /// earlier delayed sync is still pending: a stuck deployment keeps one timer.
+    fn requeue_stuck(&self, key: &str, after: u64) {
+        let now = epoch_now();
+        let at = now.saturating_add(i64::try_from(after).unwrap_or(i64::MAX));
+        let pending = self.memory.written(key).requeue_at;
+        if pending.is_none_or(|pending| pending <= now || pending > at) {
+            self.memory.record(key, |w| w.requeue_at = Some(at));
+            self.sync_later(key, Duration::from_secs(after));
+        }
     }
 
     /// Writes the deployment's annotations and status over the revision read.
@@ -463,6 +482,25 @@ impl Inner {
                 Err(anyhow::Error::from(e)
                     .context(format!("create replica set {}", rs.metadata.key())))
             }
+        }
+    }
+}
+
+/// Logs a written ReplicaSet update: Kubernetes' `ScalingReplicaSet` event when its size
+/// changed from the one read (`sizes`), else an annotation update.
+fn log_update(key: &str, rs: &ReplicaSet, sizes: &[(String, i64)]) {
+    let name = &rs.metadata.name;
+    let from = sizes.iter().find(|(n, _)| n == name).map(|(_, size)| *size);
+    let to = rs.replicas();
+    match from {
+        Some(from) if to > from => {
+            tracing::info!(deployment = %key, replicaset = %name, from, to, "scaled up replica set");
+        }
+        Some(from) if to < from => {
+            tracing::info!(deployment = %key, replicaset = %name, from, to, "scaled down replica set");
+        }
+        _ => {
+            tracing::debug!(deployment = %key, replicaset = %name, "updated replica set annotations")
         }
     }
 }

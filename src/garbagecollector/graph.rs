@@ -1,13 +1,11 @@
-//! The garbage collector's pure part: which kinds it knows ([`Resource`]), the index of
-//! dependents by owner uid ([`Graph`]), and how a dependent's owners classify
-//! ([`classify`], Kubernetes' `classifyReferences`).
+//! The garbage collector's graph: which kinds it knows ([`Resource`]), how the work queue
+//! names an object ([`object_key`]), and the index of dependents by owner uid ([`Graph`],
+//! Kubernetes' `GraphBuilder`). Pure.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::api::OwnerReference;
 use crate::informer::Ownership;
-
-pub use crate::api::{FINALIZER_FOREGROUND as FOREGROUND, FINALIZER_ORPHAN as ORPHAN};
 
 /// The kinds kcm stores, which the collector watches and resolves owner references to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -187,111 +185,4 @@ impl Graph {
         keys.dedup();
         keys
     }
-}
-
-/// What the collector found at an owner reference's name.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Found {
-    /// Nothing.
-    Absent,
-    /// An object with the given uid, at `resource_version`, in deletion with these
-    /// finalizers (`None`: not in deletion).
-    Object {
-        uid: String,
-        resource_version: i64,
-        deletion: Option<Vec<String>>,
-    },
-}
-
-/// How one owner reference stands (Kubernetes' `classifyReferences`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Class {
-    /// The owner lives (or is of a kind kcm does not store): the dependent stays.
-    Solid,
-    /// The owner is absent (`at: None`) or another incarnation lives under its name (at
-    /// that resourceVersion).
-    Dangling { at: Option<i64> },
-    /// The owner is in a foreground deletion, waiting for its dependents (at that
-    /// resourceVersion).
-    Waiting { at: i64 },
-}
-
-/// Classifies a reference to `found`.
-pub fn classify(reference: &OwnerReference, found: Option<&Found>) -> Class {
-    match found {
-        None => Class::Solid,
-        Some(Found::Absent) => Class::Dangling { at: None },
-        Some(Found::Object {
-            uid,
-            resource_version,
-            deletion,
-        }) => {
-            if *uid != reference.uid {
-                Class::Dangling {
-                    at: Some(*resource_version),
-                }
-            } else if deletion
-                .as_ref()
-                .is_some_and(|f| f.iter().any(|f| f == FOREGROUND))
-            {
-                Class::Waiting {
-                    at: *resource_version,
-                }
-            } else {
-                Class::Solid
-            }
-        }
-    }
-}
-
-/// What to do with a live dependent, given the classes of its references in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Every reference is solid (or there are none).
-    Keep,
-    /// No reference is solid: delete the dependent, in the foreground when an owner waits
-    /// for it and it owns others itself (so a tree unwinds bottom up).
-    Delete { foreground: bool },
-    /// Some references are solid: remove the others (these indexes).
-    RemoveReferences(Vec<usize>),
-}
-
-pub fn decide(classes: &[Class], has_dependents: bool) -> Action {
-    let solid = classes.iter().filter(|c| **c == Class::Solid).count();
-    if solid == classes.len() {
-        return Action::Keep;
-    }
-    if solid == 0 {
-        let waiting = classes.iter().any(|c| matches!(c, Class::Waiting { .. }));
-        return Action::Delete {
-            foreground: waiting && has_dependents,
-        };
-    }
-    Action::RemoveReferences(
-        classes
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| **c != Class::Solid)
-            .map(|(i, _)| i)
-            .collect(),
-    )
-}
-
-/// Terminated-pod collection (Kubernetes' `PodGCController.gcTerminated`): of the
-/// terminated pods `(creationTimestamp, name)`, the ones beyond `threshold`, oldest
-/// first. A threshold of 0 collects nothing.
-pub fn terminated_to_delete<T: Clone>(
-    mut terminated: Vec<(Option<std::time::SystemTime>, String, T)>,
-    threshold: usize,
-) -> Vec<(String, T)> {
-    if threshold == 0 || terminated.len() <= threshold {
-        return Vec::new();
-    }
-    let excess = terminated.len() - threshold;
-    terminated.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    terminated
-        .into_iter()
-        .take(excess)
-        .map(|(_, name, extra)| (name, extra))
-        .collect()
 }

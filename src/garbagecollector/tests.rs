@@ -1,6 +1,13 @@
-use super::graph::*;
+//! The collector's pure parts: the graph, and the plan's decisions over observed state.
+
+use super::graph::{parse_key, Graph, Resource};
+use super::plan::{
+    blocks, classify, decide, foreground_dependent, owner_condition, plan_deletion,
+    terminated_to_delete, Action, Class, Deletion, Found, InForeground, FOREGROUND, ORPHAN,
+};
 use crate::api::OwnerReference;
 use crate::informer::Ownership;
+use crate::registry::{Incarnation, KeyCondition};
 
 fn reference(kind: &str, api_version: &str, name: &str, uid: &str) -> OwnerReference {
     OwnerReference {
@@ -179,4 +186,140 @@ fn an_owner_replaced_by_a_namesake_queues_the_old_ones_dependents() {
         ["replicasets/ns/web"]
     );
     assert_eq!(graph.keys(), ["pods/ns/a", "replicasets/ns/web"]);
+}
+
+/// Plans a live dependent with one owner reference to `found` (`None`: a kind kcm does
+/// not store) and checks the action and the condition its write requires.
+#[track_caller]
+fn check_dependent(
+    found: Option<Found>,
+    has_dependents: bool,
+    action: Action,
+    condition: Option<KeyCondition>,
+) {
+    let r = reference("ReplicaSet", "apps/v1", "web", "u1");
+    let class = classify(&r, found.as_ref());
+    assert_eq!(decide(std::slice::from_ref(&class), has_dependents), action);
+    assert_eq!(owner_condition(&class, "/rs/web".into()), condition);
+}
+
+#[test]
+fn a_dependent_goes_only_while_its_owner_is_absent_replaced_or_waiting_for_it() {
+    let object = |uid: &str, deletion: Option<Vec<String>>| Found::Object {
+        uid: uid.into(),
+        resource_version: 7,
+        deletion,
+    };
+    // The owner lives, or orphans its dependents itself, or is of a kind kcm does not
+    // store: kept, no write.
+    check_dependent(Some(object("u1", None)), false, Action::Keep, None);
+    check_dependent(
+        Some(object("u1", Some(vec![ORPHAN.into()]))),
+        false,
+        Action::Keep,
+        None,
+    );
+    check_dependent(None, false, Action::Keep, None);
+    // Absent: deleted in the background while the owner's key stays absent.
+    check_dependent(
+        Some(Found::Absent),
+        true,
+        Action::Delete { foreground: false },
+        Some(KeyCondition::Absent("/rs/web".into())),
+    );
+    // A namesake with another uid: deleted while the namesake is the one read.
+    check_dependent(
+        Some(object("u2", None)),
+        false,
+        Action::Delete { foreground: false },
+        Some(KeyCondition::At("/rs/web".into(), 7)),
+    );
+    // The owner waits in a foreground deletion: a dependent owning others goes in the
+    // foreground itself, one owning none at once; both while the owner lives.
+    let alive = KeyCondition::Alive(Incarnation {
+        key: "/rs/web".into(),
+        read_at: 7,
+    });
+    for (has_dependents, foreground) in [(true, true), (false, false)] {
+        check_dependent(
+            Some(object("u1", Some(vec![FOREGROUND.into()]))),
+            has_dependents,
+            Action::Delete { foreground },
+            Some(alive.clone()),
+        );
+    }
+}
+
+#[test]
+fn an_object_in_deletion_is_deleted_orphans_waits_for_its_dependents_or_for_others() {
+    let plan = |finalizers: &[&str]| {
+        let finalizers: Vec<String> = finalizers.iter().map(|f| f.to_string()).collect();
+        let deletion = plan_deletion(&finalizers);
+        (deletion, deletion.finalizer())
+    };
+    assert_eq!(plan(&[]), (Deletion::Delete, None));
+    assert_eq!(plan(&[ORPHAN]), (Deletion::Orphan, Some(ORPHAN)));
+    assert_eq!(
+        plan(&[FOREGROUND]),
+        (Deletion::Foreground, Some(FOREGROUND))
+    );
+    // Orphaning first when it has both.
+    assert_eq!(
+        plan(&[FOREGROUND, ORPHAN]),
+        (Deletion::Orphan, Some(ORPHAN))
+    );
+    // Someone else's finalizers are theirs to remove.
+    assert_eq!(plan(&["example.com/keep"]), (Deletion::Wait, None));
+    assert_eq!(
+        plan(&["example.com/keep", FOREGROUND]),
+        (Deletion::Foreground, Some(FOREGROUND))
+    );
+}
+
+#[test]
+fn a_foreground_owner_asks_its_live_dependents_and_waits_for_the_blocking_ones() {
+    let mut blocking = owned("p1", vec![reference("ReplicaSet", "apps/v1", "web", "u1")]);
+    assert_eq!(
+        foreground_dependent("u1", &blocking),
+        Some(InForeground {
+            blocks: true,
+            ask: true
+        })
+    );
+    assert!(blocks("u1", &blocking));
+    // Already in deletion: not asked again, still blocking.
+    blocking.deleting = true;
+    assert_eq!(
+        foreground_dependent("u1", &blocking),
+        Some(InForeground {
+            blocks: true,
+            ask: false
+        })
+    );
+    // Without blockOwnerDeletion: asked, not blocking.
+    let mut free = reference("ReplicaSet", "apps/v1", "web", "u1");
+    free.block_owner_deletion = None;
+    let dependent = owned("p2", vec![free.clone()]);
+    assert_eq!(
+        foreground_dependent("u1", &dependent),
+        Some(InForeground {
+            blocks: false,
+            ask: true
+        })
+    );
+    assert!(!blocks("u1", &dependent));
+    // No longer a dependent of this owner.
+    let other = owned("p3", vec![reference("ReplicaSet", "apps/v1", "web", "u2")]);
+    assert_eq!(foreground_dependent("u1", &other), None);
+    assert!(!blocks("u1", &other));
+    // Two references to the owner: the cache's look reads the first, the fresh read any.
+    let twice = owned(
+        "p4",
+        vec![free, reference("ReplicaSet", "apps/v1", "web", "u1")],
+    );
+    assert_eq!(
+        foreground_dependent("u1", &twice).map(|d| d.blocks),
+        Some(false)
+    );
+    assert!(blocks("u1", &twice));
 }

@@ -2,10 +2,20 @@
 //! ReplicaSet controller ([`World::settle`]) settles every ReplicaSet at once: its pods
 //! match its spec, and the template's image decides whether they become available.
 
+use std::sync::Arc;
+
 use serde_json::json;
 
-use super::*;
-use crate::api::{PodTemplateSpec, ReplicaSetStatus};
+use super::{
+    claim, controller_ref, counted_available, epoch_seconds, get_proportion, new_condition,
+    new_rs_new_replicas, occupancy, plan, reconcile_old_replica_sets, rfc3339, set_condition,
+    set_new_replica_set_annotations, Plan, Rollout,
+};
+use crate::api::{
+    self, Deployment, PodPhase, PodTemplateSpec, ReplicaSet, ReplicaSetSpec, ReplicaSetStatus,
+    DEPLOYMENT_PROGRESSING,
+};
+use crate::informer::CachedPod;
 
 const NOW: i64 = 1_800_000_000;
 

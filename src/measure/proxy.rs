@@ -1,11 +1,15 @@
-//! A TCP proxy in front of etcd whose connections can be cut and restored, for `resume`.
+//! A TCP proxy in front of etcd whose connections can be cut and restored: `kcm bench`'s
+//! `resume` and `kcm lab`'s `stale-watch` cut a watch's connection with it.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+use crate::client::ClientConfig;
 
 /// A TCP proxy in front of etcd whose connections can be cut and restored. A cut resets
 /// every open connection (RST, as a crashed peer or a middlebox would; the tests'
@@ -52,6 +56,17 @@ impl CutProxy {
             })
         };
         Ok(CutProxy { addr, cut, accept })
+    }
+
+    /// `base` with this proxy as its only endpoint and keepalives of a second, so that a
+    /// client connected with it notices a cut within seconds.
+    pub(crate) fn client_config(&self, base: &ClientConfig) -> ClientConfig {
+        ClientConfig {
+            endpoints: vec![format!("http://{}", self.addr)],
+            keepalive_interval: Duration::from_secs(1),
+            keepalive_timeout: Duration::from_secs(1),
+            ..base.clone()
+        }
     }
 
     /// Resets every open connection and refuses new ones.

@@ -1,0 +1,135 @@
+//! `resync`: many converged controllers; figure: etcd range requests per sync period,
+//! from etcd's own `/metrics` (2014: one controller list plus one pod list per
+//! controller; kcm: none, its caches answer) (#5884).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use super::{Lab, Loop, Measured, Row, Scenario, Sizes};
+use crate::api::Pod;
+use crate::etcd_process::local_client_addr;
+use crate::labels::Selector;
+
+impl Lab {
+    /// `resync`: many converged controllers; etcd's own count of range requests (its
+    /// `/metrics`) over three sync periods, per period.
+    pub(super) async fn resync(&self, which: Loop, namespace: &str) -> anyhow::Result<Measured> {
+        let sizes = self.sizes;
+        let running = self.start(which);
+        // One namespace per controller, so each 2014 pod list reads only its own pods
+        // (one namespace would make every list read them all: weakness 2 of docs/2014.md, squared).
+        for i in 0..sizes.resync_controllers {
+            self.create_controller(
+                &format!("{namespace}-{i:04}"),
+                "web",
+                sizes.resync_pods_each,
+            )
+            .await?;
+        }
+        let want = sizes.resync_controllers * sizes.resync_pods_each as usize;
+        let deadline = Instant::now() + Duration::from_secs(60) + 3 * self.period;
+        loop {
+            let all = self
+                .registry
+                .list::<Pod>(None, &Selector::everything())
+                .await?;
+            let have = all
+                .items
+                .iter()
+                .filter(|p| p.metadata.namespace.starts_with(namespace) && p.is_active())
+                .count();
+            if have == want {
+                break;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the namespaces {namespace}-* did not reach {want} active pods (they have {have})"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // One quiet period first, so the measured ones hold only periodic work.
+        tokio::time::sleep(self.period).await;
+        let mut last = self.range_requests().await?;
+        let mut periods = Vec::new();
+        for period in 1..=3 {
+            tokio::time::sleep(self.period).await;
+            let now = self.range_requests().await?;
+            periods.push((period as f64, now - last));
+            last = now;
+        }
+        running.stop().await?;
+        let mean = periods.iter().map(|p| p.1).sum::<f64>() / periods.len() as f64;
+        Ok(((mean * 10.0).round() / 10.0, periods))
+    }
+
+    /// etcd's count of Range requests served (`grpc_server_started_total` of `KV/Range`,
+    /// from its `/metrics` on the client URL).
+    async fn range_requests(&self) -> anyhow::Result<f64> {
+        const SERIES: &str = r#"grpc_server_started_total{grpc_method="Range",grpc_service="etcdserverpb.KV",grpc_type="unary"}"#;
+        let endpoint = self
+            .client_config
+            .endpoints
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        let addr = local_client_addr(&endpoint)
+            .or_else(|| {
+                endpoint
+                    .strip_prefix("http://")
+                    .and_then(|a| a.parse().ok())
+            })
+            .with_context(|| {
+                format!("resync reads etcd's /metrics over plain http://, not {endpoint}")
+            })?;
+        let text = http_get(addr, "/metrics")
+            .await
+            .with_context(|| format!("read etcd's /metrics at {addr}"))?;
+        text.lines()
+            .find_map(|line| line.strip_prefix(SERIES))
+            .and_then(|value| value.trim().parse().ok())
+            .with_context(|| format!("etcd's /metrics at {addr} has no {SERIES}"))
+    }
+}
+
+/// A plain HTTP/1.0 GET; the body.
+async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let read = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await?;
+        anyhow::Ok(response)
+    };
+    let response = tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .context("no answer within 10s")??;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    anyhow::ensure!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{}",
+        head.lines().next().unwrap_or("no status line")
+    );
+    Ok(body.to_string())
+}
+
+/// The table's row of `resync`: what was measured, both loops' figures, the departure
+/// and the issues behind it.
+pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
+    Row {
+        scenario: Scenario::Resync.name(),
+        measure: format!(
+            "etcd range requests per sync period, {} converged controllers × {} pods (a namespace each)",
+            sizes.resync_controllers, sizes.resync_pods_each
+        ),
+        unit: "requests",
+        v2014,
+        kcm,
+        departure: "manager: reads",
+        issues: "#5884, #2726 (weakness 2)",
+    }
+}
