@@ -19,6 +19,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{self, ClientConfig};
+use crate::deployment::DeploymentConfig;
 use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::Watcher;
 use crate::garbagecollector::GcConfig;
@@ -26,6 +27,7 @@ use crate::informer::InformerFactory;
 use crate::leader::{Elector, LeaderElectionConfig};
 use crate::nodelifecycle::NodeLifecycleConfig;
 use crate::registry::{FenceSlot, Registry};
+use crate::replicaset::ReplicaSetConfig;
 use crate::replication_manager::ManagerConfig;
 use crate::status::{self, Health, Metrics};
 
@@ -43,9 +45,9 @@ pub struct Config {
     pub controllers: Vec<Controller>,
     pub manager: ManagerConfig,
     /// The ReplicaSet controller's settings.
-    pub replicaset: ManagerConfig,
+    pub replicaset: ReplicaSetConfig,
     /// The Deployment controller's settings.
-    pub deployment: ManagerConfig,
+    pub deployment: DeploymentConfig,
     pub endpoints: EndpointsConfig,
     /// The garbage collector's settings.
     pub garbagecollector: GcConfig,

@@ -46,14 +46,39 @@ use crate::informer::{
     CachedPod, Delta, DeploymentInformer, InformerFactory, PodInformer, ReplicaSetInformer,
 };
 use crate::registry::Registry;
-use crate::replication_manager::ManagerConfig;
 use crate::status::Metrics;
 
 use sync::Written;
 
-/// The controller's settings: the replication manager's (`concurrent_syncs` is
-/// `--concurrent-deployment-syncs`).
-pub type DeploymentConfig = ManagerConfig;
+/// The controller's settings (Kubernetes' `DeploymentControllerConfiguration` beside the
+/// shared runner settings).
+#[derive(Clone, Debug)]
+pub struct DeploymentConfig {
+    /// How often every Deployment is synced even without events. Default 10 s.
+    pub sync_period: Duration,
+    /// Deployments synced in parallel (`--concurrent-deployment-syncs`). Default 5.
+    pub concurrent_syncs: usize,
+    /// How long shutdown waits for in-flight syncs. Default 8 s.
+    pub shutdown_timeout: Duration,
+    /// How long a sync waits for the caches to apply this controller's own last writes
+    /// before it reads etcd instead. Default 500 ms.
+    pub cache_wait: Duration,
+    /// Read ReplicaSets and pods fresh from etcd in every sync instead of from the shared
+    /// caches. Default false.
+    pub fresh_reads: bool,
+}
+
+impl Default for DeploymentConfig {
+    fn default() -> Self {
+        DeploymentConfig {
+            sync_period: Duration::from_secs(10),
+            concurrent_syncs: 5,
+            shutdown_timeout: Duration::from_secs(8),
+            cache_wait: Duration::from_millis(500),
+            fresh_reads: false,
+        }
+    }
+}
 
 /// `DeploymentController`.
 pub struct DeploymentController {

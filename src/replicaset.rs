@@ -46,7 +46,6 @@ use crate::informer::{
     CachedPod, ControllerInformer, Delta, InformerFactory, PodInformer, ReplicaSetInformer,
 };
 use crate::registry::Registry;
-use crate::replication_manager::ManagerConfig;
 use crate::status::Metrics;
 
 pub use control::{ClaimOutcome, EtcdReplicaSetControl, ReplicaSetControl, ReplicaSetReads};
@@ -54,9 +53,38 @@ pub use plan::{calculate_status, claim, controller_ref, decide, new_pod, owns, C
 
 use crate::controller::replicas::Written;
 
-/// The controller's settings: the replication manager's (`concurrent_syncs` is
-/// `--concurrent-replicaset-syncs`).
-pub type ReplicaSetConfig = ManagerConfig;
+/// The controller's settings (Kubernetes' `ReplicaSetControllerConfiguration` beside the
+/// shared runner settings). Defaults are Kubernetes'.
+#[derive(Clone, Debug)]
+pub struct ReplicaSetConfig {
+    /// How often every ReplicaSet is synced even without events. Default 10 s.
+    pub sync_period: Duration,
+    /// ReplicaSets synced in parallel (`--concurrent-replicaset-syncs`). Default 5.
+    pub concurrent_syncs: usize,
+    /// Most pods created or deleted for one ReplicaSet in one sync. Default 500.
+    pub burst_replicas: usize,
+    /// How long shutdown waits for in-flight syncs. Default 8 s.
+    pub shutdown_timeout: Duration,
+    /// How long a sync waits for the caches to apply this controller's own last writes
+    /// before it reads etcd instead. Default 500 ms.
+    pub cache_wait: Duration,
+    /// Count pods from a fresh etcd list in every sync instead of from the shared cache.
+    /// Default false.
+    pub fresh_reads: bool,
+}
+
+impl Default for ReplicaSetConfig {
+    fn default() -> Self {
+        ReplicaSetConfig {
+            sync_period: Duration::from_secs(10),
+            concurrent_syncs: 5,
+            burst_replicas: 500,
+            shutdown_timeout: Duration::from_secs(8),
+            cache_wait: Duration::from_millis(500),
+            fresh_reads: false,
+        }
+    }
+}
 
 /// `ReplicaSetController`.
 pub struct ReplicaSetController<

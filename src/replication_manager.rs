@@ -84,8 +84,6 @@ use crate::status::Metrics;
 
 pub use plan::{decide, new_pod_from_template, Decision};
 pub use pod_control::{EtcdPodControl, FreshReads, PodControl};
-// TEMPORARY until the lab's split lands: the lab names these here.
-pub use crate::controller::replicas::{CreateOutcome, DeleteOutcome, StatusOutcome};
 
 use crate::controller::replicas::Written;
 

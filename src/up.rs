@@ -111,11 +111,13 @@ impl Progress {
 use tokio_util::sync::CancellationToken;
 
 use crate::controller_manager::{self, Controller};
+use crate::deployment::DeploymentConfig;
 use crate::endpoints::EndpointsConfig;
 use crate::etcd_watcher::Watcher;
 use crate::garbagecollector::GcConfig;
 use crate::kubelet::{ImageRules, Ipv4Cidr, Kubelet, KubeletConfig, NodeTaken, Registration};
 use crate::nodelifecycle::NodeLifecycleConfig;
+use crate::replicaset::ReplicaSetConfig;
 use crate::replication_manager::ManagerConfig;
 use crate::{apiserver, status};
 
@@ -293,13 +295,13 @@ fn manager_config(
             sync_period: config.sync_period,
             ..ManagerConfig::default()
         },
-        replicaset: ManagerConfig {
+        replicaset: ReplicaSetConfig {
             sync_period: config.sync_period,
-            ..ManagerConfig::default()
+            ..ReplicaSetConfig::default()
         },
-        deployment: ManagerConfig {
+        deployment: DeploymentConfig {
             sync_period: config.sync_period,
-            ..ManagerConfig::default()
+            ..DeploymentConfig::default()
         },
         endpoints: EndpointsConfig::default(),
         garbagecollector: GcConfig::default(),

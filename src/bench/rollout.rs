@@ -16,12 +16,12 @@ use super::fixtures::{poll_until, replica_set, rs_pod_document};
 use super::report::row;
 use super::{Bench, Row};
 use crate::api::{self, Deployment, DeploymentSpec, LabelSelector, ObjectMeta, Pod, ReplicaSet};
-use crate::deployment::DeploymentController;
-use crate::etcd_watcher::Watcher;
+use crate::deployment::{DeploymentConfig, DeploymentController};
+use crate::etcd_watcher::{BackoffConfig, Watcher};
 use crate::informer::InformerFactory;
 use crate::kubelet::{Ipv4Cidr, Kubelet, KubeletConfig, Registration};
 use crate::registry::Registry;
-use crate::replicaset::ReplicaSetController;
+use crate::replicaset::{ReplicaSetConfig, ReplicaSetController};
 use crate::replication_manager::ManagerConfig;
 use crate::status::Metrics;
 
@@ -93,13 +93,14 @@ impl Bench {
         let watcher = Watcher::new(&client, registry.clone());
         let stop = CancellationToken::new();
         let metrics = Arc::new(Metrics::new());
-        let config = ManagerConfig::default();
-        let informers =
-            InformerFactory::new(watcher, config.watch_backoff.clone(), metrics.clone());
-        let replica_sets =
-            ReplicaSetController::new(registry.clone(), config.clone(), metrics.clone())
-                .start(&informers, stop.clone().cancelled_owned());
-        let deployments = DeploymentController::new(registry, config, metrics)
+        let informers = InformerFactory::new(watcher, BackoffConfig::default(), metrics.clone());
+        let replica_sets = ReplicaSetController::new(
+            registry.clone(),
+            ReplicaSetConfig::default(),
+            metrics.clone(),
+        )
+        .start(&informers, stop.clone().cancelled_owned());
+        let deployments = DeploymentController::new(registry, DeploymentConfig::default(), metrics)
             .start(&informers, stop.clone().cancelled_owned());
         let mut tasks = vec![tokio::spawn(async move {
             let (replica_sets, deployments) = informers

@@ -16,7 +16,7 @@ use crate::api::{self, Pod, ReplicaSet, ReplicationController};
 use crate::etcd_watcher::Watcher;
 use crate::informer::InformerFactory;
 use crate::registry::Registry;
-use crate::replicaset::ReplicaSetController;
+use crate::replicaset::{ReplicaSetConfig, ReplicaSetController};
 use crate::replication_manager::ManagerConfig;
 use crate::status::Metrics;
 
@@ -139,6 +139,11 @@ impl Kind {
                 let metrics = Arc::new(Metrics::new());
                 let informers =
                     InformerFactory::new(watcher, config.watch_backoff.clone(), metrics.clone());
+                // The ReplicaSet controller's defaults are the manager's.
+                let config = ReplicaSetConfig {
+                    burst_replicas: config.burst_replicas,
+                    ..ReplicaSetConfig::default()
+                };
                 let running = ReplicaSetController::new(registry, config, metrics)
                     .start(&informers, stop.clone().cancelled_owned());
                 let task = tokio::spawn(informers.serve(running));

@@ -7,10 +7,12 @@ use clap::Args;
 use super::{parse_duration, parse_sync_period};
 use crate::client::Target;
 use crate::controller_manager;
+use crate::deployment::DeploymentConfig;
 use crate::endpoints::EndpointsConfig;
 use crate::garbagecollector::GcConfig;
 use crate::leader;
 use crate::nodelifecycle::NodeLifecycleConfig;
+use crate::replicaset::ReplicaSetConfig;
 use crate::replication_manager::ManagerConfig;
 
 #[derive(Args, Debug)]
@@ -106,16 +108,16 @@ impl ControllerManagerArgs {
                 burst_replicas: self.burst_replicas as usize,
                 ..ManagerConfig::default()
             },
-            replicaset: ManagerConfig {
+            replicaset: ReplicaSetConfig {
                 sync_period: self.sync_period,
                 concurrent_syncs: self.concurrent_replicaset_syncs as usize,
                 burst_replicas: self.burst_replicas as usize,
-                ..ManagerConfig::default()
+                ..ReplicaSetConfig::default()
             },
-            deployment: ManagerConfig {
+            deployment: DeploymentConfig {
                 sync_period: self.sync_period,
                 concurrent_syncs: self.concurrent_deployment_syncs as usize,
-                ..ManagerConfig::default()
+                ..DeploymentConfig::default()
             },
             endpoints: EndpointsConfig {
                 sync_period: self.endpoint_sync_period,

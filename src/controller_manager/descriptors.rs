@@ -16,14 +16,14 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::deployment::DeploymentController;
+use crate::deployment::{DeploymentConfig, DeploymentController};
 use crate::endpoints::{EndpointsConfig, EndpointsController};
 use crate::etcd_watcher::Watcher;
 use crate::garbagecollector::{GarbageCollector, GcConfig};
 use crate::informer::InformerFactory;
 use crate::nodelifecycle::{NodeLifecycleConfig, NodeLifecycleController};
 use crate::registry::Registry;
-use crate::replicaset::ReplicaSetController;
+use crate::replicaset::{ReplicaSetConfig, ReplicaSetController};
 use crate::replication_2014::ReplicationManager as ReplicationManager2014;
 use crate::replication_manager::{ManagerConfig, ReplicationManager};
 use crate::status::Metrics;
@@ -173,8 +173,8 @@ pub fn enabled_controllers(entries: &[String]) -> Vec<Controller> {
 #[derive(Clone, Debug, Default)]
 pub struct Settings {
     pub replication: ManagerConfig,
-    pub replicaset: ManagerConfig,
-    pub deployment: ManagerConfig,
+    pub replicaset: ReplicaSetConfig,
+    pub deployment: DeploymentConfig,
     pub endpoints: EndpointsConfig,
     pub garbagecollector: GcConfig,
     pub nodelifecycle: NodeLifecycleConfig,

@@ -15,10 +15,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::api::{self, Deployment, ReplicaSet};
+use crate::controller::replicas::list_pods;
 use crate::informer::CachedPod;
 use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
-use crate::replication_manager::FreshReads;
 
 use super::plan::{self, equal_ignore_hash, owns, Plan};
 use super::Inner;
@@ -145,7 +145,7 @@ impl Inner {
                 }));
             }
         }
-        let fresh = FreshReads::pods(&self.registry, namespace).await?;
+        let fresh = list_pods(&self.registry, namespace).await?;
         Ok(fresh.items().filter(|p| owned(p)).cloned().collect())
     }
 

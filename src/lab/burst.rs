@@ -12,12 +12,10 @@ use tokio_util::sync::CancellationToken;
 use super::loops::RunningLoop;
 use super::{Lab, Loop, Measured, Row, Scenario, Sizes};
 use crate::api::{Pod, ReplicationController, ResourceVersion};
+use crate::controller::replicas::{CreateOutcome, DeleteOutcome, StatusOutcome};
 use crate::etcd_watcher::Watcher;
 use crate::replication_2014;
-use crate::replication_manager::{
-    CreateOutcome, DeleteOutcome, EtcdPodControl, ManagerConfig, PodControl, ReplicationManager,
-    StatusOutcome,
-};
+use crate::replication_manager::{EtcdPodControl, ManagerConfig, PodControl, ReplicationManager};
 use crate::status::Metrics;
 
 impl Lab {
