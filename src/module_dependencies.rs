@@ -1,15 +1,33 @@
-//! Keeps the layering of the crate: the dependency list between the top-level modules
-//! (ARCHITECTURE.md, "Module dependencies") must match the code and have no cycle.
+//! Keeps the layering of the crate, at three levels:
 //!
-//! The graph is read from the source, as text: every `crate::` path in `src/**/*.rs`
-//! (`use crate::{a, b::c}` groups and inline `crate::x::y` paths alike) outside comment
-//! lines and outside test code (`#[cfg(test)] mod x { .. }` blocks and `#[cfg(test)] mod
-//! x;` files) is an edge from the file's top-level module to the one it names. A folder's
-//! files belong to their root module (`src/kubecfg/print.rs` is `kubecfg`). `lib.rs` and
-//! `main.rs` are the crate's roots, not modules, and are not read.
+//! - between top-level modules: the dependency list of ARCHITECTURE.md ("Module
+//!   dependencies") must match the code and have no cycle;
+//! - inside each folder: no cycle between sibling files, and no glob import anywhere;
+//! - the written rules of [`rules::RULES`]: controllers import no other controller and no
+//!   program, `labels` and `api` do no IO, only `cli` names clap.
+//!
+//! The code is read as text ([`source`]): every path in `src/**/*.rs` (`use` statements with
+//! their groups, `super::`, `self::` and `crate::` paths, inline paths), outside comments,
+//! string literals and test code (`#[cfg(test)]` items and `#[cfg(test)] mod x;` files).
+//! Each file is a node, and a path naming a module of the crate (or an item of it) is an
+//! edge to the file that defines that module ([`tree`]); an ancestor's item that the
+//! ancestor imports (`use super::Plan` of a parent's `pub use self::plan::Plan`) is an
+//! edge to the file it comes from. A folder's files belong to their
+//! top-level module (`src/kubecfg/print.rs` is `kubecfg`). `lib.rs` and `main.rs` are the
+//! crates' roots, not modules: only the glob and clap rules read them.
+//!
+//! The checks are pure functions of (path, text) pairs; only the tests at the bottom of
+//! this file read `src/`. Each failure names the file, the line and the `use` that breaks
+//! the rule.
+
+mod rules;
+mod source;
+mod tree;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+use tree::Crate;
 
 /// Module → the modules it uses (itself excluded).
 type Graph = BTreeMap<String, BTreeSet<String>>;
@@ -20,113 +38,21 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The names of the modules `lib.rs` declares, test-only ones excluded.
-fn top_level_modules(lib: &str) -> BTreeSet<String> {
-    let mut modules = BTreeSet::new();
-    let mut test_only = false;
-    for line in lib.lines().map(str::trim) {
-        if line == "#[cfg(test)]" {
-            test_only = true;
-            continue;
-        }
-        if let Some(name) = module_declaration(line) {
-            if !test_only {
-                modules.insert(name.to_string());
-            }
-        }
-        test_only = false;
-    }
-    modules
-}
-
-/// `NAME` of a `mod NAME;` or `pub mod NAME;` line (any visibility).
-fn module_declaration(line: &str) -> Option<&str> {
-    let rest = match line.strip_prefix("pub") {
-        Some(rest) if rest.starts_with(' ') => rest.trim_start(),
-        Some(rest) if rest.starts_with('(') => rest[rest.find(')')? + 1..].trim_start(),
-        _ => line,
-    };
-    rest.strip_prefix("mod ")?.strip_suffix(';').map(str::trim)
-}
-
-/// The code of one file that counts: comment lines and test modules removed. Also
-/// returns the names of the modules it declares as test-only files (`#[cfg(test)] mod x;`).
-fn production_code(text: &str) -> (String, Vec<String>) {
-    let mut code = String::new();
-    let mut test_files = Vec::new();
-    let mut lines = text.lines().peekable();
-    while let Some(line) = lines.next() {
-        let trimmed = line.trim();
-        if trimmed.starts_with("//") {
-            continue;
-        }
-        if trimmed == "#[cfg(test)]" {
-            let next = lines.peek().copied().unwrap_or_default();
-            if let Some(name) = module_declaration(next.trim()) {
-                test_files.push(name.to_string());
-                lines.next();
-                continue;
-            }
-            if next.trim_start().contains("mod ") && next.trim_end().ends_with('{') {
-                // rustfmt closes an item's block at the indentation it opened it at.
-                let indent = &next[..next.len() - next.trim_start().len()];
-                let close = format!("{indent}}}");
-                for skipped in lines.by_ref() {
-                    if skipped.trim_end() == close {
-                        break;
-                    }
-                }
-                continue;
-            }
-        }
-        code.push_str(line);
-        code.push('\n');
-    }
-    (code, test_files)
-}
-
-/// The first path segment of every `crate::` path in `code`.
-fn crate_references(code: &str) -> BTreeSet<String> {
-    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
-    let mut names = BTreeSet::new();
-    let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        let before = rest[..at].chars().next_back();
-        rest = &rest[at + "crate::".len()..];
-        if before.is_some_and(is_ident) {
-            continue; // `mycrate::`
-        }
-        if let Some(group) = rest.strip_prefix('{') {
-            // Split the group at its top-level commas; each item starts with a name.
-            let mut depth = 0;
-            let mut item = String::new();
-            for c in group.chars() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        names.insert(std::mem::take(&mut item));
-                        continue;
-                    }
-                    _ => {}
-                }
-                item.push(c);
-            }
-            names.insert(item);
-        } else {
-            names.insert(rest.chars().take_while(|c| is_ident(*c)).collect());
-        }
-    }
-    names
-        .into_iter()
-        .map(|item| {
-            let item = item.trim_start();
-            item.chars()
-                .take_while(|c| is_ident(*c))
-                .collect::<String>()
+/// The crate's files under `src`, as (path under `src/`, text) pairs.
+fn read_sources(src: &Path) -> Vec<(String, String)> {
+    rust_files(src)
+        .iter()
+        .map(|path| {
+            let relative = path.strip_prefix(src).expect("under src/");
+            let relative = relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/");
+            let text = std::fs::read_to_string(path)
+                .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+            (relative, text)
         })
-        .filter(|name| !name.is_empty() && name != "self")
         .collect()
 }
 
@@ -145,46 +71,9 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// The graph of the crate's source under `src`.
-fn actual_graph(src: &Path) -> Graph {
-    let read = |path: &Path| {
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-    };
-    let modules = top_level_modules(&read(&src.join("lib.rs")));
-    let mut graph: Graph = modules
-        .iter()
-        .map(|m| (m.clone(), BTreeSet::new()))
-        .collect();
-    let files = rust_files(src);
-    // A test-only file is skipped, and so is everything under its folder.
-    let mut skipped: Vec<PathBuf> = Vec::new();
-    for path in &files {
-        let (_, test_files) = production_code(&read(path));
-        let dir = path.with_extension("");
-        skipped.extend(test_files.iter().map(|name| dir.join(name)));
-    }
-    for path in &files {
-        let relative = path.strip_prefix(src).expect("under src/");
-        let top = relative
-            .components()
-            .next()
-            .and_then(|c| c.as_os_str().to_str())
-            .map(|name| name.trim_end_matches(".rs").to_string())
-            .expect("a file name");
-        let test_only = skipped
-            .iter()
-            .any(|s| path.with_extension("").starts_with(s));
-        if !modules.contains(&top) || test_only {
-            continue;
-        }
-        let (code, _) = production_code(&read(path));
-        let uses: Vec<String> = crate_references(&code)
-            .into_iter()
-            .filter(|name| *name != top && modules.contains(name))
-            .collect();
-        graph.entry(top).or_default().extend(uses);
-    }
-    graph
+/// The crate under `src/`.
+fn the_crate() -> Crate {
+    Crate::new(&read_sources(&root().join("src")))
 }
 
 /// A cycle of `graph` (its first module repeated at the end), if there is one.
@@ -296,7 +185,7 @@ fn documented_graph(architecture: &str) -> Option<Graph> {
 
 #[test]
 fn the_modules_have_no_dependency_cycle() {
-    let graph = actual_graph(&root().join("src"));
+    let graph = the_crate().top_level_graph();
     if let Some(cycle) = find_cycle(&graph) {
         panic!(
             "module dependency cycle: {}\nthe graph:\n{}",
@@ -308,7 +197,7 @@ fn the_modules_have_no_dependency_cycle() {
 
 #[test]
 fn architecture_md_lists_the_module_dependencies_of_the_code() {
-    let actual = actual_graph(&root().join("src"));
+    let actual = the_crate().top_level_graph();
     let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
     assert!(
         documented_graph(&text).as_ref() == Some(&actual),
@@ -318,10 +207,37 @@ fn architecture_md_lists_the_module_dependencies_of_the_code() {
     );
 }
 
+#[test]
+fn the_files_of_a_folder_have_no_cycle() {
+    let violations = tree::sibling_cycles(&the_crate());
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+#[test]
+fn production_code_has_no_glob_import() {
+    let violations = tree::glob_imports(&the_crate());
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+#[test]
+fn the_written_layering_rules_hold() {
+    let krate = the_crate();
+    let violations: Vec<String> = rules::RULES
+        .iter()
+        .flat_map(|rule| rules::violations(&krate, rule))
+        .collect();
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
 #[track_caller]
 fn check_references(code: &str, expected: &[&str]) {
-    let (code, _) = production_code(code);
-    let found: Vec<String> = crate_references(&code).into_iter().collect();
+    let (code, _) = source::production_code(code);
+    let found: BTreeSet<String> = source::references(&code)
+        .into_iter()
+        .filter(|r| r.path.first().is_some_and(|root| root == "crate"))
+        .filter_map(|r| r.path.get(1).cloned())
+        .collect();
+    let found: Vec<String> = found.into_iter().collect();
     assert_eq!(found, expected, "in {code:?}");
 }
 
@@ -347,7 +263,8 @@ fn references_are_read_from_groups_paths_and_production_code_only() {
         &["api", "labels"],
     );
     check_references("#[cfg(test)]\nmod fixtures;\nuse crate::api;", &["api"]);
-    let (_, test_files) = production_code("#[cfg(test)]\npub(crate) mod fixtures;\nmod plan;\n");
+    let (_, test_files) =
+        source::production_code("#[cfg(test)]\npub(crate) mod fixtures;\nmod plan;\n");
     assert_eq!(test_files, ["fixtures"]);
 }
 
