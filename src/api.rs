@@ -29,6 +29,7 @@ mod kinds;
 mod label_selector;
 mod meta;
 mod node;
+mod overlap;
 mod pod_status;
 mod replicaset;
 #[cfg(test)]
@@ -68,6 +69,7 @@ pub use node::{
     registration_key, CONDITION_UNKNOWN, NODES_DIR, NODE_API_VERSION, NODE_CONDITION_TYPES,
     NODE_KIND, NODE_READY, REGISTRATIONS_DIR,
 };
+pub use overlap::{controllers_overlap, pods_overlap, selection, selector_matches};
 pub use pod_status::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
     ContainerStatus, PodCondition, CONDITION_FALSE, CONDITION_TRUE, POD_READY,
@@ -75,10 +77,7 @@ pub use pod_status::{
 pub use replicaset::{
     ReplicaSet, ReplicaSetCondition, ReplicaSetSpec, ReplicaSetStatus, REPLICA_FAILURE,
 };
-pub use validation::{
-    controllers_overlap, pods_overlap, selection, selector_matches, validate, FieldError,
-    ValidationError, MAX_REPLICAS,
-};
+pub use validation::{validate, FieldError, ValidationError, MAX_REPLICAS};
 
 /// kcm's core wire version: the `apiVersion` of its 2014 kinds (ReplicationController, Pod,
 /// Service, Endpoints) and of the `List` and `Status` documents it prints. Each kind's own

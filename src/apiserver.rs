@@ -25,6 +25,7 @@
 //! same objects at the same resourceVersions); every object served carries
 //! `metadata.resourceVersion` = its key's `mod_revision`; every error is a `Status`.
 
+mod auth;
 mod cache;
 // `to_stored` and the lookups by kind are part 2's (writes); the round trips are tested
 // now, so that the shapes served today are the ones writes will accept.
@@ -62,8 +63,8 @@ use crate::etcd_watcher::{BackoffConfig, RawEvent, Watcher};
 use crate::registry::Registry;
 use crate::status::Metrics;
 
+pub use auth::TokenFile;
 pub use cache::Config as CacheConfig;
-pub use http::TokenFile;
 
 /// The port 2014's apiserver served on (`pkg/master/ports`: `--port=8080`).
 pub const DEFAULT_PORT: u16 = 8080;

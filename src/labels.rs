@@ -35,8 +35,7 @@ mod selector;
 mod tests;
 mod validation;
 
-pub use parser::{ParseErrorKind, ParseSelectorError};
-pub use selector::{Operator, Requirement, Selector};
+pub use selector::{Operator, ParseErrorKind, ParseSelectorError, Requirement, Selector};
 pub use validation::{validate_dns_subdomain, validate_key, validate_value};
 
 /// A set of labels attached to an object: a map from key to value, iterated in key order.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::meta::null_as_default;
 use super::pod_status::{ContainerStatus, PodCondition, CONDITION_TRUE, POD_READY};
-use super::validation::{validate_controller, validate_service};
+use super::validation::{validate_labels, validate_replicas};
 use super::{Extra, FieldError, Object, ObjectMeta, API_VERSION};
 use crate::labels::Set;
 
@@ -386,3 +386,77 @@ impl_object!(Endpoints {
     spec: none,
     validate: |_: &Endpoints, _: &mut Vec<FieldError>| {},
 });
+
+pub(super) fn validate_controller(rc: &ReplicationController, errors: &mut Vec<FieldError>) {
+    let spec = &rc.spec;
+    validate_replicas(spec.replicas, errors);
+    // An empty selector is Everything: the controller would count every pod in its
+    // namespace as its own.
+    if spec.selector.is_empty() {
+        errors.push(FieldError::new(
+            "spec.selector",
+            "required (must not be empty)",
+        ));
+    }
+    validate_labels("spec.selector", &spec.selector, errors);
+    match &spec.template {
+        None => errors.push(FieldError::new("spec.template", "required")),
+        // A pod without labels could never be counted: 2014's manager refused to create
+        // one ("Unable to create pod replica, no labels"). Without this rule a selector
+        // `{"app": ""}` (which, as in 2014, matches a pod without `app`) would pass the
+        // match below and the manager would create label-less pods.
+        Some(template) if template.metadata.labels.is_empty() => errors.push(FieldError::new(
+            "spec.template.metadata.labels",
+            "required (must not be empty): a pod without labels could never be counted",
+        )),
+        Some(template) => {
+            validate_labels(
+                "spec.template.metadata.labels",
+                &template.metadata.labels,
+                errors,
+            );
+            // A template whose pods the selector does not match would make the
+            // controller create pods forever.
+            if !spec.selector.is_empty()
+                && !spec
+                    .selector
+                    .as_selector()
+                    .matches(&template.metadata.labels)
+            {
+                errors.push(FieldError::new(
+                    "spec.template.metadata.labels",
+                    format!(
+                        "selector {} does not match template labels {{{}}}",
+                        spec.selector, template.metadata.labels
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+pub(super) fn validate_service(service: &Service, errors: &mut Vec<FieldError>) {
+    let spec = &service.spec;
+    if spec.selector.is_empty() {
+        errors.push(FieldError::new(
+            "spec.selector",
+            "required (must not be empty)",
+        ));
+    }
+    validate_labels("spec.selector", &spec.selector, errors);
+    if !(1..=65535).contains(&spec.port) {
+        errors.push(FieldError::new(
+            "spec.port",
+            format!("must be between 1 and 65535, got {}", spec.port),
+        ));
+    }
+    match &spec.container_port {
+        Some(IntOrString::Int(port)) if !(0..=65535).contains(port) => {
+            errors.push(FieldError::new(
+                "spec.containerPort",
+                format!("must be between 0 and 65535, got {port}"),
+            ))
+        }
+        _ => {}
+    }
+}

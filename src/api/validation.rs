@@ -1,8 +1,8 @@
-//! Validation on create and update (late-2014 `pkg/api/validation/validation.go`), and
-//! the one check between two objects: whether two replication controllers' selectors
-//! overlap ([`controllers_overlap`]), which 2014 never checked (kubernetes #2210).
+//! Validation on create and update (late-2014 `pkg/api/validation/validation.go`): the
+//! errors, the checks every kind shares (metadata, labels, replicas); each kind's own
+//! rules live beside the kind.
 
-use super::{IntOrString, Object, OwnerReference, ReplicationController, Service};
+use super::{Object, OwnerReference};
 use crate::labels::{self, Set};
 
 /// The largest `spec.replicas`: Kubernetes' `int32`. The replication manager creates pods
@@ -137,142 +137,13 @@ pub(super) fn validate_replicas(replicas: i64, errors: &mut Vec<FieldError>) {
     }
 }
 
-pub(super) fn validate_controller(rc: &ReplicationController, errors: &mut Vec<FieldError>) {
-    let spec = &rc.spec;
-    validate_replicas(spec.replicas, errors);
-    // An empty selector is Everything: the controller would count every pod in its
-    // namespace as its own.
-    if spec.selector.is_empty() {
-        errors.push(FieldError::new(
-            "spec.selector",
-            "required (must not be empty)",
-        ));
-    }
-    validate_labels("spec.selector", &spec.selector, errors);
-    match &spec.template {
-        None => errors.push(FieldError::new("spec.template", "required")),
-        // A pod without labels could never be counted: 2014's manager refused to create
-        // one ("Unable to create pod replica, no labels"). Without this rule a selector
-        // `{"app": ""}` (which, as in 2014, matches a pod without `app`) would pass the
-        // match below and the manager would create label-less pods.
-        Some(template) if template.metadata.labels.is_empty() => errors.push(FieldError::new(
-            "spec.template.metadata.labels",
-            "required (must not be empty): a pod without labels could never be counted",
-        )),
-        Some(template) => {
-            validate_labels(
-                "spec.template.metadata.labels",
-                &template.metadata.labels,
-                errors,
-            );
-            // A template whose pods the selector does not match would make the
-            // controller create pods forever.
-            if !spec.selector.is_empty()
-                && !spec
-                    .selector
-                    .as_selector()
-                    .matches(&template.metadata.labels)
-            {
-                errors.push(FieldError::new(
-                    "spec.template.metadata.labels",
-                    format!(
-                        "selector {} does not match template labels {{{}}}",
-                        spec.selector, template.metadata.labels
-                    ),
-                ));
-            }
-        }
-    }
-}
-
-/// Whether `selector`, a controller's selector, matches `labels`, as
-/// `selector.as_selector().matches(labels)` does but without building the selector: each
-/// pair `k: v` finds `v` at `k`, a missing key reading as `""` (2014's `hasTerm`).
-pub fn selector_matches(selector: &Set, labels: &Set) -> bool {
-    selector
-        .iter()
-        .all(|(key, value)| labels.get(key).unwrap_or("") == value)
-}
-
-/// The labels of a pod that two controllers would both count, if there is one: the
-/// template labels of either controller, when the other's selector matches them. `a` and
-/// `b` are each a controller's selector and template labels.
-///
-/// This is when two 2014 controllers fight (kubernetes #2210): a controller counts every
-/// active pod its selector matches, so when one's pods match the other's selector, the
-/// other counts them too and each resync deletes what the other created. Two selectors
-/// that merely could both match some pod (`app=web` and `tier=fe`) do not fight while
-/// neither's pods carry the other's labels, so they are not reported. An empty selector
-/// (invalid: it would match every pod) overlaps nothing here; validation reports it.
-pub fn pods_overlap<'a>(a: (&Set, &'a Set), b: (&Set, &'a Set)) -> Option<&'a Set> {
-    let ((a_selector, a_labels), (b_selector, b_labels)) = (a, b);
-    if a_selector.is_empty() || b_selector.is_empty() {
-        return None;
-    }
-    if !a_labels.is_empty() && selector_matches(b_selector, a_labels) {
-        Some(a_labels)
-    } else if !b_labels.is_empty() && selector_matches(a_selector, b_labels) {
-        Some(b_labels)
-    } else {
-        None
-    }
-}
-
-/// The labels of a pod that both controllers would count ([`pods_overlap`]), when they are
-/// two controllers of one namespace whose selectors overlap; `None` for a controller and
-/// itself (same namespace and name), or controllers in two namespaces.
-pub fn controllers_overlap<'a>(
-    a: &'a ReplicationController,
-    b: &'a ReplicationController,
-) -> Option<&'a Set> {
-    if a.metadata.namespace != b.metadata.namespace || a.metadata.name == b.metadata.name {
-        return None;
-    }
-    pods_overlap(selection(a), selection(b))
-}
-
-/// A controller's selector and its template's labels (empty without a template).
-pub fn selection(rc: &ReplicationController) -> (&Set, &Set) {
-    static NO_LABELS: std::sync::OnceLock<Set> = std::sync::OnceLock::new();
-    let labels = match &rc.spec.template {
-        Some(template) => &template.metadata.labels,
-        None => NO_LABELS.get_or_init(Set::new),
-    };
-    (&rc.spec.selector, labels)
-}
-
-pub(super) fn validate_service(service: &Service, errors: &mut Vec<FieldError>) {
-    let spec = &service.spec;
-    if spec.selector.is_empty() {
-        errors.push(FieldError::new(
-            "spec.selector",
-            "required (must not be empty)",
-        ));
-    }
-    validate_labels("spec.selector", &spec.selector, errors);
-    if !(1..=65535).contains(&spec.port) {
-        errors.push(FieldError::new(
-            "spec.port",
-            format!("must be between 1 and 65535, got {}", spec.port),
-        ));
-    }
-    match &spec.container_port {
-        Some(IntOrString::Int(port)) if !(0..=65535).contains(port) => {
-            errors.push(FieldError::new(
-                "spec.containerPort",
-                format!("must be between 0 and 65535, got {port}"),
-            ))
-        }
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
+    use crate::api::*;
 
     fn set(pairs: &str) -> Set {
         pairs

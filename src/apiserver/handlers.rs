@@ -25,6 +25,7 @@ mod watch;
 
 use read::read;
 use request::{negotiate, parse_path, Format, Query};
+use watch::watch;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -39,10 +40,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
+use super::auth::TokenFile;
 use super::cache::WatchCache;
 use super::discovery;
 use super::errors::ApiError;
-use super::http::TokenFile;
 use crate::registry::Registry;
 use crate::status::Metrics;
 
@@ -259,7 +260,11 @@ async fn route(
                 _ => {
                     let target = parse_path(other)?;
                     let format = negotiate(accept)?;
-                    read(state, target, query, format).await
+                    if target.name.is_none() && query.flag("watch") {
+                        watch(state, &target, query, format).await
+                    } else {
+                        read(state, target, query, format).await
+                    }
                 }
             }
         }

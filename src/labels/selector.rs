@@ -3,13 +3,11 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::parser::parse_selector;
 use super::validation::REASON_EMPTY_IN_SET;
-use super::{validate_key, validate_value, ParseErrorKind, ParseSelectorError, Set};
+use super::{validate_key, validate_value, Set};
 
 /// How a [`Requirement`] compares a label with its values.
 ///
@@ -297,24 +295,6 @@ impl fmt::Display for Selector {
     }
 }
 
-/// Parses a selector.
-///
-/// Grammar: requirements separated by `,` (a comma inside parentheses belongs to a value
-/// list), each one of `k=v`, `k==v`, `k!=v` (2014), or `k in (a,b)`, `k notin (a,b)`, `k`,
-/// `!k` (2015 set-based). Whitespace is allowed around every token. An empty or
-/// all-whitespace string is [`Selector::everything()`]. Unlike 2014's `ParseSelector`,
-/// empty requirements (`a=b,,c=d`, a trailing comma) are rejected instead of skipped.
-impl FromStr for Selector {
-    type Err = ParseSelectorError;
-
-    fn from_str(input: &str) -> Result<Selector, ParseSelectorError> {
-        parse_selector(input).map_err(|kind| ParseSelectorError {
-            input: input.to_owned(),
-            kind,
-        })
-    }
-}
-
 impl Serialize for Selector {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
@@ -326,4 +306,88 @@ impl<'de> Deserialize<'de> for Selector {
         let text = String::deserialize(deserializer)?;
         text.parse().map_err(serde::de::Error::custom)
     }
+}
+
+/// Why a selector (or a [`Requirement::new`] call) was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid selector {input:?}: {kind}")]
+pub struct ParseSelectorError {
+    /// The whole text that was parsed, or a rendering of the rejected requirement.
+    pub input: String,
+    /// What is wrong, naming the offending piece.
+    pub kind: ParseErrorKind,
+}
+
+/// What is wrong with a selector. Byte positions are offsets into
+/// [`ParseSelectorError::input`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseErrorKind {
+    /// The key is not a valid label key (see [`validate_key`](super::validate_key)).
+    #[error("invalid key {key:?}: {reason}")]
+    InvalidKey {
+        /// The key as written, trimmed.
+        key: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// A value is not a valid label value (see [`validate_value`](super::validate_value)), or is empty inside a
+    /// value set.
+    #[error("invalid value {value:?} for key {key:?}: {reason}")]
+    InvalidValue {
+        /// The requirement's key.
+        key: String,
+        /// The value as written, trimmed.
+        value: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// The operator is none of `=`, `==`, `!=`, `in`, `notin` (e.g. `<`, `=>`, `foo`).
+    #[error("unknown operator {piece:?}")]
+    UnknownOperator {
+        /// The operator as written.
+        piece: String,
+    },
+    /// Nothing (or only whitespace) between two commas, or before or after a comma.
+    #[error("empty requirement at byte {position}")]
+    EmptyRequirement {
+        /// Where the empty requirement starts.
+        position: usize,
+    },
+    /// `in` or `notin` without a parenthesized value list (`k in`, `k in a`).
+    #[error("missing parenthesized value list for key {key:?}")]
+    MissingValues {
+        /// The requirement's key.
+        key: String,
+    },
+    /// `k in ()`: a value set with no values.
+    #[error("empty value set for key {key:?}")]
+    EmptyValueSet {
+        /// The requirement's key.
+        key: String,
+    },
+    /// A value list whose `(` is never closed.
+    #[error("unclosed parenthesis in the value list for key {key:?}")]
+    UnclosedParenthesis {
+        /// The requirement's key.
+        key: String,
+    },
+    /// A token where none is allowed: after a value (`a=b c`), after a value list, after
+    /// `!k`, an operator after `!` (`!a=b`), or a stray parenthesis.
+    #[error("unexpected {token:?} at byte {position}")]
+    UnexpectedToken {
+        /// The token as written.
+        token: String,
+        /// Where the token starts.
+        position: usize,
+    },
+    /// [`Requirement::new`] got a number of values its operator does not take.
+    #[error("operator {:?} on key {key:?} takes {}, got {count}", operator.as_str(), operator.value_count_rule())]
+    WrongValueCount {
+        /// The requirement's key.
+        key: String,
+        /// The operator.
+        operator: Operator,
+        /// How many values were given.
+        count: usize,
+    },
 }

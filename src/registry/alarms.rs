@@ -1,12 +1,11 @@
-//! etcd's alarms and its raw refusals, in words an operator can act on: which alarms are
-//! raised ([`active_alarms`]), what each means and how to clear it ([`EtcdAlarm::explain`]),
+//! etcd's alarms and its raw refusals, in words an operator can act on: what each alarm
+//! means and how to clear it ([`EtcdAlarm::explain`]; `super::active_alarms` reads which
+//! are raised),
 //! and the hint [`super::describe_etcd_error`] adds to etcd's own message when a request
 //! is refused for space or size ([`hint`]).
 //!
 //! etcd's alarms are cluster-wide (raised through raft), so any member's answer lists
 //! them all; a NOSPACE alarm raised by several members is one alarm here.
-
-use std::time::Duration;
 
 /// How to clear a NOSPACE alarm, etcd's maintenance guide in one line.
 pub const NOSPACE_FIX: &str = "`etcdctl alarm list`; free space with `etcdctl compact REV` \
@@ -51,45 +50,6 @@ impl std::fmt::Display for EtcdAlarm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// The alarms raised in etcd's cluster (each once, in a fixed order), read with the
-/// Maintenance API's alarm list (`etcdctl alarm list`), which etcd 3.4 answers for any
-/// authenticated user. etcd sends every alarm request through raft, so a read costs a
-/// round trip to the leader and a WAL entry: cheap, but read it seconds apart, not in a
-/// loop.
-///
-/// # Errors
-/// When etcd does not answer within `limit`, or refuses.
-pub async fn active_alarms(
-    client: &etcd_client::Client,
-    limit: Duration,
-) -> Result<Vec<EtcdAlarm>, String> {
-    use etcd_client::{AlarmAction, AlarmType};
-    let mut maintenance = client.maintenance_client();
-    let list = maintenance.alarm(AlarmAction::Get, AlarmType::None, None);
-    let response = match tokio::time::timeout(limit, list).await {
-        Ok(Ok(response)) => response,
-        Ok(Err(e)) => return Err(super::describe_etcd_error(&e)),
-        Err(_) => {
-            return Err(format!(
-                "no answer within {}",
-                humantime::format_duration(limit)
-            ))
-        }
-    };
-    let mut alarms: Vec<EtcdAlarm> = response
-        .alarms()
-        .iter()
-        .filter_map(|member| match member.alarm() {
-            AlarmType::Nospace => Some(EtcdAlarm::NoSpace),
-            AlarmType::Corrupt => Some(EtcdAlarm::Corrupt),
-            AlarmType::None => None,
-        })
-        .collect();
-    alarms.sort();
-    alarms.dedup();
-    Ok(alarms)
 }
 
 /// True when etcd refused a request because its NOSPACE alarm is raised.

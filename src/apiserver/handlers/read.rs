@@ -11,7 +11,6 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::request::{Format, Query, Target};
-use super::watch::watch;
 use super::{bytes_response, json_response, stable_uid, ApiState};
 use crate::apiserver::cache::{store_key, Item, WatchCache};
 use crate::apiserver::errors::ApiError;
@@ -186,9 +185,7 @@ pub(super) async fn read(
     format: Format,
 ) -> Result<Response, ApiError> {
     let resource = target.resource;
-    let watch = query.flag("watch");
     match (&target.name, target.subresource.as_deref()) {
-        (None, _) if watch => self::watch(state, &target, query, format).await,
         (None, _) => {
             let filter = Filter::new(&target, query)?;
             let page = list(state, &target, &filter, query).await?;
