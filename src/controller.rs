@@ -21,31 +21,12 @@ use std::time::Duration;
 use crate::etcd_watcher::{Update, WatchMetrics};
 
 pub use key_memory::KeyMemory;
-pub use runner::{Runner, RunnerConfig, SyncHandler};
+pub use runner::{sync_handler, Action, Runner, RunnerConfig, SyncHandler};
 pub use selector_index::SelectorIndex;
 pub use slots::{
     free_slots, phase_rank, pod_from_template, pod_name, rank_for_deletion, slow_start_batches,
     SlotNames,
 };
-
-/// Kubernetes' `AddAfter`: sends `key` on `later` (a runner's source, see
-/// [`Runner::on`]) after `delay`, when the controller runs (`later` is set); nothing
-/// otherwise (unit tests) or once the runner is gone.
-pub fn queue_after(
-    later: &std::sync::OnceLock<tokio::sync::mpsc::Sender<String>>,
-    key: &str,
-    delay: Duration,
-) {
-    let Some(later) = later.get() else {
-        return;
-    };
-    let (later, key) = (later.clone(), key.to_string());
-    tokio::spawn(async move {
-        tokio::time::sleep(delay).await;
-        // The runner is gone when the send fails; nothing to do then.
-        let _ = later.send(key).await;
-    });
-}
 
 /// Before a resync acts on a cache: warns when the cache's watch has been disconnected for
 /// longer than the sync period, so a resync from a stale view is never silent. Returns

@@ -38,10 +38,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tokio::sync::mpsc;
 
 use crate::api::{self, Deployment, ReplicaSet};
-use crate::controller::{KeyMemory, Runner, RunnerConfig, SyncHandler};
+use crate::controller::{sync_handler, Action, KeyMemory, Runner, RunnerConfig, SyncHandler};
 use crate::informer::{
     CachedPod, Delta, DeploymentInformer, InformerFactory, PodInformer, ReplicaSetInformer,
 };
@@ -95,15 +94,6 @@ struct Inner {
     deployments: OnceLock<DeploymentInformer>,
     replica_sets: OnceLock<ReplicaSetInformer>,
     pods: OnceLock<PodInformer>,
-    /// Keys to sync again after a delay (`AddAfter`). Unset when not running.
-    later: OnceLock<mpsc::Sender<String>>,
-}
-
-impl Inner {
-    /// Queues `key` again after `delay` (Kubernetes' `AddAfter`), when the controller runs.
-    fn sync_later(&self, key: &str, delay: Duration) {
-        crate::controller::queue_after(&self.later, key, delay);
-    }
 }
 
 impl DeploymentController {
@@ -118,7 +108,6 @@ impl DeploymentController {
                 deployments: OnceLock::new(),
                 replica_sets: OnceLock::new(),
                 pods: OnceLock::new(),
-                later: OnceLock::new(),
             }),
         }
     }
@@ -127,15 +116,13 @@ impl DeploymentController {
     ///
     /// # Errors
     /// As the sync: etcd failures and failed writes.
-    pub async fn sync(&self, key: &str) -> anyhow::Result<()> {
+    pub async fn sync(&self, key: &str) -> anyhow::Result<Action> {
         self.inner.sync_deployment(key).await
     }
 
     fn handler(&self) -> SyncHandler {
-        let inner = self.inner.clone();
-        Arc::new(move |key: String| {
-            let inner = inner.clone();
-            Box::pin(async move { inner.sync_deployment(&key).await })
+        sync_handler(self.inner.clone(), |inner, key| async move {
+            inner.sync_deployment(&key).await
         })
     }
 
@@ -153,8 +140,6 @@ impl DeploymentController {
         let _ = self.inner.deployments.set(deployments.clone());
         let _ = self.inner.replica_sets.set(replica_sets.clone());
         let _ = self.inner.pods.set(pods.clone());
-        let (later, later_keys) = mpsc::channel(1024);
-        let _ = self.inner.later.set(later);
         let config = &self.inner.config;
         let routes = Routes {
             deployments: deployments.clone(),
@@ -174,7 +159,6 @@ impl DeploymentController {
             let deployments = deployments.clone();
             move || deployments.keys()
         })
-        .on(later_keys, |key: &String| vec![key.clone()])
         .watches(&deployments, move |delta: &Delta<Deployment>| {
             if delta.new.is_none() {
                 inner.memory.forget(&delta.key());

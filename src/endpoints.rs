@@ -27,7 +27,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use crate::api::{Endpoints, IntOrString, ObjectMeta, Pod, Service};
-use crate::controller::{Runner, RunnerConfig, SelectorIndex, SyncHandler};
+use crate::controller::{Action, Runner, RunnerConfig, SelectorIndex, SyncHandler};
 use crate::informer::{CachedPod, InformerFactory, PodInformer, PodPorts, ServiceInformer};
 use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
@@ -196,7 +196,8 @@ impl EndpointsController {
                     pods: pods.clone(),
                 };
                 Box::pin(async move {
-                    sync_service_endpoints(&registry, &metrics, Some(&caches), &key).await
+                    sync_service_endpoints(&registry, &metrics, Some(&caches), &key).await?;
+                    Ok(Action::Done)
                 })
             })
         };

@@ -48,7 +48,7 @@ use crate::api::{
     start_deletion, Deployment, Endpoints, Object, ObjectMeta, Pod, ReplicaSet,
     ReplicationController, ResourceVersion, Service,
 };
-use crate::controller::{Runner, RunnerConfig, SyncHandler};
+use crate::controller::{self, sync_handler, Runner, RunnerConfig};
 use crate::informer::{
     Cached, ControllerInformer, Delta, DeploymentInformer, EndpointsInformer, Informer,
     InformerFactory, Ownership, PodInformer, ReplicaSetInformer, ServiceInformer,
@@ -249,10 +249,9 @@ impl GarbageCollector {
             Resource::Deployments,
             &self.inner,
         );
-        let inner = self.inner.clone();
-        let handler: SyncHandler = Arc::new(move |key: String| {
-            let inner = inner.clone();
-            Box::pin(async move { inner.sync(&key).await })
+        let handler = sync_handler(self.inner.clone(), |inner, key| async move {
+            inner.sync(&key).await?;
+            Ok(controller::Action::Done)
         });
         let pod_gc = self.inner.clone().collect_terminated_pods(stop.clone());
         let run = runner.run(handler, stop.cancelled_owned());

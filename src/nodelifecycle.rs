@@ -34,20 +34,19 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::StreamExt as _;
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::api::{
     self, node_condition, node_condition_mut, node_condition_status, ResourceVersion,
     CONDITION_UNKNOWN, NODES_DIR, NODE_CONDITION_TYPES, REGISTRATIONS_DIR,
 };
-use crate::controller::{queue_after, Runner, RunnerConfig, SyncHandler};
+use crate::controller::{sync_handler, Action, Runner, RunnerConfig};
 use crate::etcd_watcher::{
     BackoffConfig, EngineConfig, Range, RawEvent, RawItem, RawKind, Start, WatchMetrics, Watcher,
 };
@@ -417,8 +416,6 @@ struct Inner {
     config: NodeLifecycleConfig,
     metrics: Arc<Metrics>,
     observed: Mutex<Observed>,
-    /// Keys to sync again after a delay (`AddAfter`). Unset when not running.
-    later: OnceLock<mpsc::Sender<String>>,
 }
 
 impl NodeLifecycleController {
@@ -435,7 +432,6 @@ impl NodeLifecycleController {
                 config,
                 metrics,
                 observed,
-                later: OnceLock::new(),
             }),
         }
     }
@@ -480,8 +476,6 @@ impl NodeLifecycleController {
                 observed.apply(source, item, Instant::now())
             }
         });
-        let (later, later_keys) = mpsc::channel(1024);
-        let _ = inner.later.set(later);
         let runner = Runner::new(
             NAME,
             RunnerConfig {
@@ -492,18 +486,13 @@ impl NodeLifecycleController {
             inner.metrics.clone(),
         )
         .source(keys)
-        .on(later_keys, |key: &String| vec![key.clone()])
         .resync({
             let inner = inner.clone();
             move || inner.observed.lock().expect("observed lock").node_names()
         });
-        let handler: SyncHandler = {
-            let inner = inner.clone();
-            Arc::new(move |name: String| {
-                let inner = inner.clone();
-                Box::pin(async move { inner.sync_node(&name).await })
-            })
-        };
+        let handler = sync_handler(inner.clone(), |inner, name| async move {
+            inner.sync_node(&name).await
+        });
         Box::pin(async move {
             let result = runner.run(handler, shutdown).await;
             for metrics in &watch_metrics {
@@ -517,22 +506,22 @@ impl NodeLifecycleController {
 impl Inner {
     /// Syncs Node `name`: decides from the store, marks it `Unknown` when its
     /// registration has been gone for the grace period, or looks again when it will have.
-    async fn sync_node(&self, name: &str) -> anyhow::Result<()> {
+    async fn sync_node(&self, name: &str) -> anyhow::Result<Action> {
         let now = Instant::now();
         let (node, registration) = {
             let mut observed = self.observed.lock().expect("observed lock");
             let Some(node) = observed.nodes.get(name).cloned() else {
-                return Ok(());
+                return Ok(Action::Done);
             };
             (node, observed.registration(name, now))
         };
         match decide(&node.document, registration, now, self.config.grace_period) {
-            Decision::Nothing => Ok(()),
-            Decision::CheckAfter(delay) => {
-                queue_after(&self.later, name, delay);
-                Ok(())
+            Decision::Nothing => Ok(Action::Done),
+            Decision::CheckAfter(delay) => Ok(Action::RequeueAfter(delay)),
+            Decision::MarkUnknown => {
+                self.mark_unknown(name, &node).await?;
+                Ok(Action::Done)
             }
-            Decision::MarkUnknown => self.mark_unknown(name, &node).await,
         }
     }
 

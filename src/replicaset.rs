@@ -38,10 +38,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tokio::sync::mpsc;
 
 use crate::api::{self, ReplicaSet, ReplicationController};
-use crate::controller::{KeyMemory, Runner, RunnerConfig, SelectorIndex, SyncHandler};
+use crate::controller::{
+    sync_handler, Action, KeyMemory, Runner, RunnerConfig, SelectorIndex, SyncHandler,
+};
 use crate::informer::{
     CachedPod, ControllerInformer, Delta, InformerFactory, PodInformer, ReplicaSetInformer,
 };
@@ -107,16 +108,6 @@ struct Inner<C, R> {
     replica_sets: OnceLock<ReplicaSetInformer>,
     /// The ReplicationControllers, for the coexistence rule.
     controllers: OnceLock<ControllerInformer>,
-    /// Keys to sync again after a delay (`AddAfter`): a ReplicaSet whose ready pods
-    /// become available later. Unset in unit tests, where nothing is re-queued.
-    later: OnceLock<mpsc::Sender<String>>,
-}
-
-impl<C, R> Inner<C, R> {
-    /// Queues `key` again after `delay` (Kubernetes' `AddAfter`), when the controller runs.
-    fn sync_later(&self, key: &str, delay: Duration) {
-        crate::controller::queue_after(&self.later, key, delay);
-    }
 }
 
 impl ReplicaSetController {
@@ -140,7 +131,6 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
                 pods: OnceLock::new(),
                 replica_sets: OnceLock::new(),
                 controllers: OnceLock::new(),
-                later: OnceLock::new(),
             }),
         }
     }
@@ -149,15 +139,13 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
     ///
     /// # Errors
     /// As the sync: etcd failures and failed writes.
-    pub async fn sync(&self, key: &str) -> anyhow::Result<()> {
+    pub async fn sync(&self, key: &str) -> anyhow::Result<Action> {
         self.inner.sync_replica_set(key).await
     }
 
     fn handler(&self) -> SyncHandler {
-        let inner = self.inner.clone();
-        Arc::new(move |key: String| {
-            let inner = inner.clone();
-            Box::pin(async move { inner.sync_replica_set(&key).await })
+        sync_handler(self.inner.clone(), |inner, key| async move {
+            inner.sync_replica_set(&key).await
         })
     }
 
@@ -175,8 +163,6 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
         let _ = self.inner.replica_sets.set(replica_sets.clone());
         let controllers = informers.replication_controllers();
         let _ = self.inner.controllers.set(controllers.clone());
-        let (later, later_keys) = mpsc::channel(1024);
-        let _ = self.inner.later.set(later);
         let config = &self.inner.config;
         let routes = Routes {
             index: Arc::default(),
@@ -196,7 +182,6 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
             let routes = routes.clone();
             move || routes.keys()
         })
-        .on(later_keys, |key: &String| vec![key.clone()])
         .watches(&replica_sets, {
             let routes = routes.clone();
             move |delta| routes.replica_set_changed(delta, &inner)

@@ -76,7 +76,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::api::ReplicationController;
-use crate::controller::{KeyMemory, Runner, RunnerConfig, SelectorIndex, SyncHandler};
+use crate::controller::{
+    sync_handler, Action, KeyMemory, Runner, RunnerConfig, SelectorIndex, SyncHandler,
+};
 use crate::etcd_watcher::{BackoffConfig, Watcher};
 use crate::informer::{CachedPod, ControllerInformer, Delta, InformerFactory, PodInformer};
 use crate::registry::Registry;
@@ -205,10 +207,9 @@ impl<P: PodControl, R: FreshReads> ReplicationManager<P, R> {
         if let Some(handler) = &self.sync_handler {
             return handler.clone();
         }
-        let inner = self.inner.clone();
-        Arc::new(move |key: String| {
-            let inner = inner.clone();
-            Box::pin(async move { inner.sync_replication_controller(&key).await })
+        sync_handler(self.inner.clone(), |inner, key| async move {
+            inner.sync_replication_controller(&key).await?;
+            Ok(Action::Done)
         })
     }
 
@@ -232,7 +233,7 @@ impl<P: PodControl, R: FreshReads> ReplicationManager<P, R> {
         }
         let mut failures = 0;
         while let Some(result) = syncs.join_next().await {
-            if !matches!(result, Ok(Ok(()))) {
+            if !matches!(result, Ok(Ok(_))) {
                 failures += 1;
             }
         }

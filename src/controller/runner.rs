@@ -31,9 +31,45 @@ use crate::status::Metrics;
 use crate::workqueue::WorkQueue;
 
 /// Syncs one object `namespace/name` (2014's injectable `syncHandler`, so loops can be
-/// tested without etcd).
-pub type SyncHandler =
-    Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>> + Send + Sync>;
+/// tested without etcd) and says what should happen to its key next. An error retries the
+/// key with its backoff.
+pub type SyncHandler = Arc<
+    dyn Fn(String) -> Pin<Box<dyn Future<Output = anyhow::Result<Action>> + Send>> + Send + Sync,
+>;
+
+/// What a successful sync asks of the runner (kube-runtime's `Action`): nothing until the
+/// object changes again, or a sync of its key after a delay (client-go's `AddAfter`), for
+/// work that becomes due later (a pod's minimum ready time, a progress deadline, a node's
+/// grace period). The runner queues it with [`WorkQueue::add_after`]: no task waits for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing more to do.
+    Done,
+    /// Sync the key again after this long (sooner if it changes).
+    RequeueAfter(Duration),
+}
+
+impl Action {
+    /// [`Action::RequeueAfter`] `delay` when there is one, else [`Action::Done`].
+    pub fn requeue_after(delay: Option<Duration>) -> Action {
+        delay.map_or(Action::Done, Action::RequeueAfter)
+    }
+}
+
+/// The [`SyncHandler`] that runs `sync` on `inner` for each key: how a controller hands
+/// its sync function to a runner.
+pub fn sync_handler<T, F, Fut>(inner: Arc<T>, sync: F) -> SyncHandler
+where
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>, String) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = anyhow::Result<Action>> + Send + 'static,
+{
+    let sync = Arc::new(sync);
+    Arc::new(move |key: String| {
+        let (inner, sync) = (inner.clone(), sync.clone());
+        Box::pin(async move { sync(inner, key).await })
+    })
+}
 
 /// How a runner runs its controller.
 #[derive(Clone, Debug)]
@@ -264,7 +300,11 @@ async fn worker(
             .get_or_create(&vec![("controller", controller), ("result", outcome)])
             .inc();
         match result {
-            Ok(()) => queue.forget(&key),
+            Ok(Action::Done) => queue.forget(&key),
+            Ok(Action::RequeueAfter(delay)) => {
+                queue.forget(&key);
+                queue.add_after(key.clone(), delay);
+            }
             Err(e) => {
                 let delay = queue.add_rate_limited(key.clone());
                 let failures = queue.failures(&key);
@@ -282,7 +322,73 @@ async fn worker(
 
 #[cfg(test)]
 mod tests {
-    use super::is_persistent;
+    use std::sync::Mutex;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    /// Runs a runner over one channel of keys with `handler`; returns the sender and what
+    /// stops it.
+    fn run_on_channel(
+        handler: SyncHandler,
+    ) -> (
+        mpsc::Sender<String>,
+        CancellationToken,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let (keys, rx) = mpsc::channel(8);
+        let config = RunnerConfig {
+            workers: 1,
+            sync_period: Duration::from_secs(3600),
+            shutdown_timeout: Duration::from_secs(1),
+        };
+        let runner = Runner::new("test", config, Arc::new(Metrics::new()))
+            .on(rx, |key: &String| vec![key.clone()]);
+        let stop = CancellationToken::new();
+        let shutdown = stop.clone().cancelled_owned();
+        let task = tokio::spawn(async move {
+            runner.run(handler, shutdown).await.unwrap();
+        });
+        (keys, stop, task)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sync_that_asks_to_be_requeued_runs_again_after_its_delay_and_only_then() {
+        let synced: Arc<Mutex<Vec<tokio::time::Instant>>> = Arc::default();
+        let handler: SyncHandler = {
+            let synced = synced.clone();
+            Arc::new(move |_key: String| {
+                let synced = synced.clone();
+                Box::pin(async move {
+                    let mut synced = synced.lock().unwrap();
+                    synced.push(tokio::time::Instant::now());
+                    // The first sync asks for another in 5 s; the second is done.
+                    Ok(match synced.len() {
+                        1 => Action::RequeueAfter(Duration::from_secs(5)),
+                        _ => Action::Done,
+                    })
+                })
+            })
+        };
+        let (keys, stop, task) = run_on_channel(handler);
+        keys.send("ns/a".to_string()).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while synced.lock().unwrap().len() < 2 {
+            assert!(tokio::time::Instant::now() < deadline, "no second sync");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Nothing more is queued once a sync says it is done.
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        stop.cancel();
+        task.await.unwrap();
+        let synced = synced.lock().unwrap();
+        assert_eq!(synced.len(), 2, "{synced:?}");
+        assert!(
+            synced[1] - synced[0] >= Duration::from_secs(5),
+            "{synced:?}"
+        );
+    }
 
     #[test]
     fn a_key_that_keeps_failing_is_warned_about_at_4_8_16_failures_and_not_before() {

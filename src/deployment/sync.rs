@@ -16,6 +16,7 @@ use anyhow::Context as _;
 
 use crate::api::{self, Deployment, ReplicaSet};
 use crate::controller::replicas::list_pods;
+use crate::controller::Action;
 use crate::informer::CachedPod;
 use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
@@ -30,9 +31,6 @@ pub(super) struct Written {
     deployment: i64,
     /// The header revision of its last ReplicaSet write.
     replica_sets: i64,
-    /// When the pending delayed sync (`requeueStuckDeployment`) fires, in seconds since
-    /// the epoch: a stuck deployment synced often (resyncs, pod events) keeps one timer.
-    requeue_at: Option<i64>,
 }
 
 /// How a write went.
@@ -154,16 +152,16 @@ impl Inner {
     /// # Errors
     /// When etcd fails or a write fails (the key is retried with backoff). A deleted,
     /// malformed or invalid deployment is not an error.
-    pub(super) async fn sync_deployment(&self, key: &str) -> anyhow::Result<()> {
+    pub(super) async fn sync_deployment(&self, key: &str) -> anyhow::Result<Action> {
         let Some((namespace, name)) = key.split_once('/') else {
             anyhow::bail!("invalid deployment key {key:?}");
         };
         let Some(d) = self.read_deployment(key, namespace, name).await? else {
             self.memory.forget(key);
-            return Ok(());
+            return Ok(Action::Done);
         };
         let Some(selector) = self.valid_selector(key, &d) else {
-            return Ok(());
+            return Ok(Action::Done);
         };
         let candidates = self.read_replica_sets(key, namespace).await?;
         let claims = plan::claim(&d, &selector, &candidates);
@@ -178,7 +176,7 @@ impl Inner {
                 Outcome::Done(_) => {
                     tracing::info!(deployment = %key, replicaset = %rs.metadata.name, "released replica set")
                 }
-                Outcome::Changed => return Ok(()),
+                Outcome::Changed => return Ok(Action::Done),
             }
         }
         if !claims.adopt.is_empty() {
@@ -196,7 +194,7 @@ impl Inner {
                         api::remember_spec(&mut adopted);
                         owned.push(adopted);
                     }
-                    Outcome::Changed => return Ok(()),
+                    Outcome::Changed => return Ok(Action::Done),
                 }
             }
         }
@@ -216,7 +214,7 @@ impl Inner {
             // ReplicaSet) and plan again if it differs from the typed template's.
             let Some(hash) = self.stored_template_hash(&d).await? else {
                 // Changed since read: its own event syncs it again.
-                return Ok(());
+                return Ok(Action::Done);
             };
             let typed = planned.metadata.labels.get(api::POD_TEMPLATE_HASH_LABEL);
             if typed != Some(hash.as_str()) {
@@ -296,7 +294,7 @@ impl Inner {
         d: &Deployment,
         plan: Plan,
         sizes: &[(String, i64)],
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Action> {
         let Plan {
             create,
             updates,
@@ -305,8 +303,8 @@ impl Inner {
             requeue_after,
         } = plan;
         if let Some(rs) = create {
-            if !self.create_planned(key, d, &rs).await? {
-                return Ok(());
+            if let Some(stop) = self.create_planned(key, d, &rs).await? {
+                return Ok(stop);
             }
         }
         // Every ReplicaSet write of the plan requires the deployment unchanged since the
@@ -316,25 +314,26 @@ impl Inner {
         for rs in &updates {
             match self.write_rs(key, &guarded, rs).await? {
                 Outcome::Done(_) => log_update(key, rs, sizes),
-                Outcome::Changed => return Ok(()),
+                Outcome::Changed => return Ok(Action::Done),
             }
         }
         for rs in &deletes {
             if let Outcome::Changed = self.delete_old_rs(key, &guarded, rs).await? {
-                return Ok(());
+                return Ok(Action::Done);
             }
         }
         if let Some(updated) = deployment {
             self.write_deployment(key, &updated).await?;
         }
-        if let Some(after) = requeue_after {
-            self.requeue_stuck(key, after);
-        }
-        Ok(())
+        // `requeueStuckDeployment`: sync again when the progress deadline passes (the
+        // work queue keeps the earliest of several such requeues).
+        Ok(Action::requeue_after(
+            requeue_after.map(Duration::from_secs),
+        ))
     }
 
-    /// Creates the plan's new ReplicaSet; whether the sync goes on to the plan's other
-    /// writes. A failed create writes Progressing False `ReplicaSetCreateError`, then
+    /// Creates the plan's new ReplicaSet; `None` when the sync goes on to the plan's other
+    /// writes, else what it ends with. A failed create writes Progressing False `ReplicaSetCreateError`, then
     /// returns the error (retried); a name taken by another template bumps
     /// `status.collisionCount`.
     async fn create_planned(
@@ -342,7 +341,7 @@ impl Inner {
         key: &str,
         d: &Deployment,
         rs: &ReplicaSet,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<Option<Action>> {
         let created = match self.create_rs(key, d, rs).await {
             Ok(created) => created,
             Err(e) => {
@@ -364,11 +363,8 @@ impl Inner {
             }
         };
         match created {
-            Created::Yes => Ok(true),
-            Created::Changed => {
-                self.sync_later(key, Duration::from_secs(1));
-                Ok(false)
-            }
+            Created::Yes => Ok(None),
+            Created::Changed => Ok(Some(Action::RequeueAfter(Duration::from_secs(1)))),
             Created::Collision => {
                 // `status.collisionCount++`: the next sync hashes to another name.
                 let mut collided = d.clone();
@@ -376,7 +372,7 @@ impl Inner {
                 collided.status.collision_count = Some(count.saturating_add(1));
                 tracing::info!(deployment = %key, replicaset = %rs.metadata.name, collision_count = count + 1, "replica set name taken by another template; bumped collisionCount");
                 self.write_deployment(key, &collided).await?;
-                Ok(false)
+                Ok(Some(Action::Done))
             }
         }
     }
@@ -406,18 +402,6 @@ impl Inner {
                 Err(anyhow::Error::from(e)
                     .context(format!("delete replica set {}", rs.metadata.key())))
             }
-        }
-    }
-
-    /// Syncs `key` again `after` seconds from now (`requeueStuckDeployment`), unless an
-    /// earlier delayed sync is still pending: a stuck deployment keeps one timer.
-    fn requeue_stuck(&self, key: &str, after: u64) {
-        let now = epoch_now();
-        let at = now.saturating_add(i64::try_from(after).unwrap_or(i64::MAX));
-        let pending = self.memory.written(key).requeue_at;
-        if pending.is_none_or(|pending| pending <= now || pending > at) {
-            self.memory.record(key, |w| w.requeue_at = Some(at));
-            self.sync_later(key, Duration::from_secs(after));
         }
     }
 

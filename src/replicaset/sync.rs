@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::api::{self, Pod, ReplicaSet, ResourceVersion};
 use crate::controller::replicas::{self, record_status, Writes};
+use crate::controller::Action;
 use crate::informer::{CachedPod, Namespace};
 use crate::labels::Selector;
 use crate::registry::StorageError;
@@ -123,7 +124,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
     /// # Errors
     /// When etcd fails or a write fails (the key is retried with backoff). A deleted,
     /// malformed or invalid ReplicaSet is not an error.
-    pub(super) async fn sync_replica_set(&self, key: &str) -> anyhow::Result<()> {
+    pub(super) async fn sync_replica_set(&self, key: &str) -> anyhow::Result<Action> {
         let Some((namespace, name)) = key.split_once('/') else {
             anyhow::bail!("invalid replica set key {key:?}");
         };
@@ -136,7 +137,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
                     && cache.wait_for(written.status, self.config.cache_wait).await =>
             {
                 let Some(rs) = cache.get(namespace, name) else {
-                    return Ok(());
+                    return Ok(Action::Done);
                 };
                 Some(rs)
             }
@@ -147,23 +148,23 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
             Some(rs) => rs,
             None => match self.fresh_replica_set(key, namespace, name).await? {
                 Some(rs) => rs,
-                None => return Ok(()),
+                None => return Ok(Action::Done),
             },
         };
         let Some(mut selector) = self.valid_selector(key, &rs) else {
-            return Ok(());
+            return Ok(Action::Done);
         };
         let mut decision = self.decide(key, &rs, &selector).await?;
         if from_cache && decision.writes_pods() {
             // The ReplicaSet and pod caches follow two watches: before writing pods,
             // confirm the ReplicaSet from etcd, and decide again if it changed.
             let Some(fresh) = self.fresh_replica_set(key, namespace, name).await? else {
-                return Ok(());
+                return Ok(Action::Done);
             };
             if fresh.metadata.resource_version != rs.metadata.resource_version {
                 rs = fresh;
                 let Some(fresh_selector) = self.valid_selector(key, &rs) else {
-                    return Ok(());
+                    return Ok(Action::Done);
                 };
                 selector = fresh_selector;
                 decision = self.decide(key, &rs, &selector).await?;
@@ -195,7 +196,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         }
     }
 
-    async fn act(&self, key: &str, rs: &ReplicaSet, decision: Decision) -> anyhow::Result<()> {
+    async fn act(&self, key: &str, rs: &ReplicaSet, decision: Decision) -> anyhow::Result<Action> {
         let Decision {
             claims,
             active,
@@ -225,7 +226,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         if tally.owner_changed {
             // Its own event syncs it again, at its new version.
             tracing::debug!(replicaset = %key, "replica set changed since it was read; no more writes from this sync");
-            return Ok(());
+            return Ok(Action::Done);
         }
         let now_owned: Vec<_> = active
             .into_iter()
@@ -246,16 +247,14 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         );
         // Some pods are ready but not yet available: sync again when the first becomes
         // so, as Kubernetes' `AddAfter`, so status catches up with no other event.
-        if let (_, Some(wait)) = availability(&now_owned, rs.spec.min_ready_seconds, now_secs) {
-            self.sync_later(key, Duration::from_secs(wait));
-        }
+        let (_, available_in) = availability(&now_owned, rs.spec.min_ready_seconds, now_secs);
         let mut errors = tally.errors;
         if status != rs.status {
             let written = self.control.update_status(rs, status).await;
             errors.extend(record_status(&self.memory, key, written));
         }
         match errors.into_iter().next() {
-            None => Ok(()),
+            None => Ok(Action::requeue_after(available_in.map(Duration::from_secs))),
             Some(first) => Err(first),
         }
     }

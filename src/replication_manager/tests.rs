@@ -701,7 +701,7 @@ fn counting_manager(
             Box::pin(async move {
                 tokio::time::sleep(sync_time).await;
                 finished.fetch_add(1, Ordering::SeqCst);
-                Ok(())
+                Ok(Action::Done)
             })
         })
     };
@@ -826,7 +826,7 @@ async fn a_panicking_sync_is_retried_and_does_not_take_the_worker_down() {
             synced.lock().unwrap().push(key.clone());
             Box::pin(async move {
                 assert_ne!(key, "ns/boom", "sync of a bad controller panicked");
-                Ok(())
+                Ok(Action::Done)
             })
         })
     };
