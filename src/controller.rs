@@ -20,8 +20,9 @@ use std::time::Duration;
 
 use crate::etcd_watcher::{Update, WatchMetrics};
 
+pub use crate::informer::ObjectKey;
 pub use key_memory::KeyMemory;
-pub use runner::{sync_handler, Action, Runner, RunnerConfig, SyncHandler};
+pub use runner::{sync_handler, Action, Key, Runner, RunnerConfig, SyncHandler};
 pub use selector_index::SelectorIndex;
 pub use slots::{
     free_slots, phase_rank, pod_from_template, pod_name, rank_for_deletion, slow_start_batches,

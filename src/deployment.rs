@@ -40,7 +40,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use crate::api::{self, Deployment, ReplicaSet};
-use crate::controller::{sync_handler, Action, KeyMemory, Runner, RunnerConfig, SyncHandler};
+use crate::controller::{
+    sync_handler, Action, KeyMemory, ObjectKey, Runner, RunnerConfig, SyncHandler,
+};
 use crate::informer::{
     CachedPod, Delta, DeploymentInformer, InformerFactory, PodInformer, ReplicaSetInformer,
 };
@@ -116,7 +118,7 @@ impl DeploymentController {
     ///
     /// # Errors
     /// As the sync: etcd failures and failed writes.
-    pub async fn sync(&self, key: &str) -> anyhow::Result<Action> {
+    pub async fn sync(&self, key: &ObjectKey) -> anyhow::Result<Action> {
         self.inner.sync_deployment(key).await
     }
 
@@ -184,18 +186,19 @@ struct Routes {
 
 impl Routes {
     /// The deployment a controller reference names, if it exists with that uid.
-    fn owner(&self, namespace: &str, reference: &api::OwnerReference) -> Option<String> {
+    fn owner(&self, namespace: &str, reference: &api::OwnerReference) -> Option<ObjectKey> {
         if reference.kind != plan::KIND {
             return None;
         }
         let d = self.deployments.get(namespace, &reference.name)?;
-        (d.metadata.uid == reference.uid).then(|| format!("{namespace}/{}", reference.name))
+        (d.metadata.uid == reference.uid)
+            .then(|| ObjectKey::new(namespace, reference.name.as_str()))
     }
 
     /// `addReplicaSet`/`updateReplicaSet`/`deleteReplicaSet`: the owner (before and
     /// after); for an orphan, every deployment whose selector matches its labels
     /// (`getDeploymentsForReplicaSet`).
-    fn replica_set_changed(&self, delta: &Delta<ReplicaSet>) -> Vec<String> {
+    fn replica_set_changed(&self, delta: &Delta<ReplicaSet>) -> Vec<ObjectKey> {
         let mut keys = Vec::new();
         for rs in [&delta.old, &delta.new].into_iter().flatten() {
             match api::controller_of(&rs.metadata) {
@@ -209,7 +212,7 @@ impl Routes {
     }
 
     /// The deployments of `namespace` whose non-empty selector matches `rs`'s labels.
-    fn selecting(&self, namespace: &str, rs: &ReplicaSet) -> Vec<String> {
+    fn selecting(&self, namespace: &str, rs: &ReplicaSet) -> Vec<ObjectKey> {
         self.deployments.read(namespace, |ns| {
             ns.map(|ns| {
                 ns.items()
@@ -220,7 +223,7 @@ impl Routes {
                                     .is_ok_and(|s| s.matches(&rs.metadata.labels))
                         })
                     })
-                    .map(|d| format!("{namespace}/{}", d.metadata.name))
+                    .map(|d| ObjectKey::new(namespace, d.metadata.name.as_str()))
                     .collect()
             })
             .unwrap_or_default()
@@ -229,7 +232,7 @@ impl Routes {
 
     /// `deletePod`, and a pod turning inactive: the deployment owning the pod's
     /// ReplicaSet, when it uses `Recreate` (which waits for old pods to stop).
-    fn pod_changed(&self, delta: &Delta<CachedPod>) -> Vec<String> {
+    fn pod_changed(&self, delta: &Delta<CachedPod>) -> Vec<ObjectKey> {
         let stopped = match (&delta.old, &delta.new) {
             (Some(_), None) => true,
             (Some(old), Some(new)) => old.is_active() && !new.is_active(),

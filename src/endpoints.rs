@@ -28,7 +28,9 @@ use futures::future::BoxFuture;
 
 use crate::api::{Endpoints, IntOrString, ObjectMeta, Pod, Service};
 use crate::controller::{Action, Runner, RunnerConfig, SelectorIndex, SyncHandler};
-use crate::informer::{CachedPod, InformerFactory, PodInformer, PodPorts, ServiceInformer};
+use crate::informer::{
+    CachedPod, InformerFactory, ObjectKey, PodInformer, PodPorts, ServiceInformer,
+};
 use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
 use crate::status::Metrics;
@@ -188,7 +190,7 @@ impl EndpointsController {
         let handler: SyncHandler = {
             let registry = self.registry.clone();
             let metrics = self.metrics.clone();
-            Arc::new(move |key: String| {
+            Arc::new(move |key: ObjectKey| {
                 let registry = registry.clone();
                 let metrics = metrics.clone();
                 let caches = Caches {
@@ -211,7 +213,7 @@ fn orphans(
     registry: Registry,
     services: ServiceInformer,
     period: Duration,
-) -> impl futures::Stream<Item = Vec<String>> + Send + 'static {
+) -> impl futures::Stream<Item = Vec<ObjectKey>> + Send + 'static {
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     futures::stream::unfold(tick, move |mut tick| {
@@ -232,7 +234,7 @@ fn orphans(
                             ns.is_some_and(|ns| ns.is_taken(&meta.name))
                         })
                     })
-                    .map(ObjectMeta::key)
+                    .map(|meta| ObjectKey::new(meta.namespace.as_str(), meta.name.as_str()))
                     .collect(),
                 Err(e) => {
                     tracing::debug!(error = %e, "listing endpoints failed; next pass retries");
@@ -270,11 +272,9 @@ pub async fn sync_service_endpoints(
     registry: &impl EndpointsControl,
     metrics: &Metrics,
     caches: Option<&Caches>,
-    key: &str,
+    key: &ObjectKey,
 ) -> anyhow::Result<()> {
-    let Some((namespace, name)) = key.split_once('/') else {
-        anyhow::bail!("invalid service key {key:?}");
-    };
+    let (namespace, name) = (&*key.namespace, &*key.name);
     if MASTER_SERVICES.contains(&name) {
         return Ok(());
     }
@@ -641,7 +641,10 @@ mod tests {
             .unwrap()
             .insert("ns/bad".into(), None);
         let metrics = Metrics::new();
-        let sync = |key: &'static str| sync_service_endpoints(&control, &metrics, None, key);
+        let (control_ref, metrics_ref) = (&control, &metrics);
+        let sync = |key: &'static str| async move {
+            sync_service_endpoints(control_ref, metrics_ref, None, &key.into()).await
+        };
         sync("ns/web").await.unwrap();
         assert_eq!(
             control.endpoints.lock().unwrap()["ns/web"].endpoints,

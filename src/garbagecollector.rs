@@ -249,7 +249,7 @@ impl GarbageCollector {
             Resource::Deployments,
             &self.inner,
         );
-        let handler = sync_handler(self.inner.clone(), |inner, key| async move {
+        let handler = sync_handler(self.inner.clone(), |inner, key: String| async move {
             inner.sync(&key).await?;
             Ok(controller::Action::Done)
         });
@@ -272,11 +272,11 @@ impl GarbageCollector {
 
 /// Feeds `informer`'s changes into the graph and queues what they concern.
 fn watch<I: Cached>(
-    runner: Runner,
+    runner: Runner<String>,
     informer: &Informer<I>,
     resource: Resource,
     inner: &Arc<Inner>,
-) -> Runner {
+) -> Runner<String> {
     let inner = inner.clone();
     runner.watches(informer, move |delta: &Delta<I>| {
         let old = delta.old.as_ref().map(|o| o.ownership());
@@ -741,24 +741,20 @@ impl Inner {
                 .keys()
                 .into_iter()
                 .filter_map(|key| {
-                    let (namespace, name) = key.split_once('/')?;
-                    let pod = pods.get(namespace, name)?;
+                    let pod = pods.get(&key.namespace, &key.name)?;
                     (!pod.is_active()).then(|| {
                         let created = pod
                             .creation_timestamp
                             .as_deref()
                             .and_then(|t| humantime::parse_rfc3339_weak(t).ok());
-                        (created, key.clone(), pod.resource_version)
+                        (created, key, pod.resource_version)
                     })
                 })
                 .collect();
             for (key, rv) in terminated_to_delete(terminated, threshold) {
-                let Some((namespace, name)) = key.split_once('/') else {
-                    continue;
-                };
                 match self
                     .registry
-                    .delete::<Pod>(namespace, name, Some(ResourceVersion(rv)))
+                    .delete::<Pod>(&key.namespace, &key.name, Some(ResourceVersion(rv)))
                     .await
                 {
                     Ok(_) => {

@@ -32,11 +32,13 @@
 
 mod cached;
 mod factory;
+mod key;
 mod reflector;
 mod store;
 
 pub use cached::{Cached, CachedPod, ControllerRef, Ownership, PodOwnership, PodPorts, Uid};
 pub use factory::InformerFactory;
+pub use key::{NotAnObjectKey, ObjectKey};
 pub use reflector::{
     ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, PodInformer,
     ReplicaSetInformer, ServiceInformer,

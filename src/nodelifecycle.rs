@@ -490,7 +490,7 @@ impl NodeLifecycleController {
             let inner = inner.clone();
             move || inner.observed.lock().expect("observed lock").node_names()
         });
-        let handler = sync_handler(inner.clone(), |inner, name| async move {
+        let handler = sync_handler(inner.clone(), |inner, name: String| async move {
             inner.sync_node(&name).await
         });
         Box::pin(async move {

@@ -41,7 +41,7 @@ use futures::future::BoxFuture;
 
 use crate::api::{self, ReplicaSet, ReplicationController};
 use crate::controller::{
-    sync_handler, Action, KeyMemory, Runner, RunnerConfig, SelectorIndex, SyncHandler,
+    sync_handler, Action, KeyMemory, ObjectKey, Runner, RunnerConfig, SelectorIndex, SyncHandler,
 };
 use crate::informer::{
     CachedPod, ControllerInformer, Delta, InformerFactory, PodInformer, ReplicaSetInformer,
@@ -139,7 +139,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
     ///
     /// # Errors
     /// As the sync: etcd failures and failed writes.
-    pub async fn sync(&self, key: &str) -> anyhow::Result<Action> {
+    pub async fn sync(&self, key: &ObjectKey) -> anyhow::Result<Action> {
         self.inner.sync_replica_set(key).await
     }
 
@@ -219,17 +219,17 @@ impl Routes {
         self.index.lock().expect("routes lock")
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<ObjectKey> {
         self.replica_sets.keys()
     }
 
     /// Every ReplicaSet of `namespace`.
-    fn namespace_keys(&self, namespace: &str) -> Vec<String> {
+    fn namespace_keys(&self, namespace: &str) -> Vec<ObjectKey> {
         self.replica_sets
             .read(namespace, |ns| {
                 ns.map(|ns| {
                     ns.items()
-                        .map(|rs| format!("{namespace}/{}", rs.metadata.name))
+                        .map(|rs| ObjectKey::new(namespace, rs.metadata.name.as_str()))
                         .collect()
                 })
             })
@@ -240,7 +240,7 @@ impl Routes {
         &self,
         delta: &Delta<ReplicaSet>,
         inner: &Inner<C, R>,
-    ) -> Vec<String> {
+    ) -> Vec<ObjectKey> {
         let key = delta.key();
         match &delta.new {
             Some(rs) => {
@@ -268,7 +268,7 @@ impl Routes {
     /// The ReplicaSets a pod change concerns: the owner its controller reference names
     /// (before or after, uid-checked against the cache), and, while it is an orphan, those
     /// whose selector matches its old or new labels.
-    fn pod_changed(&self, delta: &Delta<CachedPod>) -> Vec<String> {
+    fn pod_changed(&self, delta: &Delta<CachedPod>) -> Vec<ObjectKey> {
         let mut keys = Vec::new();
         let mut orphan = false;
         for pod in [&delta.old, &delta.new].into_iter().flatten() {
@@ -276,7 +276,7 @@ impl Routes {
                 Some(r) if &*r.kind == plan::KIND => {
                     let owner = self.replica_sets.get(&delta.namespace, &r.name);
                     if owner.is_some_and(|rs| *rs.metadata.uid == *r.uid) {
-                        keys.push(format!("{}/{}", delta.namespace, r.name));
+                        keys.push(ObjectKey::new(delta.namespace.clone(), &*r.name));
                     }
                 }
                 Some(_) => {}

@@ -77,7 +77,7 @@ use tokio::task::JoinSet;
 
 use crate::api::ReplicationController;
 use crate::controller::{
-    sync_handler, Action, KeyMemory, Runner, RunnerConfig, SelectorIndex, SyncHandler,
+    sync_handler, Action, KeyMemory, ObjectKey, Runner, RunnerConfig, SelectorIndex, SyncHandler,
 };
 use crate::etcd_watcher::{BackoffConfig, Watcher};
 use crate::informer::{CachedPod, ControllerInformer, Delta, InformerFactory, PodInformer};
@@ -216,7 +216,7 @@ impl<P: PodControl, R: FreshReads> ReplicationManager<P, R> {
     /// Syncs each controller in `keys` once, `concurrent_syncs` at a time, and returns
     /// when all are done: the work of one resync tick, without the queue. Returns how
     /// many syncs failed.
-    pub async fn sync_all(&self, keys: Vec<String>) -> usize {
+    pub async fn sync_all(&self, keys: Vec<ObjectKey>) -> usize {
         let handler = self.handler();
         let limit = Arc::new(tokio::sync::Semaphore::new(
             self.inner.config.concurrent_syncs.max(1),
@@ -343,7 +343,7 @@ impl Routes {
         self.index.lock().expect("routes lock")
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<ObjectKey> {
         self.index().keys()
     }
 
@@ -360,7 +360,7 @@ impl Routes {
         &self,
         delta: &Delta<ReplicationController>,
         inner: &Inner<P, R>,
-    ) -> Vec<String> {
+    ) -> Vec<ObjectKey> {
         let key = delta.key();
         inner.note_overlaps(&delta.namespace, &delta.name, delta.new.as_deref());
         match &delta.new {
@@ -380,7 +380,7 @@ impl Routes {
     /// selector matches its old or new labels, when the pod was deleted (or stopped
     /// decoding), stopped being active, changed labels, or became ready or unready (for
     /// `status.readyReplicas`).
-    fn pod_changed(&self, delta: &Delta<CachedPod>) -> Vec<String> {
+    fn pod_changed(&self, delta: &Delta<CachedPod>) -> Vec<ObjectKey> {
         let relevant = match (&delta.old, &delta.new) {
             (_, None) => true,
             (Some(old), Some(new)) => {

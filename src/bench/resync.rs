@@ -13,7 +13,7 @@ use super::report::{median, row};
 use super::{Bench, Row};
 use crate::api::{self, Pod};
 use crate::etcd_watcher::Watcher;
-use crate::informer::{ControllerInformer, PodInformer};
+use crate::informer::{ControllerInformer, ObjectKey, PodInformer};
 use crate::replication_manager::{ManagerConfig, ReplicationManager};
 use crate::status::Metrics;
 
@@ -92,7 +92,7 @@ impl Bench {
             },
             metrics.clone(),
         );
-        let sample: Vec<String> = keys
+        let sample: Vec<ObjectKey> = keys
             .iter()
             .take(self.sizes.resync_fresh_sample)
             .cloned()

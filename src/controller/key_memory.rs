@@ -6,40 +6,51 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use crate::informer::ObjectKey;
+
 /// Per-key memory of a controller. Forget a key when its object is deleted.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct KeyMemory<W> {
-    warned: Mutex<HashMap<String, String>>,
-    written: Mutex<HashMap<String, W>>,
+    warned: Mutex<HashMap<ObjectKey, String>>,
+    written: Mutex<HashMap<ObjectKey, W>>,
+}
+
+impl<W> Default for KeyMemory<W> {
+    fn default() -> Self {
+        KeyMemory {
+            warned: Mutex::default(),
+            written: Mutex::default(),
+        }
+    }
 }
 
 impl<W: Copy + Default> KeyMemory<W> {
     /// Whether `key` at `version` has not been warned about yet; remembers it as warned.
-    pub fn first_warning(&self, key: &str, version: &str) -> bool {
+    pub fn first_warning(&self, key: &ObjectKey, version: &str) -> bool {
         let mut warned = self.warned.lock().expect("warned lock");
         if warned.get(key).map(String::as_str) == Some(version) {
             return false;
         }
-        warned.insert(key.to_string(), version.to_string());
+        warned.insert(key.clone(), version.to_string());
         true
     }
 
     /// Warns `message` about `key` at `version` unless it was already warned about at it
     /// (an invalid object is reported once per version, not once per sync).
-    pub fn warn_once(&self, key: &str, version: &str, message: &str) {
+    pub fn warn_once(&self, key: &ObjectKey, version: &str, message: &str) {
         if self.first_warning(key, version) {
-            tracing::warn!(key, resource_version = version, "{message}");
+            tracing::warn!(%key, resource_version = version, "{message}");
         }
     }
 
     /// Forgets everything about `key`.
-    pub fn forget(&self, key: &str) {
+    pub fn forget(&self, key: &ObjectKey) {
         self.warned.lock().expect("warned lock").remove(key);
         self.written.lock().expect("written lock").remove(key);
     }
 
     /// The record of `key` (the default when there is none).
-    pub fn written(&self, key: &str) -> W {
+    pub fn written(&self, key: &ObjectKey) -> W {
         self.written
             .lock()
             .expect("written lock")
@@ -49,9 +60,9 @@ impl<W: Copy + Default> KeyMemory<W> {
     }
 
     /// Updates the record of `key`.
-    pub fn record(&self, key: &str, record: impl FnOnce(&mut W)) {
+    pub fn record(&self, key: &ObjectKey, record: impl FnOnce(&mut W)) {
         let mut written = self.written.lock().expect("written lock");
-        record(written.entry(key.to_string()).or_default());
+        record(written.entry(key.clone()).or_default());
     }
 }
 
@@ -62,13 +73,13 @@ mod tests {
     #[test]
     fn warns_once_per_version_and_forgets() {
         let memory = KeyMemory::<i64>::default();
-        assert!(memory.first_warning("ns/a", "1"));
-        assert!(!memory.first_warning("ns/a", "1"));
-        assert!(memory.first_warning("ns/a", "2"));
-        memory.record("ns/a", |w| *w = 7);
-        assert_eq!(memory.written("ns/a"), 7);
-        memory.forget("ns/a");
-        assert_eq!(memory.written("ns/a"), 0);
-        assert!(memory.first_warning("ns/a", "2"));
+        assert!(memory.first_warning(&"ns/a".into(), "1"));
+        assert!(!memory.first_warning(&"ns/a".into(), "1"));
+        assert!(memory.first_warning(&"ns/a".into(), "2"));
+        memory.record(&"ns/a".into(), |w| *w = 7);
+        assert_eq!(memory.written(&"ns/a".into()), 7);
+        memory.forget(&"ns/a".into());
+        assert_eq!(memory.written(&"ns/a".into()), 0);
+        assert!(memory.first_warning(&"ns/a".into(), "2"));
     }
 }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::{self, Object, Pod, ResourceVersion};
-use crate::informer::{CachedPod, Namespace};
+use crate::informer::{CachedPod, Namespace, ObjectKey};
 use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
 
@@ -102,7 +102,7 @@ pub struct Writes {
 /// `ours` says whether a pod found holding a name counts as the owner's replica.
 pub async fn create_replicas<F, Fut>(
     memory: &KeyMemory<Written>,
-    key: &str,
+    key: &ObjectKey,
     burst: usize,
     namespace: &str,
     names: Vec<String>,
@@ -175,7 +175,7 @@ where
 /// resourceVersion it was ranked at.
 pub async fn delete_pods<F, Fut>(
     memory: &KeyMemory<Written>,
-    key: &str,
+    key: &ObjectKey,
     victims: Vec<Arc<CachedPod>>,
     delete: F,
 ) -> Writes
@@ -217,7 +217,7 @@ where
 /// found the owner changed is not an error: the owner's own event syncs it again.
 pub fn record_status(
     memory: &KeyMemory<Written>,
-    key: &str,
+    key: &ObjectKey,
     result: anyhow::Result<StatusOutcome>,
 ) -> Option<anyhow::Error> {
     match result {

@@ -26,16 +26,24 @@ use crate::registry::StorageError;
 use super::warn_if_stale;
 use crate::api::Object;
 use crate::etcd_watcher::WatchMetrics;
-use crate::informer::{Cached, Delta, Informer};
+use crate::informer::{Cached, Delta, Informer, ObjectKey};
 use crate::status::Metrics;
 use crate::workqueue::WorkQueue;
 
 /// Syncs one object `namespace/name` (2014's injectable `syncHandler`, so loops can be
 /// tested without etcd) and says what should happen to its key next. An error retries the
 /// key with its backoff.
-pub type SyncHandler = Arc<
-    dyn Fn(String) -> Pin<Box<dyn Future<Output = anyhow::Result<Action>> + Send>> + Send + Sync,
->;
+pub type SyncHandler<K = ObjectKey> =
+    Arc<dyn Fn(K) -> Pin<Box<dyn Future<Output = anyhow::Result<Action>> + Send>> + Send + Sync>;
+
+/// What a runner queues: a namespaced object's [`ObjectKey`] for most controllers, a node
+/// name, or a collector's resource-qualified key.
+pub trait Key:
+    Clone + Eq + std::hash::Hash + Ord + std::fmt::Display + Send + Sync + 'static
+{
+}
+
+impl<K: Clone + Eq + std::hash::Hash + Ord + std::fmt::Display + Send + Sync + 'static> Key for K {}
 
 /// What a successful sync asks of the runner (kube-runtime's `Action`): nothing until the
 /// object changes again, or a sync of its key after a delay (client-go's `AddAfter`), for
@@ -58,14 +66,15 @@ impl Action {
 
 /// The [`SyncHandler`] that runs `sync` on `inner` for each key: how a controller hands
 /// its sync function to a runner.
-pub fn sync_handler<T, F, Fut>(inner: Arc<T>, sync: F) -> SyncHandler
+pub fn sync_handler<K, T, F, Fut>(inner: Arc<T>, sync: F) -> SyncHandler<K>
 where
+    K: Key,
     T: Send + Sync + 'static,
-    F: Fn(Arc<T>, String) -> Fut + Send + Sync + 'static,
+    F: Fn(Arc<T>, K) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = anyhow::Result<Action>> + Send + 'static,
 {
     let sync = Arc::new(sync);
-    Arc::new(move |key: String| {
+    Arc::new(move |key: K| {
         let (inner, sync) = (inner.clone(), sync.clone());
         Box::pin(async move { sync(inner, key).await })
     })
@@ -84,21 +93,21 @@ pub struct RunnerConfig {
 }
 
 /// Runs one controller: its queue, workers, resync tick, metrics and drain.
-pub struct Runner {
+pub struct Runner<K = ObjectKey> {
     name: &'static str,
     config: RunnerConfig,
     metrics: Arc<Metrics>,
-    sources: SelectAll<BoxStream<'static, Vec<String>>>,
+    sources: SelectAll<BoxStream<'static, Vec<K>>>,
     /// Resolve once the informers the controller reads have listed.
     synced: Vec<BoxFuture<'static, ()>>,
     /// The watches of those informers, for the stale-cache warning at resync.
     watches: Vec<(&'static str, Arc<WatchMetrics>)>,
-    resync: Option<Box<dyn FnMut() -> Vec<String> + Send>>,
+    resync: Option<Box<dyn FnMut() -> Vec<K> + Send>>,
 }
 
-impl Runner {
+impl<K: Key> Runner<K> {
     /// A runner for the controller `name` (its label in metrics and logs).
-    pub fn new(name: &'static str, config: RunnerConfig, metrics: Arc<Metrics>) -> Runner {
+    pub fn new(name: &'static str, config: RunnerConfig, metrics: Arc<Metrics>) -> Runner<K> {
         Runner {
             name,
             config,
@@ -116,8 +125,8 @@ impl Runner {
     pub fn watches<I: Cached>(
         mut self,
         informer: &Informer<I>,
-        map: impl FnMut(&Delta<I>) -> Vec<String> + Send + 'static,
-    ) -> Runner {
+        map: impl FnMut(&Delta<I>) -> Vec<K> + Send + 'static,
+    ) -> Runner<K> {
         let synced = informer.clone();
         self.synced
             .push(Box::pin(async move { synced.wait_synced().await }));
@@ -131,8 +140,8 @@ impl Runner {
     pub fn on<T: Send + 'static>(
         self,
         changes: mpsc::Receiver<T>,
-        mut map: impl FnMut(&T) -> Vec<String> + Send + 'static,
-    ) -> Runner {
+        mut map: impl FnMut(&T) -> Vec<K> + Send + 'static,
+    ) -> Runner<K> {
         let items = stream::unfold(changes, |mut changes| async move {
             changes.recv().await.map(|item| (item, changes))
         });
@@ -141,13 +150,13 @@ impl Runner {
 
     /// Queues the keys `keys` yields. The stream is polled by the runner's loop: it may
     /// read (it is cancel-safe by being a stream), but should not block for long.
-    pub fn source(mut self, keys: impl Stream<Item = Vec<String>> + Send + 'static) -> Runner {
+    pub fn source(mut self, keys: impl Stream<Item = Vec<K>> + Send + 'static) -> Runner<K> {
         self.sources.push(keys.boxed());
         self
     }
 
     /// Every sync period, queues the keys `keys` returns (read from caches: no IO).
-    pub fn resync(mut self, keys: impl FnMut() -> Vec<String> + Send + 'static) -> Runner {
+    pub fn resync(mut self, keys: impl FnMut() -> Vec<K> + Send + 'static) -> Runner<K> {
         self.resync = Some(Box::new(keys));
         self
     }
@@ -164,7 +173,7 @@ impl Runner {
     /// Never at present; kept fallible for setup steps to come.
     pub async fn run(
         self,
-        sync: SyncHandler,
+        sync: SyncHandler<K>,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
         let Runner {
@@ -182,7 +191,7 @@ impl Runner {
             _ = &mut shutdown => return Ok(()),
             _ = futures::future::join_all(synced) => {}
         }
-        let queue = Arc::new(WorkQueue::<String>::new());
+        let queue = Arc::new(WorkQueue::<K>::new());
         {
             let queue = queue.clone();
             metrics.register_queue(name, move || queue.len());
@@ -259,18 +268,18 @@ fn reported_elsewhere(error: &anyhow::Error) -> bool {
 }
 
 /// What woke the runner's loop.
-enum Trigger {
+enum Trigger<K> {
     Shutdown,
     Resync,
-    Keys(Vec<String>),
+    Keys(Vec<K>),
 }
 
 /// One worker of `controller`: takes keys from the queue until it shuts down, syncs
 /// each, and re-queues failures with the key's backoff.
-async fn worker(
+async fn worker<K: Key>(
     controller: &'static str,
-    queue: Arc<WorkQueue<String>>,
-    handler: SyncHandler,
+    queue: Arc<WorkQueue<K>>,
+    handler: SyncHandler<K>,
     metrics: Arc<Metrics>,
 ) {
     while let Some(key) = queue.get().await {
@@ -331,7 +340,7 @@ mod tests {
     /// Runs a runner over one channel of keys with `handler`; returns the sender and what
     /// stops it.
     fn run_on_channel(
-        handler: SyncHandler,
+        handler: SyncHandler<String>,
     ) -> (
         mpsc::Sender<String>,
         CancellationToken,
@@ -356,7 +365,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_sync_that_asks_to_be_requeued_runs_again_after_its_delay_and_only_then() {
         let synced: Arc<Mutex<Vec<tokio::time::Instant>>> = Arc::default();
-        let handler: SyncHandler = {
+        let handler: SyncHandler<String> = {
             let synced = synced.clone();
             Arc::new(move |_key: String| {
                 let synced = synced.clone();

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::informer::{Cached, Delta};
+use crate::informer::{Cached, Delta, ObjectKey};
 use crate::labels::{Selector, Set};
 
 /// Selectors by namespace, then name.
@@ -25,11 +25,15 @@ impl SelectorIndex {
         self.selectors.is_empty()
     }
 
-    /// `namespace/name` of every selecting object.
-    pub fn keys(&self) -> Vec<String> {
+    /// The key of every selecting object.
+    pub fn keys(&self) -> Vec<ObjectKey> {
         self.selectors
             .iter()
-            .flat_map(|(ns, names)| names.keys().map(move |name| format!("{ns}/{name}")))
+            .flat_map(|(ns, names)| {
+                names
+                    .keys()
+                    .map(move |name| ObjectKey::new(ns.as_str(), name.as_str()))
+            })
             .collect()
     }
 
@@ -59,24 +63,29 @@ impl SelectorIndex {
 
     /// The keys of the objects in `namespace` whose selector matches `old` or `new` (the
     /// labels of a selected object before and after a change), each once, sorted.
-    pub fn selecting(&self, namespace: &str, old: Option<&Set>, new: Option<&Set>) -> Vec<String> {
+    pub fn selecting(
+        &self,
+        namespace: &str,
+        old: Option<&Set>,
+        new: Option<&Set>,
+    ) -> Vec<ObjectKey> {
         let Some(names) = self.selectors.get(namespace) else {
             return Vec::new();
         };
         let matches = |selector: &Selector, labels: Option<&Set>| {
             labels.is_some_and(|labels| selector.matches(labels))
         };
-        let mut keys: Vec<String> = names
+        let mut keys: Vec<ObjectKey> = names
             .iter()
             .filter(|(_, selector)| matches(selector, old) || matches(selector, new))
-            .map(|(name, _)| format!("{namespace}/{name}"))
+            .map(|(name, _)| ObjectKey::new(namespace, name.as_str()))
             .collect();
         keys.sort();
         keys
     }
 
     /// [`SelectorIndex::selecting`] for a change of a cached, labelled object.
-    pub fn selecting_change<I: Cached>(&self, delta: &Delta<I>) -> Vec<String> {
+    pub fn selecting_change<I: Cached>(&self, delta: &Delta<I>) -> Vec<ObjectKey> {
         self.selecting(
             &delta.namespace,
             delta.old.as_deref().and_then(Cached::labels).map(|l| &**l),

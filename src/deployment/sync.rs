@@ -17,7 +17,7 @@ use anyhow::Context as _;
 use crate::api::{self, Deployment, ReplicaSet};
 use crate::controller::replicas::list_pods;
 use crate::controller::Action;
-use crate::informer::CachedPod;
+use crate::informer::{CachedPod, ObjectKey};
 use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
 
@@ -41,7 +41,7 @@ enum Outcome {
 }
 
 impl Inner {
-    fn warn_once(&self, key: &str, d: &Deployment, message: &str) {
+    fn warn_once(&self, key: &ObjectKey, d: &Deployment, message: &str) {
         let version = d.metadata.resource_version.unwrap_or_default().to_string();
         if self.memory.first_warning(key, &version) {
             tracing::warn!(deployment = %key, resource_version = %version, "{message}");
@@ -50,7 +50,7 @@ impl Inner {
 
     /// The selector of a valid deployment; `None` (after one warning per version) for an
     /// invalid one.
-    fn valid_selector(&self, key: &str, d: &Deployment) -> Option<Selector> {
+    fn valid_selector(&self, key: &ObjectKey, d: &Deployment) -> Option<Selector> {
         let invalid = match api::validate(d) {
             Ok(()) if d.metadata.uid.is_empty() => {
                 "metadata.uid is empty (a controller reference needs it)".to_string()
@@ -70,7 +70,7 @@ impl Inner {
     /// of it, else from etcd; `None` when it is gone or does not decode.
     async fn read_deployment(
         &self,
-        key: &str,
+        key: &ObjectKey,
         namespace: &str,
         name: &str,
     ) -> anyhow::Result<Option<Arc<Deployment>>> {
@@ -95,7 +95,7 @@ impl Inner {
     /// controller's last ReplicaSet write for `key`, else from etcd.
     async fn read_replica_sets(
         &self,
-        key: &str,
+        key: &ObjectKey,
         namespace: &str,
     ) -> anyhow::Result<Vec<Arc<ReplicaSet>>> {
         let written = self.memory.written(key).replica_sets;
@@ -152,10 +152,8 @@ impl Inner {
     /// # Errors
     /// When etcd fails or a write fails (the key is retried with backoff). A deleted,
     /// malformed or invalid deployment is not an error.
-    pub(super) async fn sync_deployment(&self, key: &str) -> anyhow::Result<Action> {
-        let Some((namespace, name)) = key.split_once('/') else {
-            anyhow::bail!("invalid deployment key {key:?}");
-        };
+    pub(super) async fn sync_deployment(&self, key: &ObjectKey) -> anyhow::Result<Action> {
+        let (namespace, name) = (&*key.namespace, &*key.name);
         let Some(d) = self.read_deployment(key, namespace, name).await? else {
             self.memory.forget(key);
             return Ok(Action::Done);
@@ -263,7 +261,7 @@ impl Inner {
     /// Writes a ReplicaSet over the revision it was read at.
     async fn write_rs(
         &self,
-        key: &str,
+        key: &ObjectKey,
         registry: &Registry,
         rs: &ReplicaSet,
     ) -> anyhow::Result<Outcome> {
@@ -290,7 +288,7 @@ impl Inner {
     /// `sizes` are the ReplicaSets' sizes as read, for the log.
     async fn act(
         &self,
-        key: &str,
+        key: &ObjectKey,
         d: &Deployment,
         plan: Plan,
         sizes: &[(String, i64)],
@@ -338,7 +336,7 @@ impl Inner {
     /// `status.collisionCount`.
     async fn create_planned(
         &self,
-        key: &str,
+        key: &ObjectKey,
         d: &Deployment,
         rs: &ReplicaSet,
     ) -> anyhow::Result<Option<Action>> {
@@ -380,7 +378,7 @@ impl Inner {
     /// Deletes an old ReplicaSet (`cleanupDeployment`) at the revision it was read at.
     async fn delete_old_rs(
         &self,
-        key: &str,
+        key: &ObjectKey,
         guarded: &Registry,
         rs: &ReplicaSet,
     ) -> anyhow::Result<Outcome> {
@@ -406,7 +404,7 @@ impl Inner {
     }
 
     /// Writes the deployment's annotations and status over the revision read.
-    async fn write_deployment(&self, key: &str, d: &Deployment) -> anyhow::Result<()> {
+    async fn write_deployment(&self, key: &ObjectKey, d: &Deployment) -> anyhow::Result<()> {
         match self.registry.update(d).await {
             Ok(stored) => {
                 let revision = stored.metadata.resource_version.unwrap_or_default().0;
@@ -422,7 +420,7 @@ impl Inner {
     /// Creates the new ReplicaSet if its name is free, while `d` is unchanged.
     async fn create_rs(
         &self,
-        key: &str,
+        key: &ObjectKey,
         d: &Deployment,
         rs: &ReplicaSet,
     ) -> anyhow::Result<Created> {
@@ -472,7 +470,7 @@ impl Inner {
 
 /// Logs a written ReplicaSet update: Kubernetes' `ScalingReplicaSet` event when its size
 /// changed from the one read (`sizes`), else an annotation update.
-fn log_update(key: &str, rs: &ReplicaSet, sizes: &[(String, i64)]) {
+fn log_update(key: &ObjectKey, rs: &ReplicaSet, sizes: &[(String, i64)]) {
     let name = &rs.metadata.name;
     let from = sizes.iter().find(|(n, _)| n == name).map(|(_, size)| *size);
     let to = rs.replicas();

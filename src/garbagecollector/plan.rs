@@ -108,10 +108,10 @@ pub fn decide(classes: &[Class], has_dependents: bool) -> Action {
 /// Terminated-pod collection (Kubernetes' `PodGCController.gcTerminated`): of the
 /// terminated pods `(creationTimestamp, name)`, the ones beyond `threshold`, oldest
 /// first. A threshold of 0 collects nothing.
-pub fn terminated_to_delete<T: Clone>(
-    mut terminated: Vec<(Option<std::time::SystemTime>, String, T)>,
+pub fn terminated_to_delete<K: Ord, T>(
+    mut terminated: Vec<(Option<std::time::SystemTime>, K, T)>,
     threshold: usize,
-) -> Vec<(String, T)> {
+) -> Vec<(K, T)> {
     if threshold == 0 || terminated.len() <= threshold {
         return Vec::new();
     }

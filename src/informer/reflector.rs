@@ -11,7 +11,7 @@ use futures::StreamExt as _;
 use tokio::sync::{mpsc, watch};
 
 use super::store::{Change, Store};
-use super::{Cached, CachedPod, Delta, Namespace};
+use super::{Cached, CachedPod, Delta, Namespace, ObjectKey};
 use crate::api::{self, Deployment, Endpoints, Object, ReplicaSet, ReplicationController, Service};
 use crate::etcd_watcher::{
     relist_diff, BackoffConfig, EngineConfig, ListChange, ListReason, Range, RawEvent, RawItem,
@@ -178,13 +178,18 @@ impl<I: Cached> Informer<I> {
         })
     }
 
-    /// `namespace/name` of every item.
-    pub fn keys(&self) -> Vec<String> {
+    /// The namespace and name of every item.
+    pub fn keys(&self) -> Vec<ObjectKey> {
         let store = self.shared.store.read().expect("store lock");
         store
             .namespaces
             .iter()
-            .flat_map(|(ns, items)| items.items.keys().map(move |name| format!("{ns}/{name}")))
+            .flat_map(|(ns, items)| {
+                items
+                    .items
+                    .keys()
+                    .map(move |name| ObjectKey::new(ns.clone(), name.clone()))
+            })
             .collect()
     }
 

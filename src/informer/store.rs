@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::Cached;
+use super::{Cached, ObjectKey};
 use crate::labels::{Operator, Selector, Set};
 
 /// One change, as a subscriber sees it: the item before and after (`None` when absent,
@@ -19,9 +19,12 @@ pub struct Delta<I> {
 }
 
 impl<I> Delta<I> {
-    /// `namespace/name`.
-    pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+    /// The changed object's namespace and name.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
     }
 }
 

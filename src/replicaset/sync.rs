@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::api::{self, Pod, ReplicaSet, ResourceVersion};
 use crate::controller::replicas::{self, record_status, Writes};
 use crate::controller::Action;
-use crate::informer::{CachedPod, Namespace};
+use crate::informer::{CachedPod, Namespace, ObjectKey};
 use crate::labels::Selector;
 use crate::registry::StorageError;
 
@@ -40,13 +40,13 @@ struct Tally {
 }
 
 impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
-    pub(super) fn forget(&self, key: &str) {
+    pub(super) fn forget(&self, key: &ObjectKey) {
         self.memory.forget(key);
     }
 
     /// The selector of a valid ReplicaSet; `None` (after one warning per version) for an
     /// invalid one.
-    fn valid_selector(&self, key: &str, rs: &ReplicaSet) -> Option<Selector> {
+    fn valid_selector(&self, key: &ObjectKey, rs: &ReplicaSet) -> Option<Selector> {
         let invalid = match api::validate(rs) {
             // Written by etcdctl without one: its pods' controller reference could not
             // name it.
@@ -73,7 +73,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
     /// applied this controller's last pod write for `key`, else etcd).
     async fn decide(
         &self,
-        key: &str,
+        key: &ObjectKey,
         rs: &ReplicaSet,
         selector: &Selector,
     ) -> Result<Decision, StorageError> {
@@ -124,10 +124,8 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
     /// # Errors
     /// When etcd fails or a write fails (the key is retried with backoff). A deleted,
     /// malformed or invalid ReplicaSet is not an error.
-    pub(super) async fn sync_replica_set(&self, key: &str) -> anyhow::Result<Action> {
-        let Some((namespace, name)) = key.split_once('/') else {
-            anyhow::bail!("invalid replica set key {key:?}");
-        };
+    pub(super) async fn sync_replica_set(&self, key: &ObjectKey) -> anyhow::Result<Action> {
+        let (namespace, name) = (&*key.namespace, &*key.name);
         let written = self.memory.written(key);
         // From the cache once it has applied this controller's last status write; a
         // cached ReplicaSet is confirmed from etcd before any pod write (below).
@@ -177,7 +175,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
     /// decode.
     async fn fresh_replica_set(
         &self,
-        key: &str,
+        key: &ObjectKey,
         namespace: &str,
         name: &str,
     ) -> anyhow::Result<Option<Arc<ReplicaSet>>> {
@@ -196,7 +194,12 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         }
     }
 
-    async fn act(&self, key: &str, rs: &ReplicaSet, decision: Decision) -> anyhow::Result<Action> {
+    async fn act(
+        &self,
+        key: &ObjectKey,
+        rs: &ReplicaSet,
+        decision: Decision,
+    ) -> anyhow::Result<Action> {
         let Decision {
             claims,
             active,
@@ -263,7 +266,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
     /// out of the count.
     async fn claim(
         &self,
-        key: &str,
+        key: &ObjectKey,
         rs: &ReplicaSet,
         adopt: &[Arc<CachedPod>],
         release: &[Arc<CachedPod>],
@@ -321,7 +324,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
     /// name counts when it is active and names this ReplicaSet as its controller.
     async fn create_replicas(
         &self,
-        key: &str,
+        key: &ObjectKey,
         rs: &ReplicaSet,
         names: Vec<String>,
         tally: &mut Tally,
@@ -342,7 +345,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
     /// Deletes the given pods in parallel, each guarded by its resourceVersion.
     async fn delete_pods(
         &self,
-        key: &str,
+        key: &ObjectKey,
         rs: &ReplicaSet,
         victims: Vec<Arc<CachedPod>>,
         tally: &mut Tally,

@@ -313,7 +313,7 @@ async fn a_replica_set_creates_its_pods_with_one_controller_reference_and_writes
     let fake = Fake::default();
     fake.put_rs(replica_set("web", 3));
     let c = controller(&fake);
-    c.sync("ns/web").await.unwrap();
+    c.sync(&"ns/web".into()).await.unwrap();
     let log = fake.log();
     assert_eq!(ops(&log, "create"), 3, "{log:?}");
     for (name, owner) in fake.owners() {
@@ -344,11 +344,11 @@ async fn a_replica_set_creates_its_pods_with_one_controller_reference_and_writes
     );
     // Converged: the next sync creates and deletes nothing. The pods were created Pending
     // and no kubelet ran them, so none is ready.
-    c.sync("ns/web").await.unwrap();
+    c.sync(&"ns/web".into()).await.unwrap();
     let log = fake.log();
     assert_eq!(ops(&log, "create") + ops(&log, "delete"), 0, "{log:?}");
     assert_eq!(fake.rs("web").status.ready_replicas, 0);
-    c.sync("ns/web").await.unwrap();
+    c.sync(&"ns/web".into()).await.unwrap();
     assert!(fake.log().is_empty(), "an unchanged status is not written");
 }
 
@@ -363,7 +363,7 @@ async fn matching_orphans_are_adopted_and_only_the_rest_created() {
     let other = replica_set("other", 1);
     fake.put_pod(owned_by(orphan("taken", &front("web")), &other));
     fake.put_rs(replica_set("web", 5));
-    controller(&fake).sync("ns/web").await.unwrap();
+    controller(&fake).sync(&"ns/web".into()).await.unwrap();
     let log = fake.log();
     assert_eq!(ops(&log, "adopt"), 3, "{log:?}");
     assert_eq!(ops(&log, "create"), 2, "{log:?}");
@@ -381,7 +381,7 @@ async fn a_pod_that_stops_matching_is_released_and_replaced() {
     fake.put_pod(owned_by(orphan("a", &front("web")), &rs));
     fake.put_pod(owned_by(orphan("b", &app("web")), &rs));
     let c = controller(&fake);
-    c.sync("ns/web").await.unwrap();
+    c.sync(&"ns/web".into()).await.unwrap();
     let log = fake.log();
     assert_eq!(
         log.iter().filter(|l| *l == "release ns/b").count(),
@@ -449,7 +449,7 @@ async fn scale_down_deletes_the_lowest_ranked_guarded_by_resource_version() {
     let mut unassigned = owned_by(orphan("unassigned", &front("web")), &rs);
     unassigned.spec.host.clear();
     fake.put_pod(unassigned);
-    controller(&fake).sync("ns/web").await.unwrap();
+    controller(&fake).sync(&"ns/web".into()).await.unwrap();
     let log = fake.log();
     assert_eq!(
         log[..2],
@@ -469,7 +469,7 @@ async fn a_deleting_replica_set_only_writes_status() {
     fake.put_pod(owned_by(orphan("mine", &app("web")), &rs));
     fake.put_pod(orphan("orphan", &front("web")));
     fake.put_rs(rs);
-    controller(&fake).sync("ns/web").await.unwrap();
+    controller(&fake).sync(&"ns/web".into()).await.unwrap();
     assert_eq!(fake.log(), ["status ns/web"]);
     assert_eq!(fake.rs("web").status.replicas, 1);
 }
@@ -480,7 +480,7 @@ async fn a_failed_create_sets_replica_failure_and_success_clears_it() {
     fake.put_rs(replica_set("web", 2));
     fake.state().fail_creates = true;
     let c = controller(&fake);
-    let err = c.sync("ns/web").await.unwrap_err();
+    let err = c.sync(&"ns/web".into()).await.unwrap_err();
     assert!(
         format!("{err:#}").contains("injected create failure"),
         "{err:#}"
@@ -497,7 +497,7 @@ async fn a_failed_create_sets_replica_failure_and_success_clears_it() {
     );
     assert!(condition.message.contains("injected create failure"));
     fake.state().fail_creates = false;
-    c.sync("ns/web").await.unwrap();
+    c.sync(&"ns/web".into()).await.unwrap();
     assert!(fake.rs("web").status.conditions.is_empty());
 }
 
@@ -508,7 +508,7 @@ async fn a_failed_delete_sets_failed_delete() {
     fake.put_rs(rs.clone());
     fake.put_pod(owned_by(orphan("a", &front("web")), &rs));
     fake.state().fail_deletes = true;
-    assert!(controller(&fake).sync("ns/web").await.is_err());
+    assert!(controller(&fake).sync(&"ns/web".into()).await.is_err());
     assert_eq!(fake.rs("web").status.conditions[0].reason, "FailedDelete");
 }
 
@@ -518,7 +518,7 @@ async fn an_invalid_replica_set_gets_no_writes() {
     let mut rs = replica_set("web", 2);
     rs.spec.selector = Some(LabelSelector::default());
     fake.put_rs(rs);
-    controller(&fake).sync("ns/web").await.unwrap();
+    controller(&fake).sync(&"ns/web".into()).await.unwrap();
     assert!(fake.log().is_empty());
 }
 
@@ -528,7 +528,7 @@ async fn a_replica_set_without_a_uid_gets_no_writes() {
     let mut rs = replica_set("web", 2);
     rs.metadata.uid.clear();
     fake.put_rs(rs);
-    controller(&fake).sync("ns/web").await.unwrap();
+    controller(&fake).sync(&"ns/web".into()).await.unwrap();
     assert!(fake.log().is_empty());
 }
 
@@ -537,7 +537,7 @@ async fn creates_stop_when_the_replica_set_changes_mid_sync() {
     let fake = Fake::default();
     fake.put_rs(replica_set("web", 10));
     fake.state().change_rs_after_creates = Some(1);
-    controller(&fake).sync("ns/web").await.unwrap();
+    controller(&fake).sync(&"ns/web".into()).await.unwrap();
     let log = fake.log();
     // The first batch of slow start is one create; the second is refused and ends the
     // sync with no status write.

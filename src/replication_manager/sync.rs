@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::api::{self, Pod, ReplicationController, ResourceVersion};
 use crate::controller::replicas::{self, record_status, Writes, Written};
-use crate::informer::{CachedPod, Namespace, PodInformer};
+use crate::informer::{CachedPod, Namespace, ObjectKey, PodInformer};
 use crate::registry::StorageError;
 
 use super::plan::{decide, new_pod_from_template, Decision};
@@ -48,12 +48,12 @@ impl View {
 
 impl<P: PodControl, R: FreshReads> Inner<P, R> {
     /// Forgets what the manager remembers of a deleted controller.
-    pub(super) fn forget(&self, key: &str) {
+    pub(super) fn forget(&self, key: &ObjectKey) {
         self.memory.forget(key);
     }
 
     /// Whether the controller may be acted on; warns once per version when not.
-    fn is_valid(&self, key: &str, controller: &ReplicationController) -> bool {
+    fn is_valid(&self, key: &ObjectKey, controller: &ReplicationController) -> bool {
         match api::validate(controller) {
             Ok(()) => true,
             Err(e) => {
@@ -134,10 +134,8 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
 
     /// The controller behind `key` and where to read its pods; `None` when there is
     /// nothing to do (deleted, malformed, or invalid after one warning per version).
-    async fn observe(&self, key: &str) -> anyhow::Result<Option<View>> {
-        let Some((namespace, name)) = key.split_once('/') else {
-            anyhow::bail!("invalid controller key {key:?}");
-        };
+    async fn observe(&self, key: &ObjectKey) -> anyhow::Result<Option<View>> {
+        let (namespace, name) = (&*key.namespace, &*key.name);
         let written = self.memory.written(key);
         let Some((controller, from_cache)) = self.controller(namespace, name, written).await?
         else {
@@ -162,7 +160,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
     /// An invalid or malformed controller is not an error: it is skipped, with one
     /// warning per bad version (for a malformed one, the controller informer's). Nor is
     /// a controller deleted mid-sync: the sync stops writing.
-    pub(super) async fn sync_replication_controller(&self, key: &str) -> anyhow::Result<()> {
+    pub(super) async fn sync_replication_controller(&self, key: &ObjectKey) -> anyhow::Result<()> {
         let Some(mut view) = self.observe(key).await? else {
             return Ok(());
         };
@@ -191,7 +189,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
     /// deletes, then `status.replicas` if it changed.
     async fn act(
         &self,
-        key: &str,
+        key: &ObjectKey,
         controller: &ReplicationController,
         decision: Decision,
     ) -> anyhow::Result<()> {
@@ -257,7 +255,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
     /// active, selected and owned by no controller reference.
     async fn create_replicas(
         &self,
-        key: &str,
+        key: &ObjectKey,
         controller: &ReplicationController,
         names: Vec<String>,
     ) -> Writes {
@@ -277,7 +275,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
     /// Deletes the given pods in parallel, each guarded by its resourceVersion.
     async fn delete_pods(
         &self,
-        key: &str,
+        key: &ObjectKey,
         controller: &ReplicationController,
         victims: Vec<Arc<CachedPod>>,
     ) -> Writes {

@@ -695,8 +695,8 @@ fn counting_manager(
     let handler: SyncHandler = {
         let synced = synced.clone();
         let finished = finished.clone();
-        Arc::new(move |key: String| {
-            synced.lock().unwrap().push(key);
+        Arc::new(move |key: ObjectKey| {
+            synced.lock().unwrap().push(key.to_string());
             let finished = finished.clone();
             Box::pin(async move {
                 tokio::time::sleep(sync_time).await;
@@ -822,8 +822,8 @@ async fn a_panicking_sync_is_retried_and_does_not_take_the_worker_down() {
     let synced = Arc::new(Mutex::new(Vec::new()));
     let handler: SyncHandler = {
         let synced = synced.clone();
-        Arc::new(move |key: String| {
-            synced.lock().unwrap().push(key.clone());
+        Arc::new(move |key: ObjectKey| {
+            synced.lock().unwrap().push(key.to_string());
             Box::pin(async move {
                 assert_ne!(key, "ns/boom", "sync of a bad controller panicked");
                 Ok(Action::Done)

@@ -10,8 +10,8 @@ use kcm::api::{
     Container, ObjectMeta, Pod, PodPhase, PodSpec, PodStatus, PodTemplateSpec,
     ReplicationController, ReplicationControllerSpec,
 };
-use kcm::controller::pod_name;
 use kcm::controller::replicas::{CreateOutcome, DeleteOutcome};
+use kcm::controller::{pod_name, ObjectKey};
 use kcm::etcd_watcher::Watcher;
 use kcm::informer::{ControllerInformer, PodInformer};
 use kcm::labels::{Selector, Set};
@@ -114,7 +114,7 @@ async fn a_sync_through_the_caches_creates_the_missing_pods_writes_status_then_r
             ReplicationManager::new(registry.clone(), ManagerConfig::default(), metrics.clone())
                 .with_caches(controllers, pods);
 
-        assert_eq!(manager.sync_all(vec!["ns/web".into()]).await, 0);
+        assert_eq!(manager.sync_all(vec![ObjectKey::new("ns", "web")]).await, 0);
         let listed = registry
             .list::<Pod>(Some("ns"), &Selector::everything())
             .await
@@ -138,7 +138,7 @@ async fn a_sync_through_the_caches_creates_the_missing_pods_writes_status_then_r
 
         // Converged: the next sync reads its own writes from the caches and writes nothing.
         let before = current_revision(&client).await;
-        assert_eq!(manager.sync_all(vec!["ns/web".into()]).await, 0);
+        assert_eq!(manager.sync_all(vec![ObjectKey::new("ns", "web")]).await, 0);
         assert_eq!(current_revision(&client).await, before);
         stop.cancel();
         informers.await.unwrap();
