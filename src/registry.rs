@@ -46,6 +46,7 @@ use crate::labels::Selector;
 mod alarms;
 mod errors;
 mod fence;
+mod maintenance;
 mod paging;
 mod raw;
 
@@ -56,6 +57,7 @@ pub use alarms::{is_no_space, EtcdAlarm, NOSPACE_FIX};
 pub use errors::{describe_etcd_error, DecodeError, StorageError};
 use errors::{is_compacted, is_unsent, RawError};
 pub use fence::{Fence, FenceSlot, Incarnation, KeyCondition, FENCING_TOKEN_ANNOTATION};
+pub use maintenance::active_alarms;
 pub use paging::{prefix_range_end, RangePage};
 pub use raw::RawValue;
 
@@ -794,43 +796,4 @@ fn current_kv(responses: &[TxnOpResponse]) -> Option<KeyValue> {
         Some(TxnOpResponse::Get(get)) => get.kvs().first().cloned(),
         _ => None,
     }
-}
-
-/// The alarms raised in etcd's cluster (each once, in a fixed order), read with the
-/// Maintenance API's alarm list (`etcdctl alarm list`), which etcd 3.4 answers for any
-/// authenticated user. etcd sends every alarm request through raft, so a read costs a
-/// round trip to the leader and a WAL entry: cheap, but read it seconds apart, not in a
-/// loop.
-///
-/// # Errors
-/// When etcd does not answer within `limit`, or refuses.
-pub async fn active_alarms(
-    client: &etcd_client::Client,
-    limit: Duration,
-) -> Result<Vec<EtcdAlarm>, String> {
-    use etcd_client::{AlarmAction, AlarmType};
-    let mut maintenance = client.maintenance_client();
-    let list = maintenance.alarm(AlarmAction::Get, AlarmType::None, None);
-    let response = match tokio::time::timeout(limit, list).await {
-        Ok(Ok(response)) => response,
-        Ok(Err(e)) => return Err(describe_etcd_error(&e)),
-        Err(_) => {
-            return Err(format!(
-                "no answer within {}",
-                humantime::format_duration(limit)
-            ))
-        }
-    };
-    let mut alarms: Vec<EtcdAlarm> = response
-        .alarms()
-        .iter()
-        .filter_map(|member| match member.alarm() {
-            AlarmType::Nospace => Some(EtcdAlarm::NoSpace),
-            AlarmType::Corrupt => Some(EtcdAlarm::Corrupt),
-            AlarmType::None => None,
-        })
-        .collect();
-    alarms.sort();
-    alarms.dedup();
-    Ok(alarms)
 }
