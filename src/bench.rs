@@ -278,29 +278,12 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
         Sizes::full()
     };
     let scenarios = config.scenarios.clone();
-    // Held until the end: the tmpfs data dir is removed on drop.
-    let mut _tmpfs_dir = None;
-    let private = match &config.private_etcd {
-        None => None,
+    // `_tmpfs_dir` is held until the end: the tmpfs data dir is removed on drop.
+    let (private, _tmpfs_dir) = match &config.private_etcd {
+        None => (None, None),
         Some(private) => {
-            let data_dir = match (&private.data_dir, private.tmpfs) {
-                (Some(dir), _) => Some(dir.clone()),
-                (None, true) => {
-                    let dir = tempfile::Builder::new()
-                        .prefix("kcm-bench-etcd-")
-                        .tempdir_in("/dev/shm")
-                        .context("create a data dir on /dev/shm")?;
-                    let path = dir.path().to_path_buf();
-                    _tmpfs_dir = Some(dir);
-                    Some(path)
-                }
-                (None, false) => None,
-            };
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port();
-            let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            Some(PrivateEtcd::start(&private.binary, addr, data_dir.as_deref()).await?)
+            let (etcd, dir) = start_private_etcd(private).await?;
+            (Some(etcd), dir)
         }
     };
     let given = private.is_none();
@@ -314,12 +297,7 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
         ..target.client.clone()
     };
     let client = client::connect(&client_config).await?;
-    let etcd_version = client
-        .clone()
-        .status()
-        .await
-        .map(|s| s.version().to_string())
-        .unwrap_or_else(|_| "unknown".into());
+    let etcd_version = etcd_version(&client).await;
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
     let root = format!("/kcm-bench-{run_id}");
     let bench = Bench {
@@ -331,17 +309,15 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
         curves: Mutex::default(),
         run: Default::default(),
     };
-    eprintln!(
-        "kcm bench: etcd {etcd_version} at {}{}, {} scenario(s){}",
-        endpoints.join(","),
-        match (&private, tmpfs) {
-            (Some(_), true) => " (private, tmpfs)",
-            (Some(_), false) => " (private, disk)",
-            (None, _) => "",
-        },
-        scenarios.len(),
-        if config.quick { ", quick sizes" } else { "" }
-    );
+    let kind = match (given, tmpfs) {
+        (false, true) => "private, tmpfs",
+        (false, false) => "private, disk",
+        (true, _) => "",
+    };
+    let quick = if config.quick { ", quick sizes" } else { "" };
+    let (addresses, count) = (endpoints.join(","), scenarios.len());
+    let shown = (!given).then(|| format!(" ({kind})")).unwrap_or_default();
+    eprintln!("kcm bench: etcd {etcd_version} at {addresses}{shown}, {count} scenario(s){quick}");
     let mut rows = Vec::new();
     let repeat = config.repeat.max(1);
     let result = async {
@@ -350,30 +326,12 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
             for run in 0..repeat {
                 bench.run.store(run, std::sync::atomic::Ordering::Relaxed);
                 let scenario_started = Instant::now();
-                if repeat > 1 {
-                    eprintln!(
-                        "kcm bench: {} (run {} of {repeat}) ...",
-                        scenario.name(),
-                        run + 1
-                    );
-                } else {
-                    eprintln!("kcm bench: {} ...", scenario.name());
+                let name = scenario.name();
+                match repeat {
+                    1 => eprintln!("kcm bench: {name} ..."),
+                    _ => eprintln!("kcm bench: {name} (run {} of {repeat}) ...", run + 1),
                 }
-                let new_rows = match scenario {
-                    Scenario::ScaleUp => bench.scale(Kind::ReplicationController, true).await?,
-                    Scenario::ScaleDown => bench.scale(Kind::ReplicationController, false).await?,
-                    Scenario::RsScaleUp => bench.scale(Kind::ReplicaSet, true).await?,
-                    Scenario::RsScaleDown => bench.scale(Kind::ReplicaSet, false).await?,
-                    Scenario::Rollout => bench.rollout().await?,
-                    Scenario::Heal => bench.heal().await?,
-                    Scenario::Resync => bench.resync().await?,
-                    Scenario::Watch => bench.watch().await?,
-                    Scenario::Resume => bench.resume().await?,
-                    Scenario::Memory => bench.memory().await?,
-                    Scenario::ApiList => bench.api_list().await?,
-                    Scenario::ApiWatch => bench.api_watch().await?,
-                    Scenario::ApiGet => bench.api_get().await?,
-                };
+                let new_rows = bench.scenario(*scenario).await?;
                 eprintln!(
                     "kcm bench: {} done in {:.1}s",
                     scenario.name(),
@@ -400,28 +358,81 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
         date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         etcd_version,
-        etcd: if given {
-            endpoints.join(",")
-        } else if tmpfs {
-            "private, tmpfs".into()
-        } else {
-            "private, disk".into()
-        },
+        etcd: if given { addresses } else { kind.into() },
         quick: config.quick,
         sizes,
         rows,
         curves: bench.curves.into_inner().expect("curves lock"),
         seconds: started.elapsed().as_secs_f64(),
     };
-    print!("{}", table(&report));
+    write_report(&config, &report)
+}
+
+/// The version etcd reports ("unknown" when it does not answer).
+async fn etcd_version(client: &etcd_client::Client) -> String {
+    let status = client.clone().status().await;
+    status.map_or_else(|_| "unknown".into(), |s| s.version().to_string())
+}
+
+/// Prints the report's table, and writes its JSON and SVG where the config asks.
+fn write_report(config: &Config, report: &Report) -> anyhow::Result<()> {
+    print!("{}", table(report));
     if let Some(path) = &config.json {
-        let json = serde_json::to_string_pretty(&report)?;
+        let json = serde_json::to_string_pretty(report)?;
         std::fs::write(path, json).with_context(|| format!("write {}", path.display()))?;
     }
     if let Some(path) = &config.svg {
-        std::fs::write(path, svg(&report)).with_context(|| format!("write {}", path.display()))?;
+        std::fs::write(path, svg(report)).with_context(|| format!("write {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Starts the private etcd `private` asks for, on a free loopback port; with its tmpfs
+/// data dir when it asks for one (removed when the returned dir drops).
+async fn start_private_etcd(
+    private: &PrivateEtcdConfig,
+) -> anyhow::Result<(PrivateEtcd, Option<tempfile::TempDir>)> {
+    let mut tmpfs_dir = None;
+    let data_dir = match (&private.data_dir, private.tmpfs) {
+        (Some(dir), _) => Some(dir.clone()),
+        (None, true) => {
+            let dir = tempfile::Builder::new()
+                .prefix("kcm-bench-etcd-")
+                .tempdir_in("/dev/shm")
+                .context("create a data dir on /dev/shm")?;
+            let path = dir.path().to_path_buf();
+            tmpfs_dir = Some(dir);
+            Some(path)
+        }
+        (None, false) => None,
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let etcd = PrivateEtcd::start(&private.binary, addr, data_dir.as_deref()).await?;
+    Ok((etcd, tmpfs_dir))
+}
+
+impl Bench {
+    /// Runs one scenario once.
+    async fn scenario(&self, scenario: Scenario) -> anyhow::Result<Vec<Row>> {
+        match scenario {
+            Scenario::ScaleUp => self.scale(Kind::ReplicationController, true).await,
+            Scenario::ScaleDown => self.scale(Kind::ReplicationController, false).await,
+            Scenario::RsScaleUp => self.scale(Kind::ReplicaSet, true).await,
+            Scenario::RsScaleDown => self.scale(Kind::ReplicaSet, false).await,
+            Scenario::Rollout => self.rollout().await,
+            Scenario::Heal => self.heal().await,
+            Scenario::Resync => self.resync().await,
+            Scenario::Watch => self.watch().await,
+            Scenario::Resume => self.resume().await,
+            Scenario::Memory => self.memory().await,
+            Scenario::ApiList => self.api_list().await,
+            Scenario::ApiWatch => self.api_watch().await,
+            Scenario::ApiGet => self.api_get().await,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
