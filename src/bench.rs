@@ -309,14 +309,14 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
         curves: Mutex::default(),
         run: Default::default(),
     };
-    let kind = match (given, tmpfs) {
-        (false, true) => "private, tmpfs",
-        (false, false) => "private, disk",
-        (true, _) => "",
+    let private_kind = match (given, tmpfs) {
+        (true, _) => None,
+        (false, true) => Some("private, tmpfs"),
+        (false, false) => Some("private, disk"),
     };
     let quick = if config.quick { ", quick sizes" } else { "" };
     let (addresses, count) = (endpoints.join(","), scenarios.len());
-    let shown = (!given).then(|| format!(" ({kind})")).unwrap_or_default();
+    let shown = private_kind.map(|k| format!(" ({k})")).unwrap_or_default();
     eprintln!("kcm bench: etcd {etcd_version} at {addresses}{shown}, {count} scenario(s){quick}");
     let mut rows = Vec::new();
     let repeat = config.repeat.max(1);
@@ -358,7 +358,7 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
         date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         etcd_version,
-        etcd: if given { addresses } else { kind.into() },
+        etcd: private_kind.map_or(addresses, String::from),
         quick: config.quick,
         sizes,
         rows,
