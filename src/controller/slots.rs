@@ -4,7 +4,7 @@
 //! writes (`GetPodFromTemplate`). No IO.
 //!
 //! Slot names are kcm's, not Kubernetes': replica slot `i` of controller `uid` always gets
-//! the same name, so a create is idempotent (docs/departures.md, "over-creation").
+//! the same name, so a create is idempotent (docs/departures.md, "manager: creates").
 
 use std::collections::HashSet;
 use std::sync::Arc;
