@@ -40,9 +40,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use crate::api::{self, Deployment, ReplicaSet};
-use crate::controller::{
-    sync_handler, Action, KeyMemory, ObjectKey, Runner, RunnerConfig, SyncHandler,
-};
+use crate::controller::{sync_handler, Action, KeyMemory, ObjectKey, Runner, RunnerConfig};
 use crate::informer::{
     CachedPod, Delta, DeploymentInformer, InformerFactory, PodInformer, ReplicaSetInformer,
 };
@@ -67,6 +65,17 @@ pub struct DeploymentConfig {
     /// Read ReplicaSets and pods fresh from etcd in every sync instead of from the shared
     /// caches. Default false.
     pub fresh_reads: bool,
+}
+
+impl DeploymentConfig {
+    /// The runner settings of this controller.
+    pub fn runner(&self) -> RunnerConfig {
+        RunnerConfig::new(
+            self.concurrent_syncs,
+            self.sync_period,
+            self.shutdown_timeout,
+        )
+    }
 }
 
 impl Default for DeploymentConfig {
@@ -122,12 +131,6 @@ impl DeploymentController {
         self.inner.sync_deployment(key).await
     }
 
-    fn handler(&self) -> SyncHandler {
-        sync_handler(self.inner.clone(), |inner, key| async move {
-            inner.sync_deployment(&key).await
-        })
-    }
-
     /// Sets the controller up on `informers` (deployments, ReplicaSets, pods) and returns
     /// it running until `shutdown` resolves. Subscribes at once: call it before the
     /// factory starts.
@@ -148,31 +151,28 @@ impl DeploymentController {
             replica_sets: replica_sets.clone(),
         };
         let inner = self.inner.clone();
-        let runner = Runner::new(
-            "deployment",
-            RunnerConfig {
-                workers: config.concurrent_syncs,
-                sync_period: config.sync_period,
-                shutdown_timeout: config.shutdown_timeout,
-            },
-            self.inner.metrics.clone(),
-        )
-        .resync({
-            let deployments = deployments.clone();
-            move || deployments.keys()
-        })
-        .watches(&deployments, move |delta: &Delta<Deployment>| {
-            if delta.new.is_none() {
-                inner.memory.forget(&delta.key());
-            }
-            vec![delta.key()]
-        })
-        .watches(&replica_sets, {
-            let routes = routes.clone();
-            move |delta| routes.replica_set_changed(delta)
-        })
-        .watches(&pods, move |delta| routes.pod_changed(delta));
-        Box::pin(runner.run(self.handler(), shutdown))
+        let runner = Runner::new("deployment", config.runner(), self.inner.metrics.clone())
+            .resync({
+                let deployments = deployments.clone();
+                move || deployments.keys()
+            })
+            .watches(&deployments, move |delta: &Delta<Deployment>| {
+                if delta.new.is_none() {
+                    inner.memory.forget(&delta.key());
+                }
+                vec![delta.key()]
+            })
+            .watches(&replica_sets, {
+                let routes = routes.clone();
+                move |delta| routes.replica_set_changed(delta)
+            })
+            .watches(&pods, move |delta| routes.pod_changed(delta));
+        Box::pin(runner.run(
+            sync_handler(self.inner.clone(), |inner, key| async move {
+                inner.sync_deployment(&key).await
+            }),
+            shutdown,
+        ))
     }
 }
 

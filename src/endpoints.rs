@@ -154,11 +154,11 @@ impl EndpointsController {
         let index = Arc::new(Mutex::new(SelectorIndex::default()));
         let runner = Runner::new(
             "endpoints",
-            RunnerConfig {
-                workers: self.config.concurrent_syncs,
-                sync_period: self.config.sync_period,
-                shutdown_timeout: self.config.shutdown_timeout,
-            },
+            RunnerConfig::new(
+                self.config.concurrent_syncs,
+                self.config.sync_period,
+                self.config.shutdown_timeout,
+            ),
             self.metrics.clone(),
         )
         .watches(&services, {

@@ -217,11 +217,11 @@ impl GarbageCollector {
         let config = &self.inner.config;
         let mut runner = Runner::new(
             "garbagecollector",
-            RunnerConfig {
-                workers: config.concurrent_syncs,
-                sync_period: config.sync_period,
-                shutdown_timeout: config.shutdown_timeout,
-            },
+            RunnerConfig::new(
+                config.concurrent_syncs,
+                config.sync_period,
+                config.shutdown_timeout,
+            ),
             self.inner.metrics.clone(),
         );
         {

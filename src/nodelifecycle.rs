@@ -478,11 +478,11 @@ impl NodeLifecycleController {
         });
         let runner = Runner::new(
             NAME,
-            RunnerConfig {
-                workers: inner.config.concurrent_syncs,
-                sync_period: inner.config.monitor_period,
-                shutdown_timeout: inner.config.shutdown_timeout,
-            },
+            RunnerConfig::new(
+                inner.config.concurrent_syncs,
+                inner.config.monitor_period,
+                inner.config.shutdown_timeout,
+            ),
             inner.metrics.clone(),
         )
         .source(keys)

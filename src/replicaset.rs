@@ -41,7 +41,7 @@ use futures::future::BoxFuture;
 
 use crate::api::{self, ReplicaSet, ReplicationController};
 use crate::controller::{
-    sync_handler, Action, KeyMemory, ObjectKey, Runner, RunnerConfig, SelectorIndex, SyncHandler,
+    sync_handler, Action, KeyMemory, ObjectKey, Runner, RunnerConfig, SelectorIndex,
 };
 use crate::informer::{
     CachedPod, ControllerInformer, Delta, InformerFactory, PodInformer, ReplicaSetInformer,
@@ -72,6 +72,17 @@ pub struct ReplicaSetConfig {
     /// Count pods from a fresh etcd list in every sync instead of from the shared cache.
     /// Default false.
     pub fresh_reads: bool,
+}
+
+impl ReplicaSetConfig {
+    /// The runner settings of this controller.
+    pub fn runner(&self) -> RunnerConfig {
+        RunnerConfig::new(
+            self.concurrent_syncs,
+            self.sync_period,
+            self.shutdown_timeout,
+        )
+    }
 }
 
 impl Default for ReplicaSetConfig {
@@ -143,12 +154,6 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
         self.inner.sync_replica_set(key).await
     }
 
-    fn handler(&self) -> SyncHandler {
-        sync_handler(self.inner.clone(), |inner, key| async move {
-            inner.sync_replica_set(&key).await
-        })
-    }
-
     /// Sets the controller up on `informers` (ReplicaSets, pods, ReplicationControllers)
     /// and returns it running until `shutdown` resolves. Subscribes at once: call it
     /// before the factory starts.
@@ -169,39 +174,36 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
             replica_sets: replica_sets.clone(),
         };
         let inner = self.inner.clone();
-        let runner = Runner::new(
-            "replicaset",
-            RunnerConfig {
-                workers: config.concurrent_syncs,
-                sync_period: config.sync_period,
-                shutdown_timeout: config.shutdown_timeout,
-            },
-            self.inner.metrics.clone(),
-        )
-        .resync({
-            let routes = routes.clone();
-            move || routes.keys()
-        })
-        .watches(&replica_sets, {
-            let routes = routes.clone();
-            move |delta| routes.replica_set_changed(delta, &inner)
-        })
-        .watches(&pods, {
-            let routes = routes.clone();
-            move |delta| routes.pod_changed(delta)
-        })
-        // The coexistence rule reads the ReplicationControllers: no sync before they are
-        // listed (else an RC's pods could be adopted at startup), and a changed RC
-        // (deleted, or its selector changed) may free orphans for the namespace's
-        // ReplicaSets.
-        .watches(&controllers, move |delta| {
-            let selector = |rc: &Arc<ReplicationController>| rc.spec.selector.clone();
-            if delta.old.as_ref().map(selector) == delta.new.as_ref().map(selector) {
-                return Vec::new();
-            }
-            routes.namespace_keys(&delta.namespace)
-        });
-        Box::pin(runner.run(self.handler(), shutdown))
+        let runner = Runner::new("replicaset", config.runner(), self.inner.metrics.clone())
+            .resync({
+                let routes = routes.clone();
+                move || routes.keys()
+            })
+            .watches(&replica_sets, {
+                let routes = routes.clone();
+                move |delta| routes.replica_set_changed(delta, &inner)
+            })
+            .watches(&pods, {
+                let routes = routes.clone();
+                move |delta| routes.pod_changed(delta)
+            })
+            // The coexistence rule reads the ReplicationControllers: no sync before they are
+            // listed (else an RC's pods could be adopted at startup), and a changed RC
+            // (deleted, or its selector changed) may free orphans for the namespace's
+            // ReplicaSets.
+            .watches(&controllers, move |delta| {
+                let selector = |rc: &Arc<ReplicationController>| rc.spec.selector.clone();
+                if delta.old.as_ref().map(selector) == delta.new.as_ref().map(selector) {
+                    return Vec::new();
+                }
+                routes.namespace_keys(&delta.namespace)
+            });
+        Box::pin(runner.run(
+            sync_handler(self.inner.clone(), |inner, key| async move {
+                inner.sync_replica_set(&key).await
+            }),
+            shutdown,
+        ))
     }
 }
 

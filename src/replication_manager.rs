@@ -113,6 +113,17 @@ pub struct ManagerConfig {
     pub fresh_reads: bool,
 }
 
+impl ManagerConfig {
+    /// The runner settings of this controller.
+    pub fn runner(&self) -> RunnerConfig {
+        RunnerConfig::new(
+            self.concurrent_syncs,
+            self.sync_period,
+            self.shutdown_timeout,
+        )
+    }
+}
+
 impl Default for ManagerConfig {
     fn default() -> Self {
         ManagerConfig {
@@ -314,19 +325,11 @@ impl<P: PodControl, R: FreshReads> ReplicationManager<P, R> {
     fn runner(&self) -> (Runner, Routes) {
         let config = &self.inner.config;
         let routes = Routes::default();
-        let runner = Runner::new(
-            "replication",
-            RunnerConfig {
-                workers: config.concurrent_syncs,
-                sync_period: config.sync_period,
-                shutdown_timeout: config.shutdown_timeout,
-            },
-            self.inner.metrics.clone(),
-        )
-        .resync({
-            let routes = routes.clone();
-            move || routes.keys()
-        });
+        let runner = Runner::new("replication", config.runner(), self.inner.metrics.clone())
+            .resync({
+                let routes = routes.clone();
+                move || routes.keys()
+            });
         (runner, routes)
     }
 }

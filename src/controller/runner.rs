@@ -92,6 +92,17 @@ pub struct RunnerConfig {
     pub shutdown_timeout: Duration,
 }
 
+impl RunnerConfig {
+    /// `workers` workers, a resync every `sync_period`, `shutdown_timeout` to drain.
+    pub fn new(workers: usize, sync_period: Duration, shutdown_timeout: Duration) -> Self {
+        RunnerConfig {
+            workers,
+            sync_period,
+            shutdown_timeout,
+        }
+    }
+}
+
 /// Runs one controller: its queue, workers, resync tick, metrics and drain.
 pub struct Runner<K = ObjectKey> {
     name: &'static str,
