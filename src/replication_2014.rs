@@ -28,6 +28,7 @@
 //! cleared"; both reach this loop as one ERROR event and a closed stream, as in 2014. The
 //! watch events are typed, so 2014's "not an `*api.ReplicationController`" case is exactly
 //! the ERROR event here.
+//! Every other divergence from the Go that changes behaviour (the 5 s pause, undecodable values, panics in tasks, the template's host, `fillCurrentState`, ...) is a row of docs/departures.md, "`replication_2014`: where the 2014 line-for-line port differs from the Go".
 //!
 //! Nothing in kcm's production path depends on this module; `kcm controller-manager
 //! --controllers replication-2014,-replication` runs it, and `kcm lab` runs it beside
