@@ -33,7 +33,8 @@ pub struct LabArgs {
     #[arg(long, default_value = "2s", value_parser = parse_sync_period)]
     pub sync_period: Duration,
     /// Write the rows as JSON to this file: {"scenarios": [{"scenario", "measure",
-    /// "unit", "v2014", "kcm", "departure", "issues"}]}.
+    /// "unit", "v2014", "kcm", "departure", "weaknesses", "issues"}]}; `weaknesses` are the
+    /// numbers of docs/2014.md.
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write one chart per scenario, DIR/SCENARIO.svg: its figure's course for the 2014

@@ -178,6 +178,7 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         v2014,
         kcm,
         departure: "manager: creates",
-        issues: "#4866, #33041 (weakness 3)",
+        weaknesses: &[3],
+        issues: "#4866, #33041",
     }
 }

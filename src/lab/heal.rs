@@ -50,6 +50,7 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         v2014,
         kcm,
         departure: "manager: healing",
-        issues: "weakness 13 (the tick)",
+        weaknesses: &[],
+        issues: "no pod watch: 2014 watched controllers only, so a lost pod waited for the tick",
     }
 }

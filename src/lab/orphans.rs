@@ -64,6 +64,7 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         v2014,
         kcm,
         departure: "manager: deleted controller",
-        issues: "weakness 10",
+        weaknesses: &[10],
+        issues: "the DELETED event's sync at the last state; #5020 for writes in flight",
     }
 }

@@ -59,6 +59,7 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         v2014,
         kcm,
         departure: "manager: creates",
-        issues: "#8138, #7369 (weakness 4)",
+        weaknesses: &[4],
+        issues: "#8138, #7369",
     }
 }

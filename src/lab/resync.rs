@@ -130,6 +130,7 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         v2014,
         kcm,
         departure: "manager: reads",
-        issues: "#5884, #2726 (weakness 2)",
+        weaknesses: &[2],
+        issues: "#5884, #2726",
     }
 }

@@ -96,6 +96,7 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         v2014,
         kcm,
         departure: "watch: compacted history",
-        issues: "#3829, #1405 (weakness 1)",
+        weaknesses: &[1],
+        issues: "#3829, #1405",
     }
 }

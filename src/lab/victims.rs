@@ -64,6 +64,7 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         v2014,
         kcm,
         departure: "manager: deletes",
-        issues: "#3948 (weakness 6)",
+        weaknesses: &[6],
+        issues: "#3948",
     }
 }
