@@ -100,7 +100,7 @@ impl KubeClient for EtcdClient {
             let list = registry
                 .list::<ReplicationController>(None, &Selector::everything())
                 .await?;
-            Ok(list.items)
+            whole_list(list)
         })
     }
 
@@ -116,7 +116,7 @@ impl KubeClient for EtcdClient {
         );
         Box::pin(async move {
             let list = registry.list::<Pod>(Some(&namespace), &selector).await?;
-            Ok(list.items)
+            whole_list(list)
         })
     }
 
@@ -171,6 +171,15 @@ impl PodControl for RealPodControl {
     }
 }
 
+/// A list's items, or, as 2014's storage did, an error for the whole list when one value
+/// under it does not decode (the sync that asked for it then does nothing).
+fn whole_list<T>(list: crate::registry::ObjectList<T>) -> anyhow::Result<Vec<T>> {
+    match list.errors.first() {
+        Some(error) => anyhow::bail!("list: {error}"),
+        None => Ok(list.items),
+    }
+}
+
 /// The pod `createReplica` posts: exactly a copy of the template's labels and the
 /// template's spec, named `name` with `uid == name` (2014's pod storage set the name to
 /// the UID). `None` when the template has no labels: 2014 refused to create a pod it could
@@ -180,10 +189,13 @@ pub fn new_replica(
     controller: &ReplicationController,
     name: String,
 ) -> Option<Pod> {
-    let template = controller.spec.template.clone().unwrap_or_default();
+    let mut template = controller.spec.template.clone().unwrap_or_default();
     if template.metadata.labels.is_empty() {
         return None;
     }
+    // 2014's `createReplica` posted the template's manifest, which has no host: every new
+    // pod went to the scheduler, whatever host the template named.
+    template.spec.host.clear();
     Some(Pod {
         metadata: ObjectMeta {
             uid: name.clone(),
@@ -217,6 +229,13 @@ pub fn handle_event(
     resource_version: &mut String,
 ) -> Option<ReplicationController> {
     let controller = match event {
+        // A delete etcd sent without the previous value carries only the name (an empty
+        // selector would count every pod of the namespace): 2014's watcher emitted no event
+        // for a delete without `PrevNode`.
+        WatchEvent::Deleted(c) if c.spec.selector.is_empty() && c.spec.template.is_none() => {
+            tracing::debug!(controller = %c.metadata.key(), "delete without its last state; no event (2014)");
+            return None;
+        }
         // "Sync even if this is a deletion event, to ensure that we leave it in the
         // desired state."
         WatchEvent::Added(c) | WatchEvent::Modified(c) | WatchEvent::Deleted(c) => c,
@@ -372,7 +391,14 @@ impl ReplicationManager {
                 });
             }
         }
-        while wait.join_next().await.is_some() {}
+        // A panicking create or delete ended 2014's whole process (the goroutine had no
+        // recover); here the task's panic is caught by tokio: say so, once per task, at
+        // the level 2014's crash would have been seen.
+        while let Some(done) = wait.join_next().await {
+            if let Err(e) = done {
+                tracing::error!(controller = %controller.metadata.name, error = %e, "create or delete task panicked (2014's process would have crashed)");
+            }
+        }
         Ok(())
     }
 }

@@ -389,3 +389,50 @@ async fn a_panic_in_the_loop_is_recovered_and_the_loop_restarts_after_the_period
     run.await.unwrap().unwrap();
     assert_eq!(fake.watched_from.lock().unwrap()[0], "");
 }
+
+#[test]
+fn a_new_replica_goes_to_the_scheduler_whatever_host_the_template_names() {
+    // 2014's createReplica posted the template's manifest, which had no host.
+    let mut pinned = controller("foo", 1);
+    pinned.spec.template.as_mut().unwrap().spec.host = "node-1".into();
+    let pod = new_replica("ns", &pinned, "p".into()).unwrap();
+    assert_eq!(pod.spec.host, "");
+}
+
+#[test]
+fn a_delete_without_its_last_state_is_no_event_and_keeps_the_resource_version() {
+    // What the watch delivers for a delete etcd sent without the previous value: the name
+    // only. 2014's watcher emitted nothing for a delete without PrevNode; synced, its empty
+    // selector would count (and delete) every pod of the namespace.
+    let mut skeleton = ReplicationController::default();
+    skeleton.metadata.namespace = "ns".into();
+    skeleton.metadata.name = "foo".into();
+    skeleton.metadata.resource_version = Some(ResourceVersion(12));
+    let mut resource_version = "7".to_string();
+    assert_eq!(
+        handle_event(WatchEvent::Deleted(skeleton), &mut resource_version),
+        None
+    );
+    assert_eq!(resource_version, "7");
+}
+
+#[test]
+fn one_undecodable_value_fails_the_whole_list_as_in_2014() {
+    let list = |errors| crate::registry::ObjectList {
+        items: vec![pod("a", "foo", PodPhase::Running)],
+        resource_version: ResourceVersion(3),
+        errors,
+    };
+    assert_eq!(super::whole_list(list(Vec::new())).unwrap().len(), 1);
+    let bad = crate::registry::DecodeError {
+        kind: "Pod",
+        key: "/registry/pods/ns/bad".into(),
+        revision: 3,
+        message: "expected value".into(),
+    };
+    let error = super::whole_list(list(vec![bad])).unwrap_err();
+    assert!(
+        error.to_string().contains("/registry/pods/ns/bad"),
+        "{error}"
+    );
+}
