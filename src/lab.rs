@@ -33,6 +33,10 @@
 //! - `burst`: one controller created with many replicas; figure: the most pod creates
 //!   in flight at once, counted around each loop's pod-control seam (2014: all at once,
 //!   one task per missing pod; kcm: slow-start batches and the burst cap of 500) (#4866).
+//! - `names`: a controller scaled 0 → N; figure: pods named after their controller
+//!   (2014: none, UUIDs; kcm: every one) (weakness 12, docs/2014.md).
+//! - `status`: a controller scaled 0 → N; figure: the controller's writes a watcher sees
+//!   (2014: none, status was computed at read time; kcm: its status writes) (weakness 11).
 //!
 //! After each run the scenario's namespace is deleted (with the loop stopped), so the
 //! next loop lists only its own.
@@ -55,10 +59,12 @@ mod fixtures;
 mod heal;
 mod history;
 mod loops;
+mod names;
 mod orphans;
 mod overcreate;
 mod resync;
 mod stale_watch;
+mod status;
 mod victims;
 
 use std::net::SocketAddr;
@@ -88,11 +94,13 @@ pub enum Scenario {
     Heal,
     Resync,
     Burst,
+    Names,
+    Status,
 }
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Overcreate,
         Scenario::StaleWatch,
         Scenario::Victims,
@@ -100,6 +108,8 @@ impl Scenario {
         Scenario::Heal,
         Scenario::Resync,
         Scenario::Burst,
+        Scenario::Names,
+        Scenario::Status,
     ];
 
     /// The scenario's name on the command line and in the table.
@@ -112,6 +122,8 @@ impl Scenario {
             Scenario::Heal => "heal",
             Scenario::Resync => "resync",
             Scenario::Burst => "burst",
+            Scenario::Names => "names",
+            Scenario::Status => "status",
         }
     }
 }
@@ -197,6 +209,10 @@ struct Sizes {
     resync_pods_each: i64,
     /// `burst`: the replicas one controller is created with.
     burst_replicas: i64,
+    /// `names`: the replicas one controller scales to.
+    names_replicas: i64,
+    /// `status`: the replicas one controller scales to.
+    status_replicas: i64,
 }
 
 impl Sizes {
@@ -215,6 +231,8 @@ impl Sizes {
                 resync_controllers: 10,
                 resync_pods_each: 3,
                 burst_replicas: 200,
+                names_replicas: 3,
+                status_replicas: 3,
             }
         } else {
             Sizes {
@@ -230,6 +248,8 @@ impl Sizes {
                 resync_controllers: 200,
                 resync_pods_each: 10,
                 burst_replicas: 2000,
+                names_replicas: 10,
+                status_replicas: 10,
             }
         }
     }
@@ -367,6 +387,8 @@ fn panel(scenario: Scenario, series: Vec<Series>) -> Panel {
         Scenario::Overcreate => by_revision("active pods", "the scale-up"),
         Scenario::Victims => by_revision("running pods left", "the scale-down"),
         Scenario::Orphans => by_revision("pods created", "the delete"),
+        Scenario::Names => by_revision("pods named after their controller", "the scale-up"),
+        Scenario::Status => by_revision("controller writes seen", "the scale-up"),
         Scenario::StaleWatch => per_trial("seconds to the first pod"),
         Scenario::Heal => per_trial("seconds to the replacement"),
         Scenario::Resync => Panel {
@@ -411,6 +433,8 @@ impl Lab {
                 Scenario::Heal => self.heal(which, &namespace).await?,
                 Scenario::Resync => self.resync(which, &namespace).await?,
                 Scenario::Burst => self.burst(which, &namespace).await?,
+                Scenario::Names => self.names(which, &namespace).await?,
+                Scenario::Status => self.status(which, &namespace).await?,
             };
             figures[i] = figure;
             series.push(Series {
@@ -438,6 +462,8 @@ impl Scenario {
             Scenario::Heal => heal::row(sizes, v2014, kcm),
             Scenario::Resync => resync::row(sizes, v2014, kcm),
             Scenario::Burst => burst::row(sizes, v2014, kcm),
+            Scenario::Names => names::row(sizes, v2014, kcm),
+            Scenario::Status => status::row(sizes, v2014, kcm),
         }
     }
 }

@@ -22,7 +22,7 @@ impl ValueEnum for Scenario {
 #[derive(Args, Debug, Clone)]
 pub struct LabArgs {
     /// Scenarios to run (default: all): overcreate, stale-watch (only on the private
-    /// etcd: it compacts), victims, orphans, heal, resync, burst.
+    /// etcd: it compacts), victims, orphans, heal, resync, burst, names, status.
     #[arg(value_enum)]
     pub scenarios: Vec<Scenario>,
     /// Small sizes, for tests.

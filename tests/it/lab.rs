@@ -31,30 +31,32 @@ async fn lab_shows_the_2014_weaknesses_that_kcm_fixed_on_a_given_etcd() {
         // A directory that does not exist yet: kcm lab creates it.
         let charts = dir.path().join("charts");
         let endpoint = etcd.endpoint();
-        let output = run_kcm(
-            &[
-                "lab",
-                "--quick",
-                "--sync-period",
-                "1s",
-                "--etcd-servers",
-                &endpoint,
-                "--json",
-                json.to_str().unwrap(),
-                "--svg",
-                charts.to_str().unwrap(),
-                "overcreate",
-                "resync",
-                "burst",
-                "orphans",
-                "victims",
-            ],
-            &[],
-        )
-        .await;
+        let scenarios = [
+            "overcreate",
+            "resync",
+            "burst",
+            "orphans",
+            "victims",
+            "names",
+            "status",
+        ];
+        let mut args = vec![
+            "lab",
+            "--quick",
+            "--sync-period",
+            "1s",
+            "--etcd-servers",
+            &endpoint,
+            "--json",
+            json.to_str().unwrap(),
+            "--svg",
+            charts.to_str().unwrap(),
+        ];
+        args.extend(scenarios);
+        let output = run_kcm(&args, &[]).await;
         assert!(output.status.success(), "{}", output.stderr);
         assert!(output.stdout.contains("| orphans |"), "{}", output.stdout);
-        for scenario in ["overcreate", "resync", "burst", "orphans", "victims"] {
+        for scenario in scenarios {
             assert_two_series(&charts.join(format!("{scenario}.svg")));
         }
         let document: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -90,6 +92,23 @@ async fn lab_shows_the_2014_weaknesses_that_kcm_fixed_on_a_given_etcd() {
             figure("burst", "v2014") > figure("burst", "kcm"),
             "{document}"
         );
+        // names: 0 → 3. 2014's pods are named by their UIDs, none after the controller;
+        // every one of kcm's is `web-…` (weakness 12).
+        assert_eq!(figure("names", "v2014"), 0.0, "{document}");
+        assert_eq!(figure("names", "kcm"), 3.0, "{document}");
+        // status: 0 → 3. A watcher of the controller sees no write of 2014's loop after the
+        // scale-up (status was computed at read time, weakness 11); kcm writes its status.
+        assert_eq!(figure("status", "v2014"), 0.0, "{document}");
+        assert!(figure("status", "kcm") >= 1.0, "{document}");
+        // Every row names the weaknesses of docs/2014.md it shows.
+        for (scenario, weaknesses) in [("names", 12), ("status", 11), ("orphans", 10)] {
+            let row = rows.iter().find(|row| row["scenario"] == scenario).unwrap();
+            assert_eq!(
+                row["weaknesses"],
+                serde_json::json!([weaknesses]),
+                "{document}"
+            );
+        }
         // Nothing is left under the lab's prefix in a given etcd.
         let left = etcd
             .client()
