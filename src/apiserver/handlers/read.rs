@@ -656,11 +656,8 @@ pub(super) fn namespace_item(name: &str, revision: i64) -> Item {
 
 #[cfg(test)]
 mod tests {
+    use super::super::request::query;
     use super::*;
-
-    fn query(q: &str) -> Query {
-        Query::parse(Some(q))
-    }
 
     #[test]
     fn list_resource_versions_follow_kube_apiservers_rules() {

@@ -144,6 +144,12 @@ pub fn parse_path(path: &str) -> Result<Target, ApiError> {
     }
 }
 
+/// The query of a request's `q` part (the handlers' tests).
+#[cfg(test)]
+pub(super) fn query(q: &str) -> Query {
+    Query::parse(Some(q))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

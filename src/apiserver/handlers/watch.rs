@@ -603,11 +603,8 @@ impl WatchBody {
 
 #[cfg(test)]
 mod tests {
+    use super::super::request::query;
     use super::*;
-
-    fn query(q: &str) -> Query {
-        Query::parse(Some(q))
-    }
 
     #[test]
     fn watch_starts_follow_the_resource_version_and_initial_events() {
