@@ -94,6 +94,37 @@ impl Watcher {
         &self.registry
     }
 
+    /// Whether etcd answers a watch request on this watcher's connection now: one watch
+    /// of the prefix opened (etcd confirms it) and cancelled, within the open timeout.
+    /// 2014's one-shot `Watch` failed at once when its server did not answer;
+    /// `replication_2014` asks this before each of its watches.
+    ///
+    /// # Errors
+    /// When etcd refuses or does not confirm the watch within the open timeout.
+    pub async fn reachable(&self) -> anyhow::Result<()> {
+        let mut client = self.watch_client.clone();
+        let prefix = self.registry.prefix().to_string();
+        let open = async {
+            let mut stream = client
+                .watch(
+                    prefix.as_str(),
+                    Some(etcd_client::WatchOptions::new().with_prefix()),
+                )
+                .await?;
+            // Dropping the stream ends the watch.
+            stream.message().await
+        };
+        match tokio::time::timeout(self.open_timeout, open).await {
+            Err(_) => anyhow::bail!(
+                "etcd did not confirm a watch of {prefix} within {:?}",
+                self.open_timeout
+            ),
+            Ok(Err(e)) => anyhow::bail!("open a watch of {prefix}: {e}"),
+            Ok(Ok(Some(response))) if response.created() => Ok(()),
+            Ok(Ok(_)) => anyhow::bail!("etcd did not confirm a watch of {prefix}"),
+        }
+    }
+
     /// A list-and-watch engine over `config`'s range.
     pub(crate) fn engine(&self, config: EngineConfig) -> Engine {
         Engine::new(

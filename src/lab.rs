@@ -55,6 +55,9 @@
 //! which `kcm bench` uses too.
 
 mod burst;
+mod etcd_metrics;
+mod event_wait;
+mod failing_create;
 mod fixtures;
 mod heal;
 mod history;
@@ -62,10 +65,12 @@ mod loops;
 mod names;
 mod orphans;
 mod overcreate;
+mod overlap;
 mod resync;
 mod stale_watch;
 mod status;
 mod victims;
+mod watch_cut;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -96,11 +101,15 @@ pub enum Scenario {
     Burst,
     Names,
     Status,
+    Overlap,
+    EventWait,
+    FailingCreate,
+    WatchCut,
 }
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::Overcreate,
         Scenario::StaleWatch,
         Scenario::Victims,
@@ -110,6 +119,10 @@ impl Scenario {
         Scenario::Burst,
         Scenario::Names,
         Scenario::Status,
+        Scenario::Overlap,
+        Scenario::EventWait,
+        Scenario::FailingCreate,
+        Scenario::WatchCut,
     ];
 
     /// The scenario's name on the command line and in the table.
@@ -124,7 +137,18 @@ impl Scenario {
             Scenario::Burst => "burst",
             Scenario::Names => "names",
             Scenario::Status => "status",
+            Scenario::Overlap => "overlap",
+            Scenario::EventWait => "event-wait",
+            Scenario::FailingCreate => "failing-create",
+            Scenario::WatchCut => "watch-cut",
         }
+    }
+
+    /// Whether the scenario changes etcd beyond the lab's prefix (compacts its history,
+    /// turns its authentication on), so that it runs only on the private etcd `kcm lab`
+    /// starts.
+    pub fn needs_private_etcd(self) -> bool {
+        matches!(self, Scenario::StaleWatch | Scenario::FailingCreate)
     }
 }
 
@@ -213,6 +237,17 @@ struct Sizes {
     names_replicas: i64,
     /// `status`: the replicas one controller scales to.
     status_replicas: i64,
+    /// `overlap`: the two controllers' replicas.
+    overlap_replicas: [i64; 2],
+    /// `event-wait`: converged controllers, the pods of each (all in one namespace), and
+    /// the probe's scale-ups timed.
+    event_wait_controllers: usize,
+    event_wait_pods_each: i64,
+    event_wait_trials: usize,
+    /// `failing-create`: the replicas of the controller whose creates fail.
+    failing_replicas: i64,
+    /// `watch-cut`: the controller's replicas.
+    watch_cut_replicas: i64,
 }
 
 impl Sizes {
@@ -233,6 +268,12 @@ impl Sizes {
                 burst_replicas: 200,
                 names_replicas: 3,
                 status_replicas: 3,
+                overlap_replicas: [3, 5],
+                event_wait_controllers: 100,
+                event_wait_pods_each: 20,
+                event_wait_trials: 3,
+                failing_replicas: 10,
+                watch_cut_replicas: 3,
             }
         } else {
             Sizes {
@@ -250,6 +291,12 @@ impl Sizes {
                 burst_replicas: 2000,
                 names_replicas: 10,
                 status_replicas: 10,
+                overlap_replicas: [5, 10],
+                event_wait_controllers: 50,
+                event_wait_pods_each: 100,
+                event_wait_trials: 5,
+                failing_replicas: 20,
+                watch_cut_replicas: 10,
             }
         }
     }
@@ -276,10 +323,17 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
             Some(PrivateEtcd::start(binary, addr, None).await?)
         }
     };
-    if private.is_none() && config.scenarios.contains(&Scenario::StaleWatch) {
-        anyhow::bail!(
-            "stale-watch compacts etcd's history, so it runs only on the private etcd kcm lab starts, not on one named with --etcd-servers"
-        );
+    if private.is_none() {
+        if config.scenarios.contains(&Scenario::StaleWatch) {
+            anyhow::bail!(
+                "stale-watch compacts etcd's history, so it runs only on the private etcd kcm lab starts, not on one named with --etcd-servers"
+            );
+        }
+        if config.scenarios.contains(&Scenario::FailingCreate) {
+            anyhow::bail!(
+                "failing-create turns etcd's authentication on, so it runs only on the private etcd kcm lab starts, not on one named with --etcd-servers"
+            );
+        }
     }
     let endpoints = match &private {
         Some(etcd) => vec![etcd.endpoint().to_string()],
@@ -389,6 +443,17 @@ fn panel(scenario: Scenario, series: Vec<Series>) -> Panel {
         Scenario::Orphans => by_revision("pods created", "the delete"),
         Scenario::Names => by_revision("pods named after their controller", "the scale-up"),
         Scenario::Status => by_revision("controller writes seen", "the scale-up"),
+        Scenario::Overlap => by_revision("pod creates and deletes", "the window's start"),
+        Scenario::EventWait => per_trial("seconds to the first pod"),
+        Scenario::WatchCut => per_trial("seconds to the replacement"),
+        Scenario::FailingCreate => Panel {
+            title: "failing-create: creates etcd refused".into(),
+            x_label: "sync period".into(),
+            x_unit: "",
+            x_decimals: 0,
+            y_decimals: 0,
+            series,
+        },
         Scenario::StaleWatch => per_trial("seconds to the first pod"),
         Scenario::Heal => per_trial("seconds to the replacement"),
         Scenario::Resync => Panel {
@@ -420,6 +485,19 @@ struct Lab {
 }
 
 impl Lab {
+    /// The same lab through another connection to its etcd (`failing-create`'s, as
+    /// etcd's root user).
+    fn through(&self, client: Client) -> anyhow::Result<Lab> {
+        Ok(Lab {
+            registry: Registry::new(&client, &self.root)?,
+            client,
+            client_config: self.client_config.clone(),
+            root: self.root.clone(),
+            period: self.period,
+            sizes: self.sizes,
+        })
+    }
+
     async fn scenario(&self, scenario: Scenario) -> anyhow::Result<(Row, Panel)> {
         let mut figures = [0.0; 2];
         let mut series = Vec::new();
@@ -435,6 +513,10 @@ impl Lab {
                 Scenario::Burst => self.burst(which, &namespace).await?,
                 Scenario::Names => self.names(which, &namespace).await?,
                 Scenario::Status => self.status(which, &namespace).await?,
+                Scenario::Overlap => self.overlap(which, &namespace).await?,
+                Scenario::EventWait => self.event_wait(which, &namespace).await?,
+                Scenario::FailingCreate => self.failing_create(which, &namespace).await?,
+                Scenario::WatchCut => self.watch_cut(which, &namespace).await?,
             };
             figures[i] = figure;
             series.push(Series {
@@ -464,6 +546,10 @@ impl Scenario {
             Scenario::Burst => burst::row(sizes, v2014, kcm),
             Scenario::Names => names::row(sizes, v2014, kcm),
             Scenario::Status => status::row(sizes, v2014, kcm),
+            Scenario::Overlap => overlap::row(sizes, v2014, kcm),
+            Scenario::EventWait => event_wait::row(sizes, v2014, kcm),
+            Scenario::FailingCreate => failing_create::row(sizes, v2014, kcm),
+            Scenario::WatchCut => watch_cut::row(sizes, v2014, kcm),
         }
     }
 }

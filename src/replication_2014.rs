@@ -67,11 +67,12 @@ pub trait KubeClient: Send + Sync + 'static {
     /// stream that ends after an ERROR event.
     ///
     /// # Errors
-    /// When the watch cannot be opened (a non-numeric resourceVersion).
+    /// When the watch cannot be opened: a non-numeric resourceVersion, or no server
+    /// answering (2014's apiserver down; here etcd unreachable on the watch's connection).
     fn watch_controllers(
         &self,
         resource_version: &str,
-    ) -> anyhow::Result<BoxStream<'static, WatchEvent<ReplicationController>>>;
+    ) -> BoxFuture<'static, anyhow::Result<BoxStream<'static, WatchEvent<ReplicationController>>>>;
 }
 
 /// 2014's `PodControlInterface` ("to allow testing"). [`RealPodControl`] is the real one.
@@ -123,13 +124,20 @@ impl KubeClient for EtcdClient {
     fn watch_controllers(
         &self,
         resource_version: &str,
-    ) -> anyhow::Result<BoxStream<'static, WatchEvent<ReplicationController>>> {
-        let stream = self.watcher.watch_list::<ReplicationController>(
-            None,
-            resource_version,
-            everything(),
-        )?;
-        Ok(stream.boxed())
+    ) -> BoxFuture<'static, anyhow::Result<BoxStream<'static, WatchEvent<ReplicationController>>>>
+    {
+        let (watcher, resource_version) = (self.watcher.clone(), resource_version.to_string());
+        Box::pin(async move {
+            // 2014's `Watch` was an HTTP request: with no apiserver answering it failed at
+            // once, before any stream. etcd's answer to a watch request stands for it.
+            watcher.reachable().await?;
+            let stream = watcher.watch_list::<ReplicationController>(
+                None,
+                &resource_version,
+                everything(),
+            )?;
+            Ok(stream.boxed())
+        })
     }
 }
 
@@ -308,7 +316,7 @@ impl ReplicationManager {
     /// `watchControllers(&resourceVersion)`: one watch from the stored resourceVersion,
     /// and a loop over the ticker and the watch until the watch closes.
     pub async fn watch_controllers(&self, resource_version: &mut String, sync_time: &mut Interval) {
-        let mut watching = match self.client.watch_controllers(resource_version) {
+        let mut watching = match self.client.watch_controllers(resource_version).await {
             Ok(watching) => watching,
             Err(e) => {
                 tracing::error!(error = %e, "Unexpected failure to watch");

@@ -47,6 +47,8 @@ struct Shared {
 #[derive(Default)]
 struct State {
     informers: Vec<Entry>,
+    /// Kinds whose informer reads through a watcher of its own.
+    watchers: Vec<(TypeId, Watcher)>,
     started: bool,
     running: JoinSet<()>,
 }
@@ -74,6 +76,19 @@ impl InformerFactory {
                 state: Mutex::default(),
             }),
         }
+    }
+
+    /// Makes the informer of kind `I` read through `watcher` instead of the factory's:
+    /// `kcm lab watch-cut` cuts the controllers' watch while the pods' runs. Call it
+    /// before the first request of `I`.
+    pub fn with_watcher_for<I: Cached>(self, watcher: Watcher) -> Self {
+        self.shared
+            .state
+            .lock()
+            .expect("factory lock")
+            .watchers
+            .push((TypeId::of::<I>(), watcher));
+        self
     }
 
     /// The pod informer.
@@ -120,7 +135,12 @@ impl InformerFactory {
                 .clone();
         }
         let resource = <I::Object as Object>::RESOURCE;
-        let informer: Informer<I> = Informer::new(shared.watcher.clone())
+        let watcher = state
+            .watchers
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(&shared.watcher, |(_, w)| w);
+        let informer: Informer<I> = Informer::new(watcher.clone())
             .with_backoff(shared.backoff.clone())
             .with_metrics(shared.metrics.watch_metrics(resource));
         {

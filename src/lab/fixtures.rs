@@ -8,8 +8,8 @@ use etcd_client::{DeleteOptions, EventType, WatchOptions};
 
 use super::Lab;
 use crate::api::{
-    Container, ObjectMeta, Pod, PodSpec, PodTemplateSpec, ReplicationController,
-    ReplicationControllerSpec,
+    Container, LabelSelector, ObjectMeta, Pod, PodSpec, PodTemplateSpec, ReplicaSet,
+    ReplicaSetSpec, ReplicationController, ReplicationControllerSpec,
 };
 use crate::labels::{Selector, Set};
 
@@ -43,27 +43,26 @@ impl Lab {
         name: &str,
         replicas: i64,
     ) -> anyhow::Result<()> {
-        let labels: Set = [("app", name)].into_iter().collect();
+        self.create_controller_of(namespace, name, replicas, name)
+            .await
+    }
+
+    /// Creates a ReplicationController `name` whose selector and template's labels are
+    /// `app: {app}` (the app of another controller makes the two overlap).
+    pub(super) async fn create_controller_of(
+        &self,
+        namespace: &str,
+        name: &str,
+        replicas: i64,
+        app: &str,
+    ) -> anyhow::Result<()> {
+        let template = template(app);
         let controller = ReplicationController {
             metadata: ObjectMeta::named(namespace, name),
             spec: ReplicationControllerSpec {
                 replicas,
-                selector: labels.clone(),
-                template: Some(PodTemplateSpec {
-                    metadata: ObjectMeta {
-                        labels,
-                        ..ObjectMeta::default()
-                    },
-                    spec: PodSpec {
-                        containers: vec![Container {
-                            name: "web".into(),
-                            image: "nginx".into(),
-                            ..Container::default()
-                        }],
-                        ..PodSpec::default()
-                    },
-                    ..PodTemplateSpec::default()
-                }),
+                selector: template.metadata.labels.clone(),
+                template: Some(template),
                 ..ReplicationControllerSpec::default()
             },
             ..ReplicationController::default()
@@ -72,6 +71,35 @@ impl Lab {
             .create(&controller)
             .await
             .with_context(|| format!("create controller {namespace}/{name}"))?;
+        Ok(())
+    }
+
+    /// Creates a ReplicaSet `name` selecting `app: {app}`, its template labelled so.
+    pub(super) async fn create_replica_set_of(
+        &self,
+        namespace: &str,
+        name: &str,
+        replicas: i64,
+        app: &str,
+    ) -> anyhow::Result<()> {
+        let template = template(app);
+        let replica_set = ReplicaSet {
+            metadata: ObjectMeta::named(namespace, name),
+            spec: ReplicaSetSpec {
+                replicas: Some(replicas),
+                selector: Some(LabelSelector {
+                    match_labels: template.metadata.labels.clone(),
+                    ..LabelSelector::default()
+                }),
+                template: Some(template),
+                ..ReplicaSetSpec::default()
+            },
+            ..ReplicaSet::default()
+        };
+        self.registry
+            .create(&replica_set)
+            .await
+            .with_context(|| format!("create ReplicaSet {namespace}/{name}"))?;
         Ok(())
     }
 
@@ -127,6 +155,7 @@ impl Lab {
     pub(super) async fn cleanup(&self, namespace: &str) -> anyhow::Result<()> {
         for dir in [
             self.registry.key::<ReplicationController>(namespace, "x"),
+            self.registry.key::<ReplicaSet>(namespace, "x"),
             self.registry.key::<Pod>(namespace, "x"),
         ] {
             // Without the `/`: `resync` uses `{namespace}-{i}` namespaces too.
@@ -138,6 +167,25 @@ impl Lab {
                 .with_context(|| format!("delete {dir}"))?;
         }
         Ok(())
+    }
+}
+
+/// A pod template labelled `app: {app}`, one nginx container.
+fn template(app: &str) -> PodTemplateSpec {
+    PodTemplateSpec {
+        metadata: ObjectMeta {
+            labels: [("app", app)].into_iter().collect::<Set>(),
+            ..ObjectMeta::default()
+        },
+        spec: PodSpec {
+            containers: vec![Container {
+                name: "web".into(),
+                image: "nginx".into(),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        },
+        ..PodTemplateSpec::default()
     }
 }
 

@@ -2,14 +2,10 @@
 //! from etcd's own `/metrics` (2014: one controller list plus one pod list per
 //! controller; kcm: none, its caches answer) (#5884).
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-
-use anyhow::Context as _;
 
 use super::{Lab, Loop, Measured, Row, Scenario, Sizes};
 use crate::api::Pod;
-use crate::etcd_process::local_client_addr;
 use crate::labels::Selector;
 
 impl Lab {
@@ -64,57 +60,13 @@ impl Lab {
         Ok(((mean * 10.0).round() / 10.0, periods))
     }
 
-    /// etcd's count of Range requests served (`grpc_server_started_total` of `KV/Range`,
-    /// from its `/metrics` on the client URL).
+    /// etcd's count of Range requests served (`grpc_server_started_total` of `KV/Range`).
     async fn range_requests(&self) -> anyhow::Result<f64> {
-        const SERIES: &str = r#"grpc_server_started_total{grpc_method="Range",grpc_service="etcdserverpb.KV",grpc_type="unary"}"#;
-        let endpoint = self
-            .client_config
-            .endpoints
-            .first()
-            .cloned()
-            .unwrap_or_default();
-        let addr = local_client_addr(&endpoint)
-            .or_else(|| {
-                endpoint
-                    .strip_prefix("http://")
-                    .and_then(|a| a.parse().ok())
-            })
-            .with_context(|| {
-                format!("resync reads etcd's /metrics over plain http://, not {endpoint}")
-            })?;
-        let text = http_get(addr, "/metrics")
-            .await
-            .with_context(|| format!("read etcd's /metrics at {addr}"))?;
-        text.lines()
-            .find_map(|line| line.strip_prefix(SERIES))
-            .and_then(|value| value.trim().parse().ok())
-            .with_context(|| format!("etcd's /metrics at {addr} has no {SERIES}"))
-    }
-}
-
-/// A plain HTTP/1.0 GET; the body.
-async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let read = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await?;
-        anyhow::Ok(response)
-    };
-    let response = tokio::time::timeout(Duration::from_secs(10), read)
+        self.etcd_counter(
+            r#"grpc_server_started_total{grpc_method="Range",grpc_service="etcdserverpb.KV",grpc_type="unary"}"#,
+        )
         .await
-        .context("no answer within 10s")??;
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    anyhow::ensure!(
-        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-        "{}",
-        head.lines().next().unwrap_or("no status line")
-    );
-    Ok(body.to_string())
+    }
 }
 
 /// The table's row of `resync`: what was measured, both loops' figures, the departure

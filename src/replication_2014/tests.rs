@@ -76,6 +76,8 @@ struct Fake {
     watched_from: Mutex<Vec<String>>,
     /// The first watch panics.
     panic_once: Mutex<bool>,
+    /// The next this many watches cannot open (no server answers).
+    unreachable: Mutex<usize>,
     /// `(namespace, controller)` of every create.
     creates: Mutex<Vec<(String, String)>>,
     /// `(namespace, pod)` of every delete.
@@ -107,7 +109,8 @@ impl KubeClient for Fake {
     fn watch_controllers(
         &self,
         resource_version: &str,
-    ) -> anyhow::Result<BoxStream<'static, WatchEvent<ReplicationController>>> {
+    ) -> BoxFuture<'static, anyhow::Result<BoxStream<'static, WatchEvent<ReplicationController>>>>
+    {
         if std::mem::take(&mut *self.panic_once.lock().unwrap()) {
             panic!("a bug in the watch loop");
         }
@@ -115,12 +118,19 @@ impl KubeClient for Fake {
             .lock()
             .unwrap()
             .push(resource_version.to_string());
+        {
+            let mut unreachable = self.unreachable.lock().unwrap();
+            if *unreachable > 0 {
+                *unreachable -= 1;
+                return Box::pin(async { anyhow::bail!("connection refused") });
+            }
+        }
         let events = self.watches.lock().unwrap().pop_front().unwrap_or_else(|| {
             vec![WatchEvent::Error(Status::gone(
                 "required revision has been compacted",
             ))]
         });
-        Ok(futures::stream::iter(events).boxed())
+        Box::pin(async move { Ok(futures::stream::iter(events).boxed()) })
     }
 }
 
@@ -371,6 +381,34 @@ async fn after_a_compaction_the_watch_fails_forever_and_only_the_tick_heals() {
         watched_from[1..].iter().all(|rv| rv == "5"),
         "every re-watch asks for the stale version: {watched_from:?}"
     );
+}
+
+/// Weakness 13: the tick is read only inside the watch loop, so while no watch can open
+/// (no server answers) no periodic sync runs at all; each failed open pauses 5 s, then
+/// `Forever` waits a period. Once a watch opens, the tick heals.
+#[tokio::test(start_paused = true)]
+async fn while_no_watch_can_open_nothing_syncs_and_each_attempt_pauses_5s() {
+    let period = Duration::from_secs(10);
+    let fake = Arc::new(Fake::default());
+    *fake.unreachable.lock().unwrap() = usize::MAX;
+    fake.controllers.lock().unwrap().push(controller("foo", 2));
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(manager(&fake).run(period, stop.clone()));
+    // 20 periods: 200 s of attempts, each 5 s of pause and a period of `Forever`.
+    tokio::time::sleep(20 * period).await;
+    assert!(fake.creates.lock().unwrap().is_empty(), "no tick ran");
+    let attempts = fake.watched_from.lock().unwrap().len();
+    let expected = (20 * period).as_secs() / (WATCH_FAILURE_PAUSE + period).as_secs();
+    assert!(
+        (expected..=expected + 1).contains(&(attempts as u64)),
+        "{attempts} attempts in 200 s, {expected} expected"
+    );
+    // The server answers again: the next watch opens (and fails at once, here) and the
+    // tick, read between the watches, heals.
+    *fake.unreachable.lock().unwrap() = 0;
+    assert!(until(period, 20, || fake.pods.lock().unwrap().len() == 2).await);
+    stop.cancel();
+    run.await.unwrap().unwrap();
 }
 
 #[tokio::test(start_paused = true)]
