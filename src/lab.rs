@@ -209,6 +209,19 @@ pub struct Row {
     pub weaknesses: &'static [u8],
     /// The Kubernetes issues (and the weakness of docs/2014.md) behind it.
     pub issues: &'static str,
+    /// Figures beside the main one that show the weakness happened (or did not): the
+    /// 2014 watch's re-opens in `stale-watch`, kcm's own ReplicationControllers in
+    /// `overlap`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<Also>,
+}
+
+/// A secondary figure of a row, for both loops.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Also {
+    pub measure: &'static str,
+    pub v2014: f64,
+    pub kcm: f64,
 }
 
 /// How big each scenario is.
@@ -347,6 +360,7 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
     let root = format!("/kcm-lab-{run_id}");
     let lab = Lab {
+        notes: std::sync::Mutex::default(),
         registry: Registry::new(&client, &root)?,
         client: client.clone(),
         client_config,
@@ -415,6 +429,12 @@ pub fn table(rows: &[Row]) -> String {
             "| {} | {} ({}) | {} | {} | {} | {weaknesses} | {} |\n",
             row.scenario, row.measure, row.unit, row.v2014, row.kcm, row.departure, row.issues
         ));
+        for also in &row.also {
+            out.push_str(&format!(
+                "| ↳ {} | {} | {} | {} | | | |\n",
+                row.scenario, also.measure, also.v2014, also.kcm
+            ));
+        }
     }
     out
 }
@@ -476,6 +496,8 @@ fn panel(scenario: Scenario, series: Vec<Series>) -> Panel {
 }
 
 struct Lab {
+    /// The secondary figures the running scenario noted ([`Lab::note`]).
+    notes: std::sync::Mutex<Vec<(&'static str, f64)>>,
     client: Client,
     client_config: ClientConfig,
     registry: Registry,
@@ -489,6 +511,7 @@ impl Lab {
     /// etcd's root user).
     fn through(&self, client: Client) -> anyhow::Result<Lab> {
         Ok(Lab {
+            notes: std::sync::Mutex::default(),
             registry: Registry::new(&client, &self.root)?,
             client,
             client_config: self.client_config.clone(),
@@ -498,9 +521,18 @@ impl Lab {
         })
     }
 
+    /// Notes a secondary figure of the running scenario for the loop running now.
+    fn note(&self, measure: &'static str, value: f64) {
+        self.notes
+            .lock()
+            .expect("notes lock")
+            .push((measure, value));
+    }
+
     async fn scenario(&self, scenario: Scenario) -> anyhow::Result<(Row, Panel)> {
         let mut figures = [0.0; 2];
         let mut series = Vec::new();
+        let mut also: Vec<Also> = Vec::new();
         for (i, which) in [Loop::V2014, Loop::Kcm].into_iter().enumerate() {
             let namespace = format!("{}-{}", scenario.name(), which.name());
             let (figure, points) = match scenario {
@@ -519,6 +551,22 @@ impl Lab {
                 Scenario::WatchCut => self.watch_cut(which, &namespace).await?,
             };
             figures[i] = figure;
+            for (measure, value) in self.notes.lock().expect("notes lock").drain(..) {
+                match also.iter_mut().find(|a: &&mut Also| a.measure == measure) {
+                    Some(a) if i == 0 => a.v2014 = value,
+                    Some(a) => a.kcm = value,
+                    None if i == 0 => also.push(Also {
+                        measure,
+                        v2014: value,
+                        kcm: 0.0,
+                    }),
+                    None => also.push(Also {
+                        measure,
+                        v2014: 0.0,
+                        kcm: value,
+                    }),
+                }
+            }
             series.push(Series {
                 name: which.name().to_string(),
                 points,
@@ -529,7 +577,11 @@ impl Lab {
         let [v2014, kcm] = figures;
         let sizes = self.sizes;
         let panel = panel(scenario, series);
-        Ok((scenario.row(sizes, v2014, kcm), panel))
+        let row = Row {
+            also,
+            ..scenario.row(sizes, v2014, kcm)
+        };
+        Ok((row, panel))
     }
 }
 

@@ -108,5 +108,6 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         departure: "manager: one loop",
         weaknesses: &[7, 2],
         issues: "#25563, #6866",
+        also: Vec::new(),
     }
 }

@@ -154,5 +154,6 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         departure: "manager: failures",
         weaknesses: &[8],
         issues: "#30629, #30626",
+        also: Vec::new(),
     }
 }

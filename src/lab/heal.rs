@@ -52,5 +52,6 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         departure: "manager: healing",
         weaknesses: &[],
         issues: "no pod watch: 2014 watched controllers only, so a lost pod waited for the tick",
+        also: Vec::new(),
     }
 }

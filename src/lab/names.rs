@@ -44,5 +44,6 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         departure: "manager: creates",
         weaknesses: &[12],
         issues: "#148, PR #3789",
+        also: Vec::new(),
     }
 }

@@ -66,5 +66,6 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         departure: "manager: deleted controller",
         weaknesses: &[10],
         issues: "the DELETED event's sync at the last state; #5020 for writes in flight",
+        also: Vec::new(),
     }
 }

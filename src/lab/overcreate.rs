@@ -61,5 +61,6 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         departure: "manager: creates",
         weaknesses: &[4],
         issues: "#8138, #7369",
+        also: Vec::new(),
     }
 }

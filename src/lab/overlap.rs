@@ -27,26 +27,53 @@ impl Lab {
     /// `overlap`: two controllers selecting `app: web` (2014: ReplicationControllers
     /// under the 2014 loop; kcm: ReplicaSets under kcm's ReplicaSet controller), left two
     /// periods, then the pod creates and deletes of [`Lab::overlap_window`], per minute.
+    /// Beside it ([`Lab::note`]): the same pair as ReplicationControllers in each loop.
     pub(super) async fn overlap(&self, which: Loop, namespace: &str) -> anyhow::Result<Measured> {
+        const CONTROLLERS: &str = "two ReplicationControllers: pod creates and deletes per minute";
+        match which {
+            Loop::V2014 => {
+                let fight = self
+                    .churn(Pair::Controllers, self.start(Loop::V2014), namespace)
+                    .await?;
+                self.note(CONTROLLERS, fight.0);
+                Ok(fight)
+            }
+            Loop::Kcm => {
+                // kcm's ReplicationControllers keep 2014's semantics: they fight too.
+                let rc = format!("{namespace}-rc");
+                let fight = self
+                    .churn(Pair::Controllers, self.start(Loop::Kcm), &rc)
+                    .await?;
+                self.note(CONTROLLERS, fight.0);
+                self.churn(Pair::ReplicaSets, self.start_replica_sets(), namespace)
+                    .await
+            }
+        }
+    }
+
+    /// Creates the pair in `namespace` with `running` (a loop that runs them) started,
+    /// lets it settle two periods (a ReplicaSet pair first makes all its pods), then
+    /// counts the pod creates and deletes of [`Lab::overlap_window`], per minute.
+    async fn churn(
+        &self,
+        pair: Pair,
+        running: RunningLoop,
+        namespace: &str,
+    ) -> anyhow::Result<Measured> {
         let [fewer, more] = self.sizes.overlap_replicas;
-        let running = match which {
-            Loop::V2014 => self.start(Loop::V2014),
-            Loop::Kcm => self.start_replica_sets(),
-        };
         for (name, replicas) in [("web-a", fewer), ("web-b", more)] {
-            match which {
-                Loop::V2014 => {
+            match pair {
+                Pair::Controllers => {
                     self.create_controller_of(namespace, name, replicas, "web")
                         .await?
                 }
-                Loop::Kcm => {
+                Pair::ReplicaSets => {
                     self.create_replica_set_of(namespace, name, replicas, "web")
                         .await?
                 }
             }
         }
-        if which == Loop::Kcm {
-            // Settled: each ReplicaSet has made its own pods.
+        if pair == Pair::ReplicaSets {
             self.wait_pods(namespace, (fewer + more) as usize).await?;
         }
         tokio::time::sleep(2 * self.period).await;
@@ -100,6 +127,13 @@ impl Lab {
     }
 }
 
+/// The kind of the overlapping pair.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pair {
+    Controllers,
+    ReplicaSets,
+}
+
 /// The table's row of `overlap`.
 pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
     let [fewer, more] = sizes.overlap_replicas;
@@ -114,5 +148,6 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         departure: "ownership (ReplicaSets)",
         weaknesses: &[5],
         issues: "#2210, #11981, #14961",
+        also: Vec::new(),
     }
 }

@@ -84,5 +84,6 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         departure: "manager: reads",
         weaknesses: &[2],
         issues: "#5884, #2726",
+        also: Vec::new(),
     }
 }

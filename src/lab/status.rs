@@ -43,5 +43,6 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         departure: "manager: status",
         weaknesses: &[11],
         issues: "#4525, #5745",
+        also: Vec::new(),
     }
 }

@@ -66,5 +66,6 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         departure: "manager: deletes",
         weaknesses: &[6],
         issues: "#3948",
+        also: Vec::new(),
     }
 }

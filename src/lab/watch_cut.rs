@@ -124,5 +124,6 @@ pub(super) fn row(sizes: Sizes, v2014: f64, kcm: f64) -> Row {
         departure: "manager: one loop",
         weaknesses: &[13],
         issues: "#6866",
+        also: Vec::new(),
     }
 }
