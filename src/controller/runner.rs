@@ -410,6 +410,54 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_resync_sync_does_not_hold_back_another_keys_event() {
+        // Behaviour 30, where kcm departs (weakness 7): the tick only queues keys, so an
+        // event that arrives while a resync's sync runs for an hour is synced at once by
+        // a free worker. (2014 handled it only after the whole resync.)
+        let synced: Arc<Mutex<Vec<(String, tokio::time::Instant)>>> = Arc::default();
+        let handler: SyncHandler<String> = {
+            let synced = synced.clone();
+            Arc::new(move |key: String| {
+                let synced = synced.clone();
+                Box::pin(async move {
+                    synced
+                        .lock()
+                        .unwrap()
+                        .push((key.clone(), tokio::time::Instant::now()));
+                    if key == "ns/slow" {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                    }
+                    Ok(Action::Done)
+                })
+            })
+        };
+        let (keys, rx) = mpsc::channel(8);
+        let config = RunnerConfig::new(2, Duration::from_secs(10), Duration::from_secs(1));
+        let runner = Runner::new("test", config, Arc::new(Metrics::new()))
+            .on(rx, |key: &String| vec![key.clone()])
+            .resync(|| vec!["ns/slow".to_string()]);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(runner.run(handler, stop.clone().cancelled_owned()));
+        // The first resync, 10 s in, starts the slow sync; the event comes 1 s later.
+        let start = tokio::time::Instant::now();
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        keys.send("ns/fast".to_string()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let synced_at = |name: &str| {
+            let synced = synced.lock().unwrap();
+            synced
+                .iter()
+                .find(|(key, _)| key == name)
+                .map(|(_, at)| *at - start)
+        };
+        assert_eq!(synced_at("ns/slow"), Some(Duration::from_secs(10)));
+        let fast = synced_at("ns/fast").expect("the event's key was synced");
+        assert!(fast < Duration::from_secs(12), "synced {fast:?} in");
+        stop.cancel();
+        task.await.unwrap().unwrap();
+    }
+
     #[test]
     fn a_key_that_keeps_failing_is_warned_about_at_4_8_16_failures_and_not_before() {
         let warned: Vec<u32> = (1..=70).filter(|&n| is_persistent(n)).collect();

@@ -331,6 +331,10 @@ mod tests {
         // without a previous value (compacted): Modified if the new object passes
         check(put("bar", 5, 7, None), "MODIFIED bar 7");
         check(put("foo", 5, 7, None), "nothing");
+        // an empty previous value did not pass (2014 decoded only a non-empty one): Added
+        let mut raw = put("bar", 5, 7, None);
+        raw.prev = Some((Vec::new(), 5));
+        check(raw, "ADDED bar 7");
         // delete: the previous object, stamped with the delete's revision
         check(delete("p", 9, Some(("bar", 7))), "DELETED bar 9");
         check(delete("p", 9, Some(("foo", 7))), "nothing");
@@ -376,6 +380,26 @@ mod tests {
         assert_eq!(json["type"], "ERROR");
         assert_eq!(json["object"]["code"], 410);
         assert_eq!(json["object"]["kind"], "Status");
+    }
+
+    #[test]
+    fn an_error_event_is_a_failure_status_carrying_the_etcd_error() {
+        // 2014: `api.Status{Status: Failure, Message: err.Error()}` in an ERROR event.
+        let event = WatchEvent::<Pod>::Error(Status::internal("etcdserver: request timed out"));
+        assert_eq!(
+            serde_json::to_value(event).unwrap(),
+            serde_json::json!({
+                "type": "ERROR",
+                "object": {
+                    "kind": "Status",
+                    "apiVersion": api::API_VERSION,
+                    "status": "Failure",
+                    "message": "etcdserver: request timed out",
+                    "reason": "InternalError",
+                    "code": 500
+                }
+            })
+        );
     }
 
     #[test]

@@ -4,13 +4,15 @@
 //! with a recording fake of the
 //! client and of `PodControl`, as 2014's `FakePodControl`.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::StreamExt;
+use tokio::time::Instant;
 
 use super::*;
 use crate::api::{Container, PodSpec, PodTemplateSpec, ReplicationControllerSpec, ResourceVersion};
@@ -76,8 +78,21 @@ struct Fake {
     watched_from: Mutex<Vec<String>>,
     /// The first watch panics.
     panic_once: Mutex<bool>,
-    /// The next this many watches cannot open (no server answers).
-    unreachable: Mutex<usize>,
+    /// This many watches fail to open (`Err`, as 2014's `Watch()` did with the apiserver
+    /// down) before any is opened.
+    failing_opens: Mutex<usize>,
+    /// Watches stay open after their events (none closes by itself).
+    keep_open: Mutex<bool>,
+    /// Each watch event is delivered this long after the previous one.
+    event_delay: Mutex<Duration>,
+    /// When each watch was asked for (opened, failed or panicked).
+    watch_asked_at: Mutex<Vec<Instant>>,
+    /// `(selector, when)` of every pod list.
+    pod_lists: Mutex<Vec<(String, Instant)>>,
+    /// Pod lists by these selectors take this long.
+    slow_lists: Mutex<HashMap<String, Duration>>,
+    /// Pod lists by these selectors fail.
+    failing_lists: Mutex<HashSet<String>>,
     /// `(namespace, controller)` of every create.
     creates: Mutex<Vec<(String, String)>>,
     /// `(namespace, pod)` of every delete.
@@ -103,7 +118,22 @@ impl KubeClient for Fake {
             .filter(|p| p.metadata.namespace == namespace && selector.matches(&p.metadata.labels))
             .cloned()
             .collect();
-        Box::pin(async move { Ok(pods) })
+        let selector = selector.to_string();
+        let delay = self.slow_lists.lock().unwrap().get(&selector).copied();
+        let fails = self.failing_lists.lock().unwrap().contains(&selector);
+        self.pod_lists
+            .lock()
+            .unwrap()
+            .push((selector.clone(), Instant::now()));
+        Box::pin(async move {
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            if fails {
+                anyhow::bail!("list pods {selector}: the apiserver is unavailable");
+            }
+            Ok(pods)
+        })
     }
 
     fn watch_controllers(
@@ -111,26 +141,55 @@ impl KubeClient for Fake {
         resource_version: &str,
     ) -> BoxFuture<'static, anyhow::Result<BoxStream<'static, WatchEvent<ReplicationController>>>>
     {
+        self.watch_asked_at.lock().unwrap().push(Instant::now());
         if std::mem::take(&mut *self.panic_once.lock().unwrap()) {
             panic!("a bug in the watch loop");
+        }
+        {
+            let mut failing = self.failing_opens.lock().unwrap();
+            if *failing > 0 {
+                *failing -= 1;
+                return Box::pin(async { anyhow::bail!("connection refused") });
+            }
         }
         self.watched_from
             .lock()
             .unwrap()
             .push(resource_version.to_string());
-        {
-            let mut unreachable = self.unreachable.lock().unwrap();
-            if *unreachable > 0 {
-                *unreachable -= 1;
-                return Box::pin(async { anyhow::bail!("connection refused") });
-            }
-        }
         let events = self.watches.lock().unwrap().pop_front().unwrap_or_else(|| {
             vec![WatchEvent::Error(Status::gone(
                 "required revision has been compacted",
             ))]
         });
-        Box::pin(async move { Ok(futures::stream::iter(events).boxed()) })
+        let delay = *self.event_delay.lock().unwrap();
+        let events = futures::stream::iter(events).then(move |event| async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            event
+        });
+        let events = if *self.keep_open.lock().unwrap() {
+            events.chain(futures::stream::pending()).boxed()
+        } else {
+            events.boxed()
+        };
+        Box::pin(async move { Ok(events) })
+    }
+}
+
+impl Fake {
+    /// The controller of every create so far, sorted (the creates of a sync run as
+    /// concurrent tasks: which finished first is not the question).
+    fn created_for(&self) -> Vec<String> {
+        let mut creates: Vec<String> = self
+            .creates
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| c.1.clone())
+            .collect();
+        creates.sort();
+        creates
     }
 }
 
@@ -287,15 +346,10 @@ async fn synchronize_makes_7_creates_for_4_and_3_replicas() {
     let fake = Arc::new(Fake::default());
     *fake.controllers.lock().unwrap() = vec![controller("foo", 4), controller("bar", 3)];
     manager(&fake).synchronize().await;
-    let mut creates: Vec<String> = fake
-        .creates
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|c| c.1.clone())
-        .collect();
-    creates.sort();
-    assert_eq!(creates, ["bar", "bar", "bar", "foo", "foo", "foo", "foo"]);
+    assert_eq!(
+        fake.created_for(),
+        ["bar", "bar", "bar", "foo", "foo", "foo", "foo"]
+    );
 }
 
 #[tokio::test]
@@ -390,14 +444,14 @@ async fn after_a_compaction_the_watch_fails_forever_and_only_the_tick_heals() {
 async fn while_no_watch_can_open_nothing_syncs_and_each_attempt_pauses_5s() {
     let period = Duration::from_secs(10);
     let fake = Arc::new(Fake::default());
-    *fake.unreachable.lock().unwrap() = usize::MAX;
+    *fake.failing_opens.lock().unwrap() = usize::MAX;
     fake.controllers.lock().unwrap().push(controller("foo", 2));
     let stop = CancellationToken::new();
     let run = tokio::spawn(manager(&fake).run(period, stop.clone()));
     // 20 periods: 200 s of attempts, each 5 s of pause and a period of `Forever`.
     tokio::time::sleep(20 * period).await;
     assert!(fake.creates.lock().unwrap().is_empty(), "no tick ran");
-    let attempts = fake.watched_from.lock().unwrap().len();
+    let attempts = fake.watch_asked_at.lock().unwrap().len();
     let expected = (20 * period).as_secs() / (WATCH_FAILURE_PAUSE + period).as_secs();
     assert!(
         (expected..=expected + 1).contains(&(attempts as u64)),
@@ -405,7 +459,7 @@ async fn while_no_watch_can_open_nothing_syncs_and_each_attempt_pauses_5s() {
     );
     // The server answers again: the next watch opens (and fails at once, here) and the
     // tick, read between the watches, heals.
-    *fake.unreachable.lock().unwrap() = 0;
+    *fake.failing_opens.lock().unwrap() = 0;
     assert!(until(period, 20, || fake.pods.lock().unwrap().len() == 2).await);
     stop.cancel();
     run.await.unwrap().unwrap();
@@ -426,6 +480,10 @@ async fn a_panic_in_the_loop_is_recovered_and_the_loop_restarts_after_the_period
     stop.cancel();
     run.await.unwrap().unwrap();
     assert_eq!(fake.watched_from.lock().unwrap()[0], "");
+    // `util.Forever` called the loop again one period after the panic, not at once.
+    let asked_at = fake.watch_asked_at.lock().unwrap().clone();
+    assert!(asked_at.len() >= 2, "{asked_at:?}");
+    assert_eq!(asked_at[1] - asked_at[0], period);
 }
 
 #[test]
@@ -473,4 +531,259 @@ fn one_undecodable_value_fails_the_whole_list_as_in_2014() {
         error.to_string().contains("/registry/pods/ns/bad"),
         "{error}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_watch_syncs_every_existing_controller_once() {
+    // Behaviour 24: the watch from "" delivers the existing controllers as its initial
+    // state, and each of them is synced once, before any tick.
+    let period = Duration::from_secs(10);
+    let fake = Arc::new(Fake::default());
+    let (mut foo, mut bar) = (controller("foo", 2), controller("bar", 1));
+    foo.metadata.resource_version = Some(ResourceVersion(3));
+    bar.metadata.resource_version = Some(ResourceVersion(4));
+    *fake.controllers.lock().unwrap() = vec![foo.clone(), bar.clone()];
+    *fake.keep_open.lock().unwrap() = true;
+    fake.watches
+        .lock()
+        .unwrap()
+        .push_back(vec![WatchEvent::Added(foo), WatchEvent::Added(bar)]);
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(manager(&fake).run(period, stop.clone()));
+    // Half a period: the first tick has not come yet.
+    tokio::time::sleep(period / 2).await;
+    let lists: Vec<String> = fake
+        .pod_lists
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(selector, _)| selector.clone())
+        .collect();
+    assert_eq!(lists, ["name=foo", "name=bar"], "one sync each, in order");
+    assert_eq!(fake.creates.lock().unwrap().len(), 3);
+    assert_eq!(*fake.watched_from.lock().unwrap(), [""]);
+    stop.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_closed_watch_is_reopened_a_period_later_and_a_failed_open_5_s_more() {
+    // Behaviour 29: `watchControllers` returns when its watch closes, and `util.Forever`
+    // calls it again one period later; when the watch cannot be opened it sleeps 5 s
+    // first.
+    let period = Duration::from_secs(10);
+    let fake = Arc::new(Fake::default());
+    *fake.failing_opens.lock().unwrap() = 1;
+    let start = Instant::now();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(manager(&fake).run(period, stop.clone()));
+    // Every watch that opens ends at once (one 410 ERROR, then closed).
+    assert!(
+        until(period, 10, || fake.watch_asked_at.lock().unwrap().len()
+            >= 4)
+        .await
+    );
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    let asked_at: Vec<Duration> = fake
+        .watch_asked_at
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|at| *at - start)
+        .collect();
+    let seconds = Duration::from_secs;
+    assert_eq!(
+        asked_at[..4],
+        [seconds(0), seconds(15), seconds(25), seconds(35)],
+        "a failed open: 5 s + a period; a closed watch: a period"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resync_syncs_every_controller_at_once_and_watch_events_wait_for_it() {
+    // Behaviour 30 (weakness 7): the tick lists every controller and syncs them all in
+    // parallel, inside the watch loop: an event that arrives meanwhile is handled only
+    // when the slowest sync of the resync is done.
+    let period = Duration::from_secs(10);
+    let slow_list = Duration::from_secs(25);
+    let fake = Arc::new(Fake::default());
+    *fake.controllers.lock().unwrap() = vec![controller("slow-a", 1), controller("slow-b", 1)];
+    for name in ["name=slow-a", "name=slow-b"] {
+        fake.slow_lists
+            .lock()
+            .unwrap()
+            .insert(name.to_string(), slow_list);
+    }
+    // The event for `fast` arrives 12 s in, while the first resync (at 10 s) runs.
+    *fake.keep_open.lock().unwrap() = true;
+    *fake.event_delay.lock().unwrap() = Duration::from_secs(12);
+    fake.watches
+        .lock()
+        .unwrap()
+        .push_back(vec![WatchEvent::Added(controller("fast", 1))]);
+    let start = Instant::now();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(manager(&fake).run(period, stop.clone()));
+    let listed_fast = || {
+        fake.pod_lists
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(selector, _)| selector == "name=fast")
+    };
+    assert!(until(period, 30, listed_fast).await);
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    let lists = fake.pod_lists.lock().unwrap().clone();
+    let first = |name: &str| {
+        lists
+            .iter()
+            .find(|(selector, _)| selector == name)
+            .map(|(_, at)| *at - start)
+            .unwrap()
+    };
+    // Both syncs of the resync started together, at the tick.
+    assert_eq!(first("name=slow-a"), period);
+    assert_eq!(first("name=slow-b"), period);
+    // The event, ready at 12 s, waited for the whole resync.
+    assert!(
+        first("name=fast") >= period + slow_list,
+        "the event's sync started at {:?}",
+        first("name=fast")
+    );
+}
+
+/// A `PodControl` whose every create and delete takes a second (paused time) and
+/// changes nothing in the fake, as a failing write would not; it counts what it was asked
+/// and how many writes were in flight at once. Its deletes fail when `fail_deletes`.
+#[derive(Default)]
+struct SlowPodControl {
+    fail_deletes: bool,
+    creates: AtomicUsize,
+    deletes: AtomicUsize,
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+    finished: AtomicUsize,
+}
+
+impl SlowPodControl {
+    fn write(self: &Arc<Self>, fails: bool) -> BoxFuture<'static, anyhow::Result<()>> {
+        let control = self.clone();
+        Box::pin(async move {
+            let now = control.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            control.peak.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            control.in_flight.fetch_sub(1, Ordering::SeqCst);
+            control.finished.fetch_add(1, Ordering::SeqCst);
+            if fails {
+                anyhow::bail!("the apiserver refused the delete");
+            }
+            Ok(())
+        })
+    }
+}
+
+struct SlowPods(Arc<SlowPodControl>);
+
+impl PodControl for SlowPods {
+    fn create_replica(&self, _: &str, _: &ReplicationController) -> BoxFuture<'static, ()> {
+        self.0.creates.fetch_add(1, Ordering::SeqCst);
+        let write = self.0.write(false);
+        Box::pin(async move {
+            let _ = write.await;
+        })
+    }
+
+    fn delete_pod(&self, _: &str, _: &str) -> BoxFuture<'static, anyhow::Result<()>> {
+        self.0.deletes.fetch_add(1, Ordering::SeqCst);
+        self.0.write(self.0.fail_deletes)
+    }
+}
+
+fn slow_manager(fake: &Arc<Fake>, control: &Arc<SlowPodControl>) -> ReplicationManager {
+    ReplicationManager::with_parts(fake.clone(), Arc::new(SlowPods(control.clone())))
+}
+
+/// Syncs `foo` with `replicas` through `control` and checks that its writes ran all at
+/// once (`peak` in flight, one second in all) and had all finished (`finished` so far)
+/// when the sync returned.
+async fn check_all_at_once(
+    fake: &Arc<Fake>,
+    control: &Arc<SlowPodControl>,
+    replicas: i64,
+    peak: usize,
+    finished: usize,
+) {
+    let started = Instant::now();
+    slow_manager(fake, control)
+        .sync_replication_controller(controller("foo", replicas))
+        .await
+        .unwrap();
+    assert_eq!(control.peak.load(Ordering::SeqCst), peak, "writes at once");
+    assert_eq!(
+        control.finished.load(Ordering::SeqCst),
+        finished,
+        "all finished"
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(1), "in parallel");
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_create_and_every_delete_of_a_sync_runs_at_once_and_the_sync_waits_for_all() {
+    // Behaviour 39 (weakness 3): one task per missing or surplus pod, no cap, and the sync
+    // returns when every one of them has finished.
+    let fake = Arc::new(Fake::default());
+    let control = Arc::new(SlowPodControl::default());
+    check_all_at_once(&fake, &control, 5, 5, 5).await;
+    *fake.pods.lock().unwrap() = (0..6)
+        .map(|i| pod(&format!("p{i}"), "foo", PodPhase::Running))
+        .collect();
+    check_all_at_once(&fake, &control, 0, 6, 11).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn write_errors_are_only_logged_and_the_next_resync_tries_again() {
+    // Behaviour 38 (weakness 8): a failed delete is discarded (the sync succeeds), a
+    // failed create is not even seen; nothing retries until the next tick, which asks for
+    // the same writes again, with no backoff.
+    let fake = Arc::new(Fake::default());
+    *fake.controllers.lock().unwrap() = vec![controller("foo", 1), controller("bar", 2)];
+    *fake.pods.lock().unwrap() = (0..3)
+        .map(|i| pod(&format!("p{i}"), "foo", PodPhase::Running))
+        .collect();
+    let control = Arc::new(SlowPodControl {
+        fail_deletes: true,
+        ..SlowPodControl::default()
+    });
+    let manager = slow_manager(&fake, &control);
+    manager
+        .sync_replication_controller(controller("foo", 1))
+        .await
+        .expect("delete errors are discarded");
+    assert_eq!(control.deletes.load(Ordering::SeqCst), 2);
+    manager.synchronize().await;
+    manager.synchronize().await;
+    assert_eq!(control.deletes.load(Ordering::SeqCst), 6, "2 more per tick");
+    assert_eq!(control.creates.load(Ordering::SeqCst), 4, "2 per tick");
+}
+
+#[tokio::test]
+async fn a_pod_list_error_ends_that_controllers_sync_and_the_resync_goes_on() {
+    // Behaviour 38: the sync returns the list's error and writes nothing; the other
+    // controllers of the resync are synced.
+    let fake = Arc::new(Fake::default());
+    *fake.controllers.lock().unwrap() = vec![controller("foo", 2), controller("bar", 2)];
+    fake.failing_lists
+        .lock()
+        .unwrap()
+        .insert("name=foo".to_string());
+    let error = manager(&fake)
+        .sync_replication_controller(controller("foo", 2))
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("unavailable"), "{error}");
+    assert!(fake.creates.lock().unwrap().is_empty());
+    manager(&fake).synchronize().await;
+    assert_eq!(fake.created_for(), ["bar", "bar"]);
 }

@@ -586,6 +586,43 @@ fn slow_start_batches_double_until_the_total() {
     assert_eq!(slow_start_batches(0, 3), [1, 2]);
 }
 
+#[tokio::test(start_paused = true)]
+async fn each_slow_start_batch_runs_at_once_and_the_next_waits_for_it() {
+    // Behaviour 39, where kcm departs (weakness 3): 2014 sent every create at once; kcm
+    // sends batches of 1, 2, 4, ..., the creates of a batch concurrently, each batch
+    // after the previous one finished. Each create takes a second; each records how many
+    // were in flight when it started.
+    use crate::controller::replicas::{create_replicas, CreateOutcome};
+    use crate::controller::KeyMemory;
+    let in_flight = AtomicUsize::new(0);
+    let starts = Mutex::new(Vec::new());
+    let names: Vec<String> = (0..10).map(|i| format!("web-{i}")).collect();
+    let started = tokio::time::Instant::now();
+    let writes = create_replicas(
+        &KeyMemory::default(),
+        &"ns/web".into(),
+        500,
+        "ns",
+        names,
+        |_name| async {
+            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            starts.lock().unwrap().push(now);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+            Ok(CreateOutcome::Created(ResourceVersion(1)))
+        },
+        |_| true,
+    )
+    .await;
+    assert_eq!(writes.created, 10);
+    assert_eq!(
+        *starts.lock().unwrap(),
+        [1, 1, 2, 1, 2, 3, 4, 1, 2, 3],
+        "batches of 1, 2, 4 and 3, each at once, one after another"
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(4), "four batches");
+}
+
 #[test]
 fn deletion_ranking() {
     use PodPhase::*;

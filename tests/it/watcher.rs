@@ -411,6 +411,68 @@ async fn from_a_revision_the_event_at_it_is_not_repeated_and_the_next_one_is_del
     .await;
 }
 
+/// 2014's watch from `""` of a key that does not exist sent no synthetic event and
+/// started right after the read: a key (and a namespace) with a past, but nothing now,
+/// replays none of it, and the next write is the first event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_empty_a_missing_key_sends_nothing_before_its_next_write() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        put_pod(&env.client, "empty", "a", "x").await;
+        delete_pod(&mut env.client, "empty", "a").await;
+        let mut object = env.watcher.watch::<Pod>("empty", "a", "").unwrap();
+        let mut list = env
+            .watcher
+            .watch_list::<Pod>(Some("empty"), "", etcd_watcher::everything())
+            .unwrap();
+        let again = put_pod(&env.client, "empty", "a", "y").await;
+        let expected = [format!("ADDED empty/a rv={again} app=y")];
+        expect_events(&mut object, &expected).await;
+        expect_events(&mut list, &expected).await;
+    })
+    .await;
+}
+
+/// 2014's watcher dropped etcd v2's `expire` action (#10412). etcd v3 has no such action: a
+/// key whose lease expires is removed by an ordinary DELETE, which arrives as DELETED of
+/// the key's last state, stamped with the revision of the expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_expiry_is_deleted_with_the_last_state() {
+    with_timeout(LIMIT, async {
+        let Some(env) = env().await else { return };
+        let mut client = env.client.clone();
+        let lease = client
+            .lease_grant(2, None)
+            .await
+            .expect("grant a lease")
+            .id();
+        let value = serde_json::to_vec(&pod_json("ns", "leased", "x")).unwrap();
+        let options = etcd_client::PutOptions::new().with_lease(lease);
+        let written = client
+            .put(pod_key("ns", "leased"), value, Some(options))
+            .await
+            .expect("put with a lease")
+            .header()
+            .expect("header")
+            .revision();
+        let mut stream = env
+            .watcher
+            .watch_list::<Pod>(Some("ns"), &written.to_string(), etcd_watcher::everything())
+            .unwrap();
+        // Nobody keeps the lease alive: etcd expires it within a few seconds.
+        match next_event(&mut stream).await {
+            WatchEvent::Deleted(pod) => {
+                assert_eq!(pod.metadata.name, "leased");
+                assert_eq!(pod.metadata.labels.get("app"), Some("x"), "the last state");
+                let at = pod.metadata.resource_version.expect("a revision").0;
+                assert!(at > written, "stamped with the expiry's revision: {at}");
+            }
+            other => panic!("expected DELETED, got {other:?}"),
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_watch_sees_only_its_own_key() {
     with_timeout(LIMIT, async {
@@ -1156,6 +1218,14 @@ async fn compaction_during_a_cut_is_a_410_for_the_one_shot_watch_and_a_relist_fo
             }
             other => panic!("expected a 410 Error, got {other:?}"),
         }
+        // As 2014's `401 index cleared`: the ERROR, then the stream ends; it lists nothing.
+        assert!(
+            tokio::time::timeout(EVENT_DEADLINE, again.next())
+                .await
+                .expect("the stream ends after its 410")
+                .is_none(),
+            "nothing after the 410"
+        );
 
         // The resumable watch resumes, finds its revision compacted and lists again.
         let (added, modified, deleted) = loop {
