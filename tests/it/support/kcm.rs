@@ -223,11 +223,16 @@ pub struct Output {
 
 /// Runs `kcm {args}` with `env` set, bounded to 30 s.
 pub async fn run_kcm(args: &[&str], env: &[(&str, &str)]) -> Output {
+    run_kcm_within(Duration::from_secs(30), args, env).await
+}
+
+/// Runs `kcm {args}` with `env` set, bounded to `limit`.
+pub async fn run_kcm_within(limit: Duration, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = kcm_command();
     command.args(args).envs(env.iter().copied());
-    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
+    let output = tokio::time::timeout(limit, command.output())
         .await
-        .unwrap_or_else(|_| panic!("kcm {args:?} did not finish within 30s"))
+        .unwrap_or_else(|_| panic!("kcm {args:?} did not finish within {limit:?}"))
         .expect("run kcm");
     Output {
         status: output.status,
