@@ -34,9 +34,28 @@
 //!   in flight at once, counted around each loop's pod-control seam (2014: all at once,
 //!   one task per missing pod; kcm: slow-start batches and the burst cap of 500) (#4866).
 //! - `names`: a controller scaled 0 → N; figure: pods named after their controller
-//!   (2014: none, UUIDs; kcm: every one) (weakness 12, docs/2014.md).
+//!   (2014: none, UUIDs; kcm: every one) (weakness 12, docs/2014.md);
 //! - `status`: a controller scaled 0 → N; figure: the controller's writes a watcher sees
 //!   (2014: none, status was computed at read time; kcm: its status writes) (weakness 11).
+//! - `overlap`: two controllers with one selector and different replicas; figure: pod
+//!   creates and deletes per minute once settled (2014's ReplicationControllers fight
+//!   forever; kcm's ReplicaSets settle at 0; beside it, kcm's ReplicationControllers fight
+//!   as 2014's, on purpose) (weakness 5);
+//! - `event-wait`: many converged controllers in one namespace and a probe scaled just
+//!   after a tick; figure: mean seconds to the probe's first pod (2014's event waits for
+//!   its resync, every controller listing the namespace; kcm's resync reads its caches)
+//!   (weaknesses 7 and 2);
+//! - `failing-create`: a controller whose pod creates etcd's RBAC refuses; figure: creates
+//!   refused per minute, from etcd's `/metrics` (2014: every missing pod every tick; kcm:
+//!   slow start and backoff, about one a period) (weakness 8). Like `stale-watch`, it runs
+//!   only on the lab's own etcd (it turns authentication on);
+//! - `watch-cut`: the loop's controller watch cut while its lists and writes go on, and a
+//!   pod deleted; figure: seconds to the replacement (2014 runs no tick without a watch
+//!   and heals only after the cut; kcm heals from its pod watch) (weakness 13).
+//!
+//! Rows may carry secondary figures (`also`, a `↳` line in the table) that show the
+//! weakness happened: `stale-watch`'s watches opened per period, `overlap`'s kcm
+//! ReplicationControllers.
 //!
 //! After each run the scenario's namespace is deleted (with the loop stopped), so the
 //! next loop lists only its own.
@@ -87,6 +106,8 @@ use crate::registry::Registry;
 
 /// The lab's default sync period: shorter than 2014's 10 s so a run stays short.
 pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(2);
+/// The period of `--quick` runs.
+pub const QUICK_SYNC_PERIOD: Duration = Duration::from_secs(1);
 
 /// The scenarios, in the order they run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -381,7 +402,13 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
         let mut panels = Vec::new();
         for scenario in &config.scenarios {
             eprintln!("kcm lab: {} ...", scenario.name());
+            let began = Instant::now();
             let (row, panel) = lab.scenario(*scenario).await?;
+            eprintln!(
+                "kcm lab: {} done in {:.1}s",
+                scenario.name(),
+                began.elapsed().as_secs_f64()
+            );
             rows.push(row);
             panels.push(panel);
         }

@@ -22,16 +22,18 @@ impl ValueEnum for Scenario {
 #[derive(Args, Debug, Clone)]
 pub struct LabArgs {
     /// Scenarios to run (default: all): overcreate, stale-watch (only on the private
-    /// etcd: it compacts), victims, orphans, heal, resync, burst, names, status.
+    /// etcd: it compacts), victims, orphans, heal, resync, burst, names, status, overlap,
+    /// event-wait, failing-create (only on the private etcd: it turns authentication
+    /// on), watch-cut.
     #[arg(value_enum)]
     pub scenarios: Vec<Scenario>,
-    /// Small sizes, for tests.
+    /// Small sizes and, unless --sync-period says otherwise, a 1s period.
     #[arg(long)]
     pub quick: bool,
-    /// Both loops' sync period (2014's was 10s; the lab's default is shorter so a run
-    /// stays short).
-    #[arg(long, default_value = "2s", value_parser = parse_sync_period)]
-    pub sync_period: Duration,
+    /// Both loops' sync period (2014's was 10s; the lab's default, 2s, or 1s with
+    /// --quick, is shorter so a run stays short).
+    #[arg(long, value_parser = parse_sync_period)]
+    pub sync_period: Option<Duration>,
     /// Write the rows as JSON to this file: {"scenarios": [{"scenario", "measure",
     /// "unit", "v2014", "kcm", "departure", "weaknesses", "issues"}]}; `weaknesses` are the
     /// numbers of docs/2014.md.
@@ -58,7 +60,10 @@ impl LabArgs {
             },
             private_etcd: (!etcd_given).then(|| self.etcd_binary.clone()),
             quick: self.quick,
-            sync_period: self.sync_period,
+            sync_period: self.sync_period.unwrap_or(match self.quick {
+                true => lab::QUICK_SYNC_PERIOD,
+                false => lab::DEFAULT_SYNC_PERIOD,
+            }),
             json: self.json.clone(),
             svg: self.svg.clone(),
         }

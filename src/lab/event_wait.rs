@@ -14,6 +14,10 @@ use super::fixtures::{mean_seconds, wait_for_a_create};
 use super::{Lab, Loop, Measured, Row, Scenario, Sizes};
 use crate::api::{self, ObjectMeta, Pod, PodPhase, PodStatus};
 
+/// How long after a tick `event-wait` scales the probe: time for the 2014 loop to have
+/// read the tick and begun its resync.
+const RESYNC_BEGUN: Duration = Duration::from_millis(20);
+
 impl Lab {
     /// `event-wait`: `event_wait_controllers` converged controllers of
     /// `event_wait_pods_each` pods in `namespace`, written before the loop starts; then
@@ -31,6 +35,8 @@ impl Lab {
         )
         .await?;
         self.create_controller(namespace, "probe", 0).await?;
+        // Both loops tick at `started` + k periods (2014's `time.Tick`; kcm's resync).
+        let started = tokio::time::Instant::now();
         let running = self.start(which);
         let pods_dir = self.pods_dir(namespace);
         let total = sizes.event_wait_controllers * sizes.event_wait_pods_each as usize;
@@ -41,7 +47,12 @@ impl Lab {
         wait_for_a_create(&mut watch, Duration::from_secs(60) + 3 * self.period).await?;
         let mut trials = Vec::new();
         for trial in 1..=sizes.event_wait_trials {
-            let mut watch = self.at_a_random_moment_watch(&pods_dir).await?;
+            let mut watch = self.watch_dir(&pods_dir).await?;
+            // Just after a tick: 2014's resync has begun (the random moments of `heal`
+            // would land in it only as often as it fills the period).
+            let elapsed = started.elapsed().as_secs_f64() / self.period.as_secs_f64();
+            let tick = started + self.period.mul_f64(elapsed.floor() + 1.0);
+            tokio::time::sleep_until(tick + RESYNC_BEGUN).await;
             let scaled_at = Instant::now();
             self.scale(namespace, "probe", 1 + trial as i64).await?;
             wait_for_a_create(&mut watch, Duration::from_secs(60) + 3 * self.period).await?;

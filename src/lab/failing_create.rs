@@ -134,9 +134,9 @@ impl Lab {
         .with_context(|| format!("connect to etcd as {user}"))
     }
 
-    /// How long `failing-create` counts: five periods.
+    /// How long `failing-create` counts: three periods.
     fn failing_window(&self) -> Duration {
-        5 * self.period
+        3 * self.period
     }
 }
 

@@ -141,6 +141,11 @@ impl Lab {
         dir: &str,
     ) -> anyhow::Result<etcd_client::WatchStream> {
         tokio::time::sleep(self.period.mul_f64(rand::random::<f64>())).await;
+        self.watch_dir(dir).await
+    }
+
+    /// A watch of the keys under `dir`, from now.
+    pub(super) async fn watch_dir(&self, dir: &str) -> anyhow::Result<etcd_client::WatchStream> {
         let watch = self
             .client
             .watch_client()

@@ -91,9 +91,9 @@ impl Lab {
         Ok(((per_minute * 10.0).round() / 10.0, points))
     }
 
-    /// How long `overlap` counts: five periods.
+    /// How long `overlap` counts: three periods.
     fn overlap_window(&self) -> Duration {
-        5 * self.period
+        3 * self.period
     }
 
     /// etcd's revision now.

@@ -88,8 +88,10 @@ async fn lab_shows_the_2014_weaknesses_that_kcm_fixed_on_a_given_etcd() {
         // burst: one controller 0 → 200. 2014 starts one create per missing pod at once;
         // kcm's slow-start batches (1, 2, 4, ...) never have all 200 in flight.
         assert!(figure("burst", "kcm") < 200.0, "{document}");
-        // 2014 issues one create per missing pod before awaiting any: all 200 at once.
-        assert_eq!(figure("burst", "v2014"), 200.0, "{document}");
+        // 2014 issues one create per missing pod before awaiting any: (nearly) all 200
+        // in flight at once; a create may complete before the last one is issued (1999 of
+        // 2000 at the full size).
+        assert!(figure("burst", "v2014") >= 190.0, "{document}");
         // names: 0 → 3. 2014's pods are named by their UIDs, none after the controller;
         // every one of kcm's is `web-…` (weakness 12).
         assert_eq!(figure("names", "v2014"), 0.0, "{document}");
