@@ -29,6 +29,7 @@ use crate::nodelifecycle::NodeLifecycleConfig;
 use crate::registry::{FenceSlot, Registry};
 use crate::replicaset::ReplicaSetConfig;
 use crate::replication_manager::ManagerConfig;
+use crate::scheduler::SchedulerConfig;
 use crate::status::{self, Health, Metrics};
 
 pub use descriptors::{
@@ -271,6 +272,7 @@ impl Controllers<'_> {
                 endpoints: config.endpoints.clone(),
                 garbagecollector: config.garbagecollector.clone(),
                 nodelifecycle: config.nodelifecycle.clone(),
+                scheduler: SchedulerConfig::default(),
             },
             stop: token.clone(),
         };

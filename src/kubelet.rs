@@ -100,6 +100,10 @@ pub struct KubeletConfig {
     pub ready_delay: Duration,
     /// Which images fail to pull, crash or never turn ready.
     pub images: ImageRules,
+    /// Claim unassigned pods (bind them to this node) as they appear. Off when a
+    /// scheduler binds pods (`kcm up`; `kcm kubelet --no-claim`): the node then runs only
+    /// the pods bound to it. Default on.
+    pub claim_unassigned: bool,
 }
 
 impl KubeletConfig {
@@ -115,6 +119,7 @@ impl KubeletConfig {
             max_pods: 110,
             ready_delay: Duration::ZERO,
             images: ImageRules::default(),
+            claim_unassigned: true,
         }
     }
 

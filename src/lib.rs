@@ -26,6 +26,7 @@ pub mod registry;
 pub mod replicaset;
 pub mod replication_2014;
 pub mod replication_manager;
+pub mod scheduler;
 pub mod status;
 pub mod up;
 pub mod workqueue;

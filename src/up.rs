@@ -290,6 +290,7 @@ fn manager_config(
             Controller::Endpoints,
             Controller::GarbageCollector,
             Controller::NodeLifecycle,
+            Controller::Scheduler,
         ],
         manager: ManagerConfig {
             sync_period: config.sync_period,
@@ -376,6 +377,8 @@ async fn register_nodes(config: &Config, target: &Target) -> anyhow::Result<Vec<
                 images: config.images.clone(),
                 max_pods: config.max_pods,
                 pod_cidr: pod_cidr(i, &node, config.max_pods)?,
+                // The scheduler binds the pods, spreading them over the nodes.
+                claim_unassigned: false,
                 ..KubeletConfig::new(node.clone())
             };
             let (client, registry) = target.connect().await?;

@@ -30,6 +30,10 @@ pub struct KubeletArgs {
     /// Most active pods the node holds (its Node's capacity.pods).
     #[arg(long, default_value_t = 110, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_pods: u32,
+    /// Claim no unassigned pod: a scheduler binds them (`kcm controller-manager
+    /// --controllers '*,scheduler'`), and the node runs only the pods bound to it.
+    #[arg(long)]
+    pub no_claim: bool,
     #[command(flatten)]
     pub pods: PodBehaviourArgs,
 }
@@ -83,6 +87,7 @@ impl TryFrom<&KubeletArgs> for KubeletConfig {
         config.fail_rate = args.fail_rate;
         config.fail_after = args.fail_after;
         config.max_pods = args.max_pods as usize;
+        config.claim_unassigned = !args.no_claim;
         config.ready_delay = args.pods.ready_delay;
         config.images = args.pods.images();
         config.validate()?;

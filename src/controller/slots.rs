@@ -87,8 +87,8 @@ pub fn free_slots(
 /// (PR #6992's rule).
 pub fn rank_for_deletion(pods: &mut [Arc<CachedPod>]) {
     pods.sort_by(|a, b| {
-        a.assigned
-            .cmp(&b.assigned)
+        a.assigned()
+            .cmp(&b.assigned())
             .then(phase_rank(a.phase).cmp(&phase_rank(b.phase)))
             // RFC 3339 timestamps of one format sort as strings; newer first.
             .then(b.creation_timestamp.cmp(&a.creation_timestamp))

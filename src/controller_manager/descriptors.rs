@@ -26,6 +26,7 @@ use crate::registry::Registry;
 use crate::replicaset::{ReplicaSetConfig, ReplicaSetController};
 use crate::replication_2014::ReplicationManager as ReplicationManager2014;
 use crate::replication_manager::{ManagerConfig, ReplicationManager};
+use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::status::Metrics;
 
 /// The controllers `kcm controller-manager` can run.
@@ -45,6 +46,8 @@ pub enum Controller {
     GarbageCollector,
     /// The node lifecycle controller (Nodes whose kubelet is gone turn Ready Unknown).
     NodeLifecycle,
+    /// The scheduler (binds unassigned pods, spreading each controller's over the nodes).
+    Scheduler,
 }
 
 /// One row of the controller table (the kube-controller-manager's
@@ -114,6 +117,15 @@ pub const DESCRIPTORS: &[Descriptor] = &[
         init: start_node_lifecycle_controller,
     },
     Descriptor {
+        controller: Controller::Scheduler,
+        name: "scheduler",
+        aliases: &["kube-scheduler"],
+        // Kubelets claim unassigned pods unless told otherwise (`kcm kubelet --no-claim`);
+        // `kcm up` runs the scheduler and tells its kubelets.
+        disabled_by_default: true,
+        init: start_scheduler,
+    },
+    Descriptor {
         controller: Controller::Replication2014,
         name: "replication-2014",
         aliases: &[],
@@ -178,6 +190,7 @@ pub struct Settings {
     pub endpoints: EndpointsConfig,
     pub garbagecollector: GcConfig,
     pub nodelifecycle: NodeLifecycleConfig,
+    pub scheduler: SchedulerConfig,
 }
 
 /// What an init function gets: the kube-controller-manager's `ControllerContext`. One
@@ -271,6 +284,14 @@ fn start_node_lifecycle_controller(ctx: &ControllerContext) -> anyhow::Result<In
     );
     Ok(Init::Started(
         controller.start(&ctx.watcher, ctx.stop.clone().cancelled_owned()),
+    ))
+}
+
+/// The scheduler, on the shared pod informer.
+fn start_scheduler(ctx: &ControllerContext) -> anyhow::Result<Init> {
+    let scheduler = Scheduler::new(ctx.registry.clone(), ctx.settings.scheduler.clone());
+    Ok(Init::Started(
+        scheduler.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
     ))
 }
 

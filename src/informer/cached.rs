@@ -95,8 +95,8 @@ pub struct CachedPod {
     pub labels: Arc<Set>,
     pub resource_version: i64,
     pub phase: PodPhase,
-    /// `spec.host` is set (the pod is bound to a node).
-    pub assigned: bool,
+    /// `spec.host`: the node the pod is bound to, if any.
+    pub host: Option<Box<str>>,
     /// RFC 3339, as stored.
     pub creation_timestamp: Option<Box<str>>,
     /// `status.podIP`, when set and non-empty.
@@ -170,6 +170,11 @@ impl CachedPod {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+
+    /// `spec.host` is set: the pod is bound to a node.
+    pub fn assigned(&self) -> bool {
+        self.host.is_some()
+    }
 }
 
 impl From<&Pod> for CachedPod {
@@ -181,7 +186,7 @@ impl From<&Pod> for CachedPod {
             labels: Arc::new(meta.labels.clone()),
             resource_version: meta.resource_version.map_or(0, |rv| rv.0),
             phase: pod.phase(),
-            assigned: !pod.spec.host.is_empty(),
+            host: (!pod.spec.host.is_empty()).then(|| pod.spec.host.as_str().into()),
             creation_timestamp: meta.creation_timestamp.as_deref().map(Box::from),
             pod_ip: pod.pod_ip().map(Box::from),
             ports: PodPorts::of(pod),

@@ -362,13 +362,17 @@ impl NodeState {
         })
     }
 
-    /// The next unassigned pod to claim, taken out of the set; `None` at `max_pods`.
+    /// The next unassigned pod to claim, taken out of the set; `None` at `max_pods`, and
+    /// always when a scheduler binds the pods (`claim_unassigned` off).
     ///
     /// Picked at random: nodes that see the same backlog in the same order would
     /// otherwise all race for the same pod, and the one a round trip ahead would win
     /// every race and take every pod.
     pub(super) fn next_claim(&mut self) -> Option<Pod> {
-        if self.unassigned.is_empty() || self.active_pods() >= self.config.max_pods {
+        if !self.config.claim_unassigned
+            || self.unassigned.is_empty()
+            || self.active_pods() >= self.config.max_pods
+        {
             return None;
         }
         let index = self.rng.gen_range(0..self.unassigned.len());

@@ -64,8 +64,8 @@ pub fn rank_with_readiness(pods: &mut [Arc<CachedPod>]) {
     // A stable sort on the readiness keys keeps the replication manager's order inside
     // each group; `phase` and `assigned` come first again so they still dominate.
     pods.sort_by(|a, b| {
-        a.assigned
-            .cmp(&b.assigned)
+        a.assigned()
+            .cmp(&b.assigned())
             .then(phase_rank(a.phase).cmp(&phase_rank(b.phase)))
             .then(a.ready.cmp(&b.ready))
             // Ready more recently (a larger `ready_since`) goes first.

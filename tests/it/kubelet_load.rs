@@ -17,7 +17,7 @@ use kcm::kubelet::LEASE_TTL;
 
 use crate::support::history;
 use crate::support::kcm::{http_get, run_kcm, Kcm};
-use crate::support::objects::{current_revision, pods};
+use crate::support::objects::{current_revision, pods, PodInfo};
 use crate::support::{eventually, free_port, start_etcd, with_timeout};
 
 const MINIONS: &str = "/registry/minions/";
@@ -82,22 +82,7 @@ async fn up_kubelets_run_3000_pods_on_5_nodes_without_losing_a_registration() {
         });
 
         let endpoint = etcd.endpoint();
-        let out = run_kcm(
-            &[
-                "--etcd-servers",
-                &endpoint,
-                "create",
-                "deployment",
-                "big",
-                "--image",
-                "nginx",
-                "--replicas",
-                "3000",
-            ],
-            &[],
-        )
-        .await;
-        assert!(out.status.success(), "create deployment: {}", out.stderr);
+        create_deployment(&endpoint, "big", 3000).await;
         let created = Instant::now();
         let mut last;
         // ~20 s with a release build, ~55 s with the debug build the suite uses.
@@ -160,10 +145,80 @@ async fn up_kubelets_run_3000_pods_on_5_nodes_without_losing_a_registration() {
             );
         }
         assert_eq!(registrations(&client).await.len(), 5);
+        // The scheduler spread them: at most one pod more on any node than on another.
+        assert_spread(&pods(&client, "default").await, 5);
         assert!(
             kcm.warnings_about("registering again failed").is_empty(),
             "a node could not register again"
         );
+        kcm.terminate().await;
+    })
+    .await;
+}
+
+/// `kcm create deployment NAME --image nginx --replicas N`.
+async fn create_deployment(endpoint: &str, name: &str, replicas: usize) {
+    let replicas = replicas.to_string();
+    let out = run_kcm(
+        &[
+            "--etcd-servers",
+            endpoint,
+            "create",
+            "deployment",
+            name,
+            "--image",
+            "nginx",
+            "--replicas",
+            &replicas,
+        ],
+        &[],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "create deployment {name}: {}",
+        out.stderr
+    );
+}
+
+/// Every pod of `pods` has a node, and the node holding the most holds at most one more
+/// than the node holding the fewest, over `nodes` nodes.
+fn assert_spread(pods: &BTreeMap<String, PodInfo>, nodes: usize) {
+    let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();
+    for pod in pods.values() {
+        assert!(!pod.host.is_empty(), "a pod without a node: {pods:?}");
+        *per_node.entry(pod.host.as_str()).or_default() += 1;
+    }
+    assert_eq!(per_node.len(), nodes, "pods per node: {per_node:?}");
+    let (min, max) = (
+        per_node.values().min().unwrap(),
+        per_node.values().max().unwrap(),
+    );
+    assert!(max - min <= 1, "pods per node: {per_node:?}");
+    eprintln!("pods per node: {per_node:?}");
+}
+
+/// `kcm up --nodes 2`: a 10-replica Deployment's pods run 5 on each node, bound by the
+/// scheduler (the kubelets of `kcm up` claim nothing themselves).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_spreads_ten_pods_over_two_nodes() {
+    with_timeout(Duration::from_secs(60), async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let (mut kcm, _) = up_with(&etcd, 2, &[], &[]).await;
+        let endpoint = etcd.endpoint();
+        create_deployment(&endpoint, "web", 10).await;
+        eventually(Duration::from_secs(30), "10 pods Running", || {
+            let client = client.clone();
+            async move {
+                let pods = pods(&client, "default").await;
+                pods.len() == 10 && pods.values().all(|p| p.phase == "Running")
+            }
+        })
+        .await;
+        assert_spread(&pods(&client, "default").await, 2);
         kcm.terminate().await;
     })
     .await;
