@@ -444,3 +444,80 @@ fn keep_unchanged(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rc(labels: Value, replicas: i64, protocol: Option<&str>) -> Value {
+        let mut port = json!({"containerPort": 80});
+        if let Some(protocol) = protocol {
+            port["protocol"] = json!(protocol);
+        }
+        json!({"metadata": {"name": "web", "labels": labels},
+               "spec": {"replicas": replicas, "selector": {"app": "web"},
+                        "template": {"metadata": {"labels": {"app": "web"}},
+                                     "spec": {"containers": [{"name": "c", "image": "x",
+                                                              "ports": [port]}]}}},
+               "status": {"replicas": 1}})
+    }
+
+    #[test]
+    fn what_a_write_leaves_unchanged_keeps_its_stored_form() {
+        let kind = Kind::ReplicationController;
+        let old_stored = rc(json!({}), 1, None);
+        let old_served = convert::to_served(kind, old_stored.clone());
+        assert_eq!(
+            old_served.pointer("/spec/template/spec/containers/0/ports/0/protocol"),
+            Some(&json!("TCP")),
+            "served with the default"
+        );
+        // A label change: the spec is stored as it was, default-free.
+        let mut new_served = old_served.clone();
+        new_served["metadata"]["labels"] = json!({"tier": "front"});
+        let mut new_stored = convert::to_stored(kind, new_served.clone());
+        keep_unchanged(kind, &old_served, &new_served, &old_stored, &mut new_stored);
+        assert_eq!(new_stored["spec"], old_stored["spec"]);
+        assert_eq!(new_stored["metadata"]["labels"], json!({"tier": "front"}));
+        // A scale: replicas changes, the template keeps its stored form.
+        let mut scaled = old_served.clone();
+        scaled["spec"]["replicas"] = json!(3);
+        let mut new_stored = convert::to_stored(kind, scaled.clone());
+        keep_unchanged(kind, &old_served, &scaled, &old_stored, &mut new_stored);
+        assert_eq!(new_stored["spec"]["replicas"], 3);
+        assert_eq!(
+            new_stored["spec"]["template"],
+            old_stored["spec"]["template"]
+        );
+    }
+
+    #[test]
+    fn a_written_object_takes_the_paths_namespace_and_name_or_is_refused() {
+        let mut object = json!({"metadata": {}});
+        name_from_path(&mut object, "default", Some("web")).unwrap();
+        assert_eq!(
+            object["metadata"],
+            json!({"namespace": "default", "name": "web"})
+        );
+        let mut elsewhere = json!({"metadata": {"namespace": "other"}});
+        assert_eq!(
+            name_from_path(&mut elsewhere, "default", None)
+                .unwrap_err()
+                .code,
+            400
+        );
+        let mut renamed = json!({"metadata": {"name": "other"}});
+        assert_eq!(
+            name_from_path(&mut renamed, "default", Some("web"))
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(
+            resource_version_of(&json!({"metadata": {"resourceVersion": "12"}})).unwrap(),
+            Some(ResourceVersion(12))
+        );
+        assert_eq!(resource_version_of(&json!({"metadata": {}})).unwrap(), None);
+    }
+}
