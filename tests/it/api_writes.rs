@@ -624,3 +624,114 @@ async fn racing_read_modify_writes_lose_no_acknowledged_write() {
     })
     .await;
 }
+
+const SERVICE: &str = "apiVersion: v1
+kind: Service
+metadata:
+  name: front
+spec:
+  selector: {app: app}
+  ports:
+  - port: 80
+    targetPort: 80
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
+    with_timeout(LIMIT, async {
+        let Some(api) = start_up(2).await else {
+            return;
+        };
+        let key = "/registry/deployments/default/app";
+        let deploy = manifest(&api, "deploy.yaml", &deployment_yaml(2, "nginx:1.25"));
+        api.kubectl.ok(&["apply", "-f", &deploy]).await;
+        wait_pods(&api, "app", 2).await;
+
+        // rollout undo sends a JSON patch of the template and the annotations.
+        api.kubectl.ok(&["set", "image", "deploy/app", "nginx=nginx:1.26"]).await;
+        api.kubectl.ok(&["rollout", "status", "deploy/app", "--timeout=30s"]).await;
+        let out = api.kubectl.ok(&["rollout", "undo", "deploy/app"]).await;
+        assert_eq!(out, "deployment.apps/app rolled back\n");
+        let image = |doc: &Value| doc["spec"]["template"]["spec"]["containers"][0]["image"].clone();
+        assert_eq!(image(&stored(&api, key).await.unwrap()), "nginx:1.25");
+        api.kubectl.ok(&["rollout", "status", "deploy/app", "--timeout=30s"]).await;
+
+        // patch, each type.
+        api.kubectl
+            .ok(&["patch", "deploy", "app", "--type", "merge", "-p", r#"{"metadata":{"labels":{"m":"1"}}}"#])
+            .await;
+        api.kubectl
+            .ok(&["patch", "deploy", "app", "--type", "json", "-p", r#"[{"op":"replace","path":"/spec/replicas","value":3}]"#])
+            .await;
+        api.kubectl
+            .ok(&["patch", "deploy", "app", "--type", "strategic", "-p",
+                  r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}}}"#])
+            .await;
+        let doc = stored(&api, key).await.unwrap();
+        assert_eq!(doc["metadata"]["labels"]["m"], "1");
+        assert_eq!(doc["spec"]["replicas"], 3);
+        assert_eq!(image(&doc), "nginx:1.27");
+        let failed = api
+            .kubectl
+            .run(&["patch", "deploy", "app", "--type", "json", "-p", r#"[{"op":"test","path":"/spec/replicas","value":9}]"#])
+            .await;
+        assert_eq!(failed.status.code(), Some(1), "{failed:?}");
+
+        // replace -f (a PUT without resourceVersion), then diff -f writes nothing.
+        api.kubectl.ok(&["replace", "-f", &deploy]).await;
+        let doc = stored(&api, key).await.unwrap();
+        assert_eq!((doc["spec"]["replicas"].clone(), image(&doc)), (json!(2), json!("nginx:1.25")));
+        api.kubectl
+            .ok(&["rollout", "status", "deploy/app", "--timeout=30s"])
+            .await;
+        let changed = manifest(&api, "deploy-3.yaml", &deployment_yaml(4, "nginx:1.25"));
+        let diff = api.kubectl.run(&["diff", "-f", &changed]).await;
+        assert_eq!(diff.status.code(), Some(1), "{diff:?}");
+        assert!(diff.stdout.contains("+  replicas: 4"), "{}", diff.stdout);
+        assert_eq!(stored(&api, key).await.unwrap()["spec"]["replicas"], 2);
+
+        // A Service created and applied again: the endpoints controller follows it.
+        let service = manifest(&api, "svc.yaml", SERVICE);
+        assert_eq!(
+            api.kubectl.ok(&["apply", "-f", &service]).await,
+            "service/front created\n"
+        );
+        let labelled = SERVICE.replace("  name: front\n", "  name: front\n  labels: {tier: web}\n");
+        let service = manifest(&api, "svc.yaml", &labelled);
+        assert_eq!(
+            api.kubectl.ok(&["apply", "-f", &service]).await,
+            "service/front configured\n"
+        );
+        eventually(CONVERGE, "the endpoints of front to list app's 2 pods", || async {
+            let out = api.kubectl.run(&["get", "endpoints", "front", "-o", "json"]).await;
+            let endpoints: Value = serde_json::from_str(&out.stdout).unwrap_or(Value::Null);
+            endpoints
+                .pointer("/subsets/0/addresses")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.len() == 2)
+        })
+        .await;
+
+        // kube-rs deletes with each propagation policy; the garbage collector finishes them.
+        let deployments: Api<Deployment> = Api::namespaced(kube_client(api.port), "default");
+        wait_pods(&api, "app", 2).await;
+        let orphaned = deployments.delete("app", &DeleteParams::orphan()).await.unwrap();
+        assert!(orphaned.is_left(), "marked, not yet gone: {orphaned:?}");
+        eventually(CONVERGE, "the deployment to go, its ReplicaSets kept", || async {
+            stored(&api, key).await.is_none()
+        })
+        .await;
+        assert_eq!(pods_of(&api, "app").await.len(), 2, "orphaned pods stay");
+        api.kubectl.ok(&["delete", "rs", "--all", "--cascade=orphan"]).await;
+        api.kubectl.ok(&["delete", "pods", "-l", "app=app"]).await;
+        api.kubectl.ok(&["apply", "-f", &deploy]).await;
+        wait_pods(&api, "app", 2).await;
+        let foreground = deployments.delete("app", &DeleteParams::foreground()).await.unwrap();
+        assert!(foreground.is_left(), "marked: {foreground:?}");
+        eventually(CONVERGE, "the deployment and its pods to go", || async {
+            stored(&api, key).await.is_none() && pods_of(&api, "app").await.is_empty()
+        })
+        .await;
+    })
+    .await;
+}
