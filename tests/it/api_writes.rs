@@ -503,6 +503,40 @@ async fn kube_rs_creates_replaces_patches_scales_and_deletes() {
             (1, Some("nginx:2"))
         );
 
+        // status: only through /status; the main resource ignores it.
+        let with_status = deployments
+            .patch_status(
+                "kube",
+                &params,
+                &Patch::Merge(
+                    json!({"spec": {"replicas": 7}, "status": {"observedGeneration": 42}}),
+                ),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            with_status.status.as_ref().unwrap().observed_generation,
+            Some(42)
+        );
+        assert_eq!(
+            with_status.spec.as_ref().unwrap().replicas,
+            Some(3),
+            "spec kept"
+        );
+        let mut ignored = with_status.clone();
+        ignored.status.as_mut().unwrap().observed_generation = Some(1);
+        ignored.metadata.labels = Some([("put".to_string(), "1".to_string())].into());
+        let put = deployments
+            .replace("kube", &PostParams::default(), &ignored)
+            .await
+            .unwrap();
+        assert_eq!(
+            put.status.unwrap().observed_generation,
+            Some(42),
+            "status kept"
+        );
+        assert_eq!(put.metadata.labels.unwrap()["put"], "1");
+
         // scale.
         let scale = deployments.get_scale("kube").await.unwrap();
         assert_eq!(scale.spec.unwrap().replicas, Some(3));
@@ -531,6 +565,30 @@ async fn kube_rs_creates_replaces_patches_scales_and_deletes() {
         let deleted = pods.delete("p", &DeleteParams::default()).await.unwrap();
         assert!(deleted.is_left(), "the pod: {deleted:?}");
         assert!(stored(&api, "/registry/pods/default/p").await.is_none());
+
+        // A collection by label selector.
+        for name in ["c1", "c2", "keep"] {
+            let mut pod = pod.clone();
+            pod.metadata.name = Some(name.to_string());
+            let group = if name == "keep" { "other" } else { "batch" };
+            pod.metadata.labels = Some([("group".to_string(), group.to_string())].into());
+            pods.create(&PostParams::default(), &pod).await.unwrap();
+        }
+        let selected = kube::api::ListParams::default().labels("group=batch");
+        let deleted = pods
+            .delete_collection(&DeleteParams::default(), &selected)
+            .await
+            .unwrap();
+        let names: BTreeSet<String> = deleted
+            .left()
+            .expect("the deleted pods")
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        assert_eq!(names, BTreeSet::from(["c1".to_string(), "c2".to_string()]));
+        assert!(stored(&api, "/registry/pods/default/c1").await.is_none());
+        assert!(stored(&api, "/registry/pods/default/keep").await.is_some());
     })
     .await;
 }
