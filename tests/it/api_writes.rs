@@ -320,6 +320,11 @@ async fn write_errors_are_statuses_with_kube_apiservers_reasons() {
         assert_eq!(created["metadata"]["namespace"], "default");
         let rv = created["metadata"]["resourceVersion"].as_str().unwrap().to_string();
 
+        // YAML.
+        let yaml = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: y\nspec:\n  containers:\n  - name: c\n    image: nginx\n";
+        let created_yaml = http_request(port, "POST", pods, Some("application/yaml"), yaml.as_bytes()).await;
+        assert_eq!(created_yaml.status, 201, "{created_yaml:?}");
+
         // 422 Invalid, a cause per field.
         let invalid = http_request(port, "POST", pods, Some("application/json"), &body(&pod("Bad_Name"))).await;
         assert_eq!(invalid.status, 422, "{invalid:?}");

@@ -136,25 +136,24 @@ pub struct Decoded {
 /// # Errors
 /// 400 for a body that is not JSON (or YAML), naming where it breaks.
 pub fn decode(body_type: BodyType, bytes: &[u8]) -> Result<Decoded, ApiError> {
-    if body_type == BodyType::Yaml {
-        let text = std::str::from_utf8(bytes)
-            .map_err(|_| ApiError::bad_request("the YAML body is not UTF-8"))?;
-        let value: Value = serde_yaml_ng::from_str(text)
-            .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?;
-        return Ok(Decoded {
-            value,
-            duplicates: Vec::new(),
-        });
-    }
     let mut duplicates = BTreeSet::new();
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let value = Tracking {
+    let tracking = Tracking {
         path: String::new(),
         duplicates: &mut duplicates,
-    }
-    .deserialize(&mut deserializer)
-    .and_then(|v| deserializer.end().map(|()| v))
-    .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?;
+    };
+    let value = if body_type == BodyType::Yaml {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|_| ApiError::bad_request("the YAML body is not UTF-8"))?;
+        tracking
+            .deserialize(serde_yaml_ng::Deserializer::from_str(text))
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?
+    } else {
+        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        tracking
+            .deserialize(&mut deserializer)
+            .and_then(|v| deserializer.end().map(|()| v))
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?
+    };
     Ok(Decoded {
         value,
         duplicates: duplicates.into_iter().collect(),
@@ -258,6 +257,14 @@ mod tests {
             ["metadata.name", "spec.containers[0].image"]
         );
         assert!(decode(BodyType::Json, b"{").is_err());
+        let yaml = decode(
+            BodyType::Yaml,
+            b"metadata:\n  name: a\n  name: b\nspec:\n  replicas: 3\n",
+        )
+        .unwrap();
+        assert_eq!(yaml.value["metadata"]["name"], "b");
+        assert_eq!(yaml.value["spec"]["replicas"], 3);
+        assert_eq!(yaml.duplicates, ["metadata.name"]);
         assert!(decode(BodyType::Json, b"{} x").is_err());
     }
 
