@@ -381,9 +381,28 @@ async fn write_errors_are_statuses_with_kube_apiservers_reasons() {
         assert!(ssa.json()["message"].as_str().unwrap().contains("server-side apply"));
         assert_eq!(too_large(port, pods).await, 413);
 
-        // dryRun=All: the answer, and nothing written.
+        // Bad input gets one Status and changes nothing.
         let client = api.etcd.client().await;
         let revision = current_revision(&client).await;
+        let malformed = http_request(port, "POST", pods, None, b"{\"metadata\": ").await;
+        assert_eq!(malformed.status, 400, "{malformed:?}");
+        let bad_yaml = http_request(port, "POST", pods, Some("application/yaml"), b"a: [").await;
+        assert_eq!(bad_yaml.status, 400, "{bad_yaml:?}");
+        let mut wrong_kind = pod("k");
+        wrong_kind["kind"] = json!("Service");
+        assert_eq!(http_request(port, "POST", pods, None, &body(&wrong_kind)).await.status, 400);
+        let mut unselected = rc.clone();
+        unselected["metadata"]["name"] = json!("unselected");
+        unselected["spec"]["selector"] = json!({"app": "other"});
+        let invalid_rc = http_request(port, "POST", rcs, None, &body(&unselected)).await;
+        assert_eq!(invalid_rc.status, 422, "{invalid_rc:?}");
+        let unmergeable = http_request(port, "PATCH", &format!("{rcs}/web"),
+            Some("application/strategic-merge-patch+json"),
+            br#"{"spec":{"template":{"spec":{"containers":[{"image":"no-name"}]}}}}"#).await;
+        assert_eq!(unmergeable.status, 422, "{unmergeable:?}");
+        assert_eq!(current_revision(&client).await, revision, "nothing written");
+
+        // dryRun=All: the answer, and nothing written.
         let dry = http_request(port, "POST", &format!("{pods}?dryRun=All"), None, &body(&pod("dry"))).await;
         assert_eq!(dry.status, 201, "{dry:?}");
         let would_be = dry.json();
