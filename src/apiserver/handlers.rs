@@ -1,7 +1,9 @@
 //! Routes: 2014's `pkg/apiserver/apiserver.go`, serving core/v1 and apps/v1 with the later
 //! apiserver's query parameters and representations. What a request asks for is parsed in
 //! `request`; reads (2014's `resthandler.go`) are in `read`, the HTTP watch (`watch.go`)
-//! in `watch`.
+//! in `watch`; the writes in `create`, `update` (PUT and PATCH, `status`), `scale` and
+//! `delete`, on what they share in `write` (the one read-modify-write) and `body` (request
+//! bodies, `fieldValidation`).
 //!
 //! Which reads go where, as in kube-apiserver:
 //! - a list or get with `resourceVersion` unset is a consistent read from etcd (at its
