@@ -298,15 +298,20 @@ async fn route_write(
     };
     let writable = write::Writable::of(target.resource, method.as_str())?;
     let options = write::WriteOptions::parse(query)?;
-    let Some(namespace) = target.namespace.as_deref() else {
-        return Err(not_allowed());
-    };
     let subresource = target.subresource.as_deref();
     if let Some(sub) = subresource {
         if target.resource.subresource(sub).is_none() {
             return Err(ApiError::no_route());
         }
     }
+    // Every write but a collection's delete names a namespace (kcm writes no
+    // cluster-scoped kind).
+    let all_namespaces = *method == Method::DELETE && target.name.is_none();
+    let namespace = match target.namespace.as_deref() {
+        Some(namespace) => namespace,
+        None if all_namespaces => "",
+        None => return Err(not_allowed()),
+    };
     match (method.clone(), target.name.as_deref(), subresource) {
         (Method::POST, None, None) => {
             let (_, decoded) = read_body(headers, body, false).await?;
@@ -343,8 +348,8 @@ async fn route_write(
             match name {
                 Some(name) => delete::delete(state, writable, (namespace, name), &options).await,
                 None => {
-                    delete::delete_collection(state, writable, Some(namespace), query, &options)
-                        .await
+                    let namespace = target.namespace.as_deref();
+                    delete::delete_collection(state, writable, namespace, query, &options).await
                 }
             }
         }

@@ -613,6 +613,16 @@ async fn kube_rs_creates_replaces_patches_scales_and_deletes() {
         assert_eq!(names, BTreeSet::from(["c1".to_string(), "c2".to_string()]));
         assert!(stored(&api, "/registry/pods/default/c1").await.is_none());
         assert!(stored(&api, "/registry/pods/default/keep").await.is_some());
+        // Across namespaces.
+        let other: Api<Pod> = Api::namespaced(kube_client(api.port), "other");
+        other.create(&PostParams::default(), &pod).await.unwrap();
+        let everywhere: Api<Pod> = Api::all(kube_client(api.port));
+        let deleted = everywhere
+            .delete_collection(&DeleteParams::default(), &kube::api::ListParams::default())
+            .await
+            .unwrap();
+        assert_eq!(deleted.left().expect("the deleted pods").items.len(), 2);
+        assert!(stored(&api, "/registry/pods/other/p").await.is_none());
     })
     .await;
 }
