@@ -827,3 +827,67 @@ async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_run_expose_edit_and_wait() {
+    with_timeout(LIMIT, async {
+        let Some(api) = start_up(2).await else {
+            return;
+        };
+        // run and expose POST JSON built by kubectl (`"creationTimestamp":null`, `"status":{}`).
+        assert_eq!(
+            api.kubectl.ok(&["run", "solo", "--image=nginx"]).await,
+            "pod/solo created\n"
+        );
+        let deploy = manifest(&api, "deploy.yaml", &deployment_yaml(2, "nginx:1.25"));
+        api.kubectl.ok(&["apply", "-f", &deploy]).await;
+        assert_eq!(
+            api.kubectl
+                .ok(&["expose", "deploy", "app", "--port=8080", "--target-port=80"])
+                .await,
+            "service/app exposed\n"
+        );
+        assert!(stored(&api, "/registry/services/specs/default/app")
+            .await
+            .is_some());
+        api.kubectl
+            .ok(&[
+                "wait",
+                "--for=condition=Available",
+                "deploy/app",
+                "--timeout=30s",
+            ])
+            .await;
+
+        // edit: kubectl's PATCH from what a scripted editor changed.
+        let editor = api.kubectl.kubeconfig().with_file_name("editor.sh");
+        std::fs::write(
+            &editor,
+            "#!/bin/sh\nsed -i 's/replicas: 2/replicas: 1/' \"$1\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let edited = api
+            .kubectl
+            .command(&["edit", "deploy", "app"])
+            .env("KUBE_EDITOR", &editor)
+            .output()
+            .await
+            .expect("run kubectl edit");
+        assert!(edited.status.success(), "kubectl edit: {edited:?}");
+        let key = "/registry/deployments/default/app";
+        assert_eq!(stored(&api, key).await.unwrap()["spec"]["replicas"], 1);
+        wait_pods(&api, "app", 1).await;
+
+        // wait --for=delete follows the pod's delete.
+        api.kubectl
+            .ok(&["delete", "pod", "solo", "--wait=false"])
+            .await;
+        api.kubectl
+            .ok(&["wait", "--for=delete", "pod/solo", "--timeout=20s"])
+            .await;
+        assert!(stored(&api, "/registry/pods/default/solo").await.is_none());
+    })
+    .await;
+}
