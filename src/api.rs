@@ -24,6 +24,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 mod codec;
+mod deletion;
 mod deployment;
 mod kinds;
 mod label_selector;
@@ -37,6 +38,7 @@ mod tests;
 mod validation;
 
 pub use codec::{decode, encode, list_key, normalize_prefix, object_key, parse_key};
+pub use deletion::{delete_write, Cascade, DeleteWrite};
 pub use deployment::{
     equal_ignore_hash, is_controlled_by, pod_template_hash, resolve_fenceposts, revision,
     scaled_value_from_int_or_percent, template_hash, Deployment, DeploymentCondition,

@@ -1,6 +1,7 @@
 //! `kcm apiserver`: the Kubernetes API over kcm's objects, so kubectl, client-go, kube-rs
-//! and the Python client can see the loop. This is part 1 of the API: discovery, get,
-//! list and watch; writes answer 405 until part 2.
+//! and the Python client can see and drive the loop: discovery, get, list and watch, and
+//! the writes (create, update, patch, delete, `status` and `scale`), each one etcd
+//! transaction.
 //!
 //! Mirrors 2014's `pkg/apiserver/apiserver.go` (the handler and its routes),
 //! `pkg/apiserver/resthandler.go` (get and list), `pkg/apiserver/watch.go` (the HTTP
@@ -17,8 +18,9 @@
 //! - `convert`: the stored (2014 v1beta3) shapes to the served (v1) ones and back;
 //! - `cache`: the watch cache, one per resource, fed by one etcd watch each;
 //! - `fields`: field selectors; `table`: server-side Tables as kubectl prints them;
-//! - `handlers`: routes, reads and watches; `errors`: the `Status` answers;
-//! - `patch`: merge, JSON and strategic merge patches (for part 2's writes);
+//! - `handlers`: routes, reads, watches and writes; `errors`: the `Status` answers;
+//! - `patch`: merge, JSON and strategic merge patches; `schema`: the field names
+//!   `fieldValidation` checks; `openapi`: the minimal OpenAPI v3 kubectl's validation needs;
 //! - `http`: the listener (TLS, bearer tokens, connection limits).
 //!
 //! Invariants: the apiserver keeps no state of its own (several over one etcd serve the
@@ -27,9 +29,6 @@
 
 mod auth;
 mod cache;
-// `to_stored` and the lookups by kind are part 2's (writes); the round trips are tested
-// now, so that the shapes served today are the ones writes will accept.
-#[allow(dead_code)]
 mod convert;
 // The whole discovery, field-selector and resource tables, tested in full; the server
 // uses most of each.
@@ -40,12 +39,11 @@ mod errors;
 mod fields;
 mod handlers;
 mod http;
-// The three patch formats (merge, JSON, strategic merge) for part 2's PATCH, pure and
-// table-tested ahead of the writes that will use them.
-#[allow(dead_code, unused_imports)]
+mod openapi;
 mod patch;
 #[allow(dead_code)]
 mod resources;
+mod schema;
 #[allow(dead_code)]
 mod table;
 

@@ -254,11 +254,12 @@ pub enum Command {
     /// --etcd-servers), the controller manager and simulated kubelets, until Ctrl-C.
     /// `--demo` runs a one-minute guided tour and exits.
     Up(UpArgs),
-    /// Serve the Kubernetes API (discovery, get, list, watch) over kcm's objects, for
-    /// kubectl and every Kubernetes client, until SIGINT or SIGTERM.
+    /// Serve the Kubernetes API (discovery, get, list, watch, and the writes: create,
+    /// update, patch, delete, status, scale) over kcm's objects, for kubectl and every
+    /// Kubernetes client, until SIGINT or SIGTERM.
     ///
     /// Plain HTTP on 127.0.0.1:8080 by default; HTTPS with bearer tokens beyond
-    /// loopback. Writes answer 405 until the API's part 2: write with kcm's commands.
+    /// loopback.
     Apiserver(ApiserverArgs),
     /// Run the controller loops (replication manager, endpoints controller) and the status endpoint
     /// (/healthz, /metrics) until SIGINT or SIGTERM.

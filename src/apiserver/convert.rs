@@ -106,6 +106,7 @@ impl Kind {
     }
 
     /// The kind whose `kind` field is `kind_name`, if kcm stores it.
+    #[cfg(test)]
     pub fn from_kind_name(kind_name: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.kind_name() == kind_name)
     }

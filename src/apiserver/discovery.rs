@@ -497,8 +497,18 @@ mod tests {
                 "services"
             ]
         );
-        let get = json!(["get"]);
+        let get = json!(["get", "patch", "update"]);
         let read = json!(["get", "list", "watch"]);
+        let write = json!([
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch"
+        ]);
         check_aggregated_resource(
             &document,
             "pods",
@@ -507,7 +517,7 @@ mod tests {
                 "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
                 "scope": "Namespaced",
                 "singularResource": "pod",
-                "verbs": read,
+                "verbs": write,
                 "shortNames": ["po"],
                 "categories": ["all"],
                 "subresources": [
@@ -525,7 +535,7 @@ mod tests {
                 "responseKind": {"group": "", "version": "v1", "kind": "ReplicationController"},
                 "scope": "Namespaced",
                 "singularResource": "replicationcontroller",
-                "verbs": read,
+                "verbs": write,
                 "shortNames": ["rc"],
                 "categories": ["all"],
                 "subresources": [
@@ -546,7 +556,7 @@ mod tests {
                 "responseKind": {"group": "", "version": "v1", "kind": "Service"},
                 "scope": "Namespaced",
                 "singularResource": "service",
-                "verbs": read,
+                "verbs": write,
                 "shortNames": ["svc"],
                 "categories": ["all"],
                 "subresources": [
@@ -564,7 +574,7 @@ mod tests {
                 "responseKind": {"group": "", "version": "v1", "kind": "Endpoints"},
                 "scope": "Namespaced",
                 "singularResource": "endpoints",
-                "verbs": read,
+                "verbs": write,
                 "shortNames": ["ep"],
             }),
         );
@@ -615,8 +625,17 @@ mod tests {
             items[0]["metadata"],
             json!({"name": "apps", "creationTimestamp": null})
         );
-        let get = json!(["get"]);
-        let read = json!(["get", "list", "watch"]);
+        let get = json!(["get", "patch", "update"]);
+        let write = json!([
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch"
+        ]);
         for (plural, singular, kind, short) in [
             ("deployments", "deployment", "Deployment", "deploy"),
             ("replicasets", "replicaset", "ReplicaSet", "rs"),
@@ -629,7 +648,7 @@ mod tests {
                     "responseKind": {"group": "apps", "version": "v1", "kind": kind},
                     "scope": "Namespaced",
                     "singularResource": singular,
-                    "verbs": read,
+                    "verbs": write,
                     "shortNames": [short],
                     "categories": ["all"],
                     "subresources": [
@@ -800,10 +819,21 @@ mod tests {
                 .unwrap_or_else(|| panic!("{name} missing"))
         };
         let read = json!(["get", "list", "watch"]);
+        let write = json!([
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch"
+        ]);
+        let sub = json!(["get", "patch", "update"]);
         assert_eq!(
             entry(&core, "pods"),
             json!({"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod",
-                   "verbs": read, "shortNames": ["po"], "categories": ["all"]})
+                   "verbs": write, "shortNames": ["po"], "categories": ["all"]})
         );
         assert_eq!(
             entry(&core, "nodes"),
@@ -813,12 +843,12 @@ mod tests {
         assert_eq!(
             entry(&core, "pods/status"),
             json!({"name": "pods/status", "singularName": "", "namespaced": true, "kind": "Pod",
-                   "verbs": ["get"]})
+                   "verbs": sub})
         );
         assert_eq!(
             entry(&core, "replicationcontrollers/scale"),
             json!({"name": "replicationcontrollers/scale", "singularName": "", "namespaced": true,
-                   "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get"]})
+                   "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": sub})
         );
 
         let apps = api_resource_list("apps", "v1").unwrap();
@@ -826,18 +856,18 @@ mod tests {
         assert_eq!(
             entry(&apps, "deployments"),
             json!({"name": "deployments", "singularName": "deployment", "namespaced": true,
-                   "kind": "Deployment", "verbs": read, "shortNames": ["deploy"],
+                   "kind": "Deployment", "verbs": write, "shortNames": ["deploy"],
                    "categories": ["all"]})
         );
         assert_eq!(
             entry(&apps, "deployments/scale"),
             json!({"name": "deployments/scale", "singularName": "", "namespaced": true,
-                   "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get"]})
+                   "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": sub})
         );
         assert_eq!(
             entry(&apps, "replicasets/status"),
             json!({"name": "replicasets/status", "singularName": "", "namespaced": true,
-                   "kind": "ReplicaSet", "verbs": ["get"]})
+                   "kind": "ReplicaSet", "verbs": sub})
         );
         assert_eq!(apps["resources"].as_array().unwrap().len(), 6);
     }

@@ -12,8 +12,38 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    /// `details.name` and `details.kind` (the resource), when the error is about one object.
-    pub details: Option<(String, String, String)>,
+    /// `details`, when the error is about one object (boxed: errors travel in `Result`s).
+    pub details: Option<Box<Details>>,
+}
+
+/// A `Status`'s `details`: the object's name, group and kind (the resource, or the kind
+/// for 422 `Invalid`), and a cause per invalid field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Details {
+    pub name: String,
+    pub group: String,
+    pub kind: String,
+    pub causes: Vec<Cause>,
+}
+
+impl Details {
+    fn new(name: &str, group: &str, kind: &str) -> Option<Box<Details>> {
+        Some(Box::new(Details {
+            name: name.to_string(),
+            group: group.to_string(),
+            kind: kind.to_string(),
+            causes: Vec::new(),
+        }))
+    }
+}
+
+/// One `details.causes` entry: kube-apiserver's `StatusCause` (`FieldValueInvalid`,
+/// `FieldValueRequired`, ...), the message and the field's path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cause {
+    pub reason: &'static str,
+    pub message: String,
+    pub field: String,
 }
 
 impl ApiError {
@@ -26,11 +56,91 @@ impl ApiError {
         }
     }
 
+    /// The same error about one object: `details.name`, `group` and `kind` (the resource).
+    pub fn about(mut self, group: &str, resource: &str, name: &str) -> ApiError {
+        self.details = Details::new(name, group, resource);
+        self
+    }
+
+    /// 409 `pods "x" already exists`.
+    pub fn already_exists(group: &str, resource: &str, name: &str) -> ApiError {
+        let qualified = qualified(group, resource);
+        ApiError::new(
+            409,
+            "AlreadyExists",
+            format!("{qualified} \"{name}\" already exists"),
+        )
+        .about(group, resource, name)
+    }
+
+    /// 409 `Conflict`, kube-apiserver's message for a stale resourceVersion
+    /// (`storage.NewResourceVersionConflictsError` through `errors.NewConflict`).
+    pub fn conflict(group: &str, resource: &str, name: &str) -> ApiError {
+        ApiError::conflict_because(
+            group,
+            resource,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// 409 `Conflict` for another reason (a failed uid precondition).
+    pub fn conflict_because(group: &str, resource: &str, name: &str, why: &str) -> ApiError {
+        let qualified = qualified(group, resource);
+        ApiError::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"),
+        )
+        .about(group, resource, name)
+    }
+
+    /// 422 `Invalid`: `Deployment.apps "web" is invalid: spec.replicas: ...`, a cause per
+    /// field (kube-apiserver's `errors.NewInvalid`).
+    pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> ApiError {
+        let qualified_kind = qualified(group, kind);
+        let fields: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let message = match fields.as_slice() {
+            [one] => format!("{qualified_kind} \"{name}\" is invalid: {one}"),
+            many => format!(
+                "{qualified_kind} \"{name}\" is invalid: [{}]",
+                many.join(", ")
+            ),
+        };
+        let mut error = ApiError::new(422, "Invalid", message);
+        let mut details = Details::new(name, group, kind).expect("details");
+        details.causes = causes;
+        error.details = Some(details);
+        error
+    }
+
+    /// 422 `Invalid` without field causes (a patch that does not apply).
+    pub fn unprocessable(message: impl Into<String>) -> ApiError {
+        ApiError::new(422, "Invalid", message)
+    }
+
+    /// 415 for a body in a media type kcm does not decode.
+    pub fn unsupported_media_type(message: impl Into<String>) -> ApiError {
+        ApiError::new(415, "UnsupportedMediaType", message)
+    }
+
+    /// 413 for a body over the limit.
+    pub fn too_large(limit: usize) -> ApiError {
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
     /// 404 `pods "x" not found` (`resource.group` for a named group).
     pub fn not_found(group: &str, resource: &str, name: &str) -> ApiError {
         let qualified = qualified(group, resource);
         ApiError {
-            details: Some((name.to_string(), group.to_string(), resource.to_string())),
+            details: Details::new(name, group, resource),
             ..ApiError::new(404, "NotFound", format!("{qualified} \"{name}\" not found"))
         }
     }
@@ -48,12 +158,14 @@ impl ApiError {
         ApiError::new(400, "BadRequest", message)
     }
 
-    /// 405: a verb this part of the API does not serve yet.
+    /// 405: a verb the resource does not serve.
     pub fn method_not_allowed(method: &str, what: &str) -> ApiError {
         ApiError::new(
             405,
             "MethodNotAllowed",
-            format!("the server does not allow this method on the requested resource: {method} {what} is not served by kcm yet (the API's writes are part 2; use kcm's own commands to write)"),
+            format!(
+                "the server does not allow this method on the requested resource: {method} {what}"
+            ),
         )
     }
 
@@ -112,10 +224,17 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
-        if let Some((name, group, kind)) = &self.details {
-            let mut details = json!({ "name": name, "kind": kind });
-            if !group.is_empty() {
-                details["group"] = Value::String(group.clone());
+        if let Some(found) = &self.details {
+            let mut details = json!({ "name": found.name, "kind": found.kind });
+            if !found.group.is_empty() {
+                details["group"] = Value::String(found.group.clone());
+            }
+            if !found.causes.is_empty() {
+                details["causes"] = found
+                    .causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect();
             }
             status["details"] = details;
         }
@@ -143,6 +262,8 @@ impl IntoResponse for ApiError {
             .into_response()
     }
 }
+
+impl std::error::Error for ApiError {}
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -1,7 +1,9 @@
 //! Routes: 2014's `pkg/apiserver/apiserver.go`, serving core/v1 and apps/v1 with the later
 //! apiserver's query parameters and representations. What a request asks for is parsed in
 //! `request`; reads (2014's `resthandler.go`) are in `read`, the HTTP watch (`watch.go`)
-//! in `watch`.
+//! in `watch`; the writes in `create`, `update` (PUT and PATCH, `status`), `scale` and
+//! `delete`, on what they share in `write` (the one read-modify-write) and `body` (request
+//! bodies, `fieldValidation`).
 //!
 //! Which reads go where, as in kube-apiserver:
 //! - a list or get with `resourceVersion` unset is a consistent read from etcd (at its
@@ -19,9 +21,15 @@
 //! 410 when it cannot (a resourceVersion etcd compacted), and never blocks the
 //! cache (a watcher too far behind is ended).
 
+mod body;
+mod create;
+mod delete;
 mod read;
 mod request;
+mod scale;
+mod update;
 mod watch;
+mod write;
 
 use read::read;
 use request::{negotiate, parse_path, Format, Query};
@@ -155,6 +163,7 @@ pub async fn dispatch(
     method: Method,
     uri: axum::http::Uri,
     headers: HeaderMap,
+    body: axum::body::Body,
 ) -> Response {
     let path = uri.path().to_string();
     let query = Query::parse(uri.query());
@@ -174,7 +183,11 @@ pub async fn dispatch(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let result = route(&state, &method, &path, &query, accept.as_deref()).await;
+    let result = if method == Method::GET || method == Method::HEAD {
+        route(&state, &path, &query, accept.as_deref()).await
+    } else {
+        route_write(&state, &method, &path, &query, &headers, body).await
+    };
     let resource = parse_path(&path).map_or("", |t| t.resource.plural);
     respond(
         &state,
@@ -204,18 +217,10 @@ fn respond(
 
 async fn route(
     state: &Arc<ApiState>,
-    method: &Method,
     path: &str,
     query: &Query,
     accept: Option<&str>,
 ) -> Result<Response, ApiError> {
-    if method != Method::GET && method != Method::HEAD {
-        let what = match parse_path(path) {
-            Ok(target) => super::errors::qualified(target.resource.group, target.resource.plural),
-            Err(_) => path.to_string(),
-        };
-        return Err(ApiError::method_not_allowed(method.as_str(), &what));
-    }
     match path.trim_end_matches('/') {
         "/version" => Ok(json_response(
             StatusCode::OK,
@@ -242,6 +247,7 @@ async fn route(
             Some(version) => Ok(aggregated(version, discovery::aggregated_groups(version))),
             None => Ok(json_response(StatusCode::OK, &discovery::api_group_list())),
         },
+        "/openapi/v3" => Ok(json_response(StatusCode::OK, &super::openapi::index())),
         "/api/v1" => Ok(json_response(
             StatusCode::OK,
             &discovery::api_resource_list("", "v1").ok_or_else(ApiError::no_route)?,
@@ -249,6 +255,11 @@ async fn route(
         other => {
             let segments: Vec<&str> = other.trim_matches('/').split('/').collect();
             match segments.as_slice() {
+                ["openapi", "v3", rest @ ..] => Ok(json_response(
+                    StatusCode::OK,
+                    &super::openapi::group_version_document(&rest.join("/"))
+                        .ok_or_else(ApiError::no_route)?,
+                )),
                 ["apis", group] => Ok(json_response(
                     StatusCode::OK,
                     &discovery::api_group(group).ok_or_else(ApiError::no_route)?,
@@ -268,6 +279,99 @@ async fn route(
                 }
             }
         }
+    }
+}
+
+/// The writes: POST, PUT, PATCH and DELETE of the resources kcm stores.
+async fn route_write(
+    state: &Arc<ApiState>,
+    method: &Method,
+    path: &str,
+    query: &Query,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let target = parse_path(path)?;
+    let not_allowed = || {
+        let what = super::errors::qualified(target.resource.group, target.resource.plural);
+        ApiError::method_not_allowed(method.as_str(), &what)
+    };
+    let writable = write::Writable::of(target.resource, method.as_str())?;
+    let options = write::WriteOptions::parse(query)?;
+    let subresource = target.subresource.as_deref();
+    if let Some(sub) = subresource {
+        if target.resource.subresource(sub).is_none() {
+            return Err(ApiError::no_route());
+        }
+    }
+    // Every write but a collection's delete names a namespace (kcm writes no
+    // cluster-scoped kind).
+    let all_namespaces = *method == Method::DELETE && target.name.is_none();
+    let namespace = match target.namespace.as_deref() {
+        Some(namespace) => namespace,
+        None if all_namespaces => "",
+        None => return Err(not_allowed()),
+    };
+    match (method.clone(), target.name.as_deref(), subresource) {
+        (Method::POST, None, None) => {
+            let (_, decoded) = read_body(headers, body, false).await?;
+            create::create(state, writable, namespace, decoded, options).await
+        }
+        (Method::PUT, Some(name), None | Some("status")) => {
+            let (_, decoded) = read_body(headers, body, false).await?;
+            let part = update_part(subresource);
+            update::put(state, writable, (namespace, name), part, decoded, options).await
+        }
+        (Method::PATCH, Some(name), None | Some("status")) => {
+            let typed = read_body(headers, body, true).await?;
+            let part = update_part(subresource);
+            update::patch(state, writable, (namespace, name), part, typed, options).await
+        }
+        (Method::PUT | Method::PATCH, Some(name), Some("scale")) => {
+            let patch = method == Method::PATCH;
+            let (body_type, decoded) = read_body(headers, body, patch).await?;
+            let how = if patch {
+                scale::ScaleWrite::Patch(body_type, decoded.value.clone())
+            } else {
+                scale::ScaleWrite::Put(decoded.value.clone())
+            };
+            scale::write_scale(state, writable, (namespace, name), decoded, how, options).await
+        }
+        (Method::DELETE, name, None) => {
+            let bytes = body::read(headers, body).await?;
+            let value = if bytes.iter().all(u8::is_ascii_whitespace) {
+                Value::Null
+            } else {
+                body::decode(body::BodyType::Json, &bytes)?.value
+            };
+            let options = delete::DeleteOptions::parse(&value, query)?;
+            match name {
+                Some(name) => delete::delete(state, writable, (namespace, name), &options).await,
+                None => {
+                    let namespace = target.namespace.as_deref();
+                    delete::delete_collection(state, writable, namespace, query, &options).await
+                }
+            }
+        }
+        _ => Err(not_allowed()),
+    }
+}
+
+/// Checks a write body's media type, then reads and decodes it.
+async fn read_body(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    patch: bool,
+) -> Result<(body::BodyType, body::Decoded), ApiError> {
+    let body_type = body::body_type(headers, patch)?;
+    let bytes = body::read(headers, body).await?;
+    Ok((body_type, body::decode(body_type, &bytes)?))
+}
+
+fn update_part(subresource: Option<&str>) -> update::Part {
+    match subresource {
+        Some("status") => update::Part::Status,
+        _ => update::Part::Main,
     }
 }
 

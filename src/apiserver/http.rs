@@ -322,15 +322,16 @@ async fn handle(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    body: axum::body::Body,
 ) -> Response {
     let is_watch = uri
         .query()
         .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
     if is_watch {
-        return dispatch(state, method, uri, headers).await;
+        return dispatch(state, method, uri, headers, body).await;
     }
     let timeout = state.request_timeout;
-    match tokio::time::timeout(timeout, dispatch(state, method, uri, headers)).await {
+    match tokio::time::timeout(timeout, dispatch(state, method, uri, headers, body)).await {
         Ok(response) => response,
         Err(_) => ApiError::timeout(format!(
             "the request did not finish within {}s",

@@ -38,9 +38,10 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+#[cfg(test)]
+use strategic::ListMergeStrategy;
 pub use strategic::{
-    strategic_merge_patch, BuiltinPatchSchema, ListMergeStrategy, NoListMergeStrategies,
-    PatchSchema,
+    strategic_merge_patch, BuiltinPatchSchema, NoListMergeStrategies, PatchSchema,
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -15,22 +15,34 @@
 //!   name across the whole table, so a bare name resolves to at most one resource;
 //! - resources are listed by group (core first), then alphabetically by plural, the order
 //!   kube-apiserver's discovery lists them in; subresources alphabetically;
-//! - every resource serves exactly [`SERVED_VERBS`] and every subresource
-//!   [`SUBRESOURCE_VERBS`]: widening what kcm serves is a change of those two constants;
+//! - every resource kcm stores serves exactly [`SERVED_VERBS`], the others (namespaces,
+//!   events, nodes) [`READ_VERBS`], and every subresource [`SUBRESOURCE_VERBS`]: widening
+//!   what kcm serves is a change of those constants;
 //! - `categories` is `["all"]` on exactly pods, replicationcontrollers, services,
 //!   deployments and replicasets (what `kubectl get all` expands to) and empty elsewhere;
 //! - a `status` subresource answers with its resource's own kind, a `scale` subresource
 //!   with `autoscaling/v1` `Scale`;
 //! - cluster-scoped resources (namespaces, nodes) are never stored under a namespace.
 
-/// The verbs every resource serves (discovery's `verbs`). Read-only for now; the write
-/// verbs (`create`, `update`, `patch`, `delete`, `deletecollection`) join here when kcm
-/// serves them.
-pub(crate) const SERVED_VERBS: &[&str] = &["get", "list", "watch"];
+/// The verbs of a resource kcm stores and writes (discovery's `verbs`, in kube-apiserver's
+/// order).
+pub(crate) const SERVED_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
-/// The verbs every subresource serves (`status`, `scale`). `patch` and `update` join here
-/// with the write path.
-pub(crate) const SUBRESOURCE_VERBS: &[&str] = &["get"];
+/// The verbs of a resource kcm serves read-only: namespaces and events (synthesized) and
+/// nodes (written by kcm's kubelets only).
+pub(crate) const READ_VERBS: &[&str] = &["get", "list", "watch"];
+
+/// The verbs every subresource serves (`status`, `scale`).
+pub(crate) const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// The core group's name: the empty string, served under `/api`.
 pub(crate) const CORE_GROUP: &str = "";
@@ -106,7 +118,7 @@ pub(crate) struct Resource {
     pub categories: &'static [&'static str],
     /// Its subresources, alphabetically.
     pub subresources: &'static [Subresource],
-    /// The verbs it serves: [`SERVED_VERBS`].
+    /// The verbs it serves: [`SERVED_VERBS`] or [`READ_VERBS`].
     pub verbs: &'static [&'static str],
     /// Where kcm keeps (or from what it synthesizes) its objects.
     pub storage: Storage,
@@ -209,7 +221,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         short_names: &["ev"],
         categories: NONE,
         subresources: &[],
-        verbs: SERVED_VERBS,
+        verbs: READ_VERBS,
         storage: Storage::Synthesized,
     },
     Resource {
@@ -223,7 +235,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         short_names: &["ns"],
         categories: NONE,
         subresources: &[],
-        verbs: SERVED_VERBS,
+        verbs: READ_VERBS,
         storage: Storage::Synthesized,
     },
     Resource {
@@ -237,7 +249,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         short_names: &["no"],
         categories: NONE,
         subresources: &[],
-        verbs: SERVED_VERBS,
+        verbs: READ_VERBS,
         storage: Storage::ClusterObjects { directory: "nodes" },
     },
     Resource {
@@ -536,7 +548,12 @@ mod tests {
             assert_eq!(sub.version, "v1", "{plural}/{}", sub.name);
         }
         assert_eq!(resource.storage.directory(), expected.directory, "{plural}");
-        assert_eq!(resource.verbs, ["get", "list", "watch"], "{plural}");
+        let verbs = if matches!(plural, "events" | "namespaces" | "nodes") {
+            READ_VERBS
+        } else {
+            SERVED_VERBS
+        };
+        assert_eq!(resource.verbs, verbs, "{plural}");
     }
 
     #[test]
@@ -632,7 +649,7 @@ mod tests {
             (status.group, status.version, status.kind),
             ("apps", "v1", "Deployment")
         );
-        assert_eq!(status.verbs, ["get"]);
+        assert_eq!(status.verbs, ["get", "patch", "update"]);
         assert!(find("", "v1", "pods")
             .unwrap()
             .subresource("scale")

@@ -13,6 +13,7 @@ use std::time::Duration;
 use super::print::emit;
 use super::resource::{kubectl_kind, Kind};
 use super::storage::storage_error;
+pub use crate::api::{delete_write, Cascade, DeleteWrite};
 use crate::api::{
     start_deletion, Deployment, Endpoints, Object, ObjectMeta, Pod, ReplicaSet,
     ReplicationController, Service, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
@@ -33,45 +34,6 @@ pub struct DeleteOptions {
     pub wait: bool,
     /// How long `wait` waits; `None`: no limit.
     pub timeout: Option<Duration>,
-}
-
-/// What a delete does to an object's dependents (`--cascade`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cascade {
-    /// The object goes now; the garbage collector deletes its dependents afterwards.
-    Background,
-    /// The object stays (with `foregroundDeletion`) until its blocking dependents are gone.
-    Foreground,
-    /// The object stays (with `orphan`) until its dependents lost their references to it.
-    Orphan,
-}
-
-/// The write a delete makes to an object with metadata `meta`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DeleteWrite {
-    /// Delete the key (at the revision read).
-    Delete,
-    /// Set `deletionTimestamp` and add the finalizer (if any).
-    Mark(Option<&'static str>),
-    /// Already in deletion with what this delete asks for: nothing to write.
-    Nothing,
-}
-
-/// The apiserver's rule: a background delete removes an object without finalizers;
-/// otherwise the object is marked, with `foregroundDeletion` or `orphan` for those.
-pub fn delete_write(meta: &ObjectMeta, cascade: Cascade) -> DeleteWrite {
-    let finalizer = match cascade {
-        Cascade::Background if meta.finalizers.is_empty() => return DeleteWrite::Delete,
-        Cascade::Background => None,
-        Cascade::Foreground => Some(FINALIZER_FOREGROUND),
-        Cascade::Orphan => Some(FINALIZER_ORPHAN),
-    };
-    let has = |f: &str| meta.finalizers.iter().any(|x| x == f);
-    if meta.deletion_timestamp.is_some() && finalizer.is_none_or(has) {
-        DeleteWrite::Nothing
-    } else {
-        DeleteWrite::Mark(finalizer)
-    }
 }
 
 /// `kcm delete KIND NAME`. Prints kubectl's `pod "p" deleted` once the delete (or the

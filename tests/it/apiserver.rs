@@ -365,10 +365,19 @@ async fn beyond_loopback_the_api_needs_https_and_tokens_and_kubectl_uses_both() 
         })
         .await;
         kcm.assert_running();
+        // Writes pass the same check: with the token a label is written, without it not.
+        assert_eq!(
+            kubectl.ok(&["label", "pod", "p1", "tier=web"]).await,
+            "pod/p1 labeled\n"
+        );
         std::fs::write(kubectl.kubeconfig(), kubeconfig("wrong")).unwrap();
         let out = kubectl.run(&["get", "pods"]).await;
         assert!(!out.status.success());
         assert!(out.stderr.contains("Unauthorized"), "{out:?}");
+        let out = kubectl.run(&["delete", "pod", "p1"]).await;
+        assert!(out.stderr.contains("Unauthorized"), "{out:?}");
+        let stored = etcd.client().await.get("/registry/pods/default/p1", None).await.unwrap();
+        assert_eq!(stored.count(), 1, "the pod is not deleted");
     })
     .await;
 }

@@ -146,11 +146,6 @@ impl BuiltinPatchSchema {
             list_merge_strategies: lists,
         })
     }
-
-    /// Every merging list of this kind with its field path, in a fixed order.
-    pub fn list_merge_strategies(&self) -> &[(Vec<&'static str>, ListMergeStrategy)] {
-        &self.list_merge_strategies
-    }
 }
 
 impl PatchSchema for BuiltinPatchSchema {

@@ -288,6 +288,67 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
         .flatten()
 }
 
+/// What [`http_request`] got back.
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    /// The header lines, as sent.
+    pub head: String,
+    pub body: String,
+}
+
+impl HttpResponse {
+    /// The body as JSON (a `Status` for an error).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
+    }
+}
+
+/// One HTTP/1.0 request with a body to 127.0.0.1, bounded to 10 s; `content_type` `None`
+/// sends no `Content-Type` (as the Python client does).
+pub async fn http_request(
+    port: u16,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> HttpResponse {
+    let attempt = async {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await?;
+        let mut request = format!(
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        if let Some(content_type) = content_type {
+            request.push_str(&format!("Content-Type: {content_type}\r\n"));
+        }
+        request.push_str("\r\n");
+        stream.write_all(request.as_bytes()).await?;
+        // A refused body may be left unread by the server: a failed send is not an error.
+        let _ = stream.write_all(body).await;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&response).into_owned())
+    };
+    let text = tokio::time::timeout(Duration::from_secs(10), attempt)
+        .await
+        .unwrap_or_else(|_| panic!("{method} {path}: no answer within 10s"))
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("{method} {path}: not an HTTP response: {text:?}"));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{method} {path}: no status in {head:?}"));
+    HttpResponse {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
 /// The value of `series` in a Prometheus text exposition; 0 when absent.
 pub fn metric_value(text: &str, series: &str) -> f64 {
     text.lines()

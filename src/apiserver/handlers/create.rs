@@ -1,0 +1,216 @@
+//! `POST` of a collection: create (kube-apiserver's `endpoints/handlers/create.go` and
+//! `registry/generic/registry/store.go` `Create`): the path's namespace, `generateName`,
+//! the kind's defaults, kcm's validation, then the registry's create-if-absent transaction;
+//! 201 with the stored object.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use rand::Rng as _;
+use serde_json::Value;
+
+use super::body::Decoded;
+use super::write::{
+    check_fields, name_from_path, resource_version_of, respond, served, typed, validate, with_kind,
+    Writable, WriteOptions,
+};
+use super::ApiState;
+use crate::api::{self, Object};
+use crate::apiserver::convert::{self, Kind};
+use crate::apiserver::errors::ApiError;
+
+/// How often a `generateName` create tries another name after hitting an existing one.
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+/// `POST /api/v1/namespaces/NS/pods` and the like.
+///
+/// # Errors
+/// 400 (a wrong kind, another namespace, a resourceVersion, no name), 409
+/// `AlreadyExists`, 422 `Invalid`.
+pub(super) async fn create(
+    state: &ApiState,
+    writable: Writable,
+    namespace: &str,
+    body: Decoded,
+    options: WriteOptions,
+) -> Result<Response, ApiError> {
+    let warnings = check_fields(writable.resource.kind, &body, options.validation)?;
+    let mut object = body.value;
+    check_type(writable, &object)?;
+    name_from_path(&mut object, namespace, None)?;
+    if resource_version_of(&object)?.is_some() {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    let generate = object
+        .pointer("/metadata/generateName")
+        .and_then(Value::as_str)
+        .filter(|_| {
+            object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        })
+        .map(str::to_string);
+    let mut attempts = 0;
+    let stored = loop {
+        attempts += 1;
+        if let Some(prefix) = &generate {
+            object["metadata"]["name"] = Value::String(generated_name(prefix));
+        }
+        let result = with_kind!(writable.kind, T => create_kind::<T>(state, writable, object.clone(), options.dry_run).await);
+        match result {
+            Err(e) if e.code == 409 && generate.is_some() && attempts < GENERATE_NAME_ATTEMPTS => {
+                continue
+            }
+            other => break other?,
+        }
+    };
+    Ok(respond(StatusCode::CREATED, &stored, &warnings))
+}
+
+/// `kind` and `apiVersion`, when the object states them, must be the resource's.
+fn check_type(writable: Writable, object: &Value) -> Result<(), ApiError> {
+    if !object.is_object() {
+        return Err(ApiError::bad_request("the body is not a JSON object"));
+    }
+    let resource = writable.resource;
+    let stated = |field: &str| object.get(field).and_then(Value::as_str).unwrap_or("");
+    let (kind, api_version) = (stated("kind"), stated("apiVersion"));
+    if (!kind.is_empty() && kind != resource.kind)
+        || (!api_version.is_empty() && api_version != resource.api_version())
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) and the kind ({kind}) do not match the path's {}, Kind={}",
+            resource.api_version(),
+            resource.kind
+        )));
+    }
+    Ok(())
+}
+
+/// `generateName` plus five random characters of kube-apiserver's alphabet
+/// (`names.SimpleNameGenerator`: no vowels, no confusable digits).
+fn generated_name(prefix: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::thread_rng();
+    let suffix: String = (0..5)
+        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+        .collect();
+    format!("{prefix}{suffix}")
+}
+
+async fn create_kind<T: Object>(
+    state: &ApiState,
+    writable: Writable,
+    object: Value,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
+    let mut stored = convert::to_stored(writable.kind, object);
+    set_defaults(writable.kind, &mut stored)?;
+    let mut typed: T = typed(stored)?;
+    // What the registry fills (kube-apiserver's `BeforeCreate` overwrites them too).
+    let meta = typed.metadata_mut();
+    meta.uid.clear();
+    meta.creation_timestamp = None;
+    meta.deletion_timestamp = None;
+    meta.generation = 0;
+    validate(writable, &typed)?;
+    let name = typed.metadata().name.clone();
+    let created = if dry_run {
+        let namespace = typed.metadata().namespace.clone();
+        match state.registry.get::<T>(&namespace, &name).await {
+            Ok(_) => {
+                let resource = writable.resource;
+                return Err(ApiError::already_exists(
+                    resource.group,
+                    resource.plural,
+                    &name,
+                ));
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(writable.storage_error(&name, e)),
+        }
+        api::fill_system_fields(typed.metadata_mut());
+        api::set_generation(None, &mut typed);
+        typed.set_type_meta();
+        typed
+    } else {
+        state
+            .registry
+            .create(&typed)
+            .await
+            .map_err(|e| writable.storage_error(&name, e))?
+    };
+    Ok(served(writable.kind, &created))
+}
+
+/// kube-apiserver's defaults that kcm's controllers depend on: `spec.replicas` 1 for the
+/// replica kinds; a Deployment's strategy, history limit and progress deadline
+/// (`SetDefaults_Deployment`, as `kcm create` applies them).
+fn set_defaults(kind: Kind, stored: &mut Value) -> Result<(), ApiError> {
+    match kind {
+        Kind::ReplicationController | Kind::ReplicaSet => {
+            if let Some(spec) = stored.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.entry("replicas").or_insert(Value::from(1));
+            }
+        }
+        Kind::Deployment => {
+            let mut deployment: api::Deployment = typed(stored.clone())?;
+            deployment.set_defaults();
+            let defaulted = serde_json::to_value(&deployment.spec).expect("a spec always encodes");
+            if let (Some(spec), Value::Object(defaulted)) = (
+                stored
+                    .as_object_mut()
+                    .map(|o| o.entry("spec").or_insert_with(|| serde_json::json!({})))
+                    .and_then(Value::as_object_mut),
+                defaulted,
+            ) {
+                for field in [
+                    "replicas",
+                    "strategy",
+                    "revisionHistoryLimit",
+                    "progressDeadlineSeconds",
+                ] {
+                    if let Some(value) = defaulted.get(field) {
+                        spec.insert(field.to_string(), value.clone());
+                    }
+                }
+            }
+        }
+        Kind::Pod | Kind::Service | Kind::Endpoints => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn generated_names_add_five_characters_of_the_alphabet() {
+        let name = generated_name("web-");
+        assert_eq!(name.len(), 9);
+        assert!(name[4..]
+            .chars()
+            .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
+    }
+
+    #[test]
+    fn a_created_deployment_gets_kubernetes_defaults() {
+        let mut stored = json!({"spec": {"template": {}}});
+        set_defaults(Kind::Deployment, &mut stored).unwrap();
+        assert_eq!(stored["spec"]["replicas"], 1);
+        assert_eq!(stored["spec"]["strategy"]["type"], "RollingUpdate");
+        assert_eq!(
+            stored["spec"]["strategy"]["rollingUpdate"]["maxSurge"],
+            "25%"
+        );
+        assert_eq!(stored["spec"]["revisionHistoryLimit"], 10);
+        assert_eq!(stored["spec"]["progressDeadlineSeconds"], 600);
+        let mut rc = json!({"spec": {"replicas": 0}});
+        set_defaults(Kind::ReplicationController, &mut rc).unwrap();
+        assert_eq!(rc["spec"]["replicas"], 0);
+    }
+}

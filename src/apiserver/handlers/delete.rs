@@ -1,0 +1,396 @@
+//! `DELETE` of an object and of a collection (kube-apiserver's
+//! `endpoints/handlers/delete.go` and `registry/generic/registry/store.go` `Delete`,
+//! `DeleteCollection`) with `DeleteOptions`: the preconditions (uid, resourceVersion), the
+//! propagation policy through kcm's garbage collector and finalizers (the rule `kcm delete`
+//! shares: [`api::delete_write`]), `dryRun`. Pods answer with the object, as
+//! `ReturnDeletedObject` makes them; other kinds with a `Status` Success, or with the object
+//! while it waits for its finalizers.
+//!
+//! A ReplicationController is 2014's: its pods have no owner references, only its
+//! selector. Deleting one (but with `Orphan`) deletes the controller's key first, so that
+//! the replication manager, whose pod writes carry the controller's incarnation in their
+//! transaction, can create no pod for it any more; then it deletes every pod its selector
+//! matches that no other controller owns, before answering. `Orphan` deletes the key only.
+//! docs/departures.md has the row.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{json, Value};
+
+use super::request::Query;
+use super::write::{served, with_kind, Writable};
+use super::ApiState;
+use crate::api::{
+    controller_of, delete_write, start_deletion, Cascade, DeleteWrite, Object, Pod,
+    ReplicationController, ResourceVersion,
+};
+use crate::apiserver::convert::Kind;
+use crate::apiserver::errors::ApiError;
+use crate::labels::Selector;
+use crate::registry::StorageError;
+
+/// How often a delete reads again after another writer came between its read and its
+/// write (without a resourceVersion precondition).
+const DELETE_ATTEMPTS: usize = 10;
+
+/// What a `DeleteOptions` body and the query ask for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct DeleteOptions {
+    pub cascade: Cascade,
+    pub uid: Option<String>,
+    pub resource_version: Option<ResourceVersion>,
+    pub dry_run: bool,
+}
+
+impl DeleteOptions {
+    /// The body (`DeleteOptions`, possibly empty) and the query's own parameters.
+    ///
+    /// # Errors
+    /// 400 for a body that is not DeleteOptions or an unknown policy.
+    pub fn parse(body: &Value, query: &Query) -> Result<DeleteOptions, ApiError> {
+        let field = |name: &str| {
+            body.get(name)
+                .filter(|v| !v.is_null())
+                .cloned()
+                .or_else(|| query.get(name).map(|v| Value::String(v.to_string())))
+        };
+        let cascade = match field("propagationPolicy").as_ref().and_then(Value::as_str) {
+            Some("Background") => Cascade::Background,
+            Some("Foreground") => Cascade::Foreground,
+            Some("Orphan") => Cascade::Orphan,
+            None | Some("") => match field("orphanDependents") {
+                Some(Value::Bool(true)) => Cascade::Orphan,
+                Some(Value::String(s)) if s == "true" => Cascade::Orphan,
+                _ => Cascade::Background,
+            },
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "propagationPolicy: Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+                )))
+            }
+        };
+        let precondition = |name: &str| {
+            body.pointer(&format!("/preconditions/{name}"))
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        let resource_version = match precondition("resourceVersion") {
+            Some(rv) => Some(rv.parse().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "preconditions.resourceVersion: invalid value {rv:?}"
+                ))
+            })?),
+            None => None,
+        };
+        let dry_run = match body.get("dryRun") {
+            Some(Value::Array(values)) => values.iter().any(|v| v == "All"),
+            _ => query.get("dryRun") == Some("All"),
+        };
+        Ok(DeleteOptions {
+            cascade,
+            uid: precondition("uid"),
+            resource_version,
+            dry_run,
+        })
+    }
+}
+
+/// What a delete did to one object.
+struct Outcome {
+    /// The object as last stored, or as marked.
+    object: Value,
+    /// The key is gone (not just marked).
+    deleted: bool,
+}
+
+/// `DELETE .../NAME`.
+///
+/// # Errors
+/// 404, 409 (a precondition failed).
+pub(super) async fn delete(
+    state: &ApiState,
+    writable: Writable,
+    (namespace, name): (&str, &str),
+    options: &DeleteOptions,
+) -> Result<Response, ApiError> {
+    let outcome = with_kind!(writable.kind, T => delete_one::<T>(state, writable, namespace, name, options).await)?;
+    if writable.kind == Kind::Pod || !outcome.deleted {
+        return Ok(super::json_response(StatusCode::OK, &outcome.object));
+    }
+    let resource = writable.resource;
+    let mut details = json!({
+        "name": name,
+        "kind": resource.plural,
+        "uid": outcome.object.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
+    });
+    if !resource.group.is_empty() {
+        details["group"] = json!(resource.group);
+    }
+    Ok(super::json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": details,
+        }),
+    ))
+}
+
+/// `DELETE` of a collection (`?labelSelector=`): each object as [`delete`] deletes it;
+/// answers the list of what was deleted or marked.
+///
+/// # Errors
+/// 400 for a bad selector or a field selector; what a delete fails with.
+pub(super) async fn delete_collection(
+    state: &ApiState,
+    writable: Writable,
+    namespace: Option<&str>,
+    query: &Query,
+    options: &DeleteOptions,
+) -> Result<Response, ApiError> {
+    if query.get("fieldSelector").is_some_and(|f| !f.is_empty()) {
+        return Err(ApiError::bad_request(
+            "kcm does not delete collections by fieldSelector; use labelSelector",
+        ));
+    }
+    let selector: Selector = query
+        .get("labelSelector")
+        .unwrap_or("")
+        .parse()
+        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+    let (items, revision) = with_kind!(writable.kind, T => {
+        let list = state
+            .registry
+            .list::<T>(namespace, &selector)
+            .await
+            .map_err(|e| writable.storage_error("", e))?;
+        let mut items = Vec::new();
+        for object in &list.items {
+            let meta = object.metadata();
+            match delete_one::<T>(state, writable, &meta.namespace, &meta.name, options).await {
+                Ok(outcome) => items.push(outcome.object),
+                // Gone meanwhile: someone else deleted it.
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        (items, list.resource_version)
+    });
+    let resource = writable.resource;
+    Ok(super::json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": resource.list_kind,
+            "apiVersion": resource.api_version(),
+            "metadata": {"resourceVersion": revision.to_string()},
+            "items": items,
+        }),
+    ))
+}
+
+/// Deletes (or marks) one object: reads it, checks the preconditions, writes what
+/// [`api::delete_write`] says at the revision read (again from a fresh read when another
+/// writer came between, unless a resourceVersion was the precondition).
+async fn delete_one<T: Object>(
+    state: &ApiState,
+    writable: Writable,
+    namespace: &str,
+    name: &str,
+    options: &DeleteOptions,
+) -> Result<Outcome, ApiError> {
+    let fail = |e: StorageError| writable.storage_error(name, e);
+    for _ in 0..DELETE_ATTEMPTS {
+        let mut object: T = state.registry.get(namespace, name).await.map_err(fail)?;
+        check_preconditions(writable, &object, options)?;
+        let rv = object.metadata().resource_version;
+        // A 2014 ReplicationController's pods hold no reference to it: nothing to orphan,
+        // and its pods go below, after its key.
+        let cascade = match writable.kind {
+            Kind::ReplicationController => Cascade::Background,
+            _ => options.cascade,
+        };
+        let write = delete_write(object.metadata(), cascade);
+        if let DeleteWrite::Mark(finalizer) = write {
+            start_deletion(object.metadata_mut(), finalizer);
+        }
+        if options.dry_run {
+            return Ok(Outcome {
+                deleted: write == DeleteWrite::Delete,
+                object: served(writable.kind, &object),
+            });
+        }
+        let written = match write {
+            DeleteWrite::Nothing => Ok(()),
+            DeleteWrite::Delete => state
+                .registry
+                .delete::<T>(namespace, name, rv)
+                .await
+                .map(drop),
+            DeleteWrite::Mark(_) => match state.registry.update(&object).await {
+                Ok(marked) => {
+                    object = marked;
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+        };
+        match written {
+            Ok(()) => {
+                let deleted = write == DeleteWrite::Delete;
+                if deleted
+                    && writable.kind == Kind::ReplicationController
+                    && options.cascade != Cascade::Orphan
+                {
+                    delete_controller_pods(state, &object).await?;
+                }
+                return Ok(Outcome {
+                    object: served(writable.kind, &object),
+                    deleted,
+                });
+            }
+            Err(StorageError::Conflict { .. }) if options.resource_version.is_none() => continue,
+            Err(e) => return Err(fail(e)),
+        }
+    }
+    Err(writable.conflict(name))
+}
+
+fn check_preconditions<T: Object>(
+    writable: Writable,
+    object: &T,
+    options: &DeleteOptions,
+) -> Result<(), ApiError> {
+    let meta = object.metadata();
+    let failed = |what: &str, wanted: &str, found: &str| {
+        ApiError::conflict_because(
+            writable.resource.group,
+            writable.resource.plural,
+            &meta.name,
+            &format!("Precondition failed: {what} in precondition: {wanted}, {what} in object meta: {found}"),
+        )
+    };
+    if let Some(uid) = options.uid.as_deref().filter(|uid| *uid != meta.uid) {
+        return Err(failed("UID", uid, &meta.uid));
+    }
+    if let Some(rv) = options
+        .resource_version
+        .filter(|rv| Some(*rv) != meta.resource_version)
+    {
+        let found = meta
+            .resource_version
+            .map(|r| r.to_string())
+            .unwrap_or_default();
+        return Err(failed("ResourceVersion", &rv.to_string(), &found));
+    }
+    Ok(())
+}
+
+/// After a ReplicationController's key is gone: deletes every pod of its namespace its
+/// selector matches that no other controller owns (what kubectl 1.0's reaper left behind
+/// none of, by scaling to 0 first). The key went first, so the replication manager can
+/// create none of them again: its creates compare the controller's incarnation.
+async fn delete_controller_pods(state: &ApiState, object: &impl Object) -> Result<(), ApiError> {
+    let rc: ReplicationController =
+        serde_json::from_value(serde_json::to_value(object).expect("a stored kind always encodes"))
+            .map_err(|e| ApiError::internal(format!("the deleted controller: {e}")))?;
+    if rc.spec.selector.is_empty() {
+        return Ok(());
+    }
+    let namespace = rc.metadata.namespace.as_str();
+    let selector = rc.spec.selector.as_selector();
+    let pods = state
+        .registry
+        .list::<Pod>(Some(namespace), &selector)
+        .await
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    for pod in pods.items {
+        let owned_elsewhere = controller_of(&pod.metadata).is_some_and(|owner| {
+            owner.kind != "ReplicationController" || owner.uid != rc.metadata.uid
+        });
+        if owned_elsewhere {
+            continue;
+        }
+        delete_pod(state, pod).await?;
+    }
+    Ok(())
+}
+
+/// Deletes one pod as a background delete does (marked instead while it has finalizers),
+/// reading again after a conflict; a pod already gone is fine.
+async fn delete_pod(state: &ApiState, mut pod: Pod) -> Result<(), ApiError> {
+    let (namespace, name) = (pod.metadata.namespace.clone(), pod.metadata.name.clone());
+    for _ in 0..DELETE_ATTEMPTS {
+        let written = match delete_write(&pod.metadata, Cascade::Background) {
+            DeleteWrite::Nothing => return Ok(()),
+            DeleteWrite::Delete => {
+                let rv = pod.metadata.resource_version;
+                state
+                    .registry
+                    .delete::<Pod>(&namespace, &name, rv)
+                    .await
+                    .map(drop)
+            }
+            DeleteWrite::Mark(finalizer) => {
+                start_deletion(&mut pod.metadata, finalizer);
+                state.registry.update(&pod).await.map(drop)
+            }
+        };
+        match written {
+            Ok(()) | Err(StorageError::NotFound { .. }) => return Ok(()),
+            Err(StorageError::Conflict { .. }) => {
+                match state.registry.get::<Pod>(&namespace, &name).await {
+                    Ok(current) => pod = current,
+                    Err(StorageError::NotFound { .. }) => return Ok(()),
+                    Err(e) => return Err(ApiError::unavailable(e.to_string())),
+                }
+            }
+            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+        }
+    }
+    Err(ApiError::conflict("", "pods", &name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::handlers::request::query;
+
+    #[test]
+    fn delete_options_come_from_the_body_or_the_query() {
+        let parsed = DeleteOptions::parse(
+            &json!({"propagationPolicy": "Orphan", "preconditions": {"uid": "u", "resourceVersion": "7"}, "dryRun": ["All"]}),
+            &query(""),
+        )
+        .unwrap();
+        assert_eq!(
+            parsed,
+            DeleteOptions {
+                cascade: Cascade::Orphan,
+                uid: Some("u".into()),
+                resource_version: Some(ResourceVersion(7)),
+                dry_run: true,
+            }
+        );
+        let defaults = DeleteOptions::parse(&Value::Null, &query("")).unwrap();
+        assert_eq!(defaults.cascade, Cascade::Background);
+        assert!(!defaults.dry_run);
+        let from_query = DeleteOptions::parse(
+            &json!({}),
+            &query("propagationPolicy=Foreground&dryRun=All"),
+        )
+        .unwrap();
+        assert_eq!(from_query.cascade, Cascade::Foreground);
+        assert!(from_query.dry_run);
+        let legacy = DeleteOptions::parse(&json!({"orphanDependents": true}), &query("")).unwrap();
+        assert_eq!(legacy.cascade, Cascade::Orphan);
+        assert_eq!(
+            DeleteOptions::parse(&json!({"propagationPolicy": "Later"}), &query(""))
+                .unwrap_err()
+                .code,
+            400
+        );
+    }
+}

@@ -1,0 +1,523 @@
+//! What every write shares: the kinds' typed storage behind a served resource, the
+//! conversion of a written object to its stored shape and back, validation (kcm's own, as
+//! `kcm create`'s, answered as 422 `Invalid`), `fieldValidation`, `dryRun`, and the one
+//! read-modify-write every update, patch, status and scale write is
+//! ([`update`]: the registry's `guaranteed_update`, one compare-and-swap transaction on the
+//! key's `mod_revision`, with the request's preconditions checked against each value read).
+//!
+//! Mirrors kube-apiserver's `registry/generic/registry/store.go` (`Create`, `Update`:
+//! `GuaranteedUpdate` with `Preconditions`) and the strategies' `PrepareForUpdate`
+//! (`metadata.uid`, `creationTimestamp` and `deletionTimestamp` kept from the stored
+//! object; `generation` set by the registry).
+//!
+//! Invariants: nothing is written when a check fails or `dryRun=All` is asked; what is
+//! stored keeps every field kcm does not model (the kinds keep unknown fields, and a
+//! subtree whose served form did not change keeps its stored form exactly, so a label
+//! patch never rewrites, and never bumps the generation of, a spec).
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::body::{Decoded, FieldValidation};
+use super::request::Query;
+use super::ApiState;
+use crate::api::{self, Object, ResourceVersion};
+use crate::apiserver::convert::{self, Kind};
+use crate::apiserver::errors::{ApiError, Cause};
+use crate::apiserver::resources::Resource;
+use crate::apiserver::schema;
+use crate::registry::StorageError;
+
+/// Runs `$body` with `$t` the typed kind stored behind `$kind`.
+macro_rules! with_kind {
+    ($kind:expr, $t:ident => $body:expr) => {
+        match $kind {
+            crate::apiserver::convert::Kind::Pod => {
+                type $t = crate::api::Pod;
+                $body
+            }
+            crate::apiserver::convert::Kind::ReplicationController => {
+                type $t = crate::api::ReplicationController;
+                $body
+            }
+            crate::apiserver::convert::Kind::Service => {
+                type $t = crate::api::Service;
+                $body
+            }
+            crate::apiserver::convert::Kind::Endpoints => {
+                type $t = crate::api::Endpoints;
+                $body
+            }
+            crate::apiserver::convert::Kind::ReplicaSet => {
+                type $t = crate::api::ReplicaSet;
+                $body
+            }
+            crate::apiserver::convert::Kind::Deployment => {
+                type $t = crate::api::Deployment;
+                $body
+            }
+        }
+    };
+}
+pub(super) use with_kind;
+
+/// The query parameters every write takes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct WriteOptions {
+    /// `dryRun=All`: everything but the write.
+    pub dry_run: bool,
+    pub validation: FieldValidation,
+}
+
+impl WriteOptions {
+    /// # Errors
+    /// 400 for a `dryRun` other than `All`, or a bad `fieldValidation`.
+    pub fn parse(query: &Query) -> Result<WriteOptions, ApiError> {
+        let dry_run = match query.get("dryRun") {
+            None | Some("") => false,
+            Some("All") => true,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+                )))
+            }
+        };
+        Ok(WriteOptions {
+            dry_run,
+            validation: FieldValidation::parse(query.get("fieldValidation"))?,
+        })
+    }
+}
+
+/// The resource a request writes: its served description and its stored kind.
+#[derive(Clone, Copy)]
+pub(super) struct Writable {
+    pub resource: &'static Resource,
+    pub kind: Kind,
+}
+
+impl Writable {
+    /// # Errors
+    /// 405 for a resource kcm serves read-only (namespaces, nodes, events).
+    pub fn of(resource: &'static Resource, method: &str) -> Result<Writable, ApiError> {
+        match convert::Kind::from_resource(resource.plural) {
+            Some(kind) if resource.verbs.contains(&"create") => Ok(Writable { resource, kind }),
+            _ => Err(ApiError::method_not_allowed(
+                method,
+                &crate::apiserver::errors::qualified(resource.group, resource.plural),
+            )),
+        }
+    }
+
+    pub fn not_found(&self, name: &str) -> ApiError {
+        ApiError::not_found(self.resource.group, self.resource.plural, name)
+    }
+
+    pub fn conflict(&self, name: &str) -> ApiError {
+        ApiError::conflict(self.resource.group, self.resource.plural, name)
+    }
+
+    /// The answer for a failed storage call about `name`.
+    pub fn storage_error(&self, name: &str, error: StorageError) -> ApiError {
+        let (group, plural) = (self.resource.group, self.resource.plural);
+        match error {
+            StorageError::NotFound { .. } => self.not_found(name),
+            StorageError::AlreadyExists { .. } => ApiError::already_exists(group, plural, name),
+            StorageError::Conflict { .. } => self.conflict(name),
+            StorageError::Update { source, .. } => match source.downcast::<ApiError>() {
+                Ok(error) => error,
+                Err(other) => ApiError::internal(format!("{other:#}")),
+            },
+            StorageError::BadRequest { message, .. } => ApiError::bad_request(message),
+            StorageError::Etcd { .. } => ApiError::unavailable(error.to_string()),
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}
+
+/// A stored-shape document as the typed kind; a field of the wrong type is a 400 naming
+/// it (`spec.replicas: invalid type: string "3", expected i64`).
+pub(super) fn typed<T: Object>(stored: Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(stored).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the {} does not decode: {}: {}",
+            T::KIND,
+            e.path(),
+            e.inner()
+        ))
+    })
+}
+
+/// An object as it is served (with its resourceVersion, when it has one).
+pub(super) fn served<T: Object>(kind: Kind, object: &T) -> Value {
+    let stored = serde_json::to_value(object).expect("a stored kind always encodes");
+    convert::to_served(kind, stored)
+}
+
+/// kcm's validation (`api::validate`, as `kcm create`'s), as a 422 `Invalid` with a cause
+/// per field.
+pub(super) fn validate<T: Object>(writable: Writable, object: &T) -> Result<(), ApiError> {
+    let Err(invalid) = api::validate(object) else {
+        return Ok(());
+    };
+    let causes = invalid
+        .errors
+        .iter()
+        .map(|e| Cause {
+            reason: if e.message == "required" {
+                "FieldValueRequired"
+            } else {
+                "FieldValueInvalid"
+            },
+            message: if e.message == "required" {
+                "Required value".to_string()
+            } else {
+                format!("Invalid value: {}", e.message)
+            },
+            field: e.field.clone(),
+        })
+        .collect();
+    Err(ApiError::invalid(
+        writable.resource.group,
+        writable.resource.kind,
+        &object.metadata().name,
+        causes,
+    ))
+}
+
+/// `fieldValidation` on a decoded body of `kind` (`Scale` for the scale subresource):
+/// `Strict` refuses unknown and duplicate fields with one 400 naming each, `Warn` returns
+/// them as warnings, `Ignore` ignores them.
+///
+/// # Errors
+/// 400 under `Strict`.
+pub(super) fn check_fields(
+    kind: &str,
+    body: &Decoded,
+    validation: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    if validation == FieldValidation::Ignore {
+        return Ok(Vec::new());
+    }
+    let mut problems: Vec<String> = schema::of_kind(kind)
+        .map(|node| schema::unknown_fields(&node, &body.value))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|path| format!("unknown field \"{path}\""))
+        .collect();
+    problems.extend(
+        body.duplicates
+            .iter()
+            .map(|path| format!("duplicate field \"{path}\"")),
+    );
+    if validation == FieldValidation::Strict && !problems.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            problems.join(", ")
+        )));
+    }
+    Ok(problems)
+}
+
+/// A write's answer: the object (or Status) with `code`, and a `Warning: 299` header per
+/// warning, as kube-apiserver sends them.
+pub(super) fn respond(code: StatusCode, value: &Value, warnings: &[String]) -> Response {
+    let mut response = super::json_response(code, value);
+    for warning in warnings {
+        let text = format!("299 - {:?}", warning.replace('"', "'"));
+        if let Ok(header) = HeaderValue::from_str(&text) {
+            response.headers_mut().append("Warning", header);
+        }
+    }
+    response.into_response()
+}
+
+/// The `metadata.resourceVersion` an object names, if any.
+pub(super) fn resource_version_of(object: &Value) -> Result<Option<ResourceVersion>, ApiError> {
+    match object.pointer("/metadata/resourceVersion") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) => s.parse().map(Some).map_err(|_| {
+            ApiError::bad_request(format!("metadata.resourceVersion: invalid value {s:?}"))
+        }),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "metadata.resourceVersion: invalid value {other}: must be a string"
+        ))),
+    }
+}
+
+/// Checks the namespace and name a written object states against the path's (an absent
+/// one takes the path's).
+///
+/// # Errors
+/// 400 when they differ, as kube-apiserver's `rest.BeforeCreate` and `BeforeUpdate`.
+pub(super) fn name_from_path(
+    object: &mut Value,
+    namespace: &str,
+    name: Option<&str>,
+) -> Result<(), ApiError> {
+    let Some(metadata) = object
+        .as_object_mut()
+        .map(|o| o.entry("metadata").or_insert_with(|| serde_json::json!({})))
+        .and_then(Value::as_object_mut)
+    else {
+        return Err(ApiError::bad_request("the object has no metadata object"));
+    };
+    match metadata.get("namespace").and_then(Value::as_str) {
+        None | Some("") => {
+            metadata.insert("namespace".into(), Value::String(namespace.to_string()));
+        }
+        Some(stated) if stated != namespace => {
+            return Err(ApiError::bad_request(format!(
+                "the namespace of the provided object does not match the namespace sent on the request ({stated:?} is not {namespace:?})"
+            )))
+        }
+        Some(_) => {}
+    }
+    if let Some(name) = name {
+        match metadata.get("name").and_then(Value::as_str) {
+            None | Some("") => {
+                metadata.insert("name".into(), Value::String(name.to_string()));
+            }
+            Some(stated) if stated != name => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({stated}) does not match the name on the URL ({name})"
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// How an update turns the current object (served) into the one to store (served).
+pub(super) type Change<'a> = dyn FnMut(&Value) -> Result<Value, ApiError> + Send + 'a;
+
+/// The one read-modify-write behind PUT, PATCH, `/status` and `/scale`: reads the object,
+/// applies `change` to its served form, checks the preconditions the result states (its
+/// `metadata.resourceVersion` must be the one read: a stale one is 409 `Conflict`; its
+/// `uid` the stored one), keeps the system fields, validates, and writes it with the
+/// registry's `guaranteed_update` (one compare-and-swap transaction; on a conflict with a
+/// writer that came between, it reads again and applies `change` again, and then a
+/// stated resourceVersion no longer matches). With `dry_run` it stops before the write.
+/// Returns the stored object, served.
+///
+/// # Errors
+/// 404, 409, 400, 422, or what `change` returns.
+pub(super) async fn update(
+    state: &ApiState,
+    writable: Writable,
+    (namespace, name): (&str, &str),
+    dry_run: bool,
+    change: &mut Change<'_>,
+) -> Result<Value, ApiError> {
+    with_kind!(writable.kind, T => update_kind::<T>(state, writable, namespace, name, dry_run, change).await)
+}
+
+async fn update_kind<T: Object>(
+    state: &ApiState,
+    writable: Writable,
+    namespace: &str,
+    name: &str,
+    dry_run: bool,
+    change: &mut Change<'_>,
+) -> Result<Value, ApiError> {
+    let mut step = |current: T| -> Result<T, ApiError> {
+        let next = changed(writable, &current, &mut *change)?;
+        validate(writable, &next)?;
+        Ok(next)
+    };
+    let stored: T = if dry_run {
+        let current: T = state
+            .registry
+            .get(namespace, name)
+            .await
+            .map_err(|e| writable.storage_error(name, e))?;
+        let mut next = step(current.clone())?;
+        api::set_generation(Some(&current), &mut next);
+        next.set_type_meta();
+        next
+    } else {
+        state
+            .registry
+            .guaranteed_update::<T, _>(namespace, name, |current| {
+                step(current).map_err(anyhow::Error::new)
+            })
+            .await
+            .map_err(|e| writable.storage_error(name, e))?
+    };
+    Ok(served(writable.kind, &stored))
+}
+
+/// `current` changed by `change`, with the preconditions checked and the system fields
+/// and unchanged subtrees kept from `current`.
+fn changed<T: Object>(
+    writable: Writable,
+    current: &T,
+    change: &mut Change<'_>,
+) -> Result<T, ApiError> {
+    let meta = current.metadata();
+    let old_stored = serde_json::to_value(current).expect("a stored kind always encodes");
+    let old_served = convert::to_served(writable.kind, old_stored.clone());
+    let mut new_served = change(&old_served)?;
+    name_from_path(&mut new_served, &meta.namespace, Some(&meta.name))?;
+    if let Some(stated) = resource_version_of(&new_served)? {
+        if Some(stated) != meta.resource_version {
+            return Err(writable.conflict(&meta.name));
+        }
+    }
+    match new_served.pointer("/metadata/uid").and_then(Value::as_str) {
+        Some(uid) if !uid.is_empty() && uid != meta.uid => {
+            return Err(ApiError::conflict_because(
+                writable.resource.group,
+                writable.resource.plural,
+                &meta.name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta.uid
+                ),
+            ))
+        }
+        _ => {}
+    }
+    let mut new_stored = convert::to_stored(writable.kind, new_served.clone());
+    keep_unchanged(
+        writable.kind,
+        &old_served,
+        &new_served,
+        &old_stored,
+        &mut new_stored,
+    );
+    let mut next: T = typed(new_stored)?;
+    let next_meta = next.metadata_mut();
+    next_meta.uid = meta.uid.clone();
+    next_meta.creation_timestamp = meta.creation_timestamp.clone();
+    next_meta.deletion_timestamp = meta.deletion_timestamp.clone();
+    next_meta.generation = meta.generation;
+    next_meta.resource_version = meta.resource_version;
+    Ok(next)
+}
+
+/// Where the served form of a subtree did not change, the stored form is kept as it was:
+/// the whole `spec` and `status`, and for the kinds whose spec holds a template each field
+/// of the spec. So the defaults the served form shows (`protocol: TCP`) are not written
+/// into a spec nobody changed, and its generation stays.
+fn keep_unchanged(
+    kind: Kind,
+    old_served: &Value,
+    new_served: &Value,
+    old_stored: &Value,
+    new_stored: &mut Value,
+) {
+    for field in ["spec", "status"] {
+        if old_served.get(field) == new_served.get(field) {
+            match old_stored.get(field) {
+                Some(old) => new_stored[field] = old.clone(),
+                None => {
+                    if let Some(object) = new_stored.as_object_mut() {
+                        object.shift_remove(field);
+                    }
+                }
+            }
+        }
+    }
+    if !matches!(
+        kind,
+        Kind::ReplicationController | Kind::ReplicaSet | Kind::Deployment
+    ) {
+        return;
+    }
+    let (Some(Value::Object(old_spec)), Some(Value::Object(new_spec))) =
+        (old_served.get("spec"), new_served.get("spec"))
+    else {
+        return;
+    };
+    let Some(Value::Object(stored_spec)) = old_stored.get("spec") else {
+        return;
+    };
+    for (key, old) in old_spec {
+        if new_spec.get(key) == Some(old) {
+            if let Some(stored) = stored_spec.get(key) {
+                new_stored["spec"][key] = stored.clone();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rc(labels: Value, replicas: i64, protocol: Option<&str>) -> Value {
+        let mut port = json!({"containerPort": 80});
+        if let Some(protocol) = protocol {
+            port["protocol"] = json!(protocol);
+        }
+        json!({"metadata": {"name": "web", "labels": labels},
+               "spec": {"replicas": replicas, "selector": {"app": "web"},
+                        "template": {"metadata": {"labels": {"app": "web"}},
+                                     "spec": {"containers": [{"name": "c", "image": "x",
+                                                              "ports": [port]}]}}},
+               "status": {"replicas": 1}})
+    }
+
+    #[test]
+    fn what_a_write_leaves_unchanged_keeps_its_stored_form() {
+        let kind = Kind::ReplicationController;
+        let old_stored = rc(json!({}), 1, None);
+        let old_served = convert::to_served(kind, old_stored.clone());
+        assert_eq!(
+            old_served.pointer("/spec/template/spec/containers/0/ports/0/protocol"),
+            Some(&json!("TCP")),
+            "served with the default"
+        );
+        // A label change: the spec is stored as it was, default-free.
+        let mut new_served = old_served.clone();
+        new_served["metadata"]["labels"] = json!({"tier": "front"});
+        let mut new_stored = convert::to_stored(kind, new_served.clone());
+        keep_unchanged(kind, &old_served, &new_served, &old_stored, &mut new_stored);
+        assert_eq!(new_stored["spec"], old_stored["spec"]);
+        assert_eq!(new_stored["metadata"]["labels"], json!({"tier": "front"}));
+        // A scale: replicas changes, the template keeps its stored form.
+        let mut scaled = old_served.clone();
+        scaled["spec"]["replicas"] = json!(3);
+        let mut new_stored = convert::to_stored(kind, scaled.clone());
+        keep_unchanged(kind, &old_served, &scaled, &old_stored, &mut new_stored);
+        assert_eq!(new_stored["spec"]["replicas"], 3);
+        assert_eq!(
+            new_stored["spec"]["template"],
+            old_stored["spec"]["template"]
+        );
+    }
+
+    #[test]
+    fn a_written_object_takes_the_paths_namespace_and_name_or_is_refused() {
+        let mut object = json!({"metadata": {}});
+        name_from_path(&mut object, "default", Some("web")).unwrap();
+        assert_eq!(
+            object["metadata"],
+            json!({"namespace": "default", "name": "web"})
+        );
+        let mut elsewhere = json!({"metadata": {"namespace": "other"}});
+        assert_eq!(
+            name_from_path(&mut elsewhere, "default", None)
+                .unwrap_err()
+                .code,
+            400
+        );
+        let mut renamed = json!({"metadata": {"name": "other"}});
+        assert_eq!(
+            name_from_path(&mut renamed, "default", Some("web"))
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(
+            resource_version_of(&json!({"metadata": {"resourceVersion": "12"}})).unwrap(),
+            Some(ResourceVersion(12))
+        );
+        assert_eq!(resource_version_of(&json!({"metadata": {}})).unwrap(), None);
+    }
+}

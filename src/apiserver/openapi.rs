@@ -1,0 +1,142 @@
+//! A minimal OpenAPI v3: `/openapi/v3` (the index of group-versions) and one document per
+//! group-version listing, for each kind kcm writes, its PATCH operation with the
+//! `fieldValidation` parameter. That is what kubectl's default `--validate=strict` looks
+//! for before a create or apply (`cli-runtime/pkg/resource/query_param_verifier_v3.go`:
+//! a `patch` operation tagged with the kind's `x-kubernetes-group-version-kind` that lists
+//! `fieldValidation`); without it kubectl falls back to `/openapi/v2` and fails.
+//!
+//! No schemas: `kubectl explain` is not served (it says the kind is not in the schema).
+//!
+//! Invariant: a document's `hash` (in the index's `serverRelativeURL`, kubectl's cache key)
+//! is a digest of the document itself, so it changes exactly when the document does.
+
+use serde_json::{json, Map, Value};
+
+use super::resources::{Resource, RESOURCES};
+
+/// The group-versions kcm serves, as `/openapi/v3` names them (`api/v1`, `apis/apps/v1`).
+fn group_versions() -> Vec<(&'static str, &'static str)> {
+    let mut found: Vec<(&'static str, &'static str)> = Vec::new();
+    for resource in RESOURCES {
+        let gv = (resource.group, resource.version);
+        if !found.contains(&gv) {
+            found.push(gv);
+        }
+    }
+    found
+}
+
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// The document of one group-version (`api/v1`, `apis/apps/v1`), if kcm serves it.
+pub fn group_version_document(path: &str) -> Option<Value> {
+    let (group, version) = group_versions()
+        .into_iter()
+        .find(|(group, version)| gv_path(group, version) == path)?;
+    let mut paths = Map::new();
+    for resource in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version && r.verbs.contains(&"patch"))
+    {
+        paths.insert(
+            object_path(resource),
+            json!({ "patch": patch_operation(resource) }),
+        );
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": concat!("v1.32.0-kcm-", env!("CARGO_PKG_VERSION"))},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }))
+}
+
+fn object_path(resource: &Resource) -> String {
+    let root = format!("/{}", gv_path(resource.group, resource.version));
+    if resource.namespaced {
+        format!(
+            "{root}/namespaces/{{namespace}}/{}/{{name}}",
+            resource.plural
+        )
+    } else {
+        format!("{root}/{}/{{name}}", resource.plural)
+    }
+}
+
+fn patch_operation(resource: &Resource) -> Value {
+    let query = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
+    json!({
+        "operationId": format!("patch{}", resource.kind),
+        "parameters": [query("dryRun"), query("fieldManager"), query("fieldValidation"),
+                       {"name": "force", "in": "query", "schema": {"type": "boolean", "uniqueItems": true}}],
+        "x-kubernetes-group-version-kind": {
+            "group": resource.group, "version": resource.version, "kind": resource.kind,
+        },
+        "x-kubernetes-action": "patch",
+        "responses": {"200": {"description": "OK"}},
+    })
+}
+
+/// A stable digest of a document, in the form kube-apiserver's hashes take.
+fn hash(document: &Value) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    let text = document.to_string();
+    let mut high = std::collections::hash_map::DefaultHasher::new();
+    (0u8, &text).hash(&mut high);
+    let mut low = std::collections::hash_map::DefaultHasher::new();
+    (1u8, &text).hash(&mut low);
+    format!("{:016X}{:016X}", high.finish(), low.finish())
+}
+
+/// `/openapi/v3`: each group-version's document, by its URL with its hash.
+pub fn index() -> Value {
+    let mut paths = Map::new();
+    for (group, version) in group_versions() {
+        let path = gv_path(group, version);
+        let document = group_version_document(&path).expect("a served group-version");
+        paths.insert(
+            path.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", hash(&document))}),
+        );
+    }
+    json!({ "paths": paths })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_written_kind_has_a_patch_operation_with_field_validation() {
+        let index = index();
+        let url = index["paths"]["apis/apps/v1"]["serverRelativeURL"]
+            .as_str()
+            .unwrap();
+        assert!(url.starts_with("/openapi/v3/apis/apps/v1?hash="), "{url}");
+        let apps = group_version_document("apis/apps/v1").unwrap();
+        let patch =
+            &apps["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        assert_eq!(
+            patch["x-kubernetes-group-version-kind"],
+            json!({"group": "apps", "version": "v1", "kind": "Deployment"})
+        );
+        assert!(patch["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "fieldValidation"));
+        let core = group_version_document("api/v1").unwrap();
+        assert!(core["paths"]
+            .get("/api/v1/namespaces/{namespace}/pods/{name}")
+            .is_some());
+        // Read-only kinds have no PATCH.
+        assert!(core["paths"].get("/api/v1/nodes/{name}").is_none());
+        assert!(group_version_document("apis/batch/v1").is_none());
+    }
+}
