@@ -370,7 +370,7 @@ pub async fn run(
         }
         Command::Kubelet(args) => {
             let config = (&args).try_into()?;
-            crate::kubelet::run(&global.try_into()?, config, shutdown).await
+            crate::kubelet::run(&global.try_into()?, config, args.healthz(), shutdown).await
         }
         Command::Watch(args) => {
             let target = global.try_into()?;

@@ -650,6 +650,7 @@ impl Kubelet {
 pub async fn run(
     target: &Target,
     config: KubeletConfig,
+    healthz: Option<std::net::SocketAddr>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     // The binary's signal handlers are installed when its shutdown future is first polled:
@@ -660,6 +661,13 @@ pub async fn run(
     if futures::FutureExt::now_or_never(&mut shutdown).is_some() {
         return Ok(());
     }
+    // A busy status port fails before anything is registered.
+    let listener = match healthz {
+        Some(addr) => {
+            Some(crate::status::bind(addr, "another kcm kubelet", "--healthz-port").await?)
+        }
+        None => None,
+    };
     let (client, registry) = target.connect().await?;
     let kubelet = Kubelet::new(registry.clone(), config)?;
     // The registration renews its lease on a connection of its own (the later kubelet's
@@ -677,7 +685,26 @@ pub async fn run(
         Err(e) => e,
     })?;
     let watcher = Watcher::new(&client, registry);
-    kubelet.run(watcher, registration, shutdown).await
+    let stop_status = tokio_util::sync::CancellationToken::new();
+    if let Some(listener) = listener {
+        // `/healthz` answers 503 naming the node while its registration is lost, as
+        // `kcm up`'s does for its kubelets.
+        let health = std::sync::Arc::new(crate::status::Health::new(client.clone()));
+        health
+            .loops_running
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        tokio::spawn(report_to(
+            kubelet.config.node.clone(),
+            registration.status(),
+            health.nodes.clone(),
+        ));
+        let metrics = std::sync::Arc::new(crate::status::Metrics::new());
+        let stop = stop_status.clone().cancelled_owned();
+        tokio::spawn(crate::status::serve(listener, metrics, health, stop));
+    }
+    let result = kubelet.run(watcher, registration, shutdown).await;
+    stop_status.cancel();
+    result
 }
 
 /// `Err` when `error` says etcd refused a write because the registration is gone.

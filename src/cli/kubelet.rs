@@ -30,6 +30,14 @@ pub struct KubeletArgs {
     /// Most active pods the node holds (its Node's capacity.pods).
     #[arg(long, default_value_t = 110, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_pods: u32,
+    /// Port of the kubelet's `/healthz` (and `/metrics`): 503 naming the node while its
+    /// registration is lost and not back. 0, the default, serves none (several kubelets
+    /// share a machine here; Kubernetes' kubelet listens on 10248).
+    #[arg(long, default_value_t = 0)]
+    pub healthz_port: u16,
+    /// Address of `/healthz`; anything but loopback exposes it.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub healthz_bind_address: std::net::IpAddr,
     /// Claim no unassigned pod: a scheduler binds them (`kcm controller-manager
     /// --controllers '*,scheduler'`), and the node runs only the pods bound to it.
     #[arg(long)]
@@ -68,6 +76,14 @@ impl PodBehaviourArgs {
             crash: parse_globs(&self.crash_images),
             unready: parse_globs(&self.unready_images),
         }
+    }
+}
+
+impl KubeletArgs {
+    /// Where `/healthz` is served, if anywhere.
+    pub fn healthz(&self) -> Option<std::net::SocketAddr> {
+        (self.healthz_port != 0)
+            .then(|| std::net::SocketAddr::new(self.healthz_bind_address, self.healthz_port))
     }
 }
 

@@ -265,56 +265,107 @@ async fn up_kubelet_that_cannot_register_again_warns_and_fails_healthz_until_bac
         };
         // A short request timeout, so each attempt to register again fails fast.
         let (kcm, port) = up_with(&etcd, 1, &["--etcd-request-timeout", "1s"], &[]).await;
-        // etcd frozen beyond a lease: the registration lapses, and every attempt to
-        // register again gets no answer.
-        etcd.pause();
-        let frozen = Instant::now();
-        let mut unhealthy = None;
-        let deadline = frozen + LEASE_TTL + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Some((503, body)) = http_get(port, "/healthz").await {
-                if body.contains("node node-1: registration lost")
-                    && !kcm.warnings_about("registering again failed").is_empty()
-                {
-                    unhealthy = Some(body);
-                    break;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        let warnings = kcm.warnings_about("registering again failed");
-        etcd.resume();
-        let Some(body) = unhealthy else {
-            let now = http_get(port, "/healthz").await;
-            panic!(
-                "within {:?} of freezing etcd, wanted /healthz 503 naming node-1 and a \
-                 warning; got {now:?} and warnings {warnings:?}",
-                deadline - frozen
-            );
-        };
-        assert!(
-            warnings.iter().all(|line| line.contains("node=node-1")),
-            "the warning names the node: {warnings:?}"
-        );
-        eprintln!("while frozen: /healthz 503: {body}");
-        eventually(
-            Duration::from_secs(30),
-            "/healthz 200 once node-1 is back",
-            || async move { matches!(http_get(port, "/healthz").await, Some((200, _))) },
-        )
-        .await;
-        let client = etcd.client().await;
-        assert_eq!(registrations(&client).await, ["node-1"]);
-        // Rate-limited: at most one warning per period while it retried.
-        let warned = kcm.warnings_about("registering again failed").len();
-        let bound = frozen.elapsed().as_secs() / kcm::kubelet::RETRY_WARNING_PERIOD.as_secs() + 1;
-        assert!(
-            warned as u64 <= bound,
-            "{warned} retry warnings in {:?}",
-            frozen.elapsed()
-        );
-        let mut kcm = kcm;
-        kcm.terminate().await;
+        fails_healthz_while_etcd_is_frozen(&etcd, kcm, port).await;
     })
     .await;
+}
+
+/// The same for a kubelet of its own: `kcm kubelet --healthz-port P`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_that_cannot_register_again_warns_and_fails_its_healthz_until_back() {
+    with_timeout(Duration::from_secs(90), async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let port = free_port();
+        let port_arg = port.to_string();
+        let endpoint = etcd.endpoint();
+        let kcm = Kcm::spawn(
+            &[
+                "--etcd-servers",
+                &endpoint,
+                "--etcd-request-timeout",
+                "1s",
+                "kubelet",
+                "--node",
+                "node-1",
+                "--healthz-port",
+                &port_arg,
+            ],
+            &[("RUST_LOG", "warn")],
+        );
+        let client = etcd.client().await;
+        eventually(
+            Duration::from_secs(30),
+            "kcm kubelet healthy and registered",
+            || {
+                let client = client.clone();
+                async move {
+                    matches!(http_get(port, "/healthz").await, Some((200, _)))
+                        && registrations(&client).await == ["node-1"]
+                }
+            },
+        )
+        .await;
+        fails_healthz_while_etcd_is_frozen(&etcd, kcm, port).await;
+    })
+    .await;
+}
+
+/// etcd frozen beyond a lease: node-1's registration lapses and every attempt to register
+/// again gets no answer; `/healthz` on `port` answers 503 naming node-1 and the process
+/// warns (rate-limited) until etcd is back, then 200 again with node-1 registered.
+async fn fails_healthz_while_etcd_is_frozen(
+    etcd: &crate::support::EtcdServer,
+    kcm: Kcm,
+    port: u16,
+) {
+    etcd.pause();
+    let frozen = Instant::now();
+    let mut unhealthy = None;
+    let deadline = frozen + LEASE_TTL + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Some((503, body)) = http_get(port, "/healthz").await {
+            if body.contains("node node-1: registration lost")
+                && !kcm.warnings_about("registering again failed").is_empty()
+            {
+                unhealthy = Some(body);
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let warnings = kcm.warnings_about("registering again failed");
+    etcd.resume();
+    let Some(body) = unhealthy else {
+        let now = http_get(port, "/healthz").await;
+        panic!(
+            "within {:?} of freezing etcd, wanted /healthz 503 naming node-1 and a \
+             warning; got {now:?} and warnings {warnings:?}",
+            deadline - frozen
+        );
+    };
+    assert!(
+        warnings.iter().all(|line| line.contains("node=node-1")),
+        "the warning names the node: {warnings:?}"
+    );
+    eprintln!("while frozen: /healthz 503: {body}");
+    eventually(
+        Duration::from_secs(30),
+        "/healthz 200 once node-1 is back",
+        || async move { matches!(http_get(port, "/healthz").await, Some((200, _))) },
+    )
+    .await;
+    let client = etcd.client().await;
+    assert_eq!(registrations(&client).await, ["node-1"]);
+    // Rate-limited: at most one warning per period while it retried.
+    let warned = kcm.warnings_about("registering again failed").len();
+    let bound = frozen.elapsed().as_secs() / kcm::kubelet::RETRY_WARNING_PERIOD.as_secs() + 1;
+    assert!(
+        warned as u64 <= bound,
+        "{warned} retry warnings in {:?}",
+        frozen.elapsed()
+    );
+    let mut kcm = kcm;
+    kcm.terminate().await;
 }
