@@ -29,6 +29,7 @@ mod delete;
 mod deployments;
 mod describe;
 mod get;
+mod input;
 mod manifest;
 mod overlap;
 mod print;

@@ -20,7 +20,8 @@ use std::fmt;
 use anyhow::Context as _;
 use serde_json::{Map, Value};
 
-use super::manifest::{read_manifests, report_failures, with_manifest, FilenameOptions};
+use super::input::Manifests;
+use super::manifest::{report_failures, with_manifest, FilenameOptions};
 use super::overlap::refuse_overlapping_manifests;
 use super::print::emit;
 use super::resource::reference;
@@ -64,13 +65,15 @@ impl fmt::Display for Applied {
 /// applied (a conflict with the manifest's resourceVersion, an invalid merge result,
 /// etcd failing); the others are still applied.
 pub async fn apply(target: &Target, options: ApplyOptions) -> anyhow::Result<()> {
-    let parsed = read_manifests(&options.filename, options.namespace.as_deref())?;
+    let manifests = Manifests::read(&options.filename, options.namespace.as_deref())?;
     let (_client, registry) = target.connect().await?;
     // As `create`: a controller that would overlap another (stored, or in this input)
     // is refused before anything is written.
-    refuse_overlapping_manifests(&registry, parsed.iter().map(|p| &p.manifest)).await?;
+    refuse_overlapping_manifests(&registry, &manifests.controllers()?).await?;
     let mut failures = Vec::new();
-    for p in &parsed {
+    // One object decoded at a time (`input`).
+    for p in manifests.iter() {
+        let p = p?;
         let applied = with_manifest!(&p.manifest, object => {
             apply_object(&registry, object, &p.document).await
         });
@@ -79,7 +82,7 @@ pub async fn apply(target: &Target, options: ApplyOptions) -> anyhow::Result<()>
             Err(e) => failures.push(format!("{e:#}")),
         }
     }
-    report_failures(failures, parsed.len(), "applied")
+    report_failures(failures, manifests.len(), "applied")
 }
 
 /// Creates `object`, or merges `document` into the stored object of its name and writes

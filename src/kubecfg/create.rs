@@ -3,7 +3,8 @@
 //! it existed in 2014).
 
 use super::deployments::DEPLOYMENTS_APPS;
-use super::manifest::{read_manifests, report_failures, with_manifest, FilenameOptions, Manifest};
+use super::input::Manifests;
+use super::manifest::{report_failures, with_manifest, FilenameOptions, Manifest};
 use super::overlap::refuse_overlapping_manifests;
 use super::print::emit;
 use super::resource::kind_reference;
@@ -36,8 +37,9 @@ pub struct CreateDeploymentOptions {
 /// Bad input (nothing is written), etcd unreachable, or objects that could not be
 /// created (`... already exists`); the others are still created.
 pub async fn create(target: &Target, options: CreateOptions) -> anyhow::Result<()> {
-    let parsed = read_manifests(&options.filename, options.namespace.as_deref())?;
-    for p in &parsed {
+    let manifests = Manifests::read(&options.filename, options.namespace.as_deref())?;
+    for p in manifests.iter() {
+        let p = p?;
         let meta = p.manifest.metadata();
         anyhow::ensure!(
             meta.resource_version.is_none(),
@@ -49,15 +51,17 @@ pub async fn create(target: &Target, options: CreateOptions) -> anyhow::Result<(
     }
 
     let (_client, registry) = target.connect().await?;
-    refuse_overlapping_manifests(&registry, parsed.iter().map(|p| &p.manifest)).await?;
+    refuse_overlapping_manifests(&registry, &manifests.controllers()?).await?;
     let mut failures = Vec::new();
-    for p in &parsed {
+    // One object decoded at a time (`input`).
+    for p in manifests.iter() {
+        let p = p?;
         match create_manifest(&registry, &p.manifest).await {
             Ok(()) => emit(&format!("{} created\n", p.manifest.reference()))?,
             Err(e) => failures.push(format!("{e:#}")),
         }
     }
-    report_failures(failures, parsed.len(), "created")
+    report_failures(failures, manifests.len(), "created")
 }
 
 /// Creates the object of `manifest`.

@@ -166,42 +166,44 @@ pub(super) fn parse_source(
         } else {
             source.to_string()
         };
-        if list_items(&document).is_some() {
-            let Value::Object(mut list) = document else {
-                unreachable!("a list is an object")
-            };
-            let Some(Value::Array(items)) = list.remove("items") else {
-                unreachable!("checked by list_items")
-            };
-            for (index, item) in items.into_iter().enumerate() {
-                let origin = format!("{origin}: items[{index}]");
-                parsed.push(parse_object(origin, item, namespace)?);
+        let mut document = document;
+        match take_list_items(&mut document) {
+            Some(items) => {
+                for (index, item) in items.into_iter().enumerate() {
+                    let origin = format!("{origin}: items[{index}]");
+                    parsed.push(parse_object(origin, item, namespace)?);
+                }
             }
-        } else {
-            parsed.push(parse_object(origin, document, namespace)?);
+            None => parsed.push(parse_object(origin, document, namespace)?),
         }
     }
     Ok(parsed)
 }
 
-/// A document's items when it is a list: an `items` array, and no `kind` or one ending
-/// in `List`.
-fn list_items(document: &Value) -> Option<&Vec<Value>> {
-    let items = document.get("items")?.as_array()?;
-    document
+/// A document's items, taken out of it, when it is a list: an `items` array, and no
+/// `kind` or one ending in `List`.
+pub(super) fn take_list_items(document: &mut Value) -> Option<Vec<Value>> {
+    document.get("items")?.as_array()?;
+    let is_list = document
         .get("kind")
         .and_then(Value::as_str)
-        .is_none_or(|kind| kind.ends_with("List"))
-        .then_some(items)
+        .is_none_or(|kind| kind.ends_with("List"));
+    if !is_list {
+        return None;
+    }
+    match document.as_object_mut()?.remove("items") {
+        Some(Value::Array(items)) => Some(items),
+        _ => None,
+    }
 }
 
 /// A document that is neither JSON nor YAML.
 #[derive(Debug, PartialEq)]
-struct SyntaxError {
+pub(super) struct SyntaxError {
     /// The document's index in its input.
-    index: usize,
+    pub(super) index: usize,
     /// The parser's message, with line and column.
-    message: String,
+    pub(super) message: String,
 }
 
 /// The documents of one input, empty ones (`---` alone, comments) left out. JSON (one
@@ -231,7 +233,7 @@ fn split_documents(text: &str) -> Result<Vec<Value>, SyntaxError> {
     split_yaml(text)
 }
 
-fn split_yaml(text: &str) -> Result<Vec<Value>, SyntaxError> {
+pub(super) fn split_yaml(text: &str) -> Result<Vec<Value>, SyntaxError> {
     let mut documents = Vec::new();
     for (index, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let document = Value::deserialize(document).map_err(|e| SyntaxError {
@@ -246,7 +248,11 @@ fn split_yaml(text: &str) -> Result<Vec<Value>, SyntaxError> {
 }
 
 /// Decodes one object (a document, or an item of a list) as its kind.
-fn parse_object(origin: String, value: Value, namespace: Option<&str>) -> anyhow::Result<Parsed> {
+pub(super) fn parse_object(
+    origin: String,
+    value: Value,
+    namespace: Option<&str>,
+) -> anyhow::Result<Parsed> {
     let mut document = value;
     let manifest = decode_object(&document, namespace).with_context(|| origin.clone())?;
     // The namespace the object is written to, in the document as in the object.
@@ -438,42 +444,6 @@ impl Budget {
             )
         })
     }
-}
-
-/// Reads and decodes the input of `-f`, then validates every object; nothing is
-/// written. Objects keep the input's order (files sorted by name).
-///
-/// # Errors
-/// As [`read_input`] and [`parse_manifests`]; every invalid object, each named by its
-/// origin; an input without objects.
-pub(super) fn read_manifests(path: &Path, namespace: Option<&str>) -> anyhow::Result<Vec<Parsed>> {
-    let mut parsed = Vec::new();
-    let sources = read_input(path)?;
-    for source in &sources {
-        parsed.extend(parse_source(&source.name, &source.text, namespace)?);
-    }
-    tracing::debug!(
-        input = %path.display(),
-        files = sources.len(),
-        objects = parsed.len(),
-        "read manifests"
-    );
-    let input = match sources.as_slice() {
-        [only] => only.name.clone(),
-        _ => path.display().to_string(),
-    };
-    anyhow::ensure!(!parsed.is_empty(), "{input}: no objects");
-    let invalid: Vec<String> = parsed
-        .iter()
-        .filter_map(|p| {
-            p.manifest
-                .validate()
-                .err()
-                .map(|e| format!("{}: {e}", p.origin))
-        })
-        .collect();
-    anyhow::ensure!(invalid.is_empty(), "{}", invalid.join("; "));
-    Ok(parsed)
 }
 
 /// Ends a verb that wrote each object in turn: every failure, with how many objects
@@ -700,10 +670,10 @@ mod tests {
         }
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         std::fs::write(dir.path().join("sub/d.yaml"), "kind: Pod\n").unwrap();
-        let names: Vec<String> = read_manifests(dir.path(), None)
+        let names: Vec<String> = super::super::input::Manifests::read(dir.path(), None)
             .unwrap()
             .iter()
-            .map(|p| p.manifest.metadata().name.clone())
+            .map(|p| p.unwrap().manifest.metadata().name.clone())
             .collect();
         assert_eq!(names, ["a", "b", "c"]);
 
