@@ -69,7 +69,7 @@ pub async fn apply(target: &Target, options: ApplyOptions) -> anyhow::Result<()>
     let (_client, registry) = target.connect().await?;
     // As `create`: a controller that would overlap another (stored, or in this input)
     // is refused before anything is written.
-    refuse_overlapping_manifests(&registry, &manifests.controllers()?).await?;
+    refuse_overlapping_manifests(&registry, manifests.controllers()).await?;
     let mut failures = Vec::new();
     // One object decoded at a time (`input`).
     for p in manifests.iter() {

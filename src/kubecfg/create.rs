@@ -51,7 +51,7 @@ pub async fn create(target: &Target, options: CreateOptions) -> anyhow::Result<(
     }
 
     let (_client, registry) = target.connect().await?;
-    refuse_overlapping_manifests(&registry, &manifests.controllers()?).await?;
+    refuse_overlapping_manifests(&registry, manifests.controllers()).await?;
     let mut failures = Vec::new();
     // One object decoded at a time (`input`).
     for p in manifests.iter() {

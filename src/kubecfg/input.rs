@@ -25,6 +25,8 @@ pub(super) struct Manifests {
     sources: Vec<Source>,
     items: Vec<Item>,
     namespace: Option<String>,
+    /// The ReplicationControllers, decoded (the overlap check needs them all at once).
+    controllers: Vec<Manifest>,
 }
 
 /// Where one object is.
@@ -67,10 +69,11 @@ impl Manifests {
         for (index, source) in sources.iter().enumerate() {
             index_source(index, source, &mut items)?;
         }
-        let manifests = Manifests {
+        let mut manifests = Manifests {
             sources,
             items,
             namespace: namespace.map(str::to_string),
+            controllers: Vec::new(),
         };
         let input = match manifests.sources.as_slice() {
             [only] => only.name.clone(),
@@ -78,12 +81,17 @@ impl Manifests {
         };
         anyhow::ensure!(!manifests.items.is_empty(), "{input}: no objects");
         let mut invalid = Vec::new();
+        let mut controllers = Vec::new();
         for parsed in manifests.iter() {
             let parsed = parsed?;
             if let Err(e) = parsed.manifest.validate() {
                 invalid.push(format!("{}: {e}", parsed.origin));
             }
+            if matches!(parsed.manifest, Manifest::Controller(_)) {
+                controllers.push(parsed.manifest);
+            }
         }
+        manifests.controllers = controllers;
         anyhow::ensure!(invalid.is_empty(), "{}", invalid.join("; "));
         tracing::debug!(
             input = %path.display(),
@@ -105,15 +113,8 @@ impl Manifests {
     }
 
     /// The objects that are ReplicationControllers (the overlap check needs them all).
-    pub(super) fn controllers(&self) -> anyhow::Result<Vec<Manifest>> {
-        let mut controllers = Vec::new();
-        for parsed in self.iter() {
-            let parsed = parsed?;
-            if matches!(parsed.manifest, Manifest::Controller(_)) {
-                controllers.push(parsed.manifest);
-            }
-        }
-        Ok(controllers)
+    pub(super) fn controllers(&self) -> &[Manifest] {
+        &self.controllers
     }
 
     fn decode(&self, item: &Item) -> anyhow::Result<Parsed> {
