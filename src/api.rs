@@ -12,7 +12,8 @@
 //!
 //! The module is split along its seams: `meta` (`ObjectMeta` and what every kind carries),
 //! `kinds` (the 2014 kinds and their [`Object`] implementations), `node` (the Node and
-//! registration keys and Node conditions; Nodes are JSON values, not a typed kind), `replicaset` and `deployment` (the apps/v1
+//! registration keys and Node conditions; Nodes are JSON values, not a typed kind),
+//! `namespace` (the Namespace key, a new and a terminating Namespace, JSON values too), `replicaset` and `deployment` (the apps/v1
 //! `ReplicaSet` and `Deployment`), `codec` (keys,
 //! `encode`/`decode`), `validation` and `label_selector` (the apps/v1 `LabelSelector`). Everything public is re-exported here, so callers
 //! name `api::Pod`, `api::decode`, `api::validate`.
@@ -29,6 +30,7 @@ mod deployment;
 mod kinds;
 mod label_selector;
 mod meta;
+mod namespace;
 mod node;
 mod overlap;
 mod pod_status;
@@ -65,6 +67,11 @@ pub use meta::{
     controller_of, fill_system_fields, now_rfc3339, remember_spec, set_generation,
     set_generation_from_read, start_deletion, ObjectMeta, OwnerReference, ReadSpec,
     ResourceVersion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+};
+pub use namespace::{
+    is_terminating, namespace_key, new_namespace, start_terminating, IMMORTAL_NAMESPACES,
+    NAMESPACED_DIRS, NAMESPACES_DIR, NAMESPACE_ACTIVE, NAMESPACE_KIND, NAMESPACE_TERMINATING,
+    SYSTEM_NAMESPACES,
 };
 pub use node::{
     name_under, node_condition, node_condition_mut, node_condition_status, node_key, object_field,

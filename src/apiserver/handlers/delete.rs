@@ -26,6 +26,7 @@ use crate::api::{
 };
 use crate::apiserver::convert::Kind;
 use crate::apiserver::errors::ApiError;
+use crate::apiserver::resources::Resource;
 use crate::labels::Selector;
 use crate::registry::StorageError;
 
@@ -118,25 +119,31 @@ pub(super) async fn delete(
     if writable.kind == Kind::Pod || !outcome.deleted {
         return Ok(super::json_response(StatusCode::OK, &outcome.object));
     }
-    let resource = writable.resource;
-    let mut details = json!({
-        "name": name,
-        "kind": resource.plural,
-        "uid": outcome.object.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
-    });
+    let uid = outcome
+        .object
+        .pointer("/metadata/uid")
+        .cloned()
+        .unwrap_or(Value::Null);
+    Ok(super::json_response(
+        StatusCode::OK,
+        &deleted_status(writable.resource, name, uid),
+    ))
+}
+
+/// The `Status` Success kube-apiserver answers a delete of an object that is gone
+/// (`details.kind` is the resource).
+pub(super) fn deleted_status(resource: &Resource, name: &str, uid: Value) -> Value {
+    let mut details = json!({"name": name, "kind": resource.plural, "uid": uid});
     if !resource.group.is_empty() {
         details["group"] = json!(resource.group);
     }
-    Ok(super::json_response(
-        StatusCode::OK,
-        &json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "details": details,
-        }),
-    ))
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
 }
 
 /// `DELETE` of a collection (`?labelSelector=`): each object as [`delete`] deletes it;

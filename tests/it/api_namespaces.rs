@@ -1,0 +1,206 @@
+//! Issue 23's namespaces, graceful pod deletion and node writes with real clients against
+//! `kcm up`: `kubectl create -f ns.yaml` and kube-rs create Namespaces, `kubectl delete
+//! namespace` empties one (Terminating meanwhile; creates in it are 403) and then removes
+//! it, a namespace that only holds objects is listed and deleted too, `default` may not be
+//! deleted.
+//!
+//! Expectations are kube-apiserver's (kubernetes-api.md §2.8, §2.10, §4.10); outcomes are
+//! read from etcd.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+
+use crate::support::kubectl::start_up;
+use crate::support::{eventually, with_timeout};
+
+const LIMIT: Duration = Duration::from_secs(150);
+const CONVERGE: Duration = Duration::from_secs(40);
+
+const NAMESPACE: &str = "apiVersion: v1
+kind: Namespace
+metadata:
+  name: team-a
+  labels: {team: a}
+";
+
+fn deployment(namespace: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app
+  namespace: {namespace}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {{app: app}}
+  template:
+    metadata:
+      labels: {{app: app}}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.25
+"
+    )
+}
+
+/// A Service holding a finalizer nobody removes but the test: its namespace stays
+/// Terminating until it is gone.
+const HELD_SERVICE: &str = "apiVersion: v1
+kind: Service
+metadata:
+  name: held
+  namespace: team-a
+  finalizers: [example.com/hold]
+spec:
+  selector: {app: app}
+  ports:
+  - port: 80
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_are_created_listed_and_deleted_with_what_they_hold() {
+    with_timeout(LIMIT, async {
+        let Some(api) = start_up(1).await else {
+            return;
+        };
+        let kubectl = &api.kubectl;
+        let ns = api.manifest("ns.yaml", NAMESPACE);
+        assert_eq!(
+            kubectl.ok(&["create", "-f", &ns]).await,
+            "namespace/team-a created\n"
+        );
+        let key = "/registry/namespaces/team-a";
+        let document = api.stored(key).await.expect("the Namespace is stored");
+        assert_eq!(document["status"]["phase"], "Active", "{document:#}");
+        assert_eq!(document["metadata"]["labels"]["team"], "a");
+        assert_eq!(
+            document["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "team-a"
+        );
+        let out = kubectl.run(&["create", "-f", &ns]).await;
+        assert!(
+            out.stderr.contains("AlreadyExists"),
+            "a second create: {out:?}"
+        );
+
+        // Objects in it, and in a namespace nobody created (listed all the same).
+        let deploy = api.manifest("deploy.yaml", &deployment("team-a"));
+        kubectl.ok(&["apply", "-f", &deploy]).await;
+        kubectl
+            .ok(&["apply", "-f", &api.manifest("held.yaml", HELD_SERVICE)])
+            .await;
+        let loose = api.manifest("loose.yaml", &deployment("loose"));
+        kubectl.ok(&["apply", "-f", &loose]).await;
+        eventually(CONVERGE, "2 pods in each namespace", || async {
+            api.count("/registry/pods/team-a/").await == 2
+                && api.count("/registry/pods/loose/").await == 2
+        })
+        .await;
+        let names = kubectl
+            .ok(&["get", "namespaces", "-o", "name"])
+            .await;
+        for name in ["default", "kube-system", "loose", "team-a"] {
+            assert!(names.contains(&format!("namespace/{name}\n")), "{names}");
+        }
+        let phase = ["-o", "jsonpath={.status.phase}"];
+        let get_team = ["get", "namespace", "team-a", phase[0], phase[1]];
+        assert_eq!(kubectl.ok(&get_team).await, "Active");
+
+        // Deleting it: Terminating while the held Service waits, everything else goes,
+        // and nothing new may be created in it.
+        let out = kubectl
+            .ok(&["delete", "namespace", "team-a", "--wait=false"])
+            .await;
+        assert_eq!(out, "namespace \"team-a\" deleted\n");
+        eventually(CONVERGE, "team-a emptied but for the held Service", || async {
+            api.count("/registry/pods/team-a/").await == 0
+                && api.count("/registry/deployments/team-a/").await == 0
+                && api.count("/registry/replicasets/team-a/").await == 0
+        })
+        .await;
+        assert_eq!(kubectl.ok(&get_team).await, "Terminating");
+        let held = api.stored("/registry/services/specs/team-a/held")
+            .await
+            .expect("the held Service waits for its finalizer");
+        assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held:#}");
+        let out = kubectl.run(&["apply", "-f", &deploy]).await;
+        assert!(
+            out.stderr.contains(
+                "is forbidden: unable to create new content in namespace team-a because it is being terminated"
+            ),
+            "a create in a terminating namespace: {out:?}"
+        );
+        kubectl
+            .ok(&[
+                "patch", "service", "held", "-n", "team-a", "--type", "merge", "-p",
+                r#"{"metadata":{"finalizers":null}}"#,
+            ])
+            .await;
+        kubectl
+            .ok(&["wait", "--for=delete", "namespace/team-a", "--timeout=30s"])
+            .await;
+        assert_eq!(api.stored(key).await, None);
+
+        // A namespace that only held objects is emptied the same way, and then no
+        // longer listed.
+        kubectl.ok(&["delete", "namespace", "loose"]).await;
+        assert_eq!(api.count("/registry/pods/loose/").await, 0);
+        assert_eq!(api.count("/registry/deployments/loose/").await, 0);
+        let names = kubectl
+            .ok(&["get", "namespaces", "-o", "name"])
+            .await;
+        assert!(!names.contains("namespace/loose\n"), "{names}");
+
+        let out = kubectl.run(&["delete", "namespace", "default"]).await;
+        assert!(
+            out.stderr
+                .contains(r#"namespaces "default" is forbidden: this namespace may not be deleted"#),
+            "{out:?}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_creates_gets_and_deletes_a_namespace() {
+    with_timeout(LIMIT, async {
+        let Some(api) = start_up(1).await else {
+            return;
+        };
+        let namespaces: Api<Namespace> = Api::all(api.kube_client());
+        let namespace: Namespace = serde_json::from_value(json!({
+            "metadata": {"name": "from-rust"}
+        }))
+        .unwrap();
+        let created = namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .expect("create");
+        assert_eq!(
+            created.status.and_then(|s| s.phase).as_deref(),
+            Some("Active")
+        );
+        assert!(created.metadata.uid.is_some());
+        let got = namespaces.get("from-rust").await.expect("get");
+        assert_eq!(got.metadata.uid, created.metadata.uid);
+        let deleted = namespaces
+            .delete("from-rust", &DeleteParams::default())
+            .await
+            .expect("delete");
+        let terminating = deleted.left().expect("the Namespace, Terminating");
+        assert_eq!(
+            terminating.status.and_then(|s| s.phase).as_deref(),
+            Some("Terminating")
+        );
+        eventually(CONVERGE, "the empty namespace to go", || async {
+            api.stored("/registry/namespaces/from-rust").await.is_none()
+        })
+        .await;
+    })
+    .await;
+}
