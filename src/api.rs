@@ -40,7 +40,11 @@ mod tests;
 mod validation;
 
 pub use codec::{decode, encode, list_key, normalize_prefix, object_key, parse_key};
-pub use deletion::{delete_write, Cascade, DeleteWrite};
+pub use deletion::{
+    delete_write, deletion_grace_period, grace_remaining, graceful_delete, pod_grace_period,
+    start_graceful_deletion, Cascade, DeleteWrite, Graceful, DEFAULT_GRACE_PERIOD_SECONDS,
+    DELETION_GRACE_PERIOD_FIELD,
+};
 pub use deployment::{
     equal_ignore_hash, is_controlled_by, pod_template_hash, resolve_fenceposts, revision,
     scaled_value_from_int_or_percent, template_hash, Deployment, DeploymentCondition,

@@ -2,18 +2,23 @@
 //! `kcm up`: `kubectl create -f ns.yaml` and kube-rs create Namespaces, `kubectl delete
 //! namespace` empties one (Terminating meanwhile; creates in it are 403) and then removes
 //! it, a namespace that only holds objects is listed and deleted too, `default` may not be
-//! deleted.
+//! deleted; a pod's delete marks it Terminating and its kubelet deletes it (the garbage
+//! collector, after the grace period, when no kubelet runs it), `--grace-period=0
+//! --force` deletes at once.
 //!
 //! Expectations are kube-apiserver's (kubernetes-api.md §2.8, §2.10, §4.10); outcomes are
 //! read from etcd.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, PostParams};
-use serde_json::json;
+use serde_json::{json, Value};
 
+use crate::support::kcm::http_request;
 use crate::support::kubectl::start_up;
+use crate::support::objects::pod_documents;
 use crate::support::{eventually, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(150);
@@ -201,6 +206,104 @@ async fn kube_rs_creates_gets_and_deletes_a_namespace() {
             api.stored("/registry/namespaces/from-rust").await.is_none()
         })
         .await;
+    })
+    .await;
+}
+
+/// One replica of `app: solo` (api_writes' manifest).
+use crate::api_writes::RS as REPLICA_SET;
+
+/// A pod bound to a node no kubelet runs: nobody stops it.
+const GHOST_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: ghost
+spec:
+  nodeName: gone
+  containers:
+  - name: nginx
+    image: nginx:1.25
+";
+
+/// The stored pods of `default`: name → (document, revision).
+async fn pods(api: &crate::support::kubectl::Api) -> BTreeMap<String, (Value, i64)> {
+    pod_documents(&api.etcd.client().await, "default").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_delete_is_graceful_its_kubelet_deletes_it_and_a_replacement_comes() {
+    with_timeout(LIMIT, async {
+        let Some(api) = start_up(1).await else {
+            return;
+        };
+        let kubectl = &api.kubectl;
+        kubectl
+            .ok(&["apply", "-f", &api.manifest("rs.yaml", REPLICA_SET)])
+            .await;
+        let running = |pods: &BTreeMap<String, (Value, i64)>| -> Option<String> {
+            pods.iter()
+                .find(|(_, (pod, _))| pod.pointer("/status/phase") == Some(&json!("Running")))
+                .map(|(name, _)| name.clone())
+        };
+        eventually(CONVERGE, "the ReplicaSet's pod Running", || async {
+            running(&pods(&api).await).is_some()
+        })
+        .await;
+        let first = running(&pods(&api).await).unwrap();
+
+        // kubectl's body: the pod answers, marked with its grace period's deadline.
+        let path = format!("/api/v1/namespaces/default/pods/{first}");
+        let body = br#"{"propagationPolicy":"Background"}"#;
+        let answer = http_request(api.port, "DELETE", &path, Some("application/json"), body).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let pod = answer.json();
+        assert_eq!(pod["kind"], "Pod");
+        assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 30, "{pod:#}");
+        assert!(pod["metadata"]["deletionTimestamp"].is_string(), "{pod:#}");
+        // Its kubelet stops it and deletes it, long before the 30 s; the ReplicaSet
+        // replaced it as soon as it was terminating.
+        eventually(
+            Duration::from_secs(10),
+            "the kubelet to delete the pod",
+            || async {
+                let pods = pods(&api).await;
+                !pods.contains_key(&first) && pods.len() == 1
+            },
+        )
+        .await;
+
+        // Nobody runs a pod bound to a node that is gone: Terminating (the server's
+        // Table says so) until its grace period is over, then the collector deletes it.
+        kubectl
+            .ok(&["create", "-f", &api.manifest("ghost.yaml", GHOST_POD)])
+            .await;
+        kubectl
+            .ok(&["delete", "pod", "ghost", "--grace-period=3", "--wait=false"])
+            .await;
+        let table = kubectl.table(&["get", "pod", "ghost"]).await;
+        assert_eq!(table.cell("ghost", "STATUS"), "Terminating", "{table:?}");
+        let ghost = api.stored("/registry/pods/default/ghost").await.unwrap();
+        assert_eq!(ghost["metadata"]["deletionGracePeriodSeconds"], 3);
+        kubectl
+            .ok(&["wait", "--for=delete", "pod/ghost", "--timeout=20s"])
+            .await;
+
+        // --grace-period=0 --force: gone at once.
+        kubectl
+            .ok(&["create", "-f", &api.manifest("ghost.yaml", GHOST_POD)])
+            .await;
+        let out = kubectl
+            .run(&[
+                "delete",
+                "pod",
+                "ghost",
+                "--grace-period=0",
+                "--force",
+                "--wait=false",
+            ])
+            .await;
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(api.stored("/registry/pods/default/ghost").await, None);
     })
     .await;
 }
