@@ -4,7 +4,9 @@
 //! it, a namespace that only holds objects is listed and deleted too, `default` may not be
 //! deleted; a pod's delete marks it Terminating and its kubelet deletes it (the garbage
 //! collector, after the grace period, when no kubelet runs it), `--grace-period=0
-//! --force` deletes at once.
+//! --force` deletes at once; `kubectl cordon` keeps the scheduler's new pods off a node
+//! (`Ready,SchedulingDisabled`), `uncordon` lets them back, `kubectl delete node` removes
+//! the Node.
 //!
 //! Expectations are kube-apiserver's (kubernetes-api.md §2.8, §2.10, §4.10); outcomes are
 //! read from etcd.
@@ -304,6 +306,76 @@ async fn a_pods_delete_is_graceful_its_kubelet_deletes_it_and_a_replacement_come
             .await;
         assert!(out.status.success(), "{out:?}");
         assert_eq!(api.stored("/registry/pods/default/ghost").await, None);
+    })
+    .await;
+}
+
+fn replica_set(replicas: u32) -> String {
+    REPLICA_SET.replace("replicas: 1", &format!("replicas: {replicas}"))
+}
+
+/// Pods of `default` per node (`spec.host`), counting only bound ones.
+async fn pods_per_node(api: &crate::support::kubectl::Api) -> BTreeMap<String, usize> {
+    let mut per_node = BTreeMap::new();
+    for (pod, _) in pods(api).await.values() {
+        if let Some(host) = pod.pointer("/spec/host").and_then(Value::as_str) {
+            *per_node.entry(host.to_string()).or_default() += 1;
+        }
+    }
+    per_node
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_cordon_keeps_new_pods_off_a_node_and_delete_node_removes_it() {
+    with_timeout(LIMIT, async {
+        let Some(api) = start_up(2).await else {
+            return;
+        };
+        let kubectl = &api.kubectl;
+        assert_eq!(
+            kubectl.ok(&["cordon", "node-1"]).await,
+            "node/node-1 cordoned\n"
+        );
+        let node = api.stored("/registry/nodes/node-1").await.unwrap();
+        assert_eq!(node["spec"]["unschedulable"], true, "{node:#}");
+        assert!(
+            node["status"]["conditions"].is_array(),
+            "the status is kept"
+        );
+        let table = kubectl.table(&["get", "node", "node-1"]).await;
+        assert_eq!(table.cell("node-1", "STATUS"), "Ready,SchedulingDisabled");
+
+        let rs = api.manifest("rs.yaml", &replica_set(4));
+        kubectl.ok(&["apply", "-f", &rs]).await;
+        eventually(CONVERGE, "4 pods bound", || async {
+            pods_per_node(&api).await.values().sum::<usize>() == 4
+        })
+        .await;
+        assert_eq!(
+            pods_per_node(&api).await,
+            BTreeMap::from([("node-2".to_string(), 4)]),
+            "nothing new on the cordoned node"
+        );
+
+        assert_eq!(
+            kubectl.ok(&["uncordon", "node-1"]).await,
+            "node/node-1 uncordoned\n"
+        );
+        let node = api.stored("/registry/nodes/node-1").await.unwrap();
+        assert!(node["spec"].get("unschedulable").is_none(), "{node:#}");
+        kubectl
+            .ok(&["apply", "-f", &api.manifest("rs.yaml", &replica_set(8))])
+            .await;
+        eventually(CONVERGE, "the new pods on node-1", || async {
+            pods_per_node(&api).await.get("node-1") == Some(&4)
+        })
+        .await;
+
+        assert_eq!(
+            kubectl.ok(&["delete", "node", "node-1"]).await,
+            "node \"node-1\" deleted\n"
+        );
+        assert_eq!(api.stored("/registry/nodes/node-1").await, None);
     })
     .await;
 }
