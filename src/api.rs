@@ -12,7 +12,8 @@
 //!
 //! The module is split along its seams: `meta` (`ObjectMeta` and what every kind carries),
 //! `kinds` (the 2014 kinds and their [`Object`] implementations), `node` (the Node and
-//! registration keys and Node conditions; Nodes are JSON values, not a typed kind), `replicaset` and `deployment` (the apps/v1
+//! registration keys and Node conditions; Nodes are JSON values, not a typed kind),
+//! `namespace` (the Namespace key, a new and a terminating Namespace, JSON values too), `replicaset` and `deployment` (the apps/v1
 //! `ReplicaSet` and `Deployment`), `codec` (keys,
 //! `encode`/`decode`), `validation` and `label_selector` (the apps/v1 `LabelSelector`). Everything public is re-exported here, so callers
 //! name `api::Pod`, `api::decode`, `api::validate`.
@@ -29,6 +30,7 @@ mod deployment;
 mod kinds;
 mod label_selector;
 mod meta;
+mod namespace;
 mod node;
 mod overlap;
 mod pod_status;
@@ -38,7 +40,11 @@ mod tests;
 mod validation;
 
 pub use codec::{decode, encode, list_key, normalize_prefix, object_key, parse_key};
-pub use deletion::{delete_write, Cascade, DeleteWrite};
+pub use deletion::{
+    delete_write, deletion_grace_period, grace_remaining, graceful_delete, pod_grace_period,
+    start_graceful_deletion, Cascade, DeleteWrite, Graceful, DEFAULT_GRACE_PERIOD_SECONDS,
+    DELETION_GRACE_PERIOD_FIELD,
+};
 pub use deployment::{
     equal_ignore_hash, is_controlled_by, pod_template_hash, resolve_fenceposts, revision,
     scaled_value_from_int_or_percent, template_hash, Deployment, DeploymentCondition,
@@ -65,6 +71,11 @@ pub use meta::{
     controller_of, fill_system_fields, now_rfc3339, remember_spec, set_generation,
     set_generation_from_read, start_deletion, ObjectMeta, OwnerReference, ReadSpec,
     ResourceVersion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+};
+pub use namespace::{
+    is_terminating, namespace_key, new_namespace, start_terminating, IMMORTAL_NAMESPACES,
+    NAMESPACED_DIRS, NAMESPACES_DIR, NAMESPACE_ACTIVE, NAMESPACE_KIND, NAMESPACE_TERMINATING,
+    SYSTEM_NAMESPACES,
 };
 pub use node::{
     name_under, node_condition, node_condition_mut, node_condition_status, node_key, object_field,

@@ -388,8 +388,23 @@ static NODES: cache::Codec = cache::Codec {
     decode: |_, name, kv| node(name, kv),
 };
 
+/// Namespaces the API created (`{prefix}/namespaces/{name}`, core/v1 JSON like Nodes);
+/// the namespaces that only hold objects are added to reads (`handlers`).
+static NAMESPACES: cache::Codec = cache::Codec {
+    resource: "namespaces",
+    dir: crate::api::NAMESPACES_DIR,
+    namespaced: false,
+    decode: |_, name, kv| {
+        decode_document(kv, "Namespace", &[("name", name)], |mut namespace| {
+            namespace["kind"] = json!("Namespace");
+            namespace["apiVersion"] = json!("v1");
+            namespace
+        })
+    },
+};
+
 /// Every stored resource the apiserver caches and serves.
-static CODECS: [&cache::Codec; 7] = [
+static CODECS: [&cache::Codec; 8] = [
     &PODS,
     &REPLICATION_CONTROLLERS,
     &SERVICES,
@@ -397,6 +412,7 @@ static CODECS: [&cache::Codec; 7] = [
     &REPLICA_SETS,
     &DEPLOYMENTS,
     &NODES,
+    &NAMESPACES,
 ];
 
 /// A stored Node document: JSON, kind `Node` (or none), its name the key's; stored in the

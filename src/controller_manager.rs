@@ -273,6 +273,7 @@ impl Controllers<'_> {
                 garbagecollector: config.garbagecollector.clone(),
                 nodelifecycle: config.nodelifecycle.clone(),
                 scheduler: SchedulerConfig::default(),
+                namespace: crate::namespace::NamespaceConfig::default(),
             },
             stop: token.clone(),
         };

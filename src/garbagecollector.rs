@@ -8,7 +8,9 @@
 //! which postdate 2014 (2014 left a deleted controller's pods running: weakness 10 of
 //! docs/2014.md; the collector's rows are in docs/departures.md). kcm
 //! has no apiserver, so the collector also does the apiserver's part of a deletion: an
-//! object with a `deletionTimestamp` and no finalizers is deleted.
+//! object with a `deletionTimestamp` and no finalizers is deleted, but for a pod in its
+//! grace period (`deletionGracePeriodSeconds`, the deadline in `deletionTimestamp`),
+//! which is its kubelet's to delete until the deadline passes.
 //!
 //! Its graph ([`graph::Graph`]) is built from the shared informers of every kind kcm
 //! stores; owners are looked up in the dependent's namespace, by name, and count only
@@ -27,8 +29,9 @@
 //! - G3: an orphaning owner's dependents are found by a fresh etcd read (so at a revision
 //!   after its `deletionTimestamp`), lose the reference, and none is deleted for it;
 //! - G4: the collector deletes no object without owner references, except one with a
-//!   `deletionTimestamp` and no finalizers (the apiserver's part) and terminated pods
-//!   beyond the threshold;
+//!   `deletionTimestamp` and no finalizers (the apiserver's part; a gracefully
+//!   terminating pod only once its deadline passed) and terminated pods beyond the
+//!   threshold;
 //! - unknown finalizers are left alone; all state is in etcd, so a collector killed
 //!   mid-way finishes after a restart.
 
@@ -39,13 +42,13 @@ mod tests;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    start_deletion, Deployment, Endpoints, Object, ObjectMeta, Pod, ReplicaSet,
+    grace_remaining, start_deletion, Deployment, Endpoints, Object, ObjectMeta, Pod, ReplicaSet,
     ReplicationController, ResourceVersion, Service,
 };
 use crate::controller::{self, sync_handler, Runner, RunnerConfig};
@@ -250,8 +253,9 @@ impl GarbageCollector {
             &self.inner,
         );
         let handler = sync_handler(self.inner.clone(), |inner, key: String| async move {
-            inner.sync(&key).await?;
-            Ok(controller::Action::Done)
+            // A pod within its grace period is looked at again when it ends.
+            let grace = inner.sync(&key).await?;
+            Ok(controller::Action::requeue_after(grace))
         });
         let pod_gc = self.inner.clone().collect_terminated_pods(stop.clone());
         let run = runner.run(handler, stop.cancelled_owned());
@@ -266,7 +270,7 @@ impl GarbageCollector {
     /// # Errors
     /// As the sync.
     pub async fn sync(&self, key: &str) -> anyhow::Result<()> {
-        self.inner.sync(key).await
+        self.inner.sync(key).await.map(drop)
     }
 }
 
@@ -306,21 +310,24 @@ impl Inner {
         with_type!(resource, T => self.registry.key::<T>(namespace, name))
     }
 
-    async fn sync(&self, key: &str) -> anyhow::Result<()> {
+    /// Syncs one object; `Some(remaining)` for a pod left to its kubelet for what remains
+    /// of its grace period.
+    async fn sync(&self, key: &str) -> anyhow::Result<Option<Duration>> {
         let Some((resource, namespace, name)) = parse_key(key) else {
-            return Ok(());
+            return Ok(None);
         };
         let Some(object) = self.caches().ownership(resource, namespace, name) else {
-            return Ok(());
+            return Ok(None);
         };
         if object.deleting {
             return self.deleting(resource, namespace, name, &object).await;
         }
         if object.owners.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         self.attempt_to_delete(resource, namespace, name, &object, None)
             .await
+            .map(|()| None)
     }
 
     /// What stands at the name an owner reference gives, in the cache; `None` for a
@@ -455,14 +462,15 @@ impl Inner {
     /// An object with a `deletionTimestamp`: deleted when no finalizer is left; its
     /// dependents orphaned or deleted for `orphan` and `foregroundDeletion`, then that
     /// finalizer removed; otherwise left to whoever owns its finalizers
-    /// ([`plan_deletion`]).
+    /// ([`plan_deletion`]). A gracefully terminating pod is left to its kubelet until its
+    /// grace period is over: `Some` of what remains of it.
     async fn deleting(
         &self,
         resource: Resource,
         namespace: &str,
         name: &str,
         object: &Ownership,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Option<Duration>> {
         let deletion = plan_deletion(&object.finalizers);
         match deletion {
             Deletion::Delete => {
@@ -471,7 +479,7 @@ impl Inner {
                     .await
             }
             // Someone else's finalizers: the object waits for them.
-            Deletion::Wait => return Ok(()),
+            Deletion::Wait => return Ok(None),
             Deletion::Orphan => {
                 self.orphan_dependents(resource, namespace, name, object)
                     .await?
@@ -481,12 +489,12 @@ impl Inner {
                     .delete_dependents(resource, namespace, name, object)
                     .await?
                 {
-                    return Ok(());
+                    return Ok(None);
                 }
             }
         }
         let Some(finalizer) = deletion.finalizer() else {
-            return Ok(());
+            return Ok(None);
         };
         // The finalizer goes (from the same incarnation, whatever status writes came
         // meanwhile), then the owner when it was the last.
@@ -503,10 +511,11 @@ impl Inner {
         let key = object_key(resource, namespace, name);
         tracing::info!(%key, finalizer, "garbage collector removed a finalizer");
         if let Some((_, true)) = updated {
-            self.delete_finished(resource, namespace, name, &object.uid)
-                .await?;
+            return self
+                .delete_finished(resource, namespace, name, &object.uid)
+                .await;
         }
-        Ok(())
+        Ok(None)
     }
 
     /// `orphanDependents`: every dependent of the owner `object` loses its reference to
@@ -612,31 +621,38 @@ impl Inner {
 
     /// The apiserver's part of a deletion: deletes `resource/namespace/name` if it is still
     /// the incarnation `uid`, in deletion, with no finalizer left, at the revision read
-    /// (read again after a conflict with, say, a status write).
+    /// (read again after a conflict with, say, a status write). A pod within its grace
+    /// period is its kubelet's to delete: `Some` of what remains of the period.
     async fn delete_finished(
         &self,
         resource: Resource,
         namespace: &str,
         name: &str,
         uid: &str,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Option<Duration>> {
         let key = object_key(resource, namespace, name);
         for _ in 0..MAX_WRITE_ATTEMPTS {
-            let fresh = with_type!(resource, T => match self.registry.get::<T>(namespace, name).await {
-                Ok(object) => Ownership::of(object.metadata()),
-                Err(StorageError::NotFound { .. }) => return Ok(()),
+            let (fresh, grace) = with_type!(resource, T => match self.registry.get::<T>(namespace, name).await {
+                Ok(object) => (
+                    Ownership::of(object.metadata()),
+                    grace_remaining(object.metadata(), SystemTime::now()),
+                ),
+                Err(StorageError::NotFound { .. }) => return Ok(None),
                 Err(e) => return Err(e.into()),
             });
             if fresh.uid != uid || !fresh.deleting || !fresh.finalizers.is_empty() {
-                return Ok(());
+                return Ok(None);
+            }
+            if grace.is_some() {
+                return Ok(grace);
             }
             let rv = Some(ResourceVersion(fresh.resource_version));
             match with_type!(resource, T => self.registry.delete::<T>(namespace, name, rv).await) {
                 Ok(at) => {
                     tracing::info!(%key, revision = at.0, "deleted an object in deletion with no finalizers left");
-                    return Ok(());
+                    return Ok(None);
                 }
-                Err(StorageError::NotFound { .. }) => return Ok(()),
+                Err(StorageError::NotFound { .. }) => return Ok(None),
                 Err(StorageError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
             }

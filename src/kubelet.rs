@@ -21,6 +21,8 @@
 //!   and a losing node re-reads and moves on;
 //! - a node writes only pods whose `spec.host` is its own name (and the claim that makes
 //!   them so), always by compare-and-swap, keeping every field it does not know;
+//! - a pod of the node with a `deletionTimestamp` (a graceful delete through the API) is
+//!   "stopped" (`node::STOP_TIME`) and then deleted by the node, at the version it saw;
 //! - a node claims only while it has fewer than `max_pods` active (not Failed or
 //!   Succeeded) pods;
 //! - the `status.podIP`s of a node's active pods are distinct addresses of its pod CIDR;
@@ -401,6 +403,7 @@ impl Kubelet {
         while let Some((key, action)) = state.next_due(now) {
             let result = match action {
                 Action::Start => self.start(registry, state, &key).await,
+                Action::Stop => self.stop(registry, state, &key).await,
                 Action::Fail | Action::PullFail | Action::Ready | Action::Restart => {
                     self.step(registry, state, &key, action).await
                 }
@@ -594,6 +597,8 @@ impl Kubelet {
                     Action::PullFail => step.pull_failed(&mut pod),
                     Action::Ready => step.became_ready(&mut pod),
                     Action::Restart => step.restarted(&mut pod),
+                    // A delete, not a status step (`stop`).
+                    Action::Stop => anyhow::bail!("a terminating pod gets no status step"),
                     Action::Fail | Action::Start => {
                         if pod.ready_condition().is_some() {
                             step.failed(&mut pod);
@@ -611,8 +616,38 @@ impl Kubelet {
             Action::Ready => "pod ready",
             Action::Restart => "container restarted (simulated crash loop)",
             Action::Fail | Action::Start => "pod failed (simulated)",
+            Action::Stop => "pod stopped",
         };
         self.settle(state, key, what, result)
+    }
+
+    /// Deletes a terminating pod whose containers have stopped: a compare-and-swap
+    /// delete at the version seen, so a pod changed meanwhile (its newer version is on
+    /// the watch, and sets the timer again) is never deleted by a stale decision.
+    async fn stop(
+        &self,
+        registry: &Registry,
+        state: &mut NodeState,
+        key: &str,
+    ) -> Result<(), StorageError> {
+        let (namespace, name) = split_key(key);
+        let Some(revision) = state.owned_revision(key) else {
+            return Ok(());
+        };
+        let at = Some(crate::api::ResourceVersion(revision));
+        match registry.delete::<Pod>(namespace, name, at).await {
+            Ok(_) | Err(StorageError::NotFound { .. }) => {
+                tracing::info!(pod = %key, node = %self.config.node, "pod deleted: its containers stopped (simulated)");
+                state.forget(key);
+                Ok(())
+            }
+            Err(StorageError::Conflict { .. }) => {
+                tracing::debug!(pod = %key, "terminating pod changed; stopping it again");
+                state.schedule(key, Instant::now() + node::STOP_TIME, Action::Stop);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Takes in the result of a status write: the stored pod, or what the failure means.

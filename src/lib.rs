@@ -21,6 +21,7 @@ pub mod lab;
 pub mod labels;
 pub mod leader;
 pub mod measure;
+pub mod namespace;
 pub mod nodelifecycle;
 pub mod registry;
 pub mod replicaset;

@@ -143,7 +143,7 @@ pub fn group_of(pod: &CachedPod) -> Group {
 impl Inner {
     /// One round: the nodes, the bound pods counted, every pending pod placed and bound.
     async fn round(&self, pods: &PodInformer) -> anyhow::Result<()> {
-        let mut placement = Placement::new(self.nodes().await?);
+        let mut placement = self.nodes().await?;
         let mut pending = Vec::new();
         {
             let mut assumed = self.assumed.lock().expect("assumed lock");
@@ -235,8 +235,8 @@ impl Inner {
         }
     }
 
-    /// The registered nodes and their capacity, read from etcd.
-    async fn nodes(&self) -> anyhow::Result<Vec<(String, usize)>> {
+    /// The registered nodes, their capacity and whether they are cordoned, read from etcd.
+    async fn nodes(&self) -> anyhow::Result<Placement> {
         let prefix = self.registry.prefix();
         let mut kv = self.registry.kv();
         let dir = format!("{prefix}/{REGISTRATIONS_DIR}/");
@@ -257,6 +257,7 @@ impl Inner {
             )
             .await?;
         let mut capacity: HashMap<String, usize> = HashMap::new();
+        let mut unschedulable = Vec::new();
         for kv in nodes.kvs() {
             let Some(name) = kv
                 .key_str()
@@ -265,18 +266,20 @@ impl Inner {
             else {
                 continue;
             };
-            let pods = serde_json::from_slice::<Value>(kv.value())
-                .ok()
-                .and_then(|node| pods_capacity(&node));
+            let node = serde_json::from_slice::<Value>(kv.value()).ok();
+            let pods = node.as_ref().and_then(pods_capacity);
             capacity.insert(name.to_string(), pods.unwrap_or(DEFAULT_CAPACITY));
+            if node
+                .is_some_and(|node| node.pointer("/spec/unschedulable") == Some(&Value::Bool(true)))
+            {
+                unschedulable.push(name.to_string());
+            }
         }
-        Ok(names
-            .into_iter()
-            .map(|name| {
-                let pods = capacity.get(&name).copied().unwrap_or(DEFAULT_CAPACITY);
-                (name, pods)
-            })
-            .collect())
+        let nodes = names.into_iter().map(|name| {
+            let pods = capacity.get(&name).copied().unwrap_or(DEFAULT_CAPACITY);
+            (name, pods)
+        });
+        Ok(Placement::new(nodes).with_unschedulable(unschedulable.iter().map(String::as_str)))
     }
 
     /// Logs the pods that fit nowhere when their number changes.

@@ -290,6 +290,7 @@ fn manager_config(
             Controller::Endpoints,
             Controller::GarbageCollector,
             Controller::NodeLifecycle,
+            Controller::Namespace,
             Controller::Scheduler,
         ],
         manager: ManagerConfig {

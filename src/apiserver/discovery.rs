@@ -598,7 +598,7 @@ mod tests {
                 "responseKind": {"group": "", "version": "v1", "kind": "Namespace"},
                 "scope": "Cluster",
                 "singularResource": "namespace",
-                "verbs": read,
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
                 "shortNames": ["ns"],
             }),
         );
@@ -610,7 +610,7 @@ mod tests {
                 "responseKind": {"group": "", "version": "v1", "kind": "Node"},
                 "scope": "Cluster",
                 "singularResource": "node",
-                "verbs": read,
+                "verbs": ["delete", "get", "list", "patch", "update", "watch"],
                 "shortNames": ["no"],
             }),
         );
@@ -818,7 +818,6 @@ mod tests {
                 .cloned()
                 .unwrap_or_else(|| panic!("{name} missing"))
         };
-        let read = json!(["get", "list", "watch"]);
         let write = json!([
             "create",
             "delete",
@@ -838,7 +837,8 @@ mod tests {
         assert_eq!(
             entry(&core, "nodes"),
             json!({"name": "nodes", "singularName": "node", "namespaced": false, "kind": "Node",
-                   "verbs": read, "shortNames": ["no"]})
+                   "verbs": ["delete", "get", "list", "patch", "update", "watch"],
+                   "shortNames": ["no"]})
         );
         assert_eq!(
             entry(&core, "pods/status"),

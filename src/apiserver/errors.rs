@@ -136,6 +136,18 @@ impl ApiError {
         )
     }
 
+    /// 403 `Forbidden`: `namespaces "default" is forbidden: this namespace may not be
+    /// deleted` (kube-apiserver's `errors.NewForbidden`).
+    pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> ApiError {
+        let qualified = qualified(group, resource);
+        ApiError::new(
+            403,
+            "Forbidden",
+            format!("{qualified} \"{name}\" is forbidden: {why}"),
+        )
+        .about(group, resource, name)
+    }
+
     /// 404 `pods "x" not found` (`resource.group` for a named group).
     pub fn not_found(group: &str, resource: &str, name: &str) -> ApiError {
         let qualified = qualified(group, resource);

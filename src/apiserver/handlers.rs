@@ -3,7 +3,8 @@
 //! `request`; reads (2014's `resthandler.go`) are in `read`, the HTTP watch (`watch.go`)
 //! in `watch`; the writes in `create`, `update` (PUT and PATCH, `status`), `scale` and
 //! `delete`, on what they share in `write` (the one read-modify-write) and `body` (request
-//! bodies, `fieldValidation`).
+//! bodies, `fieldValidation`); the writes of namespaces and nodes (JSON documents, not
+//! typed kinds) in `cluster`.
 //!
 //! Which reads go where, as in kube-apiserver:
 //! - a list or get with `resourceVersion` unset is a consistent read from etcd (at its
@@ -22,6 +23,7 @@
 //! cache (a watcher too far behind is ended).
 
 mod body;
+mod cluster;
 mod create;
 mod delete;
 mod read;
@@ -292,6 +294,10 @@ async fn route_write(
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let target = parse_path(path)?;
+    if let super::resources::Storage::ClusterObjects { directory } = target.resource.storage {
+        let request = (query, headers);
+        return cluster::write(state, method, &target, directory, request, body).await;
+    }
     let not_allowed = || {
         let what = super::errors::qualified(target.resource.group, target.resource.plural);
         ApiError::method_not_allowed(method.as_str(), &what)
@@ -304,8 +310,7 @@ async fn route_write(
             return Err(ApiError::no_route());
         }
     }
-    // Every write but a collection's delete names a namespace (kcm writes no
-    // cluster-scoped kind).
+    // Every write of a namespaced kind but a collection's delete names a namespace.
     let all_namespaces = *method == Method::DELETE && target.name.is_none();
     let namespace = match target.namespace.as_deref() {
         Some(namespace) => namespace,
@@ -338,13 +343,7 @@ async fn route_write(
             scale::write_scale(state, writable, (namespace, name), decoded, how, options).await
         }
         (Method::DELETE, name, None) => {
-            let bytes = body::read(headers, body).await?;
-            let value = if bytes.iter().all(u8::is_ascii_whitespace) {
-                Value::Null
-            } else {
-                body::decode(body::BodyType::Json, &bytes)?.value
-            };
-            let options = delete::DeleteOptions::parse(&value, query)?;
+            let options = delete_options(headers, body, query).await?;
             match name {
                 Some(name) => delete::delete(state, writable, (namespace, name), &options).await,
                 None => {
@@ -366,6 +365,21 @@ async fn read_body(
     let body_type = body::body_type(headers, patch)?;
     let bytes = body::read(headers, body).await?;
     Ok((body_type, body::decode(body_type, &bytes)?))
+}
+
+/// A DELETE's `DeleteOptions`: its body (JSON, possibly empty) and query.
+async fn delete_options(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    query: &Query,
+) -> Result<delete::DeleteOptions, ApiError> {
+    let bytes = body::read(headers, body).await?;
+    let value = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        body::decode(body::BodyType::Json, &bytes)?.value
+    };
+    delete::DeleteOptions::parse(&value, query)
 }
 
 fn update_part(subresource: Option<&str>) -> update::Part {

@@ -135,8 +135,12 @@ mod tests {
         assert!(core["paths"]
             .get("/api/v1/namespaces/{namespace}/pods/{name}")
             .is_some());
-        // Read-only kinds have no PATCH.
-        assert!(core["paths"].get("/api/v1/nodes/{name}").is_none());
+        // Cluster-scoped kinds have one without a namespace; read-only kinds have none.
+        assert!(core["paths"].get("/api/v1/nodes/{name}").is_some());
+        assert!(core["paths"].get("/api/v1/namespaces/{name}").is_some());
+        assert!(core["paths"]
+            .get("/api/v1/namespaces/{namespace}/events/{name}")
+            .is_none());
         assert!(group_version_document("apis/batch/v1").is_none());
     }
 }

@@ -15,8 +15,9 @@
 //!   name across the whole table, so a bare name resolves to at most one resource;
 //! - resources are listed by group (core first), then alphabetically by plural, the order
 //!   kube-apiserver's discovery lists them in; subresources alphabetically;
-//! - every resource kcm stores serves exactly [`SERVED_VERBS`], the others (namespaces,
-//!   events, nodes) [`READ_VERBS`], and every subresource [`SUBRESOURCE_VERBS`]: widening
+//! - every resource kcm stores as a typed kind serves exactly [`SERVED_VERBS`], namespaces
+//!   [`NAMESPACE_VERBS`], nodes [`NODE_VERBS`], events [`READ_VERBS`], and every
+//!   subresource [`SUBRESOURCE_VERBS`]: widening
 //!   what kcm serves is a change of those constants;
 //! - `categories` is `["all"]` on exactly pods, replicationcontrollers, services,
 //!   deployments and replicasets (what `kubectl get all` expands to) and empty elsewhere;
@@ -37,9 +38,17 @@ pub(crate) const SERVED_VERBS: &[&str] = &[
     "watch",
 ];
 
-/// The verbs of a resource kcm serves read-only: namespaces and events (synthesized) and
-/// nodes (written by kcm's kubelets only).
+/// The verbs of a resource kcm serves read-only: events (synthesized).
 pub(crate) const READ_VERBS: &[&str] = &["get", "list", "watch"];
+
+/// The verbs of namespaces (kube-apiserver's: no `deletecollection`).
+pub(crate) const NAMESPACE_VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
+
+/// The verbs of nodes: kcm's kubelets create them, the API patches (`kubectl cordon`),
+/// updates and deletes them.
+pub(crate) const NODE_VERBS: &[&str] = &["delete", "get", "list", "patch", "update", "watch"];
 
 /// The verbs every subresource serves (`status`, `scale`).
 pub(crate) const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
@@ -58,13 +67,12 @@ pub(crate) enum Storage {
         directory: &'static str,
     },
     /// Cluster-scoped JSON documents at `{prefix}/{directory}/{name}`, stored in the
-    /// served version: the Nodes kcm's kubelets write.
+    /// served version: the Nodes kcm's kubelets write, the Namespaces the API creates.
     ClusterObjects {
-        /// The directory under the prefix (`nodes`).
+        /// The directory under the prefix (`nodes`, `namespaces`).
         directory: &'static str,
     },
-    /// Nothing stored: the served objects are synthesized (namespaces from the
-    /// namespaces in use, events as an empty list).
+    /// Nothing stored: the served objects are synthesized (events as an empty list).
     Synthesized,
 }
 
@@ -235,8 +243,10 @@ pub(crate) static RESOURCES: &[Resource] = &[
         short_names: &["ns"],
         categories: NONE,
         subresources: &[],
-        verbs: READ_VERBS,
-        storage: Storage::Synthesized,
+        verbs: NAMESPACE_VERBS,
+        storage: Storage::ClusterObjects {
+            directory: "namespaces",
+        },
     },
     Resource {
         group: CORE_GROUP,
@@ -249,7 +259,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         short_names: &["no"],
         categories: NONE,
         subresources: &[],
-        verbs: READ_VERBS,
+        verbs: NODE_VERBS,
         storage: Storage::ClusterObjects { directory: "nodes" },
     },
     Resource {
@@ -417,7 +427,7 @@ mod tests {
             short_names: &["ns"],
             in_category_all: false,
             subresources: &[],
-            directory: None,
+            directory: Some("namespaces"),
         },
         Expected {
             group: "",
@@ -548,10 +558,11 @@ mod tests {
             assert_eq!(sub.version, "v1", "{plural}/{}", sub.name);
         }
         assert_eq!(resource.storage.directory(), expected.directory, "{plural}");
-        let verbs = if matches!(plural, "events" | "namespaces" | "nodes") {
-            READ_VERBS
-        } else {
-            SERVED_VERBS
+        let verbs = match plural {
+            "events" => READ_VERBS,
+            "namespaces" => NAMESPACE_VERBS,
+            "nodes" => NODE_VERBS,
+            _ => SERVED_VERBS,
         };
         assert_eq!(resource.verbs, verbs, "{plural}");
     }

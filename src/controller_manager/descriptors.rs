@@ -3,7 +3,7 @@
 //! (`cmd/kube-controller-manager/app/core.go`: `startReplicationController`,
 //! `startReplicaSetController` and `startDeploymentController` of `apps.go`,
 //! `startEndpointsController`, `startGarbageCollectorController`,
-//! `startNodeLifecycleController` of `core.go`) and
+//! `startNodeLifecycleController` and `startNamespaceController` of `core.go`) and
 //! `StartControllers`, plus the `--controllers` grammar
 //! (`IsControllerEnabled`).
 //!
@@ -21,6 +21,7 @@ use crate::endpoints::{EndpointsConfig, EndpointsController};
 use crate::etcd_watcher::Watcher;
 use crate::garbagecollector::{GarbageCollector, GcConfig};
 use crate::informer::InformerFactory;
+use crate::namespace::{NamespaceConfig, NamespaceController};
 use crate::nodelifecycle::{NodeLifecycleConfig, NodeLifecycleController};
 use crate::registry::Registry;
 use crate::replicaset::{ReplicaSetConfig, ReplicaSetController};
@@ -48,6 +49,8 @@ pub enum Controller {
     NodeLifecycle,
     /// The scheduler (binds unassigned pods, spreading each controller's over the nodes).
     Scheduler,
+    /// The namespace controller (empties a terminating namespace, then deletes it).
+    Namespace,
 }
 
 /// One row of the controller table (the kube-controller-manager's
@@ -115,6 +118,13 @@ pub const DESCRIPTORS: &[Descriptor] = &[
         aliases: &["node-lifecycle-controller"],
         disabled_by_default: false,
         init: start_node_lifecycle_controller,
+    },
+    Descriptor {
+        controller: Controller::Namespace,
+        name: "namespace",
+        aliases: &["namespace-controller"],
+        disabled_by_default: false,
+        init: start_namespace_controller,
     },
     Descriptor {
         controller: Controller::Scheduler,
@@ -191,6 +201,7 @@ pub struct Settings {
     pub garbagecollector: GcConfig,
     pub nodelifecycle: NodeLifecycleConfig,
     pub scheduler: SchedulerConfig,
+    pub namespace: NamespaceConfig,
 }
 
 /// What an init function gets: the kube-controller-manager's `ControllerContext`. One
@@ -287,6 +298,15 @@ fn start_node_lifecycle_controller(ctx: &ControllerContext) -> anyhow::Result<In
     ))
 }
 
+/// The namespace controller reads no informer: it lists the Namespace documents each
+/// period, and the keys of the terminating ones.
+fn start_namespace_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
+    let controller = NamespaceController::new(ctx.registry.clone(), ctx.settings.namespace.clone());
+    Ok(Init::Started(
+        controller.start(ctx.stop.clone().cancelled_owned()),
+    ))
+}
+
 /// The scheduler, on the shared pod informer.
 fn start_scheduler(ctx: &ControllerContext) -> anyhow::Result<Init> {
     let scheduler = Scheduler::new(ctx.registry.clone(), ctx.settings.scheduler.clone());
@@ -377,7 +397,8 @@ mod tests {
     #[test]
     fn the_kubernetes_controllers_grammar() {
         use Controller::{
-            Deployment, Endpoints, GarbageCollector, NodeLifecycle, ReplicaSet, Replication,
+            Deployment, Endpoints, GarbageCollector, Namespace, NodeLifecycle, ReplicaSet,
+            Replication,
         };
         check(
             "*",
@@ -388,6 +409,7 @@ mod tests {
                 Endpoints,
                 GarbageCollector,
                 NodeLifecycle,
+                Namespace,
             ],
         );
         check("replication", &[Replication]);
@@ -399,24 +421,26 @@ mod tests {
                 Deployment,
                 GarbageCollector,
                 NodeLifecycle,
+                Namespace,
             ],
         );
         check(
             "*,-endpoints,-garbagecollector,-nodelifecycle",
-            &[Replication, ReplicaSet, Deployment],
+            &[Replication, ReplicaSet, Deployment, Namespace],
         );
         check("node-lifecycle-controller", &[NodeLifecycle]);
+        check("namespace-controller", &[Namespace]);
         check("garbage-collector-controller", &[GarbageCollector]);
         check("endpoints-controller", &[Endpoints]);
         check("replicaset-controller", &[ReplicaSet]);
         check("deployment-controller", &[Deployment]);
         check(
             "-deployment,-garbagecollector,-nodelifecycle,*",
-            &[Replication, ReplicaSet, Endpoints],
+            &[Replication, ReplicaSet, Endpoints, Namespace],
         );
         check(
             "-replicaset,-garbagecollector,*",
-            &[Replication, Deployment, Endpoints, NodeLifecycle],
+            &[Replication, Deployment, Endpoints, NodeLifecycle, Namespace],
         );
         check("replication,endpoints", &[Replication, Endpoints]);
         // The first explicit mention wins.
@@ -429,6 +453,7 @@ mod tests {
                 Endpoints,
                 GarbageCollector,
                 NodeLifecycle,
+                Namespace,
             ],
         );
         // Without `*`, only what is named runs.
@@ -443,12 +468,19 @@ mod tests {
                 Endpoints,
                 GarbageCollector,
                 NodeLifecycle,
+                Namespace,
             ],
         );
         check("replication-2014,-replication", &[Replication2014]);
         check(
             "replication-2014,*,-replication,-garbagecollector,-nodelifecycle",
-            &[ReplicaSet, Deployment, Endpoints, Replication2014],
+            &[
+                ReplicaSet,
+                Deployment,
+                Endpoints,
+                Namespace,
+                Replication2014,
+            ],
         );
     }
 

@@ -34,7 +34,14 @@ pub(super) enum Action {
     Ready,
     /// A crash-looping container restarts.
     Restart,
+    /// The pod is being deleted (`deletionTimestamp`): its containers have stopped, so
+    /// the pod is deleted.
+    Stop,
 }
+
+/// How long a terminating pod's containers take to stop (simulated): well under any
+/// grace period (at least a second).
+pub(super) const STOP_TIME: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// A pod whose `spec.host` is this node.
 #[derive(Debug)]
@@ -231,7 +238,14 @@ impl NodeState {
         });
         entry.resource_version = resource_version(pod);
         entry.phase = pod.phase();
-        let timer = if is_terminal(entry.phase) {
+        let timer = if pod.metadata.deletion_timestamp.is_some() {
+            // Being deleted: stop the containers, then delete the pod (`kubelet.go`
+            // `HandlePodRemoves`, then the status manager's final delete).
+            match entry.timer {
+                Some((_, Action::Stop)) => entry.timer,
+                _ => Some((now + STOP_TIME, Action::Stop)),
+            }
+        } else if is_terminal(entry.phase) {
             if let Some(ip) = entry.ip.take() {
                 self.allocator.release(ip);
             }
@@ -303,6 +317,11 @@ impl NodeState {
                 self.timers.push(Reverse((due, key)));
             }
         }
+    }
+
+    /// The resourceVersion of the newest version seen of an owned pod.
+    pub(super) fn owned_revision(&self, key: &str) -> Option<i64> {
+        self.owned.get(key).map(|pod| pod.resource_version)
     }
 
     /// Drops a pod that is gone or no longer ours, freeing its address.

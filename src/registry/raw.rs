@@ -1,6 +1,6 @@
 //! Documents that are not a typed kind, read and written as bytes at a whole key: the
-//! Node objects (`{prefix}/nodes/{name}`, cluster-scoped JSON that their writers
-//! read-modify-write as `serde_json::Value`). The writes are the typed writes'
+//! Node and Namespace objects (`{prefix}/nodes/{name}`, `{prefix}/namespaces/{name}`,
+//! cluster-scoped JSON that their writers read-modify-write as `serde_json::Value`). The writes are the typed writes'
 //! transactions, so a fence, a guard ([`Registry::guarded_by`]) and conditions
 //! ([`Registry::with_conditions`]) apply to them alike.
 
@@ -123,5 +123,45 @@ impl Registry {
             expected,
             actual,
         })
+    }
+
+    /// Deletes `key` (under the prefix) only if it is still at `expected`
+    /// (compare-and-swap on `mod_revision`). Returns the revision of the delete.
+    ///
+    /// # Errors
+    /// `NotFound` when the key is gone, `Conflict` when it changed since (nothing is
+    /// deleted); `Fenced`, `OwnerGone`, `ConditionFailed` as every write.
+    pub async fn delete_raw(
+        &self,
+        key: &str,
+        expected: ResourceVersion,
+    ) -> Result<ResourceVersion, StorageError> {
+        self.check_raw_key("delete", key)?;
+        let fence = self.write_fence("delete", key)?;
+        let response = self
+            .write_txn(
+                "delete",
+                key,
+                fence.as_ref(),
+                unchanged_since(key, expected).to_vec(),
+                vec![TxnOp::delete(key, None)],
+                vec![TxnOp::get(key, None)],
+            )
+            .await?;
+        if response.succeeded() {
+            return Ok(ResourceVersion(
+                response.header().map_or(0, |h| h.revision()),
+            ));
+        }
+        match current_kv(&response.op_responses()) {
+            None => Err(StorageError::NotFound {
+                key: key.to_string(),
+            }),
+            Some(current) => Err(StorageError::Conflict {
+                key: key.to_string(),
+                expected,
+                actual: Some(ResourceVersion(current.mod_revision())),
+            }),
+        }
     }
 }

@@ -17,12 +17,14 @@ use crate::informer::{CachedPod, Namespace};
 
 use super::CREATED_BY_ANNOTATION;
 
-/// `filterActivePods`: drops Succeeded and Failed pods, and (kcm's coexistence rule with
-/// ReplicaSets) pods that carry a controller reference: those belong to their controller,
-/// and a ReplicationController, which owns by selector alone, neither counts nor deletes
-/// them.
+/// `filterActivePods`: drops Succeeded and Failed pods, pods being deleted (a
+/// `deletionTimestamp`: terminating gracefully, so a replacement is made at once, as
+/// Kubernetes' `FilterActivePods`; 2014 had no graceful deletion), and (kcm's coexistence
+/// rule with ReplicaSets) pods that carry a controller reference: those belong to their
+/// controller, and a ReplicationController, which owns by selector alone, neither counts
+/// nor deletes them.
 pub fn filter_active_pods(mut pods: Vec<Arc<CachedPod>>) -> Vec<Arc<CachedPod>> {
-    pods.retain(|pod| pod.is_active() && pod.controller.is_none());
+    pods.retain(|pod| pod.is_active() && !pod.deleting && pod.controller.is_none());
     pods
 }
 

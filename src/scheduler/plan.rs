@@ -2,7 +2,9 @@
 //! `generic_scheduler.go` (`findNodesThatFit`, `prioritizeNodes`, `selectHost`) with the
 //! predicates and priorities kcm's pods can use:
 //!
-//! - fit: the node is registered (its kubelet holds `{prefix}/minions/NAME`) and holds
+//! - fit: the node is registered (its kubelet holds `{prefix}/minions/NAME`), is not
+//!   cordoned (`spec.unschedulable`, later Kubernetes' `NodeUnschedulable` predicate; 2014
+//!   had no cordon) and holds
 //!   fewer active pods than its Node's `capacity.pods` (2014's `PodFitsResources` counted
 //!   CPU and memory; kcm's pods declare none, so the pod count is the resource). 2014's
 //!   `PodFitsPorts` has nothing to check: kcm's containers have no host ports;
@@ -22,6 +24,8 @@ pub type Group = String;
 #[derive(Debug, Default)]
 struct NodeLoad {
     capacity: usize,
+    /// `spec.unschedulable` (cordoned): its pods count, no new pod goes there.
+    unschedulable: bool,
     active: usize,
     peers: HashMap<Group, usize>,
 }
@@ -49,6 +53,17 @@ impl Placement {
         }
     }
 
+    /// Marks `nodes` cordoned (`spec.unschedulable`): they keep their pods and get no
+    /// new one.
+    pub fn with_unschedulable<'n>(mut self, nodes: impl IntoIterator<Item = &'n str>) -> Placement {
+        for node in nodes {
+            if let Some(load) = self.nodes.get_mut(node) {
+                load.unschedulable = true;
+            }
+        }
+        self
+    }
+
     /// Counts an active pod of `group` on `node` (one the cache shows bound, or one the
     /// scheduler has just bound). A node not registered is ignored.
     pub fn add(&mut self, node: &str, group: &Group) {
@@ -62,7 +77,7 @@ impl Placement {
     pub fn choose(&self, group: &Group) -> Option<&str> {
         self.nodes
             .iter()
-            .filter(|(_, load)| load.active < load.capacity)
+            .filter(|(_, load)| !load.unschedulable && load.active < load.capacity)
             .min_by_key(|(name, load)| {
                 let peers = load.peers.get(group).copied().unwrap_or(0);
                 (peers, load.active, *name)
@@ -135,6 +150,21 @@ mod tests {
         assert_eq!(even.choose(&web), Some("a"));
         even.add("a", &web);
         assert_eq!(even.choose(&web), Some("b"));
+    }
+
+    #[test]
+    fn a_cordoned_node_keeps_its_pods_and_gets_no_new_one() {
+        let web = "web".to_string();
+        let mut placement = Placement::new([("a".to_string(), 10), ("b".to_string(), 10)])
+            .with_unschedulable(["a", "unknown"]);
+        placement.add("a", &web);
+        let placed = placement.place_all([&web, &web, &web]);
+        assert_eq!(
+            placed,
+            [Some("b".into()), Some("b".into()), Some("b".into())]
+        );
+        let mut cordoned = Placement::new([("a".to_string(), 10)]).with_unschedulable(["a"]);
+        assert_eq!(cordoned.place_all([&web]), [None]);
     }
 
     #[test]

@@ -68,7 +68,7 @@ spec:
     )
 }
 
-const RS: &str = "apiVersion: apps/v1
+pub(crate) const RS: &str = "apiVersion: apps/v1
 kind: ReplicaSet
 metadata:
   name: solo
@@ -588,7 +588,11 @@ async fn kube_rs_creates_replaces_patches_scales_and_deletes() {
         pods.create(&PostParams::default(), &pod).await.unwrap();
         let deleted = pods.delete("p", &DeleteParams::default()).await.unwrap();
         assert!(deleted.is_left(), "the pod: {deleted:?}");
-        assert!(stored(&api, "/registry/pods/default/p").await.is_none());
+        // Bound to a node, it terminates gracefully: its kubelet deletes it.
+        eventually(CONVERGE, "the pod to go", || async {
+            stored(&api, "/registry/pods/default/p").await.is_none()
+        })
+        .await;
 
         // A collection by label selector.
         for name in ["c1", "c2", "keep"] {
@@ -611,7 +615,10 @@ async fn kube_rs_creates_replaces_patches_scales_and_deletes() {
             .filter_map(|p| p.metadata.name)
             .collect();
         assert_eq!(names, BTreeSet::from(["c1".to_string(), "c2".to_string()]));
-        assert!(stored(&api, "/registry/pods/default/c1").await.is_none());
+        eventually(CONVERGE, "c1 to go", || async {
+            stored(&api, "/registry/pods/default/c1").await.is_none()
+        })
+        .await;
         assert!(stored(&api, "/registry/pods/default/keep").await.is_some());
         // Across namespaces.
         let other: Api<Pod> = Api::namespaced(kube_client(api.port), "other");
@@ -622,7 +629,10 @@ async fn kube_rs_creates_replaces_patches_scales_and_deletes() {
             .await
             .unwrap();
         assert_eq!(deleted.left().expect("the deleted pods").items.len(), 2);
-        assert!(stored(&api, "/registry/pods/other/p").await.is_none());
+        eventually(CONVERGE, "other/p to go", || async {
+            stored(&api, "/registry/pods/other/p").await.is_none()
+        })
+        .await;
     })
     .await;
 }

@@ -173,19 +173,19 @@ async fn kubectl_sees_a_1_32_server_with_kcms_resources_and_read_only_ones_refus
         .collect();
         assert_eq!(got, expected, "kubectl api-resources:\n{resources:?}");
 
-        // The pod written to etcd is served. Writes to what kcm serves read-only (nodes,
-        // written by its kubelets) answer 405 and change nothing.
+        // The pod written to etcd is served. Writes to what kcm serves read-only (events)
+        // answer 405 and change nothing.
         assert_eq!(
             api.kubectl.ok(&["get", "pod", "solo", "-o", "name"]).await,
             "pod/solo\n"
         );
         let before = current_revision(&client).await;
-        let out = api.kubectl.run(&["delete", "node", "node-1"]).await;
-        assert_eq!(out.status.code(), Some(1), "kubectl delete node: {out:?}");
+        let out = api.kubectl.run(&["delete", "event", "e-1"]).await;
+        assert_eq!(out.status.code(), Some(1), "kubectl delete event: {out:?}");
         assert!(
             out.stderr
                 .starts_with("Error from server (MethodNotAllowed)"),
-            "kubectl delete node: {out:?}"
+            "kubectl delete event: {out:?}"
         );
         assert_eq!(
             current_revision(&client).await,

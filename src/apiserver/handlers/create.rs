@@ -1,7 +1,8 @@
 //! `POST` of a collection: create (kube-apiserver's `endpoints/handlers/create.go` and
 //! `registry/generic/registry/store.go` `Create`): the path's namespace, `generateName`,
-//! the kind's defaults, kcm's validation, then the registry's create-if-absent transaction;
-//! 201 with the stored object.
+//! the kind's defaults, kcm's validation, then the registry's create-if-absent transaction
+//! (which also requires the namespace not terminating: 403 otherwise, as kube-apiserver's
+//! `NamespaceLifecycle` admission); 201 with the stored object.
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -9,6 +10,7 @@ use rand::Rng as _;
 use serde_json::Value;
 
 use super::body::Decoded;
+use super::cluster::namespace_condition;
 use super::write::{
     check_fields, name_from_path, resource_version_of, respond, served, typed, validate, with_kind,
     Writable, WriteOptions,
@@ -17,6 +19,10 @@ use super::ApiState;
 use crate::api::{self, Object};
 use crate::apiserver::convert::{self, Kind};
 use crate::apiserver::errors::ApiError;
+use crate::registry::StorageError;
+
+/// How often a create reads its namespace again after it changed meanwhile.
+const NAMESPACE_ATTEMPTS: usize = 5;
 
 /// How often a `generateName` create tries another name after hitting an existing one.
 const GENERATE_NAME_ATTEMPTS: usize = 8;
@@ -117,8 +123,9 @@ async fn create_kind<T: Object>(
     meta.generation = 0;
     validate(writable, &typed)?;
     let name = typed.metadata().name.clone();
+    let namespace = typed.metadata().namespace.clone();
     let created = if dry_run {
-        let namespace = typed.metadata().namespace.clone();
+        namespace_condition(state, writable.resource, &namespace, &name).await?;
         match state.registry.get::<T>(&namespace, &name).await {
             Ok(_) => {
                 let resource = writable.resource;
@@ -136,13 +143,38 @@ async fn create_kind<T: Object>(
         typed.set_type_meta();
         typed
     } else {
-        state
-            .registry
-            .create(&typed)
-            .await
-            .map_err(|e| writable.storage_error(&name, e))?
+        create_in_namespace(state, writable, &typed).await?
     };
     Ok(served(writable.kind, &created))
+}
+
+/// Creates `object` in a transaction that also requires its namespace's Namespace as
+/// read (absent, or there and not terminating: 403 otherwise); reads it again when the
+/// Namespace changed meanwhile.
+async fn create_in_namespace<T: Object>(
+    state: &ApiState,
+    writable: Writable,
+    object: &T,
+) -> Result<T, ApiError> {
+    let (namespace, name) = (&object.metadata().namespace, &object.metadata().name);
+    for _ in 0..NAMESPACE_ATTEMPTS {
+        let condition = namespace_condition(state, writable.resource, namespace, name).await?;
+        match state
+            .registry
+            .with_conditions(vec![condition])
+            .create(object)
+            .await
+        {
+            Err(StorageError::ConditionFailed { .. }) => continue,
+            other => return other.map_err(|e| writable.storage_error(name, e)),
+        }
+    }
+    Err(ApiError::conflict_because(
+        writable.resource.group,
+        writable.resource.plural,
+        name,
+        &format!("the namespace {namespace} kept changing; try again"),
+    ))
 }
 
 /// kube-apiserver's defaults that kcm's controllers depend on: `spec.replicas` 1 for the

@@ -2,7 +2,8 @@
 //! `endpoints/handlers/delete.go` and `registry/generic/registry/store.go` `Delete`,
 //! `DeleteCollection`) with `DeleteOptions`: the preconditions (uid, resourceVersion), the
 //! propagation policy through kcm's garbage collector and finalizers (the rule `kcm delete`
-//! shares: [`api::delete_write`]), `dryRun`. Pods answer with the object, as
+//! shares: [`api::delete_write`]), `gracePeriodSeconds` (a running pod is marked
+//! Terminating and its kubelet deletes it), `dryRun`. Pods answer with the object, as
 //! `ReturnDeletedObject` makes them; other kinds with a `Status` Success, or with the object
 //! while it waits for its finalizers.
 //!
@@ -13,6 +14,8 @@
 //! matches that no other controller owns, before answering. `Orphan` deletes the key only.
 //! docs/departures.md has the row.
 
+use std::time::SystemTime;
+
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Value};
@@ -21,11 +24,13 @@ use super::request::Query;
 use super::write::{served, with_kind, Writable};
 use super::ApiState;
 use crate::api::{
-    controller_of, delete_write, start_deletion, Cascade, DeleteWrite, Object, Pod,
-    ReplicationController, ResourceVersion,
+    controller_of, delete_write, graceful_delete, pod_grace_period, start_deletion,
+    start_graceful_deletion, Cascade, DeleteWrite, Graceful, Object, Pod, ReplicationController,
+    ResourceVersion,
 };
 use crate::apiserver::convert::Kind;
 use crate::apiserver::errors::ApiError;
+use crate::apiserver::resources::Resource;
 use crate::labels::Selector;
 use crate::registry::StorageError;
 
@@ -40,6 +45,8 @@ pub(super) struct DeleteOptions {
     pub uid: Option<String>,
     pub resource_version: Option<ResourceVersion>,
     pub dry_run: bool,
+    /// `gracePeriodSeconds` (pods): `None` takes the pod's own.
+    pub grace_period_seconds: Option<i64>,
 }
 
 impl DeleteOptions {
@@ -87,11 +94,22 @@ impl DeleteOptions {
             Some(Value::Array(values)) => values.iter().any(|v| v == "All"),
             _ => query.get("dryRun") == Some("All"),
         };
+        let grace_period_seconds = match field("gracePeriodSeconds") {
+            None => None,
+            Some(Value::Number(n)) if n.is_i64() => n.as_i64(),
+            Some(Value::String(s)) if s.parse::<i64>().is_ok() => s.parse().ok(),
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "gracePeriodSeconds: invalid value {other}: must be an integer"
+                )))
+            }
+        };
         Ok(DeleteOptions {
             cascade,
             uid: precondition("uid"),
             resource_version,
             dry_run,
+            grace_period_seconds,
         })
     }
 }
@@ -118,25 +136,31 @@ pub(super) async fn delete(
     if writable.kind == Kind::Pod || !outcome.deleted {
         return Ok(super::json_response(StatusCode::OK, &outcome.object));
     }
-    let resource = writable.resource;
-    let mut details = json!({
-        "name": name,
-        "kind": resource.plural,
-        "uid": outcome.object.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
-    });
+    let uid = outcome
+        .object
+        .pointer("/metadata/uid")
+        .cloned()
+        .unwrap_or(Value::Null);
+    Ok(super::json_response(
+        StatusCode::OK,
+        &deleted_status(writable.resource, name, uid),
+    ))
+}
+
+/// The `Status` Success kube-apiserver answers a delete of an object that is gone
+/// (`details.kind` is the resource).
+pub(super) fn deleted_status(resource: &Resource, name: &str, uid: Value) -> Value {
+    let mut details = json!({"name": name, "kind": resource.plural, "uid": uid});
     if !resource.group.is_empty() {
         details["group"] = json!(resource.group);
     }
-    Ok(super::json_response(
-        StatusCode::OK,
-        &json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "details": details,
-        }),
-    ))
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
 }
 
 /// `DELETE` of a collection (`?labelSelector=`): each object as [`delete`] deletes it;
@@ -212,9 +236,12 @@ async fn delete_one<T: Object>(
             Kind::ReplicationController => Cascade::Background,
             _ => options.cascade,
         };
-        let write = delete_write(object.metadata(), cascade);
+        let mut write = delete_write(object.metadata(), cascade);
         if let DeleteWrite::Mark(finalizer) = write {
             start_deletion(object.metadata_mut(), finalizer);
+        }
+        if write == DeleteWrite::Delete && writable.kind == Kind::Pod {
+            write = graceful(&mut object, options.grace_period_seconds);
         }
         if options.dry_run {
             return Ok(Outcome {
@@ -256,6 +283,27 @@ async fn delete_one<T: Object>(
         }
     }
     Err(writable.conflict(name))
+}
+
+/// A pod's delete without finalizers (kube-apiserver's `BeforeDelete` with the pod
+/// strategy): with a grace period it is only marked (`deletionTimestamp` = now + grace,
+/// `deletionGracePeriodSeconds`), and its kubelet deletes it once its containers have
+/// stopped (or the garbage collector, once the grace period is over); an unassigned or
+/// terminated pod, or `gracePeriodSeconds=0`, is deleted now.
+fn graceful<T: Object>(object: &mut T, requested: Option<i64>) -> DeleteWrite {
+    let value = serde_json::to_value(&*object).expect("a stored kind always encodes");
+    let Ok(pod) = serde_json::from_value::<Pod>(value) else {
+        return DeleteWrite::Delete;
+    };
+    let grace = pod_grace_period(&pod, requested);
+    match graceful_delete(object.metadata(), grace) {
+        Graceful::Now => DeleteWrite::Delete,
+        Graceful::Unchanged => DeleteWrite::Nothing,
+        Graceful::Mark(grace) => {
+            start_graceful_deletion(object.metadata_mut(), grace, SystemTime::now());
+            DeleteWrite::Mark(None)
+        }
+    }
 }
 
 fn check_preconditions<T: Object>(
@@ -372,8 +420,13 @@ mod tests {
                 uid: Some("u".into()),
                 resource_version: Some(ResourceVersion(7)),
                 dry_run: true,
+                grace_period_seconds: None,
             }
         );
+        let graceful = DeleteOptions::parse(&json!({"gracePeriodSeconds": 0}), &query(""));
+        assert_eq!(graceful.unwrap().grace_period_seconds, Some(0));
+        let graceful = DeleteOptions::parse(&json!({}), &query("gracePeriodSeconds=5"));
+        assert_eq!(graceful.unwrap().grace_period_seconds, Some(5));
         let defaults = DeleteOptions::parse(&Value::Null, &query("")).unwrap();
         assert_eq!(defaults.cascade, Cascade::Background);
         assert!(!defaults.dry_run);

@@ -22,8 +22,7 @@ use crate::labels::Selector;
 use crate::registry::prefix_range_end;
 
 /// Namespaces that always exist (kube-apiserver creates them at start).
-pub(super) const SYSTEM_NAMESPACES: [&str; 4] =
-    ["default", "kube-node-lease", "kube-public", "kube-system"];
+pub(super) use crate::api::SYSTEM_NAMESPACES;
 
 /// How long a read waits for the watch cache to reach a resourceVersion.
 pub(super) const CACHE_WAIT: Duration = Duration::from_secs(3);
@@ -232,8 +231,29 @@ pub(super) async fn synced(cache: &WatchCache) -> Result<(), ApiError> {
     )))
 }
 
-/// One object: a consistent read from etcd unless `resourceVersion` allows the cache.
+/// One object: a consistent read from etcd unless `resourceVersion` allows the cache. A
+/// namespace nobody created but that holds objects (or is a system one) is synthesized.
 pub(super) async fn get(
+    state: &ApiState,
+    target: &Target,
+    name: &str,
+    query: &Query,
+) -> Result<Arc<Item>, ApiError> {
+    let stored = get_stored(state, target, name, query).await;
+    match stored {
+        Err(e) if e.code == 404 && target.resource.plural == "namespaces" => {
+            let revision = namespace_revision(state);
+            namespaces(state)
+                .into_iter()
+                .find(|n| n == name)
+                .map(|n| Arc::new(namespace_item(&n, revision)))
+                .ok_or(e)
+        }
+        other => other,
+    }
+}
+
+async fn get_stored(
     state: &ApiState,
     target: &Target,
     name: &str,
@@ -242,14 +262,6 @@ pub(super) async fn get(
     let resource = target.resource;
     let namespace = target.namespace.as_deref().unwrap_or("");
     let not_found = || ApiError::not_found(resource.group, resource.plural, name);
-    if resource.plural == "namespaces" {
-        let revision = namespace_revision(state);
-        return namespaces(state)
-            .into_iter()
-            .find(|n| n == name)
-            .map(|n| Arc::new(namespace_item(&n, revision)))
-            .ok_or_else(not_found);
-    }
     let Some(cache) = cache_of(state, resource) else {
         return Err(not_found());
     };
@@ -299,20 +311,30 @@ pub(super) async fn list(
     filter: &Filter,
     query: &Query,
 ) -> Result<Page, ApiError> {
-    let resource = target.resource;
-    if resource.plural == "namespaces" {
-        let revision = namespace_revision(state);
-        let items = namespaces(state)
-            .into_iter()
-            .map(|n| Arc::new(namespace_item(&n, revision)))
-            .filter(|item| filter.matches(item))
-            .collect();
-        return Ok(Page {
-            items,
-            revision,
-            continue_token: None,
-        });
+    let mut page = list_stored(state, target, filter, query).await?;
+    if target.resource.plural == "namespaces" && page.continue_token.is_none() {
+        // The last page also lists the namespaces in use that nobody created.
+        let stored: std::collections::BTreeSet<String> =
+            page.items.iter().map(|item| item.name.clone()).collect();
+        page.items.extend(
+            namespaces(state)
+                .into_iter()
+                .filter(|n| !stored.contains(n))
+                .map(|n| Arc::new(namespace_item(&n, page.revision)))
+                .filter(|item| filter.matches(item)),
+        );
+        page.items.sort_by(|a, b| a.name.cmp(&b.name));
     }
+    Ok(page)
+}
+
+async fn list_stored(
+    state: &ApiState,
+    target: &Target,
+    filter: &Filter,
+    query: &Query,
+) -> Result<Page, ApiError> {
+    let resource = target.resource;
     let Some(cache) = cache_of(state, resource) else {
         // Events: none recorded yet.
         return Ok(Page {
@@ -614,7 +636,7 @@ pub(super) fn scale(object: &Value) -> Value {
 
 // ---------------------------------------------------------------------------------------
 // Namespaces: 2014 had no Namespace objects; every namespace holding an object exists,
-// and the four kube-apiserver creates.
+// and the four kube-apiserver creates, whether or not a Namespace is stored for it.
 
 pub(super) fn namespaces(state: &ApiState) -> Vec<String> {
     let mut names: std::collections::BTreeSet<String> =

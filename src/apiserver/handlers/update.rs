@@ -119,7 +119,7 @@ pub(super) fn apply_patch(
 /// What a write of `part` leaves of `written`: through the main resource the stored status
 /// (kube-apiserver ignores status changes there), through `/status` the stored object with
 /// the written status.
-fn keep_part(current: &Value, mut written: Value, part: Part) -> Value {
+pub(super) fn keep_part(current: &Value, mut written: Value, part: Part) -> Value {
     match part {
         Part::Main => {
             set_or_remove(&mut written, "status", current.get("status"));

@@ -7,8 +7,9 @@
 //!
 //! Mirrors kube-apiserver's `registry/generic/registry/store.go` (`Create`, `Update`:
 //! `GuaranteedUpdate` with `Preconditions`) and the strategies' `PrepareForUpdate`
-//! (`metadata.uid`, `creationTimestamp` and `deletionTimestamp` kept from the stored
-//! object; `generation` set by the registry).
+//! (`metadata.uid`, `creationTimestamp`, `deletionTimestamp` and
+//! `deletionGracePeriodSeconds` kept from the stored object; `generation` set by the
+//! registry).
 //!
 //! Invariants: nothing is written when a check fails or `dryRun=All` is asked; what is
 //! stored keeps every field kcm does not model (the kinds keep unknown fields, and a
@@ -394,6 +395,11 @@ fn changed<T: Object>(
     next_meta.uid = meta.uid.clone();
     next_meta.creation_timestamp = meta.creation_timestamp.clone();
     next_meta.deletion_timestamp = meta.deletion_timestamp.clone();
+    let grace = api::DELETION_GRACE_PERIOD_FIELD;
+    match meta.extra.get(grace) {
+        Some(period) => next_meta.extra.insert(grace.to_string(), period.clone()),
+        None => next_meta.extra.shift_remove(grace),
+    };
     next_meta.generation = meta.generation;
     next_meta.resource_version = meta.resource_version;
     Ok(next)

@@ -288,6 +288,40 @@ impl Api {
         out.stdout
     }
 
+    /// Writes `text` to `name` in the kubectl temp dir; its path.
+    pub fn manifest(&self, name: &str, text: &str) -> String {
+        let path = self.kubectl.kubeconfig().with_file_name(name);
+        std::fs::write(&path, text).expect("write a manifest");
+        path.display().to_string()
+    }
+
+    /// The JSON document stored at `key` (`None` when absent).
+    pub async fn stored(&self, key: &str) -> Option<serde_json::Value> {
+        let mut client = self.etcd.client().await;
+        let response = client.get(key, None).await.expect("etcd get");
+        response
+            .kvs()
+            .first()
+            .map(|kv| serde_json::from_slice(kv.value()).expect("stored JSON"))
+    }
+
+    /// How many keys are stored under `prefix`.
+    pub async fn count(&self, prefix: &str) -> usize {
+        let mut client = self.etcd.client().await;
+        let options = etcd_client::GetOptions::new()
+            .with_prefix()
+            .with_count_only();
+        let response = client.get(prefix, Some(options)).await.expect("etcd count");
+        usize::try_from(response.count()).expect("a count fits")
+    }
+
+    /// A kube-rs client of the API.
+    pub fn kube_client(&self) -> kube::Client {
+        let url = format!("http://127.0.0.1:{}", self.port);
+        kube::Client::try_from(kube::Config::new(url.parse().expect("a URL")))
+            .expect("a kube client")
+    }
+
     /// One value of the API's `/metrics`, e.g.
     /// `apiserver_longrunning_requests{resource="pods",verb="WATCH"}` (0 when absent).
     pub async fn metric(&self, series: &str) -> f64 {

@@ -1,0 +1,486 @@
+//! Writes of the cluster-scoped resources kcm stores as core/v1 JSON documents at
+//! `{prefix}/{directory}/{name}`: Namespaces (create; update and patch; delete, which
+//! marks the namespace `Terminating` for the namespace controller to empty and remove)
+//! and Nodes (update and patch, as `kubectl cordon` sends; delete). Kubernetes'
+//! `pkg/registry/core/namespace/storage` (`Delete` sets `deletionTimestamp` and phase
+//! Terminating while `spec.finalizers` holds `kubernetes`) and
+//! `pkg/registry/core/node/strategy.go`; the refusal to create in a terminating
+//! namespace is the `NamespaceLifecycle` admission plugin's.
+//!
+//! Invariants: every write is one compare-and-swap on the document's `mod_revision`
+//! (read again after another writer came between, unless the request stated a
+//! resourceVersion: then 409); a write keeps every field it does not change, and
+//! `uid`, `creationTimestamp`, `deletionTimestamp` and the status as stored; nothing is
+//! written under `dryRun=All` or when a check fails.
+
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Value};
+
+use super::body::Decoded;
+use super::delete::{deleted_status, DeleteOptions};
+use super::read::{namespaces, SYSTEM_NAMESPACES};
+use super::request::{Query, Target};
+use super::update::{apply_patch, keep_part, Part};
+use super::write::{check_fields, name_from_path, resource_version_of, respond, WriteOptions};
+use super::ApiState;
+use crate::api::{self, ResourceVersion};
+use crate::apiserver::errors::{qualified, ApiError};
+use crate::apiserver::resources::Resource;
+use crate::registry::{KeyCondition, StorageError};
+
+/// How often a write reads again after another writer came between its read and its
+/// write (when the request stated no resourceVersion).
+const ATTEMPTS: usize = 10;
+
+/// The documents of one cluster-scoped resource.
+#[derive(Clone, Copy)]
+struct Documents<'a> {
+    state: &'a ApiState,
+    resource: &'static Resource,
+    directory: &'static str,
+}
+
+impl Documents<'_> {
+    fn key(&self, name: &str) -> String {
+        format!("{}/{}/{name}", self.state.registry.prefix(), self.directory)
+    }
+
+    fn not_found(&self, name: &str) -> ApiError {
+        ApiError::not_found(self.resource.group, self.resource.plural, name)
+    }
+
+    fn conflict(&self, name: &str) -> ApiError {
+        ApiError::conflict(self.resource.group, self.resource.plural, name)
+    }
+
+    /// The stored document as served (kind, apiVersion, resourceVersion set) and its
+    /// revision.
+    async fn read(&self, name: &str) -> Result<(Value, ResourceVersion), ApiError> {
+        let raw = self
+            .state
+            .registry
+            .get_raw(&self.key(name))
+            .await
+            .map_err(|e| ApiError::unavailable(e.to_string()))?
+            .ok_or_else(|| self.not_found(name))?;
+        let mut object: Value = serde_json::from_slice(&raw.value).map_err(|e| {
+            ApiError::internal(format!("{} {name}: not JSON: {e}", self.resource.plural))
+        })?;
+        if !object.is_object() {
+            return Err(ApiError::internal(format!(
+                "{} {name}: not a JSON object",
+                self.resource.plural
+            )));
+        }
+        let rv = ResourceVersion(raw.mod_revision);
+        Ok((self.served(object.take(), rv), rv))
+    }
+
+    fn served(&self, mut object: Value, rv: ResourceVersion) -> Value {
+        object["kind"] = json!(self.resource.kind);
+        object["apiVersion"] = json!(self.resource.api_version());
+        if !object["metadata"].is_object() {
+            object["metadata"] = json!({});
+        }
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        object
+    }
+}
+
+/// The served document without what is not stored (its resourceVersion and namespace).
+fn stored_bytes(served: &Value) -> Vec<u8> {
+    let mut stored = served.clone();
+    if let Some(metadata) = stored.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.shift_remove("resourceVersion");
+        metadata.shift_remove("namespace");
+    }
+    serde_json::to_vec(&stored).expect("a JSON value always encodes")
+}
+
+/// `POST`, `PUT`, `PATCH` and `DELETE` of namespaces and nodes.
+///
+/// # Errors
+/// 405 for a verb the resource does not serve; what each write answers.
+pub(super) async fn write(
+    state: &ApiState,
+    method: &Method,
+    target: &Target,
+    directory: &'static str,
+    (query, headers): (&Query, &HeaderMap),
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let resource = target.resource;
+    let docs = Documents {
+        state,
+        resource,
+        directory,
+    };
+    if target.subresource.is_some() {
+        return Err(ApiError::no_route());
+    }
+    let verb = match (method.clone(), target.name.is_some()) {
+        (Method::POST, false) => "create",
+        (Method::PUT, true) => "update",
+        (Method::PATCH, true) => "patch",
+        (Method::DELETE, true) => "delete",
+        _ => "",
+    };
+    if !resource.verbs.contains(&verb) {
+        let what = qualified(resource.group, resource.plural);
+        return Err(ApiError::method_not_allowed(method.as_str(), &what));
+    }
+    let options = WriteOptions::parse(query)?;
+    let name = target.name.as_deref().unwrap_or("");
+    match verb {
+        "create" => {
+            let (_, decoded) = super::read_body(headers, body, false).await?;
+            create_namespace(docs, decoded, options).await
+        }
+        "update" => {
+            let (_, decoded) = super::read_body(headers, body, false).await?;
+            let warnings = check_fields(resource.kind, &decoded, options.validation)?;
+            let written = decoded.value;
+            if !written.is_object() {
+                return Err(ApiError::bad_request("the body is not a JSON object"));
+            }
+            let mut change = |current: &Value| Ok(keep_part(current, written.clone(), Part::Main));
+            let stored = update(docs, name, options.dry_run, &mut change).await?;
+            Ok(respond(StatusCode::OK, &stored, &warnings))
+        }
+        "patch" => {
+            let (body_type, decoded) = super::read_body(headers, body, true).await?;
+            let patch = decoded.value;
+            let mut change = |current: &Value| {
+                let patched = apply_patch(body_type, resource.kind, current, &patch)?;
+                Ok(keep_part(current, patched, Part::Main))
+            };
+            let stored = update(docs, name, options.dry_run, &mut change).await?;
+            Ok(respond(StatusCode::OK, &stored, &[]))
+        }
+        _ => {
+            let options = super::delete_options(headers, body, query).await?;
+            if resource.plural == "namespaces" {
+                delete_namespace(docs, name, &options).await
+            } else {
+                delete_document(docs, name, &options).await
+            }
+        }
+    }
+}
+
+/// `POST /api/v1/namespaces`: a new Namespace, Active. The system namespaces exist
+/// already (409); a namespace that only holds objects may be created.
+async fn create_namespace(
+    docs: Documents<'_>,
+    body: Decoded,
+    options: WriteOptions,
+) -> Result<Response, ApiError> {
+    let warnings = check_fields("Namespace", &body, options.validation)?;
+    let object = body.value;
+    if !object.is_object() {
+        return Err(ApiError::bad_request("the body is not a JSON object"));
+    }
+    let stated = |field: &str| object.get(field).and_then(Value::as_str).unwrap_or("");
+    if !matches!(stated("kind"), "" | "Namespace") || !matches!(stated("apiVersion"), "" | "v1") {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({}) and the kind ({}) do not match the path's v1, Kind=Namespace",
+            stated("apiVersion"),
+            stated("kind")
+        )));
+    }
+    if resource_version_of(&object)?.is_some() {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    validate_namespace_name(&name)?;
+    let (group, plural) = (docs.resource.group, docs.resource.plural);
+    if SYSTEM_NAMESPACES.contains(&name.as_str()) {
+        return Err(ApiError::already_exists(group, plural, &name));
+    }
+    let uid = uuid::Uuid::new_v4().to_string();
+    let document = api::new_namespace(object, &name, &uid, &api::now_rfc3339());
+    let key = docs.key(&name);
+    let rv = if options.dry_run {
+        match docs.read(&name).await {
+            Ok(_) => return Err(ApiError::already_exists(group, plural, &name)),
+            Err(e) if e.code == 404 => ResourceVersion(0),
+            Err(e) => return Err(e),
+        }
+    } else {
+        match docs
+            .state
+            .registry
+            .create_raw(&key, stored_bytes(&document))
+            .await
+        {
+            Ok(rv) => rv,
+            Err(StorageError::AlreadyExists { .. }) => {
+                return Err(ApiError::already_exists(group, plural, &name))
+            }
+            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+        }
+    };
+    let mut served = docs.served(document, rv);
+    if let Some(metadata) = served["metadata"]
+        .as_object_mut()
+        .filter(|_| options.dry_run)
+    {
+        metadata.shift_remove("resourceVersion");
+    }
+    Ok(respond(StatusCode::CREATED, &served, &warnings))
+}
+
+/// A namespace's name is a DNS label (kube-apiserver's `ValidateNamespaceName`).
+fn validate_namespace_name(name: &str) -> Result<(), ApiError> {
+    let problem = if name.is_empty() {
+        Some("metadata.name: Required value: name or generateName is required".to_string())
+    } else if let Err(reason) = crate::labels::validate_dns_subdomain(name) {
+        Some(format!("metadata.name: Invalid value: {name:?}: {reason}"))
+    } else if name.contains('.') || name.len() > 63 {
+        Some(format!(
+            "metadata.name: Invalid value: {name:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"
+        ))
+    } else {
+        None
+    };
+    match problem {
+        None => Ok(()),
+        Some(message) => Err(ApiError::invalid(
+            "",
+            "Namespace",
+            name,
+            vec![crate::apiserver::errors::Cause {
+                reason: "FieldValueInvalid",
+                field: "metadata.name".to_string(),
+                message: message
+                    .split_once(": ")
+                    .map_or(message.clone(), |(_, m)| m.to_string()),
+            }],
+        )),
+    }
+}
+
+/// The one read-modify-write of a document: reads it, applies `change` to its served
+/// form, checks what the result states (its name; its resourceVersion and uid as
+/// preconditions), keeps the system fields, and writes it by compare-and-swap; reads
+/// again after another writer came between, unless a resourceVersion was stated.
+/// Returns the stored document, served.
+async fn update(
+    docs: Documents<'_>,
+    name: &str,
+    dry_run: bool,
+    change: &mut super::write::Change<'_>,
+) -> Result<Value, ApiError> {
+    for _ in 0..ATTEMPTS {
+        let (current, rv) = docs.read(name).await?;
+        let mut next = change(&current)?;
+        if !next.is_object() {
+            return Err(ApiError::bad_request("the result is not a JSON object"));
+        }
+        if let Some(metadata) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.shift_remove("namespace");
+        }
+        name_from_path(&mut next, "", Some(name))?;
+        let stated = resource_version_of(&next)?;
+        if stated.is_some_and(|stated| stated != rv) {
+            return Err(docs.conflict(name));
+        }
+        let uid = current.pointer("/metadata/uid").cloned();
+        if let Some(stated_uid) = next.pointer("/metadata/uid").and_then(Value::as_str) {
+            if !stated_uid.is_empty() && Some(&json!(stated_uid)) != uid.as_ref() {
+                return Err(docs.conflict(name));
+            }
+        }
+        for field in ["uid", "creationTimestamp", "deletionTimestamp"] {
+            match current["metadata"].get(field) {
+                Some(value) => next["metadata"][field] = value.clone(),
+                None => {
+                    if let Some(metadata) = next["metadata"].as_object_mut() {
+                        metadata.shift_remove(field);
+                    }
+                }
+            }
+        }
+        let next = docs.served(next, rv);
+        if next == current || dry_run {
+            return Ok(next);
+        }
+        match docs
+            .state
+            .registry
+            .update_raw(&docs.key(name), rv, stored_bytes(&next))
+            .await
+        {
+            Ok(written) => return Ok(docs.served(next, written)),
+            Err(StorageError::Conflict { .. }) if stated.is_none() => continue,
+            Err(StorageError::Conflict { .. }) => return Err(docs.conflict(name)),
+            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+        }
+    }
+    Err(docs.conflict(name))
+}
+
+/// The `preconditions` of a DeleteOptions against a served document.
+fn check_preconditions(
+    docs: Documents<'_>,
+    name: &str,
+    current: &Value,
+    rv: ResourceVersion,
+    options: &DeleteOptions,
+) -> Result<(), ApiError> {
+    let uid = current
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let failed = |what: &str, wanted: &str, found: &str| {
+        ApiError::conflict_because(
+            docs.resource.group,
+            docs.resource.plural,
+            name,
+            &format!("Precondition failed: {what} in precondition: {wanted}, {what} in object meta: {found}"),
+        )
+    };
+    if let Some(wanted) = options.uid.as_deref().filter(|wanted| *wanted != uid) {
+        return Err(failed("UID", wanted, uid));
+    }
+    if let Some(wanted) = options.resource_version.filter(|wanted| *wanted != rv) {
+        return Err(failed(
+            "ResourceVersion",
+            &wanted.to_string(),
+            &rv.to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// `DELETE /api/v1/namespaces/NAME`: marks the Namespace Terminating (the namespace
+/// controller deletes what it holds, then it) and answers it. A namespace that only
+/// holds objects gets a Namespace, Terminating, so that it is emptied too. `default`,
+/// `kube-system` and `kube-public` may not be deleted (403).
+async fn delete_namespace(
+    docs: Documents<'_>,
+    name: &str,
+    options: &DeleteOptions,
+) -> Result<Response, ApiError> {
+    let (group, plural) = (docs.resource.group, docs.resource.plural);
+    if api::IMMORTAL_NAMESPACES.contains(&name) {
+        return Err(ApiError::forbidden(
+            group,
+            plural,
+            name,
+            "this namespace may not be deleted",
+        ));
+    }
+    let now = api::now_rfc3339();
+    for _ in 0..ATTEMPTS {
+        // The marked Namespace, and the revision it replaces (`None`: a namespace that
+        // only held objects, whose Namespace is created marked).
+        let (mut next, replaces) = match docs.read(name).await {
+            Ok((current, rv)) => {
+                check_preconditions(docs, name, &current, rv, options)?;
+                if api::is_terminating(&current) {
+                    return Ok(super::json_response(StatusCode::OK, &current));
+                }
+                (current, Some(rv))
+            }
+            Err(e) if e.code == 404 && namespaces(docs.state).iter().any(|n| n == name) => {
+                let uid = super::stable_uid(&format!("namespace/{name}"));
+                (api::new_namespace(json!({}), name, &uid, &now), None)
+            }
+            Err(e) => return Err(e),
+        };
+        api::start_terminating(&mut next, &now);
+        if options.dry_run {
+            return Ok(super::json_response(StatusCode::OK, &next));
+        }
+        let (key, bytes) = (docs.key(name), stored_bytes(&next));
+        let registry = &docs.state.registry;
+        let written = match replaces {
+            Some(rv) => registry.update_raw(&key, rv, bytes).await,
+            None => registry.create_raw(&key, bytes).await,
+        }
+        .map(|rv| docs.served(next, rv));
+        match written {
+            Ok(marked) => return Ok(super::json_response(StatusCode::OK, &marked)),
+            Err(StorageError::Conflict { .. } | StorageError::AlreadyExists { .. })
+                if options.resource_version.is_none() =>
+            {
+                continue
+            }
+            Err(StorageError::Conflict { .. }) => return Err(docs.conflict(name)),
+            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+        }
+    }
+    Err(docs.conflict(name))
+}
+
+/// `DELETE` of a Node: the document goes at the revision read.
+async fn delete_document(
+    docs: Documents<'_>,
+    name: &str,
+    options: &DeleteOptions,
+) -> Result<Response, ApiError> {
+    for _ in 0..ATTEMPTS {
+        let (current, rv) = docs.read(name).await?;
+        check_preconditions(docs, name, &current, rv, options)?;
+        let uid = current
+            .pointer("/metadata/uid")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let status = deleted_status(docs.resource, name, uid);
+        if options.dry_run {
+            return Ok(super::json_response(StatusCode::OK, &status));
+        }
+        match docs.state.registry.delete_raw(&docs.key(name), rv).await {
+            Ok(_) => return Ok(super::json_response(StatusCode::OK, &status)),
+            Err(StorageError::NotFound { .. }) => return Err(docs.not_found(name)),
+            Err(StorageError::Conflict { .. }) if options.resource_version.is_none() => continue,
+            Err(StorageError::Conflict { .. }) => return Err(docs.conflict(name)),
+            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+        }
+    }
+    Err(docs.conflict(name))
+}
+
+/// What a create in `namespace` must also require, in its transaction: the namespace's
+/// Namespace unchanged since read (or still absent), so no object lands in a namespace
+/// that began terminating meanwhile.
+///
+/// # Errors
+/// 403 `Forbidden` when the namespace is terminating (the `NamespaceLifecycle`
+/// admission plugin's answer).
+pub(super) async fn namespace_condition(
+    state: &ApiState,
+    resource: &Resource,
+    namespace: &str,
+    name: &str,
+) -> Result<KeyCondition, ApiError> {
+    let key = api::namespace_key(state.registry.prefix(), namespace);
+    let raw = state
+        .registry
+        .get_raw(&key)
+        .await
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    let Some(raw) = raw else {
+        return Ok(KeyCondition::Absent(key));
+    };
+    let document: Value = serde_json::from_slice(&raw.value).unwrap_or(Value::Null);
+    if api::is_terminating(&document) {
+        return Err(ApiError::forbidden(
+            resource.group,
+            resource.plural,
+            name,
+            &format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ),
+        ));
+    }
+    Ok(KeyCondition::At(key, raw.mod_revision))
+}
