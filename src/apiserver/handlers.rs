@@ -338,11 +338,17 @@ async fn route_write(
             scale::write_scale(state, writable, (namespace, name), decoded, how, options).await
         }
         (Method::DELETE, name, None) => {
+            // DeleteOptions: protobuf from client-go's typed clients, else JSON (whatever
+            // the Content-Type says, as kcm always read them).
+            let body_type = match body::body_type(headers, false) {
+                Ok(body::BodyType::Protobuf) => body::BodyType::Protobuf,
+                _ => body::BodyType::Json,
+            };
             let bytes = body::read(headers, body).await?;
             let value = if bytes.iter().all(u8::is_ascii_whitespace) {
                 Value::Null
             } else {
-                body::decode(body::BodyType::Json, &bytes)?.value
+                body::decode(body_type, &bytes)?.value
             };
             let options = delete::DeleteOptions::parse(&value, query)?;
             match name {

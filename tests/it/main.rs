@@ -1,6 +1,7 @@
 //! Integration tests: every test here runs against a real etcd started by `support`.
 mod support;
 
+mod api_protobuf;
 mod api_writes;
 mod apiserver;
 mod apply;
