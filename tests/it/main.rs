@@ -17,6 +17,7 @@ mod harness;
 mod health;
 mod informer;
 mod kube_client;
+mod kube_controller;
 mod kubectl;
 mod kubelet;
 mod kubelet_load;
