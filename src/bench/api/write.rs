@@ -69,7 +69,7 @@ impl Bench {
             rate(api_seconds),
             rate(raw_seconds),
             format!("{n} raw create-if-absent transactions at {IN_FLIGHT} in flight"),
-            Some((0.1, true)),
+            Some((0.35, true)),
         )])
     }
 
@@ -113,8 +113,8 @@ impl Bench {
         let raw = (seconds[0] + seconds[3]) / 2.0;
         let baseline_is = format!("raw get + compare-and-swap transaction, {IN_FLIGHT} in flight");
         let rows = [
-            (seconds[1], "GET + PUT with its resourceVersion", 0.1),
-            (seconds[2], "merge PATCH", 0.2),
+            (seconds[1], "GET + PUT with its resourceVersion", 0.25),
+            (seconds[2], "merge PATCH", 0.4),
         ];
         Ok(rows
             .into_iter()
