@@ -19,6 +19,7 @@
 //! - `cache`: the watch cache, one per resource, fed by one etcd watch each;
 //! - `fields`: field selectors; `table`: server-side Tables as kubectl prints them;
 //! - `handlers`: routes, reads, watches and writes; `errors`: the `Status` answers;
+//! - `protobuf`: protobuf request bodies turned into the same JSON;
 //! - `patch`: merge, JSON and strategic merge patches; `schema`: the field names
 //!   `fieldValidation` checks; `openapi`: the minimal OpenAPI v3 kubectl's validation needs;
 //! - `http`: the listener (TLS, bearer tokens, connection limits).
@@ -41,6 +42,7 @@ mod handlers;
 mod http;
 mod openapi;
 mod patch;
+mod protobuf;
 #[allow(dead_code)]
 mod resources;
 mod schema;

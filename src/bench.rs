@@ -22,7 +22,11 @@
 //! - `api-watch`: events per second delivered to many HTTP watches against one raw etcd
 //!   watch, the etcd watchers they add (none) and the RSS the apiserver adds;
 //! - `api-get`: p50/p99 of single-pod GETs (watch cache, consistent read) under a writer,
-//!   against raw single-key gets.
+//!   against raw single-key gets;
+//! - `api-create`: pods `POST`ed through the API at 64 in flight against raw
+//!   create-if-absent transactions;
+//! - `api-update`: read-modify-writes through the API (`GET` + `PUT`, merge `PATCH`)
+//!   against raw compare-and-swap.
 //!
 //! Each scenario works under its own key prefix (`/kcm-bench-{run}/{scenario}`), so an
 //! etcd given with `--etcd-servers` is never touched outside it; the prefix is deleted at
@@ -78,11 +82,13 @@ pub enum Scenario {
     ApiList,
     ApiWatch,
     ApiGet,
+    ApiCreate,
+    ApiUpdate,
 }
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 15] = [
         Scenario::ScaleUp,
         Scenario::ScaleDown,
         Scenario::RsScaleUp,
@@ -96,6 +102,8 @@ impl Scenario {
         Scenario::ApiList,
         Scenario::ApiWatch,
         Scenario::ApiGet,
+        Scenario::ApiCreate,
+        Scenario::ApiUpdate,
     ];
 
     /// The scenario's name on the command line and in the table, e.g. `scale-up`.
@@ -114,6 +122,8 @@ impl Scenario {
             Scenario::ApiList => "api-list",
             Scenario::ApiWatch => "api-watch",
             Scenario::ApiGet => "api-get",
+            Scenario::ApiCreate => "api-create",
+            Scenario::ApiUpdate => "api-update",
         }
     }
 }
@@ -174,6 +184,11 @@ pub struct Sizes {
     /// Pods read by single GETs, and GETs of each kind timed.
     pub api_get_pods: usize,
     pub api_gets: usize,
+    /// Pods created through the API (and raw).
+    pub api_creates: usize,
+    /// Pods updated through the API (and raw), and the updates of each kind timed.
+    pub api_update_pods: usize,
+    pub api_updates: usize,
     /// Repetitions of the short measurements (the median is reported).
     pub repeats: usize,
 }
@@ -198,6 +213,9 @@ impl Sizes {
             api_watch_pods: 10_000,
             api_get_pods: 1_000,
             api_gets: 2_000,
+            api_creates: 10_000,
+            api_update_pods: 1_000,
+            api_updates: 10_000,
             repeats: 3,
         }
     }
@@ -221,6 +239,9 @@ impl Sizes {
             api_watch_pods: 1_000,
             api_get_pods: 100,
             api_gets: 200,
+            api_creates: 300,
+            api_update_pods: 100,
+            api_updates: 500,
             repeats: 1,
         }
     }
@@ -431,6 +452,8 @@ impl Bench {
             Scenario::ApiList => self.api_list().await,
             Scenario::ApiWatch => self.api_watch().await,
             Scenario::ApiGet => self.api_get().await,
+            Scenario::ApiCreate => self.api_create().await,
+            Scenario::ApiUpdate => self.api_update().await,
         }
     }
 }

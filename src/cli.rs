@@ -335,7 +335,7 @@ pub enum Command {
     /// Measure kcm against raw etcd on this machine: scale-up, scale-down (a
     /// ReplicationController), rs-scale-up, rs-scale-down (a ReplicaSet), rollout (a
     /// Deployment's set image), heal, resync, watch, resume, memory, and api-list, api-watch,
-    /// api-get (the apiserver), each with a baseline measured in the same run, and the
+    /// api-get, api-create, api-update (the apiserver), each with a baseline measured in the same run, and the
     /// ratios against the targets in docs/PERFORMANCE.md.
     ///
     /// Starts a private etcd unless --etcd-servers (or KCM_ETCD_SERVERS) names one; works

@@ -373,11 +373,17 @@ async fn delete_options(
     body: axum::body::Body,
     query: &Query,
 ) -> Result<delete::DeleteOptions, ApiError> {
+    // DeleteOptions: protobuf from client-go's typed clients, else JSON (whatever the
+    // Content-Type says, as kcm always read them).
+    let body_type = match body::body_type(headers, false) {
+        Ok(body::BodyType::Protobuf) => body::BodyType::Protobuf,
+        _ => body::BodyType::Json,
+    };
     let bytes = body::read(headers, body).await?;
     let value = if bytes.iter().all(u8::is_ascii_whitespace) {
         Value::Null
     } else {
-        body::decode(body::BodyType::Json, &bytes)?.value
+        body::decode(body_type, &bytes)?.value
     };
     delete::DeleteOptions::parse(&value, query)
 }

@@ -1,6 +1,6 @@
 //! `api-list`, `api-watch` and `api-get`: the Kubernetes API of `kcm apiserver` (run in
 //! the bench process, on loopback, over the bench's prefix) against etcd-client doing the
-//! same reads directly.
+//! same reads directly (`write` has `api-create` and `api-update`, the writes).
 //!
 //! - `api-list`: one namespace's pods listed as JSON (a consistent read from etcd, and
 //!   `resourceVersion=0` from the watch cache) and as a Table, against one raw range of
@@ -30,6 +30,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 mod http;
+mod write;
 
 use http::{HttpClient, HttpWatch};
 

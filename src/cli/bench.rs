@@ -20,7 +20,8 @@ impl ValueEnum for Scenario {
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
     /// Scenarios to run (default: all): scale-up, scale-down, rs-scale-up, rs-scale-down,
-    /// rollout, heal, resync, watch, resume, memory, api-list, api-watch, api-get.
+    /// rollout, heal, resync, watch, resume, memory, api-list, api-watch, api-get,
+    /// api-create, api-update.
     #[arg(value_enum)]
     pub scenarios: Vec<Scenario>,
     /// Data dir of the private etcd (default: a temporary dir on disk, removed after).

@@ -104,7 +104,7 @@ async fn pods_of(api: &KubectlApi, app: &str) -> BTreeSet<String> {
 }
 
 /// The stored document at `key` (`None` when absent).
-async fn stored(api: &KubectlApi, key: &str) -> Option<Value> {
+pub(crate) async fn stored(api: &KubectlApi, key: &str) -> Option<Value> {
     let mut client = api.etcd.client().await;
     let response = client.get(key, None).await.expect("etcd get");
     response
@@ -374,8 +374,10 @@ async fn write_errors_are_statuses_with_kube_apiservers_reasons() {
         let warned = http_request(port, "POST", &format!("{pods}?fieldValidation=Warn"), None, &body(&typo)).await;
         assert_eq!(warned.status, 201, "{warned:?}");
         assert!(warned.head.to_ascii_lowercase().contains("warning: 299 - "), "{}", warned.head);
-        let protobuf = http_request(port, "POST", pods, Some("application/vnd.kubernetes.protobuf"), b"k8s\0").await;
-        assert_eq!(protobuf.status, 415);
+        let protobuf = http_request(port, "POST", pods, Some("application/vnd.kubernetes.protobuf"), b"k8s\0\xff").await;
+        assert_eq!(protobuf.status, 400, "{protobuf:?}");
+        let other = http_request(port, "POST", pods, Some("application/cbor"), b"").await;
+        assert_eq!(other.status, 415);
         let ssa = http_request(port, "PATCH", &path, Some("application/apply-patch+yaml"), b"{}").await;
         assert_eq!(ssa.status, 415);
         assert!(ssa.json()["message"].as_str().unwrap().contains("server-side apply"));

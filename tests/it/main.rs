@@ -2,6 +2,7 @@
 mod support;
 
 mod api_lifecycle;
+mod api_protobuf;
 mod api_writes;
 mod apiserver;
 mod apply;
@@ -17,6 +18,7 @@ mod harness;
 mod health;
 mod informer;
 mod kube_client;
+mod kube_controller;
 mod kubectl;
 mod kubelet;
 mod kubelet_load;

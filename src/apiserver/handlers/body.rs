@@ -1,6 +1,8 @@
 //! Request bodies of the writes: read up to kube-apiserver's limit, decoded by their
-//! `Content-Type` (JSON, YAML, the three patch types; none is JSON, as the Python client
-//! sends none), with duplicate fields found on the way for `fieldValidation`.
+//! `Content-Type` (JSON, YAML, protobuf, the three patch types; none is JSON, as the Python
+//! client sends none), with duplicate fields found on the way for `fieldValidation`.
+//! Protobuf bodies become the JSON of the same object (`apiserver::protobuf`), so every
+//! handler sees JSON.
 //!
 //! Mirrors `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go` (`limitedReadBody`,
 //! 3 MiB), `handlers/patch.go` (the patch types, server-side apply's) and the
@@ -18,6 +20,7 @@ use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::apiserver::errors::ApiError;
+use crate::apiserver::protobuf;
 
 /// kube-apiserver's largest request body (`MaxRequestBodyBytes`, 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -27,13 +30,16 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 pub enum BodyType {
     Json,
     Yaml,
+    /// `application/vnd.kubernetes.protobuf`: kubectl's generator commands, client-go's
+    /// typed clients.
+    Protobuf,
     MergePatch,
     JsonPatch,
     StrategicMergePatch,
 }
 
 /// The accepted media types, as kube-apiserver lists them in its 415.
-const ACCEPTED: &str = "application/json, application/yaml";
+const ACCEPTED: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf";
 const ACCEPTED_PATCHES: &str = "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json";
 
 /// Reads a body of at most [`MAX_BODY_BYTES`].
@@ -80,6 +86,7 @@ pub fn body_type(headers: &HeaderMap, patch: bool) -> Result<BodyType, ApiError>
     let found = match (media.as_str(), patch) {
         ("" | "application/json", false) => Some(BodyType::Json),
         ("application/yaml", false) => Some(BodyType::Yaml),
+        (protobuf::MEDIA_TYPE, false) => Some(BodyType::Protobuf),
         ("application/merge-patch+json", true) => Some(BodyType::MergePatch),
         ("application/json-patch+json", true) => Some(BodyType::JsonPatch),
         ("application/strategic-merge-patch+json", true) => Some(BodyType::StrategicMergePatch),
@@ -134,8 +141,15 @@ pub struct Decoded {
 /// Decodes a body of `body_type`.
 ///
 /// # Errors
-/// 400 for a body that is not JSON (or YAML), naming where it breaks.
+/// 400 for a body that is not JSON (or YAML, or protobuf), naming where it breaks.
 pub fn decode(body_type: BodyType, bytes: &[u8]) -> Result<Decoded, ApiError> {
+    if body_type == BodyType::Protobuf {
+        // A protobuf message cannot hold a field twice (the last one wins on the wire).
+        return Ok(Decoded {
+            value: protobuf::decode(bytes)?,
+            duplicates: Vec::new(),
+        });
+    }
     let mut duplicates = BTreeSet::new();
     let tracking = Tracking {
         path: String::new(),
@@ -294,7 +308,11 @@ mod tests {
         assert_eq!(ssa.code, 415);
         assert!(ssa.message.contains("server-side apply"), "{}", ssa.message);
         assert_eq!(
-            body_type(&with("application/vnd.kubernetes.protobuf"), false)
+            body_type(&with("application/vnd.kubernetes.protobuf"), false),
+            Ok(BodyType::Protobuf)
+        );
+        assert_eq!(
+            body_type(&with("application/vnd.kubernetes.protobuf"), true)
                 .unwrap_err()
                 .code,
             415

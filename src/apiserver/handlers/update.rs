@@ -104,7 +104,7 @@ pub(super) fn apply_patch(
             };
             strategic_merge_patch(current, patch, schema)
         }
-        BodyType::Json | BodyType::Yaml => {
+        BodyType::Json | BodyType::Yaml | BodyType::Protobuf => {
             return Err(ApiError::unsupported_media_type(
                 "a patch must be application/merge-patch+json, application/json-patch+json or application/strategic-merge-patch+json",
             ))

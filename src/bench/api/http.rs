@@ -192,10 +192,29 @@ pub(super) fn count_lines(data: &[u8]) -> usize {
 }
 
 pub(super) fn request(addr: SocketAddr, path: &str, accept: Option<&str>) -> String {
+    request_with(addr, "GET", path, accept, None)
+}
+
+/// A request's head; with a body, its `Content-Type` and `Content-Length` (the body
+/// follows the head).
+pub(super) fn request_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    accept: Option<&str>,
+    body: Option<(&str, usize)>,
+) -> String {
     let accept = accept.unwrap_or("application/json");
-    format!(
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nUser-Agent: kcm-bench\r\n\r\n"
-    )
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nUser-Agent: kcm-bench\r\n"
+    );
+    if let Some((content_type, length)) = body {
+        head.push_str(&format!(
+            "Content-Type: {content_type}\r\nContent-Length: {length}\r\n"
+        ));
+    }
+    head.push_str("\r\n");
+    head
 }
 
 /// Reads from `stream` into `buf` until it holds a whole head; returns the head's length
@@ -241,18 +260,31 @@ impl HttpClient {
         path: &str,
         accept: Option<&str>,
     ) -> anyhow::Result<Response> {
-        let reused = self.connection.is_some();
-        match self.try_get(path, accept).await {
-            Err(_) if reused => self.try_get(path, accept).await,
-            result => result,
-        }
-        .with_context(|| format!("GET http://{}{path}", self.addr))
+        self.send("GET", path, accept, None).await
     }
 
-    pub(super) async fn try_get(
+    /// Sends `method` to `path` with a body of (`Content-Type`, bytes), as [`Self::get`].
+    pub(super) async fn send(
         &mut self,
+        method: &str,
         path: &str,
         accept: Option<&str>,
+        body: Option<(&str, &[u8])>,
+    ) -> anyhow::Result<Response> {
+        let reused = self.connection.is_some();
+        match self.try_send(method, path, accept, body).await {
+            Err(_) if reused => self.try_send(method, path, accept, body).await,
+            result => result,
+        }
+        .with_context(|| format!("{method} http://{}{path}", self.addr))
+    }
+
+    pub(super) async fn try_send(
+        &mut self,
+        method: &str,
+        path: &str,
+        accept: Option<&str>,
+        body: Option<(&str, &[u8])>,
     ) -> anyhow::Result<Response> {
         let (mut stream, mut buf) = match self.connection.take() {
             Some(connection) => connection,
@@ -262,9 +294,10 @@ impl HttpClient {
                 (stream, Vec::new())
             }
         };
-        stream
-            .write_all(request(self.addr, path, accept).as_bytes())
-            .await?;
+        let length = body.map(|(content_type, bytes)| (content_type, bytes.len()));
+        let mut message = request_with(self.addr, method, path, accept, length).into_bytes();
+        message.extend_from_slice(body.map_or(&[][..], |(_, bytes)| bytes));
+        stream.write_all(&message).await?;
         let head_length = read_head(&mut stream, &mut buf).await?;
         let head = parse_head(&buf[..head_length])?;
         buf.drain(..head_length);
@@ -470,6 +503,10 @@ mod tests {
         assert_eq!(
             request(addr, "/api/v1/pods", Some(TABLE)),
             "GET /api/v1/pods HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: application/json;as=Table;v=v1;g=meta.k8s.io\r\nUser-Agent: kcm-bench\r\n\r\n"
+        );
+        assert_eq!(
+            request_with(addr, "PUT", "/x", None, Some(("application/json", 2))),
+            "PUT /x HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: application/json\r\nUser-Agent: kcm-bench\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n"
         );
     }
 }
