@@ -19,6 +19,7 @@ usage() {
 usage: scripts/soak.sh SUBCOMMAND [SIZE]
 
   nospace [10000]   rolling update while etcd runs out of quota (NOSPACE), then freed
+                    (at 5,000 replicas or more: the margin left is 2 KiB a replica)
                     (ballast deleted, compacted, defragmented, alarm disarmed)
   sigstop [10000]   rolling update with etcd SIGSTOPped for 20 s mid-rollout
   leader  [10000]   rolling update on a 3-member etcd whose leader is SIGKILLed mid-rollout
@@ -188,6 +189,7 @@ rollout_begin() {
   kcm create deployment web --image nginx:1 --replicas "$replicas" -n "$NS" >/dev/null
   log "deployment web: $replicas replicas on $nodes nodes, waiting until rolled out"
   wait_until 900 "web rolled out" rolled_out
+  [[ -z ${BEFORE_SET_IMAGE:-} ]] || "$BEFORE_SET_IMAGE" "$replicas"
   FROM=$(revision)
   START=$SECONDS
   kcm set image deploy/web -n "$NS" '*=nginx:2' >/dev/null
@@ -210,19 +212,31 @@ rollout_end() {
     --replicas "$replicas" --max-surge "$quarter" --max-unavailable "$quarter"
 }
 
-soak_nospace() {
-  local replicas=${1:-10000} quota=$((384 * 1024 * 1024)) i=0 size
-  start_etcd e1 --quota-backend-bytes "$quota"
-  rollout_begin "$replicas"
-  # Ballast up to 24 MiB under the quota: the rollout's own writes run etcd out of space.
+QUOTA=$((384 * 1024 * 1024))
+
+# ballast REPLICAS: fills etcd up to 2 KiB per replica under the quota, so that the
+# rollout's own writes (7 pod writes of ~1.2 KiB per replica) run it out of space.
+ballast() {
+  local i=0 size failures=0
   head -c 900000 /dev/urandom | base64 -w0 >"$WORK/ballast"
   while :; do
     size=$(ctl endpoint status -w json | jq '.[0].Status.dbSize')
-    ((size < quota - 24 * 1024 * 1024)) || break
-    ctl put "/ballast/$i" <"$WORK/ballast" >/dev/null 2>&1 || break
-    i=$((i + 1))
+    ((size < QUOTA - $1 * 2048)) || break
+    if ctl put "/ballast/$i" <"$WORK/ballast" >/dev/null 2>>"$WORK/ballast.err"; then
+      i=$((i + 1))
+    else
+      failures=$((failures + 1))
+      ((failures < 10)) || die "ballast writes fail: $(tail -n 1 "$WORK/ballast.err")"
+    fi
   done
-  log "ballast: $i keys, dbSize $size of $quota"
+  BALLAST=$i
+  log "ballast: $i keys, dbSize $size of $QUOTA"
+}
+
+soak_nospace() {
+  local replicas=${1:-10000}
+  start_etcd e1 --quota-backend-bytes "$QUOTA"
+  BEFORE_SET_IMAGE=ballast rollout_begin "$replicas"
   wait_until 600 "NOSPACE" bash -c "etcdctl --endpoints $EPS alarm list | grep -q NOSPACE"
   log "NOSPACE raised $((SECONDS - START)) s after set image; holding 20 s"
   sleep 20 # the fault's length, not a wait for a condition
@@ -233,7 +247,7 @@ soak_nospace() {
   ctl defrag >/dev/null
   ctl alarm disarm >/dev/null
   log "freed (new pods while full: $stuck); alarms now: $(ctl alarm list | wc -l)"
-  echo "nospace: $replicas replicas, $i ballast keys, $stuck new pods when freed" \
+  echo "nospace: $replicas replicas, $BALLAST ballast keys, $stuck new pods when freed" \
     >>"$WORK/figures.txt"
   rollout_end "$replicas"
 }
