@@ -15,13 +15,13 @@
 #   nospace 10000  ok: active <= 12500, Ready >= 7500 at 40,000 revisions; rolled out 229 s
 #                  after set image (NOSPACE 114 s in, held 20 s, freed)
 #   sigstop 10000  ok: the same bounds at 40,001 revisions; rolled out 230 s after set image
-#   leader  3000   ok: the leader SIGKILLed mid-rollout, bounds held at 12,000 revisions;
-#                  rolled out 37 s after set image
+#   leader  10000  ok: the leader SIGKILLed mid-rollout, bounds held at 40,000 revisions;
+#                  rolled out 140 s after set image (3000: 12,000 revisions, 37 s)
 #   gc      10000  ok: 5,000 dead owners' pods deleted 12 s after the reconnect, none with a
 #                  live owner, none left; 6,000 kept
 #   overlap 10000  ok: no pod with two controllers; 12,000 creates, 2,000 deletes, none
 #                  after settling (31 s watched)
-#   watch   30000  ok: 31,000 events replayed onto the state at N give etcd's final state
+#   watch   30000  ok: 31,696 events replayed onto the state at N give etcd's final state
 #                  (two cuts, a compaction during the first: one relist, one resume)
 #   memory  100000 peak 83.9 MiB, settled 83.9 MiB for 50.9 MiB of pod documents (1.65)
 #   memory  300000 peak 188 MiB, settled 179 MiB for 153 MiB of documents (1.23)
