@@ -40,6 +40,7 @@ mod report;
 mod resync;
 mod rollout;
 mod scale;
+pub mod soak;
 mod watch;
 
 use std::collections::HashMap;
@@ -146,6 +147,8 @@ pub struct Config {
     /// The kcm binary whose `controller-manager` the memory scenario measures; `None` for
     /// this one.
     pub manager_binary: Option<PathBuf>,
+    /// Pods of the memory scenario instead of its size's (rounded down to whole controllers).
+    pub memory_pods: Option<usize>,
 }
 
 /// The private etcd of a bench run.
@@ -293,11 +296,14 @@ pub struct Report {
 /// not converge within its time limit).
 pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
     let started = Instant::now();
-    let sizes = if config.quick {
+    let mut sizes = if config.quick {
         Sizes::quick()
     } else {
         Sizes::full()
     };
+    if let Some(pods) = config.memory_pods {
+        sizes.memory_controllers = (pods / sizes.memory_pods_each).max(1);
+    }
     let scenarios = config.scenarios.clone();
     // `_tmpfs_dir` is held until the end: the tmpfs data dir is removed on drop.
     let (private, _tmpfs_dir) = match &config.private_etcd {

@@ -14,6 +14,7 @@ mod controller_manager;
 mod kubecfg;
 mod kubelet;
 mod lab;
+mod soak;
 mod up;
 
 pub use self::apiserver::ApiserverArgs;
@@ -26,6 +27,7 @@ pub use self::kubecfg::{
 };
 pub use self::kubelet::KubeletArgs;
 pub use self::lab::LabArgs;
+pub use self::soak::SoakCommand;
 pub use self::up::UpArgs;
 
 use std::path::PathBuf;
@@ -348,6 +350,9 @@ pub enum Command {
     /// Starts a private etcd unless --etcd-servers (or KCM_ETCD_SERVERS) names one; works
     /// under its own key prefix, deleted at the end.
     Lab(LabArgs),
+    /// The checkers and instruments of scripts/soak.sh (issue 25's fault classes).
+    #[command(subcommand, hide = true)]
+    SoakCheck(SoakCommand),
 }
 
 /// Runs a parsed command until it finishes or `shutdown` resolves.
@@ -442,6 +447,7 @@ pub async fn run(
                 _ = shutdown => Ok(()),
             }
         }
+        Command::SoakCheck(command) => crate::bench::soak::run(command.into()).await,
     }
 }
 

@@ -162,14 +162,23 @@ pub(super) async fn raw_catch_up(
 
 /// Peak resident set size of process `pid`, from `/proc/PID/status`.
 pub(super) fn vm_hwm(pid: u32) -> anyhow::Result<usize> {
+    status_bytes(pid, "VmHWM:")
+}
+
+/// The resident set size (`VmRSS`) of process `pid`, in bytes.
+pub(super) fn vm_rss(pid: u32) -> anyhow::Result<usize> {
+    status_bytes(pid, "VmRSS:")
+}
+
+fn status_bytes(pid: u32, field: &str) -> anyhow::Result<usize> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("read /proc/{pid}/status"))?;
     let kib: usize = status
         .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .find_map(|line| line.strip_prefix(field))
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|n| n.parse().ok())
-        .context("no VmHWM in /proc/PID/status")?;
+        .with_context(|| format!("no {field} in /proc/PID/status"))?;
     Ok(kib * 1024)
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::fixtures::{controller, pod_document, poll_until, vm_hwm};
+use super::fixtures::{controller, pod_document, poll_until, vm_hwm, vm_rss};
 use super::report::row;
 use super::{Bench, Row};
 use crate::api::{self, Pod, ReplicationController};
@@ -76,6 +76,7 @@ impl Bench {
         )
         .await;
         let peak = vm_hwm(pid);
+        let resident = vm_rss(pid);
         // SIGTERM, as an operator would stop it.
         // SAFETY: kill(2) on our own unreaped child.
         unsafe {
@@ -86,16 +87,27 @@ impl Bench {
             let tail = std::fs::read_to_string(log.path()).unwrap_or_default();
             anyhow::bail!("{e}; manager log:\n{tail}");
         }
-        let peak = peak?;
+        let (peak, resident) = (peak?, resident?);
         let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
-        Ok(vec![row(
-            "memory",
-            format!("peak RSS (VmHWM), controller-manager, {n_controllers} × {each} pods"),
-            "MiB",
-            mib(peak),
-            mib(bytes),
-            format!("size of the {} pod documents", n_controllers * each),
-            Some((2.0, false)),
-        )])
+        Ok(vec![
+            row(
+                "memory",
+                format!("peak RSS (VmHWM), controller-manager, {n_controllers} × {each} pods"),
+                "MiB",
+                mib(peak),
+                mib(bytes),
+                format!("size of the {} pod documents", n_controllers * each),
+                Some((2.0, false)),
+            ),
+            row(
+                "memory",
+                format!("RSS (VmRSS) once converged, {n_controllers} × {each} pods"),
+                "MiB",
+                mib(resident),
+                mib(bytes),
+                format!("size of the {} pod documents", n_controllers * each),
+                None,
+            ),
+        ])
     }
 }

@@ -50,6 +50,10 @@ pub struct BenchArgs {
     /// this one), e.g. an older build to compare with.
     #[arg(long)]
     pub manager_binary: Option<PathBuf>,
+    /// Pods of the memory scenario, in controllers of 1,000 (scripts/soak.sh's `memory`
+    /// runs 100,000 and 300,000).
+    #[arg(long, hide = true)]
+    pub memory_pods: Option<usize>,
 }
 
 impl BenchArgs {
@@ -72,6 +76,7 @@ impl BenchArgs {
             svg: self.svg.clone(),
             repeat: self.repeat as usize,
             manager_binary: self.manager_binary.clone(),
+            memory_pods: self.memory_pods,
         }
     }
 }

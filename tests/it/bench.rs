@@ -24,7 +24,7 @@ const EXPECTED_ROWS: [(&str, usize); 15] = [
     ("resync", 2),
     ("watch", 1),
     ("resume", 1),
-    ("memory", 1),
+    ("memory", 2),
     ("api-list", 3),
     ("api-watch", 3),
     ("api-get", 4),
@@ -69,7 +69,7 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
         }
         assert!(lines[1].starts_with("---"), "{stdout}");
         let rows: Vec<&str> = lines[2..lines.len() - 1].to_vec();
-        assert_eq!(rows.len(), 25, "{stdout}");
+        assert_eq!(rows.len(), 26, "{stdout}");
         for (scenario, count) in EXPECTED_ROWS {
             let found = rows.iter().filter(|r| r.starts_with(scenario)).count();
             assert_eq!(found, count, "rows of {scenario}: {stdout}");
@@ -87,7 +87,7 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
         let report: Value =
             serde_json::from_slice(&std::fs::read(&json).expect("read --json")).expect("JSON");
         let json_rows = report["rows"].as_array().expect("rows");
-        assert_eq!(json_rows.len(), 25);
+        assert_eq!(json_rows.len(), 26);
         for row in json_rows {
             for field in [
                 "scenario", "measure", "unit", "kcm", "baseline", "ratio", "target",

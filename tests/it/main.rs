@@ -11,6 +11,7 @@ mod cli;
 mod compose;
 mod deployment;
 mod endpoints;
+mod faults;
 mod framework;
 mod gc;
 mod ha;
