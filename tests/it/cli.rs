@@ -922,7 +922,7 @@ async fn controller_manager_refuses_an_unknown_controller_and_lists_the_known_on
             "deployment (aliases deployment-controller)",
             "--concurrent-deployment-syncs",
             "on-by-default controllers",
-            "Disabled-by-default controllers: replication-2014.",
+            "Disabled-by-default controllers: scheduler (aliases kube-scheduler); replication-2014.",
         ] {
             assert!(
                 help.stdout.contains(name),
@@ -1168,7 +1168,7 @@ async fn verbose_raises_the_log_level_as_the_help_says() {
         assert!(!quiet.contains(" DEBUG "), "{quiet}");
         let debug = stderr("-v").await;
         assert!(
-            debug.contains(" DEBUG kcm::kubecfg::manifest: read manifests"),
+            debug.contains(" DEBUG kcm::kubecfg::input: read manifests"),
             "{debug}"
         );
         assert!(!debug.contains(" TRACE "), "{debug}");
