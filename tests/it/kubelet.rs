@@ -580,7 +580,16 @@ async fn a_second_kubelet_with_a_name_in_use_is_refused_and_the_first_keeps_work
             return;
         };
         let endpoint = etcd.endpoint();
-
+        // The first kubelet posts its Node after it registers: its write, not the
+        // second's, must come before `start`.
+        crate::support::eventually(Duration::from_secs(30), "n1's Node posted", || {
+            let client = client.clone();
+            async move {
+                let node = client.clone().get("/registry/nodes/n1", None).await;
+                node.is_ok_and(|node| node.count() == 1)
+            }
+        })
+        .await;
         let start = current_revision(&client).await;
         let second = run_kcm(
             &["--etcd-servers", &endpoint, "kubelet", "--node", "n1"],
