@@ -405,8 +405,28 @@ static NAMESPACES: cache::Codec = cache::Codec {
     },
 };
 
+/// Events (`{prefix}/events/{namespace}/{name}`, core/v1 JSON as `record` writes them, each
+/// on an hour's lease, so they also leave by the lease's expiry: a DELETED event).
+static EVENTS: cache::Codec = cache::Codec {
+    resource: "events",
+    dir: crate::record::EVENTS_DIR,
+    namespaced: true,
+    decode: |namespace, name, kv| {
+        decode_document(
+            kv,
+            "Event",
+            &[("namespace", namespace), ("name", name)],
+            |mut event| {
+                event["kind"] = json!("Event");
+                event["apiVersion"] = json!("v1");
+                event
+            },
+        )
+    },
+};
+
 /// Every stored resource the apiserver caches and serves.
-static CODECS: [&cache::Codec; 8] = [
+static CODECS: [&cache::Codec; 9] = [
     &PODS,
     &REPLICATION_CONTROLLERS,
     &SERVICES,
@@ -415,6 +435,7 @@ static CODECS: [&cache::Codec; 8] = [
     &DEPLOYMENTS,
     &NODES,
     &NAMESPACES,
+    &EVENTS,
 ];
 
 /// A stored Node document: JSON, kind `Node` (or none), its name the key's; stored in the

@@ -26,6 +26,7 @@ use crate::garbagecollector::GcConfig;
 use crate::informer::InformerFactory;
 use crate::leader::{Elector, LeaderElectionConfig};
 use crate::nodelifecycle::NodeLifecycleConfig;
+use crate::record::{self, EventBroadcaster};
 use crate::registry::{FenceSlot, Registry};
 use crate::replicaset::ReplicaSetConfig;
 use crate::replication_manager::ManagerConfig;
@@ -37,6 +38,9 @@ pub use descriptors::{
     Controller, ControllerContext, ControllerFuture, Descriptor, Init, InitFn, Settings,
     DESCRIPTORS,
 };
+
+/// How long shutdown waits for queued events to be written.
+const EVENTS_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Everything `run` needs, validated.
 #[derive(Clone, Debug)]
@@ -137,46 +141,57 @@ pub async fn run_on(
         stop_server.clone().cancelled_owned(),
     ));
     let watcher = Watcher::new(&client, registry.clone());
+    let (events, events_writer) = EventBroadcaster::start(
+        &client,
+        registry.prefix(),
+        record::Counts::new(metrics.events.clone()),
+    );
     let controllers = Controllers {
         config: &config,
         registry: &registry,
         watcher: &watcher,
         metrics: &metrics,
         health: &health,
+        events: events.clone(),
     };
     let stop = CancellationToken::new();
-    let work = async {
+    let result = {
         let work = async {
-            match &config.leader_election {
-                None => controllers.run(stop.clone()).await,
-                Some(election) => {
-                    let elector = Elector::new(
-                        client.clone(),
-                        registry.prefix(),
-                        election.clone(),
-                        fence.clone(),
-                        config.client.request_timeout,
-                    );
-                    lead(&elector, &controllers, &stop).await
+            let work = async {
+                match &config.leader_election {
+                    None => controllers.run(stop.clone()).await,
+                    Some(election) => {
+                        let elector = Elector::new(
+                            client.clone(),
+                            registry.prefix(),
+                            election.clone(),
+                            fence.clone(),
+                            config.client.request_timeout,
+                        );
+                        lead(&elector, &controllers, &stop).await
+                    }
                 }
+            };
+            // etcd's alarms are watched whether or not this process leads: a NOSPACE alarm
+            // also keeps a standby from ever taking over.
+            tokio::select! {
+                result = work => result,
+                never = health.watch_alarms(status::ALARM_POLL_INTERVAL) => match never {},
             }
         };
-        // etcd's alarms are watched whether or not this process leads: a NOSPACE alarm
-        // also keeps a standby from ever taking over.
+        tokio::pin!(work, shutdown);
         tokio::select! {
-            result = work => result,
-            never = health.watch_alarms(status::ALARM_POLL_INTERVAL) => match never {},
-        }
-    };
-    tokio::pin!(work, shutdown);
-    let result = tokio::select! {
-        result = &mut work => result,
-        _ = &mut shutdown => {
-            stop.cancel();
-            work.await
+            result = &mut work => result,
+            _ = &mut shutdown => {
+                stop.cancel();
+                work.await
+            }
         }
     };
     *health.reason.lock().expect("health lock") = "shutting down".to_string();
+    // The controllers' recorders are gone with them: what they queued is written now.
+    drop(controllers);
+    events.flush(events_writer, EVENTS_FLUSH_LIMIT).await;
     stop_server.cancel();
     server.await??;
     tracing::info!("controller manager stopped");
@@ -241,6 +256,7 @@ struct Controllers<'a> {
     watcher: &'a Watcher,
     metrics: &'a Arc<Metrics>,
     health: &'a Health,
+    events: EventBroadcaster,
 }
 
 impl Controllers<'_> {
@@ -255,6 +271,7 @@ impl Controllers<'_> {
             watcher,
             metrics,
             health,
+            events,
         } = self;
         let ctx = ControllerContext {
             registry: (*registry).clone(),
@@ -275,6 +292,7 @@ impl Controllers<'_> {
                 scheduler: SchedulerConfig::default(),
                 namespace: crate::namespace::NamespaceConfig::default(),
             },
+            events: events.clone(),
             stop: token.clone(),
         };
         let started = start_controllers(&ctx, DESCRIPTORS, &config.controllers);

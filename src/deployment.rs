@@ -65,6 +65,9 @@ pub struct DeploymentConfig {
     /// Read ReplicaSets and pods fresh from etcd in every sync instead of from the shared
     /// caches. Default false.
     pub fresh_reads: bool,
+    /// Where its events go (`ScalingReplicaSet`, ...). Default: nowhere; the controller
+    /// manager gives it its recorder.
+    pub events: crate::record::Recorder,
 }
 
 impl DeploymentConfig {
@@ -86,6 +89,7 @@ impl Default for DeploymentConfig {
             shutdown_timeout: Duration::from_secs(8),
             cache_wait: Duration::from_millis(500),
             fresh_reads: false,
+            events: crate::record::Recorder::discard(),
         }
     }
 }

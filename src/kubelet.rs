@@ -67,7 +67,14 @@ use crate::client::Target;
 use crate::controller::log_notice;
 use crate::etcd_watcher::{self, ResumableWatch, Update, Watcher};
 use crate::labels;
+use crate::record::{Counts, EventBroadcaster, Recorder, Reference};
 use crate::registry::{Registry, StorageError};
+
+/// The `source.component` of a kubelet's events (its `source.host` is the node).
+pub const EVENT_COMPONENT: &str = "kubelet";
+
+/// How long a stopping `kcm kubelet` waits for its queued events to be written.
+const EVENTS_FLUSH_LIMIT: Duration = Duration::from_secs(2);
 
 /// How long the node waits before retrying after etcd failed a write.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -106,6 +113,9 @@ pub struct KubeletConfig {
     /// scheduler binds pods (`kcm up`; `kcm kubelet --no-claim`): the node then runs only
     /// the pods bound to it. Default on.
     pub claim_unassigned: bool,
+    /// Where its events about its pods go (`Started`, `Failed`, `BackOff`, `Killing`).
+    /// Default: nowhere; `kcm kubelet` and `kcm up` give it a recorder.
+    pub events: Recorder,
 }
 
 impl KubeletConfig {
@@ -122,6 +132,7 @@ impl KubeletConfig {
             ready_delay: Duration::ZERO,
             images: ImageRules::default(),
             claim_unassigned: true,
+            events: Recorder::discard(),
         }
     }
 
@@ -535,6 +546,14 @@ impl Kubelet {
         match result {
             Ok(stored) => {
                 tracing::info!(pod = %key, %ip, "pod running");
+                if fresh {
+                    let container = first_container(&stored);
+                    self.config.events.normal(
+                        Reference::of(&stored),
+                        "Started",
+                        format!("Started container {container}"),
+                    );
+                }
                 if let Some(owned) = state.owned.get_mut(key) {
                     owned.ip = Some(ip);
                 }
@@ -618,6 +637,9 @@ impl Kubelet {
             Action::Fail | Action::Start => "pod failed (simulated)",
             Action::Stop => "pod stopped",
         };
+        if let Ok(stored) = &result {
+            self.record_step(stored, action);
+        }
         self.settle(state, key, what, result)
     }
 
@@ -638,6 +660,22 @@ impl Kubelet {
         match registry.delete::<Pod>(namespace, name, at).await {
             Ok(_) | Err(StorageError::NotFound { .. }) => {
                 tracing::info!(pod = %key, node = %self.config.node, "pod deleted: its containers stopped (simulated)");
+                if let Some(pod) = state.owned_pod(key) {
+                    let reference = Reference {
+                        kind: "Pod".into(),
+                        api_version: "v1".into(),
+                        namespace: namespace.into(),
+                        name: name.into(),
+                        uid: pod.uid.to_string(),
+                        resource_version: revision.to_string(),
+                    };
+                    let container = &pod.container;
+                    self.config.events.normal(
+                        reference,
+                        "Killing",
+                        format!("Stopping container {container}"),
+                    );
+                }
                 state.forget(key);
                 Ok(())
             }
@@ -648,6 +686,34 @@ impl Kubelet {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Records the event of a status step, as the kubelet's: a failed pull, a crash loop's
+    /// back-off, a failed pod.
+    fn record_step(&self, pod: &Pod, action: Action) {
+        let container = first_container(pod);
+        let image = pod.spec.containers.first().map_or("", |c| c.image.as_str());
+        let (reason, message) = match action {
+            Action::PullFail => (
+                "Failed",
+                format!("Failed to pull image {image:?}: the image matches --pull-fail-images (simulated)"),
+            ),
+            Action::Restart => (
+                "BackOff",
+                format!(
+                    "Back-off restarting failed container {container} in pod {}_{}",
+                    pod.metadata.name, pod.metadata.namespace
+                ),
+            ),
+            Action::Fail => (
+                "Failed",
+                format!("Container {container} failed (simulated, --fail-rate)"),
+            ),
+            Action::Ready | Action::Start | Action::Stop => return,
+        };
+        self.config
+            .events
+            .warning(Reference::of(pod), reason, message);
     }
 
     /// Takes in the result of a status write: the stored pod, or what the failure means.
@@ -677,6 +743,11 @@ impl Kubelet {
     }
 }
 
+/// The name of a pod's first container (`""` without one), what its events name.
+fn first_container(pod: &Pod) -> &str {
+    pod.spec.containers.first().map_or("", |c| c.name.as_str())
+}
+
 /// `kcm kubelet`: connects to `target`, registers the node and runs it until `shutdown`
 /// resolves.
 ///
@@ -704,6 +775,12 @@ pub async fn run(
         None => None,
     };
     let (client, registry) = target.connect().await?;
+    let (events, events_writer) =
+        EventBroadcaster::start(&client, registry.prefix(), Counts::default());
+    let config = KubeletConfig {
+        events: events.recorder(EVENT_COMPONENT, Some(config.node.clone())),
+        ..config
+    };
     let kubelet = Kubelet::new(registry.clone(), config)?;
     // The registration renews its lease on a connection of its own (the later kubelet's
     // heartbeat client): its renewals never wait behind the pod watch and writes.
@@ -739,6 +816,7 @@ pub async fn run(
     }
     let result = kubelet.run(watcher, registration, shutdown).await;
     stop_status.cancel();
+    events.flush(events_writer, EVENTS_FLUSH_LIMIT).await;
     result
 }
 

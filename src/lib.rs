@@ -23,6 +23,7 @@ pub mod leader;
 pub mod measure;
 pub mod namespace;
 pub mod nodelifecycle;
+pub mod record;
 pub mod registry;
 pub mod replicaset;
 pub mod replication_2014;

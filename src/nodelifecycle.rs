@@ -82,6 +82,9 @@ pub struct NodeLifecycleConfig {
     pub shutdown_timeout: Duration,
     /// Backoff of the two watches.
     pub watch_backoff: BackoffConfig,
+    /// Where its events go (`NodeNotReady`). Default: nowhere; the controller manager
+    /// gives it its recorder.
+    pub events: crate::record::Recorder,
 }
 
 impl Default for NodeLifecycleConfig {
@@ -92,6 +95,7 @@ impl Default for NodeLifecycleConfig {
             concurrent_syncs: 2,
             shutdown_timeout: Duration::from_secs(8),
             watch_backoff: BackoffConfig::default(),
+            events: crate::record::Recorder::discard(),
         }
     }
 }
@@ -547,6 +551,15 @@ impl Inner {
                     node = name,
                     grace_period = ?self.config.grace_period,
                     "Node marked Ready Unknown: Kubelet stopped posting node status (no registration for the grace period)"
+                );
+                let uid = node
+                    .document
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str);
+                self.config.events.normal(
+                    crate::record::Reference::node(name, uid.unwrap_or("")),
+                    "NodeNotReady",
+                    format!("Node {name} status is now: NodeNotReady"),
                 );
                 Ok(())
             }

@@ -72,6 +72,9 @@ pub struct ReplicaSetConfig {
     /// Count pods from a fresh etcd list in every sync instead of from the shared cache.
     /// Default false.
     pub fresh_reads: bool,
+    /// Where its events go (`SuccessfulCreate`, ...). Default: nowhere; the controller
+    /// manager gives it its recorder.
+    pub events: crate::record::Recorder,
 }
 
 impl ReplicaSetConfig {
@@ -94,6 +97,7 @@ impl Default for ReplicaSetConfig {
             shutdown_timeout: Duration::from_secs(8),
             cache_wait: Duration::from_millis(500),
             fresh_reads: false,
+            events: crate::record::Recorder::discard(),
         }
     }
 }
@@ -124,7 +128,8 @@ struct Inner<C, R> {
 impl ReplicaSetController {
     /// A controller reading and writing etcd through `registry`.
     pub fn new(registry: Registry, config: ReplicaSetConfig, metrics: Arc<Metrics>) -> Self {
-        let control = EtcdReplicaSetControl::new(registry.clone());
+        let control =
+            EtcdReplicaSetControl::new(registry.clone()).with_events(config.events.clone());
         ReplicaSetController::with_io(registry, control, config, metrics)
     }
 }

@@ -111,6 +111,9 @@ pub struct ManagerConfig {
     /// Count pods from a fresh etcd list of the namespace in every sync, as 2014 did,
     /// instead of from the shared cache. Default false; `kcm bench` measures both.
     pub fresh_reads: bool,
+    /// Where its events go (`SuccessfulCreate`, ...). Default: nowhere; the controller
+    /// manager gives it its recorder.
+    pub events: crate::record::Recorder,
 }
 
 impl ManagerConfig {
@@ -134,6 +137,7 @@ impl Default for ManagerConfig {
             watch_backoff: BackoffConfig::default(),
             cache_wait: Duration::from_millis(500),
             fresh_reads: false,
+            events: crate::record::Recorder::discard(),
         }
     }
 }
@@ -169,7 +173,7 @@ struct Inner<P, R> {
 impl ReplicationManager {
     /// A manager reading and writing etcd through `registry`.
     pub fn new(registry: Registry, config: ManagerConfig, metrics: Arc<Metrics>) -> Self {
-        let pod_control = EtcdPodControl::new(registry.clone());
+        let pod_control = EtcdPodControl::new(registry.clone()).with_events(config.events.clone());
         ReplicationManager::with_io(registry, pod_control, config, metrics)
     }
 }

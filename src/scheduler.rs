@@ -39,6 +39,7 @@ use serde_json::Value;
 
 use crate::api::{self, Pod, NODES_DIR, REGISTRATIONS_DIR};
 use crate::informer::{CachedPod, InformerFactory, PodInformer};
+use crate::record::Reference;
 use crate::registry::{Registry, StorageError};
 
 pub use plan::{Group, Placement};
@@ -56,6 +57,9 @@ pub struct SchedulerConfig {
     pub period: Duration,
     /// Binds in flight at once. Default 16.
     pub concurrent_binds: usize,
+    /// Where its events go (`Scheduled`, ...). Default: nowhere; the controller
+    /// manager gives it its recorder.
+    pub events: crate::record::Recorder,
 }
 
 impl Default for SchedulerConfig {
@@ -63,6 +67,7 @@ impl Default for SchedulerConfig {
         SchedulerConfig {
             period: Duration::from_secs(1),
             concurrent_binds: 16,
+            events: crate::record::Recorder::discard(),
         }
     }
 }
@@ -221,8 +226,13 @@ impl Inner {
             })
             .await;
         match result {
-            Ok(_) => {
+            Ok(bound) => {
                 tracing::debug!(controller = NAME, pod = %key, node = %node, "bound");
+                self.config.events.normal(
+                    Reference::of(&bound),
+                    "Scheduled",
+                    format!("Successfully assigned {key} to {node}"),
+                );
                 self.assumed
                     .lock()
                     .expect("assumed lock")

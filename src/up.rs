@@ -117,6 +117,7 @@ use crate::etcd_watcher::Watcher;
 use crate::garbagecollector::GcConfig;
 use crate::kubelet::{ImageRules, Ipv4Cidr, Kubelet, KubeletConfig, NodeTaken, Registration};
 use crate::nodelifecycle::NodeLifecycleConfig;
+use crate::record::{self, EventBroadcaster};
 use crate::replicaset::ReplicaSetConfig;
 use crate::replication_manager::ManagerConfig;
 use crate::{apiserver, status};
@@ -218,7 +219,10 @@ async fn run_cluster(
     let (client, registry) = target.connect().await?;
     let api_url = api_listener.bound().url.clone();
     let kubeconfig = Kubeconfig::write(config.kubeconfig.as_deref(), &api_url)?;
-    let nodes = register_nodes(config, target).await?;
+    // The kubelets' events; the controllers record through the manager's own writer.
+    let (events, events_writer) =
+        EventBroadcaster::start(&client, registry.prefix(), record::Counts::default());
+    let nodes = register_nodes(config, target, &events).await?;
     let node_registrations = status::NodeRegistrations::default();
     let token = CancellationToken::new();
     // The port actually bound (`--port 0` lets the kernel choose).
@@ -267,6 +271,7 @@ async fn run_cluster(
         }
     };
     let (manager, (), driver, api) = tokio::join!(manager, kubelets, driver, api);
+    events.flush(events_writer, Duration::from_secs(2)).await;
     say("kcm up: controllers, kubelets and the API stopped");
     drop(kubeconfig);
     manager.and(driver).and(api)
@@ -368,7 +373,11 @@ struct Node {
 /// # Errors
 /// When a name is taken (another `kcm up` or `kcm kubelet` uses this etcd and prefix) or
 /// etcd fails; the names registered so far are released.
-async fn register_nodes(config: &Config, target: &Target) -> anyhow::Result<Vec<Node>> {
+async fn register_nodes(
+    config: &Config,
+    target: &Target,
+    events: &EventBroadcaster,
+) -> anyhow::Result<Vec<Node>> {
     let mut registered: Vec<Node> = Vec::new();
     for i in 1..=config.nodes {
         let node = format!("node-{i}");
@@ -380,6 +389,7 @@ async fn register_nodes(config: &Config, target: &Target) -> anyhow::Result<Vec<
                 pod_cidr: pod_cidr(i, &node, config.max_pods)?,
                 // The scheduler binds the pods, spreading them over the nodes.
                 claim_unassigned: false,
+                events: events.recorder(crate::kubelet::EVENT_COMPONENT, Some(node.clone())),
                 ..KubeletConfig::new(node.clone())
             };
             let (client, registry) = target.connect().await?;

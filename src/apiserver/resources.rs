@@ -38,7 +38,8 @@ pub(crate) const SERVED_VERBS: &[&str] = &[
     "watch",
 ];
 
-/// The verbs of a resource kcm serves read-only: events (synthesized).
+/// The verbs of a resource kcm serves read-only: events (kcm's components write them
+/// straight to etcd, each on an hour's lease; `record`).
 pub(crate) const READ_VERBS: &[&str] = &["get", "list", "watch"];
 
 /// The verbs of namespaces (kube-apiserver's: no `deletecollection`).
@@ -72,8 +73,6 @@ pub(crate) enum Storage {
         /// The directory under the prefix (`nodes`, `namespaces`).
         directory: &'static str,
     },
-    /// Nothing stored: the served objects are synthesized (events as an empty list).
-    Synthesized,
 }
 
 impl Storage {
@@ -83,7 +82,6 @@ impl Storage {
             Storage::Objects { directory } | Storage::ClusterObjects { directory } => {
                 Some(directory)
             }
-            Storage::Synthesized => None,
         }
     }
 }
@@ -230,7 +228,9 @@ pub(crate) static RESOURCES: &[Resource] = &[
         categories: NONE,
         subresources: &[],
         verbs: READ_VERBS,
-        storage: Storage::Synthesized,
+        storage: Storage::Objects {
+            directory: crate::record::EVENTS_DIR,
+        },
     },
     Resource {
         group: CORE_GROUP,
@@ -496,7 +496,7 @@ mod tests {
             short_names: &["ev"],
             in_category_all: false,
             subresources: &[],
-            directory: None,
+            directory: Some("events"),
         },
         Expected {
             group: "apps",

@@ -24,6 +24,7 @@ use std::time::Duration;
 use crate::api::{self, Object, Pod, ResourceVersion};
 use crate::informer::{CachedPod, Namespace, ObjectKey};
 use crate::labels::Selector;
+use crate::record::{Recorder, Reference};
 use crate::registry::{Registry, StorageError};
 
 use super::{slow_start_batches, KeyMemory};
@@ -251,6 +252,41 @@ pub async fn create_guarded(
             Ok(CreateOutcome::Exists(existing.map(Box::new)))
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Records the event of a pod create for its controller `owner`, as Kubernetes'
+/// `RealPodControl.CreatePods`: `SuccessfulCreate` when it was created, `FailedCreate`
+/// when etcd failed; nothing when the name was taken or the owner is gone.
+pub fn record_create(
+    events: &Recorder,
+    owner: Reference,
+    pod: &str,
+    created: &anyhow::Result<CreateOutcome>,
+) {
+    match created {
+        Ok(CreateOutcome::Created(_)) => {
+            events.normal(owner, "SuccessfulCreate", format!("Created pod: {pod}"))
+        }
+        Err(e) => events.warning(owner, "FailedCreate", format!("Error creating: {e:#}")),
+        Ok(CreateOutcome::Exists(_) | CreateOutcome::ControllerGone) => {}
+    }
+}
+
+/// Records the event of a pod delete for its controller `owner`, as Kubernetes'
+/// `RealPodControl.DeletePod`: `SuccessfulDelete` or `FailedDelete`.
+pub fn record_delete(
+    events: &Recorder,
+    owner: Reference,
+    pod: &str,
+    deleted: &anyhow::Result<DeleteOutcome>,
+) {
+    match deleted {
+        Ok(DeleteOutcome::Deleted(_)) => {
+            events.normal(owner, "SuccessfulDelete", format!("Deleted pod: {pod}"))
+        }
+        Err(e) => events.warning(owner, "FailedDelete", format!("Error deleting: {e:#}")),
+        Ok(_) => {}
     }
 }
 

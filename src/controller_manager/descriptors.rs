@@ -23,6 +23,7 @@ use crate::garbagecollector::{GarbageCollector, GcConfig};
 use crate::informer::InformerFactory;
 use crate::namespace::{NamespaceConfig, NamespaceController};
 use crate::nodelifecycle::{NodeLifecycleConfig, NodeLifecycleController};
+use crate::record::EventBroadcaster;
 use crate::registry::Registry;
 use crate::replicaset::{ReplicaSetConfig, ReplicaSetController};
 use crate::replication_2014::ReplicationManager as ReplicationManager2014;
@@ -213,6 +214,8 @@ pub struct ControllerContext {
     pub informers: InformerFactory,
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
+    /// The process's event writer; each controller records through its own recorder.
+    pub events: EventBroadcaster,
     /// Cancelled when the term ends or the process stops.
     pub stop: CancellationToken,
 }
@@ -231,33 +234,27 @@ pub enum Init {
 pub type InitFn = fn(&ControllerContext) -> anyhow::Result<Init>;
 
 fn start_replication_manager(ctx: &ControllerContext) -> anyhow::Result<Init> {
-    let manager = ReplicationManager::new(
-        ctx.registry.clone(),
-        ctx.settings.replication.clone(),
-        ctx.metrics.clone(),
-    );
+    let mut config = ctx.settings.replication.clone();
+    config.events = ctx.events.recorder("replication-controller", None);
+    let manager = ReplicationManager::new(ctx.registry.clone(), config, ctx.metrics.clone());
     Ok(Init::Started(
         manager.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
     ))
 }
 
 fn start_replicaset_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
-    let controller = ReplicaSetController::new(
-        ctx.registry.clone(),
-        ctx.settings.replicaset.clone(),
-        ctx.metrics.clone(),
-    );
+    let mut config = ctx.settings.replicaset.clone();
+    config.events = ctx.events.recorder("replicaset-controller", None);
+    let controller = ReplicaSetController::new(ctx.registry.clone(), config, ctx.metrics.clone());
     Ok(Init::Started(
         controller.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
     ))
 }
 
 fn start_deployment_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
-    let controller = DeploymentController::new(
-        ctx.registry.clone(),
-        ctx.settings.deployment.clone(),
-        ctx.metrics.clone(),
-    );
+    let mut config = ctx.settings.deployment.clone();
+    config.events = ctx.events.recorder("deployment-controller", None);
+    let controller = DeploymentController::new(ctx.registry.clone(), config, ctx.metrics.clone());
     Ok(Init::Started(
         controller.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
     ))
@@ -288,11 +285,10 @@ fn start_garbage_collector(ctx: &ControllerContext) -> anyhow::Result<Init> {
 /// The node lifecycle controller reads no informer: it watches the Node and registration
 /// directories itself (cluster-scoped keys the typed informers do not cover).
 fn start_node_lifecycle_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
-    let controller = NodeLifecycleController::new(
-        ctx.registry.clone(),
-        ctx.settings.nodelifecycle.clone(),
-        ctx.metrics.clone(),
-    );
+    let mut config = ctx.settings.nodelifecycle.clone();
+    config.events = ctx.events.recorder("node-controller", None);
+    let controller =
+        NodeLifecycleController::new(ctx.registry.clone(), config, ctx.metrics.clone());
     Ok(Init::Started(
         controller.start(&ctx.watcher, ctx.stop.clone().cancelled_owned()),
     ))
@@ -309,7 +305,9 @@ fn start_namespace_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
 
 /// The scheduler, on the shared pod informer.
 fn start_scheduler(ctx: &ControllerContext) -> anyhow::Result<Init> {
-    let scheduler = Scheduler::new(ctx.registry.clone(), ctx.settings.scheduler.clone());
+    let mut config = ctx.settings.scheduler.clone();
+    config.events = ctx.events.recorder("default-scheduler", None);
+    let scheduler = Scheduler::new(ctx.registry.clone(), config);
     Ok(Init::Started(
         scheduler.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
     ))
@@ -509,6 +507,7 @@ mod tests {
             watcher,
             metrics,
             settings: Settings::default(),
+            events: EventBroadcaster::discard(),
             stop: CancellationToken::new(),
         }
     }

@@ -19,6 +19,7 @@ use crate::controller::replicas::list_pods;
 use crate::controller::Action;
 use crate::informer::{CachedPod, ObjectKey};
 use crate::labels::Selector;
+use crate::record::Reference;
 use crate::registry::{Registry, StorageError};
 
 use super::plan::{self, equal_ignore_hash, owns, Plan};
@@ -311,7 +312,7 @@ impl Inner {
         let guarded = self.while_unchanged(d)?;
         for rs in &updates {
             match self.write_rs(key, &guarded, rs).await? {
-                Outcome::Done(_) => log_update(key, rs, sizes),
+                Outcome::Done(_) => self.log_update(key, d, rs, sizes),
                 Outcome::Changed => return Ok(Action::Done),
             }
         }
@@ -431,6 +432,17 @@ impl Inner {
                 self.memory
                     .record(key, |w| w.replica_sets = w.replica_sets.max(revision));
                 tracing::info!(deployment = %key, replicaset = %rs.metadata.name, replicas = rs.replicas(), "created new replica set");
+                if rs.replicas() > 0 {
+                    self.config.events.normal(
+                        Reference::of(d),
+                        SCALING_REPLICA_SET,
+                        format!(
+                            "Scaled up replica set {} from 0 to {}",
+                            rs.metadata.name,
+                            rs.replicas()
+                        ),
+                    );
+                }
                 Ok(Created::Yes)
             }
             Err(StorageError::OwnerGone { .. }) => Ok(Created::Changed),
@@ -468,22 +480,43 @@ impl Inner {
     }
 }
 
-/// Logs a written ReplicaSet update: Kubernetes' `ScalingReplicaSet` event when its size
-/// changed from the one read (`sizes`), else an annotation update.
-fn log_update(key: &ObjectKey, rs: &ReplicaSet, sizes: &[(String, i64)]) {
-    let name = &rs.metadata.name;
-    let from = sizes.iter().find(|(n, _)| n == name).map(|(_, size)| *size);
-    let to = rs.replicas();
-    match from {
-        Some(from) if to > from => {
-            tracing::info!(deployment = %key, replicaset = %name, from, to, "scaled up replica set");
-        }
-        Some(from) if to < from => {
-            tracing::info!(deployment = %key, replicaset = %name, from, to, "scaled down replica set");
-        }
-        _ => {
-            tracing::debug!(deployment = %key, replicaset = %name, "updated replica set annotations")
-        }
+/// The reason of the event a Deployment records when it resizes a ReplicaSet.
+const SCALING_REPLICA_SET: &str = "ScalingReplicaSet";
+
+impl Inner {
+    /// Logs a written ReplicaSet update, and records Kubernetes' `ScalingReplicaSet` event
+    /// about `d` when its size changed from the one read (`sizes`); else it was an
+    /// annotation update.
+    fn log_update(
+        &self,
+        key: &ObjectKey,
+        d: &Deployment,
+        rs: &ReplicaSet,
+        sizes: &[(String, i64)],
+    ) {
+        let name = &rs.metadata.name;
+        let from = sizes.iter().find(|(n, _)| n == name).map(|(_, size)| *size);
+        let to = rs.replicas();
+        let direction = match from {
+            Some(from) if to > from => {
+                tracing::info!(deployment = %key, replicaset = %name, from, to, "scaled up replica set");
+                "up"
+            }
+            Some(from) if to < from => {
+                tracing::info!(deployment = %key, replicaset = %name, from, to, "scaled down replica set");
+                "down"
+            }
+            _ => {
+                tracing::debug!(deployment = %key, replicaset = %name, "updated replica set annotations");
+                return;
+            }
+        };
+        let from = from.unwrap_or_default();
+        self.config.events.normal(
+            Reference::of(d),
+            SCALING_REPLICA_SET,
+            format!("Scaled {direction} replica set {name} from {from} to {to}"),
+        );
     }
 }
 

@@ -54,6 +54,9 @@ pub(super) struct OwnedPod {
     timer: Option<(Instant, Action)>,
     /// Whether the dice for failing it have been cast (once per Running pod and process).
     rolled: bool,
+    /// Its `metadata.uid` and first container's name, for the events about it.
+    pub(super) uid: Box<str>,
+    pub(super) container: Box<str>,
 }
 
 /// Whether a pod waits for a node: no host and Pending (or no status at all).
@@ -235,6 +238,8 @@ impl NodeState {
             ip: None,
             timer: None,
             rolled: false,
+            uid: pod.metadata.uid.as_str().into(),
+            container: super::first_container(pod).into(),
         });
         entry.resource_version = resource_version(pod);
         entry.phase = pod.phase();
@@ -320,6 +325,11 @@ impl NodeState {
     }
 
     /// The resourceVersion of the newest version seen of an owned pod.
+    /// The pod `key` of this node, if it holds it.
+    pub(super) fn owned_pod(&self, key: &str) -> Option<&OwnedPod> {
+        self.owned.get(key)
+    }
+
     pub(super) fn owned_revision(&self, key: &str) -> Option<i64> {
         self.owned.get(key).map(|pod| pod.resource_version)
     }

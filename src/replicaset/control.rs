@@ -13,11 +13,13 @@ use std::future::Future;
 
 use crate::api::{Pod, ReplicaSet, ReplicaSetStatus, ResourceVersion};
 use crate::controller::replicas::{
-    create_guarded, delete_guarded, list_pods, write_status, CreateOutcome, DeleteOutcome,
-    StatusOutcome,
+    create_guarded, delete_guarded, list_pods, record_create, record_delete, write_status,
+    CreateOutcome, DeleteOutcome, StatusOutcome,
 };
 use crate::informer::{CachedPod, Namespace};
 use crate::registry::{Registry, StorageError};
+
+use crate::record::{Recorder, Reference};
 
 use super::plan::controller_ref;
 
@@ -110,15 +112,26 @@ impl ReplicaSetReads for Registry {
     }
 }
 
-/// The real [`ReplicaSetControl`], on etcd.
+/// The real [`ReplicaSetControl`], on etcd. Like Kubernetes' `RealPodControl`, it records
+/// an event about the ReplicaSet for each pod it creates or deletes, or fails to.
 #[derive(Clone)]
 pub struct EtcdReplicaSetControl {
     registry: Registry,
+    events: Recorder,
 }
 
 impl EtcdReplicaSetControl {
     pub fn new(registry: Registry) -> Self {
-        EtcdReplicaSetControl { registry }
+        EtcdReplicaSetControl {
+            registry,
+            events: Recorder::discard(),
+        }
+    }
+
+    /// Records its pod writes' events through `events`.
+    pub fn with_events(mut self, events: Recorder) -> Self {
+        self.events = events;
+        self
     }
 
     /// The registry whose writes require `rs` unchanged since it was read.
@@ -172,7 +185,14 @@ impl EtcdReplicaSetControl {
 
 impl ReplicaSetControl for EtcdReplicaSetControl {
     async fn create_pod(&self, rs: &ReplicaSet, pod: Pod) -> anyhow::Result<CreateOutcome> {
-        create_guarded(&self.registry, &self.while_unchanged(rs)?, &pod).await
+        let created = create_guarded(&self.registry, &self.while_unchanged(rs)?, &pod).await;
+        record_create(
+            &self.events,
+            Reference::of(rs),
+            &pod.metadata.name,
+            &created,
+        );
+        created
     }
 
     async fn delete_pod(
@@ -182,7 +202,10 @@ impl ReplicaSetControl for EtcdReplicaSetControl {
         name: &str,
         resource_version: ResourceVersion,
     ) -> anyhow::Result<DeleteOutcome> {
-        delete_guarded(&self.while_alive(rs)?, namespace, name, resource_version).await
+        let deleted =
+            delete_guarded(&self.while_alive(rs)?, namespace, name, resource_version).await;
+        record_delete(&self.events, Reference::of(rs), name, &deleted);
+        deleted
     }
 
     async fn adopt(

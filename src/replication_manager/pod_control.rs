@@ -11,10 +11,11 @@ use std::future::Future;
 
 use crate::api::{Pod, ReplicationController, ResourceVersion};
 use crate::controller::replicas::{
-    create_guarded, delete_guarded, list_pods, write_status, CreateOutcome, DeleteOutcome,
-    StatusOutcome,
+    create_guarded, delete_guarded, list_pods, record_create, record_delete, write_status,
+    CreateOutcome, DeleteOutcome, StatusOutcome,
 };
 use crate::informer::{CachedPod, Namespace};
+use crate::record::{Recorder, Reference};
 use crate::registry::{Registry, StorageError};
 
 /// Every write a sync makes. Each is made for `controller`, the version the sync decided
@@ -48,14 +49,26 @@ pub trait PodControl: Send + Sync + 'static {
 
 /// The real `PodControl`: create-if-absent, guarded deletes and compare-and-swap status
 /// writes in etcd, each in one transaction that also requires the controller's incarnation.
+/// Like Kubernetes' `RealPodControl`, it records an event about the controller for each
+/// pod it creates or deletes, or fails to.
 #[derive(Clone)]
 pub struct EtcdPodControl {
     registry: Registry,
+    events: Recorder,
 }
 
 impl EtcdPodControl {
     pub fn new(registry: Registry) -> EtcdPodControl {
-        EtcdPodControl { registry }
+        EtcdPodControl {
+            registry,
+            events: Recorder::discard(),
+        }
+    }
+
+    /// Records its pod writes' events through `events`.
+    pub fn with_events(mut self, events: Recorder) -> EtcdPodControl {
+        self.events = events;
+        self
     }
 
     /// The registry writing on `controller`'s behalf.
@@ -76,7 +89,14 @@ impl PodControl for EtcdPodControl {
         controller: &ReplicationController,
         pod: Pod,
     ) -> anyhow::Result<CreateOutcome> {
-        create_guarded(&self.registry, &self.on_behalf_of(controller)?, &pod).await
+        let created = create_guarded(&self.registry, &self.on_behalf_of(controller)?, &pod).await;
+        record_create(
+            &self.events,
+            Reference::of(controller),
+            &pod.metadata.name,
+            &created,
+        );
+        created
     }
 
     async fn delete_pod(
@@ -86,13 +106,15 @@ impl PodControl for EtcdPodControl {
         name: &str,
         resource_version: ResourceVersion,
     ) -> anyhow::Result<DeleteOutcome> {
-        delete_guarded(
+        let deleted = delete_guarded(
             &self.on_behalf_of(controller)?,
             namespace,
             name,
             resource_version,
         )
-        .await
+        .await;
+        record_delete(&self.events, Reference::of(controller), name, &deleted);
+        deleted
     }
 
     async fn update_status(

@@ -50,6 +50,8 @@ pub struct Metrics {
     /// 1 while this process runs the controllers (with `--leader-elect`: while it
     /// leads), else 0.
     pub leader: Gauge,
+    /// Events by result (`written`, `skipped`, `dropped`, `failed`): `record::Counts`.
+    pub events: Family<Vec<(&'static str, &'static str)>, Counter>,
     watch_restarts: Family<ResourceLabel, Counter>,
     watch_relists: Family<ResourceLabel, Counter>,
     watch_decode_errors: Family<ResourceLabel, Counter>,
@@ -87,6 +89,7 @@ impl Metrics {
             queue_depth: Family::default(),
             endpoints_writes: Counter::default(),
             leader: Gauge::default(),
+            events: Family::default(),
             watch_restarts: Family::default(),
             watch_relists: Family::default(),
             watch_decode_errors: Family::default(),
@@ -151,6 +154,11 @@ impl Metrics {
             "leader",
             "1 while this process runs the controllers (leads, with --leader-elect)",
             self.leader.clone(),
+        );
+        registry.register(
+            "events",
+            "Events by result: recorded (queued), dropped (the queue was full), skipped (the spam filter), combined (into a later write of the same event), written, failed (etcd)",
+            self.events.clone(),
         );
     }
 

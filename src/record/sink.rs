@@ -1,0 +1,220 @@
+//! The event writer: client-go's `recordToSink` and kube-apiserver's event storage in one,
+//! since kcm's controllers write to etcd themselves.
+//!
+//! One task takes the queued events in batches, correlates each ([`Correlator`]), keeps
+//! the last write of each event name in the batch, and writes them concurrently, each a
+//! plain put of the whole document at `{prefix}/events/{namespace}/{name}` attached to the
+//! current lease. A put, not a compare-and-swap: only this writer writes an event of its
+//! own making, and a put over an expired or deleted one recreates it, as client-go
+//! recreates an event whose patch found it gone.
+//!
+//! Leases (kube-apiserver's `leaseManager`): one lease of [`EVENT_TTL`] +
+//! [`LEASE_REUSE`] is shared by every event written within [`LEASE_REUSE`] of its grant,
+//! so an event lives between one hour and one hour and a minute after its last write,
+//! and a busy writer grants one lease a minute, not one per event. An update attaches the
+//! current lease again: an event seen again lives an hour from then.
+//!
+//! Invariant: a failed write (etcd down, too slow, a lease refused) is counted and logged
+//! (one warning a minute at most) and never retried: events are best effort, as in
+//! client-go, and retrying would hold newer ones back.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use etcd_client::{KvClient, LeaseClient, PutOptions};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use super::{Correlated, Correlator, Event, EVENTS_DIR};
+
+/// How long an event is kept after its last write (kube-apiserver's `--event-ttl`).
+pub const EVENT_TTL: Duration = Duration::from_secs(3600);
+
+/// How long one lease is shared by new writes.
+pub const LEASE_REUSE: Duration = Duration::from_secs(60);
+
+/// Events taken from the queue at once.
+const BATCH: usize = 256;
+
+/// How long one etcd call may take before the batch's writes count as failed.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a warning about failed or dropped events may be logged.
+const WARNING_PERIOD: Duration = Duration::from_secs(60);
+
+/// Events by what became of them: `recorded` (queued), `dropped` (the queue was full),
+/// `skipped` (the spam filter), `combined` (a later event of the same name in the same
+/// batch was written instead), `written`, `failed` (etcd). Once the queue is drained,
+/// `recorded` = `skipped` + `combined` + `written` + `failed`. `kcm_events_total{result}`
+/// on `/metrics`.
+#[derive(Clone, Default)]
+pub struct Counts(Family<Vec<(&'static str, &'static str)>, Counter>);
+
+impl Counts {
+    /// Counts into `family` (registered by the process's metrics).
+    pub fn new(family: Family<Vec<(&'static str, &'static str)>, Counter>) -> Counts {
+        Counts(family)
+    }
+
+    fn add(&self, result: &'static str, n: usize) {
+        self.0
+            .get_or_create(&vec![("result", result)])
+            .inc_by(n as u64);
+    }
+
+    pub(super) fn get(&self, result: &'static str) -> u64 {
+        self.0.get_or_create(&vec![("result", result)]).get()
+    }
+
+    pub(super) fn recorded(&self) {
+        self.add("recorded", 1);
+    }
+
+    pub(super) fn dropped(&self) {
+        self.add("dropped", 1);
+    }
+}
+
+/// The writer's state: its etcd clients, the correlator, the current lease.
+pub(super) struct Sink {
+    kv: KvClient,
+    leases: LeaseClient,
+    prefix: String,
+    counts: Counts,
+    correlator: Correlator,
+    /// The current lease and when it was granted.
+    lease: Option<(i64, Instant)>,
+    last_warning: Option<Instant>,
+    /// Dropped and failed events already warned about.
+    warned: u64,
+}
+
+impl Sink {
+    pub(super) fn new(client: &etcd_client::Client, prefix: &str, counts: Counts) -> Sink {
+        Sink {
+            kv: client.kv_client(),
+            leases: client.lease_client(),
+            prefix: prefix.trim_end_matches('/').to_string(),
+            counts,
+            correlator: Correlator::default(),
+            lease: None,
+            last_warning: None,
+            warned: 0,
+        }
+    }
+
+    /// Writes batches until every sender is gone and the queue is empty.
+    pub(super) async fn run(mut self, mut queue_rx: tokio::sync::mpsc::Receiver<Event>) {
+        let mut batch = Vec::with_capacity(BATCH);
+        while queue_rx.recv_many(&mut batch, BATCH).await > 0 {
+            self.write(std::mem::take(&mut batch)).await;
+            self.warn_if_lost();
+        }
+    }
+
+    /// Correlates `batch` in order and writes what is left, the last state of each name.
+    async fn write(&mut self, batch: Vec<Event>) {
+        let mut writes: Vec<Event> = Vec::with_capacity(batch.len());
+        let mut index: HashMap<(String, String), usize> = HashMap::new();
+        let (mut skipped, mut combined) = (0, 0);
+        for event in batch {
+            let at = event.last_timestamp;
+            let event = match self.correlator.correlate(event, at) {
+                Correlated::Create(event) | Correlated::Update(event) => event,
+                Correlated::Skip => {
+                    skipped += 1;
+                    continue;
+                }
+            };
+            let key = (event.namespace.clone(), event.name.clone());
+            match index.get(&key) {
+                Some(&i) => {
+                    writes[i] = event;
+                    combined += 1;
+                }
+                None => {
+                    index.insert(key, writes.len());
+                    writes.push(event);
+                }
+            }
+        }
+        self.counts.add("skipped", skipped);
+        self.counts.add("combined", combined);
+        if writes.is_empty() {
+            return;
+        }
+        let lease = match self.lease().await {
+            Ok(lease) => lease,
+            Err(e) => {
+                self.counts.add("failed", writes.len());
+                tracing::debug!(error = %format!("{e:#}"), "events: no lease; not written");
+                return;
+            }
+        };
+        let puts = writes.iter().map(|event| {
+            let mut kv = self.kv.clone();
+            let key = format!(
+                "{}/{EVENTS_DIR}/{}/{}",
+                self.prefix, event.namespace, event.name
+            );
+            let value = serde_json::to_vec(&event.to_json()).unwrap_or_default();
+            async move {
+                let options = PutOptions::new().with_lease(lease);
+                tokio::time::timeout(WRITE_TIMEOUT, kv.put(key, value, Some(options))).await
+            }
+        });
+        let results = futures::future::join_all(puts).await;
+        let failed = results.iter().filter(|r| !matches!(r, Ok(Ok(_)))).count();
+        if failed > 0 {
+            // The lease may be gone (revoked, or etcd restored): grant a new one next time.
+            self.lease = None;
+            if let Some(error) = results.into_iter().find_map(|r| match r {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some(format!("no answer within {WRITE_TIMEOUT:?}")),
+            }) {
+                tracing::debug!(%error, failed, "events: writes failed");
+            }
+        }
+        self.counts.add("failed", failed);
+        self.counts.add("written", writes.len() - failed);
+    }
+
+    /// The lease new writes attach to: the current one while younger than
+    /// [`LEASE_REUSE`], else a new one of [`EVENT_TTL`] + [`LEASE_REUSE`].
+    async fn lease(&mut self) -> anyhow::Result<i64> {
+        if let Some((id, granted)) = self.lease {
+            if granted.elapsed() < LEASE_REUSE {
+                return Ok(id);
+            }
+        }
+        let ttl = (EVENT_TTL + LEASE_REUSE).as_secs() as i64;
+        let granted = tokio::time::timeout(WRITE_TIMEOUT, self.leases.grant(ttl, None))
+            .await
+            .map_err(|_| anyhow::anyhow!("grant a lease: no answer within {WRITE_TIMEOUT:?}"))?
+            .map_err(|e| anyhow::anyhow!("grant a lease: {e}"))?;
+        self.lease = Some((granted.id(), Instant::now()));
+        Ok(granted.id())
+    }
+
+    /// One warning a minute at most when events were dropped or failed since the last.
+    fn warn_if_lost(&mut self) {
+        let (dropped, failed) = (self.counts.get("dropped"), self.counts.get("failed"));
+        let lost = dropped + failed;
+        if lost == self.warned
+            || self
+                .last_warning
+                .is_some_and(|at| at.elapsed() < WARNING_PERIOD)
+        {
+            return;
+        }
+        tracing::warn!(
+            dropped,
+            failed,
+            "events lost: dropped because {} were already waiting, or not written because etcd failed (events are best effort; the objects themselves are unaffected)",
+            super::QUEUE_LENGTH
+        );
+        self.warned = lost;
+        self.last_warning = Some(Instant::now());
+    }
+}
