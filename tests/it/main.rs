@@ -2,6 +2,7 @@
 mod support;
 
 mod api_lifecycle;
+mod api_nodes;
 mod api_protobuf;
 mod api_writes;
 mod apiserver;
