@@ -34,12 +34,19 @@
 //!   refuses a write of a kubelet whose registration lapsed, even one already in flight;
 //! - each time it gains its registration, it posts its Node object
 //!   (`{prefix}/nodes/{name}`, `node_status`) Ready, before any pod write of that
-//!   registration, retrying until it is written or the registration is lost.
+//!   registration, retrying until it is written or the registration is lost; and posts it
+//!   again (a new `uid`) when its watch of that key (`own_node`) shows it deleted after
+//!   the last post, as kube's kubelet registers again (`kubectl delete node`);
+//! - it claims only while its Node is known not to be cordoned (`spec.unschedulable`,
+//!   `kubectl cordon`), as that watch last showed it: a cordoned node keeps running its
+//!   pods and claims none until uncordoned. A claim already in flight when the cordon
+//!   lands may still complete, as a scheduler's bind may.
 
 mod containers;
 mod ipam;
 mod node;
 mod node_status;
+mod own_node;
 mod registration;
 
 use std::future::Future;
@@ -58,6 +65,7 @@ pub use self::node::is_claimable;
 use self::node::{Action, NodeState, Room};
 pub use self::node_status::{architecture, internal_ip, node_document, KUBELET_VERSION};
 use self::node_status::{post_node, Posted};
+use self::own_node::OwnNode;
 pub use self::registration::{
     registration_key, report_to, NodeTaken, Registration, Status as RegistrationStatus, LEASE_TTL,
     RETRY_WARNING_PERIOD,
@@ -65,7 +73,10 @@ pub use self::registration::{
 use crate::api::{now_rfc3339, Pod, PodPhase};
 use crate::client::Target;
 use crate::controller::log_notice;
-use crate::etcd_watcher::{self, ResumableWatch, Update, Watcher};
+use crate::etcd_watcher::{
+    self, BackoffConfig, EngineConfig, Range, RawItem, RawWatch, ResumableWatch, Start, Update,
+    Watcher,
+};
 use crate::labels;
 use crate::record::{Counts, EventBroadcaster, Recorder, Reference};
 use crate::registry::{Registry, StorageError};
@@ -179,6 +190,8 @@ enum Trigger {
     Watch(Box<Update<Pod>>),
     /// The registration's status changed.
     Registration,
+    /// An item of the watch of the node's own Node object.
+    OwnNode(RawItem),
 }
 
 /// etcd refused a write because the node's registration is gone: stop writing.
@@ -191,6 +204,8 @@ struct NodePost {
     due: Option<Instant>,
     /// Failed attempts in a row.
     failures: u32,
+    /// The revision of this registration's last post; `None` until it is written.
+    posted_at: Option<i64>,
 }
 
 /// How a claim ended.
@@ -253,6 +268,18 @@ impl Kubelet {
             self.config.node
         );
         let pod_events = watcher.resumable_list::<Pod>(None, "", etcd_watcher::everything())?;
+        // Its own Node: whether it is cordoned, and whether it was deleted.
+        let node_key = crate::api::node_key(watcher.registry().prefix(), &self.config.node);
+        let node_events = watcher
+            .engine(EngineConfig {
+                range: Range::key(node_key),
+                start: Start::List,
+                resume: true,
+                prev_kv: false,
+                backoff: BackoffConfig::default(),
+                metrics: Default::default(),
+            })
+            .into_stream();
         tracing::info!(
             node = %self.config.node,
             pod_cidr = %self.config.pod_cidr,
@@ -261,7 +288,9 @@ impl Kubelet {
             "kubelet starting"
         );
         let node = self.config.node.clone();
-        let result = self.run_loop(pod_events, &registration, shutdown).await;
+        let result = self
+            .run_loop(pod_events, node_events, &registration, shutdown)
+            .await;
         registration.release().await;
         tracing::info!(%node, "kubelet stopped");
         result
@@ -270,10 +299,15 @@ impl Kubelet {
     async fn run_loop(
         self,
         mut pod_events: ResumableWatch<Pod>,
+        node_events: RawWatch,
         registration: &Registration,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
         let mut state = NodeState::new(self.config.clone(), self.rng.clone());
+        let mut own_node = OwnNode::default();
+        // Fused: a stream that ended is never polled again (with resume on, it does not
+        // end).
+        let mut node_events = futures::StreamExt::fuse(node_events);
         let mut status = registration.status();
         // The registry the node writes through while registered, guarded by the
         // registration; `None` while it is not.
@@ -297,8 +331,20 @@ impl Kubelet {
                     writer = self.follow_registration(current)?;
                     node_post = NodePost {
                         due: writer.as_ref().map(|_| Instant::now()),
-                        failures: 0,
+                        ..NodePost::default()
                     };
+                }
+                Trigger::OwnNode(item) => {
+                    own_node.observe(item);
+                    self.follow_cordon(&mut state, own_node.cordoned());
+                    let deleted = node_post
+                        .posted_at
+                        .is_some_and(|posted| own_node.deleted_since(posted));
+                    if writer.is_some() && node_post.due.is_none() && deleted {
+                        tracing::info!(node = %self.config.node,
+                            "Node deleted while this kubelet runs; posting it again");
+                        node_post.due = Some(Instant::now());
+                    }
                 }
             }
             if let Some(registry) = &writer {
@@ -332,6 +378,8 @@ impl Kubelet {
                 _ = tokio::time::sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => Trigger::Timer,
                 // Cancel-safe: the watch's work in flight lives in the stream.
                 update = pod_events.next() => Trigger::Watch(Box::new(update)),
+                // Cancel-safe: the engine's step in flight lives in the stream.
+                Some(item) = futures::StreamExt::next(&mut node_events) => Trigger::OwnNode(item),
             };
         }
         Ok(())
@@ -353,6 +401,20 @@ impl Kubelet {
         }
     }
 
+    /// Takes in whether the node's own Node is cordoned, saying so when that changes
+    /// for a node that claims pods.
+    fn follow_cordon(&self, state: &mut NodeState, cordoned: Option<bool>) {
+        if !state.set_cordoned(cordoned) || !self.config.claim_unassigned {
+            return;
+        }
+        if cordoned == Some(true) {
+            tracing::info!(node = %self.config.node,
+                "node cordoned (spec.unschedulable): claiming no new pod; its pods keep running");
+        } else {
+            tracing::info!(node = %self.config.node, "node uncordoned: claiming pods again");
+        }
+    }
+
     /// Posts the Node object through `registry` when `post` says it is due, and clears it
     /// once it is written; after a failure, it is due a moment later (pod writes wait for
     /// it: the 4th, 8th, 16th… failure in a row is warned about).
@@ -370,12 +432,15 @@ impl Kubelet {
         match post_node(registry, &self.config).await {
             Ok(posted) => {
                 let key = crate::api::node_key(registry.prefix(), &self.config.node);
-                let verb = match posted {
-                    Posted::Created => "created",
-                    Posted::Updated => "updated",
+                let (verb, revision) = match posted {
+                    Posted::Created(revision) => ("created", revision),
+                    Posted::Updated(revision) => ("updated", revision),
                 };
                 tracing::info!(node = %self.config.node, %key, "Node {verb}: Ready");
-                *post = NodePost::default();
+                *post = NodePost {
+                    posted_at: Some(revision.0),
+                    ..NodePost::default()
+                };
                 Ok(())
             }
             Err(e) => {

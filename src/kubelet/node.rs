@@ -88,6 +88,10 @@ pub(super) struct NodeState {
     rng: StdRng,
     /// The node was at `max_pods` with unassigned pods waiting, when last asked.
     full: bool,
+    /// Whether the node's own Node is cordoned (`spec.unschedulable`), as its watch last
+    /// showed it; `None` until that watch has listed. The node claims only when it knows
+    /// it is not.
+    cordoned: Option<bool>,
 }
 
 /// The node's room, when it changes: full (at `max_pods` while unassigned pods wait) or
@@ -117,7 +121,16 @@ impl NodeState {
             initial_list: InitialList::NotStarted,
             rng,
             full: false,
+            cordoned: None,
         }
+    }
+
+    /// Takes in whether the node's own Node is cordoned (`None`: not known yet); `true`
+    /// when that changed from what was known.
+    pub(super) fn set_cordoned(&mut self, cordoned: Option<bool>) -> bool {
+        let changed = self.cordoned.is_some() && cordoned.is_some() && cordoned != self.cordoned;
+        self.cordoned = cordoned;
+        changed
     }
 
     pub(super) fn is_synced(&self) -> bool {
@@ -391,14 +404,16 @@ impl NodeState {
         })
     }
 
-    /// The next unassigned pod to claim, taken out of the set; `None` at `max_pods`, and
-    /// always when a scheduler binds the pods (`claim_unassigned` off).
+    /// The next unassigned pod to claim, taken out of the set; `None` at `max_pods`, while
+    /// the node is cordoned or not known not to be, and always when a scheduler binds the
+    /// pods (`claim_unassigned` off).
     ///
     /// Picked at random: nodes that see the same backlog in the same order would
     /// otherwise all race for the same pod, and the one a round trip ahead would win
     /// every race and take every pod.
     pub(super) fn next_claim(&mut self) -> Option<Pod> {
         if !self.config.claim_unassigned
+            || self.cordoned != Some(false)
             || self.unassigned.is_empty()
             || self.active_pods() >= self.config.max_pods
         {
@@ -452,6 +467,7 @@ mod tests {
             modified: 0,
             deleted: 0,
         });
+        state.set_cordoned(Some(false));
         state
     }
 
@@ -507,6 +523,38 @@ mod tests {
         let second = state.next_claim().unwrap();
         assert_ne!(second.metadata.name, name);
         assert!(state.next_claim().is_none(), "nothing else is claimable");
+    }
+
+    #[test]
+    fn a_cordoned_node_claims_nothing_until_uncordoned() {
+        let mut state = state(KubeletConfig::new("n"));
+        let now = Instant::now();
+        state.observe(
+            pod("mine", 2, "n", Some(PodPhase::Running), "10.0.0.9"),
+            now,
+        );
+        state.observe(pod("a", 3, "", None, ""), now);
+        assert!(state.set_cordoned(Some(true)), "a change");
+        assert!(state.next_claim().is_none(), "cordoned");
+        assert!(!state.set_cordoned(Some(true)), "no change");
+        assert!(state.owned.contains_key("ns/mine"), "its pods stay");
+        assert!(state.set_cordoned(Some(false)));
+        assert_eq!(state.next_claim().unwrap().metadata.name, "a");
+        // Not known (its Node not listed yet): nothing is claimed either.
+        let mut state = state_unknown_node();
+        state.observe(pod("b", 3, "", None, ""), now);
+        assert!(state.next_claim().is_none());
+        assert!(
+            !state.set_cordoned(Some(false)),
+            "first known: not a change"
+        );
+        assert_eq!(state.next_claim().unwrap().metadata.name, "b");
+    }
+
+    fn state_unknown_node() -> NodeState {
+        let mut state = state(KubeletConfig::new("n"));
+        state.set_cordoned(None);
+        state
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The Node object a kubelet posts: `{prefix}/nodes/{name}`, written each time the kubelet
-//! gains its registration (at start, and after a lapsed registration is taken again).
+//! gains its registration (at start, and after a lapsed registration is taken again), and
+//! again when it is deleted while the kubelet holds its registration (`kubectl delete
+//! node`: the new one has a new `uid`).
 //!
 //! Kubernetes' `pkg/kubelet/kubelet_node_status.go` (`registerWithAPIServer`,
 //! `initialNode`, `setNodeStatus` and the setters of `pkg/kubelet/nodestatus`); no 2014
@@ -186,11 +188,11 @@ fn has_text(value: Option<&Value>) -> bool {
         .is_some_and(|text| !text.is_empty())
 }
 
-/// What a post did.
+/// What a post did, and the revision it wrote.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Posted {
-    Created,
-    Updated,
+    Created(ResourceVersion),
+    Updated(ResourceVersion),
 }
 
 /// Posts the Node document of `config.node` through `registry` (the kubelet's guarded
@@ -213,7 +215,7 @@ pub(super) async fn post_node(
             None => {
                 let document = node_document(None, config, &now, new_uid);
                 match registry.create_raw(&key, encode(&document)).await {
-                    Ok(_) => return Ok(Posted::Created),
+                    Ok(revision) => return Ok(Posted::Created(revision)),
                     Err(e) => e,
                 }
             }
@@ -229,7 +231,7 @@ pub(super) async fn post_node(
                 let document = node_document(existing.as_ref(), config, &now, new_uid);
                 let expected = ResourceVersion(stored.mod_revision);
                 match registry.update_raw(&key, expected, encode(&document)).await {
-                    Ok(_) => return Ok(Posted::Updated),
+                    Ok(revision) => return Ok(Posted::Updated(revision)),
                     Err(e) => e,
                 }
             }

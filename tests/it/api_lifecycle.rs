@@ -6,7 +6,7 @@
 //! collector, after the grace period, when no kubelet runs it), `--grace-period=0
 //! --force` deletes at once; `kubectl cordon` keeps the scheduler's new pods off a node
 //! (`Ready,SchedulingDisabled`), `uncordon` lets them back, `kubectl delete node` removes
-//! the Node.
+//! the Node, which its live kubelet posts again.
 //!
 //! Expectations are kube-apiserver's (kubernetes-api.md §2.8, §2.10, §4.10); outcomes are
 //! read from etcd.
@@ -326,7 +326,7 @@ async fn pods_per_node(api: &crate::support::kubectl::Api) -> BTreeMap<String, u
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_cordon_keeps_new_pods_off_a_node_and_delete_node_removes_it() {
+async fn kubectl_cordon_keeps_new_pods_off_a_node_and_a_deleted_node_comes_back() {
     with_timeout(LIMIT, async {
         let Some(api) = start_up(2).await else {
             return;
@@ -371,11 +371,22 @@ async fn kubectl_cordon_keeps_new_pods_off_a_node_and_delete_node_removes_it() {
         })
         .await;
 
+        // Its kubelet lives: it posts the Node again, a new one.
+        let uid = api.stored("/registry/nodes/node-1").await.unwrap()["metadata"]["uid"].clone();
         assert_eq!(
             kubectl.ok(&["delete", "node", "node-1"]).await,
             "node \"node-1\" deleted\n"
         );
-        assert_eq!(api.stored("/registry/nodes/node-1").await, None);
+        eventually(
+            CONVERGE,
+            "node-1's kubelet to post its Node again",
+            || async {
+                api.stored("/registry/nodes/node-1")
+                    .await
+                    .is_some_and(|node| node["metadata"]["uid"] != uid)
+            },
+        )
+        .await;
     })
     .await;
 }

@@ -2,7 +2,9 @@
 mod support;
 
 mod api_lifecycle;
+mod api_nodes;
 mod api_protobuf;
+mod api_rollout;
 mod api_writes;
 mod apiserver;
 mod apply;

@@ -31,11 +31,15 @@ impl Range {
     }
 
     pub fn object<T: Object>(prefix: &str, namespace: &str, name: &str) -> Range {
-        let start = api::object_key::<T>(prefix, namespace, name);
-        let mut end = start.clone().into_bytes();
+        Range::key(api::object_key::<T>(prefix, namespace, name))
+    }
+
+    /// Exactly the key `key` (a document that is not a typed kind, such as a Node).
+    pub fn key(key: String) -> Range {
+        let mut end = key.clone().into_bytes();
         end.push(0);
         Range {
-            start,
+            start: key,
             end,
             watched_key: None,
         }
