@@ -14,6 +14,10 @@
 //! Terminating, as in Kubernetes). A pass that found nothing left deletes the Namespace,
 //! again by compare-and-swap: a namespace is removed only after a pass saw it empty.
 //!
+//! A terminating namespace's events are deleted each pass but do not keep it
+//! Terminating (kcm's components write them past any admission check; a late one leaves
+//! with its lease).
+//!
 //! Invariants: it writes only what is under a terminating namespace and the Namespace
 //! itself; every write is conditional on the revision it read, so an object rewritten
 //! meanwhile is looked at again next period; pods go at once, without their grace
@@ -26,6 +30,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::api::{self, ResourceVersion, NAMESPACED_DIRS, NAMESPACES_DIR};
+use crate::record::EVENTS_DIR;
 use crate::registry::{Registry, StorageError};
 
 /// The controller's name (`--controllers`, logs).
@@ -148,6 +153,19 @@ impl NamespaceController {
                 remaining += 1;
                 self.delete_object(&object).await?;
             }
+        }
+        // Its events go too, but do not hold it: kcm's components write events straight to
+        // etcd (no apiserver refuses them in a terminating namespace, as kube-apiserver's
+        // NamespaceLifecycle admission does), so one written after the last pass would
+        // hold the namespace for nothing; it leaves with its lease within the hour.
+        let events = format!("{}/{EVENTS_DIR}/{name}/", self.registry.prefix());
+        for event in self.list(&events).await? {
+            self.ignore_races(
+                self.registry
+                    .delete_raw(&event.key, event.revision)
+                    .await
+                    .map(drop),
+            )?;
         }
         if remaining > 0 {
             tracing::debug!(namespace = name, remaining, "namespace terminating");

@@ -13,6 +13,7 @@ mod cli;
 mod compose;
 mod deployment;
 mod endpoints;
+mod events;
 mod faults;
 mod framework;
 mod gc;
