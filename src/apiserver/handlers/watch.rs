@@ -1,6 +1,18 @@
 //! The HTTP watch (2014's `watch.go`): from the watch cache's window and broadcast, or
 //! from an etcd watch of its own for a start before the window; the 2014 filter
 //! transitions, bookmarks, `sendInitialEvents` and timeouts.
+//!
+//! Invariants (one etcd transaction may write several objects at one revision, which
+//! Kubernetes never does):
+//! - the server ends a stream (timeout, a client too far behind) and sends a BOOKMARK only
+//!   between revisions: each revision's events are queued together, and a BOOKMARK names
+//!   a revision whose events have all been queued;
+//! - a watch from resourceVersion R sends R's events again when two or more of them pass
+//!   its filter: a client cut off inside R (a network cut, an apiserver killed) resumes
+//!   from R having seen only part of it, so the rest would otherwise be lost. A client
+//!   that had all of R then gets some events again, at R only: repeating is safe for a
+//!   level-triggered client, losing is not. A revision with one event of the watch
+//!   (every write through the API, every single-object watch) is never repeated.
 
 use std::borrow::Borrow;
 use std::collections::VecDeque;
@@ -15,7 +27,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use rand::Rng as _;
 use serde_json::json;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::read::{cache_of, include_object, list, partial_metadata, synced, Filter, CACHE_WAIT};
@@ -127,7 +139,8 @@ pub(super) async fn watch(
             let revision = subscription.revision;
             (subscription, revision)
         }
-        WatchStart::After(revision) => match cache.subscribe_from(revision) {
+        // From R - 1: R's own events decide whether R is sent again (`Watch::resume_at`).
+        WatchStart::After(revision) => match cache.subscribe_from(revision - 1) {
             Ok(subscription) => (subscription, revision),
             Err(too_old) => {
                 // Before the window: an etcd watch of its own from N (etcd still holds
@@ -138,8 +151,9 @@ pub(super) async fn watch(
                     oldest = too_old.oldest,
                     "watch from before the cache's window; watching etcd from it"
                 );
-                let source = etcd_source(state, &cache, revision);
-                let watch = Watch::new(resource, format, query, Some(filter), revision);
+                let source = etcd_source(state, &cache, revision - 1);
+                let watch =
+                    Watch::new(resource, format, query, Some(filter), revision).resume_at(revision);
                 return Ok(watch_response(
                     state,
                     watch,
@@ -154,9 +168,17 @@ pub(super) async fn watch(
     };
     let mut watch = Watch::new(resource, format, query, Some(filter), start_revision);
     let mut lines = VecDeque::new();
-    for event in &subscription.initial {
-        if let Some(line) = watch.event_line(event) {
-            lines.push_back(line);
+    if let WatchStart::After(revision) = start {
+        // The window holds whole revisions, so the initial events end at a revision's end.
+        watch = watch.resume_at(revision);
+        watch.take(subscription.initial, |line| lines.push_back(line));
+    } else {
+        // A snapshot: every object as it is, each at its own revision (at or below the
+        // watch's start).
+        for event in &subscription.initial {
+            if let Some(line) = watch.event_line(event) {
+                lines.push_back(line);
+            }
         }
     }
     if query.get("sendInitialEvents") == Some("true") {
@@ -211,6 +233,8 @@ pub(super) struct Watch {
     /// Compared with this and not with the last revision delivered, since one etcd
     /// transaction writes several keys at one revision.
     start: i64,
+    /// The revision a watch from a resourceVersion resumes at, until its events are in.
+    resume: Option<Resume>,
     /// The highest revision delivered so far (for bookmarks).
     revision: i64,
     /// Whether the Table's column definitions went out (in the first event only).
@@ -232,16 +256,92 @@ impl Watch {
             filter,
             bookmarks: query.flag("allowWatchBookmarks"),
             start: revision,
+            resume: None,
             revision,
             columns_sent: false,
+        }
+    }
+
+    /// A watch from resourceVersion `revision` (≥ 1): that revision's events are held back
+    /// until all of them are in, then sent again if two or more pass the filter (the
+    /// client may have been cut off among them) and dropped if one does (the client had
+    /// it: one event is delivered whole or not at all).
+    pub(super) fn resume_at(mut self, revision: i64) -> Watch {
+        self.start = revision - 1;
+        self.revision = self.revision.max(revision);
+        self.resume = Some(Resume {
+            revision,
+            held: Vec::new(),
+        });
+        self
+    }
+
+    /// The lines of `events`, in order, to `out`: those after the watch's start that its
+    /// filter lets through, with the resume revision's held back (see [`Watch::resume_at`]).
+    /// `events` must end at the end of a revision (a batch of whole revisions), so the
+    /// resume revision is complete once a batch holds any of it.
+    pub(super) fn take<E: Borrow<Event> + Into<Arc<Event>>>(
+        &mut self,
+        events: impl IntoIterator<Item = E>,
+        mut out: impl FnMut(Bytes),
+    ) {
+        for event in events {
+            let revision = event.borrow().revision();
+            if revision <= self.start {
+                continue;
+            }
+            if let Some(resume) = &mut self.resume {
+                if revision == resume.revision {
+                    resume.held.push(event.into());
+                    continue;
+                }
+                self.release_resumed(&mut out);
+            }
+            if let Some(line) = self.event_line(event.borrow()) {
+                out(line);
+            }
+        }
+        if self
+            .resume
+            .as_ref()
+            .is_some_and(|resume| !resume.held.is_empty())
+        {
+            self.release_resumed(&mut out);
+        }
+    }
+
+    /// Sends the resume revision's held events again if two or more pass the filter;
+    /// from now on the watch is an ordinary one.
+    fn release_resumed(&mut self, out: &mut impl FnMut(Bytes)) {
+        let Some(resume) = self.resume.take() else {
+            return;
+        };
+        let passing: Vec<&Arc<Event>> = resume
+            .held
+            .iter()
+            .filter(|event| self.kind(event).is_some())
+            .collect();
+        if passing.len() < 2 {
+            return;
+        }
+        for event in passing {
+            if let Some(line) = self.event_line(event) {
+                out(line);
+            }
         }
     }
 
     /// The 2014 translation (`etcd_tools_watch.go`'s `sendModify` on the filter): a
     /// change that moves an object into the selection is ADDED, out of it DELETED.
     pub(super) fn event_line(&mut self, event: &Event) -> Option<Bytes> {
+        let kind = self.kind(event)?;
+        Some(self.line(kind, &event.object))
+    }
+
+    /// The type `event` has for this watch; `None` when it does not pass the filter.
+    fn kind(&self, event: &Event) -> Option<&'static str> {
         let passes = |item: &Item| self.filter.as_ref().is_none_or(|f| f.matches(item));
-        let kind = if event.deleted {
+        if event.deleted {
             passes(&event.object).then_some("DELETED")
         } else {
             match &event.prev {
@@ -253,8 +353,7 @@ impl Watch {
                     (false, false) => None,
                 },
             }
-        }?;
-        Some(self.line(kind, &event.object))
+        }
     }
 
     pub(super) fn line(&mut self, kind: &str, item: &Item) -> Bytes {
@@ -300,6 +399,12 @@ impl Watch {
             json!({ "type": "BOOKMARK", "object": object })
         ))
     }
+}
+
+/// The events of the revision a watch resumes at, held until all of them are in.
+struct Resume {
+    revision: i64,
+    held: Vec<Arc<Event>>,
 }
 
 /// Where a watch's events come from.
@@ -382,11 +487,66 @@ pub(super) fn event_from_etcd(cache: &WatchCache, start: &str, raw: &RawEvent) -
     }
 }
 
+/// The 410 that ends a watch when the cache starts a new history.
+fn reset() -> ApiError {
+    ApiError::expired("the watch cache was reset: etcd's revision went backwards; list again")
+}
+
+/// A batch of events from the cache's broadcast.
+enum Batch {
+    /// Whole revisions.
+    Whole(Vec<Arc<Event>>),
+    /// Whole revisions, after which the receiver fell too far behind: the stream ends.
+    Lagged(Vec<Arc<Event>>),
+    /// Whole revisions, after which the cache started a new history.
+    Closed(Vec<Arc<Event>>),
+}
+
+/// `first` and the events after it that the receiver holds, about [`EVENTS_PER_CHUNK`]
+/// of them, ending at the end of a revision: a revision is never split between batches,
+/// so nothing the stream does between batches (end at its timeout, send a BOOKMARK) falls
+/// inside one. An event of the next revision that arrives after the batch is full goes to
+/// `carry`.
+fn whole_revisions(
+    cache: &WatchCache,
+    rx: &mut tokio::sync::broadcast::Receiver<Arc<Event>>,
+    first: Arc<Event>,
+    carry: &mut Option<Arc<Event>>,
+) -> Batch {
+    let mut events = vec![first];
+    // The cache's revision read after the last event arrived: the cache sends a
+    // revision's events under its write lock and moves to the revision before releasing
+    // it, so once it is at a revision every event of it is in the receiver.
+    let mut complete_to = i64::MIN;
+    loop {
+        let last = events.last().map_or(i64::MIN, |e| e.revision());
+        match rx.try_recv() {
+            Ok(event) => {
+                if events.len() >= EVENTS_PER_CHUNK && event.revision() != last {
+                    *carry = Some(event);
+                    return Batch::Whole(events);
+                }
+                events.push(event);
+            }
+            Err(TryRecvError::Empty) if complete_to >= last => return Batch::Whole(events),
+            Err(TryRecvError::Empty) => complete_to = cache.revision(),
+            Err(TryRecvError::Lagged(_)) => {
+                // The events lost come right after these: the last revision may be cut.
+                events.retain(|e| e.revision() != last);
+                return Batch::Lagged(events);
+            }
+            Err(TryRecvError::Closed) => return Batch::Closed(events),
+        }
+    }
+}
+
 /// What a watch's body stream holds between chunks.
 pub(super) struct WatchBody {
     watch: Watch,
     pending: VecDeque<Bytes>,
     source: Option<Source>,
+    /// The first event of a revision received while the batch before it was full.
+    carry: Option<Arc<Event>>,
     deadline: tokio::time::Instant,
     next_bookmark: tokio::time::Instant,
     done: bool,
@@ -428,6 +588,7 @@ pub(super) fn watch_response(
         watch,
         pending,
         source,
+        carry: None,
         deadline: now + timeout,
         next_bookmark: now + BOOKMARK_PERIOD,
         done: false,
@@ -494,44 +655,65 @@ impl WatchBody {
                     continue;
                 }
             };
-            let received = tokio::select! {
-                biased;
-                _ = tokio::time::sleep_until(self.deadline) => return None,
-                _ = tokio::time::sleep_until(self.next_bookmark), if self.watch.bookmarks => {
-                    let revision = cache.revision().max(self.watch.revision);
-                    self.bookmark(revision);
-                    continue;
+            let first = match self.carry.take() {
+                Some(event) => event,
+                None => {
+                    let received = tokio::select! {
+                        biased;
+                        _ = tokio::time::sleep_until(self.deadline) => return None,
+                        _ = tokio::time::sleep_until(self.next_bookmark), if self.watch.bookmarks => {
+                            // The revision first: the cache sends a revision's events before
+                            // it moves to it, so with nothing waiting in the receiver every
+                            // event up to it has been queued. With events waiting the watch
+                            // is busy, and they move the client on.
+                            let revision = cache.revision().max(self.watch.revision);
+                            if rx.is_empty() {
+                                self.bookmark(revision);
+                            } else {
+                                self.next_bookmark += BOOKMARK_PERIOD;
+                            }
+                            continue;
+                        }
+                        received = rx.recv() => received,
+                    };
+                    match received {
+                        Ok(event) => event,
+                        Err(RecvError::Lagged(missed)) => {
+                            // Too slow: end the stream (between revisions: every batch
+                            // queued was whole revisions); the client watches again from
+                            // the last resourceVersion it saw (still in the window, most
+                            // likely).
+                            tracing::debug!(
+                                resource = self.watch.resource.plural,
+                                missed,
+                                "watch too far behind; ending it"
+                            );
+                            return None;
+                        }
+                        Err(RecvError::Closed) => {
+                            // The cache started a new history (etcd's revision went
+                            // backwards).
+                            self.end_with(reset());
+                            continue;
+                        }
+                    }
                 }
-                received = rx.recv() => received,
             };
-            let mut events = Vec::new();
-            match received {
-                Ok(event) => events.push(event),
-                Err(RecvError::Lagged(missed)) => {
-                    // Too slow: end the stream; the client watches again from the last
-                    // resourceVersion it saw (still in the window, most likely).
+            match whole_revisions(cache, rx, first, &mut self.carry) {
+                Batch::Whole(events) => self.push_events(events),
+                Batch::Lagged(events) => {
                     tracing::debug!(
                         resource = self.watch.resource.plural,
-                        missed,
                         "watch too far behind; ending it"
                     );
-                    return None;
+                    self.push_events(events);
+                    self.done = true;
                 }
-                Err(RecvError::Closed) => {
-                    // The cache started a new history (etcd's revision went backwards).
-                    self.end_with(ApiError::expired(
-                        "the watch cache was reset: etcd's revision went backwards; list again",
-                    ));
-                    continue;
+                Batch::Closed(events) => {
+                    self.push_events(events);
+                    self.end_with(reset());
                 }
             }
-            while events.len() < EVENTS_PER_CHUNK {
-                match rx.try_recv() {
-                    Ok(event) => events.push(event),
-                    Err(_) => break,
-                }
-            }
-            self.push_events(events);
         }
     }
 
@@ -550,18 +732,17 @@ impl WatchBody {
         Some(Bytes::from(chunk))
     }
 
-    /// Queues the lines of `events` after the watch's start that its filter lets through.
-    fn push_events<E: Borrow<Event>>(&mut self, events: impl IntoIterator<Item = E>) {
-        for event in events {
-            let event = event.borrow();
-            if event.revision() <= self.watch.start {
-                continue;
-            }
-            if let Some(line) = self.watch.event_line(event) {
-                self.sent.inc();
-                self.pending.push_back(line);
-            }
-        }
+    /// Queues the lines of `events` (whole revisions) that are the watch's own
+    /// ([`Watch::take`]).
+    fn push_events<E: Borrow<Event> + Into<Arc<Event>>>(
+        &mut self,
+        events: impl IntoIterator<Item = E>,
+    ) {
+        let (sent, pending) = (&self.sent, &mut self.pending);
+        self.watch.take(events, |line| {
+            sent.inc();
+            pending.push_back(line);
+        });
     }
 
     /// Ends the watch with an ERROR event carrying `error`'s Status.
@@ -577,9 +758,11 @@ impl WatchBody {
     fn etcd_item(&mut self, cache: &WatchCache, start: &str, item: Option<RawItem>) {
         match item {
             Some(RawItem::Events(raw_events)) => {
+                // One etcd watch response holds whole revisions.
                 let events = raw_events
                     .iter()
                     .filter_map(|raw_event| event_from_etcd(cache, start, raw_event))
+                    .map(Arc::new)
                     .collect::<Vec<_>>();
                 self.push_events(events);
             }
@@ -603,8 +786,103 @@ impl WatchBody {
 
 #[cfg(test)]
 mod tests {
-    use super::super::request::query;
+    use super::super::request::{parse_path, query};
     use super::*;
+
+    /// A pod of namespace `a` created at `revision`, labelled `app`.
+    fn created(name: &str, revision: i64, app: &str) -> Arc<Event> {
+        let object = json!({"metadata": {"name": name, "namespace": "a", "labels": {"app": app}}});
+        Arc::new(Event {
+            object: Arc::new(Item::new("a".into(), name.into(), revision, object)),
+            prev: None,
+            deleted: false,
+        })
+    }
+
+    /// A watch of pods from resourceVersion `from` with `selector`, fed `batches` (each
+    /// whole revisions): the `(name, resourceVersion)` of the lines it sends.
+    #[track_caller]
+    fn check_resume(
+        from: i64,
+        selector: &str,
+        batches: &[&[(&str, i64, &str)]],
+        expected: &[(&str, i64)],
+    ) {
+        let target = parse_path("/api/v1/namespaces/a/pods").unwrap();
+        let query = query(&format!("labelSelector={selector}"));
+        let filter = Filter::new(&target, &query).unwrap();
+        let mut watch =
+            Watch::new(target.resource, Format::Json, &query, Some(filter), from).resume_at(from);
+        let mut lines = Vec::new();
+        for batch in batches {
+            let events = batch.iter().map(|(name, rv, app)| created(name, *rv, app));
+            watch.take(events, |line| lines.push(line));
+        }
+        let got: Vec<(String, i64)> = lines
+            .iter()
+            .map(|line| {
+                let line: serde_json::Value = serde_json::from_slice(line).unwrap();
+                let metadata = &line["object"]["metadata"];
+                let rv = metadata["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                (metadata["name"].as_str().unwrap().to_string(), rv)
+            })
+            .collect();
+        let expected: Vec<(String, i64)> = expected
+            .iter()
+            .map(|(n, rv)| (n.to_string(), *rv))
+            .collect();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn a_watch_from_a_revision_of_several_events_sends_that_revision_again() {
+        let (x, y, z) = ("x", "y", "z");
+        // Two events at 11: the client may have been cut between them.
+        check_resume(
+            11,
+            "",
+            &[&[(x, 11, "a"), (y, 11, "a"), (z, 12, "a")]],
+            &[(x, 11), (y, 11), (z, 12)],
+        );
+        // The same, arriving live (the cache had not reached 11), one revision a batch.
+        check_resume(
+            11,
+            "",
+            &[
+                &[(z, 10, "a")],
+                &[(x, 11, "a"), (y, 11, "a")],
+                &[(z, 12, "a")],
+            ],
+            &[(x, 11), (y, 11), (z, 12)],
+        );
+        // One event at 11: delivered whole or not at all, so the client has it.
+        check_resume(11, "", &[&[(x, 11, "a"), (z, 12, "a")]], &[(z, 12)]);
+        // Two at 11, but one of them the watch's: a single-object watch never repeats.
+        check_resume(
+            11,
+            "app=a",
+            &[&[(x, 11, "a"), (y, 11, "b"), (z, 12, "a")]],
+            &[(z, 12)],
+        );
+        // Nothing at 11 for this resource.
+        check_resume(
+            11,
+            "",
+            &[&[(z, 12, "a"), (y, 12, "a")]],
+            &[(z, 12), (y, 12)],
+        );
+        // Two at 12 are an ordinary revision after the resume.
+        check_resume(
+            11,
+            "",
+            &[&[(x, 11, "a")], &[(z, 12, "a"), (y, 12, "a")]],
+            &[(z, 12), (y, 12)],
+        );
+    }
 
     #[test]
     fn watch_starts_follow_the_resource_version_and_initial_events() {
