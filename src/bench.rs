@@ -62,6 +62,7 @@ use crate::api::ReplicationController;
 use crate::client::{self, ClientConfig, Target};
 use crate::etcd_process::PrivateEtcd;
 use crate::etcd_watcher::Watcher;
+use crate::record::{self, EventBroadcaster};
 use crate::registry::Registry;
 use crate::replication_manager::{ManagerConfig, ReplicationManager};
 use crate::status::Metrics;
@@ -482,12 +483,18 @@ struct Bench {
 struct RunningManager {
     stop: CancellationToken,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    /// The event writer of its recorder (the controller manager records events; so does
+    /// the bench's, so its ratio includes them).
+    events_writer: tokio::task::JoinHandle<()>,
 }
 
 impl RunningManager {
     async fn stop(self) -> anyhow::Result<()> {
         self.stop.cancel();
-        self.task.await.context("manager task")?
+        let stopped = self.task.await.context("manager task")?;
+        // Its recorder went with it: the writer ends once the queue is written.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.events_writer).await;
+        stopped
     }
 }
 
@@ -592,9 +599,19 @@ impl Bench {
         let registry = self.registry(prefix).await?;
         let watcher = Watcher::new(&self.client, registry.clone());
         let stop = CancellationToken::new();
+        let (events, events_writer) =
+            EventBroadcaster::start(&self.client, prefix, record::Counts::default());
+        let config = ManagerConfig {
+            events: events.recorder("replication-controller", None),
+            ..config
+        };
         let manager = ReplicationManager::new(registry, config, Arc::new(Metrics::new()));
         let task = tokio::spawn(manager.run(watcher, stop.clone().cancelled_owned()));
-        Ok(RunningManager { stop, task })
+        Ok(RunningManager {
+            stop,
+            task,
+            events_writer,
+        })
     }
 
     /// Counts pods under `dir` as a raw watch sees them from `after`, until `done(count)`;

@@ -15,6 +15,7 @@ use super::{Bench, Row, RunningManager};
 use crate::api::{self, Pod, ReplicaSet, ReplicationController};
 use crate::etcd_watcher::Watcher;
 use crate::informer::InformerFactory;
+use crate::record::EventBroadcaster;
 use crate::registry::Registry;
 use crate::replicaset::{ReplicaSetConfig, ReplicaSetController};
 use crate::replication_manager::ManagerConfig;
@@ -139,15 +140,25 @@ impl Kind {
                 let metrics = Arc::new(Metrics::new());
                 let informers =
                     InformerFactory::new(watcher, config.watch_backoff.clone(), metrics.clone());
+                let (events, events_writer) = EventBroadcaster::start(
+                    &bench.client,
+                    prefix,
+                    crate::record::Counts::default(),
+                );
                 // The ReplicaSet controller's defaults are the manager's.
                 let config = ReplicaSetConfig {
                     burst_replicas: config.burst_replicas,
+                    events: events.recorder("replicaset-controller", None),
                     ..ReplicaSetConfig::default()
                 };
                 let running = ReplicaSetController::new(registry, config, metrics)
                     .start(&informers, stop.clone().cancelled_owned());
                 let task = tokio::spawn(informers.serve(running));
-                Ok(RunningManager { stop, task })
+                Ok(RunningManager {
+                    stop,
+                    task,
+                    events_writer,
+                })
             }
         }
     }

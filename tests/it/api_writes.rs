@@ -781,8 +781,19 @@ async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
             .await;
         assert_eq!(failed.status.code(), Some(1), "{failed:?}");
 
-        // replace -f (a PUT without resourceVersion), then diff -f writes nothing.
-        api.kubectl.ok(&["replace", "-f", &deploy]).await;
+        // replace -f, then diff -f writes nothing. kubectl reads the object's
+        // resourceVersion and PUTs with it, so a status write of the Deployment controller
+        // in between is a 409, as against kube-apiserver: a user runs it again.
+        api.kubectl.ok(&["rollout", "status", "deploy/app", "--timeout=30s"]).await;
+        eventually(Duration::from_secs(30), "kubectl replace", || async {
+            let out = api.kubectl.run(&["replace", "-f", &deploy]).await;
+            assert!(
+                out.status.success() || out.stderr.contains("Conflict"),
+                "kubectl replace: {out:?}"
+            );
+            out.status.success()
+        })
+        .await;
         let doc = stored(&api, key).await.unwrap();
         assert_eq!((doc["spec"]["replicas"].clone(), image(&doc)), (json!(2), json!("nginx:1.25")));
         api.kubectl
