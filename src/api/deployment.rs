@@ -498,10 +498,24 @@ pub fn revision(annotations: &BTreeMap<String, String>) -> Option<i64> {
 /// `EqualIgnoreHash`: the templates are equal once the `pod-template-hash` label is
 /// removed from both. The deployment controller (`FindNewReplicaSet`) and `kcm rollout`
 /// and `describe deploy` decide with it which ReplicaSet is the new one.
+///
+/// A container's `resources` of `{}` or `null` is equal to none, as in Go, where the field
+/// is a struct that is never absent: a template a Go client read and wrote back (`kubectl
+/// rollout undo` sends the old ReplicaSet's template so) carries `"resources":{}` where
+/// the stored one has nothing, and is still the same template.
 pub fn equal_ignore_hash(a: &PodTemplateSpec, b: &PodTemplateSpec) -> bool {
     let strip = |t: &PodTemplateSpec| {
         let mut t = t.clone();
         t.metadata.labels.remove(POD_TEMPLATE_HASH_LABEL);
+        for container in &mut t.spec.containers {
+            let empty = container
+                .extra
+                .get("resources")
+                .is_some_and(|r| r.is_null() || r.as_object().is_some_and(|r| r.is_empty()));
+            if empty {
+                container.extra.remove("resources");
+            }
+        }
         t
     };
     strip(a) == strip(b)

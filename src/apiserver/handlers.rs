@@ -250,6 +250,16 @@ async fn route(
             None => Ok(json_response(StatusCode::OK, &discovery::api_group_list())),
         },
         "/openapi/v3" => Ok(json_response(StatusCode::OK, &super::openapi::index())),
+        "/openapi/v2" => {
+            match accept.filter(|a| a.contains("application/com.github.proto-openapi.spec.v2")) {
+                Some(_) => Ok((
+                    [(header::CONTENT_TYPE, super::openapi::V2_PROTOBUF)],
+                    super::openapi::v2_protobuf(),
+                )
+                    .into_response()),
+                None => Ok(json_response(StatusCode::OK, &super::openapi::v2())),
+            }
+        }
         "/api/v1" => Ok(json_response(
             StatusCode::OK,
             &discovery::api_resource_list("", "v1").ok_or_else(ApiError::no_route)?,

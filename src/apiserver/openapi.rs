@@ -6,6 +6,11 @@
 //! `fieldValidation`); without it kubectl falls back to `/openapi/v2` and fails.
 //!
 //! No schemas: `kubectl explain` is not served (it says the kind is not in the schema).
+//! `/openapi/v2` is an empty Swagger document (JSON, or gnostic's protobuf when asked for
+//! it): kubectl validates a `v1 List` client-side against it, since the query-param
+//! verifier never reports support for `List` (`query_param_verifier_v3.go`), and skips
+//! the kinds it holds no schema for; without it `kubectl create -f list.yaml` fails with
+//! "the server could not find the requested resource".
 //!
 //! Invariant: a document's `hash` (in the index's `serverRelativeURL`, kubectl's cache key)
 //! is a digest of the document itself, so it changes exactly when the document does.
@@ -51,7 +56,7 @@ pub fn group_version_document(path: &str) -> Option<Value> {
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": concat!("v1.32.0-kcm-", env!("CARGO_PKG_VERSION"))},
+        "info": {"title": TITLE, "version": VERSION},
         "paths": paths,
         "components": {"schemas": {}},
     }))
@@ -81,6 +86,48 @@ fn patch_operation(resource: &Resource) -> Value {
         "x-kubernetes-action": "patch",
         "responses": {"200": {"description": "OK"}},
     })
+}
+
+/// The media type of gnostic's protobuf `openapi_v2.Document` as kube-openapi answers it
+/// (kubectl asks for the older `…spec.v2@v1.0+protobuf`, which Go's `mime` cannot parse
+/// in a response).
+pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+const TITLE: &str = "Kubernetes";
+const VERSION: &str = concat!("v1.32.0-kcm-", env!("CARGO_PKG_VERSION"));
+
+/// `/openapi/v2` as JSON: a Swagger 2.0 document with no paths and no definitions.
+pub fn v2() -> Value {
+    json!({
+        "swagger": "2.0",
+        "info": {"title": TITLE, "version": VERSION},
+        "paths": {},
+        "definitions": {},
+    })
+}
+
+/// `/openapi/v2` as gnostic's `openapi_v2.Document` protobuf: `swagger` (field 1) and
+/// `info` (field 2: `title` 1, `version` 2); empty paths and definitions are absent.
+pub fn v2_protobuf() -> Vec<u8> {
+    let mut info = Vec::new();
+    length_delimited(&mut info, 1, TITLE.as_bytes());
+    length_delimited(&mut info, 2, VERSION.as_bytes());
+    let mut document = Vec::new();
+    length_delimited(&mut document, 1, b"2.0");
+    length_delimited(&mut document, 2, &info);
+    document
+}
+
+/// Appends protobuf field `field` of wire type 2 (length-delimited) holding `bytes`.
+fn length_delimited(out: &mut Vec<u8>, field: u8, bytes: &[u8]) {
+    out.push(field << 3 | 2);
+    let mut length = bytes.len();
+    while length >= 0x80 {
+        out.push(u8::try_from(length & 0x7f).expect("seven bits") | 0x80);
+        length >>= 7;
+    }
+    out.push(u8::try_from(length).expect("seven bits"));
+    out.extend_from_slice(bytes);
 }
 
 /// A stable digest of a document, in the form kube-apiserver's hashes take.
@@ -142,5 +189,28 @@ mod tests {
             .get("/api/v1/namespaces/{namespace}/events/{name}")
             .is_none());
         assert!(group_version_document("apis/batch/v1").is_none());
+    }
+
+    #[test]
+    fn the_v2_protobuf_is_swagger_2_and_its_info() {
+        let info_len = 2 + TITLE.len() + 2 + VERSION.len();
+        let mut expected = vec![0x0a, 3];
+        expected.extend_from_slice(b"2.0");
+        expected.extend_from_slice(&[0x12, u8::try_from(info_len).unwrap(), 0x0a]);
+        expected.push(u8::try_from(TITLE.len()).unwrap());
+        expected.extend_from_slice(TITLE.as_bytes());
+        expected.push(0x12);
+        expected.push(u8::try_from(VERSION.len()).unwrap());
+        expected.extend_from_slice(VERSION.as_bytes());
+        assert_eq!(v2_protobuf(), expected);
+        assert_eq!(v2()["swagger"], "2.0");
+    }
+
+    #[test]
+    fn lengths_of_128_and_more_take_two_bytes() {
+        let mut out = Vec::new();
+        length_delimited(&mut out, 9, &[0; 300]);
+        assert_eq!(&out[..3], &[0x4a, 0xac, 0x02]);
+        assert_eq!(out.len(), 303);
     }
 }

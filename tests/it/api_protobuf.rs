@@ -1,6 +1,6 @@
 //! Protobuf request bodies with the real kubectl: its generator commands (`kubectl create
-//! deployment`, `kubectl create service`) send `application/vnd.kubernetes.protobuf` and
-//! never fall back to JSON (kubernetes-api.md §2.11, kubectl-traces/10). The objects they
+//! deployment`, `kubectl create service`, `kubectl create namespace`) send
+//! `application/vnd.kubernetes.protobuf` and never fall back to JSON (kubernetes-api.md §2.11, kubectl-traces/10). The objects they
 //! create run kcm's loop; outcomes are read from etcd.
 
 use std::time::Duration;
@@ -78,6 +78,19 @@ async fn kubectl_create_deployment_and_service_send_protobuf_that_runs_the_loop(
             assert_eq!(port[field], value, "{field} of {port}; stored: {service}");
         }
         assert_eq!(served["spec"]["selector"], json!({"app": "web"}));
+
+        // create namespace: a protobuf Namespace, stored Active.
+        assert_eq!(
+            api.kubectl.ok(&["create", "namespace", "team"]).await,
+            "namespace/team created\n"
+        );
+        let namespace = stored(&api, "/registry/namespaces/team").await.unwrap();
+        assert_eq!(namespace["status"]["phase"], "Active", "{namespace:#}");
+        assert_eq!(
+            namespace["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "team"
+        );
+        assert!(namespace["metadata"]["uid"].is_string(), "{namespace:#}");
 
         // --dry-run=server sends protobuf too, and stores nothing.
         api.kubectl

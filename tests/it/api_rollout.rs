@@ -49,17 +49,10 @@ struct StoredReplicaSet {
 
 /// The ReplicaSets of `default`, by name.
 async fn replica_sets(api: &Api) -> BTreeMap<String, StoredReplicaSet> {
-    let mut client = api.etcd.client().await;
-    let options = etcd_client::GetOptions::new().with_prefix();
-    let response = client
-        .get("/registry/replicasets/default/", Some(options))
+    api.documents("/registry/replicasets/default/")
         .await
-        .expect("etcd list");
-    response
-        .kvs()
-        .iter()
-        .map(|kv| {
-            let rs: Value = serde_json::from_slice(kv.value()).expect("stored JSON");
+        .into_iter()
+        .map(|rs| {
             let template = &rs["spec"]["template"];
             let name = rs["metadata"]["name"].as_str().expect("a name").to_string();
             let stored = StoredReplicaSet {

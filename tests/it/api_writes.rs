@@ -1,7 +1,9 @@
-//! The Kubernetes API's writes with real clients: kubectl (`create`, `apply` twice,
-//! `scale`, `set image`, `label`, `annotate`, `delete` with each cascade and by selector,
+//! The Kubernetes API's writes with real clients: kubectl (`create -f` of JSON, several
+//! YAML documents and a `List`, `apply` twice, `scale`, `set image`, `label`, `annotate`,
+//! `rollout history`, `delete` with each cascade, `--wait`, by selector and `--all`,
 //! `--dry-run=server`) against kcm's running controllers, the errors as `Status` bodies
-//! over plain HTTP, kube-rs's `Api` writes, and the history check: two clients racing
+//! over plain HTTP (bad input refused with one Status and nothing written), kube-rs's
+//! `Api` writes, and the history check: two clients racing
 //! read-modify-write PUTs of one object lose no acknowledged write and get a 409 for every
 //! refused one, as etcd's own history of the key shows.
 //!
@@ -18,7 +20,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::support::history;
-use crate::support::kcm::http_request;
+use crate::support::kcm::{http_request, HttpResponse};
 use crate::support::kubectl::{start_apiserver, start_up, Api as KubectlApi};
 use crate::support::objects::{current_revision, pod_documents};
 use crate::support::{eventually, with_timeout};
@@ -111,6 +113,31 @@ pub(crate) async fn stored(api: &KubectlApi, key: &str) -> Option<Value> {
         .kvs()
         .first()
         .map(|kv| serde_json::from_slice(kv.value()).expect("stored JSON"))
+}
+
+/// The ReplicaSets of `default` in etcd: their `deployment.kubernetes.io/revision`
+/// annotation and their first container's image.
+async fn replica_set_revisions(api: &KubectlApi) -> BTreeMap<u64, String> {
+    api.documents("/registry/replicasets/default/")
+        .await
+        .into_iter()
+        .map(|rs| {
+            let revision = rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                .as_str()
+                .and_then(|r| r.parse().ok())
+                .unwrap_or_else(|| panic!("a revision: {rs:#}"));
+            let image = rs["spec"]["template"]["spec"]["containers"][0]["image"]
+                .as_str()
+                .expect("an image")
+                .to_string();
+            (revision, image)
+        })
+        .collect()
+}
+
+/// `line` with each run of whitespace as one space, trimmed.
+fn squash(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 async fn wait_pods(api: &KubectlApi, app: &str, n: usize) {
@@ -236,6 +263,109 @@ async fn kubectl_create_apply_scale_set_image_label_and_annotate_run_the_loop() 
                 .is_none(),
             "a label patch does not rewrite the spec with served defaults: {stored_rc:#}"
         );
+        // annotate refuses to change a value without --overwrite, as label does.
+        let out = api
+            .kubectl
+            .run(&["annotate", "rc", "web", "note=bye"])
+            .await;
+        assert_eq!(out.status.code(), Some(1), "no --overwrite: {out:?}");
+        let key_rc = "/registry/controllers/default/web";
+        assert_eq!(
+            stored(&api, key_rc).await.unwrap()["metadata"]["annotations"]["note"],
+            "hello"
+        );
+        api.kubectl
+            .ok(&["annotate", "rc", "web", "note=bye", "--overwrite"])
+            .await;
+        assert_eq!(
+            stored(&api, key_rc).await.unwrap()["metadata"]["annotations"]["note"],
+            "bye"
+        );
+
+        // The right --current-replicas is a met precondition: the scale goes through.
+        let out = api
+            .kubectl
+            .ok(&["scale", "rc/web", "--replicas=1", "--current-replicas=3"])
+            .await;
+        assert_eq!(out, "replicationcontroller/web scaled\n");
+        assert_eq!(stored(&api, key_rc).await.unwrap()["spec"]["replicas"], 1);
+        wait_pods(&api, "web", 1).await;
+    })
+    .await;
+}
+
+/// A ReplicationController of one pod labelled `app: {name}`, as a JSON value.
+fn rc_json(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ReplicationController",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"app": name},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:1.25"}]},
+            },
+        },
+    })
+}
+
+/// A Service of port 80 selecting `app: {name}`, as a JSON value.
+fn service_json(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"selector": {"app": name}, "ports": [{"port": 80}]},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_f_takes_json_several_documents_and_a_list() {
+    with_timeout(LIMIT, async {
+        let Some(api) = start_up(1).await else {
+            return;
+        };
+        // JSON.
+        let json_rc = manifest(&api, "rc.json", &rc_json("from-json").to_string());
+        assert_eq!(
+            api.kubectl.ok(&["create", "-f", &json_rc]).await,
+            "replicationcontroller/from-json created\n"
+        );
+        wait_pods(&api, "from-json", 1).await;
+
+        // Several YAML documents in one file, created in order.
+        let service = serde_yaml_ng::to_string(&service_json("multi")).unwrap();
+        let documents = format!("{service}---\n{RS}");
+        let multi = manifest(&api, "multi.yaml", &documents);
+        assert_eq!(
+            api.kubectl.ok(&["create", "-f", &multi]).await,
+            "service/multi created\nreplicaset.apps/solo created\n"
+        );
+        assert!(stored(&api, "/registry/services/specs/default/multi")
+            .await
+            .is_some());
+        wait_pods(&api, "solo", 1).await;
+
+        // A List: each item created.
+        let list = json!({"apiVersion": "v1", "kind": "List",
+                          "items": [service_json("listed"), rc_json("listed")]});
+        let list = manifest(&api, "list.yaml", &serde_yaml_ng::to_string(&list).unwrap());
+        assert_eq!(
+            api.kubectl.ok(&["create", "-f", &list]).await,
+            "service/listed created\nreplicationcontroller/listed created\n"
+        );
+        assert!(stored(&api, "/registry/services/specs/default/listed")
+            .await
+            .is_some());
+        assert_eq!(
+            stored(&api, "/registry/controllers/default/listed")
+                .await
+                .unwrap()["spec"]["replicas"],
+            1
+        );
+        wait_pods(&api, "listed", 1).await;
     })
     .await;
 }
@@ -285,6 +415,43 @@ async fn kubectl_delete_cascades_to_a_controllers_pods_or_orphans_them() {
         wait_pods(&api, "app", 2).await;
         api.kubectl.ok(&["delete", "deployment", "app"]).await;
         wait_pods(&api, "app", 0).await;
+
+        // --cascade=foreground --wait: when kubectl returns, the Deployment is gone, and
+        // its ReplicaSet and pods went before it.
+        api.kubectl.ok(&["apply", "-f", &deploy]).await;
+        wait_pods(&api, "app", 2).await;
+        assert_eq!(
+            api.kubectl
+                .ok(&[
+                    "delete",
+                    "deployment",
+                    "app",
+                    "--cascade=foreground",
+                    "--wait"
+                ])
+                .await,
+            "deployment.apps \"app\" deleted\n"
+        );
+        assert!(stored(&api, "/registry/deployments/default/app")
+            .await
+            .is_none());
+        assert_eq!(api.count("/registry/replicasets/default/").await, 0);
+        assert_eq!(pods_of(&api, "app").await, BTreeSet::new());
+
+        // --all: every controller of the namespace, each with its pods.
+        api.kubectl.ok(&["create", "-f", &rc]).await;
+        let other = manifest(&api, "other.json", &rc_json("other").to_string());
+        api.kubectl.ok(&["create", "-f", &other]).await;
+        wait_pods(&api, "web", 2).await;
+        wait_pods(&api, "other", 1).await;
+        let out = api.kubectl.ok(&["delete", "rc", "--all"]).await;
+        assert_eq!(
+            out,
+            "replicationcontroller \"other\" deleted\nreplicationcontroller \"web\" deleted\n"
+        );
+        assert_eq!(api.count("/registry/controllers/default/").await, 0);
+        assert_eq!(pods_of(&api, "web").await, BTreeSet::new());
+        assert_eq!(pods_of(&api, "other").await, BTreeSet::new());
 
         // --dry-run=server writes nothing.
         let client = api.etcd.client().await;
@@ -360,7 +527,7 @@ async fn write_errors_are_statuses_with_kube_apiservers_reasons() {
                           "metadata": {"name": "web", "resourceVersion": "1"}, "spec": {"replicas": 3}}))).await;
         assert_eq!(scale.status, 409, "{scale:?}");
 
-        // 409 AlreadyExists, 400 for another namespace, strict unknown fields, 415, 413.
+        // 409 AlreadyExists, 400 for another namespace, strict unknown fields, 415.
         let again = http_request(port, "POST", pods, None, &body(&pod("a"))).await;
         assert_eq!((again.status, again.json()["reason"].clone()), (409, json!("AlreadyExists")));
         let mut elsewhere = pod("b");
@@ -374,34 +541,54 @@ async fn write_errors_are_statuses_with_kube_apiservers_reasons() {
         let warned = http_request(port, "POST", &format!("{pods}?fieldValidation=Warn"), None, &body(&typo)).await;
         assert_eq!(warned.status, 201, "{warned:?}");
         assert!(warned.head.to_ascii_lowercase().contains("warning: 299 - "), "{}", warned.head);
-        let protobuf = http_request(port, "POST", pods, Some("application/vnd.kubernetes.protobuf"), b"k8s\0\xff").await;
-        assert_eq!(protobuf.status, 400, "{protobuf:?}");
         let other = http_request(port, "POST", pods, Some("application/cbor"), b"").await;
         assert_eq!(other.status, 415);
         let ssa = http_request(port, "PATCH", &path, Some("application/apply-patch+yaml"), b"{}").await;
         assert_eq!(ssa.status, 415);
         assert!(ssa.json()["message"].as_str().unwrap().contains("server-side apply"));
-        assert_eq!(too_large(port, pods).await, 413);
 
         // Bad input gets one Status and changes nothing.
         let client = api.etcd.client().await;
         let revision = current_revision(&client).await;
+        let (code, status) = too_large(port, pods).await;
+        assert_eq!(code, 413);
+        assert_refusal("a 10 MiB body", &status, 413, "RequestEntityTooLarge");
         let malformed = http_request(port, "POST", pods, None, b"{\"metadata\": ").await;
-        assert_eq!(malformed.status, 400, "{malformed:?}");
+        assert_refused("malformed JSON", &malformed, 400, "BadRequest");
         let bad_yaml = http_request(port, "POST", pods, Some("application/yaml"), b"a: [").await;
-        assert_eq!(bad_yaml.status, 400, "{bad_yaml:?}");
+        assert_refused("malformed YAML", &bad_yaml, 400, "BadRequest");
+        let protobuf = http_request(port, "POST", pods, Some("application/vnd.kubernetes.protobuf"), b"k8s\0\xff").await;
+        assert_refused("malformed protobuf", &protobuf, 400, "BadRequest");
         let mut wrong_kind = pod("k");
         wrong_kind["kind"] = json!("Service");
-        assert_eq!(http_request(port, "POST", pods, None, &body(&wrong_kind)).await.status, 400);
+        let wrong_kind = http_request(port, "POST", pods, None, &body(&wrong_kind)).await;
+        assert_refused("a Service posted as a pod", &wrong_kind, 400, "BadRequest");
+        let not_dns = http_request(port, "POST", pods, None, &body(&pod("-web.x"))).await;
+        assert_refused("a name that is not a DNS subdomain", &not_dns, 422, "Invalid");
         let mut unselected = rc.clone();
         unselected["metadata"]["name"] = json!("unselected");
         unselected["spec"]["selector"] = json!({"app": "other"});
         let invalid_rc = http_request(port, "POST", rcs, None, &body(&unselected)).await;
-        assert_eq!(invalid_rc.status, 422, "{invalid_rc:?}");
+        assert_refused("a selector that misses its template", &invalid_rc, 422, "Invalid");
+        let bad_operator = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "bad-operator"},
+            "spec": {"selector": {"matchExpressions": [{"key": "app", "operator": "Sometimes", "values": ["x"]}]},
+                     "template": {"metadata": {"labels": {"app": "x"}},
+                                  "spec": {"containers": [{"name": "c", "image": "x"}]}}}});
+        let bad_operator = http_request(port, "POST", "/apis/apps/v1/namespaces/default/replicasets",
+            None, &body(&bad_operator)).await;
+        // kcm's typed selector refuses the operator as it decodes (kube-apiserver decodes
+        // it as a string and answers 422 from validation); either way one Status names it.
+        assert_refused("a selector with an unknown operator", &bad_operator, 400, "BadRequest");
+        let message = bad_operator.json()["message"].as_str().unwrap_or_default().to_string();
+        assert!(message.contains("spec.selector.matchExpressions[0].operator"), "{message}");
+        let unparsable = http_request(port, "DELETE", &format!("{pods}?labelSelector=app%20in%20(a"), None, b"").await;
+        assert_refused("a labelSelector that does not parse", &unparsable, 400, "BadRequest");
         let unmergeable = http_request(port, "PATCH", &format!("{rcs}/web"),
             Some("application/strategic-merge-patch+json"),
             br#"{"spec":{"template":{"spec":{"containers":[{"image":"no-name"}]}}}}"#).await;
         assert_eq!(unmergeable.status, 422, "{unmergeable:?}");
+        assert_eq!(unmergeable.json()["kind"], "Status", "{unmergeable:?}");
         assert_eq!(current_revision(&client).await, revision, "nothing written");
 
         // dryRun=All: the answer, and nothing written.
@@ -426,8 +613,9 @@ async fn write_errors_are_statuses_with_kube_apiservers_reasons() {
     .await;
 }
 
-/// POSTs a body declared as 10 MiB and sends none of it: the answer's status.
-async fn too_large(port: u16, path: &str) -> u16 {
+/// POSTs a body declared as 10 MiB and sends none of it: the answer's status and body,
+/// which must come before the body does.
+async fn too_large(port: u16, path: &str) -> (u16, Value) {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .expect("connect");
@@ -436,14 +624,50 @@ async fn too_large(port: u16, path: &str) -> u16 {
         10 * 1024 * 1024
     );
     stream.write_all(request.as_bytes()).await.expect("send");
-    let mut head = vec![0; 12];
-    tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut head))
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
         .await
         .expect("an answer before the body")
-        .expect("read the status line");
-    String::from_utf8_lossy(&head[9..12])
-        .parse()
-        .expect("a status")
+        .expect("read the answer");
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("not an HTTP response: {answer:?}"));
+    let status = head[9..12].parse().expect("a status");
+    let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"));
+    (status, body)
+}
+
+/// `response` is one `Status` refusing the request with `code` and `reason`, and a
+/// message that says why.
+#[track_caller]
+fn assert_refused(what: &str, response: &HttpResponse, code: u16, reason: &str) {
+    assert_eq!(response.status, code, "{what}: {response:?}");
+    let status = response.json();
+    assert_refusal(what, &status, code, reason);
+}
+
+#[track_caller]
+fn assert_refusal(what: &str, status: &Value, code: u16, reason: &str) {
+    assert_eq!(
+        (
+            &status["kind"],
+            &status["status"],
+            &status["code"],
+            &status["reason"]
+        ),
+        (
+            &json!("Status"),
+            &json!("Failure"),
+            &json!(code),
+            &json!(reason)
+        ),
+        "{what}: {status:#}"
+    );
+    assert!(
+        status["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{what}: a message: {status:#}"
+    );
 }
 
 /// A kube client of the API at `port`.
@@ -760,6 +984,22 @@ async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
         assert_eq!(image(&stored(&api, key).await.unwrap()), "nginx:1.25");
         api.kubectl.ok(&["rollout", "status", "deploy/app", "--timeout=30s"]).await;
 
+        // rollout history: the undo made revision 1 revision 3, as each ReplicaSet's
+        // annotation in etcd says.
+        let revisions = replica_set_revisions(&api).await;
+        assert_eq!(
+            revisions,
+            BTreeMap::from([(2, "nginx:1.26".to_string()), (3, "nginx:1.25".to_string())])
+        );
+        let history = api.kubectl.ok(&["rollout", "history", "deploy/app"]).await;
+        let rows: Vec<String> = history.lines().skip(1).map(squash).filter(|l| !l.is_empty()).collect();
+        assert_eq!(rows, ["REVISION CHANGE-CAUSE", "2 <none>", "3 <none>"], "{history}");
+        for (revision, image) in &revisions {
+            let revision = format!("--revision={revision}");
+            let template = api.kubectl.ok(&["rollout", "history", "deploy/app", &revision]).await;
+            assert!(squash(&template).contains(&format!("Image: {image}")), "{template}");
+        }
+
         // patch, each type.
         api.kubectl
             .ok(&["patch", "deploy", "app", "--type", "merge", "-p", r#"{"metadata":{"labels":{"m":"1"}}}"#])
@@ -838,6 +1078,8 @@ async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
         .await;
         assert_eq!(pods_of(&api, "app").await.len(), 2, "orphaned pods stay");
         api.kubectl.ok(&["delete", "rs", "--all", "--cascade=orphan"]).await;
+        assert_eq!(api.count("/registry/replicasets/default/").await, 0);
+        assert_eq!(pods_of(&api, "app").await.len(), 2, "orphaned again");
         api.kubectl.ok(&["delete", "pods", "-l", "app=app"]).await;
         api.kubectl.ok(&["apply", "-f", &deploy]).await;
         wait_pods(&api, "app", 2).await;
@@ -845,6 +1087,17 @@ async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
         assert!(foreground.is_left(), "marked: {foreground:?}");
         eventually(CONVERGE, "the deployment and its pods to go", || async {
             stored(&api, key).await.is_none() && pods_of(&api, "app").await.is_empty()
+        })
+        .await;
+        // Background: gone at once (a Status), the collector deletes what it owned.
+        api.kubectl.ok(&["apply", "-f", &deploy]).await;
+        wait_pods(&api, "app", 2).await;
+        let background = deployments.delete("app", &DeleteParams::background()).await.unwrap();
+        assert!(background.is_right(), "a Status: {background:?}");
+        assert!(stored(&api, key).await.is_none());
+        eventually(CONVERGE, "its ReplicaSet and pods to go", || async {
+            api.count("/registry/replicasets/default/").await == 0
+                && pods_of(&api, "app").await.is_empty()
         })
         .await;
     })
@@ -862,6 +1115,9 @@ async fn kubectl_run_expose_edit_and_wait() {
             api.kubectl.ok(&["run", "solo", "--image=nginx"]).await,
             "pod/solo created\n"
         );
+        let solo = stored(&api, "/registry/pods/default/solo").await.unwrap();
+        assert_eq!(solo["spec"]["containers"][0]["image"], "nginx", "{solo:#}");
+        assert_eq!(solo["metadata"]["labels"]["run"], "solo", "{solo:#}");
         let deploy = manifest(&api, "deploy.yaml", &deployment_yaml(2, "nginx:1.25"));
         api.kubectl.ok(&["apply", "-f", &deploy]).await;
         assert_eq!(

@@ -350,6 +350,22 @@ fn the_new_replica_set_is_found_by_template_ignoring_the_hash_and_owned_by_uid()
     let mut relabelled = hashed.clone();
     relabelled.metadata.labels.insert("tier", "front");
     assert!(!equal_ignore_hash(&relabelled, &template));
+    // What a Go client writes back (`kubectl rollout undo`): empty resources are none.
+    for (resources, equal) in [
+        (json!({}), true),
+        (Value::Null, true),
+        (json!({"limits": {"cpu": "1"}}), false),
+    ] {
+        let mut written_back = hashed.clone();
+        written_back.spec.containers[0]
+            .extra
+            .insert("resources".to_string(), resources.clone());
+        assert_eq!(
+            equal_ignore_hash(&written_back, &template),
+            equal,
+            "{resources}"
+        );
+    }
 
     let mut rs = ReplicaSet::default();
     rs.metadata

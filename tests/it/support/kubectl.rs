@@ -305,6 +305,18 @@ impl Api {
             .map(|kv| serde_json::from_slice(kv.value()).expect("stored JSON"))
     }
 
+    /// The JSON documents stored under `prefix`, in key order.
+    pub async fn documents(&self, prefix: &str) -> Vec<serde_json::Value> {
+        let mut client = self.etcd.client().await;
+        let options = etcd_client::GetOptions::new().with_prefix();
+        let response = client.get(prefix, Some(options)).await.expect("etcd list");
+        response
+            .kvs()
+            .iter()
+            .map(|kv| serde_json::from_slice(kv.value()).expect("stored JSON"))
+            .collect()
+    }
+
     /// How many keys are stored under `prefix`.
     pub async fn count(&self, prefix: &str) -> usize {
         let mut client = self.etcd.client().await;
