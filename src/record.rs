@@ -167,7 +167,9 @@ impl Event {
         Event {
             namespace,
             name: involved.event_name(now),
-            uid: uuid::Uuid::new_v4().to_string(),
+            // Given when it is first written (`Correlator`): most recorded events are
+            // combined into, or counted on, an earlier one and never need their own.
+            uid: String::new(),
             involved,
             event_type,
             reason: reason.to_string(),
@@ -181,19 +183,16 @@ impl Event {
     }
 
     /// What the event shares with similar ones (client-go's
-    /// `EventAggregatorByReasonFunc`): everything but the message.
-    fn aggregate_key(&self) -> String {
-        [
-            self.spam_key().as_str(),
-            self.event_type.as_str(),
-            &self.reason,
-        ]
-        .join("\n")
+    /// `EventAggregatorByReasonFunc`): everything but the message; `spam_key` is
+    /// [`Event::spam_key`].
+    fn aggregate_key(&self, spam_key: &str) -> String {
+        [spam_key, self.event_type.as_str(), &self.reason].join("\n")
     }
 
-    /// What makes two events the same one (client-go's `getEventKey`).
-    fn event_key(&self) -> String {
-        [self.aggregate_key().as_str(), &self.message].join("\n")
+    /// What makes two events the same one (client-go's `getEventKey`), from its
+    /// [`Event::aggregate_key`].
+    fn event_key(&self, aggregate_key: &str) -> String {
+        [aggregate_key, &self.message].join("\n")
     }
 
     /// The spam filter's bucket: the source and the object (client-go's `getSpamKey`).

@@ -124,9 +124,11 @@ impl Correlator {
     /// Decides what to write for `event`, recorded at `now` (since the Unix epoch; the
     /// event's own timestamps are `now` too).
     pub fn correlate(&mut self, event: Event, now: Duration) -> Correlated {
-        let (event, key) = self.aggregate(event, now);
+        // The source and the object stay through aggregation: one spam key for all three
+        // stages.
+        let spam_key = event.spam_key();
+        let (event, key) = self.aggregate(event, &spam_key, now);
         let observed = self.observe(event, key);
-        let spam_key = observed.spam_key();
         let bucket = self
             .buckets
             .get_or_insert_mut(spam_key, || Bucket::full(now));
@@ -142,8 +144,8 @@ impl Correlator {
 
     /// Stage 1: the event itself and its event key, or, from the tenth distinct message
     /// of its aggregate key on, a combined event and the aggregate key.
-    fn aggregate(&mut self, event: Event, now: Duration) -> (Event, String) {
-        let aggregate_key = event.aggregate_key();
+    fn aggregate(&mut self, event: Event, spam_key: &str, now: Duration) -> (Event, String) {
+        let aggregate_key = event.aggregate_key(spam_key);
         let record = self
             .aggregates
             .get_or_insert_mut(aggregate_key.clone(), || Aggregate {
@@ -156,7 +158,7 @@ impl Correlator {
         record.last_seen = now;
         record.messages.insert(event.message.clone());
         if record.messages.len() < AGGREGATE_MAX_EVENTS {
-            let key = event.event_key();
+            let key = event.event_key(&aggregate_key);
             return (event, key);
         }
         // Keep the set from growing past the limit (client-go pops any one).
@@ -172,7 +174,7 @@ impl Correlator {
     }
 
     /// Stage 2: an event seen before under `key` takes the earlier one's name, uid and
-    /// first timestamp, with its count plus one.
+    /// first timestamp, with its count plus one; a new one gets its uid.
     fn observe(&mut self, mut event: Event, key: String) -> Event {
         if let Some(seen) = self.observations.get(&key) {
             event.name = seen.name.clone();
@@ -180,6 +182,8 @@ impl Correlator {
             event.first_timestamp = seen.first_timestamp;
             event.creation_timestamp = seen.creation_timestamp;
             event.count = seen.count + 1;
+        } else if event.uid.is_empty() {
+            event.uid = uuid::Uuid::new_v4().to_string();
         }
         self.observations.put(
             key,

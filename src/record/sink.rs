@@ -47,31 +47,48 @@ const WARNING_PERIOD: Duration = Duration::from_secs(60);
 /// batch was written instead), `written`, `failed` (etcd). Once the queue is drained,
 /// `recorded` = `skipped` + `combined` + `written` + `failed`. `kcm_events_total{result}`
 /// on `/metrics`.
-#[derive(Clone, Default)]
-pub struct Counts(Family<Vec<(&'static str, &'static str)>, Counter>);
+#[derive(Clone)]
+pub struct Counts {
+    family: Family<Vec<(&'static str, &'static str)>, Counter>,
+    // The two a recorder counts on every event, looked up once (a family lookup takes a
+    // lock and allocates its label set).
+    recorded: Counter,
+    dropped: Counter,
+}
+
+impl Default for Counts {
+    fn default() -> Counts {
+        Counts::new(Family::default())
+    }
+}
 
 impl Counts {
     /// Counts into `family` (registered by the process's metrics).
     pub fn new(family: Family<Vec<(&'static str, &'static str)>, Counter>) -> Counts {
-        Counts(family)
+        let counter = |result| family.get_or_create(&vec![("result", result)]).clone();
+        Counts {
+            recorded: counter("recorded"),
+            dropped: counter("dropped"),
+            family,
+        }
     }
 
     fn add(&self, result: &'static str, n: usize) {
-        self.0
+        self.family
             .get_or_create(&vec![("result", result)])
             .inc_by(n as u64);
     }
 
     pub(super) fn get(&self, result: &'static str) -> u64 {
-        self.0.get_or_create(&vec![("result", result)]).get()
+        self.family.get_or_create(&vec![("result", result)]).get()
     }
 
     pub(super) fn recorded(&self) {
-        self.add("recorded", 1);
+        self.recorded.inc();
     }
 
     pub(super) fn dropped(&self) {
-        self.add("dropped", 1);
+        self.dropped.inc();
     }
 }
 
