@@ -332,7 +332,7 @@ pub enum Command {
     Run(RunArgs),
     /// Show a controller's spec and status, and what looks wrong: a replication
     /// controller or ReplicaSet with its pods, a deployment with its conditions and its
-    /// old and new ReplicaSets.
+    /// old and new ReplicaSets; then its events, as kubectl describe lists them.
     Describe(DescribeArgs),
     /// Measure kcm against raw etcd on this machine: scale-up, scale-down (a
     /// ReplicationController), rs-scale-up, rs-scale-down (a ReplicaSet), rollout (a

@@ -28,6 +28,7 @@ mod create;
 mod delete;
 mod deployments;
 mod describe;
+mod events;
 mod get;
 mod input;
 mod manifest;

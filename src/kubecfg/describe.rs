@@ -9,20 +9,20 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context as _;
 
 use super::deployments::{read_deployment, split_replica_sets};
-use super::overlap;
 use super::print::{
     age_of, emit, label_selector_text, or_none, render_tabbed, render_table, selector_text,
     template_text, Printable, NONE,
 };
 use super::resource::WorkloadKind;
 use super::storage::storage_error;
+use super::{events, overlap};
 use crate::api::{
     self, Deployment, Object, ObjectMeta, Pod, PodPhase, ReplicaSet, ReplicationController,
     TIMED_OUT_REASON,
 };
 use crate::client::Target;
 use crate::labels::Selector;
-use crate::registry::{self, EtcdAlarm, ObjectList};
+use crate::registry::{self, EtcdAlarm, ObjectList, Registry};
 
 /// `kcm describe rc|rs|deploy NAME`.
 #[derive(Clone, Debug)]
@@ -72,13 +72,23 @@ pub async fn describe(target: &Target, options: DescribeOptions) -> anyhow::Resu
         .await
         .unwrap_or_default();
     let others = overlap::controllers(&registry, &namespace).await?;
-    emit(&describe_controller(
-        &rc,
-        pods.as_ref(),
-        &others,
-        &alarms,
-        SystemTime::now(),
-    ))
+    let now = SystemTime::now();
+    let text = describe_controller(&rc, pods.as_ref(), &others, &alarms, now);
+    emit(&with_events(text, &registry, &namespace, &rc.metadata.uid, now).await)
+}
+
+/// `text` and, when they can be read, the events about the object with `uid`.
+async fn with_events(
+    mut text: String,
+    registry: &Registry,
+    namespace: &str,
+    uid: &str,
+    now: SystemTime,
+) -> String {
+    if let Some(events) = events::read(registry, namespace, uid).await {
+        text.push_str(&events::events_text(&events, now));
+    }
+    text
 }
 
 /// The text of `kcm describe rc`: `pods` are those matching the selector (`None` when the
@@ -212,7 +222,9 @@ async fn describe_rs(target: &Target, namespace: &str, name: &str) -> anyhow::Re
                 .is_some_and(|r| r.kind == ReplicaSet::KIND && r.uid == rs.metadata.uid)
         })
         .collect();
-    emit(&describe_replica_set(&rs, &owned, SystemTime::now()))
+    let now = SystemTime::now();
+    let text = describe_replica_set(&rs, &owned, now);
+    emit(&with_events(text, &registry, namespace, &rs.metadata.uid, now).await)
 }
 
 /// The text of `kcm describe rs`: `pods` are those whose controller reference names it.
@@ -275,7 +287,9 @@ pub fn describe_replica_set(rs: &ReplicaSet, pods: &[Pod], now: SystemTime) -> S
 async fn describe_deploy(target: &Target, namespace: &str, name: &str) -> anyhow::Result<()> {
     let (_client, registry) = target.connect().await?;
     let (d, owned) = read_deployment(&registry, namespace, name).await?;
-    emit(&describe_deployment(&d, &owned, SystemTime::now()))
+    let now = SystemTime::now();
+    let text = describe_deployment(&d, &owned, now);
+    emit(&with_events(text, &registry, namespace, &d.metadata.uid, now).await)
 }
 
 /// The text of `kcm describe deploy` (kubectl's `DeploymentDescriber`): `owned` are its

@@ -80,6 +80,15 @@ async fn kubectl_describe_and_get_events_show_what_the_loop_did() {
         })
         .await;
 
+        // kcm's own describe lists them too.
+        eventually(CONVERGE, "kcm describe's Events section", || async {
+            let out = api.kcm(&["describe", "deployment", "web"]).await;
+            out.contains("Events:")
+                && out.contains("ScalingReplicaSet")
+                && out.contains("deployment-controller")
+        })
+        .await;
+
         // `get events -w` lists, then follows the scale-down's events.
         let mut watch = kubectl.watch(&["get", "events", "-w"]);
         watch
