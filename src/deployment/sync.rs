@@ -93,33 +93,41 @@ impl Inner {
     }
 
     /// The ReplicaSets of `namespace`, from the cache once it has applied this
-    /// controller's last ReplicaSet write for `key`, else from etcd.
+    /// controller's last ReplicaSet write for `key` (and unless `fresh`), else from etcd;
+    /// with the cache's revision when they came from it.
     async fn read_replica_sets(
         &self,
         key: &ObjectKey,
         namespace: &str,
-    ) -> anyhow::Result<Vec<Arc<ReplicaSet>>> {
+        fresh: bool,
+    ) -> anyhow::Result<(Vec<Arc<ReplicaSet>>, Option<i64>)> {
         let written = self.memory.written(key).replica_sets;
         if let Some(cache) = self.replica_sets.get() {
-            if !self.config.fresh_reads && cache.wait_for(written, self.config.cache_wait).await {
-                return Ok(cache.read(namespace, |ns| {
+            if !self.config.fresh_reads
+                && !fresh
+                && cache.wait_for(written, self.config.cache_wait).await
+            {
+                let revision = cache.revision();
+                let items = cache.read(namespace, |ns| {
                     ns.map(|ns| ns.items().cloned().collect())
                         .unwrap_or_default()
-                }));
+                });
+                return Ok((items, Some(revision)));
             }
         }
         let list = self
             .registry
             .list::<ReplicaSet>(Some(namespace), &Selector::everything())
             .await?;
-        Ok(list
+        let items = list
             .items
             .into_iter()
             .map(|mut rs| {
                 api::remember_spec(&mut rs);
                 Arc::new(rs)
             })
-            .collect())
+            .collect();
+        Ok((items, None))
     }
 
     /// The pods of `namespace` owned by one of `rss`, from the pod cache once it has
@@ -154,15 +162,24 @@ impl Inner {
     /// When etcd fails or a write fails (the key is retried with backoff). A deleted,
     /// malformed or invalid deployment is not an error.
     pub(super) async fn sync_deployment(&self, key: &ObjectKey) -> anyhow::Result<Action> {
+        match self.sync_once(key, false).await? {
+            Some(action) => Ok(action),
+            None => Ok(self.sync_once(key, true).await?.unwrap_or(Action::Done)),
+        }
+    }
+
+    /// One sync, reading the ReplicaSets from etcd when `fresh`; `None` when it found it
+    /// must plan again from etcd (before any write of its own plan).
+    async fn sync_once(&self, key: &ObjectKey, fresh: bool) -> anyhow::Result<Option<Action>> {
         let (namespace, name) = (&*key.namespace, &*key.name);
         let Some(d) = self.read_deployment(key, namespace, name).await? else {
             self.memory.forget(key);
-            return Ok(Action::Done);
+            return Ok(Some(Action::Done));
         };
         let Some(selector) = self.valid_selector(key, &d) else {
-            return Ok(Action::Done);
+            return Ok(Some(Action::Done));
         };
-        let candidates = self.read_replica_sets(key, namespace).await?;
+        let (candidates, cache_revision) = self.read_replica_sets(key, namespace, fresh).await?;
         let claims = plan::claim(&d, &selector, &candidates);
         let mut owned: Vec<ReplicaSet> = claims.owned.iter().map(|rs| (**rs).clone()).collect();
         for rs in &claims.release {
@@ -175,7 +192,7 @@ impl Inner {
                 Outcome::Done(_) => {
                     tracing::info!(deployment = %key, replicaset = %rs.metadata.name, "released replica set")
                 }
-                Outcome::Changed => return Ok(Action::Done),
+                Outcome::Changed => return Ok(Some(Action::Done)),
             }
         }
         if !claims.adopt.is_empty() {
@@ -193,7 +210,7 @@ impl Inner {
                         api::remember_spec(&mut adopted);
                         owned.push(adopted);
                     }
-                    Outcome::Changed => return Ok(Action::Done),
+                    Outcome::Changed => return Ok(Some(Action::Done)),
                 }
             }
         }
@@ -208,19 +225,27 @@ impl Inner {
             .map(|rs| (rs.metadata.name.clone(), rs.replicas()))
             .collect();
         let mut plan = plan::plan(&d, owned.clone(), &pods, now);
+        // No new ReplicaSet from a ReplicaSet cache older than the deployment: one written
+        // just before it (an orphan with its template, to adopt as the new one) may not be
+        // in the cache yet, as the two kinds come on two watches. Plan again from etcd.
+        // (Only then: an older cache is common, a deployment's own writes keep it ahead.)
+        let d_at = d.metadata.resource_version.map_or(0, |rv| rv.0);
+        if plan.create.is_some() && cache_revision.is_some_and(|at| at < d_at) {
+            return Ok(None);
+        }
         if let Some(planned) = &plan.create {
             // The name's hash is over the template as stored: read it raw (once per new
             // ReplicaSet) and plan again if it differs from the typed template's.
             let Some(hash) = self.stored_template_hash(&d).await? else {
                 // Changed since read: its own event syncs it again.
-                return Ok(Action::Done);
+                return Ok(Some(Action::Done));
             };
             let typed = planned.metadata.labels.get(api::POD_TEMPLATE_HASH_LABEL);
             if typed != Some(hash.as_str()) {
                 plan = plan::plan_with_hash(&d, owned, &pods, now, Some(hash));
             }
         }
-        self.act(key, &d, plan, &sizes).await
+        self.act(key, &d, plan, &sizes).await.map(Some)
     }
 
     /// The [`api::pod_template_hash`] of `d`'s `spec.template` as stored in etcd, with its
