@@ -160,12 +160,7 @@ impl NamespaceController {
         // hold the namespace for nothing; it leaves with its lease within the hour.
         let events = format!("{}/{EVENTS_DIR}/{name}/", self.registry.prefix());
         for event in self.list(&events).await? {
-            self.ignore_races(
-                self.registry
-                    .delete_raw(&event.key, event.revision)
-                    .await
-                    .map(drop),
-            )?;
+            self.ignore_races(self.delete_stored(&event).await)?;
         }
         if remaining > 0 {
             tracing::debug!(namespace = name, remaining, "namespace terminating");
@@ -191,20 +186,11 @@ impl NamespaceController {
     async fn delete_object(&self, object: &Stored) -> anyhow::Result<()> {
         let Ok(mut value) = serde_json::from_slice::<Value>(&object.value) else {
             // Not JSON: nothing else will ever read it; it goes.
-            return self.ignore_races(
-                self.registry
-                    .delete_raw(&object.key, object.revision)
-                    .await
-                    .map(drop),
-            );
+            return self.ignore_races(self.delete_stored(object).await);
         };
         let written = match object_step(&value) {
             ObjectStep::Wait => return Ok(()),
-            ObjectStep::Delete => self
-                .registry
-                .delete_raw(&object.key, object.revision)
-                .await
-                .map(drop),
+            ObjectStep::Delete => self.delete_stored(object).await,
             ObjectStep::Mark => {
                 value["metadata"]["deletionTimestamp"] = Value::String(api::now_rfc3339());
                 let bytes = serde_json::to_vec(&value).expect("a JSON value always encodes");
@@ -215,6 +201,14 @@ impl NamespaceController {
             }
         };
         self.ignore_races(written)
+    }
+
+    /// Deletes `object` if it is still at the revision it was read at.
+    async fn delete_stored(&self, object: &Stored) -> Result<(), StorageError> {
+        self.registry
+            .delete_raw(&object.key, object.revision)
+            .await
+            .map(drop)
     }
 
     /// A write that lost to another writer, or found the key gone, is looked at again
