@@ -43,6 +43,7 @@
 //!   lands may still complete, as a scheduler's bind may.
 
 mod containers;
+mod ids;
 mod ipam;
 mod node;
 mod node_status;
@@ -63,7 +64,9 @@ use self::containers::{ready_delay, Step};
 pub use self::ipam::{default_pod_cidr, IpAllocator, Ipv4Cidr, ParseCidrError};
 pub use self::node::is_claimable;
 use self::node::{Action, NodeState, Room};
-pub use self::node_status::{architecture, internal_ip, node_document, KUBELET_VERSION};
+pub use self::node_status::{
+    architecture, internal_ip, node_document, SystemInfo, KUBELET_VERSION,
+};
 use self::node_status::{post_node, Posted};
 use self::own_node::OwnNode;
 pub use self::registration::{
@@ -180,6 +183,8 @@ impl KubeletConfig {
 pub struct Kubelet {
     registry: Registry,
     config: KubeletConfig,
+    /// What its Node reports about the machine; a new `bootID` per `Kubelet`.
+    system: SystemInfo,
     rng: StdRng,
 }
 
@@ -229,6 +234,7 @@ impl Kubelet {
         config.validate()?;
         Ok(Kubelet {
             registry,
+            system: SystemInfo::detect(&config.node),
             config,
             rng: StdRng::from_entropy(),
         })
@@ -429,7 +435,7 @@ impl Kubelet {
         if post.due.is_none_or(|due| due > Instant::now()) {
             return Ok(());
         }
-        match post_node(registry, &self.config).await {
+        match post_node(registry, &self.config, &self.system).await {
             Ok(posted) => {
                 let key = crate::api::node_key(registry.prefix(), &self.config.node);
                 let (verb, revision) = match posted {

@@ -49,6 +49,19 @@ pub struct ContainerStatus {
     pub ready: bool,
     #[serde(default)]
     pub restart_count: i64,
+    /// The image as the runtime resolved it (a digest reference); "" until it is pulled.
+    /// Always written, "" included, as Kubernetes' Go type writes it: the v1 schema
+    /// requires it, so a document stored without it (by an older kcm) is served with "".
+    #[serde(rename = "imageID", default, deserialize_with = "null_as_default")]
+    pub image_id: String,
+    /// `{runtime}://{id}` of the container; absent until one was started.
+    #[serde(
+        rename = "containerID",
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub container_id: String,
     #[serde(default, deserialize_with = "null_as_default")]
     pub state: ContainerState,
     #[serde(flatten)]
@@ -138,10 +151,10 @@ mod tests {
             "containerStatuses": [
                 {"name": "web", "image": "nginx:1", "ready": false, "restartCount": 3,
                  "state": {"waiting": {"reason": "CrashLoopBackOff", "x": true}},
-                 "containerID": "c1"},
-                {"name": "side", "image": "b", "ready": true, "restartCount": 0,
+                 "imageID": "docker-pullable://nginx@sha256:1", "containerID": "c1"},
+                {"name": "side", "image": "b", "imageID": "", "ready": true, "restartCount": 0,
                  "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}},
-                {"name": "done", "image": "c", "ready": false, "restartCount": 0,
+                {"name": "done", "image": "c", "imageID": "i", "ready": false, "restartCount": 0,
                  "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}
             ]
         });
@@ -152,7 +165,26 @@ mod tests {
             s.container_statuses[0].state.waiting_reason(),
             Some("CrashLoopBackOff")
         );
+        assert_eq!(s.container_statuses[0].container_id, "c1");
         assert_eq!(serde_json::to_value(&pod).unwrap()["status"], status);
+    }
+
+    #[test]
+    fn a_container_status_without_an_image_id_is_written_with_an_empty_one() {
+        // What kcm's kubelet wrote before it reported image IDs: `imageID` is required by
+        // the v1 schema, so it is written back as "" (as Kubernetes' Go type does);
+        // `containerID` is optional and stays absent.
+        let old = json!({"phase": "Pending", "containerStatuses": [
+            {"name": "web", "image": "nginx:1", "ready": false, "restartCount": 0,
+             "state": {"waiting": {"reason": "ContainerCreating"}}},
+            {"name": "side", "image": "b", "imageID": null, "containerID": null,
+             "ready": false, "restartCount": 0}]});
+        let written = serde_json::to_value(pod(old)).unwrap();
+        let statuses = written["status"]["containerStatuses"].as_array().unwrap();
+        for status in statuses {
+            assert_eq!(status["imageID"], "", "{status}");
+            assert_eq!(status.get("containerID"), None, "{status}");
+        }
     }
 
     #[test]

@@ -5,9 +5,15 @@
 //! (`pkg/kubelet/kubelet_pods.go` `generateAPIPodStatus`, `images/image_manager.go`'s
 //! `ErrImagePull`/`ImagePullBackOff`, `kuberuntime`'s `CrashLoopBackOff`). Pure: the caller
 //! passes the time; no IO.
+//!
+//! Every container status written carries `imageID` (required by the v1 schema): "" while
+//! the image is not pulled (waiting to be created, or failing to pull), the image's
+//! [`ids::image_id`] once the container started; and `containerID`
+//! ([`ids::container_id`]) once a container ran, a new one per restart.
 
 use std::time::{Duration, SystemTime};
 
+use super::ids;
 use crate::api::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
     ContainerStatus, Pod, PodCondition, PodPhase, CONDITION_FALSE, CONDITION_TRUE, POD_READY,
@@ -205,7 +211,7 @@ impl Step<'_> {
     /// with `ErrImagePull` the first time and `ImagePullBackOff` after.
     pub fn pull_failed(&self, pod: &mut Pod) {
         let backoff = pull_reason(pod, self.rules).is_some();
-        let statuses = self.statuses(pod, |class, image| match class {
+        let statuses = self.statuses(pod, false, |class, image| match class {
             ImageClass::PullFail if backoff => waiting(
                 IMAGE_PULL_BACK_OFF,
                 format!("Back-off pulling image {image:?}"),
@@ -226,7 +232,7 @@ impl Step<'_> {
     /// image lets it be).
     pub fn started(&self, pod: &mut Pod, ready: bool) {
         let now = self.now.to_string();
-        let statuses = self.statuses(pod, |_, _| ContainerState {
+        let statuses = self.statuses(pod, true, |_, _| ContainerState {
             running: Some(ContainerStateRunning {
                 started_at: Some(now.clone()),
                 ..Default::default()
@@ -249,11 +255,15 @@ impl Step<'_> {
     pub fn restarted(&self, pod: &mut Pod) {
         let rules = self.rules;
         let name = format!("{}_{}", pod.metadata.name, pod.metadata.namespace);
+        let runtime_pod = runtime_pod(pod);
         if let Some(status) = pod.status.as_mut() {
             for container in &mut status.container_statuses {
                 if rules.class(&container.image) == ImageClass::Crash {
                     container.restart_count += 1;
                     container.ready = false;
+                    // The container of this restart ran and crashed.
+                    container.container_id =
+                        ids::container_id(&runtime_pod, &container.name, container.restart_count);
                     container.state = waiting(
                         CRASH_LOOP_BACK_OFF,
                         format!(
@@ -303,12 +313,15 @@ impl Step<'_> {
     }
 
     /// Container statuses for every container of the spec, keeping restart counts and
-    /// unknown fields of those already reported.
+    /// unknown fields of those already reported; with `started`, each has its image's ID
+    /// and a container ID (kept if it had one), else neither.
     fn statuses(
         &self,
         pod: &Pod,
+        started: bool,
         state: impl Fn(ImageClass, &str) -> ContainerState,
     ) -> Vec<ContainerStatus> {
+        let runtime_pod = runtime_pod(pod);
         let old = pod
             .status
             .as_ref()
@@ -325,6 +338,16 @@ impl Step<'_> {
                     .unwrap_or_default();
                 status.name = c.name.clone();
                 status.image = c.image.clone();
+                if started {
+                    status.image_id = ids::image_id(&c.image);
+                    if status.container_id.is_empty() {
+                        status.container_id =
+                            ids::container_id(&runtime_pod, &c.name, status.restart_count);
+                    }
+                } else {
+                    status.image_id.clear();
+                    status.container_id.clear();
+                }
                 status.ready = false;
                 status.state = state(self.rules.class(&c.image), &c.image);
                 status
@@ -372,6 +395,16 @@ impl Step<'_> {
         condition.status = value.into();
         condition.reason = reason;
         condition.message = message;
+    }
+}
+
+/// What a runtime knows the pod by, for its container IDs: its uid, or `namespace/name`
+/// for a pod without one.
+fn runtime_pod(pod: &Pod) -> String {
+    if pod.metadata.uid.is_empty() {
+        pod.metadata.key()
+    } else {
+        pod.metadata.uid.clone()
     }
 }
 
@@ -593,6 +626,69 @@ mod tests {
         );
         assert_eq!(ready(&p), ("False".into(), Some("T1".into())));
         assert!(!p.is_ready());
+    }
+
+    /// (imageID, containerID) of each container status.
+    fn ids(pod: &Pod) -> Vec<(String, String)> {
+        pod.status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .iter()
+            .map(|c| (c.image_id.clone(), c.container_id.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn image_ids_once_started_and_a_new_container_id_per_restart() {
+        let rules = ImageRules::default();
+        let step = |now| Step { rules: &rules, now };
+        // Never pulled: an empty imageID (required, so present) and no container.
+        let mut pending = pod(&["side:1", "nginx:doesnotexist"]);
+        step("T1").pull_failed(&mut pending);
+        let none = (String::new(), String::new());
+        assert_eq!(ids(&pending), [none.clone(), none]);
+        let written = serde_json::to_value(&pending).unwrap();
+        assert_eq!(written["status"]["containerStatuses"][1]["imageID"], "");
+
+        let mut p = pod(&["app:crash", "side:1"]);
+        p.metadata.uid = "uid-1".into();
+        step("T1").started(&mut p, true);
+        let started = ids(&p);
+        assert_eq!(
+            started,
+            [
+                (
+                    ids::image_id("app:crash"),
+                    ids::container_id("uid-1", "c0", 0)
+                ),
+                (ids::image_id("side:1"), ids::container_id("uid-1", "c1", 0)),
+            ]
+        );
+        step("T2").became_ready(&mut p);
+        assert_eq!(ids(&p), started, "readiness changes no ID");
+        step("T3").restarted(&mut p);
+        assert_eq!(
+            ids(&p),
+            [
+                (
+                    ids::image_id("app:crash"),
+                    ids::container_id("uid-1", "c0", 1)
+                ),
+                started[1].clone(),
+            ]
+        );
+        step("T4").failed(&mut p);
+        assert_eq!(
+            ids(&p)[1],
+            started[1],
+            "a terminated container keeps its ID"
+        );
+
+        // A pod without a uid (a 2014 document) is known by its key.
+        let mut q = pod(&["nginx:1"]);
+        step("T1").started(&mut q, true);
+        assert_eq!(ids(&q)[0].1, ids::container_id("ns/p", "c0", 0));
     }
 
     #[test]

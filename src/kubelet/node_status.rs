@@ -27,7 +27,7 @@ use std::net::Ipv4Addr;
 
 use serde_json::{json, Map, Value};
 
-use super::KubeletConfig;
+use super::{ids, KubeletConfig};
 use crate::api::{
     self, node_condition_mut, object_field, ResourceVersion, CONDITION_FALSE, CONDITION_TRUE,
     NODE_API_VERSION, NODE_KIND, NODE_READY,
@@ -40,6 +40,50 @@ pub const KUBELET_VERSION: &str = concat!("v1.32.0-kcm.", env!("CARGO_PKG_VERSIO
 pub const CONTAINER_RUNTIME_VERSION: &str = "kcm-simulated";
 /// `status.nodeInfo.osImage`.
 pub const OS_IMAGE: &str = "kcm simulated node";
+/// `status.nodeInfo.kubeProxyVersion`: deprecated, and kcm runs no kube-proxy, but the v1
+/// schema requires the field, so it is written empty.
+pub const KUBE_PROXY_VERSION: &str = "";
+/// `status.nodeInfo.kernelVersion` when the host's cannot be read.
+const UNKNOWN_KERNEL: &str = "unknown";
+
+/// What a node reports about its machine in `status.nodeInfo` (every field of which the
+/// v1 schema requires): what a real kubelet reads from `/etc/machine-id`, the DMI product
+/// UUID, `/proc/sys/kernel/random/boot_id` and `uname -r`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SystemInfo {
+    /// `machineID`: made up from the node's name ([`ids::machine_id`]), so a node keeps
+    /// it across restarts, as a machine does.
+    pub machine_id: String,
+    /// `systemUUID`: made up from the node's name ([`ids::system_uuid`]).
+    pub system_uuid: String,
+    /// `bootID`: a random UUID per kubelet process, each start being the node's "boot".
+    pub boot_id: String,
+    /// `kernelVersion`: the host's kernel release (the nodes share the host's kernel).
+    pub kernel_version: String,
+}
+
+impl SystemInfo {
+    /// The system info of node `node` on this host, booted now: a fresh `bootID`, the
+    /// kernel release from `/proc/sys/kernel/osrelease` (`unknown` when unreadable).
+    pub fn detect(node: &str) -> SystemInfo {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .map(|release| release.trim().to_string())
+            .filter(|release| !release.is_empty())
+            .unwrap_or_else(|| UNKNOWN_KERNEL.to_string());
+        SystemInfo::new(node, uuid::Uuid::new_v4().to_string(), kernel)
+    }
+
+    /// The system info of node `node` with the given boot ID and kernel release.
+    pub fn new(node: &str, boot_id: String, kernel_version: String) -> SystemInfo {
+        SystemInfo {
+            machine_id: ids::machine_id(node),
+            system_uuid: ids::system_uuid(node),
+            boot_id,
+            kernel_version,
+        }
+    }
+}
 
 /// How often one post re-reads the document after losing a compare-and-swap.
 const MAX_ATTEMPTS: usize = 5;
@@ -82,12 +126,14 @@ pub fn internal_ip(config: &KubeletConfig) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(config.pod_cidr.network()) + 1)
 }
 
-/// The Node document node `config.node` posts at `now` (RFC 3339) over `existing` (the
-/// stored document, if any): `existing` with the fields the kubelet owns set, a new `uid`
-/// (from `new_uid`) and `creationTimestamp` only when it has none. Pure.
+/// The Node document node `config.node` on machine `system` posts at `now` (RFC 3339)
+/// over `existing` (the stored document, if any): `existing` with the fields the kubelet
+/// owns set, a new `uid` (from `new_uid`) and `creationTimestamp` only when it has none.
+/// Pure.
 pub fn node_document(
     existing: Option<&Value>,
     config: &KubeletConfig,
+    system: &SystemInfo,
     now: &str,
     new_uid: impl FnOnce() -> String,
 ) -> Value {
@@ -137,11 +183,16 @@ pub fn node_document(
     );
     let info = object_field(status, "nodeInfo");
     for (key, value) in [
+        ("machineID", system.machine_id.as_str()),
+        ("systemUUID", system.system_uuid.as_str()),
+        ("bootID", system.boot_id.as_str()),
+        ("kernelVersion", system.kernel_version.as_str()),
+        ("osImage", OS_IMAGE),
+        ("containerRuntimeVersion", CONTAINER_RUNTIME_VERSION),
         ("kubeletVersion", KUBELET_VERSION),
+        ("kubeProxyVersion", KUBE_PROXY_VERSION),
         ("operatingSystem", "linux"),
         ("architecture", architecture()),
-        ("containerRuntimeVersion", CONTAINER_RUNTIME_VERSION),
-        ("osImage", OS_IMAGE),
     ] {
         info.insert(key.into(), Value::from(value));
     }
@@ -195,7 +246,7 @@ pub(super) enum Posted {
     Updated(ResourceVersion),
 }
 
-/// Posts the Node document of `config.node` through `registry` (the kubelet's guarded
+/// Posts the Node document of `config.node` on `system` through `registry` (the kubelet's guarded
 /// registry): created if absent, else replaced by compare-and-swap on the revision read,
 /// read again after a conflict. A stored value that is not a JSON object is replaced.
 ///
@@ -205,6 +256,7 @@ pub(super) enum Posted {
 pub(super) async fn post_node(
     registry: &Registry,
     config: &KubeletConfig,
+    system: &SystemInfo,
 ) -> Result<Posted, StorageError> {
     let key = api::node_key(registry.prefix(), &config.node);
     let new_uid = || uuid::Uuid::new_v4().to_string();
@@ -213,7 +265,7 @@ pub(super) async fn post_node(
         let now = api::now_rfc3339();
         let error = match registry.get_raw(&key).await? {
             None => {
-                let document = node_document(None, config, &now, new_uid);
+                let document = node_document(None, config, system, &now, new_uid);
                 match registry.create_raw(&key, encode(&document)).await {
                     Ok(revision) => return Ok(Posted::Created(revision)),
                     Err(e) => e,
@@ -228,7 +280,7 @@ pub(super) async fn post_node(
                         None
                     }
                 };
-                let document = node_document(existing.as_ref(), config, &now, new_uid);
+                let document = node_document(existing.as_ref(), config, system, &now, new_uid);
                 let expected = ResourceVersion(stored.mod_revision);
                 match registry.update_raw(&key, expected, encode(&document)).await {
                     Ok(revision) => return Ok(Posted::Updated(revision)),
@@ -263,9 +315,15 @@ mod tests {
         }
     }
 
+    fn system() -> SystemInfo {
+        SystemInfo::new("n1", "boot-1".into(), "6.1.0-test".into())
+    }
+
     #[test]
     fn the_first_post_is_a_ready_core_v1_node_with_capacity_cidr_and_addresses() {
-        let node = node_document(None, &config(), "2025-01-02T03:04:05Z", || "uid-1".into());
+        let node = node_document(None, &config(), &system(), "2025-01-02T03:04:05Z", || {
+            "uid-1".into()
+        });
         let arch = architecture();
         assert_eq!(
             node,
@@ -291,11 +349,16 @@ mod tests {
                         {"type": "Hostname", "address": "n1"},
                     ],
                     "nodeInfo": {
+                        "machineID": ids::machine_id("n1"),
+                        "systemUUID": ids::system_uuid("n1"),
+                        "bootID": "boot-1",
+                        "kernelVersion": "6.1.0-test",
+                        "osImage": "kcm simulated node",
+                        "containerRuntimeVersion": "kcm-simulated",
                         "kubeletVersion": KUBELET_VERSION,
+                        "kubeProxyVersion": "",
                         "operatingSystem": "linux",
                         "architecture": arch,
-                        "containerRuntimeVersion": "kcm-simulated",
-                        "osImage": "kcm simulated node",
                     },
                     "conditions": [
                         {"type": "MemoryPressure", "status": "False",
@@ -330,7 +393,9 @@ mod tests {
 
     #[test]
     fn a_later_post_keeps_identity_and_what_others_wrote() {
-        let first = node_document(None, &config(), "2025-01-01T00:00:00Z", || "uid-1".into());
+        let first = node_document(None, &config(), &system(), "2025-01-01T00:00:00Z", || {
+            "uid-1".into()
+        });
         // What others did meanwhile: a label, a taint, a field kcm does not know, the
         // lifecycle controller's Unknown, and a stale resourceVersion in the document.
         let mut stored = first.clone();
@@ -352,9 +417,13 @@ mod tests {
             max_pods: 7,
             ..config()
         };
-        let node = node_document(Some(&stored), &config, "2025-01-01T00:05:00Z", || {
-            panic!("the stored uid is kept")
-        });
+        let node = node_document(
+            Some(&stored),
+            &config,
+            &system(),
+            "2025-01-01T00:05:00Z",
+            || panic!("the stored uid is kept"),
+        );
         assert_eq!(node["metadata"]["uid"], "uid-1");
         assert_eq!(
             node["metadata"]["creationTimestamp"],
@@ -389,11 +458,39 @@ mod tests {
     }
 
     #[test]
+    fn system_info_is_per_node_and_the_boot_id_per_start() {
+        let (a, b) = (SystemInfo::detect("n1"), SystemInfo::detect("n1"));
+        assert_eq!(
+            (&a.machine_id, &a.system_uuid),
+            (&b.machine_id, &b.system_uuid)
+        );
+        assert_ne!(a.boot_id, b.boot_id, "each start is a boot");
+        assert!(!a.kernel_version.is_empty());
+        assert_ne!(a.machine_id, SystemInfo::detect("n2").machine_id);
+        // A restarted kubelet posts its new boot ID over the stored one.
+        let first = node_document(None, &config(), &a, "2025-01-01T00:00:00Z", || {
+            "uid-1".into()
+        });
+        let again = node_document(Some(&first), &config(), &b, "2025-01-01T00:01:00Z", || {
+            panic!("the stored uid is kept")
+        });
+        assert_eq!(again["status"]["nodeInfo"]["bootID"], b.boot_id.as_str());
+        assert_eq!(
+            again["status"]["nodeInfo"]["machineID"],
+            first["status"]["nodeInfo"]["machineID"]
+        );
+    }
+
+    #[test]
     fn a_stored_value_of_another_shape_is_replaced_by_a_fresh_node() {
         for junk in [json!("text"), json!({"metadata": 3, "status": [1]})] {
-            let node = node_document(Some(&junk), &config(), "2025-01-01T00:00:00Z", || {
-                "fresh".into()
-            });
+            let node = node_document(
+                Some(&junk),
+                &config(),
+                &system(),
+                "2025-01-01T00:00:00Z",
+                || "fresh".into(),
+            );
             assert_eq!(node["metadata"]["uid"], "fresh");
             assert_eq!(node["status"]["capacity"]["pods"], "42");
         }
