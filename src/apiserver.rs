@@ -40,7 +40,7 @@ mod errors;
 mod fields;
 mod handlers;
 mod http;
-mod openapi;
+pub mod openapi;
 mod patch;
 mod protobuf;
 #[allow(dead_code)]

@@ -249,7 +249,11 @@ async fn route(
             Some(version) => Ok(aggregated(version, discovery::aggregated_groups(version))),
             None => Ok(json_response(StatusCode::OK, &discovery::api_group_list())),
         },
-        "/openapi/v3" => Ok(json_response(StatusCode::OK, &super::openapi::index())),
+        "/openapi/v3" => Ok((
+            [(header::CONTENT_TYPE, "application/json")],
+            super::openapi::index(),
+        )
+            .into_response()),
         "/openapi/v2" => {
             match accept.filter(|a| a.contains("application/com.github.proto-openapi.spec.v2")) {
                 Some(_) => Ok((
@@ -257,7 +261,11 @@ async fn route(
                     super::openapi::v2_protobuf(),
                 )
                     .into_response()),
-                None => Ok(json_response(StatusCode::OK, &super::openapi::v2())),
+                None => Ok((
+                    [(header::CONTENT_TYPE, "application/json")],
+                    super::openapi::v2(),
+                )
+                    .into_response()),
             }
         }
         "/api/v1" => Ok(json_response(
@@ -267,11 +275,12 @@ async fn route(
         other => {
             let segments: Vec<&str> = other.trim_matches('/').split('/').collect();
             match segments.as_slice() {
-                ["openapi", "v3", rest @ ..] => Ok(json_response(
-                    StatusCode::OK,
-                    &super::openapi::group_version_document(&rest.join("/"))
+                ["openapi", "v3", rest @ ..] => Ok((
+                    [(header::CONTENT_TYPE, "application/json")],
+                    super::openapi::group_version_document(&rest.join("/"))
                         .ok_or_else(ApiError::no_route)?,
-                )),
+                )
+                    .into_response()),
                 ["apis", group] => Ok(json_response(
                     StatusCode::OK,
                     &discovery::api_group(group).ok_or_else(ApiError::no_route)?,

@@ -1,23 +1,43 @@
-//! A minimal OpenAPI v3: `/openapi/v3` (the index of group-versions) and one document per
-//! group-version listing, for each kind kcm writes, its PATCH operation with the
-//! `fieldValidation` parameter. That is what kubectl's default `--validate=strict` looks
-//! for before a create or apply (`cli-runtime/pkg/resource/query_param_verifier_v3.go`:
-//! a `patch` operation tagged with the kind's `x-kubernetes-group-version-kind` that lists
-//! `fieldValidation`); without it kubectl falls back to `/openapi/v2` and fails.
+//! The published schema of the kinds kcm serves (Kubernetes 1.32, [`schemas`]) as
+//! OpenAPI: `/openapi/v3` (the index of group-versions) and one document per group-version
+//! with the schemas of its kinds and of everything they refer to, and `/openapi/v2` (every
+//! definition, as JSON; gnostic's protobuf is an empty document).
 //!
-//! No schemas: `kubectl explain` is not served (it says the kind is not in the schema).
-//! `/openapi/v2` is an empty Swagger document (JSON, or gnostic's protobuf when asked for
-//! it): kubectl validates a `v1 List` client-side against it, since the query-param
-//! verifier never reports support for `List` (`query_param_verifier_v3.go`), and skips
-//! the kinds it holds no schema for; without it `kubectl create -f list.yaml` fails with
-//! "the server could not find the requested resource".
+//! What kubectl reads: `kubectl explain` finds a resource's kind through a path of its
+//! group-version document (`/api/v1/namespaces/{namespace}/pods` and `…/{name}`, each
+//! operation tagged with `x-kubernetes-group-version-kind`), then the schema tagged with
+//! that kind in `components.schemas`, and follows `$ref`s from there. Its default
+//! `--validate=strict` looks for a `patch` operation of the kind that lists the
+//! `fieldValidation` parameter (`cli-runtime/pkg/resource/query_param_verifier_v3.go`) before
+//! a create or apply, and then sends `fieldValidation=Strict`; without it kubectl falls back
+//! to `/openapi/v2` and validates client-side. It does that for a `v1 List` whatever the v3
+//! documents say (the verifier never reports support for `List`), over the protobuf
+//! `/openapi/v2`, which is empty so that kubectl skips every kind (it holds no schema for
+//! them) and leaves validation to the server; without it `kubectl create -f list.yaml`
+//! fails with "the server could not find the requested resource".
 //!
-//! Invariant: a document's `hash` (in the index's `serverRelativeURL`, kubectl's cache key)
-//! is a digest of the document itself, so it changes exactly when the document does.
+//! Invariants: a document's `hash` (in the index's `serverRelativeURL`, kubectl's cache key)
+//! is a digest of the document itself, so it changes exactly when the document does; the
+//! documents are built once, on first use, from the served resources ([`RESOURCES`]) and the
+//! schema data.
+
+mod schemas;
+pub mod validate;
+
+use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value};
 
+use self::schemas::{schemas, REF_PREFIX};
 use super::resources::{Resource, RESOURCES};
+
+/// The meta kinds every group-version document carries beside its own kinds' schemas: what
+/// every API answers or accepts besides the kinds themselves.
+const META_SCHEMAS: &[&str] = &[
+    "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent",
+];
 
 /// The group-versions kcm serves, as `/openapi/v3` names them (`api/v1`, `apis/apps/v1`).
 fn group_versions() -> Vec<(&'static str, &'static str)> {
@@ -39,53 +59,190 @@ fn gv_path(group: &str, version: &str) -> String {
     }
 }
 
-/// The document of one group-version (`api/v1`, `apis/apps/v1`), if kcm serves it.
-pub fn group_version_document(path: &str) -> Option<Value> {
-    let (group, version) = group_versions()
-        .into_iter()
-        .find(|(group, version)| gv_path(group, version) == path)?;
-    let mut paths = Map::new();
-    for resource in RESOURCES
+/// The documents, serialized once: `/openapi/v3`, each group-version's, `/openapi/v2`.
+struct Documents {
+    index: String,
+    /// (`api/v1`, its document).
+    group_versions: Vec<(String, String)>,
+    v2: String,
+}
+
+fn documents() -> &'static Documents {
+    static DOCUMENTS: OnceLock<Documents> = OnceLock::new();
+    DOCUMENTS.get_or_init(|| {
+        let mut paths = Map::new();
+        let mut group_version_documents = Vec::new();
+        for (group, version) in group_versions() {
+            let path = gv_path(group, version);
+            let document = group_version_document_value(group, version).to_string();
+            paths.insert(
+                path.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", hash(&document))}),
+            );
+            group_version_documents.push((path, document));
+        }
+        Documents {
+            index: json!({ "paths": paths }).to_string(),
+            group_versions: group_version_documents,
+            v2: v2_value().to_string(),
+        }
+    })
+}
+
+/// `/openapi/v3`: each group-version's document, by its URL with its hash (JSON).
+pub fn index() -> &'static str {
+    &documents().index
+}
+
+/// The document of one group-version (`api/v1`, `apis/apps/v1`) as JSON, if kcm serves it.
+pub fn group_version_document(path: &str) -> Option<&'static str> {
+    documents()
+        .group_versions
         .iter()
-        .filter(|r| r.group == group && r.version == version && r.verbs.contains(&"patch"))
-    {
-        paths.insert(
-            object_path(resource),
-            json!({ "patch": patch_operation(resource) }),
+        .find(|(served, _)| served == path)
+        .map(|(_, document)| document.as_str())
+}
+
+/// `/openapi/v2` as JSON: a Swagger 2.0 document with every definition and no paths.
+pub fn v2() -> &'static str {
+    &documents().v2
+}
+
+fn group_version_document_value(group: &str, version: &str) -> Value {
+    let schemas = schemas();
+    let resources: Vec<&Resource> = RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+        .collect();
+    let mut paths = Map::new();
+    let mut roots: Vec<&str> = META_SCHEMAS.to_vec();
+    for resource in &resources {
+        let kind = schemas.name_of(resource.group, resource.version, resource.kind);
+        let list = schemas.name_of(resource.group, resource.version, resource.list_kind);
+        roots.extend(kind.into_iter().chain(list));
+        roots.extend(
+            resource
+                .subresources
+                .iter()
+                .filter_map(|sub| schemas.name_of(sub.group, sub.version, sub.kind)),
         );
+        let (collection, object) = resource_paths(resource);
+        paths.insert(
+            collection,
+            json!({"get": operation(resource, "list", list)}),
+        );
+        let mut operations = Map::new();
+        operations.insert("get".into(), operation(resource, "get", kind));
+        if resource.verbs.contains(&"patch") {
+            operations.insert("patch".into(), patch_operation(resource, kind));
+        }
+        paths.insert(object, Value::Object(operations));
     }
-    Some(json!({
+    let components: Map<String, Value> = schemas
+        .closure(roots)
+        .into_iter()
+        .map(|name| {
+            let schema = schemas.by_name[&name].clone();
+            (name, schema)
+        })
+        .collect();
+    json!({
         "openapi": "3.0.0",
         "info": {"title": TITLE, "version": VERSION},
         "paths": paths,
-        "components": {"schemas": {}},
-    }))
+        "components": {"schemas": components},
+    })
 }
 
-fn object_path(resource: &Resource) -> String {
+/// A resource's collection path and object path (`…/pods`, `…/pods/{name}`).
+fn resource_paths(resource: &Resource) -> (String, String) {
     let root = format!("/{}", gv_path(resource.group, resource.version));
-    if resource.namespaced {
-        format!(
-            "{root}/namespaces/{{namespace}}/{}/{{name}}",
-            resource.plural
-        )
+    let collection = if resource.namespaced {
+        format!("{root}/namespaces/{{namespace}}/{}", resource.plural)
     } else {
-        format!("{root}/{}/{{name}}", resource.plural)
+        format!("{root}/{}", resource.plural)
+    };
+    let object = format!("{collection}/{{name}}");
+    (collection, object)
+}
+
+fn group_version_kind(resource: &Resource) -> Value {
+    json!({"group": resource.group, "version": resource.version, "kind": resource.kind})
+}
+
+/// The `200` response, answering the schema called `answer` when there is one.
+fn responses(answer: Option<&str>) -> Value {
+    match answer {
+        Some(name) => json!({"200": {
+            "description": "OK",
+            "content": {"application/json": {"schema": {"$ref": format!("{REF_PREFIX}{name}")}}},
+        }}),
+        None => json!({"200": {"description": "OK"}}),
     }
 }
 
-fn patch_operation(resource: &Resource) -> Value {
+/// A `get` or `list` operation of `resource`, answering the schema `answer`.
+fn operation(resource: &Resource, action: &str, answer: Option<&str>) -> Value {
+    json!({
+        "operationId": format!("{action}{}", resource.kind),
+        "x-kubernetes-group-version-kind": group_version_kind(resource),
+        "x-kubernetes-action": action,
+        "responses": responses(answer),
+    })
+}
+
+fn patch_operation(resource: &Resource, answer: Option<&str>) -> Value {
     let query = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
     json!({
         "operationId": format!("patch{}", resource.kind),
         "parameters": [query("dryRun"), query("fieldManager"), query("fieldValidation"),
                        {"name": "force", "in": "query", "schema": {"type": "boolean", "uniqueItems": true}}],
-        "x-kubernetes-group-version-kind": {
-            "group": resource.group, "version": resource.version, "kind": resource.kind,
-        },
+        "x-kubernetes-group-version-kind": group_version_kind(resource),
         "x-kubernetes-action": "patch",
-        "responses": {"200": {"description": "OK"}},
+        "responses": responses(answer),
     })
+}
+
+/// `/openapi/v2` as JSON: every definition in Swagger 2.0 form.
+fn v2_value() -> Value {
+    let definitions: Map<String, Value> = schemas()
+        .by_name
+        .iter()
+        .map(|(name, schema)| (name.clone(), to_swagger(schema)))
+        .collect();
+    json!({
+        "swagger": "2.0",
+        "info": {"title": TITLE, "version": VERSION},
+        "paths": {},
+        "definitions": definitions,
+    })
+}
+
+/// A v3 schema in Swagger 2.0 form: references to `#/definitions/`, and a `oneOf` of two
+/// types (IntOrString, Quantity) as the one `type: string` Swagger 2.0 publishes for them.
+fn to_swagger(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (key, value) in map {
+                match (key.as_str(), value) {
+                    ("$ref", Value::String(reference)) => {
+                        let name = reference.strip_prefix(REF_PREFIX).unwrap_or(reference);
+                        out.insert(key.clone(), json!(format!("#/definitions/{name}")));
+                    }
+                    ("oneOf", _) => {
+                        out.insert("type".into(), json!("string"));
+                    }
+                    _ => {
+                        out.insert(key.clone(), to_swagger(value));
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(values) => Value::Array(values.iter().map(to_swagger).collect()),
+        other => other.clone(),
+    }
 }
 
 /// The media type of gnostic's protobuf `openapi_v2.Document` as kube-openapi answers it
@@ -95,16 +252,6 @@ pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0
 
 const TITLE: &str = "Kubernetes";
 const VERSION: &str = concat!("v1.32.0-kcm-", env!("CARGO_PKG_VERSION"));
-
-/// `/openapi/v2` as JSON: a Swagger 2.0 document with no paths and no definitions.
-pub fn v2() -> Value {
-    json!({
-        "swagger": "2.0",
-        "info": {"title": TITLE, "version": VERSION},
-        "paths": {},
-        "definitions": {},
-    })
-}
 
 /// `/openapi/v2` as gnostic's `openapi_v2.Document` protobuf: `swagger` (field 1) and
 /// `info` (field 2: `title` 1, `version` 2); empty paths and definitions are absent.
@@ -131,9 +278,8 @@ fn length_delimited(out: &mut Vec<u8>, field: u8, bytes: &[u8]) {
 }
 
 /// A stable digest of a document, in the form kube-apiserver's hashes take.
-fn hash(document: &Value) -> String {
+fn hash(text: &str) -> String {
     use std::hash::{Hash as _, Hasher as _};
-    let text = document.to_string();
     let mut high = std::collections::hash_map::DefaultHasher::new();
     (0u8, &text).hash(&mut high);
     let mut low = std::collections::hash_map::DefaultHasher::new();
@@ -141,32 +287,23 @@ fn hash(document: &Value) -> String {
     format!("{:016X}{:016X}", high.finish(), low.finish())
 }
 
-/// `/openapi/v3`: each group-version's document, by its URL with its hash.
-pub fn index() -> Value {
-    let mut paths = Map::new();
-    for (group, version) in group_versions() {
-        let path = gv_path(group, version);
-        let document = group_version_document(&path).expect("a served group-version");
-        paths.insert(
-            path.clone(),
-            json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", hash(&document))}),
-        );
-    }
-    json!({ "paths": paths })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn document(path: &str) -> Value {
+        serde_json::from_str(group_version_document(path).expect("served")).unwrap()
+    }
+
     #[test]
     fn each_written_kind_has_a_patch_operation_with_field_validation() {
-        let index = index();
+        let index: Value = serde_json::from_str(index()).unwrap();
         let url = index["paths"]["apis/apps/v1"]["serverRelativeURL"]
             .as_str()
             .unwrap();
         assert!(url.starts_with("/openapi/v3/apis/apps/v1?hash="), "{url}");
-        let apps = group_version_document("apis/apps/v1").unwrap();
+        assert!(url.ends_with(&hash(group_version_document("apis/apps/v1").unwrap())));
+        let apps = document("apis/apps/v1");
         let patch =
             &apps["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
         assert_eq!(
@@ -178,17 +315,81 @@ mod tests {
             .unwrap()
             .iter()
             .any(|p| p["name"] == "fieldValidation"));
-        let core = group_version_document("api/v1").unwrap();
-        assert!(core["paths"]
-            .get("/api/v1/namespaces/{namespace}/pods/{name}")
+        let core = document("api/v1");
+        assert!(core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]
+            .get("patch")
             .is_some());
         // Cluster-scoped kinds have one without a namespace; read-only kinds have none.
-        assert!(core["paths"].get("/api/v1/nodes/{name}").is_some());
-        assert!(core["paths"].get("/api/v1/namespaces/{name}").is_some());
-        assert!(core["paths"]
-            .get("/api/v1/namespaces/{namespace}/events/{name}")
-            .is_none());
+        assert!(core["paths"]["/api/v1/nodes/{name}"].get("patch").is_some());
+        assert!(core["paths"]["/api/v1/namespaces/{name}"]
+            .get("patch")
+            .is_some());
+        assert!(
+            core["paths"]["/api/v1/namespaces/{namespace}/events/{name}"]
+                .get("patch")
+                .is_none()
+        );
         assert!(group_version_document("apis/batch/v1").is_none());
+    }
+
+    #[test]
+    fn every_served_kind_is_found_through_its_paths_and_its_schema() {
+        for resource in RESOURCES {
+            let document = document(&gv_path(resource.group, resource.version));
+            let (collection, object) = resource_paths(resource);
+            for (path, action) in [(collection, "list"), (object, "get")] {
+                let operation = &document["paths"][&path]["get"];
+                assert_eq!(operation["x-kubernetes-action"], action, "{path}");
+                assert_eq!(
+                    operation["x-kubernetes-group-version-kind"],
+                    group_version_kind(resource),
+                    "{path}"
+                );
+            }
+            let schemas = document["components"]["schemas"].as_object().unwrap();
+            for kind in [resource.kind, resource.list_kind] {
+                let tagged = schemas.values().any(|schema| {
+                    schema["x-kubernetes-group-version-kind"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|gvk| {
+                            gvk["group"] == resource.group
+                                && gvk["version"] == resource.version
+                                && gvk["kind"] == kind
+                        })
+                });
+                assert!(tagged, "no schema of {kind} in {}", resource.api_version());
+            }
+            // Every reference resolves inside the document.
+            let text = document.to_string();
+            for piece in text.split(&format!("\"{REF_PREFIX}")).skip(1) {
+                let name = &piece[..piece.find('"').unwrap()];
+                assert!(schemas.contains_key(name), "{name} missing");
+            }
+        }
+        let apps = document("apis/apps/v1");
+        assert!(apps["components"]["schemas"]
+            .get("io.k8s.api.autoscaling.v1.Scale")
+            .is_some());
+        assert!(apps["components"]["schemas"]
+            .get("io.k8s.api.core.v1.Node")
+            .is_none());
+    }
+
+    #[test]
+    fn v2_definitions_are_in_swagger_form() {
+        let document: Value = serde_json::from_str(v2()).unwrap();
+        let definitions = &document["definitions"];
+        assert_eq!(
+            definitions["io.k8s.api.core.v1.Pod"]["properties"]["spec"]["$ref"],
+            "#/definitions/io.k8s.api.core.v1.PodSpec"
+        );
+        let int_or_string = &definitions["io.k8s.apimachinery.pkg.util.intstr.IntOrString"];
+        assert_eq!(int_or_string["type"], "string");
+        assert_eq!(int_or_string["format"], "int-or-string");
+        assert!(int_or_string.get("oneOf").is_none());
+        assert!(!v2().contains(REF_PREFIX));
     }
 
     #[test]
@@ -203,7 +404,6 @@ mod tests {
         expected.push(u8::try_from(VERSION.len()).unwrap());
         expected.extend_from_slice(VERSION.as_bytes());
         assert_eq!(v2_protobuf(), expected);
-        assert_eq!(v2()["swagger"], "2.0");
     }
 
     #[test]

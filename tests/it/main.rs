@@ -29,6 +29,7 @@ mod kubelet_load;
 mod lab;
 mod manager;
 mod nodes;
+mod openapi;
 mod overcreate;
 mod overlap;
 mod registry;
