@@ -32,6 +32,7 @@ mod nodes;
 mod openapi;
 mod overcreate;
 mod overlap;
+mod python_client;
 mod registry;
 mod replicaset;
 mod replication_2014;
