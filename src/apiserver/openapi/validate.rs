@@ -5,8 +5,8 @@
 //! The rules are the ones a typed client enforces when it reads an object (the Python
 //! client's pydantic models, Go's `encoding/json` into the generated types): each field's
 //! type (`string`, `integer`, `number`, `boolean`, `object`, `array`, and IntOrString's
-//! either-of-two), required fields, enums, `int32` ranges, `additionalProperties` maps, and
-//! no field a kind does not have. A `null` is an absent field, as Go reads it: allowed where
+//! either-of-two), required fields, enums, formats (`int32` ranges, RFC 3339 `date-time`,
+//! base64 `byte`), `additionalProperties` maps, and no field a kind does not have. A `null` is an absent field, as Go reads it: allowed where
 //! the field is optional, a violation where it is required.
 //!
 //! Invariant: validation is a pure function of the schema and the object; it never stops at
@@ -45,7 +45,8 @@ pub enum Rule {
         /// The values allowed.
         allowed: Vec<Value>,
     },
-    /// An integer outside its format's range (`int32`).
+    /// A value not in its format: an `int32` out of range, a `date-time` not in RFC 3339,
+    /// `byte` not base64.
     Format {
         /// The format (`int32`).
         format: String,
@@ -63,7 +64,7 @@ impl fmt::Display for Rule {
                 let allowed: Vec<String> = allowed.iter().map(Value::to_string).collect();
                 write!(f, "enum [{}]", allowed.join(", "))
             }
-            Rule::Format { format } => write!(f, "format {format} (out of range)"),
+            Rule::Format { format } => write!(f, "format {format}"),
             Rule::UnknownField => f.write_str("unknown field"),
         }
     }
@@ -190,12 +191,12 @@ impl Walk<'_> {
                 });
             }
         }
-        if schema["format"] == "int32"
-            && value.as_i64().and_then(|n| i32::try_from(n).ok()).is_none()
-        {
-            self.violation(Rule::Format {
-                format: "int32".to_string(),
-            });
+        if let Some(format) = schema["format"].as_str() {
+            if !has_format(value, format) {
+                self.violation(Rule::Format {
+                    format: format.to_string(),
+                });
+            }
         }
         match value {
             Value::Object(fields) => self.check_object(schema, fields),
@@ -271,6 +272,56 @@ impl Walk<'_> {
         self.path.push_str(segment);
         f(self);
         self.path.truncate(length);
+    }
+}
+
+/// Whether `value` (of its schema's type) is in `format`: an `int32` in range, a
+/// `date-time` in RFC 3339, `byte` in standard base64; other formats constrain nothing.
+fn has_format(value: &Value, format: &str) -> bool {
+    match (format, value) {
+        ("int32", Value::Number(n)) => n.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
+        ("date-time", Value::String(text)) => is_rfc3339(text),
+        ("byte", Value::String(text)) => {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .is_ok()
+        }
+        _ => true,
+    }
+}
+
+/// `2006-01-02T15:04:05Z`, with optional fractional seconds and a `Z` or `±hh:mm` offset
+/// (RFC 3339's `date-time`, which Go's `time.Time` reads).
+fn is_rfc3339(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let digits = |range: std::ops::Range<usize>| {
+        bytes
+            .get(range)
+            .is_some_and(|part| part.iter().all(u8::is_ascii_digit))
+    };
+    let numbers = [0..4, 5..7, 8..10, 11..13, 14..16, 17..19];
+    let separators = [(4, b'-'), (7, b'-'), (13, b':'), (16, b':')];
+    let well_formed = numbers.into_iter().all(digits)
+        && separators
+            .iter()
+            .all(|&(at, byte)| bytes.get(at) == Some(&byte))
+        && matches!(bytes.get(10), Some(b'T' | b't'));
+    if !well_formed {
+        return false;
+    }
+    let mut rest = &bytes[19..];
+    if let Some(fraction) = rest.strip_prefix(b".") {
+        let n = fraction.iter().take_while(|b| b.is_ascii_digit()).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &fraction[n..];
+    }
+    match rest {
+        [b'Z' | b'z'] => true,
+        [b'+' | b'-', h1, h2, b':', m1, m2] => [h1, h2, m1, m2].iter().all(|b| b.is_ascii_digit()),
+        _ => false,
     }
 }
 
@@ -414,7 +465,7 @@ mod tests {
             "Pod",
             object,
             &[
-                "spec.containers[0].ports[0].containerPort: format int32 (out of range)",
+                "spec.containers[0].ports[0].containerPort: format int32",
                 "spec.containers[0].resources.requests[cpu]: type string or number (found array)",
             ],
         );
@@ -453,6 +504,35 @@ mod tests {
             json!({"metadata": {"name": "e", "managedFields": [{"fieldsV1": {"f:x": {}}}]},
                    "involvedObject": {"kind": "Pod"}, "count": "3"}),
             &["count: type integer (found string)"],
+        );
+    }
+
+    #[test]
+    fn timestamps_are_rfc_3339_and_bytes_base64() {
+        for good in [
+            "2026-11-28T15:00:00Z",
+            "2026-11-28T15:00:00.123456Z",
+            "2026-11-28T15:00:00+02:00",
+        ] {
+            assert!(is_rfc3339(good), "{good}");
+        }
+        for bad in [
+            "2026-11-28 15:00:00Z",
+            "2026-11-28T15:00:00",
+            "2026-11-28T15:00:00.Z",
+            "28/11/2026",
+            "",
+        ] {
+            assert!(!is_rfc3339(bad), "{bad}");
+        }
+        let mut object = pod(json!({"startTime": "yesterday"}));
+        object["metadata"]["creationTimestamp"] = json!("2026-11-28T15:00:00Z");
+        check("v1", "Pod", object, &["status.startTime: format date-time"]);
+        check(
+            "v1",
+            "Secret",
+            json!({"metadata": {"name": "s"}, "data": {"a": "YWJj", "b": "not base64!"}}),
+            &["data[b]: format byte"],
         );
     }
 
