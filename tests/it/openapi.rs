@@ -2,7 +2,8 @@
 //! and types at several depths from kcm's `/openapi/v3`, and after a `kcm up` tour
 //! (controllers, scheduler, kubelets, events, a rollout, a scale, a deleted namespace) every
 //! object of every served kind, as the API lists it, validates against the Kubernetes 1.32
-//! schema (`kcm::apiserver::openapi::validate`), required fields included.
+//! schema (`kcm::apiserver::openapi::validate`), required fields included, as are the
+//! objects embedded in the Tables kubectl reads and the `/scale` answers.
 
 use std::time::Duration;
 
@@ -37,6 +38,32 @@ async fn get_json(api: &Api, path: &str) -> Value {
             .unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {body}")),
         other => panic!("GET {path}: {other:?}"),
     }
+}
+
+/// GET `path` on the API as a `meta.k8s.io/v1` Table, with each row's whole object.
+async fn get_table(api: &Api, path: &str) -> Value {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let request = format!(
+        "GET {path}?includeObject=Object HTTP/1.0\r\nHost: 127.0.0.1\r\n\
+         Accept: application/json;as=Table;v=v1;g=meta.k8s.io\r\n\r\n"
+    );
+    let attempt = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", api.port)).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&response).into_owned())
+    };
+    let text = tokio::time::timeout(Duration::from_secs(10), attempt)
+        .await
+        .unwrap_or_else(|_| panic!("GET {path} as a Table: no answer within 10s"))
+        .unwrap_or_else(|e| panic!("GET {path} as a Table: {e}"));
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{text}"
+    );
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("GET {path} as a Table ({e}): {body}"))
 }
 
 /// Every listable resource discovery serves (subresources left out).
@@ -287,6 +314,20 @@ async fn every_object_after_a_kcm_up_tour_validates_against_the_1_32_schema() {
                         .map(|v| format!("{} {name} {v}", resource.kind)),
                 );
             }
+            // The same objects embedded in the rows of the Table kubectl asks for.
+            let table = get_table(&api, &format!("{prefix}/{}", resource.plural)).await;
+            for row in table["rows"].as_array().expect("a Table's rows") {
+                let object = &row["object"];
+                assert_eq!(object["kind"], resource.kind.as_str(), "a Table row: {row}");
+                let name = object["metadata"]["name"].as_str().unwrap_or("?");
+                let found = validate(&resource.api_version, &resource.kind, object)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                violations.extend(
+                    found
+                        .iter()
+                        .map(|v| format!("{} {name} (in a Table) {v}", resource.kind)),
+                );
+            }
             // The list itself, without its items (checked above, by name).
             let mut list = list.clone();
             list["items"] = Value::Array(Vec::new());
@@ -310,6 +351,20 @@ async fn every_object_after_a_kcm_up_tour_validates_against_the_1_32_schema() {
             let found = validate("autoscaling/v1", "Scale", &scale).expect("Scale's schema");
             violations.extend(found.iter().map(|v| format!("Scale {path} {v}")));
         }
+
+        // The check has teeth: a served pod without the field the kubelet once left out.
+        let pods = get_json(&api, "/api/v1/pods").await;
+        let mut pod = pods["items"][0].clone();
+        pod["status"]["containerStatuses"][0]
+            .as_object_mut()
+            .expect("a container status")
+            .remove("imageID");
+        let found: Vec<String> = validate("v1", "Pod", &pod)
+            .expect("Pod's schema")
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(found, ["status.containerStatuses[0].imageID: required"]);
 
         eprintln!("validated: {seen:?}");
         for kind in ["pods", "deployments", "replicasets", "events", "nodes"] {
