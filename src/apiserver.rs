@@ -210,10 +210,20 @@ pub async fn bind_port_flag(config: &Config, flag: &str) -> anyhow::Result<Liste
 }
 
 /// A kubeconfig for a client of `url` (no credentials: a loopback apiserver without
-/// tokens), with `default` as the namespace.
+/// tokens), with `default` as the namespace; for a plain-HTTP `url`, its cluster says
+/// `insecure-skip-tls-verify: true`.
 pub fn kubeconfig(url: &str) -> String {
+    // The JavaScript client (npm @kubernetes/client-node 2.x) refuses a plain-HTTP server
+    // unless the cluster skips TLS verification ("HTTP protocol is not allowed when
+    // skipTLSVerify is not set"); kubectl and the other clients accept the field on an
+    // http server, where there is nothing to verify. An https server keeps verification.
+    let skip_tls_verify = if url.starts_with("http://") {
+        "    insecure-skip-tls-verify: true\n"
+    } else {
+        ""
+    };
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: kcm\n  cluster:\n    server: {url}\ncontexts:\n- name: kcm\n  context:\n    cluster: kcm\n    namespace: default\n    user: kcm\ncurrent-context: kcm\nusers:\n- name: kcm\n  user: {{}}\npreferences: {{}}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kcm\n  cluster:\n    server: {url}\n{skip_tls_verify}contexts:\n- name: kcm\n  context:\n    cluster: kcm\n    namespace: default\n    user: kcm\ncurrent-context: kcm\nusers:\n- name: kcm\n  user: {{}}\npreferences: {{}}\n"
     )
 }
 
@@ -446,4 +456,30 @@ fn node(name: &str, kv: &RawEvent) -> anyhow::Result<Value> {
         node["apiVersion"] = json!("v1");
         node
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kubeconfig;
+
+    /// The cluster entry of `kubeconfig(url)`, parsed.
+    fn cluster(url: &str) -> serde_json::Value {
+        let config: serde_json::Value =
+            serde_yaml_ng::from_str(&kubeconfig(url)).expect("the kubeconfig is YAML");
+        assert_eq!(config["current-context"], "kcm");
+        assert_eq!(config["contexts"][0]["context"]["namespace"], "default");
+        config["clusters"][0]["cluster"].clone()
+    }
+
+    #[test]
+    fn a_plain_http_server_skips_tls_verification_and_an_https_one_does_not() {
+        assert_eq!(
+            cluster("http://127.0.0.1:8080"),
+            serde_json::json!({"server": "http://127.0.0.1:8080", "insecure-skip-tls-verify": true})
+        );
+        assert_eq!(
+            cluster("https://127.0.0.1:6443"),
+            serde_json::json!({"server": "https://127.0.0.1:6443"})
+        );
+    }
 }
