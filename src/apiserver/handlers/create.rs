@@ -10,7 +10,7 @@ use rand::Rng as _;
 use serde_json::Value;
 
 use super::body::Decoded;
-use super::cluster::namespace_condition;
+use super::documents::namespace_condition;
 use super::write::{
     check_fields, name_from_path, resource_version_of, respond, served, typed, validate, with_kind,
     Writable, WriteOptions,
@@ -97,7 +97,7 @@ fn check_type(writable: Writable, object: &Value) -> Result<(), ApiError> {
 
 /// `generateName` plus five random characters of kube-apiserver's alphabet
 /// (`names.SimpleNameGenerator`: no vowels, no confusable digits).
-fn generated_name(prefix: &str) -> String {
+pub(super) fn generated_name(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::thread_rng();
     let suffix: String = (0..5)
