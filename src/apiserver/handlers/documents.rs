@@ -41,6 +41,16 @@ mod strategy;
 
 use strategy::Strategy;
 
+/// The strategy of `kind`: a kind's file under `documents/`, else stored as sent.
+fn strategy_of(kind: &str) -> &'static Strategy {
+    match kind {
+        "ConfigMap" => &configmap::STRATEGY,
+        "Secret" => &secret::STRATEGY,
+        "Lease" => &lease::STRATEGY,
+        _ => &strategy::DEFAULT,
+    }
+}
+
 /// How often a write reads again after another writer came between its read and its
 /// write (when the request stated no resourceVersion).
 const ATTEMPTS: usize = 10;
@@ -161,7 +171,7 @@ pub(super) async fn write(
         resource,
         directory,
         namespace,
-        strategy: strategy::of(resource.kind),
+        strategy: strategy_of(resource.kind),
     };
     if target.subresource.is_some() {
         return Err(ApiError::no_route());
@@ -336,7 +346,7 @@ async fn create_document(
         .to_string();
     if name.is_empty() {
         if let Some(prefix) = metadata.get("generateName").and_then(Value::as_str) {
-            name = super::create::generated_name(prefix);
+            name = super::write::generated_name(prefix);
             metadata.insert("name".into(), json!(name));
         }
     }

@@ -255,6 +255,17 @@ pub(super) fn warning_header(text: &str) -> String {
     value
 }
 
+/// `generateName` plus five random characters of kube-apiserver's alphabet
+/// (`names.SimpleNameGenerator`: no vowels, no confusable digits).
+pub(super) fn generated_name(prefix: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::thread_rng();
+    let suffix: String = (0..5)
+        .map(|_| ALPHABET[rand::Rng::gen_range(&mut rng, 0..ALPHABET.len())] as char)
+        .collect();
+    format!("{prefix}{suffix}")
+}
+
 /// The `metadata.resourceVersion` an object names, if any.
 pub(super) fn resource_version_of(object: &Value) -> Result<Option<ResourceVersion>, ApiError> {
     match object.pointer("/metadata/resourceVersion") {

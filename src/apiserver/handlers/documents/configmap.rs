@@ -92,8 +92,8 @@ mod tests {
         assert_eq!(
             problems(json!({"data": {"a b": "1", "..x": "2"}}), None),
             [
-                "data[..x]: Invalid value: \"..x\": must not start with '..'",
-                "data[a b]: Invalid value: \"a b\": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
+                "data[a b]: Invalid value: \"a b\": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+                "data[..x]: Invalid value: \"..x\": must not start with '..'"
             ]
         );
         assert_eq!(

@@ -5,7 +5,6 @@
 
 use serde_json::Value;
 
-use super::{configmap, lease, secret};
 use crate::apiserver::errors::{ApiError, Cause};
 
 /// One kind's strategy.
@@ -22,16 +21,6 @@ pub(crate) static DEFAULT: Strategy = Strategy {
     prepare: |_| Ok(()),
     validate: |_, _| Vec::new(),
 };
-
-/// The strategy of `kind`.
-pub(crate) fn of(kind: &str) -> &'static Strategy {
-    match kind {
-        "ConfigMap" => &configmap::STRATEGY,
-        "Secret" => &secret::STRATEGY,
-        "Lease" => &lease::STRATEGY,
-        _ => &DEFAULT,
-    }
-}
 
 /// The largest ConfigMap or Secret, in bytes of data (kube-apiserver's
 /// `MaxSecretSize`, which ConfigMaps share: what one etcd value may hold with room).
