@@ -30,6 +30,10 @@ ROOTS = [
     "api::core::v1::Service",
     "api::core::v1::Endpoints",
     "api::core::v1::Namespace",
+    "api::core::v1::ConfigMap",
+    "api::core::v1::Secret",
+    "api::core::v1::ServiceAccount",
+    "api::coordination::v1::Lease",
     "api::apps::v1::ReplicaSet",
     "api::apps::v1::Deployment",
     "api::autoscaling::v1::Scale",
@@ -145,7 +149,10 @@ def emit(messages, paths, openapi):
                 if json == "":
                     print(f"inline: {path}.{field}", file=sys.stderr)
             rust = f"r#{field}" if field in ("type", "ref") else field
-            if "bytes" in attr:
+            if 'btree_map = "string, bytes"' in attr:
+                # A map of bytes: base64 values (`protobuf::bytes_map`).
+                rust = f"@bytes {rust}"
+            elif "bytes" in attr:
                 sys.exit(f"{path}.{field} is bytes: teach protobuf.rs and this script bytes")
             entries.append(f'"{json}": {rust}')
         lines, line = [f"    k8s_pb::{path} {{"], "       "

@@ -435,8 +435,37 @@ static EVENTS: cache::Codec = cache::Codec {
     },
 };
 
+/// A namespaced kind the API stores for other tools as core JSON documents in the served
+/// version at `{prefix}/{dir}/{namespace}/{name}` (`handlers/documents.rs`).
+macro_rules! document_codec {
+    ($name:ident, $resource:literal, $kind:literal, $api_version:literal) => {
+        static $name: cache::Codec = cache::Codec {
+            resource: $resource,
+            dir: $resource,
+            namespaced: true,
+            decode: |namespace, name, kv| {
+                decode_document(
+                    kv,
+                    $kind,
+                    &[("namespace", namespace), ("name", name)],
+                    |mut object| {
+                        object["kind"] = json!($kind);
+                        object["apiVersion"] = json!($api_version);
+                        object
+                    },
+                )
+            },
+        };
+    };
+}
+
+document_codec!(CONFIG_MAPS, "configmaps", "ConfigMap", "v1");
+document_codec!(SECRETS, "secrets", "Secret", "v1");
+document_codec!(SERVICE_ACCOUNTS, "serviceaccounts", "ServiceAccount", "v1");
+document_codec!(LEASES, "leases", "Lease", "coordination.k8s.io/v1");
+
 /// Every stored resource the apiserver caches and serves.
-static CODECS: [&cache::Codec; 9] = [
+static CODECS: [&cache::Codec; 13] = [
     &PODS,
     &REPLICATION_CONTROLLERS,
     &SERVICES,
@@ -446,6 +475,10 @@ static CODECS: [&cache::Codec; 9] = [
     &NODES,
     &NAMESPACES,
     &EVENTS,
+    &CONFIG_MAPS,
+    &SECRETS,
+    &SERVICE_ACCOUNTS,
+    &LEASES,
 ];
 
 /// A stored Node document: JSON, kind `Node` (or none), its name the key's; stored in the

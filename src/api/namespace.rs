@@ -30,14 +30,19 @@ pub const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-public", "kube-syst
 
 /// The directories (under the prefix) that hold namespaced objects, the controllers
 /// first: deleting them first keeps them from creating pods the pass then has to
-/// delete again.
-pub const NAMESPACED_DIRS: [&str; 6] = [
+/// delete again. The last four are the documents the API keeps for other tools
+/// (ConfigMaps, Secrets, ServiceAccounts, Leases; `apiserver::resources`).
+pub const NAMESPACED_DIRS: [&str; 10] = [
     Deployment::KEY_DIR,
     ReplicaSet::KEY_DIR,
     ReplicationController::KEY_DIR,
     Pod::KEY_DIR,
     Service::KEY_DIR,
     Endpoints::KEY_DIR,
+    "configmaps",
+    "secrets",
+    "serviceaccounts",
+    "leases",
 ];
 
 /// The key of namespace `name`'s document: `{prefix}/namespaces/{name}`.

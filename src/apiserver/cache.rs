@@ -30,7 +30,7 @@ use crate::etcd_watcher::{
     WatchMetrics, Watcher,
 };
 use crate::labels::Set;
-use crate::registry::prefix_range_end;
+use crate::registry::{prefix_range_end, Registry};
 
 /// Sizes of the cache's buffers.
 #[derive(Clone, Copy, Debug)]
@@ -206,12 +206,27 @@ pub struct TooOld {
     pub oldest: i64,
 }
 
+/// Why a watch that needs the events of one revision onwards is not served from the cache
+/// as it stands ([`WatchCache::subscribe_at`]).
+#[derive(Debug)]
+pub enum NotInWindow {
+    /// The revision is where the window starts (the cache's list, or its last eviction):
+    /// everything after it is in the window but not its own events. They are read back
+    /// from etcd once ([`WatchCache::read_start`]) and the subscription is asked again.
+    StartUnread(i64),
+    /// Before the window.
+    TooOld(TooOld),
+}
+
 struct State {
     items: BTreeMap<String, Arc<Item>>,
     revision: i64,
     window: VecDeque<Arc<Event>>,
     /// A watch from N ≥ this is served from the window.
     window_start: i64,
+    /// The events of the revision `window_start` once read back from etcd, with that
+    /// revision (ignored once the window has moved on from it).
+    start_events: Option<(i64, Vec<Arc<Event>>)>,
     synced: bool,
     tx: broadcast::Sender<Arc<Event>>,
 }
@@ -224,6 +239,9 @@ pub struct WatchCache {
     /// The applied revision, for waits.
     progress: watch::Sender<i64>,
     metrics: Arc<WatchMetrics>,
+    /// Held while the window's first revision is read back from etcd, so a thousand
+    /// watches from it read it once.
+    reading_start: tokio::sync::Mutex<()>,
 }
 
 /// A live subscription: what to send first, then the receiver of later events.
@@ -247,11 +265,13 @@ impl WatchCache {
                 revision: 0,
                 window: VecDeque::new(),
                 window_start: 0,
+                start_events: None,
                 synced: false,
                 tx,
             }),
             progress: watch::Sender::new(0),
             metrics,
+            reading_start: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -369,6 +389,191 @@ impl WatchCache {
         })
     }
 
+    /// The events of `revision` and every later one, then every later event: what a watch
+    /// from resourceVersion `revision` needs (its own revision's events decide whether
+    /// they are sent again, see the watch handler's `Watch::resume_at`).
+    ///
+    /// # Errors
+    /// [`NotInWindow::StartUnread`] when `revision` is where the window starts and its
+    /// events have not been read back yet; [`NotInWindow::TooOld`] before that.
+    pub fn subscribe_at(&self, revision: i64) -> Result<Subscription, NotInWindow> {
+        let state = self.state.read().expect("cache lock");
+        if revision > state.window_start {
+            drop(state);
+            return self
+                .subscribe_from(revision - 1)
+                .map_err(NotInWindow::TooOld);
+        }
+        if revision < state.window_start || revision < 1 {
+            return Err(NotInWindow::TooOld(TooOld {
+                oldest: state.window_start,
+            }));
+        }
+        let Some((_, own)) = state
+            .start_events
+            .as_ref()
+            .filter(|(read, _)| *read == revision)
+        else {
+            return Err(NotInWindow::StartUnread(revision));
+        };
+        // The window may still hold some of the revision's events (an eviction stopped
+        // inside it): the read-back ones replace them.
+        let first = state.window.partition_point(|e| e.revision() <= revision);
+        Ok(Subscription {
+            initial: own
+                .iter()
+                .cloned()
+                .chain(state.window.range(first..).cloned())
+                .collect(),
+            revision: state.revision.max(revision),
+            rx: state.tx.subscribe(),
+        })
+    }
+
+    /// Reads the events of `revision`, where the window starts, back from etcd and keeps
+    /// them for [`WatchCache::subscribe_at`]. The watch cache's etcd watch starts after its
+    /// list's revision, so that revision's own events never reach it; a client that
+    /// listed (at that revision) and watches from it needs them.
+    ///
+    /// etcd has no read of one revision's events but a watch, and a watch from a revision
+    /// that wrote nothing under the directory would wait for the next write. So they are
+    /// derived from two key-only ranges, at the revision and the one before: a key whose
+    /// `mod_revision` is the revision was put then, a key present before and absent then
+    /// was deleted then; their values and previous values come from reads at the two
+    /// revisions. etcd's order of the events inside the revision is not kept (key order
+    /// instead): it orders the writes of one transaction, which a watch delivers whole.
+    ///
+    /// # Errors
+    /// When etcd cannot be read, or has compacted the revision before.
+    pub async fn read_start(&self, registry: &Registry, revision: i64) -> anyhow::Result<()> {
+        let _reading = self.reading_start.lock().await;
+        {
+            let state = self.state.read().expect("cache lock");
+            if state.window_start != revision
+                || state
+                    .start_events
+                    .as_ref()
+                    .is_some_and(|(read, _)| *read == revision)
+            {
+                return Ok(());
+            }
+        }
+        let start = self.codec.dir_key(registry.prefix());
+        let mut at: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+        registry
+            .for_each_key_page(&start, Some(revision), |kvs| {
+                for kv in kvs {
+                    let key = String::from_utf8_lossy(kv.key()).into_owned();
+                    at.insert(key, (kv.create_revision(), kv.mod_revision()));
+                }
+            })
+            .await?;
+        let mut deleted: Vec<String> = Vec::new();
+        if revision > 1 {
+            registry
+                .for_each_key_page(&start, Some(revision - 1), |kvs| {
+                    for kv in kvs {
+                        let key = String::from_utf8_lossy(kv.key());
+                        if !at.contains_key(key.as_ref()) {
+                            deleted.push(key.into_owned());
+                        }
+                    }
+                })
+                .await?;
+        }
+        let put: Vec<(String, i64)> = at
+            .into_iter()
+            .filter(|(_, (_, modified))| *modified == revision)
+            .map(|(key, (created, _))| (key, created))
+            .collect();
+        let mut raws: Vec<RawEvent> = Vec::with_capacity(put.len() + deleted.len());
+        for (key, created) in put {
+            let Some(kv) = registry.get_at(&key, revision).await? else {
+                continue;
+            };
+            let mut raw = RawEvent::from_kv(&kv);
+            if created != revision {
+                raw.prev = registry
+                    .get_at(&key, revision - 1)
+                    .await?
+                    .map(|prev| (prev.value().to_vec(), prev.mod_revision()));
+            }
+            raws.push(raw);
+        }
+        for key in deleted {
+            let Some(prev) = registry.get_at(&key, revision - 1).await? else {
+                continue;
+            };
+            raws.push(RawEvent {
+                kind: RawKind::Delete,
+                key,
+                value: Vec::new(),
+                create_revision: prev.create_revision(),
+                mod_revision: revision,
+                version: 0,
+                prev: Some((prev.value().to_vec(), prev.mod_revision())),
+            });
+        }
+        raws.sort_by(|a, b| a.key.cmp(&b.key));
+        let events: Vec<Arc<Event>> = raws
+            .iter()
+            .filter_map(|raw| self.event_from_raw(&start, raw))
+            .map(Arc::new)
+            .collect();
+        tracing::debug!(
+            resource = self.codec.resource,
+            revision,
+            events = events.len(),
+            "read the window's first revision back from etcd"
+        );
+        let mut state = self.state.write().expect("cache lock");
+        if state.window_start == revision {
+            state.start_events = Some((revision, events));
+        }
+        Ok(())
+    }
+
+    /// One etcd event (with its previous value) as a cache event: the object decoded, its
+    /// previous state from the event's previous value. `None` for a key of another layout,
+    /// a value that does not decode, or a delete whose previous value etcd no longer had.
+    pub fn event_from_raw(&self, start: &str, raw: &RawEvent) -> Option<Event> {
+        let codec = self.codec;
+        let (namespace, name) = codec.parse(raw.key.strip_prefix(start)?)?;
+        let prev = raw.prev.as_ref().and_then(|(value, mod_revision)| {
+            let previous = RawEvent {
+                value: value.clone(),
+                mod_revision: *mod_revision,
+                prev: None,
+                kind: RawKind::Put,
+                ..raw.clone()
+            };
+            codec.item(&namespace, &name, &previous).ok().map(Arc::new)
+        });
+        match raw.kind {
+            RawKind::Put => {
+                let item = codec.item(&namespace, &name, raw).ok()?;
+                Some(Event {
+                    object: Arc::new(item),
+                    // A create has no previous state.
+                    prev: if raw.create_revision == raw.mod_revision {
+                        None
+                    } else {
+                        prev
+                    },
+                    deleted: false,
+                })
+            }
+            RawKind::Delete => {
+                let prev = prev?;
+                Some(Event {
+                    object: Arc::new(prev.stamped(raw.mod_revision)),
+                    prev: Some(prev),
+                    deleted: true,
+                })
+            }
+        }
+    }
+
     /// Lists, then follows the watch until `shutdown` resolves (the engine resumes,
     /// relists after compaction and rewinds on its own; this never returns early).
     pub async fn run(
@@ -477,6 +682,7 @@ impl WatchCache {
             state.items = listed;
             state.window.clear();
             state.window_start = revision;
+            state.start_events = None;
             state.revision = revision;
             if state.synced {
                 // A new history: every watcher's resourceVersion means nothing now; a new
@@ -668,6 +874,43 @@ mod tests {
         assert_eq!(sub.initial[1].prev.as_ref().unwrap().revision, 11);
         assert!(cache.subscribe_from(10).is_ok());
         assert_eq!(cache.revision(), 13);
+    }
+
+    #[test]
+    fn a_watch_from_the_windows_first_revision_needs_its_events_read_back() {
+        let cache = cache(100);
+        cache.apply("/r/pods/", &[put("a/x", 11, "1")]);
+        // 10 is the list's revision: its events never reached the window.
+        assert!(matches!(
+            cache.subscribe_at(10),
+            Err(NotInWindow::StartUnread(10))
+        ));
+        assert!(matches!(cache.subscribe_at(9), Err(NotInWindow::TooOld(_))));
+        let read_back = cache.decode("/r/pods/", &put("a/w", 10, "1")).unwrap();
+        cache.state.write().unwrap().start_events = Some((
+            10,
+            vec![Arc::new(Event {
+                object: Arc::new(read_back),
+                prev: None,
+                deleted: false,
+            })],
+        ));
+        let sub = cache.subscribe_at(10).unwrap();
+        assert_eq!(revisions(&sub.initial), [(10, false), (11, false)]);
+        // From inside the window, the revision's own events come from the window.
+        assert_eq!(
+            revisions(&cache.subscribe_at(11).unwrap().initial),
+            [(11, false)]
+        );
+        // A read-back of a revision the window has moved past is ignored.
+        let moved = self::cache(1);
+        moved.apply("/r/pods/", &[put("a/x", 11, "1")]);
+        moved.apply("/r/pods/", &[put("a/x", 12, "1")]);
+        moved.state.write().unwrap().start_events = Some((10, Vec::new()));
+        assert!(matches!(
+            moved.subscribe_at(11),
+            Err(NotInWindow::StartUnread(11))
+        ));
     }
 
     #[test]

@@ -488,12 +488,15 @@ mod tests {
         assert_eq!(
             plurals,
             [
+                "configmaps",
                 "endpoints",
                 "events",
                 "namespaces",
                 "nodes",
                 "pods",
                 "replicationcontrollers",
+                "secrets",
+                "serviceaccounts",
                 "services"
             ]
         );
@@ -620,10 +623,14 @@ mod tests {
     fn aggregated_groups_lists_apps_with_scale_and_status() {
         let document = aggregated_groups("v2");
         let items = document["items"].as_array().unwrap();
-        assert_eq!(items.len(), 1);
+        assert_eq!(items.len(), 2);
         assert_eq!(
             items[0]["metadata"],
             json!({"name": "apps", "creationTimestamp": null})
+        );
+        assert_eq!(
+            items[1]["metadata"],
+            json!({"name": "coordination.k8s.io", "creationTimestamp": null})
         );
         let get = json!(["get", "patch", "update"]);
         let write = json!([
@@ -767,9 +774,14 @@ mod tests {
             "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
             "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"},
         });
+        let coordination = json!({
+            "name": "coordination.k8s.io",
+            "versions": [{"groupVersion": "coordination.k8s.io/v1", "version": "v1"}],
+            "preferredVersion": {"groupVersion": "coordination.k8s.io/v1", "version": "v1"},
+        });
         assert_eq!(
             api_group_list(),
-            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [apps]})
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [apps, coordination]})
         );
         let mut group = json!({"kind": "APIGroup", "apiVersion": "v1"});
         group
@@ -796,6 +808,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "configmaps",
                 "endpoints",
                 "events",
                 "namespaces",
@@ -805,6 +818,8 @@ mod tests {
                 "replicationcontrollers",
                 "replicationcontrollers/scale",
                 "replicationcontrollers/status",
+                "secrets",
+                "serviceaccounts",
                 "services",
                 "services/status"
             ]

@@ -450,6 +450,7 @@ fn selectable_fields_of(resource: &str) -> SelectableFields {
         // Cluster-scoped: no metadata.namespace.
         "nodes" => own(&["metadata.name", "spec.unschedulable"]),
         "namespaces" => own(&["metadata.name", "status.phase"]),
+        "secrets" => own(&["metadata.name", "metadata.namespace", "type"]),
         "replicationcontrollers" => {
             own(&["metadata.name", "metadata.namespace", "status.replicas"])
         }
@@ -528,6 +529,7 @@ pub(crate) fn selectable_field_value(resource: &str, field: &str, object: &Value
 
         ("nodes", "spec.unschedulable") => bool_at(object, &["spec", "unschedulable"]).to_string(),
         ("namespaces", "status.phase") => text(&["status", "phase"]),
+        ("secrets", "type") => text(&["type"]),
         ("replicationcontrollers", "status.replicas") => {
             match at(object, &["status", "replicas"]) {
                 Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),

@@ -23,9 +23,9 @@
 //! cache (a watcher too far behind is ended).
 
 mod body;
-mod cluster;
 mod create;
 mod delete;
+mod documents;
 mod read;
 mod request;
 mod scale;
@@ -313,9 +313,9 @@ async fn route_write(
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let target = parse_path(path)?;
-    if let super::resources::Storage::ClusterObjects { directory } = target.resource.storage {
+    if let super::resources::Storage::Documents { directory } = target.resource.storage {
         let request = (query, headers);
-        return cluster::write(state, method, &target, directory, request, body).await;
+        return documents::write(state, method, &target, directory, request, body).await;
     }
     let not_allowed = || {
         let what = super::errors::qualified(target.resource.group, target.resource.plural);

@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_pb::api::{apps, autoscaling, core};
+use k8s_pb::api::{apps, autoscaling, coordination, core};
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::{RawExtension, Unknown};
@@ -32,6 +32,7 @@ use super::errors::ApiError;
 
 mod apps_v1;
 mod autoscaling_v1;
+mod coordination_v1;
 mod core_v1;
 mod meta_v1;
 
@@ -71,6 +72,10 @@ pub fn decode(bytes: &[u8]) -> Result<Value, ApiError> {
         ("v1", "Service") => json_of::<core::v1::Service>(&raw),
         ("v1", "Endpoints") => json_of::<core::v1::Endpoints>(&raw),
         ("v1", "Namespace") => json_of::<core::v1::Namespace>(&raw),
+        ("v1", "ConfigMap") => json_of::<core::v1::ConfigMap>(&raw),
+        ("v1", "Secret") => json_of::<core::v1::Secret>(&raw),
+        ("v1", "ServiceAccount") => json_of::<core::v1::ServiceAccount>(&raw),
+        ("coordination.k8s.io/v1", "Lease") => json_of::<coordination::v1::Lease>(&raw),
         ("apps/v1", "ReplicaSet") => json_of::<apps::v1::ReplicaSet>(&raw),
         ("apps/v1", "Deployment") => json_of::<apps::v1::Deployment>(&raw),
         ("autoscaling/v1", "Scale") => json_of::<autoscaling::v1::Scale>(&raw),
@@ -107,19 +112,44 @@ pub trait ToJson {
     fn to_json(&self) -> Value;
 }
 
-/// `ToJson` for messages: `to_json! { path::Type { "jsonName": rust_field, ... } ... }`.
+/// `ToJson` for messages: `to_json! { path::Type { "jsonName": rust_field, ... } ... }`;
+/// `"jsonName": @bytes rust_field` for a map of bytes (a Secret's `data`, a ConfigMap's
+/// `binaryData`), whose JSON values are base64.
 macro_rules! to_json {
-    ($($ty:path { $($json:literal: $field:ident),* $(,)? })*) => {
+    ($($ty:path { $($json:literal: $(@$conv:ident)? $field:ident),* $(,)? })*) => {
         $(impl $crate::apiserver::protobuf::ToJson for $ty {
             fn to_json(&self) -> serde_json::Value {
                 $crate::apiserver::protobuf::object([
-                    $(($json, $crate::apiserver::protobuf::ToJson::to_json(&self.$field)),)*
+                    $(($json, to_json!(@field self $(@$conv)? $field)),)*
                 ])
             }
         })*
     };
+    (@field $self:ident $field:ident) => {
+        $crate::apiserver::protobuf::ToJson::to_json(&$self.$field)
+    };
+    (@field $self:ident @bytes $field:ident) => {
+        $crate::apiserver::protobuf::bytes_map(&$self.$field)
+    };
 }
 use to_json;
+
+/// A map of bytes as JSON: each value base64 (Go's `encoding/json` of `[]byte`); `Null`
+/// when empty.
+pub(crate) fn bytes_map(map: &BTreeMap<String, Vec<u8>>) -> Value {
+    use base64::Engine as _;
+    if map.is_empty() {
+        return Value::Null;
+    }
+    Value::Object(
+        map.iter()
+            .map(|(key, bytes)| {
+                let text = base64::engine::general_purpose::STANDARD.encode(bytes);
+                (key.clone(), Value::String(text))
+            })
+            .collect(),
+    )
+}
 
 /// An object of the fields that are not empty; `Null` when none is left. A field named
 /// `""` is a Go struct embedded `json:",inline"` (a Probe's handler, a Volume's source):

@@ -16,7 +16,8 @@
 //! - resources are listed by group (core first), then alphabetically by plural, the order
 //!   kube-apiserver's discovery lists them in; subresources alphabetically;
 //! - every resource kcm stores as a typed kind serves exactly [`SERVED_VERBS`], namespaces
-//!   [`NAMESPACE_VERBS`], nodes [`NODE_VERBS`], events [`READ_VERBS`], and every
+//!   [`NAMESPACE_VERBS`], nodes [`NODE_VERBS`], events [`READ_VERBS`], the documents kept
+//!   for other tools (ConfigMaps, Secrets, ServiceAccounts, Leases) [`DOCUMENT_VERBS`], and every
 //!   subresource [`SUBRESOURCE_VERBS`]: widening
 //!   what kcm serves is a change of those constants;
 //! - `categories` is `["all"]` on exactly pods, replicationcontrollers, services,
@@ -51,6 +52,13 @@ pub(crate) const NAMESPACE_VERBS: &[&str] = &[
 /// updates and deletes them.
 pub(crate) const NODE_VERBS: &[&str] = &["delete", "get", "list", "patch", "update", "watch"];
 
+/// The verbs of the kinds the API stores as documents for other tools (ConfigMaps,
+/// Secrets, ServiceAccounts, Leases): [`SERVED_VERBS`] but `deletecollection` (kubectl
+/// deletes one by one).
+pub(crate) const DOCUMENT_VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
+
 /// The verbs every subresource serves (`status`, `scale`).
 pub(crate) const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
@@ -67,10 +75,13 @@ pub(crate) enum Storage {
         /// The directory under the prefix (`pods`, `services/specs`).
         directory: &'static str,
     },
-    /// Cluster-scoped JSON documents at `{prefix}/{directory}/{name}`, stored in the
-    /// served version: the Nodes kcm's kubelets write, the Namespaces the API creates.
-    ClusterObjects {
-        /// The directory under the prefix (`nodes`, `namespaces`).
+    /// JSON documents stored in the served version, at `{prefix}/{directory}/{name}`
+    /// (cluster-scoped) or `{prefix}/{directory}/{namespace}/{name}`: the Nodes kcm's
+    /// kubelets write, the Namespaces, ConfigMaps, Secrets, ServiceAccounts and Leases
+    /// the API writes (`handlers/documents.rs`, with one strategy per kind in
+    /// `handlers/documents/`).
+    Documents {
+        /// The directory under the prefix (`nodes`, `namespaces`, `configmaps`).
         directory: &'static str,
     },
 }
@@ -79,9 +90,7 @@ impl Storage {
     /// The directory under the key prefix, if anything is read from etcd.
     pub(crate) fn directory(self) -> Option<&'static str> {
         match self {
-            Storage::Objects { directory } | Storage::ClusterObjects { directory } => {
-                Some(directory)
-            }
+            Storage::Objects { directory } | Storage::Documents { directory } => Some(directory),
         }
     }
 }
@@ -198,8 +207,25 @@ const SCALE: Subresource = Subresource {
 const ALL: &[&str] = &["all"];
 const NONE: &[&str] = &[];
 
-/// Every served resource: core/v1 first, then apps/v1, each alphabetically by plural.
+/// Every served resource: core/v1 first, then apps/v1 and coordination.k8s.io/v1, each
+/// alphabetically by plural.
 pub(crate) static RESOURCES: &[Resource] = &[
+    Resource {
+        group: CORE_GROUP,
+        version: "v1",
+        plural: "configmaps",
+        singular: "configmap",
+        kind: "ConfigMap",
+        list_kind: "ConfigMapList",
+        namespaced: true,
+        short_names: &["cm"],
+        categories: NONE,
+        subresources: &[],
+        verbs: DOCUMENT_VERBS,
+        storage: Storage::Documents {
+            directory: "configmaps",
+        },
+    },
     Resource {
         group: CORE_GROUP,
         version: "v1",
@@ -244,7 +270,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         categories: NONE,
         subresources: &[],
         verbs: NAMESPACE_VERBS,
-        storage: Storage::ClusterObjects {
+        storage: Storage::Documents {
             directory: "namespaces",
         },
     },
@@ -260,7 +286,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         categories: NONE,
         subresources: &[],
         verbs: NODE_VERBS,
-        storage: Storage::ClusterObjects { directory: "nodes" },
+        storage: Storage::Documents { directory: "nodes" },
     },
     Resource {
         group: CORE_GROUP,
@@ -290,6 +316,38 @@ pub(crate) static RESOURCES: &[Resource] = &[
         verbs: SERVED_VERBS,
         storage: Storage::Objects {
             directory: "controllers",
+        },
+    },
+    Resource {
+        group: CORE_GROUP,
+        version: "v1",
+        plural: "secrets",
+        singular: "secret",
+        kind: "Secret",
+        list_kind: "SecretList",
+        namespaced: true,
+        short_names: &[],
+        categories: NONE,
+        subresources: &[],
+        verbs: DOCUMENT_VERBS,
+        storage: Storage::Documents {
+            directory: "secrets",
+        },
+    },
+    Resource {
+        group: CORE_GROUP,
+        version: "v1",
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        kind: "ServiceAccount",
+        list_kind: "ServiceAccountList",
+        namespaced: true,
+        short_names: &["sa"],
+        categories: NONE,
+        subresources: &[],
+        verbs: DOCUMENT_VERBS,
+        storage: Storage::Documents {
+            directory: "serviceaccounts",
         },
     },
     Resource {
@@ -338,6 +396,22 @@ pub(crate) static RESOURCES: &[Resource] = &[
         verbs: SERVED_VERBS,
         storage: Storage::Objects {
             directory: "replicasets",
+        },
+    },
+    Resource {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        singular: "lease",
+        kind: "Lease",
+        list_kind: "LeaseList",
+        namespaced: true,
+        short_names: &[],
+        categories: NONE,
+        subresources: &[],
+        verbs: DOCUMENT_VERBS,
+        storage: Storage::Documents {
+            directory: "leases",
         },
     },
 ];
@@ -526,6 +600,50 @@ mod tests {
             ],
             directory: Some("deployments"),
         },
+        Expected {
+            group: "",
+            plural: "configmaps",
+            singular: "configmap",
+            kind: "ConfigMap",
+            namespaced: true,
+            short_names: &["cm"],
+            in_category_all: false,
+            subresources: &[],
+            directory: Some("configmaps"),
+        },
+        Expected {
+            group: "",
+            plural: "secrets",
+            singular: "secret",
+            kind: "Secret",
+            namespaced: true,
+            short_names: &[],
+            in_category_all: false,
+            subresources: &[],
+            directory: Some("secrets"),
+        },
+        Expected {
+            group: "",
+            plural: "serviceaccounts",
+            singular: "serviceaccount",
+            kind: "ServiceAccount",
+            namespaced: true,
+            short_names: &["sa"],
+            in_category_all: false,
+            subresources: &[],
+            directory: Some("serviceaccounts"),
+        },
+        Expected {
+            group: "coordination.k8s.io",
+            plural: "leases",
+            singular: "lease",
+            kind: "Lease",
+            namespaced: true,
+            short_names: &[],
+            in_category_all: false,
+            subresources: &[],
+            directory: Some("leases"),
+        },
     ];
 
     #[track_caller]
@@ -562,6 +680,7 @@ mod tests {
             "events" => READ_VERBS,
             "namespaces" => NAMESPACE_VERBS,
             "nodes" => NODE_VERBS,
+            "configmaps" | "secrets" | "serviceaccounts" | "leases" => DOCUMENT_VERBS,
             _ => SERVED_VERBS,
         };
         assert_eq!(resource.verbs, verbs, "{plural}");
@@ -635,8 +754,8 @@ mod tests {
     }
 
     #[test]
-    fn groups_and_versions_are_core_then_apps_at_v1() {
-        assert_eq!(groups(), ["", "apps"]);
+    fn groups_and_versions_are_core_then_apps_then_coordination_at_v1() {
+        assert_eq!(groups(), ["", "apps", "coordination.k8s.io"]);
         assert_eq!(versions_of(""), ["v1"]);
         assert_eq!(versions_of("apps"), ["v1"]);
         assert!(versions_of("batch").is_empty());
@@ -645,6 +764,10 @@ mod tests {
         assert!(!serves_group_version("apps", "v1beta2"));
         let apps: Vec<&str> = resources_in("apps", "v1").map(|r| r.plural).collect();
         assert_eq!(apps, ["deployments", "replicasets"]);
+        let coordination: Vec<&str> = resources_in("coordination.k8s.io", "v1")
+            .map(|r| r.plural)
+            .collect();
+        assert_eq!(coordination, ["leases"]);
     }
 
     #[test]
@@ -686,7 +809,7 @@ mod tests {
         }
         assert_eq!(
             find("", "v1", "nodes").unwrap().storage,
-            Storage::ClusterObjects { directory: "nodes" }
+            Storage::Documents { directory: "nodes" }
         );
     }
 }

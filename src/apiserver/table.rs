@@ -181,12 +181,61 @@ pub fn column_definitions(resource: &str) -> Vec<Value> {
             column("Count", "string", "", 1, "The number of times this event has occurred."),
             column("Name", "string", "name", 1, NAME_DESCRIPTION),
         ],
+        "configmaps" => vec![
+            name_column(),
+            column("Data", "integer", "", 0, "How many keys the ConfigMap holds (data and binaryData)."),
+            age_column(),
+        ],
+        "secrets" => vec![
+            name_column(),
+            column("Type", "string", "", 0, "The Secret's type."),
+            column("Data", "integer", "", 0, "How many keys the Secret holds."),
+            age_column(),
+        ],
+        "serviceaccounts" => vec![
+            name_column(),
+            column("Secrets", "integer", "", 0, "How many Secrets the ServiceAccount names."),
+            age_column(),
+        ],
+        "leases" => vec![
+            name_column(),
+            column("Holder", "string", "", 0, "Who holds the Lease."),
+            age_column(),
+        ],
         _ => vec![name_column(), age_column()],
     }
 }
 
 // ---------------------------------------------------------------------------------------
 // Tables and rows
+
+/// The cells of a ConfigMap (DATA), Secret (TYPE, DATA), ServiceAccount (SECRETS) or
+/// Lease (HOLDER), as printers.go's `printConfigMap`, `printSecret`,
+/// `printServiceAccount` and `printLease`.
+fn document_cells(resource: &str, object: &Value, now: SystemTime) -> Vec<Value> {
+    let count = |field: &str| match object.get(field) {
+        Some(Value::Object(map)) => map.len(),
+        Some(Value::Array(items)) => items.len(),
+        _ => 0,
+    };
+    let name = Value::from(string_at(object, &["metadata", "name"]));
+    let age = Value::from(age(object, now));
+    match resource {
+        "configmaps" => vec![name, Value::from(count("data") + count("binaryData")), age],
+        "secrets" => vec![
+            name,
+            Value::from(string_at(object, &["type"])),
+            Value::from(count("data")),
+            age,
+        ],
+        "serviceaccounts" => vec![name, Value::from(count("secrets")), age],
+        _ => vec![
+            name,
+            Value::from(string_at(object, &["spec", "holderIdentity"])),
+            age,
+        ],
+    }
+}
 
 /// One `TableRow` for `object` (served shape): `{"cells": [...], "object": ...}`, plus
 /// `conditions` for a Succeeded or Failed pod, as `printPod` adds them.
@@ -201,6 +250,9 @@ pub fn row(resource: &str, object: &Value, include: IncludeObject, now: SystemTi
         "namespaces" => (namespace_cells(object, now), None),
         "nodes" => (node_cells(object, now), None),
         "events" => (event_cells(object, now), None),
+        "configmaps" | "secrets" | "serviceaccounts" | "leases" => {
+            (document_cells(resource, object, now), None)
+        }
         _ => (
             vec![
                 Value::from(string_at(object, &["metadata", "name"])),

@@ -28,6 +28,13 @@ impl RangePage {
     }
 }
 
+/// What a range read returns of each key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fetch {
+    Values,
+    KeysOnly,
+}
+
 /// The end of the key range that has `prefix` as a prefix (etcd's `GetPrefixRangeEnd`).
 pub fn prefix_range_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
@@ -70,6 +77,49 @@ impl Registry {
         prefix: &str,
         range_end: &[u8],
         revision: Option<i64>,
+        on_page: impl FnMut(&[KeyValue]),
+    ) -> Result<i64, StorageError> {
+        self.pages(prefix, range_end, revision, Fetch::Values, on_page)
+            .await
+    }
+
+    /// [`Registry::for_each_page`] without the values: each key with its revisions.
+    ///
+    /// # Errors
+    /// As [`Registry::for_each_page`].
+    pub async fn for_each_key_page(
+        &self,
+        prefix: &str,
+        revision: Option<i64>,
+        on_page: impl FnMut(&[KeyValue]),
+    ) -> Result<i64, StorageError> {
+        let range_end = prefix_range_end(prefix.as_bytes());
+        self.pages(prefix, &range_end, revision, Fetch::KeysOnly, on_page)
+            .await
+    }
+
+    /// One key's key-value as it was at `revision`; `None` when it did not exist then.
+    ///
+    /// # Errors
+    /// `Etcd` when it cannot be read; `is_compacted()` tells when `revision` has been
+    /// compacted.
+    pub async fn get_at(&self, key: &str, revision: i64) -> Result<Option<KeyValue>, StorageError> {
+        let read = |mut kv: KvClient| {
+            let options = GetOptions::new().with_revision(revision);
+            async move { kv.get(key, Some(options)).await }
+        };
+        match self.raw(read).await {
+            Ok(mut response) => Ok(response.take_kvs().into_iter().next()),
+            Err(e) => Err(self.storage_error("get", key, e)),
+        }
+    }
+
+    async fn pages(
+        &self,
+        prefix: &str,
+        range_end: &[u8],
+        revision: Option<i64>,
+        fetch: Fetch,
         mut on_page: impl FnMut(&[KeyValue]),
     ) -> Result<i64, StorageError> {
         let mut start = prefix.as_bytes().to_vec();
@@ -77,7 +127,7 @@ impl Registry {
         let mut page_size = self.page_size;
         loop {
             let page = self
-                .range_page(&start, range_end, pinned, &mut page_size)
+                .read_page(&start, range_end, pinned, &mut page_size, fetch)
                 .await?;
             if pinned == 0 {
                 pinned = page.revision;
@@ -104,11 +154,26 @@ impl Registry {
         revision: i64,
         page_size: &mut i64,
     ) -> Result<RangePage, StorageError> {
+        self.read_page(start, range_end, revision, page_size, Fetch::Values)
+            .await
+    }
+
+    async fn read_page(
+        &self,
+        start: &[u8],
+        range_end: &[u8],
+        revision: i64,
+        page_size: &mut i64,
+        fetch: Fetch,
+    ) -> Result<RangePage, StorageError> {
         loop {
-            let options = GetOptions::new()
+            let mut options = GetOptions::new()
                 .with_range(range_end.to_vec())
                 .with_limit(*page_size)
                 .with_revision(revision);
+            if fetch == Fetch::KeysOnly {
+                options = options.with_keys_only();
+            }
             let read = |mut kv: KvClient| {
                 let (start, options) = (start.to_vec(), options.clone());
                 async move { kv.get(start, Some(options)).await }

@@ -541,6 +541,11 @@ async fn write_errors_are_statuses_with_kube_apiservers_reasons() {
         let warned = http_request(port, "POST", &format!("{pods}?fieldValidation=Warn"), None, &body(&typo)).await;
         assert_eq!(warned.status, 201, "{warned:?}");
         assert!(warned.head.to_ascii_lowercase().contains("warning: 299 - "), "{}", warned.head);
+        assert!(
+            warned.head.contains(r#"299 - "unknown field \"spec.containers[0].imagee\"""#),
+            "the warning quoted as kube-apiserver quotes it: {}",
+            warned.head
+        );
         let other = http_request(port, "POST", pods, Some("application/cbor"), b"").await;
         assert_eq!(other.status, 415);
         let ssa = http_request(port, "PATCH", &path, Some("application/apply-patch+yaml"), b"{}").await;

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -273,6 +274,204 @@ async fn watches_beyond_max_watches_get_429_and_a_freed_slot_is_reused() {
             },
         )
         .await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Watches from the cache's own revision
+
+/// A watch of pods from `resourceVersion`, raw HTTP/1.0, once its headers are in: the
+/// connection and what it read so far.
+async fn open_watch(port: u16, resource_version: i64) -> (BufReader<TcpStream>, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let request = format!(
+        "GET /api/v1/pods?watch=true&resourceVersion={resource_version} HTTP/1.0\r\nHost: x\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    while !head.ends_with("\r\n\r\n") {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).await.expect("read headers") > 0);
+        head.push_str(&line);
+    }
+    assert!(
+        head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"),
+        "{head}"
+    );
+    (reader, head)
+}
+
+/// The list's resourceVersion of `path`.
+async fn list_revision(port: u16, path: &str) -> i64 {
+    let (status, body) = http_get(port, path).await.expect("list");
+    assert_eq!(status, 200, "{body}");
+    let list: Value = serde_json::from_str(&body).unwrap();
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("a list's resourceVersion")
+}
+
+/// A freshly started apiserver on a quiet store: its watch cache's window starts at its
+/// list's revision, which is the resourceVersion every client that lists gets. 1,000
+/// watches from it are served from the cache (the revision's own events read back from
+/// etcd once), adding no etcd watcher, and each gets the next pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_watches_from_a_fresh_lists_resource_version_add_no_etcd_watcher() {
+    with_timeout(Duration::from_secs(180), async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        for i in 0..20 {
+            put_pod(&client, "default", &format!("p{i}"), "a").await;
+        }
+        let (_kcm, port) = apiserver(&etcd, &[]).await;
+        let from_cache = list_revision(port, "/api/v1/pods?resourceVersion=0").await;
+        let consistent = list_revision(port, "/api/v1/pods").await;
+        // The apiserver's own watches are open once a list from its cache answered.
+        let before = etcd.metric("etcd_debugging_mvcc_watcher_total").await;
+        assert!(before >= 1.0, "the apiserver watches etcd");
+
+        let watchers: Vec<_> = futures::stream::iter(0..1000)
+            .map(|i| open_watch(port, if i % 2 == 0 { from_cache } else { consistent }))
+            .buffer_unordered(100)
+            .collect()
+            .await;
+        let after = etcd.metric("etcd_debugging_mvcc_watcher_total").await;
+        assert_eq!(
+            after - before,
+            0.0,
+            "1,000 watches from a list's resourceVersion ({from_cache}, {consistent}) added etcd watchers ({before} → {after})"
+        );
+
+        let next = put_pod(&client, "default", "next", "a").await;
+        let got = futures::stream::iter(watchers)
+            .map(|(mut reader, _)| async move {
+                let mut line = String::new();
+                let read = tokio::time::timeout(READY, reader.read_line(&mut line)).await;
+                let event: Value = match read {
+                    Ok(Ok(n)) if n > 0 => serde_json::from_str(line.trim()).unwrap_or_default(),
+                    _ => return false,
+                };
+                event["type"] == "ADDED"
+                    && event["object"]["metadata"]["name"] == "next"
+                    && event["object"]["metadata"]["resourceVersion"] == next.to_string()
+            })
+            .buffer_unordered(1000)
+            .filter(|ok| std::future::ready(*ok))
+            .count()
+            .await;
+        assert_eq!(got, 1000, "every watcher's first event is the next pod");
+    })
+    .await;
+}
+
+/// The window's first revision read back from etcd is that revision's events: a
+/// transaction that put two pods and deleted a third, resumed from, is sent again
+/// (the client may have been cut among them), and a single-object revision is not;
+/// then the live events follow, each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_from_the_caches_list_revision_gets_that_revisions_events_read_back_from_etcd() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        put_pod(&client, "default", "gone", "a").await;
+        put_pod(&client, "default", "kept", "a").await;
+        let key = |name: &str| format!("/registry/pods/default/{name}");
+        let put = |name: &str| {
+            etcd_client::TxnOp::put(key(name), pod_json("default", name, "b").to_string(), None)
+        };
+        let txn = etcd_client::Txn::new().and_then([
+            put("kept"),
+            put("made"),
+            etcd_client::TxnOp::delete(key("gone"), None),
+        ]);
+        let revision = client
+            .kv_client()
+            .txn(txn)
+            .await
+            .expect("txn")
+            .header()
+            .expect("a header")
+            .revision();
+
+        let (_kcm, port) = apiserver(&etcd, &[]).await;
+        assert_eq!(
+            list_revision(port, "/api/v1/pods?resourceVersion=0").await,
+            revision,
+            "the cache listed at the transaction's revision"
+        );
+        let (_, events) = watch_lines(
+            port,
+            &format!("/api/v1/pods?watch=true&resourceVersion={revision}"),
+            |events| events.len() >= 3,
+        )
+        .await;
+        let mut got = summary(&events);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("ADDED".to_string(), "made".to_string(), revision),
+                ("DELETED".to_string(), "gone".to_string(), revision),
+                ("MODIFIED".to_string(), "kept".to_string(), revision),
+            ]
+        );
+        // The deleted pod's last state is the one before the transaction.
+        let gone = events
+            .iter()
+            .find(|e| e["type"] == "DELETED")
+            .expect("the delete");
+        assert_eq!(gone["object"]["metadata"]["labels"]["app"], "a");
+
+        // A label selector sees the transitions: `kept` and `made` entered app=b.
+        let (_, events) = watch_lines(
+            port,
+            &format!("/api/v1/pods?watch=true&resourceVersion={revision}&labelSelector=app%3Db"),
+            |events| events.len() >= 2,
+        )
+        .await;
+        let mut got = summary(&events);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("ADDED".to_string(), "kept".to_string(), revision),
+                ("ADDED".to_string(), "made".to_string(), revision),
+            ]
+        );
+
+        // A revision of one object is not sent again: the first event is the next write.
+        let single = put_pod(&client, "default", "kept", "c").await;
+        let (kcm2, port2) = apiserver(&etcd, &[]).await;
+        let next = tokio::spawn(async move {
+            let (_, events) = watch_lines(
+                port2,
+                &format!("/api/v1/pods?watch=true&resourceVersion={single}"),
+                |events| !events.is_empty(),
+            )
+            .await;
+            summary(&events)
+        });
+        let after = put_pod(&client, "default", "made", "c").await;
+        let events = next.await.unwrap();
+        assert_eq!(
+            events,
+            [("MODIFIED".to_string(), "made".to_string(), after)]
+        );
+        assert_eq!(
+            list_revision(port2, "/api/v1/pods?resourceVersion=0").await,
+            after,
+            "the second apiserver's cache"
+        );
+        drop(kcm2);
     })
     .await;
 }

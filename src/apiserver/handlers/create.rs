@@ -6,11 +6,11 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use rand::Rng as _;
+
 use serde_json::Value;
 
 use super::body::Decoded;
-use super::cluster::namespace_condition;
+use super::documents::namespace_condition;
 use super::write::{
     check_fields, name_from_path, resource_version_of, respond, served, typed, validate, with_kind,
     Writable, WriteOptions,
@@ -62,7 +62,7 @@ pub(super) async fn create(
     let stored = loop {
         attempts += 1;
         if let Some(prefix) = &generate {
-            object["metadata"]["name"] = Value::String(generated_name(prefix));
+            object["metadata"]["name"] = Value::String(super::write::generated_name(prefix));
         }
         let result = with_kind!(writable.kind, T => create_kind::<T>(state, writable, object.clone(), options.dry_run).await);
         match result {
@@ -93,17 +93,6 @@ fn check_type(writable: Writable, object: &Value) -> Result<(), ApiError> {
         )));
     }
     Ok(())
-}
-
-/// `generateName` plus five random characters of kube-apiserver's alphabet
-/// (`names.SimpleNameGenerator`: no vowels, no confusable digits).
-fn generated_name(prefix: &str) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::thread_rng();
-    let suffix: String = (0..5)
-        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
-        .collect();
-    format!("{prefix}{suffix}")
 }
 
 async fn create_kind<T: Object>(
@@ -222,7 +211,7 @@ mod tests {
 
     #[test]
     fn generated_names_add_five_characters_of_the_alphabet() {
-        let name = generated_name("web-");
+        let name = super::super::write::generated_name("web-");
         assert_eq!(name.len(), 9);
         assert!(name[4..]
             .chars()

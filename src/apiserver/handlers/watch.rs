@@ -33,11 +33,11 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::read::{cache_of, include_object, list, partial_metadata, synced, Filter, CACHE_WAIT};
 use super::request::{Format, Query, Target};
 use super::ApiState;
-use crate::apiserver::cache::{Event, Item, WatchCache};
+use crate::apiserver::cache::{Event, Item, NotInWindow, Subscription, WatchCache};
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::resources::Resource;
 use crate::apiserver::table;
-use crate::etcd_watcher::{RawEvent, RawItem, RawKind};
+use crate::etcd_watcher::RawItem;
 use crate::registry::prefix_range_end;
 use futures::StreamExt as _;
 
@@ -139,16 +139,16 @@ pub(super) async fn watch(
             let revision = subscription.revision;
             (subscription, revision)
         }
-        // From R - 1: R's own events decide whether R is sent again (`Watch::resume_at`).
-        WatchStart::After(revision) => match cache.subscribe_from(revision - 1) {
+        // R's own events decide whether R is sent again (`Watch::resume_at`).
+        WatchStart::After(revision) => match subscribe_at(state, &cache, revision).await {
             Ok(subscription) => (subscription, revision),
-            Err(too_old) => {
+            Err(oldest) => {
                 // Before the window: an etcd watch of its own from N (etcd still holds
                 // the history unless it compacted it; then one ERROR 410).
                 tracing::debug!(
                     resource = resource.plural,
                     revision,
-                    oldest = too_old.oldest,
+                    oldest,
                     "watch from before the cache's window; watching etcd from it"
                 );
                 let source = etcd_source(state, &cache, revision - 1);
@@ -200,6 +200,39 @@ pub(super) async fn watch(
         timeout,
         format,
     ))
+}
+
+/// The cache's subscription for a watch from resourceVersion `revision`: from the window,
+/// reading the window's first revision back from etcd when that is the one asked for (a
+/// list's resourceVersion on a quiet store, or a freshly started apiserver's).
+///
+/// # Errors
+/// The oldest revision the cache serves, when `revision` is before it (or the read-back
+/// failed: the caller then watches etcd, which answers the same events or 410).
+async fn subscribe_at(
+    state: &ApiState,
+    cache: &WatchCache,
+    revision: i64,
+) -> Result<Subscription, i64> {
+    match cache.subscribe_at(revision) {
+        Ok(subscription) => return Ok(subscription),
+        Err(NotInWindow::TooOld(too_old)) => return Err(too_old.oldest),
+        Err(NotInWindow::StartUnread(_)) => {}
+    }
+    if let Err(e) = cache.read_start(&state.registry, revision).await {
+        tracing::debug!(
+            resource = cache.codec().resource,
+            revision,
+            "could not read the window's first revision back from etcd: {e:#}"
+        );
+        return Err(revision);
+    }
+    match cache.subscribe_at(revision) {
+        Ok(subscription) => Ok(subscription),
+        Err(NotInWindow::TooOld(too_old)) => Err(too_old.oldest),
+        // The window moved on while it was read: so far that the revision is before it.
+        Err(NotInWindow::StartUnread(start)) => Err(start + 1),
+    }
 }
 
 /// How long a watch lasts: `timeoutSeconds`, or a random time between
@@ -443,47 +476,6 @@ pub(super) fn etcd_source(state: &ApiState, cache: &Arc<WatchCache>, revision: i
         cache: cache.clone(),
         start,
         raw: state.watcher.engine(config).into_stream(),
-    }
-}
-
-/// One etcd event as a cache event: the object decoded, its previous state from the
-/// event's previous value. `None` for a key of another layout, a value that does not
-/// decode, or a delete whose previous value etcd no longer had.
-pub(super) fn event_from_etcd(cache: &WatchCache, start: &str, raw: &RawEvent) -> Option<Event> {
-    let codec = cache.codec();
-    let (namespace, name) = codec.parse(raw.key.strip_prefix(start)?)?;
-    let prev = raw.prev.as_ref().and_then(|(value, mod_revision)| {
-        let previous = RawEvent {
-            value: value.clone(),
-            mod_revision: *mod_revision,
-            prev: None,
-            kind: RawKind::Put,
-            ..raw.clone()
-        };
-        codec.item(&namespace, &name, &previous).ok().map(Arc::new)
-    });
-    match raw.kind {
-        RawKind::Put => {
-            let item = codec.item(&namespace, &name, raw).ok()?;
-            Some(Event {
-                object: Arc::new(item),
-                // A create has no previous state.
-                prev: if raw.create_revision == raw.mod_revision {
-                    None
-                } else {
-                    prev
-                },
-                deleted: false,
-            })
-        }
-        RawKind::Delete => {
-            let prev = prev?;
-            Some(Event {
-                object: Arc::new(prev.stamped(raw.mod_revision)),
-                prev: Some(prev),
-                deleted: true,
-            })
-        }
     }
 }
 
@@ -761,7 +753,7 @@ impl WatchBody {
                 // One etcd watch response holds whole revisions.
                 let events = raw_events
                     .iter()
-                    .filter_map(|raw_event| event_from_etcd(cache, start, raw_event))
+                    .filter_map(|raw_event| cache.event_from_raw(start, raw_event))
                     .map(Arc::new)
                     .collect::<Vec<_>>();
                 self.push_events(events);

@@ -226,12 +226,44 @@ pub(super) fn check_fields(
 pub(super) fn respond(code: StatusCode, value: &Value, warnings: &[String]) -> Response {
     let mut response = super::json_response(code, value);
     for warning in warnings {
-        let text = format!("299 - {:?}", warning.replace('"', "'"));
-        if let Ok(header) = HeaderValue::from_str(&text) {
+        if let Ok(header) = HeaderValue::from_bytes(warning_header(warning).as_bytes()) {
             response.headers_mut().append("Warning", header);
         }
     }
     response.into_response()
+}
+
+/// One `Warning` header's value: code 299, no agent, the text as an HTTP quoted-string (a
+/// backslash before each `"` and `\\`, as Go's `strconv.Quote` writes it and client-go's
+/// `ParseWarningHeader` reads it), so kubectl prints `Warning: unknown field "spec.x"`
+/// exactly as kube-apiserver's. Control characters, which a header cannot carry, become
+/// spaces.
+pub(super) fn warning_header(text: &str) -> String {
+    let mut value = String::with_capacity(text.len() + 8);
+    value.push_str("299 - \"");
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                value.push('\\');
+                value.push(c);
+            }
+            c if c.is_control() => value.push(' '),
+            c => value.push(c),
+        }
+    }
+    value.push('"');
+    value
+}
+
+/// `generateName` plus five random characters of kube-apiserver's alphabet
+/// (`names.SimpleNameGenerator`: no vowels, no confusable digits).
+pub(super) fn generated_name(prefix: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::thread_rng();
+    let suffix: String = (0..5)
+        .map(|_| ALPHABET[rand::Rng::gen_range(&mut rng, 0..ALPHABET.len())] as char)
+        .collect();
+    format!("{prefix}{suffix}")
 }
 
 /// The `metadata.resourceVersion` an object names, if any.
@@ -455,6 +487,21 @@ fn keep_unchanged(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_warning_is_quoted_as_kube_apiserver_quotes_it() {
+        assert_eq!(
+            warning_header(r#"unknown field "spec.replicaz""#),
+            r#"299 - "unknown field \"spec.replicaz\"""#
+        );
+        assert_eq!(warning_header("a\\b\nc"), r#"299 - "a\\b c""#);
+        // A header carries UTF-8 as it is.
+        let header = warning_header("unknown field \"métadata\"");
+        assert!(
+            HeaderValue::from_bytes(header.as_bytes()).is_ok(),
+            "{header}"
+        );
+    }
 
     fn rc(labels: Value, replicas: i64, protocol: Option<&str>) -> Value {
         let mut port = json!({"containerPort": 80});

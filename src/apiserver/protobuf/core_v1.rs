@@ -44,6 +44,10 @@ to_json! {
         "name": name, "signerName": signer_name, "labelSelector": label_selector,
         "optional": optional, "path": path,
     }
+    k8s_pb::api::core::v1::ConfigMap {
+        "metadata": metadata, "immutable": immutable, "data": data,
+        "binaryData": @bytes binary_data,
+    }
     k8s_pb::api::core::v1::ConfigMapEnvSource {
         "": local_object_reference, "optional": optional,
     }
@@ -439,6 +443,10 @@ to_json! {
     k8s_pb::api::core::v1::SeccompProfile {
         "type": r#type, "localhostProfile": localhost_profile,
     }
+    k8s_pb::api::core::v1::Secret {
+        "metadata": metadata, "immutable": immutable, "data": @bytes data,
+        "stringData": string_data, "type": r#type,
+    }
     k8s_pb::api::core::v1::SecretEnvSource {
         "": local_object_reference, "optional": optional,
     }
@@ -462,6 +470,10 @@ to_json! {
     }
     k8s_pb::api::core::v1::Service {
         "metadata": metadata, "spec": spec, "status": status,
+    }
+    k8s_pb::api::core::v1::ServiceAccount {
+        "metadata": metadata, "secrets": secrets, "imagePullSecrets": image_pull_secrets,
+        "automountServiceAccountToken": automount_service_account_token,
     }
     k8s_pb::api::core::v1::ServiceAccountTokenProjection {
         "audience": audience, "expirationSeconds": expiration_seconds, "path": path,

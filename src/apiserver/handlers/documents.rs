@@ -1,7 +1,12 @@
-//! Writes of the cluster-scoped resources kcm stores as core/v1 JSON documents at
-//! `{prefix}/{directory}/{name}`: Namespaces (create; update and patch; delete, which
-//! marks the namespace `Terminating` for the namespace controller to empty and remove)
-//! and Nodes (update and patch, as `kubectl cordon` sends; delete). Kubernetes'
+//! Writes of the resources kcm stores as JSON documents in their served version, at
+//! `{prefix}/{directory}/{name}` or `{prefix}/{directory}/{namespace}/{name}`:
+//! Namespaces (create; update and patch; delete, which marks the namespace `Terminating`
+//! for the namespace controller to empty and remove), Nodes (update and patch, as
+//! `kubectl cordon` sends; delete), and the kinds other tools keep their state in:
+//! ConfigMaps, Secrets, ServiceAccounts and Leases (every verb but `deletecollection`).
+//! Kubernetes' generic store (`staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`)
+//! with each kind's strategy (`pkg/registry/core/{configmap,secret,serviceaccount}/strategy.go`,
+//! `pkg/registry/coordination/lease/strategy.go`: here one file each under `documents/`),
 //! `pkg/registry/core/namespace/storage` (`Delete` sets `deletionTimestamp` and phase
 //! Terminating while `spec.finalizers` holds `kubernetes`) and
 //! `pkg/registry/core/node/strategy.go`; the refusal to create in a terminating
@@ -25,25 +30,50 @@ use super::update::{apply_patch, keep_part, Part};
 use super::write::{check_fields, name_from_path, resource_version_of, respond, WriteOptions};
 use super::ApiState;
 use crate::api::{self, ResourceVersion};
-use crate::apiserver::errors::{qualified, ApiError};
+use crate::apiserver::errors::{qualified, ApiError, Cause};
 use crate::apiserver::resources::Resource;
 use crate::registry::{KeyCondition, StorageError};
+
+mod configmap;
+mod lease;
+mod secret;
+mod strategy;
+
+use strategy::Strategy;
+
+/// The strategy of `kind`: a kind's file under `documents/`, else stored as sent.
+fn strategy_of(kind: &str) -> &'static Strategy {
+    match kind {
+        "ConfigMap" => &configmap::STRATEGY,
+        "Secret" => &secret::STRATEGY,
+        "Lease" => &lease::STRATEGY,
+        _ => &strategy::DEFAULT,
+    }
+}
 
 /// How often a write reads again after another writer came between its read and its
 /// write (when the request stated no resourceVersion).
 const ATTEMPTS: usize = 10;
 
-/// The documents of one cluster-scoped resource.
+/// The documents of one resource (in one namespace, for a namespaced one).
 #[derive(Clone, Copy)]
 struct Documents<'a> {
     state: &'a ApiState,
     resource: &'static Resource,
     directory: &'static str,
+    /// The request's namespace; "" for a cluster-scoped resource.
+    namespace: &'a str,
+    strategy: &'static Strategy,
 }
 
 impl Documents<'_> {
     fn key(&self, name: &str) -> String {
-        format!("{}/{}/{name}", self.state.registry.prefix(), self.directory)
+        let prefix = self.state.registry.prefix();
+        if self.resource.namespaced {
+            format!("{prefix}/{}/{}/{name}", self.directory, self.namespace)
+        } else {
+            format!("{prefix}/{}/{name}", self.directory)
+        }
     }
 
     fn not_found(&self, name: &str) -> ApiError {
@@ -83,8 +113,24 @@ impl Documents<'_> {
         if !object["metadata"].is_object() {
             object["metadata"] = json!({});
         }
+        if self.resource.namespaced {
+            object["metadata"]["namespace"] = json!(self.namespace);
+        }
         object["metadata"]["resourceVersion"] = json!(rv.to_string());
         object
+    }
+
+    /// 422 `Invalid` naming each of `causes`, if any.
+    fn check(&self, name: &str, causes: Vec<Cause>) -> Result<(), ApiError> {
+        if causes.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::invalid(
+            self.resource.group,
+            self.resource.kind,
+            name,
+            causes,
+        ))
     }
 }
 
@@ -98,7 +144,7 @@ fn stored_bytes(served: &Value) -> Vec<u8> {
     serde_json::to_vec(&stored).expect("a JSON value always encodes")
 }
 
-/// `POST`, `PUT`, `PATCH` and `DELETE` of namespaces and nodes.
+/// `POST`, `PUT`, `PATCH` and `DELETE` of the documents.
 ///
 /// # Errors
 /// 405 for a verb the resource does not serve; what each write answers.
@@ -111,10 +157,21 @@ pub(super) async fn write(
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let resource = target.resource;
+    let namespace = match (resource.namespaced, target.namespace.as_deref()) {
+        (true, Some(namespace)) => namespace,
+        (false, _) => "",
+        // A namespaced kind is written in a namespace.
+        (true, None) => {
+            let what = qualified(resource.group, resource.plural);
+            return Err(ApiError::method_not_allowed(method.as_str(), &what));
+        }
+    };
     let docs = Documents {
         state,
         resource,
         directory,
+        namespace,
+        strategy: strategy_of(resource.kind),
     };
     if target.subresource.is_some() {
         return Err(ApiError::no_route());
@@ -135,7 +192,11 @@ pub(super) async fn write(
     match verb {
         "create" => {
             let (_, decoded) = super::read_body(headers, body, false).await?;
-            create_namespace(docs, decoded, options).await
+            if resource.plural == "namespaces" {
+                create_namespace(docs, decoded, options).await
+            } else {
+                create_document(docs, decoded, options).await
+            }
         }
         "update" => {
             let (_, decoded) = super::read_body(headers, body, false).await?;
@@ -237,6 +298,143 @@ async fn create_namespace(
     Ok(respond(StatusCode::CREATED, &served, &warnings))
 }
 
+/// `POST` of a ConfigMap, Secret, ServiceAccount or Lease: the object as sent, its kind's
+/// strategy applied (defaults, then validation: 422 naming each problem), `uid` and
+/// `creationTimestamp` filled, created if absent (409 otherwise) in a transaction that
+/// also requires its namespace not terminating (403).
+async fn create_document(
+    docs: Documents<'_>,
+    body: Decoded,
+    options: WriteOptions,
+) -> Result<Response, ApiError> {
+    let resource = docs.resource;
+    let warnings = check_fields(resource.kind, &body, options.validation)?;
+    let mut object = body.value;
+    if !object.is_object() {
+        return Err(ApiError::bad_request("the body is not a JSON object"));
+    }
+    let stated = |field: &str| {
+        object
+            .get(field)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (kind, api_version) = (stated("kind"), stated("apiVersion"));
+    if !(kind.is_empty() || kind == resource.kind)
+        || !(api_version.is_empty() || api_version == resource.api_version())
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) and the kind ({kind}) do not match the path's {}, Kind={}",
+            resource.api_version(),
+            resource.kind
+        )));
+    }
+    if resource_version_of(&object)?.is_some() {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    name_from_path(&mut object, docs.namespace, None)?;
+    let metadata = object["metadata"]
+        .as_object_mut()
+        .expect("name_from_path made metadata an object");
+    let mut name = metadata
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if name.is_empty() {
+        if let Some(prefix) = metadata.get("generateName").and_then(Value::as_str) {
+            name = super::write::generated_name(prefix);
+            metadata.insert("name".into(), json!(name));
+        }
+    }
+    // What the store fills (kube-apiserver's `BeforeCreate` overwrites them too).
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "generation",
+    ] {
+        metadata.shift_remove(field);
+    }
+    metadata.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    metadata.insert("creationTimestamp".into(), json!(api::now_rfc3339()));
+    let mut causes = Vec::new();
+    if name.is_empty() {
+        causes.push(Cause {
+            reason: "FieldValueRequired",
+            field: "metadata.name".to_string(),
+            message: "Required value: name or generateName is required".to_string(),
+        });
+    } else if let Err(reason) = crate::labels::validate_dns_subdomain(&name) {
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            field: "metadata.name".to_string(),
+            message: format!("Invalid value: {name:?}: {reason}"),
+        });
+    }
+    (docs.strategy.prepare)(&mut object)?;
+    causes.extend((docs.strategy.validate)(&object, None));
+    docs.check(&name, causes)?;
+    let (group, plural) = (resource.group, resource.plural);
+    let key = docs.key(&name);
+    let rv = if options.dry_run {
+        namespace_condition(docs.state, resource, docs.namespace, &name).await?;
+        match docs.read(&name).await {
+            Ok(_) => return Err(ApiError::already_exists(group, plural, &name)),
+            Err(e) if e.code == 404 => ResourceVersion(0),
+            Err(e) => return Err(e),
+        }
+    } else {
+        create_in_namespace(docs, &name, &key, stored_bytes(&object)).await?
+    };
+    let mut served = docs.served(object, rv);
+    if let Some(metadata) = served["metadata"]
+        .as_object_mut()
+        .filter(|_| options.dry_run)
+    {
+        metadata.shift_remove("resourceVersion");
+    }
+    Ok(respond(StatusCode::CREATED, &served, &warnings))
+}
+
+/// Creates `bytes` at `key` if absent, in a transaction that also requires the namespace's
+/// Namespace as read; reads it again when the Namespace changed meanwhile.
+async fn create_in_namespace(
+    docs: Documents<'_>,
+    name: &str,
+    key: &str,
+    bytes: Vec<u8>,
+) -> Result<ResourceVersion, ApiError> {
+    let (group, plural) = (docs.resource.group, docs.resource.plural);
+    for _ in 0..ATTEMPTS {
+        let condition =
+            namespace_condition(docs.state, docs.resource, docs.namespace, name).await?;
+        match docs
+            .state
+            .registry
+            .with_conditions(vec![condition])
+            .create_raw(key, bytes.clone())
+            .await
+        {
+            Ok(rv) => return Ok(rv),
+            Err(StorageError::ConditionFailed { .. }) => continue,
+            Err(StorageError::AlreadyExists { .. }) => {
+                return Err(ApiError::already_exists(group, plural, name))
+            }
+            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+        }
+    }
+    Err(ApiError::conflict_because(
+        group,
+        plural,
+        name,
+        &format!("the namespace {} kept changing; try again", docs.namespace),
+    ))
+}
+
 /// A namespace's name is a DNS label (kube-apiserver's `ValidateNamespaceName`).
 fn validate_namespace_name(name: &str) -> Result<(), ApiError> {
     let problem = if name.is_empty() {
@@ -284,10 +482,17 @@ async fn update(
         if !next.is_object() {
             return Err(ApiError::bad_request("the result is not a JSON object"));
         }
-        if let Some(metadata) = next.get_mut("metadata").and_then(Value::as_object_mut) {
-            metadata.shift_remove("namespace");
+        if !docs.resource.namespaced {
+            if let Some(metadata) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.shift_remove("namespace");
+            }
         }
-        name_from_path(&mut next, "", Some(name))?;
+        name_from_path(&mut next, docs.namespace, Some(name))?;
+        if !docs.resource.namespaced {
+            if let Some(metadata) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.shift_remove("namespace");
+            }
+        }
         let stated = resource_version_of(&next)?;
         if stated.is_some_and(|stated| stated != rv) {
             return Err(docs.conflict(name));
@@ -308,6 +513,8 @@ async fn update(
                 }
             }
         }
+        (docs.strategy.prepare)(&mut next)?;
+        docs.check(name, (docs.strategy.validate)(&next, Some(&current)))?;
         let next = docs.served(next, rv);
         if next == current || dry_run {
             return Ok(next);
@@ -421,7 +628,7 @@ async fn delete_namespace(
     Err(docs.conflict(name))
 }
 
-/// `DELETE` of a Node: the document goes at the revision read.
+/// `DELETE` of a Node or of a namespaced document: it goes at the revision read.
 async fn delete_document(
     docs: Documents<'_>,
     name: &str,
