@@ -349,7 +349,8 @@ async fn a_thousand_watches_from_a_fresh_lists_resource_version_add_no_etcd_watc
             "1,000 watches from a list's resourceVersion ({from_cache}, {consistent}) added etcd watchers ({before} → {after})"
         );
 
-        let next = put_pod(&client, "default", "next", "a").await;
+        let next = put_pod(&client, "default", "next", "a").await.to_string();
+        let next = next.as_str();
         let got = futures::stream::iter(watchers)
             .map(|(mut reader, _)| async move {
                 let mut line = String::new();
@@ -360,7 +361,7 @@ async fn a_thousand_watches_from_a_fresh_lists_resource_version_add_no_etcd_watc
                 };
                 event["type"] == "ADDED"
                     && event["object"]["metadata"]["name"] == "next"
-                    && event["object"]["metadata"]["resourceVersion"] == next.to_string()
+                    && event["object"]["metadata"]["resourceVersion"] == next
             })
             .buffer_unordered(1000)
             .filter(|ok| std::future::ready(*ok))
