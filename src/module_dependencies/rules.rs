@@ -11,10 +11,12 @@ const CONTROLLERS: &[&str] = &[
     "deployment",
     "endpoints",
     "garbagecollector",
+    "namespace",
     "nodelifecycle",
     "replicaset",
     "replication_2014",
     "replication_manager",
+    "scheduler",
 ];
 
 /// The programs and tools built on the controllers; `measure` is listed before it exists.
