@@ -36,6 +36,8 @@ mod strategic;
 
 use std::fmt;
 
+use json_patch::jsonptr::{ParseError, Pointer};
+use json_patch::{PatchErrorKind, PatchOperation};
 use serde_json::{Map, Value};
 
 #[cfg(test)]
@@ -112,22 +114,45 @@ impl std::error::Error for PatchError {}
 /// recursively, `null` deletes a key, any other value replaces, and a patch that is not an object
 /// replaces the whole target.
 pub fn merge_patch(target: &Value, patch: &Value) -> Value {
-    let Value::Object(patch_members) = patch else {
-        return patch.clone();
+    let mut merged = target.clone();
+    json_patch::merge(&mut merged, patch);
+    restore_merge_order(&mut merged, target, patch);
+    merged
+}
+
+/// Puts `merged`'s keys back in kcm's order: the target's keys where they were, then the new
+/// ones in the patch's order. `json_patch::merge` deletes with serde_json's `remove`, which
+/// under `preserve_order` moves the map's last key into the deleted one's place.
+fn restore_merge_order(merged: &mut Value, target: &Value, patch: &Value) {
+    let (Value::Object(merged), Value::Object(patch)) = (merged, patch) else {
+        return;
     };
-    let mut merged = match target {
-        Value::Object(members) => members.clone(),
-        _ => Map::new(),
-    };
-    for (name, patch_value) in patch_members {
-        if patch_value.is_null() {
-            merged.shift_remove(name);
-            continue;
+    let target_keys = target.as_object().map(|target| target.keys());
+    let order: Vec<String> = target_keys
+        .into_iter()
+        .flatten()
+        .chain(patch.keys())
+        .cloned()
+        .collect();
+    reorder(merged, &order);
+    for (name, patch_value) in patch {
+        if let Some(merged_value) = merged.get_mut(name) {
+            let target_value = target.get(name).unwrap_or(&Value::Null);
+            restore_merge_order(merged_value, target_value, patch_value);
         }
-        let merged_value = merge_patch(merged.get(name).unwrap_or(&Value::Null), patch_value);
-        merged.insert(name.clone(), merged_value);
     }
-    Value::Object(merged)
+}
+
+/// Orders `map`'s keys as they first appear in `order`; keys `order` does not name go last,
+/// in the order they have.
+fn reorder(map: &mut Map<String, Value>, order: &[String]) {
+    let mut rest = std::mem::take(map);
+    for name in order {
+        if let Some(value) = rest.shift_remove(name) {
+            map.insert(name.clone(), value);
+        }
+    }
+    map.append(&mut rest);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -139,6 +164,10 @@ pub fn merge_patch(target: &Value, patch: &Value) -> Value {
 /// pointers (RFC 6901, `~1` for `/` and `~0` for `~`, `-` for the end of an array). `remove` and
 /// `replace` of a missing path fail, as does a failed `test`; the first failure is returned and
 /// nothing is applied.
+///
+/// The `json-patch` crate applies the operations; this adapter decodes them, words their
+/// failures as kcm always has, compares `test` values as RFC 6902 says (`1` equals `1.0`, which
+/// serde_json's equality does not) and keeps an object's key order when a member is removed.
 pub fn json_patch(target: &Value, operations: &Value) -> Result<Value, PatchError> {
     let Value::Array(operations) = operations else {
         return Err(PatchError::JsonPatchNotAnArray);
@@ -165,180 +194,164 @@ pub fn json_patch(target: &Value, operations: &Value) -> Result<Value, PatchErro
 }
 
 fn apply_json_patch_operation(document: &mut Value, operation: &Value) -> Result<(), String> {
+    let decoded = decode_operation(operation)?;
+    if let PatchOperation::Test(test) = &decoded {
+        let actual = document
+            .pointer(test.path.as_str())
+            .ok_or_else(|| lookup_failure(document, &test.path))?;
+        return if json_values_equal(actual, &test.value) {
+            Ok(())
+        } else {
+            Err(format!(
+                "test failed: the value is {actual}, not {}",
+                test.value
+            ))
+        };
+    }
+    // The member a `remove` or `move` takes out, and its object's keys before, so the object
+    // keeps its order (serde_json's `remove` swaps the last key into the removed one's place).
+    let removed_from = match &decoded {
+        PatchOperation::Remove(remove) => Some(&remove.path),
+        PatchOperation::Move(mv) => Some(&mv.from),
+        _ => None,
+    };
+    let parent_keys = removed_from.and_then(|path| {
+        let (parent, _) = path.split_back()?;
+        let keys = document.pointer(parent.as_str())?.as_object()?.keys();
+        Some((parent, keys.cloned().collect::<Vec<_>>()))
+    });
+    json_patch::patch_unsafe(document, std::slice::from_ref(&decoded))
+        .map_err(|error| failure_reason(document, &decoded, &error.kind))?;
+    if let Some((parent, keys)) = parent_keys {
+        // A move onto the parent itself (or above it) leaves another object there.
+        let replaced = matches!(&decoded, PatchOperation::Move(mv) if parent.starts_with(&mv.path));
+        if let Some(Value::Object(members)) = document.pointer_mut(parent.as_str()) {
+            if !replaced {
+                reorder(members, &keys);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks an operation's members in kcm's order (`op`, `path`, then what the `op` needs) and
+/// decodes it.
+fn decode_operation(operation: &Value) -> Result<PatchOperation, String> {
     let Value::Object(members) = operation else {
         return Err("an operation must be a JSON object".to_string());
     };
-    let string_member = |name: &str| -> Result<&str, String> {
-        match members.get(name) {
-            Some(Value::String(text)) => Ok(text),
-            Some(_) => Err(format!("member {name:?} must be a string")),
-            None => Err(format!("missing member {name:?}")),
-        }
+    let pointer_member = |name: &str| -> Result<(), String> {
+        let pointer = match members.get(name) {
+            Some(Value::String(text)) => text,
+            Some(_) => return Err(format!("member {name:?} must be a string")),
+            None => return Err(format!("missing member {name:?}")),
+        };
+        Pointer::parse(pointer)
+            .map(drop)
+            .map_err(|error| match error {
+                ParseError::NoLeadingSlash => {
+                    format!("invalid JSON pointer {pointer:?}: it must start with \"/\"")
+                }
+                ParseError::InvalidEncoding { .. } => {
+                    format!("invalid JSON pointer {pointer:?}: \"~\" must be followed by 0 or 1")
+                }
+            })
     };
-    let value_member = || {
-        members
-            .get("value")
-            .ok_or_else(|| "missing member \"value\"".to_string())
+    let op = match members.get("op") {
+        Some(Value::String(op)) => op.as_str(),
+        Some(_) => return Err("member \"op\" must be a string".to_string()),
+        None => return Err("missing member \"op\"".to_string()),
     };
-    let op = string_member("op")?;
-    let path = parse_json_pointer(string_member("path")?)?;
+    pointer_member("path")?;
     match op {
-        "add" => add_at_pointer(document, &path, value_member()?.clone()),
-        "remove" => remove_at_pointer(document, &path).map(drop),
-        "replace" => {
-            let value = value_member()?.clone();
-            let slot = value_at_pointer_mut(document, &path)?;
-            *slot = value;
-            Ok(())
+        "add" | "replace" | "test" if !members.contains_key("value") => {
+            return Err("missing member \"value\"".to_string());
         }
-        "move" => {
-            let from = parse_json_pointer(string_member("from")?)?;
-            if from == path {
-                // Still checks that the value exists, as evanphx/json-patch does.
-                return value_at_pointer_mut(document, &from).map(drop);
-            }
-            if path.len() > from.len() && path[..from.len()] == from[..] {
-                return Err("cannot move a value into one of its own children".to_string());
-            }
-            let value = remove_at_pointer(document, &from)?;
-            add_at_pointer(document, &path, value)
+        "move" | "copy" => pointer_member("from")?,
+        "add" | "remove" | "replace" | "test" => {}
+        unknown => return Err(format!("unknown operation {unknown:?}")),
+    }
+    serde_json::from_value(operation.clone()).map_err(|error| error.to_string())
+}
+
+/// Words why `operation` failed on `document` (as it is after the failure; a `move` has then
+/// removed its value), the way kcm words it.
+fn failure_reason(document: &Value, operation: &PatchOperation, kind: &PatchErrorKind) -> String {
+    if let PatchErrorKind::CannotMoveInsideItself = kind {
+        return "cannot move a value into one of its own children".to_string();
+    }
+    match operation {
+        PatchOperation::Add(add) => insert_failure(document, &add.path),
+        PatchOperation::Remove(remove) if remove.path.is_root() => {
+            "cannot remove the whole document".to_string()
         }
-        "copy" => {
-            let from = parse_json_pointer(string_member("from")?)?;
-            let value = value_at_pointer_mut(document, &from)?.clone();
-            add_at_pointer(document, &path, value)
-        }
-        "test" => {
-            let expected = value_member()?;
-            let actual = value_at_pointer_mut(document, &path)?;
-            if json_values_equal(actual, expected) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "test failed: the value is {actual}, not {expected}"
-                ))
-            }
-        }
-        unknown => Err(format!("unknown operation {unknown:?}")),
+        PatchOperation::Copy(copy) => match document.pointer(copy.from.as_str()) {
+            None => lookup_failure(document, &copy.from),
+            Some(_) => insert_failure(document, &copy.path),
+        },
+        PatchOperation::Move(mv) => match kind {
+            PatchErrorKind::InvalidFromPointer => lookup_failure(document, &mv.from),
+            _ => insert_failure(document, &mv.path),
+        },
+        other => lookup_failure(document, other.path()),
     }
 }
 
-/// Splits a JSON pointer into its unescaped reference tokens; `""` is the whole document.
-fn parse_json_pointer(pointer: &str) -> Result<Vec<String>, String> {
-    if pointer.is_empty() {
-        return Ok(Vec::new());
+/// Why `path` does not name a value of `document`: its first token that names nothing.
+fn lookup_failure(document: &Value, path: &Pointer) -> String {
+    let mut current = document;
+    for (depth, token) in path.tokens().enumerate() {
+        let found = match current {
+            Value::Object(members) => members.get(token.decoded().as_ref()),
+            Value::Array(items) => match array_index(&token.decoded(), items.len(), false) {
+                Ok(index) => items.get(index),
+                Err(reason) => return reason,
+            },
+            _ => None,
+        };
+        match found {
+            Some(value) => current = value,
+            None => return format!("path not found: {}", prefix(path, depth + 1)),
+        }
     }
-    let Some(rest) = pointer.strip_prefix('/') else {
-        return Err(format!(
-            "invalid JSON pointer {pointer:?}: it must start with \"/\""
-        ));
+    format!("path not found: {path}")
+}
+
+/// Why a value cannot be put at `path` of `document`.
+fn insert_failure(document: &Value, path: &Pointer) -> String {
+    let Some((parent, last)) = path.split_back() else {
+        return format!("cannot add at {path}");
     };
-    rest.split('/')
-        .map(|token| {
-            let mut unescaped = String::with_capacity(token.len());
-            let mut characters = token.chars();
-            while let Some(character) = characters.next() {
-                if character != '~' {
-                    unescaped.push(character);
-                    continue;
-                }
-                match characters.next() {
-                    Some('0') => unescaped.push('~'),
-                    Some('1') => unescaped.push('/'),
-                    _ => {
-                        return Err(format!(
-                            "invalid JSON pointer {pointer:?}: \"~\" must be followed by 0 or 1"
-                        ));
-                    }
-                }
-            }
-            Ok(unescaped)
-        })
-        .collect()
+    match document.pointer(parent.as_str()) {
+        None => lookup_failure(document, parent),
+        Some(Value::Array(items)) if last.encoded() != "-" => {
+            array_index(&last.decoded(), items.len(), true)
+                .err()
+                .unwrap_or_default()
+        }
+        Some(_) => format!("{parent} is not an object or an array"),
+    }
 }
 
-/// Reads an array index token: decimal digits without leading zeros.
-fn parse_array_index(token: &str, length: usize, allow_end: bool) -> Result<usize, String> {
+/// Reads an array index token, decimal digits without leading zeros, or words why it is none.
+fn array_index(token: &str, length: usize, allow_end: bool) -> Result<usize, String> {
     let valid = !token.is_empty()
         && token.bytes().all(|byte| byte.is_ascii_digit())
         && (token == "0" || !token.starts_with('0'));
-    let index = if valid {
-        token.parse::<usize>().ok()
-    } else {
-        None
-    };
-    match index {
-        Some(index) if index < length || (allow_end && index == length) => Ok(index),
-        Some(index) => Err(format!(
+    match token.parse::<usize>() {
+        Ok(index) if valid && (index < length || (allow_end && index == length)) => Ok(index),
+        Ok(index) if valid => Err(format!(
             "array index {index} is out of bounds (length {length})"
         )),
-        None => Err(format!("{token:?} is not an array index")),
+        _ => Err(format!("{token:?} is not an array index")),
     }
 }
 
-fn value_at_pointer_mut<'document>(
-    document: &'document mut Value,
-    path: &[String],
-) -> Result<&'document mut Value, String> {
-    let mut current = document;
-    for (depth, token) in path.iter().enumerate() {
-        current = match current {
-            Value::Object(members) => members.get_mut(token),
-            Value::Array(items) => {
-                let index = parse_array_index(token, items.len(), false)?;
-                items.get_mut(index)
-            }
-            _ => None,
-        }
-        .ok_or_else(|| format!("path not found: {}", format_json_pointer(&path[..=depth])))?;
-    }
-    Ok(current)
-}
-
-fn add_at_pointer(document: &mut Value, path: &[String], value: Value) -> Result<(), String> {
-    let Some((last, parent_path)) = path.split_last() else {
-        *document = value;
-        return Ok(());
-    };
-    match value_at_pointer_mut(document, parent_path)? {
-        Value::Object(members) => {
-            members.insert(last.clone(), value);
-            Ok(())
-        }
-        Value::Array(items) => {
-            let index = if last == "-" {
-                items.len()
-            } else {
-                parse_array_index(last, items.len(), true)?
-            };
-            items.insert(index, value);
-            Ok(())
-        }
-        _ => Err(format!(
-            "{} is not an object or an array",
-            format_json_pointer(parent_path)
-        )),
-    }
-}
-
-fn remove_at_pointer(document: &mut Value, path: &[String]) -> Result<Value, String> {
-    let Some((last, parent_path)) = path.split_last() else {
-        return Err("cannot remove the whole document".to_string());
-    };
-    let missing = || format!("path not found: {}", format_json_pointer(path));
-    match value_at_pointer_mut(document, parent_path)? {
-        Value::Object(members) => members.shift_remove(last).ok_or_else(missing),
-        Value::Array(items) => {
-            let index = parse_array_index(last, items.len(), false)?;
-            Ok(items.remove(index))
-        }
-        _ => Err(missing()),
-    }
-}
-
-fn format_json_pointer(path: &[String]) -> String {
-    path.iter()
-        .map(|token| format!("/{}", token.replace('~', "~0").replace('/', "~1")))
+/// The first `depth` tokens of `path`.
+fn prefix(path: &Pointer, depth: usize) -> String {
+    path.tokens()
+        .take(depth)
+        .map(|token| format!("/{}", token.encoded()))
         .collect()
 }
 
@@ -425,6 +438,49 @@ mod tests {
         let merged = merge_patch(&json!({"b":1,"a":2,"c":3}), &json!({"a":null,"d":4,"b":5}));
         let keys: Vec<&String> = merged.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["b", "c", "d"]);
+    }
+
+    #[track_caller]
+    fn check_keys(value: &Value, expected: &[&str]) {
+        let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
+        assert_eq!(keys, expected, "keys of {value}");
+    }
+
+    #[test]
+    fn merge_patch_keeps_key_order_when_an_early_key_goes() {
+        let target = json!({"a":1,"b":2,"c":3,"d":{"p":1,"q":2,"r":3}});
+        let merged = merge_patch(&target, &json!({"a":null,"x":1,"d":{"p":null,"s":4},"y":2}));
+        check_keys(&merged, &["b", "c", "d", "x", "y"]);
+        check_keys(&merged["d"], &["q", "r", "s"]);
+    }
+
+    #[test]
+    fn json_patch_keeps_key_order_when_a_member_goes() {
+        let target = json!({"a":1,"b":2,"c":3,"d":4});
+        let cases: [(Value, &[&str]); 5] = [
+            (json!([{"op":"remove","path":"/a"}]), &["b", "c", "d"]),
+            (
+                json!([{"op":"move","from":"/b","path":"/e"}]),
+                &["a", "c", "d", "e"],
+            ),
+            (
+                json!([{"op":"move","from":"/a","path":"/a"}]),
+                &["a", "b", "c", "d"],
+            ),
+            (
+                json!([{"op":"move","from":"/a","path":"/c"}]),
+                &["b", "c", "d"],
+            ),
+            (
+                json!([{"op":"add","path":"/e","value":5},{"op":"add","path":"/f","value":6},
+                    {"op":"remove","path":"/b"}]),
+                &["a", "c", "d", "e", "f"],
+            ),
+        ];
+        for (operations, keys) in cases {
+            let patched = json_patch(&target, &operations).unwrap();
+            check_keys(&patched, keys);
+        }
     }
 
     #[test]
