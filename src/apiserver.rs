@@ -274,7 +274,7 @@ pub async fn serve(
     let mut caches = BTreeMap::new();
     let stop = tokio_util::sync::CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
-    for codec in CODECS {
+    for codec in CODECS.iter() {
         let cache = Arc::new(cache::WatchCache::new(
             codec,
             config.cache,
@@ -308,20 +308,55 @@ pub async fn serve(
 // ---------------------------------------------------------------------------------------
 // What is stored, and how each stored value becomes a served object.
 
-/// Decodes a stored JSON document of `kind` at `namespace/name` into its served shape.
-fn decode_stored(
-    kind: convert::Kind,
-    expected_kind: &str,
+/// The codec of every resource [`resources::RESOURCES`] keeps in etcd, in the table's
+/// order: one watch cache each.
+static CODECS: std::sync::LazyLock<Vec<cache::Codec>> = std::sync::LazyLock::new(|| {
+    resources::RESOURCES
+        .iter()
+        .filter_map(|resource| {
+            Some(cache::Codec {
+                resource: resource.plural,
+                dir: resource.storage.directory()?,
+                namespaced: resource.namespaced,
+                // Built once per resource for the life of the process.
+                decode: Box::leak(Box::new(
+                    move |namespace: &str, name: &str, kv: &RawEvent| {
+                        decode(resource, namespace, name, kv)
+                    },
+                )),
+            })
+        })
+        .collect()
+});
+
+/// Decodes a value stored at `{dir}/{namespace}/{name}` (`{dir}/{name}` for a
+/// cluster-scoped resource) into `resource`'s served object, as the row's
+/// [`resources::Decode`] says.
+fn decode(
+    resource: &resources::Resource,
     namespace: &str,
     name: &str,
     kv: &RawEvent,
 ) -> anyhow::Result<Value> {
-    decode_document(
-        kv,
-        expected_kind,
-        &[("namespace", namespace), ("name", name)],
-        |stored| convert::to_served(kind, stored),
-    )
+    let key_fields: &[(&str, &str)] = if resource.namespaced {
+        &[("namespace", namespace), ("name", name)]
+    } else {
+        &[("name", name)]
+    };
+    match resource.decode {
+        resources::Decode::Converted(kind) => {
+            decode_document(kv, resource.kind, key_fields, |stored| {
+                convert::to_served(kind, stored)
+            })
+        }
+        resources::Decode::Served => {
+            decode_document(kv, resource.kind, key_fields, |mut object| {
+                object["kind"] = json!(resource.kind);
+                object["apiVersion"] = json!(resource.api_version());
+                object
+            })
+        }
+    }
 }
 
 /// The one decoding of a stored document every codec shares: JSON, an object, its `kind`
@@ -364,136 +399,63 @@ fn decode_document(
     Ok(served)
 }
 
-macro_rules! stored_codec {
-    ($name:ident, $resource:literal, $dir:literal, $kind:ident) => {
-        static $name: cache::Codec = cache::Codec {
-            resource: $resource,
-            dir: $dir,
-            namespaced: true,
-            decode: |namespace, name, kv| {
-                decode_stored(convert::Kind::$kind, stringify!($kind), namespace, name, kv)
-            },
-        };
-    };
-}
-
-stored_codec!(PODS, "pods", "pods", Pod);
-stored_codec!(
-    REPLICATION_CONTROLLERS,
-    "replicationcontrollers",
-    "controllers",
-    ReplicationController
-);
-stored_codec!(SERVICES, "services", "services/specs", Service);
-stored_codec!(ENDPOINTS, "endpoints", "services/endpoints", Endpoints);
-stored_codec!(REPLICA_SETS, "replicasets", "replicasets", ReplicaSet);
-stored_codec!(DEPLOYMENTS, "deployments", "deployments", Deployment);
-
-/// Nodes: kcm's kubelets write their Node at `{prefix}/nodes/{name}` in core/v1 (no
-/// conversion), and the node lifecycle controller marks it Unknown once its registration
-/// (`{prefix}/minions/{name}`, on a lease) lapses (`src/kubelet/node_status.rs`,
-/// `src/nodelifecycle.rs`).
-static NODES: cache::Codec = cache::Codec {
-    resource: "nodes",
-    dir: "nodes",
-    namespaced: false,
-    decode: |_, name, kv| node(name, kv),
-};
-
-/// Namespaces the API created (`{prefix}/namespaces/{name}`, core/v1 JSON like Nodes);
-/// the namespaces that only hold objects are added to reads (`handlers`).
-static NAMESPACES: cache::Codec = cache::Codec {
-    resource: "namespaces",
-    dir: crate::api::NAMESPACES_DIR,
-    namespaced: false,
-    decode: |_, name, kv| {
-        decode_document(kv, "Namespace", &[("name", name)], |mut namespace| {
-            namespace["kind"] = json!("Namespace");
-            namespace["apiVersion"] = json!("v1");
-            namespace
-        })
-    },
-};
-
-/// Events (`{prefix}/events/{namespace}/{name}`, core/v1 JSON as `record` writes them, each
-/// on an hour's lease, so they also leave by the lease's expiry: a DELETED event).
-static EVENTS: cache::Codec = cache::Codec {
-    resource: "events",
-    dir: crate::record::EVENTS_DIR,
-    namespaced: true,
-    decode: |namespace, name, kv| {
-        decode_document(
-            kv,
-            "Event",
-            &[("namespace", namespace), ("name", name)],
-            |mut event| {
-                event["kind"] = json!("Event");
-                event["apiVersion"] = json!("v1");
-                event
-            },
-        )
-    },
-};
-
-/// A namespaced kind the API stores for other tools as core JSON documents in the served
-/// version at `{prefix}/{dir}/{namespace}/{name}` (`handlers/documents.rs`).
-macro_rules! document_codec {
-    ($name:ident, $resource:literal, $kind:literal, $api_version:literal) => {
-        static $name: cache::Codec = cache::Codec {
-            resource: $resource,
-            dir: $resource,
-            namespaced: true,
-            decode: |namespace, name, kv| {
-                decode_document(
-                    kv,
-                    $kind,
-                    &[("namespace", namespace), ("name", name)],
-                    |mut object| {
-                        object["kind"] = json!($kind);
-                        object["apiVersion"] = json!($api_version);
-                        object
-                    },
-                )
-            },
-        };
-    };
-}
-
-document_codec!(CONFIG_MAPS, "configmaps", "ConfigMap", "v1");
-document_codec!(SECRETS, "secrets", "Secret", "v1");
-document_codec!(SERVICE_ACCOUNTS, "serviceaccounts", "ServiceAccount", "v1");
-document_codec!(LEASES, "leases", "Lease", "coordination.k8s.io/v1");
-
-/// Every stored resource the apiserver caches and serves.
-static CODECS: [&cache::Codec; 13] = [
-    &PODS,
-    &REPLICATION_CONTROLLERS,
-    &SERVICES,
-    &ENDPOINTS,
-    &REPLICA_SETS,
-    &DEPLOYMENTS,
-    &NODES,
-    &NAMESPACES,
-    &EVENTS,
-    &CONFIG_MAPS,
-    &SECRETS,
-    &SERVICE_ACCOUNTS,
-    &LEASES,
-];
-
-/// A stored Node document: JSON, kind `Node` (or none), its name the key's; stored in the
-/// served version, so only `kind` and `apiVersion` are set.
-fn node(name: &str, kv: &RawEvent) -> anyhow::Result<Value> {
-    decode_document(kv, "Node", &[("name", name)], |mut node| {
-        node["kind"] = json!("Node");
-        node["apiVersion"] = json!("v1");
-        node
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::kubeconfig;
+    use super::{resources, CODECS};
+    use crate::etcd_watcher::{RawEvent, RawKind};
+
+    fn stored(value: &str) -> RawEvent {
+        RawEvent {
+            kind: RawKind::Put,
+            key: String::new(),
+            value: value.as_bytes().to_vec(),
+            create_revision: 7,
+            mod_revision: 7,
+            version: 1,
+            prev: None,
+        }
+    }
+
+    #[test]
+    fn every_stored_resource_has_one_codec_from_its_row() {
+        let stored_rows: Vec<_> = resources::RESOURCES
+            .iter()
+            .filter_map(|r| Some((r.plural, r.storage.directory()?, r.namespaced)))
+            .collect();
+        let codecs: Vec<_> = CODECS
+            .iter()
+            .map(|c| (c.resource, c.dir, c.namespaced))
+            .collect();
+        assert_eq!(codecs, stored_rows);
+        assert_eq!(codecs.len(), 13);
+    }
+
+    #[test]
+    fn served_documents_take_kind_and_api_version_from_their_row() {
+        let codec = |plural: &str| CODECS.iter().find(|c| c.resource == plural).unwrap();
+        let lease = (codec("leases").decode)("default", "lock", &stored(r#"{"spec":{}}"#)).unwrap();
+        assert_eq!(
+            lease,
+            serde_json::json!({"kind": "Lease", "apiVersion": "coordination.k8s.io/v1",
+                "metadata": {"namespace": "default", "name": "lock"}, "spec": {}})
+        );
+        let node = (codec("nodes").decode)("", "n1", &stored("{}")).unwrap();
+        assert_eq!(
+            node,
+            serde_json::json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n1"}})
+        );
+        let wrong = (codec("configmaps").decode)("default", "x", &stored(r#"{"kind":"Secret"}"#));
+        assert_eq!(
+            wrong.unwrap_err().to_string(),
+            r#"kind is "Secret", expected "ConfigMap""#
+        );
+        let pod = (codec("pods").decode)("default", "web", &stored("{}")).unwrap();
+        assert_eq!(
+            (pod["kind"].as_str(), pod["apiVersion"].as_str()),
+            (Some("Pod"), Some("v1"))
+        );
+    }
 
     /// The cluster entry of `kubeconfig(url)`, parsed.
     fn cluster(url: &str) -> serde_json::Value {

@@ -60,9 +60,9 @@ pub(crate) struct Codec {
     pub dir: &'static str,
     /// Whether its keys are `{dir}/{namespace}/{name}` (else `{dir}/{name}`).
     pub namespaced: bool,
-    /// Decodes one stored key-value into the served object (kind, apiVersion,
-    /// `metadata.name`, `namespace` and `resourceVersion` set).
-    pub decode: fn(namespace: &str, name: &str, kv: &RawEvent) -> anyhow::Result<Value>,
+    /// Decodes one stored key-value, given its key's `(namespace, name)`, into the served
+    /// object (kind, apiVersion, `metadata.name`, `namespace` and `resourceVersion` set).
+    pub decode: &'static (dyn Fn(&str, &str, &RawEvent) -> anyhow::Result<Value> + Sync),
 }
 
 impl Codec {
@@ -819,7 +819,7 @@ mod tests {
         resource: "pods",
         dir: "pods",
         namespaced: true,
-        decode,
+        decode: &decode,
     };
 
     fn put(key: &str, revision: i64, labels: &str) -> RawEvent {

@@ -26,6 +26,8 @@
 //!   with `autoscaling/v1` `Scale`;
 //! - cluster-scoped resources (namespaces, nodes) are never stored under a namespace.
 
+use super::convert::Kind;
+
 /// The verbs of a resource kcm stores and writes (discovery's `verbs`, in kube-apiserver's
 /// order).
 pub(crate) const SERVED_VERBS: &[&str] = &[
@@ -95,6 +97,22 @@ impl Storage {
     }
 }
 
+/// How a resource's stored value becomes the served object (the decoding half of
+/// kube-apiserver's per-resource storage codec).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Decode {
+    /// Stored in kcm's 2014 (v1beta3) shape and converted to the served version by
+    /// `convert::to_served`.
+    Converted(Kind),
+    /// Stored in the served version: the row's `kind` and `apiVersion` are set on the way
+    /// out, nothing else changes. The Nodes kcm's kubelets write (the node lifecycle
+    /// controller marks one Unknown once its registration in `minions` lapses), the
+    /// Namespaces the API creates (reads add those that only hold objects), the Events
+    /// `record` writes (each on an hour's lease, so they also leave by its expiry: a
+    /// DELETED event), and the documents (ConfigMaps, Secrets, ServiceAccounts, Leases).
+    Served,
+}
+
 /// A subresource of a [`Resource`] (`pods/status`, `deployments/scale`).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Subresource {
@@ -137,6 +155,9 @@ pub(crate) struct Resource {
     pub verbs: &'static [&'static str],
     /// Where kcm keeps (or from what it synthesizes) its objects.
     pub storage: Storage,
+    /// How a stored value under [`Resource::storage`] becomes the served object (the
+    /// watch caches decode with it).
+    pub decode: Decode,
 }
 
 impl Resource {
@@ -225,6 +246,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         storage: Storage::Documents {
             directory: "configmaps",
         },
+        decode: Decode::Served,
     },
     Resource {
         group: CORE_GROUP,
@@ -241,6 +263,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         storage: Storage::Objects {
             directory: "services/endpoints",
         },
+        decode: Decode::Converted(Kind::Endpoints),
     },
     Resource {
         group: CORE_GROUP,
@@ -257,6 +280,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         storage: Storage::Objects {
             directory: crate::record::EVENTS_DIR,
         },
+        decode: Decode::Served,
     },
     Resource {
         group: CORE_GROUP,
@@ -271,8 +295,9 @@ pub(crate) static RESOURCES: &[Resource] = &[
         subresources: &[],
         verbs: NAMESPACE_VERBS,
         storage: Storage::Documents {
-            directory: "namespaces",
+            directory: crate::api::NAMESPACES_DIR,
         },
+        decode: Decode::Served,
     },
     Resource {
         group: CORE_GROUP,
@@ -287,6 +312,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         subresources: &[],
         verbs: NODE_VERBS,
         storage: Storage::Documents { directory: "nodes" },
+        decode: Decode::Served,
     },
     Resource {
         group: CORE_GROUP,
@@ -301,6 +327,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         subresources: &[status_of(CORE_GROUP, "Pod")],
         verbs: SERVED_VERBS,
         storage: Storage::Objects { directory: "pods" },
+        decode: Decode::Converted(Kind::Pod),
     },
     Resource {
         group: CORE_GROUP,
@@ -317,6 +344,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         storage: Storage::Objects {
             directory: "controllers",
         },
+        decode: Decode::Converted(Kind::ReplicationController),
     },
     Resource {
         group: CORE_GROUP,
@@ -333,6 +361,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         storage: Storage::Documents {
             directory: "secrets",
         },
+        decode: Decode::Served,
     },
     Resource {
         group: CORE_GROUP,
@@ -349,6 +378,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         storage: Storage::Documents {
             directory: "serviceaccounts",
         },
+        decode: Decode::Served,
     },
     Resource {
         group: CORE_GROUP,
@@ -365,6 +395,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         storage: Storage::Objects {
             directory: "services/specs",
         },
+        decode: Decode::Converted(Kind::Service),
     },
     Resource {
         group: "apps",
@@ -381,6 +412,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         storage: Storage::Objects {
             directory: "deployments",
         },
+        decode: Decode::Converted(Kind::Deployment),
     },
     Resource {
         group: "apps",
@@ -397,6 +429,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         storage: Storage::Objects {
             directory: "replicasets",
         },
+        decode: Decode::Converted(Kind::ReplicaSet),
     },
     Resource {
         group: "coordination.k8s.io",
@@ -413,6 +446,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         storage: Storage::Documents {
             directory: "leases",
         },
+        decode: Decode::Served,
     },
 ];
 
