@@ -591,3 +591,6 @@ impl StrategicWalk<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
