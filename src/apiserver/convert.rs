@@ -325,6 +325,7 @@ fn pod_to_served(pod: &mut Map<String, Value>) {
         pod_spec_to_served(spec);
     }
     if let Some(status) = object_field_mut(pod, "status") {
+        serve_image_ids(status);
         match (status.get("host"), stored_host.as_deref()) {
             (Some(Value::String(host)), Some(node)) if host == node => {
                 status.shift_remove("host");
@@ -333,6 +334,37 @@ fn pod_to_served(pod: &mut Map<String, Value>) {
                 status.insert("host".into(), Value::from(""));
             }
             _ => {}
+        }
+    }
+}
+
+/// A container status always has `imageID` (Go's `ContainerStatus` writes it even empty,
+/// and 1.32's schema requires it): a pod its kubelet wrote before kcm wrote the field is
+/// served with `""`, as kube-apiserver serves a container whose image is not pulled yet.
+fn serve_image_ids(status: &mut Map<String, Value>) {
+    for field in ["containerStatuses", "initContainerStatuses"] {
+        let Some(Value::Array(statuses)) = status.get_mut(field) else {
+            continue;
+        };
+        for container in statuses.iter_mut().filter_map(Value::as_object_mut) {
+            container
+                .entry("imageID")
+                .or_insert_with(|| Value::String(String::new()));
+        }
+    }
+}
+
+/// An empty `imageID` is not stored (the served form adds it back, [`serve_image_ids`]),
+/// so a pod read and written back through the API is stored as it was.
+fn store_without_empty_image_ids(status: &mut Map<String, Value>) {
+    for field in ["containerStatuses", "initContainerStatuses"] {
+        let Some(Value::Array(statuses)) = status.get_mut(field) else {
+            continue;
+        };
+        for container in statuses.iter_mut().filter_map(Value::as_object_mut) {
+            if container.get("imageID").and_then(Value::as_str) == Some("") {
+                container.shift_remove("imageID");
+            }
         }
     }
 }
@@ -346,6 +378,7 @@ fn pod_to_stored(pod: &mut Map<String, Value>) {
         pod_spec_to_stored(spec);
     }
     if let Some(status) = object_field_mut(pod, "status") {
+        store_without_empty_image_ids(status);
         match (status.get("host"), node_name) {
             (Some(Value::String(host)), _) if host.is_empty() => {
                 status.shift_remove("host");
@@ -895,7 +928,7 @@ mod tests {
                 "status":{"phase":"Running","podIP":"10.244.166.4",
                     "conditions":[{"type":"Ready","status":"True","lastTransitionTime":"2026-11-26T18:01:03Z"}],
                     "containerStatuses":[{"name":"nginx","image":"nginx:1","ready":true,"restartCount":0,
-                        "state":{"running":{"startedAt":"2026-11-26T18:01:03Z"}}}]}}),
+                        "imageID":"","state":{"running":{"startedAt":"2026-11-26T18:01:03Z"}}}]}}),
         );
     }
 
@@ -1065,6 +1098,23 @@ mod tests {
     }
 
     #[test]
+    fn a_container_status_without_an_image_id_is_served_with_an_empty_one() {
+        let stored = json!({"kind":"Pod","apiVersion":"v1beta3","metadata":{"name":"p"},
+            "spec":{"containers":[{"name":"c","image":"x"}]},
+            "status":{"containerStatuses":[{"name":"c","image":"x","ready":true,"restartCount":0},
+                {"name":"d","image":"y","imageID":"docker-pullable://y@sha256:00","ready":true,"restartCount":0}],
+                "initContainerStatuses":[{"name":"i","image":"z","ready":false,"restartCount":0}]}});
+        let served = to_served(Kind::Pod, stored);
+        assert_eq!(served["status"]["containerStatuses"][0]["imageID"], "");
+        assert_eq!(
+            served["status"]["containerStatuses"][1]["imageID"],
+            "docker-pullable://y@sha256:00"
+        );
+        assert_eq!(served["status"]["initContainerStatuses"][0]["imageID"], "");
+        check_served_round_trip(Kind::Pod, served);
+    }
+
+    #[test]
     fn rich_v1_pods_survive_the_served_round_trip() {
         check_served_round_trip(
             Kind::Pod,
@@ -1081,7 +1131,7 @@ mod tests {
                     "unknownSpecField":"kept"},
                 "status":{"phase":"Running","hostIP":"10.0.0.1","podIP":"10.244.0.5",
                     "podIPs":[{"ip":"10.244.0.5"}],"nominatedNodeName":"node-2",
-                    "containerStatuses":[{"name":"c","ready":false,"restartCount":3,
+                    "containerStatuses":[{"name":"c","ready":false,"restartCount":3,"imageID":"",
                         "state":{"waiting":{"reason":"CrashLoopBackOff"}},
                         "lastState":{"terminated":{"exitCode":1,"finishedAt":"2026-11-26T18:04:00Z"}}}],
                     "unknownStatusField":{"a":1}}}),

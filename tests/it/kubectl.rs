@@ -144,7 +144,7 @@ async fn kubectl_sees_a_1_32_server_with_kcms_resources_and_read_only_ones_refus
         let git_version = server["gitVersion"].as_str().unwrap_or_default();
         assert!(git_version.starts_with("v1.32.0-kcm."), "{version:#}");
 
-        // Exactly kcm's nine resources, with kube-apiserver's short names and scopes.
+        // Exactly kcm's thirteen resources, with kube-apiserver's short names and scopes.
         let resources = api.kubectl.table(&["api-resources"]).await;
         assert_eq!(
             resources.columns,
@@ -167,6 +167,10 @@ async fn kubectl_sees_a_1_32_server_with_kcms_resources_and_read_only_ones_refus
             ["events", "ev", "v1", "true", "Event"],
             ["replicasets", "rs", "apps/v1", "true", "ReplicaSet"],
             ["deployments", "deploy", "apps/v1", "true", "Deployment"],
+            ["configmaps", "cm", "v1", "true", "ConfigMap"],
+            ["secrets", "", "v1", "true", "Secret"],
+            ["serviceaccounts", "sa", "v1", "true", "ServiceAccount"],
+            ["leases", "", "coordination.k8s.io/v1", "true", "Lease"],
         ]
         .iter()
         .map(|row| row.iter().map(|cell| cell.to_string()).collect())

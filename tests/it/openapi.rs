@@ -142,6 +142,11 @@ async fn kubectl_explain_shows_every_served_kinds_fields_and_types_at_any_depth(
             ("namespaces", "KIND: Namespace"),
             ("namespaces.status", "phase <string>"),
             ("replicationcontrollers", "KIND: ReplicationController"),
+            ("configmaps", "data <map[string]string>"),
+            ("secrets", "stringData <map[string]string>"),
+            ("serviceaccounts", "KIND: ServiceAccount"),
+            ("leases", "GROUP: coordination.k8s.io"),
+            ("leases.spec", "holderIdentity <string>"),
             (
                 "replicationcontrollers.spec",
                 "selector <map[string]string>",
@@ -279,6 +284,21 @@ async fn every_object_after_a_kcm_up_tour_validates_against_the_1_32_schema() {
         kubectl
             .ok(&["delete", "namespace", "passing", "--timeout=60s"])
             .await;
+
+        // What other tools keep: a ConfigMap, a Secret from stringData, a ServiceAccount
+        // and a Lease, each written through the API.
+        kubectl
+            .ok(&["create", "configmap", "settings", "--from-literal=a=b"])
+            .await;
+        kubectl
+            .ok(&["create", "secret", "generic", "token", "--from-literal=k=v"])
+            .await;
+        kubectl.ok(&["create", "serviceaccount", "robot"]).await;
+        let lease = api.manifest(
+            "lease.yaml",
+            "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: leader\nspec:\n  holderIdentity: me\n  leaseDurationSeconds: 15\n",
+        );
+        kubectl.ok(&["create", "-f", &lease]).await;
 
         // Endpoints filled in for the service, and events recorded.
         eventually(CONVERGE, "the service's endpoints", || async {

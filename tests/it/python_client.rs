@@ -33,7 +33,7 @@ const NAMESPACE: &str = "py";
 
 /// Every served resource (`src/apiserver/resources.rs`), with the etcd directory its
 /// objects are stored under and whether they are namespaced.
-const KINDS: [(&str, &str, bool); 9] = [
+const KINDS: [(&str, &str, bool); 13] = [
     ("pods", "pods", true),
     ("nodes", "nodes", false),
     ("services", "services/specs", true),
@@ -43,6 +43,10 @@ const KINDS: [(&str, &str, bool); 9] = [
     ("deployments", "deployments", true),
     ("namespaces", "namespaces", false),
     ("events", "events", true),
+    ("configmaps", "configmaps", true),
+    ("secrets", "secrets", true),
+    ("serviceaccounts", "serviceaccounts", true),
+    ("leases", "leases", true),
 ];
 
 /// The Python interpreter to use when it can import `kubernetes`: `None` with a skip
@@ -212,6 +216,7 @@ async fn the_python_client_lists_reads_and_watches_every_served_kind() {
             .arg(&script)
             .arg(kubectl.kubeconfig())
             .arg(WATCH_SECONDS)
+            .arg(NAMESPACE)
             .env_remove("KUBERNETES_SERVICE_HOST")
             .env_remove("KUBERNETES_SERVICE_PORT")
             .stdin(Stdio::null())
@@ -288,6 +293,34 @@ async fn the_python_client_lists_reads_and_watches_every_served_kind() {
             BTreeSet::from(["node-1".into(), "node-2".into()])
         );
         assert_eq!(printed["pods"]["count"], 6, "{stdout}");
+        // The documents it created, stored as the client sent them.
+        for (dir, name) in [
+            ("configmaps", "py-config"),
+            ("secrets", "py-secret"),
+            ("serviceaccounts", "py-sa"),
+            ("leases", "py-lease"),
+        ] {
+            let key = format!("/registry/{dir}/{NAMESPACE}/{name}");
+            assert!(api.stored(&key).await.is_some(), "{key} not stored");
+        }
+        let secret = api
+            .stored(&format!("/registry/secrets/{NAMESPACE}/py-secret"))
+            .await
+            .unwrap();
+        assert_eq!(
+            secret["data"]["k"], "dg==",
+            "stringData stored as data: {secret}"
+        );
+        // Created, read and deleted: each read afterwards 404, nothing left in etcd.
+        assert_eq!(
+            printed["crud"]["gone"],
+            serde_json::json!([404, 404]),
+            "{stdout}"
+        );
+        for dir in ["configmaps", "secrets"] {
+            let key = format!("/registry/{dir}/{NAMESPACE}/scratch");
+            assert!(api.stored(&key).await.is_none(), "{key} still stored");
+        }
     })
     .await;
 }
