@@ -3,13 +3,13 @@
 //! (`application/json-patch+json`, [`json_patch`]) and strategic merge patch
 //! (`application/strategic-merge-patch+json`, [`strategic_merge_patch`]).
 //!
-//! Mirrors RFC 7386 (its section 2 pseudo-code, tested with its appendix A), RFC 6902 and
-//! `github.com/evanphx/json-patch` (what kube-apiserver applies JSON patches with, tested with
-//! RFC 6902's appendix A), and `staging/src/k8s.io/apimachinery/pkg/util/strategicpatch/patch.go`
-//! (`mergeMap`, `mergeSlice`, `mergeSliceWithSpecialElements`, `mergePatchIntoOriginal`,
-//! `normalizeElementOrder`, `mergeSortedSlice`, `applyRetainKeysDirective`) with the
-//! `patchStrategy`/`patchMergeKey` struct tags of `k8s.io/api` `core/v1` and `apps/v1` for the
-//! kinds kcm serves ([`BuiltinPatchSchema`]).
+//! RFC 7386 and RFC 6902 are the `json-patch` crate's (tested with the RFCs' appendix A and
+//! against `github.com/evanphx/json-patch`'s behaviour, what kube-apiserver applies JSON
+//! patches with), behind an adapter that keeps kcm's error wording. Strategic merge patch
+//! mirrors `staging/src/k8s.io/apimachinery/pkg/util/strategicpatch/patch.go` (`mergeMap`,
+//! `mergeSlice`, `mergeSliceWithSpecialElements`, `mergePatchIntoOriginal`,
+//! `normalizeElementOrder`, `mergeSortedSlice`, `applyRetainKeysDirective`) with the list
+//! strategies of the served schema ([`BuiltinPatchSchema`]).
 //!
 //! Invariants:
 //! - every function is pure: the target is never modified, a failed patch returns an error and

@@ -1,12 +1,17 @@
 //! Strategic merge patch (`application/strategic-merge-patch+json`): the list strategies
-//! of the served kinds ([`BuiltinPatchSchema`], from the `patchStrategy`/`patchMergeKey`
-//! struct tags of `k8s.io/api`) and the merge itself, after
-//! `staging/src/k8s.io/apimachinery/pkg/util/strategicpatch/patch.go`. The invariants are
-//! the patch module's.
+//! of the served kinds ([`BuiltinPatchSchema`], read from the served schema's
+//! `x-kubernetes-patch-strategy` and `x-kubernetes-patch-merge-key`) and the merge itself,
+//! after `staging/src/k8s.io/apimachinery/pkg/util/strategicpatch/patch.go`. The invariants
+//! are the patch module's.
+
+use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
 use super::PatchError;
+use crate::apiserver::openapi;
+use crate::apiserver::resources::RESOURCES;
+use ListMergeStrategy::{MergeAsSet, MergeByKey};
 
 // ---------------------------------------------------------------------------------------------
 // Strategic merge patch: schema
@@ -43,118 +48,91 @@ impl PatchSchema for NoListMergeStrategies {
     }
 }
 
-/// The list merge strategies of one served kind, from the `patchStrategy`/`patchMergeKey` tags
-/// of `k8s.io/api` (`core/v1/types.go`, `apps/v1/types.go`, `meta/v1/types.go`), with the field
-/// paths spelled out from the object's root.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The list merge strategies of one served kind, read from its definition in the schema kcm
+/// serves (Kubernetes 1.32's, as `/openapi/v2` publishes it): a list merges where its field
+/// carries `x-kubernetes-patch-strategy: merge` (by its `x-kubernetes-patch-merge-key`, or as
+/// a set without one), the extensions kube-openapi writes from the `patchStrategy` and
+/// `patchMergeKey` struct tags of `k8s.io/api`. A field path is looked up by walking the
+/// definitions from the kind's, following `$ref`s and stepping into a list's items.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BuiltinPatchSchema {
-    list_merge_strategies: Vec<(Vec<&'static str>, ListMergeStrategy)>,
+    /// The kind's definition (`io.k8s.api.core.v1.Pod`).
+    definition: &'static Value,
 }
 
-use ListMergeStrategy::{MergeAsSet, MergeByKey};
+/// How a definition refers to another in `/openapi/v2`.
+const DEFINITION_REF_PREFIX: &str = "#/definitions/";
 
-/// `ObjectMeta`'s merge lists (`meta/v1/types.go`).
-const OBJECT_META_LISTS: &[(&str, ListMergeStrategy)] = &[
-    ("ownerReferences", MergeByKey("uid")),
-    ("finalizers", MergeAsSet),
-];
-
-/// `PodSpec`'s merge lists (`core/v1/types.go`); `tolerations`, `readinessGates` and the rest
-/// carry no `patchStrategy` and are replaced.
-const POD_SPEC_LISTS: &[(&str, ListMergeStrategy)] = &[
-    ("volumes", MergeByKey("name")),
-    ("initContainers", MergeByKey("name")),
-    ("containers", MergeByKey("name")),
-    ("ephemeralContainers", MergeByKey("name")),
-    ("imagePullSecrets", MergeByKey("name")),
-    ("hostAliases", MergeByKey("ip")),
-    ("topologySpreadConstraints", MergeByKey("topologyKey")),
-];
-
-/// The container fields of `PodSpec` whose items are `Container`s (or `EphemeralContainer`s).
-const CONTAINER_LIST_FIELDS: &[&str] = &["initContainers", "containers", "ephemeralContainers"];
-
-/// `Container`'s merge lists (`core/v1/types.go`).
-const CONTAINER_LISTS: &[(&str, ListMergeStrategy)] = &[
-    ("ports", MergeByKey("containerPort")),
-    ("env", MergeByKey("name")),
-    ("volumeMounts", MergeByKey("mountPath")),
-    ("volumeDevices", MergeByKey("devicePath")),
-];
-
-/// `PodStatus`'s merge lists (`core/v1/types.go`).
-const POD_STATUS_LISTS: &[(&str, ListMergeStrategy)] = &[
-    ("conditions", MergeByKey("type")),
-    ("podIPs", MergeByKey("ip")),
-    ("hostIPs", MergeByKey("ip")),
-];
+/// The definitions of `/openapi/v2`, parsed once.
+fn served_definitions() -> &'static Map<String, Value> {
+    static DEFINITIONS: OnceLock<Map<String, Value>> = OnceLock::new();
+    DEFINITIONS.get_or_init(|| {
+        let mut document: Value = serde_json::from_str(openapi::v2()).expect("/openapi/v2 is JSON");
+        match document.get_mut("definitions").map(Value::take) {
+            Some(Value::Object(definitions)) => definitions,
+            _ => Map::new(),
+        }
+    })
+}
 
 impl BuiltinPatchSchema {
-    /// The schema of a kind kcm serves (`Pod`, `ReplicationController`, `ReplicaSet`,
-    /// `Deployment`, `Service`, `Endpoints`, `Node`, `Namespace`), or `None` for any other kind.
+    /// The schema of a kind kcm serves (`Scale` included, with the group and version it is
+    /// served in), or `None` for a kind the served schema does not have.
     pub fn for_kind(kind: &str) -> Option<BuiltinPatchSchema> {
-        let mut lists: Vec<(Vec<&'static str>, ListMergeStrategy)> = Vec::new();
-        let mut add = |prefix: &[&'static str], table: &[(&'static str, ListMergeStrategy)]| {
-            for (field, strategy) in table {
-                let mut path = prefix.to_vec();
-                path.push(field);
-                lists.push((path, *strategy));
+        let (group, version) = RESOURCES.iter().find_map(|resource| {
+            if resource.kind == kind {
+                return Some((resource.group, resource.version));
             }
-        };
-        add(&["metadata"], OBJECT_META_LISTS);
-        let pod_spec_prefixes: &[&[&'static str]] = match kind {
-            "Pod" => &[&["spec"]],
-            "ReplicationController" | "ReplicaSet" | "Deployment" => {
-                &[&["spec", "template", "spec"]]
-            }
-            "Service" | "Endpoints" | "Node" | "Namespace" => &[],
-            _ => return None,
-        };
-        for prefix in pod_spec_prefixes {
-            add(prefix, POD_SPEC_LISTS);
-            for container_field in CONTAINER_LIST_FIELDS {
-                let mut container_prefix = prefix.to_vec();
-                container_prefix.push(container_field);
-                add(&container_prefix, CONTAINER_LISTS);
-            }
-            if prefix.len() > 1 {
-                add(&["spec", "template", "metadata"], OBJECT_META_LISTS);
-            }
-        }
-        match kind {
-            "Pod" => add(&["status"], POD_STATUS_LISTS),
-            "ReplicationController" | "ReplicaSet" | "Deployment" | "Namespace" => {
-                add(&["status"], &[("conditions", MergeByKey("type"))]);
-            }
-            "Service" => {
-                add(&["spec"], &[("ports", MergeByKey("port"))]);
-                add(&["status"], &[("conditions", MergeByKey("type"))]);
-            }
-            "Node" => {
-                add(&["spec"], &[("podCIDRs", MergeAsSet)]);
-                add(
-                    &["status"],
-                    &[
-                        ("conditions", MergeByKey("type")),
-                        ("addresses", MergeByKey("type")),
-                    ],
-                );
-            }
-            _ => {}
-        }
-        Some(BuiltinPatchSchema {
-            list_merge_strategies: lists,
-        })
+            let subresource = resource.subresources.iter().find(|sub| sub.kind == kind)?;
+            Some((subresource.group, subresource.version))
+        })?;
+        let is_tagged_with_kind =
+            |tag: &Value| tag["group"] == group && tag["version"] == version && tag["kind"] == kind;
+        let definition = served_definitions().values().find(|definition| {
+            definition["x-kubernetes-group-version-kind"]
+                .as_array()
+                .is_some_and(|tags| tags.iter().any(is_tagged_with_kind))
+        })?;
+        Some(BuiltinPatchSchema { definition })
     }
 }
 
 impl PatchSchema for BuiltinPatchSchema {
     fn list_merge_strategy(&self, field_path: &[&str]) -> Option<ListMergeStrategy> {
-        self.list_merge_strategies
-            .iter()
-            .find(|(path, _)| path.as_slice() == field_path)
-            .map(|(_, strategy)| *strategy)
+        let mut field = None;
+        let mut schema = self.definition;
+        for name in field_path {
+            let property = object_schema(schema)?.get("properties")?.get(*name)?;
+            field = Some(property);
+            schema = property;
+        }
+        let strategy = field?.get("x-kubernetes-patch-strategy")?.as_str()?;
+        if !strategy.split(',').any(|strategy| strategy == "merge") {
+            return None;
+        }
+        match field?.get("x-kubernetes-patch-merge-key") {
+            Some(Value::String(merge_key)) => Some(MergeByKey(merge_key)),
+            _ => Some(MergeAsSet),
+        }
     }
+}
+
+/// The schema of the objects `schema` holds: itself, or what its `$ref` names, or its items'
+/// schema for a list (a list item adds no segment to a field path).
+fn object_schema(mut schema: &'static Value) -> Option<&'static Value> {
+    // A bound, not a loop guard the data needs: every `$ref` names a definition with
+    // properties or a type, so two steps (a list of references) are the most it takes.
+    for _ in 0..8 {
+        if let Some(Value::String(reference)) = schema.get("$ref") {
+            let name = reference.strip_prefix(DEFINITION_REF_PREFIX)?;
+            schema = served_definitions().get(name)?;
+        } else if let Some(items) = schema.get("items") {
+            schema = items;
+        } else {
+            return Some(schema);
+        }
+    }
+    None
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -526,6 +526,32 @@ fn builtin_schemas_give_the_kubernetes_struct_tags() {
             &["status", "conditions"],
             Some(MergeByKey("type")),
         ),
+        ("Node", &["spec", "podCIDRs"], Some(MergeAsSet)),
+        ("Pod", &["status", "podIPs"], Some(MergeByKey("ip"))),
+        (
+            "Service",
+            &["status", "conditions"],
+            Some(MergeByKey("type")),
+        ),
+        ("ConfigMap", &["metadata", "finalizers"], Some(MergeAsSet)),
+        ("ConfigMap", &["data"], None),
+        (
+            "Secret",
+            &["metadata", "ownerReferences"],
+            Some(MergeByKey("uid")),
+        ),
+        ("ServiceAccount", &["secrets"], Some(MergeByKey("name"))),
+        ("ServiceAccount", &["imagePullSecrets"], None),
+        ("Lease", &["metadata", "finalizers"], Some(MergeAsSet)),
+        ("Lease", &["spec", "holderIdentity"], None),
+        (
+            "Scale",
+            &["metadata", "ownerReferences"],
+            Some(MergeByKey("uid")),
+        ),
+        ("Scale", &["spec", "replicas"], None),
+        ("Pod", &["spec", "nope", "containers"], None),
+        ("Pod", &[], None),
     ];
     for (kind, path, expected) in cases {
         let schema = BuiltinPatchSchema::for_kind(kind).unwrap();
@@ -535,9 +561,29 @@ fn builtin_schemas_give_the_kubernetes_struct_tags() {
             "{kind} {path:?}"
         );
     }
-    assert_eq!(BuiltinPatchSchema::for_kind("ConfigMap"), None);
+    // A kind the served schema does not have gets none: its lists are replaced.
+    assert_eq!(BuiltinPatchSchema::for_kind("Frobnicator"), None);
     assert_eq!(
         NoListMergeStrategies.list_merge_strategy(&["spec", "containers"]),
         None
+    );
+}
+
+#[test]
+fn kinds_stored_as_documents_merge_the_lists_their_schema_tags() {
+    check_strategic(
+        "ServiceAccount",
+        json!({"metadata":{"name":"robot","finalizers":["a"]},"secrets":[{"name":"s1"}],
+            "imagePullSecrets":[{"name":"p1"}]}),
+        json!({"metadata":{"finalizers":["b"]},"secrets":[{"name":"s2"}],
+            "imagePullSecrets":[{"name":"p2"}]}),
+        json!({"metadata":{"name":"robot","finalizers":["a","b"]},"secrets":[{"name":"s1"},{"name":"s2"}],
+            "imagePullSecrets":[{"name":"p2"}]}),
+    );
+    check_strategic(
+        "Lease",
+        json!({"metadata":{"name":"leader"},"spec":{"holderIdentity":"a","leaseDurationSeconds":15}}),
+        json!({"spec":{"holderIdentity":"b"}}),
+        json!({"metadata":{"name":"leader"},"spec":{"holderIdentity":"b","leaseDurationSeconds":15}}),
     );
 }
