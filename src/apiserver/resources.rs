@@ -27,6 +27,7 @@
 //! - cluster-scoped resources (namespaces, nodes) are never stored under a namespace.
 
 use super::convert::Kind;
+use super::table::{self, Printer};
 
 /// The verbs of a resource kcm stores and writes (discovery's `verbs`, in kube-apiserver's
 /// order).
@@ -158,6 +159,8 @@ pub(crate) struct Resource {
     /// How a stored value under [`Resource::storage`] becomes the served object (the
     /// watch caches decode with it).
     pub decode: Decode,
+    /// How its objects print as a Table: printers.go's columns and cells.
+    pub printer: &'static Printer,
 }
 
 impl Resource {
@@ -247,6 +250,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
             directory: "configmaps",
         },
         decode: Decode::Served,
+        printer: &table::CONFIG_MAPS,
     },
     Resource {
         group: CORE_GROUP,
@@ -264,6 +268,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
             directory: "services/endpoints",
         },
         decode: Decode::Converted(Kind::Endpoints),
+        printer: &table::ENDPOINTS,
     },
     Resource {
         group: CORE_GROUP,
@@ -281,6 +286,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
             directory: crate::record::EVENTS_DIR,
         },
         decode: Decode::Served,
+        printer: &table::EVENTS,
     },
     Resource {
         group: CORE_GROUP,
@@ -298,6 +304,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
             directory: crate::api::NAMESPACES_DIR,
         },
         decode: Decode::Served,
+        printer: &table::NAMESPACES,
     },
     Resource {
         group: CORE_GROUP,
@@ -313,6 +320,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         verbs: NODE_VERBS,
         storage: Storage::Documents { directory: "nodes" },
         decode: Decode::Served,
+        printer: &table::NODES,
     },
     Resource {
         group: CORE_GROUP,
@@ -328,6 +336,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         verbs: SERVED_VERBS,
         storage: Storage::Objects { directory: "pods" },
         decode: Decode::Converted(Kind::Pod),
+        printer: &table::PODS,
     },
     Resource {
         group: CORE_GROUP,
@@ -345,6 +354,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
             directory: "controllers",
         },
         decode: Decode::Converted(Kind::ReplicationController),
+        printer: &table::REPLICATION_CONTROLLERS,
     },
     Resource {
         group: CORE_GROUP,
@@ -362,6 +372,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
             directory: "secrets",
         },
         decode: Decode::Served,
+        printer: &table::SECRETS,
     },
     Resource {
         group: CORE_GROUP,
@@ -379,6 +390,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
             directory: "serviceaccounts",
         },
         decode: Decode::Served,
+        printer: &table::SERVICE_ACCOUNTS,
     },
     Resource {
         group: CORE_GROUP,
@@ -396,6 +408,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
             directory: "services/specs",
         },
         decode: Decode::Converted(Kind::Service),
+        printer: &table::SERVICES,
     },
     Resource {
         group: "apps",
@@ -413,6 +426,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
             directory: "deployments",
         },
         decode: Decode::Converted(Kind::Deployment),
+        printer: &table::DEPLOYMENTS,
     },
     Resource {
         group: "apps",
@@ -430,6 +444,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
             directory: "replicasets",
         },
         decode: Decode::Converted(Kind::ReplicaSet),
+        printer: &table::REPLICA_SETS,
     },
     Resource {
         group: "coordination.k8s.io",
@@ -447,6 +462,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
             directory: "leases",
         },
         decode: Decode::Served,
+        printer: &table::LEASES,
     },
 ];
 

@@ -8,6 +8,10 @@
 //! `PartialObjectMetadata` shapes, `FormatLabelSelector`), and
 //! `staging/src/k8s.io/apimachinery/pkg/util/duration` (`HumanDuration`).
 //!
+//! Each served resource's row (`resources::RESOURCES`) points at its [`Printer`]: the
+//! column definitions and the cells function, kube-apiserver's per-resource
+//! `TableConvertor`; a resource printers.go has no rule for prints [`NAME_AGE`].
+//!
 //! Invariants:
 //! - Pure functions over served-shape objects (after `convert::to_served`); they never
 //!   panic. A missing or mistyped field reads as Go's zero value.
@@ -25,8 +29,9 @@ mod cells;
 mod format;
 
 use cells::{
-    deployment_cells, endpoints_cells, event_cells, namespace_cells, node_cells, pod_cells,
-    replica_set_cells, replication_controller_cells, service_cells,
+    config_map_cells, deployment_cells, endpoints_cells, event_cells, lease_cells, namespace_cells,
+    node_cells, pod_cells, replica_set_cells, replication_controller_cells, secret_cells,
+    service_account_cells, service_cells,
 };
 use format::age;
 
@@ -73,194 +78,275 @@ const CONTAINERS_DESCRIPTION: &str = "Names of each container in the template.";
 const IMAGES_DESCRIPTION: &str = "Images referenced by each container in the template.";
 const NODE_ADDRESSES_DESCRIPTION: &str = "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses";
 
-/// One `TableColumnDefinition`.
-fn column(name: &str, type_: &str, format: &str, priority: i32, description: &str) -> Value {
-    json!({
-        "name": name,
-        "type": type_,
-        "format": format,
-        "description": description,
-        "priority": priority,
-    })
+/// One `TableColumnDefinition`, as printers.go declares it.
+#[derive(Debug)]
+pub(crate) struct Column {
+    pub name: &'static str,
+    /// `string` or `integer`.
+    pub type_: &'static str,
+    /// `name` for the Name column, else empty.
+    pub format: &'static str,
+    /// 0, or 1 for a column only `-o wide` shows.
+    pub priority: i32,
+    pub description: &'static str,
 }
 
-fn name_column() -> Value {
-    column("Name", "string", "name", 0, NAME_DESCRIPTION)
-}
-
-fn age_column() -> Value {
-    column("Age", "string", "", 0, AGE_DESCRIPTION)
-}
-
-/// printers.go's column definitions for `resource` (a plural resource name: `"pods"`,
-/// `"replicationcontrollers"`, `"replicasets"`, `"deployments"`, `"services"`,
-/// `"endpoints"`, `"namespaces"`, `"nodes"`, `"events"`); Name and Age for any other.
-pub fn column_definitions(resource: &str) -> Vec<Value> {
-    match resource {
-        "pods" => vec![
-            name_column(),
-            column("Ready", "string", "", 0, "The aggregate readiness state of this pod for accepting traffic."),
-            column("Status", "string", "", 0, "The aggregate status of the containers in this pod."),
-            column("Restarts", "string", "", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
-            age_column(),
-            column("IP", "string", "", 1, "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."),
-            column("Node", "string", "", 1, "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this node becomes responsible for the lifecycle of this pod. This field should not be used to express a desire for the pod to be scheduled on a specific node. https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename"),
-            column("Nominated Node", "string", "", 1, "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled."),
-            column("Readiness Gates", "string", "", 1, "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates"),
-        ],
-        "replicationcontrollers" => vec![
-            name_column(),
-            column("Desired", "integer", "", 0, "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller"),
-            column("Current", "integer", "", 0, "Replicas is the most recently observed number of replicas. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller"),
-            column("Ready", "integer", "", 0, "The number of ready replicas for this replication controller."),
-            age_column(),
-            column("Containers", "string", "", 1, CONTAINERS_DESCRIPTION),
-            column("Images", "string", "", 1, IMAGES_DESCRIPTION),
-            column("Selector", "string", "", 1, "Selector is a label query over pods that should match the Replicas count. If Selector is empty, it is defaulted to the labels present on the Pod template. Label keys and values that must match in order to be controlled by this replication controller, if empty defaulted to labels on Pod template. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"),
-        ],
-        "replicasets" => vec![
-            name_column(),
-            column("Desired", "integer", "", 0, "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller/#what-is-a-replicationcontroller"),
-            column("Current", "integer", "", 0, "Replicas is the most recently observed number of replicas. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller/#what-is-a-replicationcontroller"),
-            column("Ready", "integer", "", 0, "readyReplicas is the number of pods targeted by this ReplicaSet with a Ready Condition."),
-            age_column(),
-            column("Containers", "string", "", 1, CONTAINERS_DESCRIPTION),
-            column("Images", "string", "", 1, IMAGES_DESCRIPTION),
-            column("Selector", "string", "", 1, "Selector is a label query over pods that should match the replica count. If the selector is empty, it is defaulted to the labels present on the pod template. Label keys and values that must match in order to be controlled by this replica set. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"),
-        ],
-        "deployments" => vec![
-            name_column(),
-            column("Ready", "string", "", 0, "Number of the pod with ready state"),
-            column("Up-to-date", "string", "", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
-            column("Available", "string", "", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
-            age_column(),
-            column("Containers", "string", "", 1, CONTAINERS_DESCRIPTION),
-            column("Images", "string", "", 1, IMAGES_DESCRIPTION),
-            column("Selector", "string", "", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."),
-        ],
-        "services" => vec![
-            name_column(),
-            column("Type", "string", "", 0, "type determines how the Service is exposed. Defaults to ClusterIP. Valid options are ExternalName, ClusterIP, NodePort, and LoadBalancer. More info: https://kubernetes.io/docs/concepts/services-networking/service/#publishing-services-service-types"),
-            column("Cluster-IP", "string", "", 0, "clusterIP is the IP address of the service and is usually assigned randomly. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies"),
-            column("External-IP", "string", "", 0, "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.  These IPs are not managed by Kubernetes.  The user is responsible for ensuring that traffic arrives at a node with this IP.  A common example is external load-balancers that are not part of the Kubernetes system."),
-            column("Port(s)", "string", "", 0, "The list of ports that are exposed by this service. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies"),
-            age_column(),
-            column("Selector", "string", "", 1, "Route service traffic to pods with label keys and values matching this selector. If empty or not present, the service is assumed to have an external process managing its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/"),
-        ],
-        "endpoints" => vec![
-            name_column(),
-            column("Endpoints", "string", "", 0, "The set of all endpoints is the union of all subsets. Addresses are placed into subsets according to the IPs they share. A single address with multiple ports, some of which are ready and some of which are not (because they come from different containers) will result in the address being displayed in different subsets for the different ports. No address will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a service."),
-            age_column(),
-        ],
-        "namespaces" => vec![
-            name_column(),
-            column("Status", "string", "", 0, "The status of the namespace"),
-            age_column(),
-        ],
-        "nodes" => vec![
-            name_column(),
-            column("Status", "string", "", 0, "The status of the node"),
-            column("Roles", "string", "", 0, "The roles of the node"),
-            age_column(),
-            column("Version", "string", "", 0, "Kubelet Version reported by the node."),
-            column("Internal-IP", "string", "", 1, NODE_ADDRESSES_DESCRIPTION),
-            column("External-IP", "string", "", 1, NODE_ADDRESSES_DESCRIPTION),
-            column("OS-Image", "string", "", 1, "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy))."),
-            column("Kernel-Version", "string", "", 1, "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
-            column("Container-Runtime", "string", "", 1, "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2)."),
-        ],
-        "events" => vec![
-            column("Last Seen", "string", "", 0, "The time at which the most recent occurrence of this event was recorded."),
-            column("Type", "string", "", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
-            column("Reason", "string", "", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
-            column("Object", "string", "", 0, "The object that this event is about."),
-            column("Subobject", "string", "", 1, "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2]."),
-            column("Source", "string", "", 1, "The component reporting this event. Should be a short machine understandable string."),
-            column("Message", "string", "", 0, "A human-readable description of the status of this operation."),
-            column("First Seen", "string", "", 1, "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)"),
-            column("Count", "string", "", 1, "The number of times this event has occurred."),
-            column("Name", "string", "name", 1, NAME_DESCRIPTION),
-        ],
-        "configmaps" => vec![
-            name_column(),
-            column("Data", "integer", "", 0, "How many keys the ConfigMap holds (data and binaryData)."),
-            age_column(),
-        ],
-        "secrets" => vec![
-            name_column(),
-            column("Type", "string", "", 0, "The Secret's type."),
-            column("Data", "integer", "", 0, "How many keys the Secret holds."),
-            age_column(),
-        ],
-        "serviceaccounts" => vec![
-            name_column(),
-            column("Secrets", "integer", "", 0, "How many Secrets the ServiceAccount names."),
-            age_column(),
-        ],
-        "leases" => vec![
-            name_column(),
-            column("Holder", "string", "", 0, "Who holds the Lease."),
-            age_column(),
-        ],
-        _ => vec![name_column(), age_column()],
+const fn column(
+    name: &'static str,
+    type_: &'static str,
+    format: &'static str,
+    priority: i32,
+    description: &'static str,
+) -> Column {
+    Column {
+        name,
+        type_,
+        format,
+        priority,
+        description,
     }
+}
+
+const NAME: Column = column("Name", "string", "name", 0, NAME_DESCRIPTION);
+const AGE: Column = column("Age", "string", "", 0, AGE_DESCRIPTION);
+
+/// The cells of one object's row, and the row's `conditions` (a finished pod's).
+pub(crate) type Cells = (Vec<Value>, Option<Value>);
+
+/// How one resource prints as a Table (kube-apiserver's `TableConvertor`): its column
+/// definitions and the cells of one served object, one cell per column. Each
+/// [`Resource`](super::resources::Resource) row points at its own.
+#[derive(Debug)]
+pub(crate) struct Printer {
+    pub columns: &'static [Column],
+    pub cells: fn(&Value, SystemTime) -> Cells,
+}
+
+/// Printers are statics; one is equal only to itself.
+impl PartialEq for Printer {
+    fn eq(&self, other: &Printer) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Printer {}
+
+/// Name and Age only: kube-apiserver's default table convertor, for a resource printers.go
+/// has no rule for.
+pub(crate) static NAME_AGE: Printer = Printer {
+    columns: &[NAME, AGE],
+    cells: |object, now| {
+        let name = Value::from(string_at(object, &["metadata", "name"]));
+        (vec![name, Value::from(age(object, now))], None)
+    },
+};
+
+/// pods: printers.go's `printPod`.
+pub(crate) static PODS: Printer = Printer {
+    columns: &[
+        NAME,
+        column("Ready", "string", "", 0, "The aggregate readiness state of this pod for accepting traffic."),
+        column("Status", "string", "", 0, "The aggregate status of the containers in this pod."),
+        column("Restarts", "string", "", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+        AGE,
+        column("IP", "string", "", 1, "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."),
+        column("Node", "string", "", 1, "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this node becomes responsible for the lifecycle of this pod. This field should not be used to express a desire for the pod to be scheduled on a specific node. https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename"),
+        column("Nominated Node", "string", "", 1, "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled."),
+        column("Readiness Gates", "string", "", 1, "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates"),
+    ],
+    cells: pod_cells,
+};
+
+/// replicationcontrollers: printers.go's `printReplicationController`.
+pub(crate) static REPLICATION_CONTROLLERS: Printer = Printer {
+    columns: &[
+        NAME,
+        column("Desired", "integer", "", 0, "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller"),
+        column("Current", "integer", "", 0, "Replicas is the most recently observed number of replicas. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller"),
+        column("Ready", "integer", "", 0, "The number of ready replicas for this replication controller."),
+        AGE,
+        column("Containers", "string", "", 1, CONTAINERS_DESCRIPTION),
+        column("Images", "string", "", 1, IMAGES_DESCRIPTION),
+        column("Selector", "string", "", 1, "Selector is a label query over pods that should match the Replicas count. If Selector is empty, it is defaulted to the labels present on the Pod template. Label keys and values that must match in order to be controlled by this replication controller, if empty defaulted to labels on Pod template. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"),
+    ],
+    cells: |o, now| (replication_controller_cells(o, now), None),
+};
+
+/// replicasets: printers.go's `printReplicaSet`.
+pub(crate) static REPLICA_SETS: Printer = Printer {
+    columns: &[
+        NAME,
+        column("Desired", "integer", "", 0, "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller/#what-is-a-replicationcontroller"),
+        column("Current", "integer", "", 0, "Replicas is the most recently observed number of replicas. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller/#what-is-a-replicationcontroller"),
+        column("Ready", "integer", "", 0, "readyReplicas is the number of pods targeted by this ReplicaSet with a Ready Condition."),
+        AGE,
+        column("Containers", "string", "", 1, CONTAINERS_DESCRIPTION),
+        column("Images", "string", "", 1, IMAGES_DESCRIPTION),
+        column("Selector", "string", "", 1, "Selector is a label query over pods that should match the replica count. If the selector is empty, it is defaulted to the labels present on the pod template. Label keys and values that must match in order to be controlled by this replica set. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"),
+    ],
+    cells: |o, now| (replica_set_cells(o, now), None),
+};
+
+/// deployments: printers.go's `printDeployment`.
+pub(crate) static DEPLOYMENTS: Printer = Printer {
+    columns: &[
+        NAME,
+        column("Ready", "string", "", 0, "Number of the pod with ready state"),
+        column("Up-to-date", "string", "", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
+        column("Available", "string", "", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+        AGE,
+        column("Containers", "string", "", 1, CONTAINERS_DESCRIPTION),
+        column("Images", "string", "", 1, IMAGES_DESCRIPTION),
+        column("Selector", "string", "", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."),
+    ],
+    cells: |o, now| (deployment_cells(o, now), None),
+};
+
+/// services: printers.go's `printService`.
+pub(crate) static SERVICES: Printer = Printer {
+    columns: &[
+        NAME,
+        column("Type", "string", "", 0, "type determines how the Service is exposed. Defaults to ClusterIP. Valid options are ExternalName, ClusterIP, NodePort, and LoadBalancer. More info: https://kubernetes.io/docs/concepts/services-networking/service/#publishing-services-service-types"),
+        column("Cluster-IP", "string", "", 0, "clusterIP is the IP address of the service and is usually assigned randomly. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies"),
+        column("External-IP", "string", "", 0, "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.  These IPs are not managed by Kubernetes.  The user is responsible for ensuring that traffic arrives at a node with this IP.  A common example is external load-balancers that are not part of the Kubernetes system."),
+        column("Port(s)", "string", "", 0, "The list of ports that are exposed by this service. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies"),
+        AGE,
+        column("Selector", "string", "", 1, "Route service traffic to pods with label keys and values matching this selector. If empty or not present, the service is assumed to have an external process managing its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/"),
+    ],
+    cells: |o, now| (service_cells(o, now), None),
+};
+
+/// endpoints: printers.go's `printEndpoints`.
+pub(crate) static ENDPOINTS: Printer = Printer {
+    columns: &[
+        NAME,
+        column("Endpoints", "string", "", 0, "The set of all endpoints is the union of all subsets. Addresses are placed into subsets according to the IPs they share. A single address with multiple ports, some of which are ready and some of which are not (because they come from different containers) will result in the address being displayed in different subsets for the different ports. No address will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a service."),
+        AGE,
+    ],
+    cells: |o, now| (endpoints_cells(o, now), None),
+};
+
+/// namespaces: printers.go's `printNamespace`.
+pub(crate) static NAMESPACES: Printer = Printer {
+    columns: &[
+        NAME,
+        column("Status", "string", "", 0, "The status of the namespace"),
+        AGE,
+    ],
+    cells: |o, now| (namespace_cells(o, now), None),
+};
+
+/// nodes: printers.go's `printNode`.
+pub(crate) static NODES: Printer = Printer {
+    columns: &[
+        NAME,
+        column("Status", "string", "", 0, "The status of the node"),
+        column("Roles", "string", "", 0, "The roles of the node"),
+        AGE,
+        column("Version", "string", "", 0, "Kubelet Version reported by the node."),
+        column("Internal-IP", "string", "", 1, NODE_ADDRESSES_DESCRIPTION),
+        column("External-IP", "string", "", 1, NODE_ADDRESSES_DESCRIPTION),
+        column("OS-Image", "string", "", 1, "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy))."),
+        column("Kernel-Version", "string", "", 1, "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
+        column("Container-Runtime", "string", "", 1, "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2)."),
+    ],
+    cells: |o, now| (node_cells(o, now), None),
+};
+
+/// events: printers.go's `printEvent`.
+pub(crate) static EVENTS: Printer = Printer {
+    columns: &[
+        column("Last Seen", "string", "", 0, "The time at which the most recent occurrence of this event was recorded."),
+        column("Type", "string", "", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
+        column("Reason", "string", "", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
+        column("Object", "string", "", 0, "The object that this event is about."),
+        column("Subobject", "string", "", 1, "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2]."),
+        column("Source", "string", "", 1, "The component reporting this event. Should be a short machine understandable string."),
+        column("Message", "string", "", 0, "A human-readable description of the status of this operation."),
+        column("First Seen", "string", "", 1, "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)"),
+        column("Count", "string", "", 1, "The number of times this event has occurred."),
+        column("Name", "string", "name", 1, NAME_DESCRIPTION),
+    ],
+    cells: |o, now| (event_cells(o, now), None),
+};
+
+/// configmaps: printers.go's `printConfigMap`.
+pub(crate) static CONFIG_MAPS: Printer = Printer {
+    columns: &[
+        NAME,
+        column(
+            "Data",
+            "integer",
+            "",
+            0,
+            "How many keys the ConfigMap holds (data and binaryData).",
+        ),
+        AGE,
+    ],
+    cells: |o, now| (config_map_cells(o, now), None),
+};
+
+/// secrets: printers.go's `printSecret`.
+pub(crate) static SECRETS: Printer = Printer {
+    columns: &[
+        NAME,
+        column("Type", "string", "", 0, "The Secret's type."),
+        column("Data", "integer", "", 0, "How many keys the Secret holds."),
+        AGE,
+    ],
+    cells: |o, now| (secret_cells(o, now), None),
+};
+
+/// serviceaccounts: printers.go's `printServiceAccount`.
+pub(crate) static SERVICE_ACCOUNTS: Printer = Printer {
+    columns: &[
+        NAME,
+        column(
+            "Secrets",
+            "integer",
+            "",
+            0,
+            "How many Secrets the ServiceAccount names.",
+        ),
+        AGE,
+    ],
+    cells: |o, now| (service_account_cells(o, now), None),
+};
+
+/// leases: printers.go's `printLease`.
+pub(crate) static LEASES: Printer = Printer {
+    columns: &[
+        NAME,
+        column("Holder", "string", "", 0, "Who holds the Lease."),
+        AGE,
+    ],
+    cells: |o, now| (lease_cells(o, now), None),
+};
+
+/// The `TableColumnDefinition`s of `printer`.
+pub fn column_definitions(printer: &Printer) -> Vec<Value> {
+    printer
+        .columns
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "type": c.type_,
+                "format": c.format,
+                "description": c.description,
+                "priority": c.priority,
+            })
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
 // Tables and rows
 
-/// The cells of a ConfigMap (DATA), Secret (TYPE, DATA), ServiceAccount (SECRETS) or
-/// Lease (HOLDER), as printers.go's `printConfigMap`, `printSecret`,
-/// `printServiceAccount` and `printLease`.
-fn document_cells(resource: &str, object: &Value, now: SystemTime) -> Vec<Value> {
-    let count = |field: &str| match object.get(field) {
-        Some(Value::Object(map)) => map.len(),
-        Some(Value::Array(items)) => items.len(),
-        _ => 0,
-    };
-    let name = Value::from(string_at(object, &["metadata", "name"]));
-    let age = Value::from(age(object, now));
-    match resource {
-        "configmaps" => vec![name, Value::from(count("data") + count("binaryData")), age],
-        "secrets" => vec![
-            name,
-            Value::from(string_at(object, &["type"])),
-            Value::from(count("data")),
-            age,
-        ],
-        "serviceaccounts" => vec![name, Value::from(count("secrets")), age],
-        _ => vec![
-            name,
-            Value::from(string_at(object, &["spec", "holderIdentity"])),
-            age,
-        ],
-    }
-}
-
 /// One `TableRow` for `object` (served shape): `{"cells": [...], "object": ...}`, plus
 /// `conditions` for a Succeeded or Failed pod, as `printPod` adds them.
-pub fn row(resource: &str, object: &Value, include: IncludeObject, now: SystemTime) -> Value {
-    let (cells, conditions) = match resource {
-        "pods" => pod_cells(object, now),
-        "replicationcontrollers" => (replication_controller_cells(object, now), None),
-        "replicasets" => (replica_set_cells(object, now), None),
-        "deployments" => (deployment_cells(object, now), None),
-        "services" => (service_cells(object, now), None),
-        "endpoints" => (endpoints_cells(object, now), None),
-        "namespaces" => (namespace_cells(object, now), None),
-        "nodes" => (node_cells(object, now), None),
-        "events" => (event_cells(object, now), None),
-        "configmaps" | "secrets" | "serviceaccounts" | "leases" => {
-            (document_cells(resource, object, now), None)
-        }
-        _ => (
-            vec![
-                Value::from(string_at(object, &["metadata", "name"])),
-                Value::from(age(object, now)),
-            ],
-            None,
-        ),
-    };
+pub fn row(printer: &Printer, object: &Value, include: IncludeObject, now: SystemTime) -> Value {
+    let (cells, conditions) = (printer.cells)(object, now);
     let mut row = Map::new();
     row.insert("cells".into(), Value::Array(cells));
     if let Some(conditions) = conditions {
@@ -297,7 +383,7 @@ pub fn row(resource: &str, object: &Value, include: IncludeObject, now: SystemTi
 /// for every watch event after the first.
 #[allow(clippy::too_many_arguments)] // the shape the API server asked for
 pub fn table(
-    resource: &str,
+    printer: &Printer,
     objects: &[Value],
     include: IncludeObject,
     now: SystemTime,
@@ -323,12 +409,12 @@ pub fn table(
     if with_columns {
         table.insert(
             "columnDefinitions".into(),
-            Value::Array(column_definitions(resource)),
+            Value::Array(column_definitions(printer)),
         );
     }
     let rows = objects
         .iter()
-        .map(|object| row(resource, object, include, now))
+        .map(|object| row(printer, object, include, now))
         .collect();
     table.insert("rows".into(), Value::Array(rows));
     Value::Object(table)
@@ -385,8 +471,15 @@ mod tests {
         parse_timestamp("2026-11-26T18:11:03Z").unwrap()
     }
 
+    /// The printer of the served resource `plural`; [`NAME_AGE`] for any other.
+    fn printer(plural: &str) -> &'static Printer {
+        super::super::resources::find_by_name(plural)
+            .filter(|resource| resource.plural == plural)
+            .map_or(&NAME_AGE, |resource| resource.printer)
+    }
+
     fn cells(resource: &str, object: &Value) -> Vec<Value> {
-        row(resource, object, IncludeObject::None, now())["cells"]
+        row(printer(resource), object, IncludeObject::None, now())["cells"]
             .as_array()
             .unwrap()
             .clone()
@@ -398,7 +491,7 @@ mod tests {
         assert_eq!(got, expected, "{resource} cells of {object:#}");
         assert_eq!(
             got.as_array().unwrap().len(),
-            column_definitions(resource).len(),
+            column_definitions(printer(resource)).len(),
             "one cell per column"
         );
     }
@@ -909,17 +1002,17 @@ mod tests {
     fn pod_rows_carry_completed_conditions_for_finished_pods() {
         let succeeded = json!({"metadata":{"name":"p"},"status":{"phase":"Succeeded"}});
         assert_eq!(
-            row("pods", &succeeded, IncludeObject::None, now())["conditions"],
+            row(printer("pods"), &succeeded, IncludeObject::None, now())["conditions"],
             json!([{"type":"Completed","status":"True","reason":"Succeeded",
                 "message":"The pod has completed successfully."}])
         );
         let failed = json!({"metadata":{"name":"p"},"status":{"phase":"Failed"}});
         assert_eq!(
-            row("pods", &failed, IncludeObject::None, now())["conditions"],
+            row(printer("pods"), &failed, IncludeObject::None, now())["conditions"],
             json!([{"type":"Completed","status":"True","reason":"Failed","message":"The pod failed."}])
         );
         assert_eq!(
-            row("pods", &served_pod(), IncludeObject::None, now()).get("conditions"),
+            row(printer("pods"), &served_pod(), IncludeObject::None, now()).get("conditions"),
             None
         );
     }
@@ -1322,6 +1415,20 @@ mod tests {
     }
 
     #[test]
+    fn every_served_resource_prints_one_cell_per_column() {
+        for resource in super::super::resources::RESOURCES {
+            let object = json!({"metadata": {"name": "x"}});
+            let cells = (resource.printer.cells)(&object, now()).0;
+            assert_eq!(
+                cells.len(),
+                resource.printer.columns.len(),
+                "{}",
+                resource.plural
+            );
+        }
+    }
+
+    #[test]
     fn garbage_objects_print_zero_values_without_panicking() {
         let resources = [
             "pods",
@@ -1356,10 +1463,10 @@ mod tests {
                     IncludeObject::Metadata,
                     IncludeObject::Object,
                 ] {
-                    let row = row(resource, &object, include, now());
+                    let row = row(printer(resource), &object, include, now());
                     assert_eq!(
                         row["cells"].as_array().unwrap().len(),
-                        column_definitions(resource).len(),
+                        column_definitions(printer(resource)).len(),
                         "{resource} {object}"
                     );
                 }
@@ -1391,22 +1498,27 @@ mod tests {
     #[test]
     fn rows_carry_partial_object_metadata_the_whole_object_or_nothing() {
         let pod = served_pod();
-        let metadata_row = row("pods", &pod, IncludeObject::Metadata, now());
+        let metadata_row = row(printer("pods"), &pod, IncludeObject::Metadata, now());
         assert_eq!(
             metadata_row["object"],
             json!({"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",
                 "metadata":pod["metadata"].clone()})
         );
         assert_eq!(
-            row("pods", &pod, IncludeObject::Object, now())["object"],
+            row(printer("pods"), &pod, IncludeObject::Object, now())["object"],
             pod
         );
-        let none_row = row("pods", &pod, IncludeObject::None, now());
+        let none_row = row(printer("pods"), &pod, IncludeObject::None, now());
         assert_eq!(none_row.get("object"), None);
         assert_eq!(none_row.as_object().unwrap().len(), 1);
         // An object without metadata still gets PartialObjectMetadata.
         assert_eq!(
-            row("namespaces", &json!({}), IncludeObject::Metadata, now())["object"]["metadata"],
+            row(
+                printer("namespaces"),
+                &json!({}),
+                IncludeObject::Metadata,
+                now()
+            )["object"]["metadata"],
             json!({})
         );
     }
@@ -1415,7 +1527,7 @@ mod tests {
     fn tables_carry_list_metadata_columns_and_rows() {
         let pods = [served_pod(), served_pod()];
         let table = table(
-            "pods",
+            printer("pods"),
             &pods,
             IncludeObject::Metadata,
             now(),
@@ -1440,7 +1552,7 @@ mod tests {
     #[test]
     fn watch_event_tables_after_the_first_leave_out_column_definitions() {
         let table = table(
-            "pods",
+            printer("pods"),
             &[served_pod()],
             IncludeObject::Metadata,
             now(),
@@ -1455,7 +1567,7 @@ mod tests {
         );
         assert_eq!(table["metadata"], json!({}));
         let empty = super::table(
-            "pods",
+            printer("pods"),
             &[],
             IncludeObject::None,
             now(),
@@ -1472,7 +1584,7 @@ mod tests {
     fn column_definitions_follow_printers_go() {
         #[track_caller]
         fn check(resource: &str, expected: &[(&str, &str, i64)]) {
-            let columns = column_definitions(resource);
+            let columns = column_definitions(printer(resource));
             let got: Vec<(&str, &str, i64)> = columns
                 .iter()
                 .map(|c| {

@@ -523,7 +523,7 @@ pub(super) fn list_response(
         Format::Table => {
             let objects: Vec<Value> = page.items.iter().map(|i| i.object.clone()).collect();
             let table = table::table(
-                resource.plural,
+                resource.printer,
                 &objects,
                 include_object(query),
                 SystemTime::now(),
@@ -561,7 +561,7 @@ pub(super) fn object_response(
         Format::Json => bytes_response(format, false, item.json.clone()),
         Format::Table => {
             let table = table::table(
-                resource.plural,
+                resource.printer,
                 std::slice::from_ref(&item.object),
                 include_object(query),
                 SystemTime::now(),

@@ -396,7 +396,7 @@ impl Watch {
             Format::Json => line.extend_from_slice(&item.json),
             Format::Table => {
                 let table = table::table(
-                    self.resource.plural,
+                    self.resource.printer,
                     std::slice::from_ref(&item.object),
                     self.include,
                     SystemTime::now(),
