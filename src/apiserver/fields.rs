@@ -15,6 +15,10 @@
 //! `pkg/registry/core/service/strategy.go` and `staging/src/k8s.io/apiserver/pkg/registry/
 //! generic/matcher.go` `ObjectMetaFieldsSet`, all as of Kubernetes 1.32.
 //!
+//! The grammar is this file's; what each resource's selectors may name, and how each
+//! field reads (its `GetAttrs`), is a [`SelectableFields`] static its row in
+//! `resources::RESOURCES` points at.
+//!
 //! Invariants:
 //! - a [`FieldSelector`] keeps its requirements sorted by field, operator and value,
 //!   without duplicates, so selectors that mean the same compare equal whatever order they
@@ -222,18 +226,26 @@ impl FieldSelector {
         self.requirements.is_empty()
     }
 
-    /// Checks every field against what `resource` (a served plural, `pods`) supports, as
-    /// kube-apiserver's field-label conversion does before a list or watch; the error's
-    /// Display is kube-apiserver's message for the first unsupported field.
-    pub(crate) fn validate(&self, resource: &str) -> Result<(), FieldSelectorError> {
-        self.convert(resource).map(drop)
+    /// Checks every field against what `resource` (a served plural, `pods`) supports
+    /// (`selectable`, its row's), as kube-apiserver's field-label conversion does before a
+    /// list or watch; the error's Display is kube-apiserver's message for the first
+    /// unsupported field.
+    pub(crate) fn validate(
+        &self,
+        resource: &str,
+        selectable: &SelectableFields,
+    ) -> Result<(), FieldSelectorError> {
+        self.convert(resource, selectable).map(drop)
     }
 
     /// The selector as kube-apiserver's conversion leaves it for `resource`: validated
     /// ([`FieldSelector::validate`]) and with legacy aliases renamed (a pod's `spec.host`
     /// becomes `spec.nodeName`). Use this one for [`FieldSelector::requires_exact_match`].
-    pub(crate) fn convert(&self, resource: &str) -> Result<FieldSelector, FieldSelectorError> {
-        let selectable = selectable_fields_of(resource);
+    pub(crate) fn convert(
+        &self,
+        resource: &str,
+        selectable: &SelectableFields,
+    ) -> Result<FieldSelector, FieldSelectorError> {
         let mut converted = Vec::with_capacity(self.requirements.len());
         for requirement in &self.requirements {
             let Some(field) = selectable.canonical(&requirement.field) else {
@@ -252,17 +264,13 @@ impl FieldSelector {
         Ok(FieldSelector::from_requirements(converted))
     }
 
-    /// Whether `object`, a served object of `resource` (core/v1 or apps/v1 JSON), meets
-    /// every requirement, reading each field as [`selectable_field_value`] does. Meant
-    /// for a selector that passed [`FieldSelector::validate`]: an unsupported field reads
-    /// as "".
-    pub(crate) fn matches(&self, resource: &str, object: &Value) -> bool {
+    /// Whether `object`, a served object (core/v1 or apps/v1 JSON) of the resource whose
+    /// fields are `selectable`, meets every requirement, reading each field as
+    /// [`SelectableFields::value`] does. Meant for a selector that passed
+    /// [`FieldSelector::validate`]: an unsupported field reads as "".
+    pub(crate) fn matches(&self, selectable: &SelectableFields, object: &Value) -> bool {
         self.requirements.iter().all(|requirement| {
-            requirement.matches_value(&selectable_field_value(
-                resource,
-                &requirement.field,
-                object,
-            ))
+            requirement.matches_value(&selectable.value(&requirement.field, object))
         })
     }
 
@@ -380,13 +388,32 @@ pub(crate) fn unescape_value(raw: &str) -> Result<String, FieldSelectorError> {
     Ok(value)
 }
 
-/// What one resource's field-label conversion accepts.
-struct SelectableFields {
-    fields: &'static [&'static str],
-    /// Legacy names accepted and renamed: `(alias, field)`.
-    aliases: &'static [(&'static str, &'static str)],
-    rejection: Rejection,
+/// What one resource's field selectors may name and what those fields read on its
+/// objects: its field-label conversion function and its `GetAttrs` (the
+/// selectable-fields function of its `strategy.go`). Each
+/// [`Resource`](super::resources::Resource) row points at its own.
+#[derive(Debug)]
+pub(crate) struct SelectableFields {
+    /// The fields accepted, as kube-apiserver 1.32 lists them: every namespaced resource
+    /// `metadata.name` and `metadata.namespace`, cluster-scoped ones `metadata.name` only,
+    /// plus the kind's own.
+    pub fields: &'static [&'static str],
+    /// Legacy names accepted and renamed: `(alias, field)`. Not listed in `fields`.
+    pub aliases: &'static [(&'static str, &'static str)],
+    /// The message an unsupported field gets.
+    pub rejection: Rejection,
+    /// The value of one of `fields` on a served object of the kind.
+    pub read: fn(field: &str, object: &Value) -> String,
 }
+
+/// Selectable fields are statics; a set is equal only to itself.
+impl PartialEq for SelectableFields {
+    fn eq(&self, other: &SelectableFields) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for SelectableFields {}
 
 impl SelectableFields {
     /// The field `label` stands for, if the resource accepts it.
@@ -398,6 +425,19 @@ impl SelectableFields {
             .iter()
             .find(|(alias, _)| *alias == label)
             .map(|(_, field)| *field)
+    }
+
+    /// The value of `field` on `object`, a served object of the resource, as
+    /// kube-apiserver's selectable-fields function for the kind produces it from the
+    /// internal object: strings as they are ("" when missing), booleans as
+    /// `true`/`false`, counts in decimal (`0` when missing). A field outside the set
+    /// (including a pod's `status.podIPs`, accepted but never populated by Kubernetes)
+    /// reads as "".
+    pub(crate) fn value(&self, field: &str, object: &Value) -> String {
+        match self.canonical(field) {
+            Some(field) => (self.read)(field, object),
+            None => String::new(),
+        }
     }
 }
 
@@ -433,112 +473,143 @@ const EVENT_FIELDS: &[&str] = &[
 
 const METADATA_FIELDS: &[&str] = &["metadata.name", "metadata.namespace"];
 
-fn selectable_fields_of(resource: &str) -> SelectableFields {
-    let own = |fields| SelectableFields {
+/// A kind with a field-label conversion function of its own accepting `fields`.
+const fn own(
+    fields: &'static [&'static str],
+    read: fn(&str, &Value) -> String,
+) -> SelectableFields {
+    SelectableFields {
         fields,
         aliases: &[],
         rejection: Rejection::FieldLabelNotSupported,
-    };
-    match resource {
-        "pods" => SelectableFields {
-            fields: POD_FIELDS,
-            // "for backwards compatibility with old v1 clients which send spec.host"
-            aliases: &[("spec.host", "spec.nodeName")],
-            rejection: Rejection::FieldLabelNotSupported,
-        },
-        "events" => own(EVENT_FIELDS),
-        // Cluster-scoped: no metadata.namespace.
-        "nodes" => own(&["metadata.name", "spec.unschedulable"]),
-        "namespaces" => own(&["metadata.name", "status.phase"]),
-        "secrets" => own(&["metadata.name", "metadata.namespace", "type"]),
-        "replicationcontrollers" => {
-            own(&["metadata.name", "metadata.namespace", "status.replicas"])
-        }
-        "services" => own(&[
-            "metadata.name",
-            "metadata.namespace",
-            "spec.clusterIP",
-            "spec.type",
-        ]),
-        // Endpoints, deployments, replicasets and anything else: no conversion function
-        // of their own. (ReplicaSet's selectable fields have status.replicas, but apps/v1
-        // registers no conversion, so 1.32 refuses it: kubernetes issue #135136.)
-        _ => SelectableFields {
-            fields: METADATA_FIELDS,
-            aliases: &[],
-            rejection: Rejection::NotAKnownFieldSelector,
-        },
+        read,
     }
 }
 
-/// The fields `resource` (a served plural) can be selected on, as kube-apiserver 1.32
-/// accepts them: every namespaced resource `metadata.name` and `metadata.namespace`,
-/// cluster-scoped ones (nodes, namespaces) `metadata.name` only, plus each kind's own.
-/// Legacy aliases (a pod's `spec.host`) are accepted too but not listed.
-pub(crate) fn supported_fields(resource: &str) -> &'static [&'static str] {
-    selectable_fields_of(resource).fields
+/// Kinds without a conversion function of their own (Endpoints, Deployments,
+/// ReplicaSets, and the documents): `metadata.name` and `metadata.namespace` only.
+/// (ReplicaSet's selectable fields have status.replicas, but apps/v1 registers no
+/// conversion, so 1.32 refuses it: kubernetes issue #135136.)
+pub(crate) static METADATA: SelectableFields = SelectableFields {
+    fields: METADATA_FIELDS,
+    aliases: &[],
+    rejection: Rejection::NotAKnownFieldSelector,
+    read: metadata_value,
+};
+
+/// Pods: `PodToSelectableFields`; `spec.host` is accepted "for backwards compatibility
+/// with old v1 clients which send spec.host".
+pub(crate) static PODS: SelectableFields = SelectableFields {
+    fields: POD_FIELDS,
+    aliases: &[("spec.host", "spec.nodeName")],
+    rejection: Rejection::FieldLabelNotSupported,
+    read: pod_value,
+};
+
+/// Events: the event strategy's `ToSelectableFields`.
+pub(crate) static EVENTS: SelectableFields = own(EVENT_FIELDS, event_value);
+
+/// Nodes (cluster-scoped: no `metadata.namespace`): `NodeToSelectableFields`.
+pub(crate) static NODES: SelectableFields = own(
+    &["metadata.name", "spec.unschedulable"],
+    |field, node| match field {
+        "spec.unschedulable" => bool_at(node, &["spec", "unschedulable"]).to_string(),
+        _ => metadata_value(field, node),
+    },
+);
+
+/// Namespaces (cluster-scoped): `NamespaceToSelectableFields`.
+pub(crate) static NAMESPACES: SelectableFields = own(
+    &["metadata.name", "status.phase"],
+    |field, namespace| match field {
+        "status.phase" => string_at(namespace, &["status", "phase"]).to_string(),
+        _ => metadata_value(field, namespace),
+    },
+);
+
+/// Secrets: `SelectableFields` of the secret strategy.
+pub(crate) static SECRETS: SelectableFields = own(
+    &["metadata.name", "metadata.namespace", "type"],
+    |field, secret| match field {
+        "type" => string_at(secret, &["type"]).to_string(),
+        _ => metadata_value(field, secret),
+    },
+);
+
+/// ReplicationControllers: `ControllerToSelectableFields`.
+pub(crate) static REPLICATION_CONTROLLERS: SelectableFields = own(
+    &["metadata.name", "metadata.namespace", "status.replicas"],
+    |field, rc| match field {
+        "status.replicas" => match at(rc, &["status", "replicas"]) {
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),
+            _ => "0".to_string(),
+        },
+        _ => metadata_value(field, rc),
+    },
+);
+
+/// Services: the service strategy's `SelectableFields`.
+pub(crate) static SERVICES: SelectableFields = own(
+    &[
+        "metadata.name",
+        "metadata.namespace",
+        "spec.clusterIP",
+        "spec.type",
+    ],
+    |field, service| match field {
+        "spec.clusterIP" => string_at(service, &["spec", "clusterIP"]).to_string(),
+        "spec.type" => string_at(service, &["spec", "type"]).to_string(),
+        _ => metadata_value(field, service),
+    },
+);
+
+/// `ObjectMetaFieldsSet`: `metadata.name` and `metadata.namespace`; "" for anything else.
+fn metadata_value(field: &str, object: &Value) -> String {
+    match field {
+        "metadata.name" => string_at(object, &["metadata", "name"]).to_string(),
+        "metadata.namespace" => string_at(object, &["metadata", "namespace"]).to_string(),
+        _ => String::new(),
+    }
 }
 
-/// The value of `field` on `object`, a served object of `resource`, as kube-apiserver's
-/// selectable-fields function for the kind produces it from the internal object:
-/// strings as they are ("" when missing), `spec.hostNetwork` and `spec.unschedulable`
-/// as `true`/`false`, `status.replicas` in decimal (`0` when missing), a pod's
-/// `status.podIP` from `status.podIPs[0]` (else `status.podIP`), its
-/// `spec.serviceAccountName` falling back to the deprecated `spec.serviceAccount`, an
-/// event's `source` from `source.component` falling back to `reportingComponent`. A field
-/// outside the kind's set (including `status.podIPs`, accepted but never populated by
-/// Kubernetes) reads as "".
-pub(crate) fn selectable_field_value(resource: &str, field: &str, object: &Value) -> String {
-    let selectable = selectable_fields_of(resource);
-    let Some(field) = selectable.canonical(field) else {
-        return String::new();
-    };
-    let text = |path: &[&str]| string_at(object, path).to_string();
-    match (resource, field) {
-        (_, "metadata.name") => text(&["metadata", "name"]),
-        ("nodes" | "namespaces", "metadata.namespace") => String::new(),
-        (_, "metadata.namespace") => text(&["metadata", "namespace"]),
+/// A pod's fields: `spec.hostNetwork` as `true`/`false`, `status.podIP` from
+/// `status.podIPs[0]` (else `status.podIP`), `spec.serviceAccountName` falling back to
+/// the deprecated `spec.serviceAccount`.
+fn pod_value(field: &str, pod: &Value) -> String {
+    let text = |path: &[&str]| string_at(pod, path).to_string();
+    match field {
+        "spec.nodeName" => text(&["spec", "nodeName"]),
+        "spec.restartPolicy" => text(&["spec", "restartPolicy"]),
+        "spec.schedulerName" => text(&["spec", "schedulerName"]),
+        "spec.serviceAccountName" => match string_at(pod, &["spec", "serviceAccountName"]) {
+            "" => text(&["spec", "serviceAccount"]),
+            name => name.to_string(),
+        },
+        "spec.hostNetwork" => bool_at(pod, &["spec", "hostNetwork"]).to_string(),
+        "status.phase" => text(&["status", "phase"]),
+        "status.podIP" => match at(pod, &["status", "podIPs"]).and_then(Value::as_array) {
+            Some(ips) if !ips.is_empty() => string_at(&ips[0], &["ip"]).to_string(),
+            _ => text(&["status", "podIP"]),
+        },
+        "status.nominatedNodeName" => text(&["status", "nominatedNodeName"]),
+        _ => metadata_value(field, pod),
+    }
+}
 
-        ("pods", "spec.nodeName") => text(&["spec", "nodeName"]),
-        ("pods", "spec.restartPolicy") => text(&["spec", "restartPolicy"]),
-        ("pods", "spec.schedulerName") => text(&["spec", "schedulerName"]),
-        ("pods", "spec.serviceAccountName") => {
-            match string_at(object, &["spec", "serviceAccountName"]) {
-                "" => text(&["spec", "serviceAccount"]),
-                name => name.to_string(),
-            }
-        }
-        ("pods", "spec.hostNetwork") => bool_at(object, &["spec", "hostNetwork"]).to_string(),
-        ("pods", "status.phase") => text(&["status", "phase"]),
-        ("pods", "status.podIP") => {
-            match at(object, &["status", "podIPs"]).and_then(Value::as_array) {
-                Some(ips) if !ips.is_empty() => string_at(&ips[0], &["ip"]).to_string(),
-                _ => text(&["status", "podIP"]),
-            }
-        }
-        ("pods", "status.nominatedNodeName") => text(&["status", "nominatedNodeName"]),
-
-        ("events", "source") => match string_at(object, &["source", "component"]) {
+/// An event's fields: `source` from `source.component` falling back to
+/// `reportingComponent`.
+fn event_value(field: &str, event: &Value) -> String {
+    let text = |path: &[&str]| string_at(event, path).to_string();
+    match field {
+        "source" => match string_at(event, &["source", "component"]) {
             "" => text(&["reportingComponent"]),
             component => component.to_string(),
         },
-        ("events", field) if field.starts_with("involvedObject.") => {
-            text(&["involvedObject", &field["involvedObject.".len()..]])
-        }
-        ("events", "reason" | "reportingComponent" | "type") => text(&[field]),
-
-        ("nodes", "spec.unschedulable") => bool_at(object, &["spec", "unschedulable"]).to_string(),
-        ("namespaces", "status.phase") => text(&["status", "phase"]),
-        ("secrets", "type") => text(&["type"]),
-        ("replicationcontrollers", "status.replicas") => {
-            match at(object, &["status", "replicas"]) {
-                Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),
-                _ => "0".to_string(),
-            }
-        }
-        ("services", "spec.clusterIP") => text(&["spec", "clusterIP"]),
-        ("services", "spec.type") => text(&["spec", "type"]),
-        _ => String::new(),
+        "reason" | "reportingComponent" | "type" => text(&[field]),
+        _ => match field.strip_prefix("involvedObject.") {
+            Some(field) => text(&["involvedObject", field]),
+            None => metadata_value(field, event),
+        },
     }
 }
 
@@ -583,6 +654,19 @@ mod tests {
 
     use super::*;
 
+    /// The selectable fields of the served resource `plural`.
+    fn selectable(plural: &str) -> &'static SelectableFields {
+        super::super::resources::find_by_name(plural)
+            .filter(|resource| resource.plural == plural)
+            .map(|resource| resource.fields)
+            .unwrap_or_else(|| panic!("{plural} is not served"))
+    }
+
+    /// The fields `resource` (a served plural) can be selected on.
+    fn supported_fields(plural: &str) -> &'static [&'static str] {
+        selectable(plural).fields
+    }
+
     fn requirement(field: &str, operator: FieldOperator, value: &str) -> FieldRequirement {
         FieldRequirement {
             field: field.to_string(),
@@ -626,10 +710,10 @@ mod tests {
     fn check_matches(resource: &str, selector: &str, object: &Value, expected: bool) {
         let parsed = FieldSelector::parse(selector).unwrap();
         parsed
-            .validate(resource)
+            .validate(resource, selectable(resource))
             .unwrap_or_else(|err| panic!("{selector:?} on {resource}: {err}"));
         assert_eq!(
-            parsed.matches(resource, object),
+            parsed.matches(selectable(resource), object),
             expected,
             "{selector:?} on {resource} {object}"
         );
@@ -638,7 +722,7 @@ mod tests {
     #[track_caller]
     fn check_unsupported(resource: &str, selector: &str, message: &str) {
         let parsed = FieldSelector::parse(selector).unwrap();
-        match parsed.validate(resource) {
+        match parsed.validate(resource, selectable(resource)) {
             Ok(()) => panic!("{selector:?} was accepted for {resource}"),
             Err(err) => assert_eq!(err.to_string(), message, "{selector:?} on {resource}"),
         }
@@ -715,8 +799,8 @@ mod tests {
             assert!(selector.is_empty(), "{input:?}");
             assert_eq!(selector, FieldSelector::everything());
             assert_eq!(selector.to_string(), "");
-            assert!(selector.matches("pods", &json!({})));
-            assert_eq!(selector.validate("nodes"), Ok(()));
+            assert!(selector.matches(selectable("pods"), &json!({})));
+            assert_eq!(selector.validate("nodes", selectable("nodes")), Ok(()));
         }
     }
 
@@ -853,7 +937,7 @@ mod tests {
         );
         // after conversion a legacy alias counts under its new name
         let legacy: FieldSelector = "spec.host=node-1".parse().unwrap();
-        let converted = legacy.convert("pods").unwrap();
+        let converted = legacy.convert("pods", selectable("pods")).unwrap();
         assert_eq!(converted.to_string(), "spec.nodeName=node-1");
         assert_eq!(
             converted.requires_exact_match("spec.nodeName"),
@@ -1109,7 +1193,7 @@ mod tests {
         }
         let err = FieldSelector::parse("metadata.name=web,status.hostIP=1.2.3.4")
             .unwrap()
-            .validate("pods")
+            .validate("pods", selectable("pods"))
             .unwrap_err();
         assert_eq!(
             err,
@@ -1150,7 +1234,11 @@ mod tests {
             assert_eq!(supported_fields(resource), *expected, "{resource}");
             for field in supported_fields(resource) {
                 let selector = FieldSelector::from_requirements(vec![eq(field, "x")]);
-                assert_eq!(selector.validate(resource), Ok(()), "{resource} {field}");
+                assert_eq!(
+                    selector.validate(resource, selectable(resource)),
+                    Ok(()),
+                    "{resource} {field}"
+                );
             }
         }
         assert!(POD_FIELDS.contains(&"spec.hostNetwork"));

@@ -27,6 +27,7 @@
 //! - cluster-scoped resources (namespaces, nodes) are never stored under a namespace.
 
 use super::convert::Kind;
+use super::fields::{self, SelectableFields};
 use super::table::{self, Printer};
 
 /// The verbs of a resource kcm stores and writes (discovery's `verbs`, in kube-apiserver's
@@ -161,6 +162,8 @@ pub(crate) struct Resource {
     pub decode: Decode,
     /// How its objects print as a Table: printers.go's columns and cells.
     pub printer: &'static Printer,
+    /// What its field selectors may name and how each field reads (`GetAttrs`).
+    pub fields: &'static SelectableFields,
 }
 
 impl Resource {
@@ -251,6 +254,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         },
         decode: Decode::Served,
         printer: &table::CONFIG_MAPS,
+        fields: &fields::METADATA,
     },
     Resource {
         group: CORE_GROUP,
@@ -269,6 +273,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         },
         decode: Decode::Converted(Kind::Endpoints),
         printer: &table::ENDPOINTS,
+        fields: &fields::METADATA,
     },
     Resource {
         group: CORE_GROUP,
@@ -287,6 +292,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         },
         decode: Decode::Served,
         printer: &table::EVENTS,
+        fields: &fields::EVENTS,
     },
     Resource {
         group: CORE_GROUP,
@@ -305,6 +311,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         },
         decode: Decode::Served,
         printer: &table::NAMESPACES,
+        fields: &fields::NAMESPACES,
     },
     Resource {
         group: CORE_GROUP,
@@ -321,6 +328,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         storage: Storage::Documents { directory: "nodes" },
         decode: Decode::Served,
         printer: &table::NODES,
+        fields: &fields::NODES,
     },
     Resource {
         group: CORE_GROUP,
@@ -337,6 +345,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         storage: Storage::Objects { directory: "pods" },
         decode: Decode::Converted(Kind::Pod),
         printer: &table::PODS,
+        fields: &fields::PODS,
     },
     Resource {
         group: CORE_GROUP,
@@ -355,6 +364,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         },
         decode: Decode::Converted(Kind::ReplicationController),
         printer: &table::REPLICATION_CONTROLLERS,
+        fields: &fields::REPLICATION_CONTROLLERS,
     },
     Resource {
         group: CORE_GROUP,
@@ -373,6 +383,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         },
         decode: Decode::Served,
         printer: &table::SECRETS,
+        fields: &fields::SECRETS,
     },
     Resource {
         group: CORE_GROUP,
@@ -391,6 +402,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         },
         decode: Decode::Served,
         printer: &table::SERVICE_ACCOUNTS,
+        fields: &fields::METADATA,
     },
     Resource {
         group: CORE_GROUP,
@@ -409,6 +421,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         },
         decode: Decode::Converted(Kind::Service),
         printer: &table::SERVICES,
+        fields: &fields::SERVICES,
     },
     Resource {
         group: "apps",
@@ -427,6 +440,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         },
         decode: Decode::Converted(Kind::Deployment),
         printer: &table::DEPLOYMENTS,
+        fields: &fields::METADATA,
     },
     Resource {
         group: "apps",
@@ -445,6 +459,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         },
         decode: Decode::Converted(Kind::ReplicaSet),
         printer: &table::REPLICA_SETS,
+        fields: &fields::METADATA,
     },
     Resource {
         group: "coordination.k8s.io",
@@ -463,6 +478,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         },
         decode: Decode::Served,
         printer: &table::LEASES,
+        fields: &fields::METADATA,
     },
 ];
 

@@ -14,7 +14,7 @@ use super::request::{Format, Query, Target};
 use super::{bytes_response, json_response, stable_uid, ApiState};
 use crate::apiserver::cache::{store_key, Item, WatchCache};
 use crate::apiserver::errors::ApiError;
-use crate::apiserver::fields::FieldSelector;
+use crate::apiserver::fields::{FieldSelector, SelectableFields};
 use crate::apiserver::resources::Resource;
 use crate::apiserver::table;
 use crate::etcd_watcher::RawEvent;
@@ -29,7 +29,7 @@ pub(super) const CACHE_WAIT: Duration = Duration::from_secs(3);
 
 /// What selects the objects of a list or watch.
 pub(super) struct Filter {
-    resource: &'static str,
+    selectable: &'static SelectableFields,
     pub(super) namespace: Option<String>,
     labels: Selector,
     fields: FieldSelector,
@@ -43,10 +43,10 @@ impl Filter {
             .parse()
             .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
         let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or(""))
-            .and_then(|fields| fields.convert(target.resource.plural))
+            .and_then(|fields| fields.convert(target.resource.plural, target.resource.fields))
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
         Ok(Filter {
-            resource: target.resource.plural,
+            selectable: target.resource.fields,
             namespace: target.namespace.clone(),
             labels,
             fields,
@@ -58,7 +58,7 @@ impl Filter {
             .as_deref()
             .is_none_or(|namespace| namespace == item.namespace)
             && self.labels.matches(&item.labels)
-            && self.fields.matches(self.resource, &item.object)
+            && self.fields.matches(self.selectable, &item.object)
     }
 }
 
