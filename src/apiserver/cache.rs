@@ -242,6 +242,8 @@ pub struct WatchCache {
     /// Held while the window's first revision is read back from etcd, so a thousand
     /// watches from it read it once.
     reading_start: tokio::sync::Mutex<()>,
+    /// Rung to make the cache's etcd watch ask for a progress notification.
+    progress_requests: Arc<tokio::sync::Notify>,
 }
 
 /// A live subscription: what to send first, then the receiver of later events.
@@ -272,6 +274,7 @@ impl WatchCache {
             progress: watch::Sender::new(0),
             metrics,
             reading_start: tokio::sync::Mutex::new(()),
+            progress_requests: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -291,6 +294,19 @@ impl WatchCache {
     /// The revision the store mirrors etcd at.
     pub fn revision(&self) -> i64 {
         self.state.read().expect("cache lock").revision
+    }
+
+    /// Waits until the store has applied `revision`, asking etcd for a progress
+    /// notification first when it has not (kube-apiserver's `waitUntilFreshAndBlock`): a
+    /// revision etcd has reached is reached by the cache as soon as etcd confirms that
+    /// every event up to it was sent, even when none of them was under this resource.
+    /// False after `timeout` (a revision etcd has not reached).
+    pub async fn wait_fresh(&self, revision: i64, timeout: Duration) -> bool {
+        if self.is_synced() && self.revision() >= revision {
+            return true;
+        }
+        self.progress_requests.notify_one();
+        self.wait_for(revision, timeout).await
     }
 
     /// Waits until the store has applied `revision` (and is synced); false after `timeout`.
@@ -604,7 +620,10 @@ impl WatchCache {
             backoff,
             metrics: self.metrics.clone(),
         };
-        let mut raw = watcher.engine(config).into_stream();
+        let mut raw = watcher
+            .engine(config)
+            .with_progress_requests(self.progress_requests.clone())
+            .into_stream();
         let mut listed: BTreeMap<String, Arc<Item>> = BTreeMap::new();
         while let Some(item) = raw.next().await {
             match item {

@@ -372,6 +372,70 @@ async fn a_thousand_watches_from_a_fresh_lists_resource_version_add_no_etcd_watc
     .await;
 }
 
+/// A watch from a resourceVersion ahead of the cache: the cache asks etcd for a progress
+/// notification, so a revision etcd has reached (by writes elsewhere: nothing under pods
+/// changed) is served from the cache at once, adding no etcd watcher; one etcd has not
+/// reached is 504 "Too large resource version" after 3 s, as kube-apiserver answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_ahead_of_the_cache_waits_for_etcds_progress_then_is_served_from_it() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        put_pod(&client, "default", "p", "a").await;
+        let (_kcm, port) = apiserver(&etcd, &[]).await;
+        let cached = list_revision(port, "/api/v1/pods?resourceVersion=0").await;
+        // etcd moves on under another prefix: the pods cache hears nothing of it.
+        let mut elsewhere = 0;
+        for i in 0..5 {
+            elsewhere = put_json(&client, &format!("/elsewhere/{i}"), &serde_json::json!({})).await;
+        }
+        assert!(elsewhere > cached);
+        let before = etcd.metric("etcd_debugging_mvcc_watcher_total").await;
+        let started = std::time::Instant::now();
+        let (mut reader, _) = open_watch(port, elsewhere).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the watch waited {:?} for a revision etcd had reached",
+            started.elapsed()
+        );
+        assert_eq!(
+            etcd.metric("etcd_debugging_mvcc_watcher_total").await,
+            before,
+            "no etcd watch of its own"
+        );
+        assert!(list_revision(port, "/api/v1/pods?resourceVersion=0").await >= elsewhere);
+        let next = put_pod(&client, "default", "q", "a").await;
+        let mut line = String::new();
+        tokio::time::timeout(READY, reader.read_line(&mut line))
+            .await
+            .expect("an event")
+            .expect("read");
+        let event: Value = serde_json::from_str(line.trim()).expect("one JSON event");
+        assert_eq!(
+            summary(&[event]),
+            [("ADDED".to_string(), "q".to_string(), next)]
+        );
+
+        let far = next + 1_000;
+        let (status, body) = http_get(
+            port,
+            &format!("/api/v1/pods?watch=true&resourceVersion={far}"),
+        )
+        .await
+        .expect("an answer");
+        assert_eq!(status, 504, "{body}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["reason"], "Timeout");
+        assert_eq!(
+            body["message"],
+            format!("Too large resource version: {far}, current: {next}")
+        );
+    })
+    .await;
+}
+
 /// The window's first revision read back from etcd is that revision's events: a
 /// transaction that put two pods and deleted a third, resumed from, is sent again
 /// (the client may have been cut among them), and a single-object revision is not;

@@ -139,6 +139,14 @@ pub(super) async fn watch(
             let revision = subscription.revision;
             (subscription, revision)
         }
+        // Ahead of the cache: it waits (asking etcd for progress) up to 3 s, then 504
+        // "Too large resource version", as kube-apiserver; never an etcd watch of its own.
+        WatchStart::After(revision) if !cache.wait_fresh(revision, CACHE_WAIT).await => {
+            return Err(ApiError::too_large_resource_version(
+                revision,
+                cache.revision(),
+            ));
+        }
         // R's own events decide whether R is sent again (`Watch::resume_at`).
         WatchStart::After(revision) => match subscribe_at(state, &cache, revision).await {
             Ok(subscription) => (subscription, revision),

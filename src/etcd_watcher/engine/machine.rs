@@ -72,6 +72,9 @@ pub(crate) struct Engine {
     revision: i64,
     /// The cluster that answered first.
     cluster_id: Option<u64>,
+    /// Rung by a consumer that wants to know etcd's current revision has been reached:
+    /// the open watch asks etcd for a progress notification ([`Engine::with_progress_requests`]).
+    progress_requests: Option<std::sync::Arc<tokio::sync::Notify>>,
     state: State,
 }
 
@@ -119,8 +122,22 @@ impl Engine {
             last_healthy: Duration::ZERO,
             revision,
             cluster_id: None,
+            progress_requests: None,
             state,
         }
+    }
+
+    /// Each `notify_one` on `requests` makes the open watch ask etcd for a progress
+    /// notification (etcd's `RequestProgress`): etcd answers, once every event up to its
+    /// current revision has been sent, with that revision, which the engine yields as
+    /// [`RawItem::Progress`]. KEP-2340's way for a cache to learn that it is as fresh as
+    /// etcd when nothing under its range changed.
+    pub(crate) fn with_progress_requests(
+        mut self,
+        requests: std::sync::Arc<tokio::sync::Notify>,
+    ) -> Engine {
+        self.progress_requests = Some(requests);
+        self
     }
 
     fn listing(&self, reason: ListReason, at: i64) -> State {
@@ -249,12 +266,18 @@ impl Engine {
                 State::Watching {
                     mut stream,
                     opened_at,
-                } => match self.read_or_stable(&mut stream).await {
-                    None => self.state = State::Watching { stream, opened_at },
-                    Some(Read::Created {
+                } => match self.read_or_asked(&mut stream).await {
+                    Asked::Progress => {
+                        if let Err(e) = stream.request_progress().await {
+                            tracing::debug!(key = %self.range.start, "request watch progress: {e}");
+                        }
+                        self.state = State::Watching { stream, opened_at };
+                    }
+                    Asked::Read(None) => self.state = State::Watching { stream, opened_at },
+                    Asked::Read(Some(Read::Created {
                         revision,
                         cluster_id,
-                    }) => {
+                    })) => {
                         self.metrics.set_connected();
                         if let Some(rewind) = self.rewound(revision, cluster_id) {
                             self.rewind(&rewind);
@@ -262,10 +285,10 @@ impl Engine {
                         }
                         self.state = State::Watching { stream, opened_at };
                     }
-                    Some(Read::Progress {
+                    Asked::Read(Some(Read::Progress {
                         revision,
                         cluster_id,
-                    }) => {
+                    })) => {
                         if let Some(rewind) = self.rewound(revision, cluster_id) {
                             self.rewind(&rewind);
                             continue;
@@ -277,7 +300,7 @@ impl Engine {
                             return Some((RawItem::Progress(revision), self));
                         }
                     }
-                    Some(Read::Events { events, cluster_id }) => {
+                    Asked::Read(Some(Read::Events { events, cluster_id })) => {
                         if let Some(rewind) = self.rewound(i64::MAX, cluster_id) {
                             self.rewind(&rewind);
                             continue;
@@ -293,7 +316,7 @@ impl Engine {
                             .collect();
                         return Some((RawItem::Events(events), self));
                     }
-                    Some(Read::End(failure)) => {
+                    Asked::Read(Some(Read::End(failure))) => {
                         self.last_healthy = opened_at.elapsed();
                         if let Some(item) = self.fail(failure) {
                             return Some((item, self));
@@ -452,6 +475,19 @@ impl Engine {
         }
     }
 
+    /// [`Engine::read_or_stable`], or [`Asked::Progress`] when a consumer asked for
+    /// progress first.
+    async fn read_or_asked(&self, stream: &mut etcd_client::WatchStream) -> Asked {
+        let Some(requests) = self.progress_requests.clone() else {
+            return Asked::Read(self.read_or_stable(stream).await);
+        };
+        // Both are cancel-safe: `read` awaits the stream's next message, `notified` a permit.
+        tokio::select! {
+            read = self.read_or_stable(stream) => Asked::Read(read),
+            () = requests.notified() => Asked::Progress,
+        }
+    }
+
     /// Reads one response of an open watch; `None` when, first, a looping watch's
     /// connection has lived long enough to count as stable again (said so).
     async fn read_or_stable(&self, stream: &mut etcd_client::WatchStream) -> Option<Read> {
@@ -536,6 +572,13 @@ impl Engine {
         }
         Read::Events { events, cluster_id }
     }
+}
+
+/// What an open watch got first: a response (or nothing, see `read_or_stable`), or a
+/// consumer's request for progress.
+enum Asked {
+    Read(Option<Read>),
+    Progress,
 }
 
 /// One read of an open watch.
