@@ -374,7 +374,8 @@ async fn a_thousand_watches_from_a_fresh_lists_resource_version_add_no_etcd_watc
 
 /// A watch from a resourceVersion ahead of the cache: the cache asks etcd for a progress
 /// notification, so a revision etcd has reached (by writes elsewhere: nothing under pods
-/// changed) is served from the cache at once, adding no etcd watcher; one etcd has not
+/// changed) is served from the cache at once, adding no etcd watcher (and so is a list or
+/// a get not older than it); one etcd has not
 /// reached is 504 "Too large resource version" after 3 s, as kube-apiserver answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_ahead_of_the_cache_waits_for_etcds_progress_then_is_served_from_it() {
@@ -392,6 +393,20 @@ async fn a_watch_ahead_of_the_cache_waits_for_etcds_progress_then_is_served_from
             elsewhere = put_json(&client, &format!("/elsewhere/{i}"), &serde_json::json!({})).await;
         }
         assert!(elsewhere > cached);
+        // A list and a get not older than etcd's revision answer at once, from the cache.
+        for path in [
+            format!("/api/v1/pods?resourceVersion={elsewhere}&resourceVersionMatch=NotOlderThan"),
+            format!("/api/v1/namespaces/default/pods/p?resourceVersion={elsewhere}"),
+        ] {
+            let started = std::time::Instant::now();
+            let (status, body) = http_get(port, &path).await.expect("an answer");
+            assert_eq!(status, 200, "{path}: {body}");
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{path} waited {:?}",
+                started.elapsed()
+            );
+        }
         let before = etcd.metric("etcd_debugging_mvcc_watcher_total").await;
         let started = std::time::Instant::now();
         let (mut reader, _) = open_watch(port, elsewhere).await;

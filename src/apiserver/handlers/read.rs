@@ -269,7 +269,7 @@ async fn get_stored(
     if !rv.is_empty() {
         synced(cache).await?;
         let wanted = rv.parse::<i64>().unwrap_or(0);
-        if wanted > 0 && !cache.wait_for(wanted, CACHE_WAIT).await {
+        if wanted > 0 && !cache.wait_fresh(wanted, CACHE_WAIT).await {
             return Err(ApiError::too_large_resource_version(
                 wanted,
                 cache.revision(),
@@ -346,7 +346,7 @@ async fn list_stored(
     match plan_list(query)? {
         ListPlan::Cache { not_older_than } => {
             synced(cache).await?;
-            if not_older_than > 0 && !cache.wait_for(not_older_than, CACHE_WAIT).await {
+            if not_older_than > 0 && !cache.wait_fresh(not_older_than, CACHE_WAIT).await {
                 let current = current_revision(state).await?;
                 if not_older_than > current {
                     return Err(ApiError::too_large_resource_version(

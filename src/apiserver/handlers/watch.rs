@@ -130,7 +130,7 @@ pub(super) async fn watch(
     let (subscription, start_revision) = match start {
         WatchStart::Snapshot | WatchStart::InitialEvents(_) => {
             if let WatchStart::InitialEvents(revision @ 1..) = start {
-                if !cache.wait_for(revision, CACHE_WAIT).await {
+                if !cache.wait_fresh(revision, CACHE_WAIT).await {
                     let current = cache.revision();
                     return Err(ApiError::too_large_resource_version(revision, current));
                 }
