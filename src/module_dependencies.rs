@@ -207,6 +207,32 @@ fn architecture_md_lists_the_module_dependencies_of_the_code() {
     );
 }
 
+/// docs/code-map.md has a paragraph for each top-level module of `lib.rs` (starting
+/// `**\`name.rs\`**`) and for nothing else.
+#[test]
+fn code_map_md_has_a_paragraph_for_every_module_and_no_other() {
+    let lib = std::fs::read_to_string(root().join("src/lib.rs")).expect("src/lib.rs");
+    let mut modules: BTreeSet<&str> = lib
+        .lines()
+        .filter_map(|line| line.strip_prefix("pub mod "))
+        .filter_map(|rest| rest.strip_suffix(';'))
+        .collect();
+    modules.insert("module_dependencies");
+    let map = std::fs::read_to_string(root().join("docs/code-map.md")).expect("code-map.md");
+    let described: BTreeSet<&str> = map
+        .lines()
+        .filter_map(|line| line.strip_prefix("**`"))
+        .filter_map(|rest| rest.split_once(".rs`**"))
+        .map(|(name, _)| name)
+        .collect();
+    let missing: Vec<&&str> = modules.difference(&described).collect();
+    let unknown: Vec<&&str> = described.difference(&modules).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "docs/code-map.md: no paragraph for {missing:?}; paragraphs for modules that do not exist: {unknown:?}"
+    );
+}
+
 #[test]
 fn the_files_of_a_folder_have_no_cycle() {
     let violations = tree::sibling_cycles(&the_crate());
