@@ -372,6 +372,51 @@ async fn a_thousand_watches_from_a_fresh_lists_resource_version_add_no_etcd_watc
     .await;
 }
 
+/// A watch of namespaces from the current state (no resourceVersion, what the Python
+/// client's `Watch().stream(list_namespace)` opens) sends the namespaces nobody created,
+/// as a list does: `default`, `kube-node-lease`, `kube-public` and `kube-system`, and the
+/// one created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_watch_starts_with_every_namespace_a_list_shows() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let (_kcm, port) = apiserver(&etcd, &[]).await;
+        let response = crate::support::kcm::http_request(
+            port,
+            "POST",
+            "/api/v1/namespaces",
+            None,
+            br#"{"metadata":{"name":"team"}}"#,
+        )
+        .await;
+        assert_eq!(response.status, 201, "{response:?}");
+        let (status, events) = watch_lines(port, "/api/v1/namespaces?watch=true", |events| {
+            events.len() >= 5
+        })
+        .await;
+        assert_eq!(status, 200);
+        let mut names: Vec<(String, String)> = summary(&events)
+            .into_iter()
+            .map(|(kind, name, _)| (kind, name))
+            .collect();
+        names.sort();
+        let added = |name: &str| ("ADDED".to_string(), name.to_string());
+        assert_eq!(
+            names,
+            [
+                added("default"),
+                added("kube-node-lease"),
+                added("kube-public"),
+                added("kube-system"),
+                added("team"),
+            ]
+        );
+    })
+    .await;
+}
+
 /// A watch from a resourceVersion ahead of the cache: the cache asks etcd for a progress
 /// notification, so a revision etcd has reached (by writes elsewhere: nothing under pods
 /// changed) is served from the cache at once, adding no etcd watcher (and so is a list or

@@ -30,7 +30,10 @@ use serde_json::json;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::read::{cache_of, include_object, list, partial_metadata, synced, Filter, CACHE_WAIT};
+use super::read::{
+    cache_of, include_object, list, namespace_item, namespaces, partial_metadata, synced, Filter,
+    CACHE_WAIT,
+};
 use super::request::{Format, Query, Target};
 use super::ApiState;
 use crate::apiserver::cache::{Event, Item, NotInWindow, Subscription, WatchCache};
@@ -110,7 +113,7 @@ pub(super) async fn watch(
     })?;
     let timeout = watch_timeout(query)?;
     let Some(cache) = cache_of(state, resource).cloned() else {
-        // Namespaces and events have no cache: their current state, then nothing.
+        // A resource without a cache (none is served today): its current state, then nothing.
         let page = list(state, target, &filter, &Query::default()).await?;
         let mut watch = Watch::new(resource, format, query, None, page.revision);
         let mut lines = VecDeque::new();
@@ -186,6 +189,28 @@ pub(super) async fn watch(
         for event in &subscription.initial {
             if let Some(line) = watch.event_line(event) {
                 lines.push_back(line);
+            }
+        }
+        if resource.plural == "namespaces" {
+            // The namespaces nobody created (default, kube-system, ...) are listed, so
+            // they are in a watch's current state too.
+            let stored: std::collections::BTreeSet<&str> = subscription
+                .initial
+                .iter()
+                .map(|event| event.object.name.as_str())
+                .collect();
+            for name in namespaces(state) {
+                if stored.contains(name.as_str()) {
+                    continue;
+                }
+                let event = Event {
+                    object: Arc::new(namespace_item(&name, start_revision)),
+                    prev: None,
+                    deleted: false,
+                };
+                if let Some(line) = watch.event_line(&event) {
+                    lines.push_back(line);
+                }
             }
         }
     }
