@@ -689,3 +689,6 @@ pub(super) fn lease_cells(object: &Value, now: SystemTime) -> Vec<Value> {
         Value::from(age(object, now)),
     ]
 }
+
+#[cfg(test)]
+mod tests;

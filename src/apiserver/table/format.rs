@@ -300,3 +300,6 @@ pub(super) fn validate_label_value(value: &str) -> Result<(), String> {
         Err(format!("invalid label value {value:?}"))
     }
 }
+
+#[cfg(test)]
+mod tests;
