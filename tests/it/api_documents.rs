@@ -186,6 +186,38 @@ async fn bad_configmaps_secrets_and_leases_get_one_status_and_nothing_is_written
         );
         assert_eq!(current_revision(&client).await, before, "nothing written");
 
+        // Unknown fields, from the served schema: refused under Strict (what kubectl
+        // sends), a warning under Warn.
+        let typo = json!({"metadata": {"name": "typo"}, "datta": {"a": "b"}, "data": {"a": "b"}});
+        let strict = http_request(
+            port,
+            "POST",
+            "/api/v1/namespaces/default/configmaps?fieldValidation=Strict",
+            None,
+            typo.to_string().as_bytes(),
+        )
+        .await;
+        assert_eq!(strict.status, 400, "{strict:?}");
+        assert_eq!(
+            strict.json()["message"],
+            "strict decoding error: unknown field \"datta\""
+        );
+        assert_eq!(current_revision(&client).await, before, "nothing written");
+        let warned = http_request(
+            port,
+            "POST",
+            "/apis/coordination.k8s.io/v1/namespaces/default/leases?fieldValidation=Warn",
+            None,
+            br#"{"metadata":{"name":"warned"},"spec":{"holder":"x"}}"#,
+        )
+        .await;
+        assert_eq!(warned.status, 201, "{warned:?}");
+        assert!(
+            warned.head.contains(r#"299 - "unknown field \"spec.holder\"""#),
+            "{}",
+            warned.head
+        );
+
         // An immutable ConfigMap keeps its data.
         let (status, _) = post(
             "/api/v1/namespaces/default/configmaps",

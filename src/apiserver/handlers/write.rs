@@ -201,9 +201,11 @@ pub(super) fn check_fields(
     if validation == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
-    let mut problems: Vec<String> = schema::of_kind(kind)
-        .map(|node| schema::unknown_fields(&node, &body.value))
-        .unwrap_or_default()
+    let unknown = match schema::of_kind(kind) {
+        Some(node) => schema::unknown_fields(&node, &body.value),
+        None => unknown_in_served_schema(kind, &body.value),
+    };
+    let mut problems: Vec<String> = unknown
         .into_iter()
         .map(|path| format!("unknown field \"{path}\""))
         .collect();
@@ -219,6 +221,27 @@ pub(super) fn check_fields(
         )));
     }
     Ok(problems)
+}
+
+/// The unknown fields of a kind kcm keeps no strict-decoding tree of its own for (the
+/// documents: ConfigMap, Secret, ServiceAccount, Lease, Namespace, Node), read from the
+/// served 1.32 schema; none for a kind it does not have.
+fn unknown_in_served_schema(kind: &str, value: &Value) -> Vec<String> {
+    let Some(resource) = crate::apiserver::resources::RESOURCES
+        .iter()
+        .find(|resource| resource.kind == kind)
+    else {
+        return Vec::new();
+    };
+    crate::apiserver::openapi::validate::validate(&resource.api_version(), kind, value)
+        .map(|violations| {
+            violations
+                .into_iter()
+                .filter(|v| v.rule == crate::apiserver::openapi::validate::Rule::UnknownField)
+                .map(|v| v.path)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A write's answer: the object (or Status) with `code`, and a `Warning: 299` header per
