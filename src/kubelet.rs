@@ -41,6 +41,9 @@
 //!   `kubectl cordon`), as that watch last showed it: a cordoned node keeps running its
 //!   pods and claims none until uncordoned. A claim already in flight when the cordon
 //!   lands may still complete, as a scheduler's bind may.
+//!
+//! The loop is this file's; what it does to a pod when something is due (claim, start,
+//! the status steps, the delete of a stopped pod, and their events) is `pods`'.
 
 mod containers;
 mod ids;
@@ -48,6 +51,7 @@ mod ipam;
 mod node;
 mod node_status;
 mod own_node;
+mod pods;
 mod registration;
 
 use std::future::Future;
@@ -60,10 +64,9 @@ use tokio::time::Instant;
 pub use self::containers::{
     glob_match, parse_globs, ImageClass, ImageRules, READY_DELAY_ANNOTATION,
 };
-use self::containers::{ready_delay, Step};
 pub use self::ipam::{default_pod_cidr, IpAllocator, Ipv4Cidr, ParseCidrError};
 pub use self::node::is_claimable;
-use self::node::{Action, NodeState, Room};
+use self::node::NodeState;
 pub use self::node_status::{
     architecture, internal_ip, node_document, SystemInfo, KUBELET_VERSION,
 };
@@ -73,7 +76,7 @@ pub use self::registration::{
     registration_key, report_to, NodeTaken, Registration, Status as RegistrationStatus, LEASE_TTL,
     RETRY_WARNING_PERIOD,
 };
-use crate::api::{now_rfc3339, Pod, PodPhase};
+use crate::api::Pod;
 use crate::client::Target;
 use crate::controller::log_notice;
 use crate::etcd_watcher::{
@@ -81,7 +84,7 @@ use crate::etcd_watcher::{
     Watcher,
 };
 use crate::labels;
-use crate::record::{Counts, EventBroadcaster, Recorder, Reference};
+use crate::record::{Counts, EventBroadcaster, Recorder};
 use crate::registry::{Registry, StorageError};
 
 /// The `source.component` of a kubelet's events (its `source.host` is the node).
@@ -92,10 +95,6 @@ const EVENTS_FLUSH_LIMIT: Duration = Duration::from_secs(2);
 
 /// How long the node waits before retrying after etcd failed a write.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
-
-/// How many times a claim re-reads a pod after losing a compare-and-swap to a writer
-/// that left it unassigned (say, a label change) before trying again later.
-const MAX_CLAIM_ATTEMPTS: usize = 3;
 
 // ---------------------------------------------------------------------------------------
 // Configuration
@@ -211,18 +210,6 @@ struct NodePost {
     failures: u32,
     /// The revision of this registration's last post; `None` until it is written.
     posted_at: Option<i64>,
-}
-
-/// How a claim ended.
-enum Claim {
-    /// This node owns the pod now (the stored version).
-    Won(Pod),
-    /// Someone else changed it first; the current version, no longer claimable.
-    Lost(Pod),
-    /// Deleted meanwhile.
-    Gone,
-    /// Still unassigned after several conflicts; try later.
-    Contended,
 }
 
 impl Kubelet {
@@ -466,352 +453,6 @@ impl Kubelet {
             }
         }
     }
-
-    /// Does what is due: timers first (they only shrink the node's load or keep it),
-    /// then claims while there is room, writing through `registry`. Stops at the first
-    /// etcd failure and pauses writes for a moment; what was not done stays due.
-    ///
-    /// # Errors
-    /// When etcd refused a write because the registration is gone.
-    async fn act(
-        &self,
-        registry: &Registry,
-        state: &mut NodeState,
-    ) -> Result<(), RegistrationRefused> {
-        let now = Instant::now();
-        if !state.may_write(now) {
-            return Ok(());
-        }
-        while let Some((key, action)) = state.next_due(now) {
-            let result = match action {
-                Action::Start => self.start(registry, state, &key).await,
-                Action::Stop => self.stop(registry, state, &key).await,
-                Action::Fail | Action::PullFail | Action::Ready | Action::Restart => {
-                    self.step(registry, state, &key, action).await
-                }
-            };
-            if let Err(e) = result {
-                tracing::debug!(pod = %key, ?action, error = %e, "write failed; retrying");
-                state.schedule(&key, now + RETRY_DELAY, action);
-                state.pause(now);
-                return refused(&e);
-            }
-        }
-        while let Some(pod) = state.next_claim() {
-            let key = pod.metadata.key();
-            match self.claim(registry, pod.clone()).await {
-                Ok(Claim::Won(stored)) => {
-                    tracing::info!(pod = %key, node = %self.config.node, "claimed pod");
-                    state.observe(stored, now);
-                }
-                Ok(Claim::Lost(current)) => {
-                    tracing::debug!(pod = %key, host = %current.spec.host, "pod taken by another writer");
-                    state.observe(current, now);
-                }
-                Ok(Claim::Gone) => {}
-                Ok(Claim::Contended) => {
-                    state.unassigned.insert(key, pod);
-                    state.pause(now);
-                    return Ok(());
-                }
-                Err(e) => {
-                    tracing::debug!(pod = %key, error = %e, "claim failed; retrying");
-                    state.unassigned.insert(key, pod);
-                    state.pause(now);
-                    return refused(&e);
-                }
-            }
-        }
-        match state.room_change() {
-            Some(Room::Full { max_pods, waiting }) => tracing::warn!(
-                node = %self.config.node,
-                max_pods,
-                waiting,
-                "node is full: it holds --max-pods active pods and unassigned pods wait for \
-                 room (they stay Pending without a host); add nodes (kcm up --nodes N, \
-                 another kcm kubelet) or raise --max-pods"
-            ),
-            Some(Room::Again) => {
-                tracing::info!(node = %self.config.node, "node no longer full: no pod waits for room any more");
-            }
-            None => {}
-        }
-        Ok(())
-    }
-
-    /// Binds an unassigned pod to this node: `spec.host` and `status.host`, written only
-    /// if the pod is still at the version read (so exactly one node wins).
-    async fn claim(&self, registry: &Registry, mut pod: Pod) -> Result<Claim, StorageError> {
-        for _ in 0..MAX_CLAIM_ATTEMPTS {
-            let mut claimed = pod.clone();
-            claimed.spec.host = self.config.node.clone();
-            claimed.status.get_or_insert_with(Default::default).host = self.config.node.clone();
-            match registry.update(&claimed).await {
-                Ok(stored) => return Ok(Claim::Won(stored)),
-                Err(StorageError::Conflict { .. }) => {}
-                Err(e) => return Err(e),
-            }
-            // Another node (or writer) got there first: look again.
-            let meta = &pod.metadata;
-            match registry.get::<Pod>(&meta.namespace, &meta.name).await {
-                Ok(current) if is_claimable(&current) => pod = current,
-                Ok(current) => return Ok(Claim::Lost(current)),
-                Err(StorageError::NotFound { .. }) => return Ok(Claim::Gone),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(Claim::Contended)
-    }
-
-    /// Turns an owned pod Running with an address from the node's range (the one it
-    /// holds, if any). Returns an error only for a failure worth retrying.
-    async fn start(
-        &self,
-        registry: &Registry,
-        state: &mut NodeState,
-        key: &str,
-    ) -> Result<(), StorageError> {
-        let Some(owned) = state.owned.get(key) else {
-            return Ok(());
-        };
-        let (ip, fresh) = match owned.ip {
-            Some(ip) => (ip, false),
-            None => match state.allocator.allocate() {
-                Some(ip) => (ip, true),
-                None => {
-                    tracing::warn!(pod = %key, pod_cidr = %state.allocator.cidr(), "no free pod address; the pod stays Pending until one is freed");
-                    let now = Instant::now();
-                    state.schedule(key, now + self.config.start_delay, Action::Start);
-                    return Ok(());
-                }
-            },
-        };
-        let node = &self.config.node;
-        let rules = &self.config.images;
-        let mut delay = Duration::ZERO;
-        let (namespace, name) = split_key(key);
-        let result = registry
-            .guaranteed_update::<Pod, _>(namespace, name, |mut pod| {
-                ensure_owned(&pod, node)?;
-                anyhow::ensure!(
-                    matches!(pod.phase(), PodPhase::Pending | PodPhase::Running),
-                    "phase is {}",
-                    pod.phase()
-                );
-                let status = pod.status.get_or_insert_with(Default::default);
-                status.host = node.clone();
-                status.pod_ip = ip.to_string();
-                if pod.phase() != PodPhase::Running || pod.ready_condition().is_some() {
-                    delay = ready_delay(&pod, self.config.ready_delay);
-                    let step = Step {
-                        rules,
-                        now: &now_rfc3339(),
-                    };
-                    step.started(&mut pod, delay.is_zero());
-                }
-                pod.status.get_or_insert_with(Default::default).phase = PodPhase::Running;
-                Ok(pod)
-            })
-            .await;
-        let now = Instant::now();
-        match result {
-            Ok(stored) => {
-                tracing::info!(pod = %key, %ip, "pod running");
-                if fresh {
-                    let container = first_container(&stored);
-                    self.config.events.normal(
-                        Reference::of(&stored),
-                        "Started",
-                        format!("Started container {container}"),
-                    );
-                }
-                if let Some(owned) = state.owned.get_mut(key) {
-                    owned.ip = Some(ip);
-                }
-                let waits = stored.ready_condition() == Some(false)
-                    && rules.pod_class(&stored) == ImageClass::Normal;
-                state.observe(stored, now);
-                if waits {
-                    state.schedule(key, now + delay, Action::Ready);
-                }
-                Ok(())
-            }
-            Err(e) => {
-                if fresh {
-                    state.allocator.release(ip);
-                }
-                match e {
-                    StorageError::NotFound { .. } => {
-                        state.forget(key);
-                        Ok(())
-                    }
-                    // Changed under us in a way that makes starting wrong; the watch
-                    // brings the new version.
-                    StorageError::Update { source, .. } => {
-                        tracing::debug!(pod = %key, reason = %source, "not starting pod");
-                        Ok(())
-                    }
-                    e => Err(e),
-                }
-            }
-        }
-    }
-
-    /// The status steps after Running: a pod whose image fails to pull, that waited out
-    /// its ready delay, whose container crashed again, or that fails (the simulated
-    /// failure of `--fail-rate`: Failed, giving its address back, since `status.podIP`
-    /// may go to another pod).
-    async fn step(
-        &self,
-        registry: &Registry,
-        state: &mut NodeState,
-        key: &str,
-        action: Action,
-    ) -> Result<(), StorageError> {
-        let node = &self.config.node;
-        let rules = &self.config.images;
-        let (namespace, name) = split_key(key);
-        let result = registry
-            .guaranteed_update::<Pod, _>(namespace, name, |mut pod| {
-                ensure_owned(&pod, node)?;
-                let step = Step {
-                    rules,
-                    now: &now_rfc3339(),
-                };
-                let expected = match action {
-                    Action::PullFail => PodPhase::Pending,
-                    _ => PodPhase::Running,
-                };
-                anyhow::ensure!(pod.phase() == expected, "phase is {}", pod.phase());
-                match action {
-                    Action::PullFail => step.pull_failed(&mut pod),
-                    Action::Ready => step.became_ready(&mut pod),
-                    Action::Restart => step.restarted(&mut pod),
-                    // A delete, not a status step (`stop`).
-                    Action::Stop => anyhow::bail!("a terminating pod gets no status step"),
-                    Action::Fail | Action::Start => {
-                        if pod.ready_condition().is_some() {
-                            step.failed(&mut pod);
-                        }
-                        let status = pod.status.get_or_insert_with(Default::default);
-                        status.phase = PodPhase::Failed;
-                        status.pod_ip.clear();
-                    }
-                }
-                Ok(pod)
-            })
-            .await;
-        let what = match action {
-            Action::PullFail => "image pull failed (simulated)",
-            Action::Ready => "pod ready",
-            Action::Restart => "container restarted (simulated crash loop)",
-            Action::Fail | Action::Start => "pod failed (simulated)",
-            Action::Stop => "pod stopped",
-        };
-        if let Ok(stored) = &result {
-            self.record_step(stored, action);
-        }
-        self.settle(state, key, what, result)
-    }
-
-    /// Deletes a terminating pod whose containers have stopped: a compare-and-swap
-    /// delete at the version seen, so a pod changed meanwhile (its newer version is on
-    /// the watch, and sets the timer again) is never deleted by a stale decision.
-    async fn stop(
-        &self,
-        registry: &Registry,
-        state: &mut NodeState,
-        key: &str,
-    ) -> Result<(), StorageError> {
-        let (namespace, name) = split_key(key);
-        let Some(revision) = state.owned_revision(key) else {
-            return Ok(());
-        };
-        let at = Some(crate::api::ResourceVersion(revision));
-        match registry.delete::<Pod>(namespace, name, at).await {
-            Ok(_) | Err(StorageError::NotFound { .. }) => {
-                tracing::info!(pod = %key, node = %self.config.node, "pod deleted: its containers stopped (simulated)");
-                if let Some(pod) = state.owned_pod(key) {
-                    let reference = Reference {
-                        kind: "Pod".into(),
-                        api_version: "v1".into(),
-                        namespace: namespace.into(),
-                        name: name.into(),
-                        uid: pod.uid.to_string(),
-                        resource_version: revision.to_string(),
-                    };
-                    let container = &pod.container;
-                    self.config.events.normal(
-                        reference,
-                        "Killing",
-                        format!("Stopping container {container}"),
-                    );
-                }
-                state.forget(key);
-                Ok(())
-            }
-            Err(StorageError::Conflict { .. }) => {
-                tracing::debug!(pod = %key, "terminating pod changed; stopping it again");
-                state.schedule(key, Instant::now() + node::STOP_TIME, Action::Stop);
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Records the event of a status step, as the kubelet's: a failed pull, a crash loop's
-    /// back-off, a failed pod.
-    fn record_step(&self, pod: &Pod, action: Action) {
-        let container = first_container(pod);
-        let image = pod.spec.containers.first().map_or("", |c| c.image.as_str());
-        let (reason, message) = match action {
-            Action::PullFail => (
-                "Failed",
-                format!("Failed to pull image {image:?}: the image matches --pull-fail-images (simulated)"),
-            ),
-            Action::Restart => (
-                "BackOff",
-                format!(
-                    "Back-off restarting failed container {container} in pod {}_{}",
-                    pod.metadata.name, pod.metadata.namespace
-                ),
-            ),
-            Action::Fail => (
-                "Failed",
-                format!("Container {container} failed (simulated, --fail-rate)"),
-            ),
-            Action::Ready | Action::Start | Action::Stop => return,
-        };
-        self.config
-            .events
-            .warning(Reference::of(pod), reason, message);
-    }
-
-    /// Takes in the result of a status write: the stored pod, or what the failure means.
-    fn settle(
-        &self,
-        state: &mut NodeState,
-        key: &str,
-        what: &str,
-        result: Result<Pod, StorageError>,
-    ) -> Result<(), StorageError> {
-        match result {
-            Ok(stored) => {
-                tracing::info!(pod = %key, "{what}");
-                state.observe(stored, Instant::now());
-                Ok(())
-            }
-            Err(StorageError::NotFound { .. }) => {
-                state.forget(key);
-                Ok(())
-            }
-            Err(StorageError::Update { source, .. }) => {
-                tracing::debug!(pod = %key, reason = %source, "status not written: {what}");
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
-    }
 }
 
 /// The name of a pod's first container (`""` without one), what its events name.
@@ -897,19 +538,6 @@ fn refused(error: &StorageError) -> Result<(), RegistrationRefused> {
         StorageError::OwnerGone { .. } => Err(RegistrationRefused),
         _ => Ok(()),
     }
-}
-
-fn ensure_owned(pod: &Pod, node: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        pod.spec.host == node,
-        "assigned to {:?}, not to this node",
-        pod.spec.host
-    );
-    Ok(())
-}
-
-fn split_key(key: &str) -> (&str, &str) {
-    key.split_once('/').expect("pod keys are namespace/name")
 }
 
 #[cfg(test)]
