@@ -1,0 +1,163 @@
+use super::*;
+
+fn decode(_: &str, _: &str, kv: &RawEvent) -> anyhow::Result<Value> {
+    Ok(serde_json::from_slice(&kv.value)?)
+}
+
+static CODEC: Codec = Codec {
+    resource: "pods",
+    dir: "pods",
+    namespaced: true,
+    decode: &decode,
+};
+
+fn put(key: &str, revision: i64, labels: &str) -> RawEvent {
+    RawEvent {
+        kind: RawKind::Put,
+        key: format!("/r/pods/{key}"),
+        value: format!(r#"{{"metadata":{{"labels":{{"app":"{labels}"}}}}}}"#).into_bytes(),
+        create_revision: revision,
+        mod_revision: revision,
+        version: 1,
+        prev: None,
+    }
+}
+
+fn delete(key: &str, revision: i64) -> RawEvent {
+    RawEvent {
+        kind: RawKind::Delete,
+        value: Vec::new(),
+        ..put(key, revision, "")
+    }
+}
+
+fn cache(window: usize) -> WatchCache {
+    let cache = WatchCache::new(
+        &CODEC,
+        Config {
+            window,
+            broadcast_capacity: 4,
+        },
+        Arc::default(),
+    );
+    cache.replace(BTreeMap::new(), ListReason::Initial, 10);
+    cache
+}
+
+fn revisions(events: &[Arc<Event>]) -> Vec<(i64, bool)> {
+    events.iter().map(|e| (e.revision(), e.deleted)).collect()
+}
+
+#[test]
+fn a_watch_from_inside_the_window_replays_exactly_the_later_events() {
+    let cache = cache(100);
+    cache.apply("/r/pods/", &[put("a/x", 11, "1"), put("a/y", 12, "1")]);
+    cache.apply("/r/pods/", &[delete("a/x", 13)]);
+    let sub = cache.subscribe_from(11).unwrap();
+    assert_eq!(revisions(&sub.initial), [(12, false), (13, true)]);
+    // The deleted object's last state carries the delete's revision.
+    assert_eq!(
+        sub.initial[1].object.object["metadata"]["resourceVersion"],
+        "13"
+    );
+    assert_eq!(sub.initial[1].prev.as_ref().unwrap().revision, 11);
+    assert!(cache.subscribe_from(10).is_ok());
+    assert_eq!(cache.revision(), 13);
+}
+
+#[test]
+fn a_watch_from_the_windows_first_revision_needs_its_events_read_back() {
+    let cache = cache(100);
+    cache.apply("/r/pods/", &[put("a/x", 11, "1")]);
+    // 10 is the list's revision: its events never reached the window.
+    assert!(matches!(
+        cache.subscribe_at(10),
+        Err(NotInWindow::StartUnread(10))
+    ));
+    assert!(matches!(cache.subscribe_at(9), Err(NotInWindow::TooOld(_))));
+    let read_back = cache.decode("/r/pods/", &put("a/w", 10, "1")).unwrap();
+    cache.state.write().unwrap().start_events = Some((
+        10,
+        vec![Arc::new(Event {
+            object: Arc::new(read_back),
+            prev: None,
+            deleted: false,
+        })],
+    ));
+    let sub = cache.subscribe_at(10).unwrap();
+    assert_eq!(revisions(&sub.initial), [(10, false), (11, false)]);
+    // From inside the window, the revision's own events come from the window.
+    assert_eq!(
+        revisions(&cache.subscribe_at(11).unwrap().initial),
+        [(11, false)]
+    );
+    // A read-back of a revision the window has moved past is ignored.
+    let moved = self::cache(1);
+    moved.apply("/r/pods/", &[put("a/x", 11, "1")]);
+    moved.apply("/r/pods/", &[put("a/x", 12, "1")]);
+    moved.state.write().unwrap().start_events = Some((10, Vec::new()));
+    assert!(matches!(
+        moved.subscribe_at(11),
+        Err(NotInWindow::StartUnread(11))
+    ));
+}
+
+#[test]
+fn a_watch_from_before_the_window_is_too_old() {
+    let cache = cache(2);
+    for revision in 11..=14 {
+        cache.apply("/r/pods/", &[put("a/x", revision, "1")]);
+    }
+    assert_eq!(cache.subscribe_from(11).unwrap_err().oldest, 12);
+    assert_eq!(
+        revisions(&cache.subscribe_from(12).unwrap().initial),
+        [(13, false), (14, false)]
+    );
+}
+
+#[test]
+fn a_relist_after_compaction_becomes_the_events_between_the_two_states() {
+    let cache = cache(100);
+    cache.apply("/r/pods/", &[put("a/x", 11, "1"), put("a/y", 12, "1")]);
+    let mut listed = BTreeMap::new();
+    for item in [put("a/y", 15, "2"), put("b/z", 14, "1")] {
+        let item = cache.decode("/r/pods/", &item).unwrap();
+        listed.insert(item.key(), Arc::new(item));
+    }
+    assert_eq!(cache.replace(listed, ListReason::Compacted, 20), 3);
+    let sub = cache.subscribe_from(12).unwrap();
+    assert_eq!(
+        revisions(&sub.initial),
+        [(14, false), (15, false), (20, true)]
+    );
+    assert_eq!(cache.list(Some("a")).0.len(), 1);
+    assert_eq!(cache.namespaces(), ["a", "b"]);
+}
+
+#[tokio::test]
+async fn a_subscriber_too_far_behind_loses_its_receiver() {
+    let cache = cache(100);
+    let mut sub = cache.subscribe_snapshot(None);
+    for revision in 11..=20 {
+        cache.apply("/r/pods/", &[put("a/x", revision, "1")]);
+    }
+    assert!(matches!(
+        sub.rx.recv().await,
+        Err(broadcast::error::RecvError::Lagged(_))
+    ));
+}
+
+#[test]
+fn namespaces_do_not_match_their_prefixes() {
+    let cache = cache(100);
+    cache.apply(
+        "/r/pods/",
+        &[
+            put("a/x", 11, "1"),
+            put("ab/x", 12, "1"),
+            put("a-b/x", 13, "1"),
+        ],
+    );
+    assert_eq!(cache.list(Some("a")).0.len(), 1);
+    assert_eq!(cache.subscribe_snapshot(Some("a")).initial.len(), 1);
+}
