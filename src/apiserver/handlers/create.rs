@@ -10,7 +10,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::body::Decoded;
-use super::documents::namespace_condition;
+use super::documents::{create_in_namespace, namespace_condition};
 use super::write::{
     check_fields, name_from_path, resource_version_of, respond, served, typed, validate, with_kind,
     Writable, WriteOptions,
@@ -19,10 +19,7 @@ use super::ApiState;
 use crate::api::{self, Object};
 use crate::apiserver::convert::{self, Kind};
 use crate::apiserver::errors::ApiError;
-use crate::registry::StorageError;
-
-/// How often a create reads its namespace again after it changed meanwhile.
-const NAMESPACE_ATTEMPTS: usize = 5;
+use crate::registry::Registry;
 
 /// How often a `generateName` create tries another name after hitting an existing one.
 const GENERATE_NAME_ATTEMPTS: usize = 8;
@@ -132,38 +129,23 @@ async fn create_kind<T: Object>(
         typed.set_type_meta();
         typed
     } else {
-        create_in_namespace(state, writable, &typed).await?
+        create_guarded(state, writable, &typed).await?
     };
     Ok(served(writable.kind, &created))
 }
 
 /// Creates `object` in a transaction that also requires its namespace's Namespace as
-/// read (absent, or there and not terminating: 403 otherwise); reads it again when the
-/// Namespace changed meanwhile.
-async fn create_in_namespace<T: Object>(
+/// read (absent, or there and not terminating: 403 otherwise).
+async fn create_guarded<T: Object>(
     state: &ApiState,
     writable: Writable,
     object: &T,
 ) -> Result<T, ApiError> {
     let (namespace, name) = (&object.metadata().namespace, &object.metadata().name);
-    for _ in 0..NAMESPACE_ATTEMPTS {
-        let condition = namespace_condition(state, writable.resource, namespace, name).await?;
-        match state
-            .registry
-            .with_conditions(vec![condition])
-            .create(object)
-            .await
-        {
-            Err(StorageError::ConditionFailed { .. }) => continue,
-            other => return other.map_err(|e| writable.storage_error(name, e)),
-        }
-    }
-    Err(ApiError::conflict_because(
-        writable.resource.group,
-        writable.resource.plural,
-        name,
-        &format!("the namespace {namespace} kept changing; try again"),
-    ))
+    let create = |registry: Registry| async move { registry.create(object).await };
+    create_in_namespace(state, writable.resource, namespace, name, create)
+        .await?
+        .map_err(|e| writable.storage_error(name, e))
 }
 
 /// kube-apiserver's defaults that kcm's controllers depend on: `spec.replicas` 1 for the

@@ -32,7 +32,7 @@ use super::ApiState;
 use crate::api::{self, ResourceVersion};
 use crate::apiserver::errors::{qualified, ApiError, Cause};
 use crate::apiserver::resources::Resource;
-use crate::registry::{KeyCondition, StorageError};
+use crate::registry::{KeyCondition, Registry, StorageError};
 
 mod configmap;
 mod lease;
@@ -388,7 +388,18 @@ async fn create_document(
             Err(e) => return Err(e),
         }
     } else {
-        create_in_namespace(docs, &name, &key, stored_bytes(&object)).await?
+        let bytes = stored_bytes(&object);
+        let create = |registry: Registry| {
+            let (key, bytes) = (key.clone(), bytes.clone());
+            async move { registry.create_raw(&key, bytes).await }
+        };
+        match create_in_namespace(docs.state, resource, docs.namespace, &name, create).await? {
+            Ok(rv) => rv,
+            Err(StorageError::AlreadyExists { .. }) => {
+                return Err(ApiError::already_exists(group, plural, &name))
+            }
+            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+        }
     };
     let mut served = docs.served(object, rv);
     if let Some(metadata) = served["metadata"]
@@ -398,41 +409,6 @@ async fn create_document(
         metadata.shift_remove("resourceVersion");
     }
     Ok(respond(StatusCode::CREATED, &served, &warnings))
-}
-
-/// Creates `bytes` at `key` if absent, in a transaction that also requires the namespace's
-/// Namespace as read; reads it again when the Namespace changed meanwhile.
-async fn create_in_namespace(
-    docs: Documents<'_>,
-    name: &str,
-    key: &str,
-    bytes: Vec<u8>,
-) -> Result<ResourceVersion, ApiError> {
-    let (group, plural) = (docs.resource.group, docs.resource.plural);
-    for _ in 0..ATTEMPTS {
-        let condition =
-            namespace_condition(docs.state, docs.resource, docs.namespace, name).await?;
-        match docs
-            .state
-            .registry
-            .with_conditions(vec![condition])
-            .create_raw(key, bytes.clone())
-            .await
-        {
-            Ok(rv) => return Ok(rv),
-            Err(StorageError::ConditionFailed { .. }) => continue,
-            Err(StorageError::AlreadyExists { .. }) => {
-                return Err(ApiError::already_exists(group, plural, name))
-            }
-            Err(e) => return Err(ApiError::unavailable(e.to_string())),
-        }
-    }
-    Err(ApiError::conflict_because(
-        group,
-        plural,
-        name,
-        &format!("the namespace {} kept changing; try again", docs.namespace),
-    ))
 }
 
 /// A namespace's name is a DNS label (kube-apiserver's `ValidateNamespaceName`).
@@ -655,6 +631,41 @@ async fn delete_document(
     }
     Err(docs.conflict(name))
 }
+
+/// Runs `create` with a registry whose writes also require `namespace`'s Namespace as
+/// read ([`namespace_condition`]: absent, or there and not terminating; 403 otherwise),
+/// reading it again when the Namespace changed meanwhile. The create's own outcome is
+/// the caller's to answer.
+///
+/// # Errors
+/// 403 for a terminating namespace; 409 when it kept changing.
+pub(super) async fn create_in_namespace<T, Fut>(
+    state: &ApiState,
+    resource: &Resource,
+    namespace: &str,
+    name: &str,
+    create: impl Fn(Registry) -> Fut,
+) -> Result<Result<T, StorageError>, ApiError>
+where
+    Fut: std::future::Future<Output = Result<T, StorageError>>,
+{
+    for _ in 0..NAMESPACE_ATTEMPTS {
+        let condition = namespace_condition(state, resource, namespace, name).await?;
+        match create(state.registry.with_conditions(vec![condition])).await {
+            Err(StorageError::ConditionFailed { .. }) => continue,
+            outcome => return Ok(outcome),
+        }
+    }
+    Err(ApiError::conflict_because(
+        resource.group,
+        resource.plural,
+        name,
+        &format!("the namespace {namespace} kept changing; try again"),
+    ))
+}
+
+/// How often a create reads its namespace again after it changed in between.
+const NAMESPACE_ATTEMPTS: usize = 5;
 
 /// What a create in `namespace` must also require, in its transaction: the namespace's
 /// Namespace unchanged since read (or still absent), so no object lands in a namespace
