@@ -2,10 +2,14 @@
 mod support;
 
 mod api_documents;
+mod api_hostile;
+mod api_inflight;
 mod api_lifecycle;
+mod api_limits;
 mod api_nodes;
 mod api_protobuf;
 mod api_rollout;
+mod api_validation;
 mod api_writes;
 mod apiserver;
 mod apply;
