@@ -40,6 +40,7 @@ mod errors;
 mod fields;
 mod handlers;
 mod http;
+mod limits;
 pub mod openapi;
 mod patch;
 mod protobuf;
@@ -65,6 +66,7 @@ use crate::status::Metrics;
 
 pub use auth::TokenFile;
 pub use cache::Config as CacheConfig;
+pub use limits::{DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT, DEFAULT_MAX_REQUESTS_INFLIGHT};
 
 /// The port 2014's apiserver served on (`pkg/master/ports`: `--port=8080`).
 pub const DEFAULT_PORT: u16 = 8080;
@@ -91,6 +93,10 @@ pub struct Config {
     pub insecure_beyond_loopback: bool,
     /// Most watches served at once; more are refused with 429.
     pub max_watches: usize,
+    /// Most read-only requests (not watches) served at once; 0 for no limit.
+    pub max_requests_inflight: usize,
+    /// Most mutating requests served at once; 0 for no limit.
+    pub max_mutating_requests_inflight: usize,
     /// Bound on every request but watches.
     pub request_timeout: Duration,
     /// The watch caches' buffers.
@@ -107,6 +113,8 @@ impl Default for Config {
             token_file: None,
             insecure_beyond_loopback: false,
             max_watches: DEFAULT_MAX_WATCHES,
+            max_requests_inflight: limits::DEFAULT_MAX_REQUESTS_INFLIGHT,
+            max_mutating_requests_inflight: limits::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             cache: CacheConfig::default(),
             backoff: BackoffConfig::default(),
@@ -160,10 +168,14 @@ pub struct Bound {
     pub url: String,
 }
 
-/// A listener bound before anything starts (a busy port fails fast).
+/// A listener bound before anything starts (a busy port fails fast), with the TLS and
+/// token files already read: nothing is served, or said to be, before every flag and
+/// file was checked.
 pub struct Listener {
     listener: tokio::net::TcpListener,
     bound: Bound,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    tokens: Option<TokenFile>,
 }
 
 impl Listener {
@@ -172,11 +184,12 @@ impl Listener {
     }
 }
 
-/// Binds the apiserver's port.
+/// Checks the configuration, reads the TLS and token files, and binds the apiserver's
+/// port.
 ///
 /// # Errors
-/// When the configuration is refused ([`Config::validate`]) or the address cannot be
-/// bound.
+/// When the configuration is refused ([`Config::validate`]), a TLS or token file cannot
+/// be read or is malformed, or the address cannot be bound.
 pub async fn bind(config: &Config) -> anyhow::Result<Listener> {
     bind_port_flag(config, "--port").await
 }
@@ -188,6 +201,14 @@ pub async fn bind(config: &Config) -> anyhow::Result<Listener> {
 /// As [`bind`].
 pub async fn bind_port_flag(config: &Config, flag: &str) -> anyhow::Result<Listener> {
     config.validate()?;
+    let tokens = match &config.token_file {
+        Some(path) => Some(TokenFile::read(path)?),
+        None => None,
+    };
+    let tls = match &config.tls {
+        Some(files) => Some(http::tls_acceptor(files)?),
+        None => None,
+    };
     let listener = match tokio::net::TcpListener::bind(config.address).await {
         Ok(listener) => listener,
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
@@ -206,7 +227,12 @@ pub async fn bind_port_flag(config: &Config, flag: &str) -> anyhow::Result<Liste
         address,
         url: format!("{scheme}://{address}"),
     };
-    Ok(Listener { listener, bound })
+    Ok(Listener {
+        listener,
+        bound,
+        tls,
+        tokens,
+    })
 }
 
 /// A kubeconfig for a client of `url` (no credentials: a loopback apiserver without
@@ -253,7 +279,7 @@ pub async fn run(
 /// Serves the API on a bound listener until `shutdown` resolves (what `kcm up` embeds).
 ///
 /// # Errors
-/// When the TLS or token files cannot be read.
+/// None so far: the files were read by [`bind`].
 pub async fn serve(
     listener: Listener,
     client: &etcd_client::Client,
@@ -261,14 +287,12 @@ pub async fn serve(
     config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let tokens = match &config.token_file {
-        Some(path) => Some(TokenFile::read(path)?),
-        None => None,
-    };
-    let tls = match &config.tls {
-        Some(files) => Some(http::tls_acceptor(files)?),
-        None => None,
-    };
+    let Listener {
+        listener,
+        bound,
+        tls,
+        tokens,
+    } = listener;
     let metrics = Arc::new(Metrics::new());
     let watcher = Watcher::new(client, registry.clone());
     let mut caches = BTreeMap::new();
@@ -296,10 +320,14 @@ pub async fn serve(
         metrics,
         tokens,
         config.max_watches,
+        limits::Limits::new(
+            config.max_requests_inflight,
+            config.max_mutating_requests_inflight,
+        ),
         config.request_timeout,
-        listener.bound.address,
+        bound.address,
     ));
-    let served = http::serve(listener.listener, tls, state, stop.clone(), shutdown).await;
+    let served = http::serve(listener, tls, state, stop.clone(), shutdown).await;
     stop.cancel();
     while tasks.join_next().await.is_some() {}
     served

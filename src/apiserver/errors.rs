@@ -250,6 +250,9 @@ impl ApiError {
             }
             status["details"] = details;
         }
+        if self.code == 429 {
+            status["details"]["retryAfterSeconds"] = json!(RETRY_AFTER_SECONDS);
+        }
         status
     }
 }
@@ -263,15 +266,28 @@ pub fn qualified(group: &str, resource: &str) -> String {
     }
 }
 
+/// Seconds a client is told to wait before retrying a 429 (`Retry-After` and
+/// `details.retryAfterSeconds`): kube-apiserver's one second for a request refused by its
+/// in-flight limits.
+pub const RETRY_AFTER_SECONDS: u64 = 1;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (
+        let mut response = (
             code,
             [(header::CONTENT_TYPE, "application/json")],
             self.status().to_string(),
         )
-            .into_response()
+            .into_response();
+        // Every 429 says when to come back: client-go and kube-rs wait that long.
+        if self.code == 429 {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                header::HeaderValue::from(RETRY_AFTER_SECONDS),
+            );
+        }
+        response
     }
 }
 
@@ -286,6 +302,17 @@ impl std::fmt::Display for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_429_says_when_to_retry() {
+        let error = ApiError::too_many_requests("busy");
+        assert_eq!(error.status()["details"]["retryAfterSeconds"], 1);
+        let response = error.into_response();
+        assert_eq!(response.status(), 429);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        let response = ApiError::conflict("", "pods", "x").into_response();
+        assert!(response.headers().get(header::RETRY_AFTER).is_none());
+    }
 
     #[test]
     fn not_found_reads_as_kubectl_prints_it() {

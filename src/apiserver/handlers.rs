@@ -33,6 +33,7 @@ mod update;
 mod watch;
 mod write;
 
+pub use body::MAX_BODY_BYTES;
 use read::read;
 use request::{negotiate, parse_path, Format, Query};
 use watch::watch;
@@ -67,6 +68,8 @@ pub struct ApiState {
     tokens: Option<TokenFile>,
     watches: Arc<Semaphore>,
     max_watches: usize,
+    /// The in-flight limits and the body budget of every request but a watch.
+    pub limits: super::limits::Limits,
     pub request_timeout: Duration,
     address: std::net::SocketAddr,
     requests: Family<Vec<(&'static str, String)>, Counter>,
@@ -86,6 +89,7 @@ impl ApiState {
         metrics: Arc<Metrics>,
         tokens: Option<TokenFile>,
         max_watches: usize,
+        limits: super::limits::Limits,
         request_timeout: Duration,
         address: std::net::SocketAddr,
     ) -> ApiState {
@@ -116,6 +120,7 @@ impl ApiState {
             tokens,
             watches: Arc::new(Semaphore::new(max_watches)),
             max_watches,
+            limits,
             request_timeout,
             address,
             requests,

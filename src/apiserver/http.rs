@@ -7,7 +7,10 @@
 //!   time of a kept-alive connection between requests);
 //! - at most [`MAX_PENDING`] connections that have not yet sent a whole request are held;
 //!   one more closes the oldest of them (a stuck or slow client, not a live request);
-//! - every request but a watch gets the request timeout (504 after it);
+//! - every request but a watch gets the request timeout (504 after it), and is admitted
+//!   by the in-flight limits first ([`super::limits`]: 429 beyond them);
+//! - a TLS handshake counts as pending too: it has the header timeout, and a silent one
+//!   is evicted like any other;
 //! - watches have no lifetime bound here: they end on their own timeout, and their
 //!   number is capped by `--max-watches` (429 beyond it);
 //! - a connection whose peer takes nothing for [`WRITE_STALL_TIMEOUT`] while the server
@@ -255,9 +258,16 @@ pub async fn serve(
                     }
                     Some(acceptor) => {
                         let stream = StallGuard::new(stream, WRITE_STALL_TIMEOUT);
+                        // The handshake is part of being pending: under the header
+                        // timeout, and evicted as the oldest like any silent connection.
                         let handshake =
                             tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream));
-                        let stream = match handshake.await {
+                        let handshake = tokio::select! {
+                            handshake = handshake => handshake,
+                            _ = close.cancelled() => return,
+                            _ = stop.cancelled() => return,
+                        };
+                        let stream = match handshake {
                             Ok(Ok(stream)) => stream,
                             Ok(Err(e)) => {
                                 tracing::debug!(error = %e, "TLS handshake failed");
@@ -315,8 +325,8 @@ where
     }
 }
 
-/// Every request: a watch streams for as long as it lasts; anything else gets the
-/// request timeout.
+/// Every request: a watch streams for as long as it lasts; anything else is admitted by
+/// the in-flight limits and gets the request timeout (waiting for body budget included).
 async fn handle(
     State(state): State<Arc<ApiState>>,
     method: Method,
@@ -331,7 +341,14 @@ async fn handle(
         return dispatch(state, method, uri, headers, body).await;
     }
     let timeout = state.request_timeout;
-    match tokio::time::timeout(timeout, dispatch(state, method, uri, headers, body)).await {
+    let admitted_then_served = async {
+        let _admitted = match state.limits.admit(&method, uri.path(), &headers).await {
+            Ok(admitted) => admitted,
+            Err(refused) => return refused.into_response(),
+        };
+        dispatch(state.clone(), method, uri, headers, body).await
+    };
+    match tokio::time::timeout(timeout, admitted_then_served).await {
         Ok(response) => response,
         Err(_) => ApiError::timeout(format!(
             "the request did not finish within {}s",

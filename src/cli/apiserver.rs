@@ -36,6 +36,14 @@ pub struct ApiserverArgs {
     /// Most watches served at once; more are refused with 429 TooManyRequests.
     #[arg(long, default_value_t = apiserver::DEFAULT_MAX_WATCHES)]
     pub max_watches: usize,
+    /// Most read-only requests (GET, HEAD; watches not counted) served at once; more are
+    /// refused with 429 TooManyRequests and Retry-After. 0 for no limit.
+    #[arg(long, default_value_t = apiserver::DEFAULT_MAX_REQUESTS_INFLIGHT)]
+    pub max_requests_inflight: usize,
+    /// Most mutating requests (POST, PUT, PATCH, DELETE) served at once; more are
+    /// refused with 429 TooManyRequests and Retry-After. 0 for no limit.
+    #[arg(long, default_value_t = apiserver::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT)]
+    pub max_mutating_requests_inflight: usize,
     /// Events each resource's watch cache keeps for watches that resume from a
     /// resourceVersion (kube-apiserver's --default-watch-cache-size); a watch from before
     /// them is served by an etcd watch of its own. Also how far a watcher may fall behind
@@ -63,6 +71,8 @@ impl ApiserverArgs {
             token_file: self.token_auth_file.clone(),
             insecure_beyond_loopback: self.insecure_beyond_loopback,
             max_watches: self.max_watches.max(1),
+            max_requests_inflight: self.max_requests_inflight,
+            max_mutating_requests_inflight: self.max_mutating_requests_inflight,
             request_timeout: self.request_timeout,
             cache: apiserver::CacheConfig {
                 window: self.watch_cache_size as usize,

@@ -1,0 +1,246 @@
+//! What all requests in flight may cost at once: kube-apiserver's in-flight limits
+//! (`--max-requests-inflight`, `--max-mutating-requests-inflight`) and a byte budget for
+//! the request bodies being read and decoded.
+//!
+//! As kube-apiserver counts them (its max-in-flight filter, the one that runs when API
+//! Priority and Fairness is off):
+//! - a watch is long-running and counts against neither limit (`--max-watches` bounds
+//!   watches instead);
+//! - GET and HEAD are read-only and count against `--max-requests-inflight`; every other
+//!   method counts against `--max-mutating-requests-inflight`;
+//! - beyond a limit the request is refused at once with 429 `TooManyRequests` and
+//!   `Retry-After: 1` (kube-apiserver answers a plain-text body; kcm answers a `Status`,
+//!   which client-go and kube-rs read the same way);
+//! - 0 means no limit;
+//! - health probes (`/healthz`, `/livez`, `/readyz`) and `/metrics` are exempt, as
+//!   kube-apiserver's probes are from its flow control: a busy server still says it is
+//!   alive and ready.
+//!
+//! The body budget has no kube-apiserver flag: its bodies cost what Go's decoder costs.
+//! kcm's decoded `serde_json::Value` costs a multiple of the body's bytes, so the bytes of
+//! bodies in flight are bounded as well: a request with a body holds budget for its
+//! `Content-Length` (the body limit when chunked) for as long as it is served, and waits
+//! for budget rather than being refused (the request timeout still ends it). Small
+//! writes never wait on each other: [`BODY_BYTES_IN_FLIGHT`] holds thousands of typical
+//! objects but only 21 bodies of the largest size.
+
+use std::sync::Arc;
+
+use axum::http::{header, HeaderMap, Method};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::errors::ApiError;
+use super::handlers::MAX_BODY_BYTES;
+
+/// kube-apiserver's `--max-requests-inflight` default.
+pub const DEFAULT_MAX_REQUESTS_INFLIGHT: usize = 400;
+
+/// kube-apiserver's `--max-mutating-requests-inflight` default.
+pub const DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT: usize = 200;
+
+/// Bytes of request bodies served at once: 64 MiB, 21 bodies of the 3 MiB limit.
+pub const BODY_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
+
+/// The budget is counted in KiB (a semaphore counts in `u32`).
+const BUDGET_UNIT: usize = 1024;
+
+/// The limits of one apiserver.
+pub struct Limits {
+    readonly: Option<Limit>,
+    mutating: Option<Limit>,
+    body_budget: Arc<Semaphore>,
+}
+
+struct Limit {
+    permits: Arc<Semaphore>,
+    max: usize,
+    flag: &'static str,
+}
+
+impl Limit {
+    fn new(max: usize, flag: &'static str) -> Option<Limit> {
+        (max > 0).then(|| Limit {
+            permits: Arc::new(Semaphore::new(max)),
+            max,
+            flag,
+        })
+    }
+}
+
+/// What a request holds while it is served; dropping it frees its share.
+#[must_use]
+pub struct Admitted {
+    _slot: Option<OwnedSemaphorePermit>,
+    _body: Option<OwnedSemaphorePermit>,
+}
+
+impl Limits {
+    /// `max_readonly` and `max_mutating` as the flags say (0: no limit).
+    pub fn new(max_readonly: usize, max_mutating: usize) -> Limits {
+        Limits {
+            readonly: Limit::new(max_readonly, "--max-requests-inflight"),
+            mutating: Limit::new(max_mutating, "--max-mutating-requests-inflight"),
+            body_budget: Arc::new(Semaphore::new(BODY_BYTES_IN_FLIGHT / BUDGET_UNIT)),
+        }
+    }
+
+    /// Admits a request that is not a watch: its in-flight slot at once or a 429, then
+    /// its body's share of the budget (waiting for it).
+    ///
+    /// # Errors
+    /// 429 `TooManyRequests` when its kind of request is at its limit.
+    pub async fn admit(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &HeaderMap,
+    ) -> Result<Admitted, ApiError> {
+        if is_exempt(path) {
+            return Ok(Admitted {
+                _slot: None,
+                _body: None,
+            });
+        }
+        let limit = if is_mutating(method) {
+            &self.mutating
+        } else {
+            &self.readonly
+        };
+        let slot = match limit {
+            None => None,
+            Some(limit) => Some(limit.permits.clone().try_acquire_owned().map_err(|_| {
+                ApiError::too_many_requests(format!(
+                    "too many requests in flight: this apiserver serves at most {} {} requests at once ({}); try again later",
+                    limit.max,
+                    if is_mutating(method) { "mutating" } else { "read-only" },
+                    limit.flag
+                ))
+            })?),
+        };
+        let body = match body_share(headers) {
+            0 => None,
+            units => Some(
+                self.body_budget
+                    .clone()
+                    .acquire_many_owned(units)
+                    .await
+                    .expect("the body budget is never closed"),
+            ),
+        };
+        Ok(Admitted {
+            _slot: slot,
+            _body: body,
+        })
+    }
+}
+
+fn is_mutating(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+fn is_exempt(path: &str) -> bool {
+    matches!(
+        path.trim_end_matches('/'),
+        "/healthz" | "/livez" | "/readyz" | "/metrics"
+    )
+}
+
+/// The budget units a request's body holds: its declared length up to the body limit,
+/// the limit when it is chunked, nothing without a body.
+fn body_share(headers: &HeaderMap) -> u32 {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let chunked = headers.contains_key(header::TRANSFER_ENCODING);
+    let bytes = match declared {
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX).min(MAX_BODY_BYTES),
+        None if chunked => MAX_BODY_BYTES,
+        None => 0,
+    };
+    u32::try_from(bytes.div_ceil(BUDGET_UNIT)).expect("the body limit fits in u32 KiB")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, value.parse().unwrap());
+        }
+        headers
+    }
+
+    #[tokio::test]
+    async fn beyond_a_limit_a_request_gets_429_naming_the_flag_and_a_freed_slot_is_reused() {
+        let limits = Limits::new(1, 2);
+        let none = HeaderMap::new();
+        let read = limits.admit(&Method::GET, "/api/v1/pods", &none).await;
+        let read = read.unwrap();
+        let refused = limits.admit(&Method::GET, "/api/v1/pods", &none).await;
+        let refused = refused.err().expect("a second read is over the limit");
+        assert_eq!(refused.code, 429);
+        assert!(
+            refused.message.contains("--max-requests-inflight"),
+            "{refused}"
+        );
+        // Writes have their own limit; probes and metrics none.
+        let write = limits.admit(&Method::POST, "/api/v1/namespaces/d/pods", &none);
+        let _first = write.await.unwrap();
+        let write = limits.admit(&Method::DELETE, "/api/v1/namespaces/d/pods/x", &none);
+        let _second = write.await.unwrap();
+        let refused = limits.admit(&Method::PATCH, "/api/v1/namespaces/d/pods/x", &none);
+        let refused = refused
+            .await
+            .err()
+            .expect("a third write is over the limit");
+        assert!(refused.message.contains("--max-mutating-requests-inflight"));
+        for path in ["/readyz", "/healthz", "/livez", "/metrics"] {
+            assert!(
+                limits.admit(&Method::GET, path, &none).await.is_ok(),
+                "{path}"
+            );
+        }
+        drop(read);
+        assert!(limits.admit(&Method::GET, "/api", &none).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn zero_means_no_limit() {
+        let limits = Limits::new(0, 0);
+        let (none, mut held) = (HeaderMap::new(), Vec::new());
+        for _ in 0..1000 {
+            let admitted = limits.admit(&Method::POST, "/api/v1/namespaces/d/pods", &none);
+            held.push(admitted.await.unwrap());
+        }
+    }
+
+    #[test]
+    fn a_body_holds_its_declared_length_or_the_limit_when_chunked() {
+        let small = headers(&[("content-length", "2048")]);
+        assert_eq!(body_share(&small), 2);
+        let huge = headers(&[("content-length", "999999999999")]);
+        assert_eq!(body_share(&huge) as usize * BUDGET_UNIT, MAX_BODY_BYTES);
+        let chunked = headers(&[("transfer-encoding", "chunked")]);
+        assert_eq!(body_share(&chunked) as usize * BUDGET_UNIT, MAX_BODY_BYTES);
+        assert_eq!(body_share(&HeaderMap::new()), 0);
+    }
+
+    #[tokio::test]
+    async fn bodies_beyond_the_budget_wait_until_one_finishes() {
+        let limits = Limits::new(0, 0);
+        let full = headers(&[("content-length", &MAX_BODY_BYTES.to_string())]);
+        let fits = BODY_BYTES_IN_FLIGHT / MAX_BODY_BYTES;
+        let mut held = Vec::new();
+        for _ in 0..fits {
+            held.push(limits.admit(&Method::POST, "/p", &full).await.unwrap());
+        }
+        let waiting = limits.admit(&Method::POST, "/p", &full);
+        tokio::pin!(waiting);
+        assert!(futures::poll!(waiting.as_mut()).is_pending());
+        held.pop();
+        assert!(waiting.await.is_ok());
+    }
+}
