@@ -21,7 +21,7 @@ const LIMIT: Duration = Duration::from_secs(90);
 const READY: Duration = Duration::from_secs(30);
 
 /// `kcm apiserver --port {free} {args}` over `etcd`, once `/readyz` answers 200.
-async fn apiserver(etcd: &EtcdServer, args: &[&str]) -> (Kcm, u16) {
+pub(crate) async fn apiserver(etcd: &EtcdServer, args: &[&str]) -> (Kcm, u16) {
     let port = free_port();
     let (url, port_arg) = (etcd.endpoint(), port.to_string());
     let mut all = vec!["--etcd-servers", &url, "apiserver", "--port", &port_arg];
@@ -605,7 +605,7 @@ async fn a_watch_from_the_caches_list_revision_gets_that_revisions_events_read_b
 // HTTPS and tokens
 
 /// A CA and a serving certificate for 127.0.0.1, as PEM files in `dir`: (CA, cert, key).
-fn serving_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+pub(crate) fn serving_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
