@@ -49,6 +49,7 @@ mod resources;
 mod schema;
 #[allow(dead_code)]
 mod table;
+mod validation;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

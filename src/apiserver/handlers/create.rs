@@ -107,7 +107,7 @@ async fn create_kind<T: Object>(
     meta.creation_timestamp = None;
     meta.deletion_timestamp = None;
     meta.generation = 0;
-    validate(writable, &typed)?;
+    validate(writable, &typed, None)?;
     let name = typed.metadata().name.clone();
     let namespace = typed.metadata().namespace.clone();
     let created = if dry_run {

@@ -32,6 +32,7 @@ use super::ApiState;
 use crate::api::{self, ResourceVersion};
 use crate::apiserver::errors::{qualified, ApiError, Cause};
 use crate::apiserver::resources::Resource;
+use crate::apiserver::validation;
 use crate::registry::{KeyCondition, Registry, StorageError};
 
 mod configmap;
@@ -261,6 +262,9 @@ async fn create_namespace(
         .unwrap_or("")
         .to_string();
     validate_namespace_name(&name)?;
+    let mut causes = Vec::new();
+    validation::check_document_metadata("Namespace", &object, &mut causes)?;
+    docs.check(&name, causes)?;
     let (group, plural) = (docs.resource.group, docs.resource.plural);
     if SYSTEM_NAMESPACES.contains(&name.as_str()) {
         return Err(ApiError::already_exists(group, plural, &name));
@@ -285,7 +289,7 @@ async fn create_namespace(
             Err(StorageError::AlreadyExists { .. }) => {
                 return Err(ApiError::already_exists(group, plural, &name))
             }
-            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+            Err(e) => return Err(write_failed(e)),
         }
     };
     let mut served = docs.served(document, rv);
@@ -377,6 +381,7 @@ async fn create_document(
     }
     (docs.strategy.prepare)(&mut object)?;
     causes.extend((docs.strategy.validate)(&object, None));
+    validation::check_document_metadata(resource.kind, &object, &mut causes)?;
     docs.check(&name, causes)?;
     let (group, plural) = (resource.group, resource.plural);
     let key = docs.key(&name);
@@ -398,7 +403,7 @@ async fn create_document(
             Err(StorageError::AlreadyExists { .. }) => {
                 return Err(ApiError::already_exists(group, plural, &name))
             }
-            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+            Err(e) => return Err(write_failed(e)),
         }
     };
     let mut served = docs.served(object, rv);
@@ -409,6 +414,16 @@ async fn create_document(
         metadata.shift_remove("resourceVersion");
     }
     Ok(respond(StatusCode::CREATED, &served, &warnings))
+}
+
+/// A failed etcd write: 413 when etcd refused it as larger than it accepts
+/// ([`validation::too_large_for_etcd`]), else 503.
+fn write_failed(error: StorageError) -> ApiError {
+    match &error {
+        StorageError::Etcd { message, .. } => validation::too_large_for_etcd(message),
+        _ => None,
+    }
+    .unwrap_or_else(|| ApiError::unavailable(error.to_string()))
 }
 
 /// A namespace's name is a DNS label (kube-apiserver's `ValidateNamespaceName`).
@@ -490,7 +505,9 @@ async fn update(
             }
         }
         (docs.strategy.prepare)(&mut next)?;
-        docs.check(name, (docs.strategy.validate)(&next, Some(&current)))?;
+        let mut causes = (docs.strategy.validate)(&next, Some(&current));
+        validation::check_document_metadata(docs.resource.kind, &next, &mut causes)?;
+        docs.check(name, causes)?;
         let next = docs.served(next, rv);
         if next == current || dry_run {
             return Ok(next);
@@ -504,7 +521,7 @@ async fn update(
             Ok(written) => return Ok(docs.served(next, written)),
             Err(StorageError::Conflict { .. }) if stated.is_none() => continue,
             Err(StorageError::Conflict { .. }) => return Err(docs.conflict(name)),
-            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+            Err(e) => return Err(write_failed(e)),
         }
     }
     Err(docs.conflict(name))
@@ -598,7 +615,7 @@ async fn delete_namespace(
                 continue
             }
             Err(StorageError::Conflict { .. }) => return Err(docs.conflict(name)),
-            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+            Err(e) => return Err(write_failed(e)),
         }
     }
     Err(docs.conflict(name))
@@ -626,7 +643,7 @@ async fn delete_document(
             Err(StorageError::NotFound { .. }) => return Err(docs.not_found(name)),
             Err(StorageError::Conflict { .. }) if options.resource_version.is_none() => continue,
             Err(StorageError::Conflict { .. }) => return Err(docs.conflict(name)),
-            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+            Err(e) => return Err(write_failed(e)),
         }
     }
     Err(docs.conflict(name))

@@ -93,10 +93,23 @@ pub struct Target {
 
 /// Parses `/api/v1/...` and `/apis/{group}/{version}/...` into what they name.
 ///
+/// Each segment is percent-decoded, as kube-apiserver reads the decoded path
+/// (`/pods/%61bc` is pod `abc`), but only after the path is split at its literal slashes:
+/// an encoded slash (`%2F`) never separates segments, so it cannot make a name reach
+/// another object, namespace or subresource. kube-apiserver splits the decoded path
+/// instead; kcm refuses such a segment ([`check_segment`]) where kube-apiserver would
+/// route it elsewhere.
+///
 /// # Errors
-/// 404 for a path that names no served resource.
+/// 404 for a path that names no served resource; 400 for a malformed escape, or a
+/// namespace or name that cannot be one (`.`, `..`, or holding `/` or `%` once decoded).
 pub fn parse_path(path: &str) -> Result<Target, ApiError> {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let decoded = path
+        .trim_matches('/')
+        .split('/')
+        .map(percent_decode)
+        .collect::<Result<Vec<String>, ApiError>>()?;
+    let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
     let (group, version, rest) = match segments.as_slice() {
         ["api", version, rest @ ..] => ("", *version, rest),
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
@@ -105,6 +118,12 @@ pub fn parse_path(path: &str) -> Result<Target, ApiError> {
     let find =
         |plural: &str| resources::find(group, version, plural).ok_or_else(ApiError::no_route);
     let target = |resource, namespace: Option<&str>, name: Option<&str>, sub: Option<&str>| {
+        if let Some(namespace) = namespace {
+            check_segment("Namespace", namespace)?;
+        }
+        if let Some(name) = name {
+            check_segment("Name", name)?;
+        }
         Ok(Target {
             resource,
             namespace: namespace.map(String::from),
@@ -142,6 +161,65 @@ pub fn parse_path(path: &str) -> Result<Target, ApiError> {
         }
         _ => Err(ApiError::no_route()),
     }
+}
+
+/// One path segment with its `%XX` escapes decoded (a `+` stays a `+`: it means a space
+/// only in a query).
+///
+/// # Errors
+/// 400 for an escape that is not `%` and two hex digits, or bytes that are not UTF-8.
+fn percent_decode(segment: &str) -> Result<String, ApiError> {
+    if !segment.contains('%') {
+        return Ok(segment.to_string());
+    }
+    let bytes = segment.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'%' {
+            decoded.push(bytes[i]);
+            i += 1;
+            continue;
+        }
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|pair| std::str::from_utf8(pair).ok())
+            .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+            .filter(|_| bytes[i + 1].is_ascii_hexdigit() && bytes[i + 2].is_ascii_hexdigit());
+        let Some(byte) = hex else {
+            let escape: String = segment[i..].chars().take(3).collect();
+            return Err(ApiError::bad_request(format!(
+                "invalid URL escape {escape:?}"
+            )));
+        };
+        decoded.push(byte);
+        i += 3;
+    }
+    String::from_utf8(decoded).map_err(|_| {
+        ApiError::bad_request(format!(
+            "the path segment {segment:?} does not decode to UTF-8"
+        ))
+    })
+}
+
+/// A namespace or name taken from the path must be usable as one segment of a storage
+/// key: not `.` or `..`, and without `/` or `%` (kube-apiserver's
+/// `IsValidPathSegmentName`, which its storage applies to every name: 400
+/// `Name parameter invalid: "a/b": may not contain '/'`).
+///
+/// # Errors
+/// 400 naming the segment and the rule; `what` is `Namespace` or `Name`.
+fn check_segment(what: &str, segment: &str) -> Result<(), ApiError> {
+    let problem = match segment {
+        "." | ".." => format!("may not be '{segment}'"),
+        _ => match segment.chars().find(|c| matches!(c, '/' | '%')) {
+            Some(c) => format!("may not contain '{c}'"),
+            None => return Ok(()),
+        },
+    };
+    Err(ApiError::bad_request(format!(
+        "{what} parameter invalid: {segment:?}: {problem}"
+    )))
 }
 
 /// The query of a request's `q` part (the handlers' tests).
@@ -233,6 +311,97 @@ mod tests {
         check_path(
             "/apis/apps/v1/namespaces/a/deployments/web/scale/more",
             None,
+        );
+    }
+
+    #[test]
+    fn segments_are_percent_decoded_after_the_path_is_split() {
+        check_path(
+            "/api/v1/namespaces/default/pods/%61bc",
+            Some(("pods", Some("default"), Some("abc"), None)),
+        );
+        check_path(
+            "/api/v1/namespaces/%64efault/%70ods",
+            Some(("pods", Some("default"), None, None)),
+        );
+        check_path(
+            "/apis/apps/v1/namespaces/a/deployments/web/%73cale",
+            Some(("deployments", Some("a"), Some("web"), Some("scale"))),
+        );
+        check_path(
+            "/api/v1/nodes/node%2D1",
+            Some(("nodes", None, Some("node-1"), None)),
+        );
+        // `+` is a space only in a query; in a path it is itself (and no valid name).
+        check_path(
+            "/api/v1/namespaces/default/pods/a+b",
+            Some(("pods", Some("default"), Some("a+b"), None)),
+        );
+    }
+
+    #[track_caller]
+    fn check_refused(path: &str, code: u16, message: &str) {
+        let error = parse_path(path).expect_err(path);
+        assert_eq!(error.code, code, "{path}: {error:?}");
+        assert_eq!(error.message, message, "{path}");
+    }
+
+    #[test]
+    fn a_decoded_slash_dot_segment_or_bad_escape_is_refused() {
+        check_refused(
+            "/api/v1/namespaces/default/pods/a%2Fb",
+            400,
+            "Name parameter invalid: \"a/b\": may not contain '/'",
+        );
+        check_refused(
+            "/api/v1/namespaces/default%2Fpods%2Fx/pods",
+            400,
+            "Namespace parameter invalid: \"default/pods/x\": may not contain '/'",
+        );
+        check_refused(
+            "/api/v1/namespaces/default/pods/%2E%2E",
+            400,
+            "Name parameter invalid: \"..\": may not be '..'",
+        );
+        check_refused(
+            "/api/v1/namespaces/../pods",
+            400,
+            "Namespace parameter invalid: \"..\": may not be '..'",
+        );
+        check_refused(
+            "/api/v1/namespaces/%2e",
+            400,
+            "Name parameter invalid: \".\": may not be '.'",
+        );
+        check_refused(
+            "/api/v1/nodes/a%252Fb",
+            400,
+            "Name parameter invalid: \"a%2Fb\": may not contain '%'",
+        );
+        check_refused(
+            "/api/v1/namespaces/default/pods/a%zz",
+            400,
+            "invalid URL escape \"%zz\"",
+        );
+        check_refused(
+            "/api/v1/namespaces/default/pods/a%2",
+            400,
+            "invalid URL escape \"%2\"",
+        );
+        check_refused(
+            "/api/v1/namespaces/default/pods/%ff",
+            400,
+            "the path segment \"%ff\" does not decode to UTF-8",
+        );
+        // An encoded slash never acts as a separator, so it cannot name a subresource.
+        check_refused(
+            "/apis/apps/v1/namespaces/a/deployments/web%2Fscale",
+            400,
+            "Name parameter invalid: \"web/scale\": may not contain '/'",
+        );
+        assert_eq!(
+            parse_path("/api/v1/namespaces/default/%2Fpods").map_err(|e| e.code),
+            Err(404)
         );
     }
 }

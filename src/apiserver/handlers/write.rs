@@ -28,6 +28,7 @@ use crate::apiserver::convert::{self, Kind};
 use crate::apiserver::errors::{ApiError, Cause};
 use crate::apiserver::resources::Resource;
 use crate::apiserver::schema;
+use crate::apiserver::validation;
 use crate::registry::StorageError;
 
 /// Runs `$body` with `$t` the typed kind stored behind `$kind`.
@@ -131,7 +132,8 @@ impl Writable {
                 Err(other) => ApiError::internal(format!("{other:#}")),
             },
             StorageError::BadRequest { message, .. } => ApiError::bad_request(message),
-            StorageError::Etcd { .. } => ApiError::unavailable(error.to_string()),
+            StorageError::Etcd { ref message, .. } => validation::too_large_for_etcd(message)
+                .unwrap_or_else(|| ApiError::unavailable(error.to_string())),
             other => ApiError::internal(other.to_string()),
         }
     }
@@ -156,35 +158,68 @@ pub(super) fn served<T: Object>(kind: Kind, object: &T) -> Value {
     convert::to_served(kind, stored)
 }
 
-/// kcm's validation (`api::validate`, as `kcm create`'s), as a 422 `Invalid` with a cause
-/// per field.
-pub(super) fn validate<T: Object>(writable: Writable, object: &T) -> Result<(), ApiError> {
-    let Err(invalid) = api::validate(object) else {
-        return Ok(());
+/// kcm's validation (`api::validate`, as `kcm create`'s) and kube-apiserver's checks of
+/// the metadata (annotations, finalizers) and of a pod spec's container list
+/// ([`validation`]), as one 422 `Invalid` with a cause per field. `current` is the stored
+/// object an update replaces: the container list is checked when the spec changes, so
+/// that a pod stored before the check (by `kcm create`, which does not make it) can still
+/// be labelled or have its status written.
+pub(super) fn validate<T: Object>(
+    writable: Writable,
+    object: &T,
+    current: Option<&T>,
+) -> Result<(), ApiError> {
+    let mut causes: Vec<Cause> = match api::validate(object) {
+        Ok(()) => Vec::new(),
+        Err(invalid) => invalid
+            .errors
+            .iter()
+            .map(|e| Cause {
+                reason: if e.message == "required" {
+                    "FieldValueRequired"
+                } else {
+                    "FieldValueInvalid"
+                },
+                message: if e.message == "required" {
+                    "Required value".to_string()
+                } else {
+                    format!("Invalid value: {}", e.message)
+                },
+                field: e.field.clone(),
+            })
+            .collect(),
     };
-    let causes = invalid
-        .errors
-        .iter()
-        .map(|e| Cause {
-            reason: if e.message == "required" {
-                "FieldValueRequired"
-            } else {
-                "FieldValueInvalid"
-            },
-            message: if e.message == "required" {
-                "Required value".to_string()
-            } else {
-                format!("Invalid value: {}", e.message)
-            },
-            field: e.field.clone(),
-        })
-        .collect();
+    validation::check_typed_metadata(object.metadata(), &mut causes);
+    if current.is_none_or(|current| !object.same_spec(current)) {
+        check_pod_specs(writable.kind, object, &mut causes);
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
     Err(ApiError::invalid(
         writable.resource.group,
         writable.resource.kind,
         &object.metadata().name,
         causes,
     ))
+}
+
+/// The container list of a pod, or of the pod template of a replicated kind.
+fn check_pod_specs<T: Object>(kind: Kind, object: &T, causes: &mut Vec<Cause>) {
+    let (field, pointer) = match kind {
+        Kind::Pod => ("spec", "/spec"),
+        Kind::ReplicationController | Kind::ReplicaSet | Kind::Deployment => {
+            ("spec.template.spec", "/spec/template")
+        }
+        Kind::Service | Kind::Endpoints => return,
+    };
+    let stored = serde_json::to_value(object).expect("a stored kind always encodes");
+    // A controller without a template is refused by `api::validate` already.
+    let Some(at) = stored.pointer(pointer).filter(|v| v.is_object()) else {
+        return;
+    };
+    let spec = if kind == Kind::Pod { at } else { &at["spec"] };
+    validation::check_pod_spec(field, spec, causes);
 }
 
 /// `fieldValidation` on a decoded body of `kind` (`Scale` for the scale subresource):
@@ -381,7 +416,7 @@ async fn update_kind<T: Object>(
 ) -> Result<Value, ApiError> {
     let mut step = |current: T| -> Result<T, ApiError> {
         let next = changed(writable, &current, &mut *change)?;
-        validate(writable, &next)?;
+        validate(writable, &next, Some(&current))?;
         Ok(next)
     };
     let stored: T = if dry_run {
