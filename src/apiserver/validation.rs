@@ -25,9 +25,15 @@ pub(crate) const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 const ORPHAN: &str = "orphan";
 const FOREGROUND: &str = "foregroundDeletion";
 
-/// The metadata checks kcm's typed kinds need beyond `api::validate` (which checks their
-/// name, namespace and labels): annotations and finalizers.
+/// The metadata checks of kcm's typed kinds, beyond their name and namespace (which
+/// `api::validate` checks): labels (`api::validate` checks them too, in kcm's words; the
+/// caller keeps these instead), annotations and finalizers.
 pub(crate) fn check_typed_metadata(meta: &ObjectMeta, out: &mut Vec<Cause>) {
+    let labels = meta
+        .labels
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()));
+    check_labels("metadata.labels", labels, out);
     let annotations = meta
         .annotations
         .iter()
@@ -349,6 +355,13 @@ mod tests {
         check_typed_metadata(&meta, &mut causes);
         let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
         assert_eq!(fields, ["metadata.annotations", "metadata.finalizers"]);
+        meta.labels = [("-x", "y")].into_iter().collect();
+        causes.clear();
+        check_typed_metadata(&meta, &mut causes);
+        assert_eq!(causes[0].field, "metadata.labels");
+        assert!(causes[0]
+            .message
+            .starts_with("Invalid value: \"-x\": name part"));
     }
 
     #[track_caller]

@@ -174,6 +174,9 @@ pub(super) fn validate<T: Object>(
         Err(invalid) => invalid
             .errors
             .iter()
+            // The object's own labels: `validation::check_typed_metadata` reports them in
+            // kube-apiserver's words.
+            .filter(|e| e.field != "metadata.labels" && !e.field.starts_with("metadata.labels."))
             .map(|e| Cause {
                 reason: if e.message == "required" {
                     "FieldValueRequired"
