@@ -388,7 +388,25 @@ async fn read_body(
 ) -> Result<(body::BodyType, body::Decoded), ApiError> {
     let body_type = body::body_type(headers, patch)?;
     let bytes = body::read(headers, body).await?;
-    Ok((body_type, body::decode(body_type, &bytes)?))
+    Ok((body_type, decode_off_the_workers(body_type, bytes).await?))
+}
+
+/// Bodies at least this large are decoded on the blocking pool.
+const BLOCKING_DECODE_BYTES: usize = 64 * 1024;
+
+/// Decodes a body; a large one on the blocking pool, so that decoding many at once (a
+/// few hundred milliseconds of CPU each at the body limit) never starves the tasks that
+/// talk to etcd: they would time out, and every request with them.
+async fn decode_off_the_workers(
+    body_type: body::BodyType,
+    bytes: Vec<u8>,
+) -> Result<body::Decoded, ApiError> {
+    if bytes.len() < BLOCKING_DECODE_BYTES {
+        return body::decode(body_type, &bytes);
+    }
+    tokio::task::spawn_blocking(move || body::decode(body_type, &bytes))
+        .await
+        .map_err(|e| ApiError::internal(format!("decoding the request body: {e}")))?
 }
 
 /// A DELETE's `DeleteOptions`: its body (JSON, possibly empty) and query.
@@ -407,7 +425,7 @@ async fn delete_options(
     let value = if bytes.iter().all(u8::is_ascii_whitespace) {
         Value::Null
     } else {
-        body::decode(body_type, &bytes)?.value
+        decode_off_the_workers(body_type, bytes).await?.value
     };
     delete::DeleteOptions::parse(&value, query)
 }

@@ -217,19 +217,27 @@ pub async fn serve(
         };
         // Small writes (watch events) go out at once.
         let _ = stream.set_nodelay(true);
-        let (id, close) = {
+        let (id, close, evicted) = {
             let mut pending = pending.lock().expect("pending lock");
             let id = pending.next_id;
             pending.next_id += 1;
             let token = CancellationToken::new();
             pending.open.insert(id, token.clone());
+            let mut evicted = false;
             while pending.open.len() > MAX_PENDING {
                 if let Some((_, oldest)) = pending.open.pop_first() {
                     oldest.cancel();
+                    evicted = true;
                 }
             }
-            (id, token)
+            (id, token, evicted)
         };
+        if evicted {
+            // Let the evicted connection's task close its socket before the next accept:
+            // a flood of connections then holds the cap's descriptors, not the cap plus
+            // a scheduler's backlog of closes.
+            tokio::task::yield_now().await;
+        }
         // The first request marks the connection as no longer pending.
         let started = {
             let pending = pending.clone();
