@@ -328,6 +328,15 @@ pub async fn serve(
         config.request_timeout,
         bound.address,
     ));
+    {
+        let (state, stop) = (state.clone(), stop.clone());
+        tasks.spawn(async move {
+            tokio::select! {
+                () = state.limits.give_back_memory() => {}
+                () = stop.cancelled() => {}
+            }
+        });
+    }
     let served = http::serve(listener, tls, state, stop.clone(), shutdown).await;
     stop.cancel();
     while tasks.join_next().await.is_some() {}

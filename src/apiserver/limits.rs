@@ -20,10 +20,11 @@
 //! kcm's decoded `serde_json::Value` costs a multiple of the body's bytes, so the bytes of
 //! bodies in flight are bounded as well: a request with a body holds budget for its
 //! `Content-Length` (the body limit when chunked) for as long as it is served, and waits
-//! for budget rather than being refused (the request timeout still ends it). Small
-//! writes never wait on each other: [`BODY_BYTES_IN_FLIGHT`] holds thousands of typical
-//! objects but only 21 bodies of the largest size.
+//! up to [`BODY_WAIT`] for it (then 429 with `Retry-After`, as a full in-flight limit).
+//! Small writes never wait on each other: [`BODY_BYTES_IN_FLIGHT`] holds thousands of
+//! typical objects but only 21 bodies of the largest size.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::http::{header, HeaderMap, Method};
@@ -41,14 +42,26 @@ pub const DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT: usize = 200;
 /// Bytes of request bodies served at once: 64 MiB, 21 bodies of the 3 MiB limit.
 pub const BODY_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
 
+/// How long a body waits for its share of the budget before it is refused with 429.
+pub const BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The budget is counted in KiB (a semaphore counts in `u32`).
 const BUDGET_UNIT: usize = 1024;
+
+/// A body at least this large asks for the allocator's free memory to be given back
+/// once it is served.
+const TRIM_AFTER_BYTES: usize = 1024 * 1024;
+
+/// How often the memory freed by large bodies is given back.
+const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The limits of one apiserver.
 pub struct Limits {
     readonly: Option<Limit>,
     mutating: Option<Limit>,
     body_budget: Arc<Semaphore>,
+    /// Set when a large body was served since the last trim.
+    trim_wanted: Arc<AtomicBool>,
 }
 
 struct Limit {
@@ -71,7 +84,19 @@ impl Limit {
 #[must_use]
 pub struct Admitted {
     _slot: Option<OwnedSemaphorePermit>,
-    _body: Option<OwnedSemaphorePermit>,
+    body: Option<OwnedSemaphorePermit>,
+    trim_wanted: Option<Arc<AtomicBool>>,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        // A large body's decoded form was freed with its request.
+        if let (Some(body), Some(trim_wanted)) = (&self.body, &self.trim_wanted) {
+            if body.num_permits() * BUDGET_UNIT >= TRIM_AFTER_BYTES {
+                trim_wanted.store(true, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 impl Limits {
@@ -81,6 +106,25 @@ impl Limits {
             readonly: Limit::new(max_readonly, "--max-requests-inflight"),
             mutating: Limit::new(max_mutating, "--max-mutating-requests-inflight"),
             body_budget: Arc::new(Semaphore::new(BODY_BYTES_IN_FLIGHT / BUDGET_UNIT)),
+            trim_wanted: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Gives the memory large bodies freed back to the system, every [`TRIM_EVERY`] while
+    /// they come; runs until dropped.
+    ///
+    /// glibc's allocator keeps what a burst freed in its per-thread arenas: after 100
+    /// bodies of the worst shape at once the process held its peak for good, and a
+    /// second burst on other threads grew it further. `malloc_trim` returns the free
+    /// pages of every arena.
+    pub async fn give_back_memory(&self) {
+        let mut tick = tokio::time::interval(TRIM_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if self.trim_wanted.swap(false, Ordering::Relaxed) {
+                let _ = tokio::task::spawn_blocking(trim).await;
+            }
         }
     }
 
@@ -98,7 +142,8 @@ impl Limits {
         if is_exempt(path) {
             return Ok(Admitted {
                 _slot: None,
-                _body: None,
+                body: None,
+                trim_wanted: None,
             });
         }
         let limit = if is_mutating(method) {
@@ -119,18 +164,33 @@ impl Limits {
         };
         let body = match body_share(headers) {
             0 => None,
-            units => Some(
-                self.body_budget
-                    .clone()
-                    .acquire_many_owned(units)
-                    .await
-                    .expect("the body budget is never closed"),
-            ),
+            units => {
+                let share = self.body_budget.clone().acquire_many_owned(units);
+                match tokio::time::timeout(BODY_WAIT, share).await {
+                    Ok(share) => Some(share.expect("the body budget is never closed")),
+                    Err(_) => {
+                        return Err(ApiError::too_many_requests(format!(
+                            "too many request bodies in flight: this apiserver decodes at most {} MiB of bodies at once; try again later",
+                            BODY_BYTES_IN_FLIGHT >> 20
+                        )))
+                    }
+                }
+            }
         };
         Ok(Admitted {
             _slot: slot,
-            _body: body,
+            body,
+            trim_wanted: Some(self.trim_wanted.clone()),
         })
+    }
+}
+
+/// Returns the allocator's free memory to the system.
+fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks glibc's own arenas, under their locks.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
@@ -242,5 +302,22 @@ mod tests {
         assert!(futures::poll!(waiting.as_mut()).is_pending());
         held.pop();
         assert!(waiting.await.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_waits_too_long_for_budget_gets_429() {
+        let limits = Limits::new(0, 0);
+        let full = headers(&[("content-length", &MAX_BODY_BYTES.to_string())]);
+        let mut held = Vec::new();
+        for _ in 0..BODY_BYTES_IN_FLIGHT / MAX_BODY_BYTES {
+            held.push(limits.admit(&Method::POST, "/p", &full).await.unwrap());
+        }
+        let refused = limits
+            .admit(&Method::POST, "/p", &full)
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(refused.code, 429);
+        assert!(refused.message.contains("64 MiB"), "{refused}");
     }
 }
