@@ -27,11 +27,19 @@
 //! - object key order is kept (serde_json's `preserve_order`): keys that stay keep their place,
 //!   new keys come last, in the patch's order.
 //!
+//! Limits, as kube-apiserver's: a JSON patch holds at most [`MAX_JSON_PATCH_OPERATIONS`]
+//! operations, and its `copy` operations may add at most [`MAX_JSON_PATCH_COPY_BYTES`] of
+//! JSON (checked before each copy is made, so a patch that copies a map into itself again
+//! and again fails before the memory is spent); beyond kube-apiserver, the copies may also add
+//! at most [`cost::MAX_DECODED_BYTES`] of estimated memory, and no patch may produce an object
+//! over [`MAX_PATCHED_BYTES`] ([`check_patched_size`]).
+//!
 //! Departures from Kubernetes (deliberate, all on inputs kubectl never sends): a map's
 //! `$patch: delete` removes the field rather than leaving `{}`; `$patch: merge` in a map is
 //! accepted as the default it names rather than refused; RFC 6902's duplicate-member check
 //! (appendix A.13) cannot be seen once the body is a `Value`.
 
+pub(crate) mod cost;
 mod strategic;
 
 use std::fmt;
@@ -65,6 +73,17 @@ pub enum PatchError {
         /// What went wrong.
         reason: String,
     },
+    /// A JSON patch of more than [`MAX_JSON_PATCH_OPERATIONS`] operations (kube-apiserver
+    /// answers 413).
+    JsonPatchTooManyOperations {
+        /// How many it holds.
+        count: usize,
+    },
+    /// A patched object over [`MAX_PATCHED_BYTES`] of JSON (kcm answers 413).
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// A strategic merge patch that does not apply to the object.
     StrategicMergePatch {
         /// The field path where it failed, dotted from the object's root (`spec.template.spec.containers`).
@@ -89,6 +108,14 @@ impl fmt::Display for PatchError {
                 formatter,
                 "json patch operation {index} ({op} {path:?}) does not apply: {reason}"
             ),
+            PatchError::JsonPatchTooManyOperations { count } => write!(
+                formatter,
+                "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {count}"
+            ),
+            PatchError::TooLarge { limit } => write!(
+                formatter,
+                "the patched object is larger than {limit} bytes of JSON, the most one write may hold (the request body limit)"
+            ),
             PatchError::StrategicMergePatch { path, reason } if path.is_empty() => {
                 write!(formatter, "strategic merge patch does not apply: {reason}")
             }
@@ -103,6 +130,39 @@ impl fmt::Display for PatchError {
 }
 
 impl std::error::Error for PatchError {}
+
+// ---------------------------------------------------------------------------------------------
+// Limits
+// ---------------------------------------------------------------------------------------------
+
+/// kube-apiserver's most operations in one JSON patch (`maxJSONPatchOperations`).
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// kube-apiserver's limit on the bytes the `copy` operations of one JSON patch may add,
+/// summed over the patch: the compact JSON of each copied value (its `JSONPatchMaxCopyBytes`,
+/// which it hands to json-patch's `AccumulatedCopySizeLimit`), 3 MiB. `add` and `replace`
+/// need no such sum: their values are in the body, which is at most 3 MiB itself.
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
+
+/// The largest object a patch may produce, in bytes of compact JSON: the request body limit
+/// (3 MiB), so a patch makes no object a `PUT` could not send. It is measured on the result;
+/// building it costs no more than the object and the patch (merge and strategic merge patches
+/// place each value of the patch once, and JSON patch's copies are bounded before they are
+/// made).
+pub const MAX_PATCHED_BYTES: usize = 3 * 1024 * 1024;
+
+/// Checks that `patched`, a patch's result, is at most [`MAX_PATCHED_BYTES`] of JSON.
+///
+/// # Errors
+/// [`PatchError::TooLarge`] when it is larger.
+pub fn check_patched_size(patched: &Value) -> Result<(), PatchError> {
+    match cost::json_len_within(patched, MAX_PATCHED_BYTES) {
+        Some(_) => Ok(()),
+        None => Err(PatchError::TooLarge {
+            limit: MAX_PATCHED_BYTES,
+        }),
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // RFC 7386 JSON merge patch
@@ -161,7 +221,9 @@ fn reorder(map: &mut Map<String, Value>, order: &[String]) {
 /// `move`, `copy` and `test` operations, applied in order to a copy of `target`. Paths are JSON
 /// pointers (RFC 6901, `~1` for `/` and `~0` for `~`, `-` for the end of an array). `remove` and
 /// `replace` of a missing path fail, as does a failed `test`; the first failure is returned and
-/// nothing is applied.
+/// nothing is applied. At most [`MAX_JSON_PATCH_OPERATIONS`] operations, and copies that
+/// add at most [`MAX_JSON_PATCH_COPY_BYTES`] of JSON (and [`cost::MAX_DECODED_BYTES`] of
+/// memory) in all.
 ///
 /// The `json-patch` crate applies the operations; this adapter decodes them, words their
 /// failures as kcm always has, compares `test` values as RFC 6902 says (`1` equals `1.0`, which
@@ -170,9 +232,15 @@ pub fn json_patch(target: &Value, operations: &Value) -> Result<Value, PatchErro
     let Value::Array(operations) = operations else {
         return Err(PatchError::JsonPatchNotAnArray);
     };
+    if operations.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(PatchError::JsonPatchTooManyOperations {
+            count: operations.len(),
+        });
+    }
     let mut document = target.clone();
+    let mut copied = Copied::default();
     for (index, operation) in operations.iter().enumerate() {
-        apply_json_patch_operation(&mut document, operation).map_err(|failure| {
+        apply_json_patch_operation(&mut document, operation, &mut copied).map_err(|failure| {
             let member = |name: &str| {
                 operation
                     .get(name)
@@ -191,8 +259,53 @@ pub fn json_patch(target: &Value, operations: &Value) -> Result<Value, PatchErro
     Ok(document)
 }
 
-fn apply_json_patch_operation(document: &mut Value, operation: &Value) -> Result<(), String> {
+/// What the `copy` operations of a JSON patch added so far.
+#[derive(Debug, Default)]
+struct Copied {
+    /// Bytes of compact JSON, against [`MAX_JSON_PATCH_COPY_BYTES`].
+    json_bytes: usize,
+    /// Estimated memory, against [`cost::MAX_DECODED_BYTES`].
+    memory: usize,
+}
+
+impl Copied {
+    /// Charges a copy of `value`, or says why it would pass a limit. The measures stop at
+    /// the limit, so a refused copy costs no more work than the limit's bytes.
+    fn charge(&mut self, value: &Value) -> Result<(), String> {
+        let json_left = MAX_JSON_PATCH_COPY_BYTES - self.json_bytes;
+        let Some(json_bytes) = cost::json_len_within(value, json_left) else {
+            return Err(format!(
+                "unable to complete the copy: the copies of this patch would add more than \
+                 {MAX_JSON_PATCH_COPY_BYTES} bytes, the limit on what the copy operations \
+                 of one JSON patch may add"
+            ));
+        };
+        let memory_left = cost::MAX_DECODED_BYTES - self.memory;
+        let Some(memory) = cost::memory_within(value, memory_left) else {
+            return Err(format!(
+                "unable to complete the copy: the copies of this patch would take more than \
+                 {} bytes of memory, the limit on what one request may decode to",
+                cost::MAX_DECODED_BYTES
+            ));
+        };
+        self.json_bytes += json_bytes;
+        self.memory += memory;
+        Ok(())
+    }
+}
+
+fn apply_json_patch_operation(
+    document: &mut Value,
+    operation: &Value,
+    copied: &mut Copied,
+) -> Result<(), String> {
     let decoded = decode_operation(operation)?;
+    if let PatchOperation::Copy(copy) = &decoded {
+        // Charged before the copy is made; a missing `from` fails below, as before.
+        if let Some(value) = document.pointer(copy.from.as_str()) {
+            copied.charge(value)?;
+        }
+    }
     if let PatchOperation::Test(test) = &decoded {
         let actual = document
             .pointer(test.path.as_str())

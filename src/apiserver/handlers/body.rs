@@ -10,7 +10,19 @@
 //! `Strict`; `Warn` when unset).
 //!
 //! Invariants: a body over [`MAX_BODY_BYTES`] is refused with 413 before more than the
-//! limit is read (at once when its `Content-Length` says so); every refusal is a `Status`.
+//! limit is read (at once when its `Content-Length` says so); every refusal is a `Status`;
+//! decoding one body takes at most about [`MAX_DECODED_BYTES`] of memory for its values (and
+//! as much again for a YAML parser's events), however the body is shaped: a body that would
+//! take more is refused with 413 before, or as soon as, the budget is spent.
+//!
+//! Why a budget: a decoded `serde_json::Value` costs a multiple of its JSON. Realistic
+//! objects cost 6 to 16 × their bytes, but tiny containers cost far more (`{}` takes 72
+//! bytes for its 3, `{"a":{}}` about 470 for its 8), so a 3 MiB body of them took 170 to 400
+//! MB to decode. JSON is charged as it is decoded ([`Cost`] per value, member, container and
+//! string), and decoding stops at the budget. A YAML parser first reads the whole document
+//! into a list of events (about 100 bytes each) before a value is built, so a YAML body's
+//! events are estimated from its bytes first ([`yaml_events_estimate`]) and the body refused
+//! unless they fit the budget too.
 
 use std::collections::BTreeSet;
 
@@ -20,6 +32,7 @@ use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::apiserver::errors::ApiError;
+use crate::apiserver::patch::cost::{Cost, MemoryBudget, MAX_DECODED_BYTES};
 use crate::apiserver::protobuf;
 
 /// kube-apiserver's largest request body (`MaxRequestBodyBytes`, 3 MiB).
@@ -138,11 +151,32 @@ pub struct Decoded {
     pub duplicates: Vec<String>,
 }
 
-/// Decodes a body of `body_type`.
+/// Decodes a body of `body_type` within [`MAX_DECODED_BYTES`].
 ///
 /// # Errors
-/// 400 for a body that is not JSON (or YAML, or protobuf), naming where it breaks.
+/// 400 for a body that is not JSON (or YAML, or protobuf), naming where it breaks; 413 for
+/// one whose values (or YAML events) would take more than the budget.
 pub fn decode(body_type: BodyType, bytes: &[u8]) -> Result<Decoded, ApiError> {
+    decode_within(body_type, bytes, MAX_DECODED_BYTES)
+}
+
+/// The memory one YAML parser event is charged (an event and its position take about 100
+/// bytes in serde_yaml_ng's list, with the list's growth slack).
+const YAML_EVENT: usize = 96;
+
+/// The 413 for a body over the decode budget of `limit` bytes.
+fn over_budget(what: &str, limit: usize) -> ApiError {
+    let mut error = ApiError::too_large(MAX_BODY_BYTES);
+    error.message = format!(
+        "the request body {what} more than {limit} bytes of memory once decoded, the most one \
+         request may decode to (16 x the {MAX_BODY_BYTES}-byte body limit): it holds too many \
+         small values for its size"
+    );
+    error
+}
+
+/// [`decode`] with a budget of `limit` bytes.
+fn decode_within(body_type: BodyType, bytes: &[u8], limit: usize) -> Result<Decoded, ApiError> {
     if body_type == BodyType::Protobuf {
         // A protobuf message cannot hold a field twice (the last one wins on the wire).
         return Ok(Decoded {
@@ -151,22 +185,33 @@ pub fn decode(body_type: BodyType, bytes: &[u8]) -> Result<Decoded, ApiError> {
         });
     }
     let mut duplicates = BTreeSet::new();
+    let mut budget = MemoryBudget::new(limit);
     let tracking = Tracking {
         path: String::new(),
         duplicates: &mut duplicates,
+        budget: &mut budget,
     };
+    let over = |budget: &MemoryBudget| budget.spent() > budget.limit();
     let value = if body_type == BodyType::Yaml {
+        if yaml_events_estimate(bytes).saturating_mul(YAML_EVENT) > limit {
+            return Err(over_budget("would parse into", limit));
+        }
         let text = std::str::from_utf8(bytes)
             .map_err(|_| ApiError::bad_request("the YAML body is not UTF-8"))?;
-        tracking
-            .deserialize(serde_yaml_ng::Deserializer::from_str(text))
-            .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?
+        let decoded = tracking.deserialize(serde_yaml_ng::Deserializer::from_str(text));
+        if over(&budget) {
+            return Err(over_budget("would take", limit));
+        }
+        decoded.map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?
     } else {
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        tracking
+        let decoded = tracking
             .deserialize(&mut deserializer)
-            .and_then(|v| deserializer.end().map(|()| v))
-            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?
+            .and_then(|v| deserializer.end().map(|()| v));
+        if over(&budget) {
+            return Err(over_budget("would take", limit));
+        }
+        decoded.map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?
     };
     Ok(Decoded {
         value,
@@ -174,10 +219,70 @@ pub fn decode(body_type: BodyType, bytes: &[u8]) -> Result<Decoded, ApiError> {
     })
 }
 
-/// Builds a [`Value`] and records the path of every key an object repeats.
+/// An upper estimate of the events a YAML parser makes of `text`, counted from its bytes
+/// without parsing: every event needs a byte that announces it, and each such byte is
+/// charged the most events it can bring. A scalar starts a run of non-blank bytes (1); `[`
+/// and `{` open a collection (1); `]` and `}` close it, perhaps after an empty value (2); `,`
+/// may end a flow-map entry without a value (1); `- ` may start and end a block sequence (2),
+/// and `: ` a map (2), as `:` does after a quote or bracket (a JSON-like key) or an alias or
+/// anchor name; either brings an empty scalar more when nothing follows it on its line, and
+/// `: ` another when no key precedes it; `? ` counts 4. Quoted strings, block scalars and
+/// comments are counted as if they were structure, so text full of indicators is
+/// overcounted, never the structure undercounted.
+fn yaml_events_estimate(text: &[u8]) -> usize {
+    let blank = |byte: Option<&u8>| matches!(byte, None | Some(b' ' | b'\t' | b'\r' | b'\n'));
+    let separator = |byte: u8| matches!(byte, b'[' | b']' | b'{' | b'}' | b',' | b'"' | b'\'');
+    // Whether nothing but spaces, a comment or the end of a flow entry follows `index`.
+    let nothing_follows = |index: usize| {
+        let rest = &text[index.min(text.len())..];
+        let next = rest.iter().find(|&&byte| byte != b' ' && byte != b'\t');
+        matches!(next, None | Some(b'\r' | b'\n' | b'#' | b',' | b']' | b'}'))
+    };
+    let mut events = 1; // an empty document is one event
+    let mut run_start = None;
+    // Whether the byte before was an indicator: what follows it starts a token.
+    let mut after_indicator = false;
+    for (index, &byte) in text.iter().enumerate() {
+        let previous = index.checked_sub(1).map(|i| text[i]);
+        let next = text.get(index + 1);
+        if blank(Some(&byte)) {
+            run_start = None;
+            continue;
+        }
+        let after_token =
+            after_indicator || previous.is_none_or(|p| blank(Some(&p)) || separator(p));
+        after_indicator = false;
+        if after_token {
+            run_start = Some(byte);
+        }
+        let empty_value = || usize::from(nothing_follows(index + 1));
+        events += match byte {
+            b'[' | b'{' => 1,
+            b']' | b'}' => 2,
+            b',' => 1,
+            b'-' if blank(next) => 2 + empty_value(),
+            b'?' if blank(next) => {
+                after_indicator = true;
+                4
+            }
+            b':' if blank(next) || after_token || matches!(run_start, Some(b'*' | b'&')) => {
+                let empty_key =
+                    previous.is_none_or(|p| blank(Some(&p)) || matches!(p, b'[' | b'{' | b','));
+                after_indicator = true;
+                2 + usize::from(empty_key) + empty_value()
+            }
+            _ => usize::from(after_token),
+        };
+    }
+    events
+}
+
+/// Builds a [`Value`] within a [`MemoryBudget`] and records the path of every key an object
+/// repeats.
 struct Tracking<'a> {
     path: String,
     duplicates: &'a mut BTreeSet<String>,
+    budget: &'a mut MemoryBudget,
 }
 
 impl Tracking<'_> {
@@ -192,6 +297,17 @@ impl Tracking<'_> {
         Tracking {
             path,
             duplicates: self.duplicates,
+            budget: self.budget,
+        }
+    }
+
+    /// Charges `bytes`, or fails the decode once the budget is spent (the caller then
+    /// answers 413, whatever the decoder makes of the error).
+    fn charge<E: serde::de::Error>(&mut self, bytes: usize) -> Result<(), E> {
+        if self.budget.charge(bytes) {
+            Ok(())
+        } else {
+            Err(E::custom("the decode budget is spent"))
         }
     }
 }
@@ -199,7 +315,14 @@ impl Tracking<'_> {
 impl<'de> DeserializeSeed<'de> for Tracking<'_> {
     type Value = Value;
 
-    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        mut self,
+        deserializer: D,
+    ) -> Result<Value, D::Error> {
+        // The root's slot; every other value's is charged by its array or object.
+        if self.path.is_empty() {
+            self.charge::<D::Error>(Cost::VALUE)?;
+        }
         deserializer.deserialize_any(self)
     }
 }
@@ -222,10 +345,12 @@ impl<'de> Visitor<'de> for Tracking<'_> {
     fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
         Ok(Value::from(v))
     }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+    fn visit_str<E: serde::de::Error>(mut self, v: &str) -> Result<Value, E> {
+        self.charge(Cost::string(v.len()))?;
         Ok(Value::String(v.to_string()))
     }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+    fn visit_string<E: serde::de::Error>(mut self, v: String) -> Result<Value, E> {
+        self.charge(Cost::string(v.len()))?;
         Ok(Value::String(v))
     }
     fn visit_unit<E>(self) -> Result<Value, E> {
@@ -237,6 +362,10 @@ impl<'de> Visitor<'de> for Tracking<'_> {
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
         while let Some(item) = seq.next_element_seed(self.child(&format!("[{}]", items.len())))? {
+            // The item's contents were charged as it was built; its slot is charged as the
+            // array grows.
+            let growth = Cost::array(items.len() + 1) - Cost::array(items.len());
+            self.charge::<A::Error>(growth)?;
             items.push(item);
         }
         Ok(Value::Array(items))
@@ -244,6 +373,10 @@ impl<'de> Visitor<'de> for Tracking<'_> {
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            // Charged before the value is built: the key, and the entry as the map grows
+            // (a repeated key is charged again; the last one wins).
+            let growth = Cost::object(object.len() + 1) - Cost::object(object.len());
+            self.charge::<A::Error>(growth + Cost::string(key.len()))?;
             let value = map.next_value_seed(self.child(&key))?;
             if object.insert(key.clone(), value).is_some() {
                 let path = self.child(&key).path;
@@ -280,6 +413,87 @@ mod tests {
         assert_eq!(yaml.value["spec"]["replicas"], 3);
         assert_eq!(yaml.duplicates, ["metadata.name"]);
         assert!(decode(BodyType::Json, b"{} x").is_err());
+    }
+
+    /// A pod template's containers, `n` of them, as JSON.
+    fn containers(n: usize) -> Value {
+        let containers: Vec<Value> = (0..n)
+            .map(|i| {
+                serde_json::json!({"name": format!("c{i}"), "image": "nginx:1.25",
+                    "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                    "resources": {"limits": {"cpu": "100m"}},
+                    "env": [{"name": "A", "value": "b"}, {"name": "B", "value": "c"}],
+                    "imagePullPolicy": "IfNotPresent"})
+            })
+            .collect();
+        serde_json::json!({"spec": {"containers": containers}})
+    }
+
+    #[test]
+    fn a_body_of_tiny_objects_is_refused_once_its_budget_is_spent() {
+        let limit = 4 << 20;
+        let tiny = format!("[{}{{}}]", "{},".repeat(60_000));
+        for body_type in [BodyType::Json, BodyType::Yaml] {
+            let refused = decode_within(body_type, tiny.as_bytes(), limit).unwrap_err();
+            assert_eq!(
+                (refused.code, refused.reason),
+                (413, "RequestEntityTooLarge")
+            );
+            assert!(refused.message.contains("4194304"), "{}", refused.message);
+        }
+        // The same budget holds realistic objects of the same size and more.
+        let realistic = serde_json::to_vec(&containers(900)).unwrap();
+        assert!(realistic.len() > tiny.len());
+        let decoded = decode_within(BodyType::Json, &realistic, limit).unwrap();
+        assert_eq!(decoded.value["spec"]["containers"][899]["name"], "c899");
+        // YAML's events are estimated high (about 26 x the body for these): a third of it.
+        let yaml = serde_yaml_ng::to_string(&containers(300)).unwrap();
+        let decoded = decode_within(BodyType::Yaml, yaml.as_bytes(), limit).unwrap();
+        assert_eq!(decoded.value["spec"]["containers"][299]["name"], "c299");
+        // A body that is not JSON still says so.
+        let broken = decode_within(BodyType::Json, b"[{}, {}", limit).unwrap_err();
+        assert_eq!(broken.code, 400);
+    }
+
+    #[test]
+    fn the_decode_budget_takes_a_realistic_body_at_the_size_limit() {
+        let mut n = 1000;
+        let body = loop {
+            let body = serde_json::to_vec(&containers(n)).unwrap();
+            if body.len() > MAX_BODY_BYTES - 10_000 {
+                break body;
+            }
+            n += 1000;
+        };
+        assert!(decode(BodyType::Json, &body).is_ok());
+    }
+
+    #[track_caller]
+    fn check_yaml_estimate(text: &str, events: usize, at_most: usize) {
+        let estimate = yaml_events_estimate(text.as_bytes());
+        assert!(
+            (events..=at_most).contains(&estimate),
+            "{text:?}: estimated {estimate}, has {events}, expected at most {at_most}"
+        );
+    }
+
+    #[test]
+    fn yaml_events_are_never_underestimated() {
+        // (text, the events it parses to, the most the estimate may say)
+        check_yaml_estimate("", 1, 1);
+        check_yaml_estimate("a", 1, 2);
+        check_yaml_estimate("[{}, {}]", 6, 12);
+        check_yaml_estimate("{a}", 4, 5);
+        check_yaml_estimate("{a,b}", 6, 8);
+        check_yaml_estimate("[a: b]", 6, 10);
+        check_yaml_estimate("[\"a\":b]", 6, 10);
+        check_yaml_estimate("[\"a\":b, \"a\":b]", 10, 16);
+        check_yaml_estimate("- :\n- :\n", 10, 16);
+        check_yaml_estimate("- \n-\n", 4, 8);
+        check_yaml_estimate("? a\n: b\n", 4, 12);
+        check_yaml_estimate("&x a: [*x:b]", 9, 16);
+        check_yaml_estimate("image: nginx:1.25\nurl: http://x/y\n", 6, 14);
+        check_yaml_estimate("a:\n  b:\n    - 1\n    - 2\n", 10, 20);
     }
 
     #[test]

@@ -13,8 +13,8 @@ use super::write::{self, check_fields, respond, Writable, WriteOptions};
 use super::ApiState;
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::patch::{
-    json_patch, merge_patch, strategic_merge_patch, BuiltinPatchSchema, NoListMergeStrategies,
-    PatchError, PatchSchema,
+    check_patched_size, json_patch, merge_patch, strategic_merge_patch, BuiltinPatchSchema,
+    NoListMergeStrategies, PatchError, PatchSchema,
 };
 
 /// Which part of an object a write may change.
@@ -81,7 +81,9 @@ pub(super) async fn patch(
 /// Applies a patch of `body_type` to `current` (an object of `kind`, served).
 ///
 /// # Errors
-/// 422 for a patch that does not apply, 400 for one that is not a patch.
+/// 422 for a patch that does not apply (a JSON patch's copies over their limit among them),
+/// 400 for one that is not a patch, 413 for a JSON patch of too many operations and for a
+/// result over the body limit.
 pub(super) fn apply_patch(
     body_type: BodyType,
     kind: &str,
@@ -110,10 +112,17 @@ pub(super) fn apply_patch(
             ))
         }
     };
-    result.map_err(|e| match e {
-        PatchError::JsonPatchNotAnArray => ApiError::bad_request(e.to_string()),
-        other => ApiError::unprocessable(other.to_string()),
-    })
+    result
+        .and_then(|patched| check_patched_size(&patched).map(|()| patched))
+        .map_err(|e| match e {
+            PatchError::JsonPatchNotAnArray => ApiError::bad_request(e.to_string()),
+            PatchError::JsonPatchTooManyOperations { .. } | PatchError::TooLarge { .. } => {
+                let mut error = ApiError::too_large(super::MAX_BODY_BYTES);
+                error.message = e.to_string();
+                error
+            }
+            other => ApiError::unprocessable(other.to_string()),
+        })
 }
 
 /// What a write of `part` leaves of `written`: through the main resource the stored status
