@@ -14,13 +14,13 @@ use std::io;
 use serde_json::Value;
 
 /// The most memory the values decoded for one request may take, estimated by [`Cost`]:
-/// 16 × kube-apiserver's 3 MiB body limit, 48 MiB.
+/// 64 MiB, about 21 × kube-apiserver's 3 MiB body limit.
 ///
-/// Why 16: JSON of realistic objects costs 6 × (a ConfigMap of many short keys) to 16 ×
-/// (a pod template's containers, dense in small maps) its bytes once decoded, so every
-/// object etcd can store (1.5 MiB by default) and every 3 MiB body of realistic shape fits.
-/// What does not fit is a body of tiny containers: `{}` costs 72 bytes for its 3, a
-/// one-member map about 470 bytes for its 8, up to 150 × the body.
+/// Why that much: JSON of realistic objects costs 6 × (a ConfigMap of many short keys) to
+/// 19 × (a pod template's containers, dense in small maps) its bytes once decoded, so every
+/// object etcd can store (1.5 MiB by default) and every 3 MiB JSON body of realistic shape
+/// fits. What does not fit is a body of tiny containers: `{}` costs 72 bytes for its 3, a
+/// one-member map about 470 bytes for its 8, up to 60 × the body.
 pub(crate) const MAX_DECODED_BYTES: usize = 64 << 20;
 
 /// The estimated memory of a decoded value, charged part by part as it is built: what its
