@@ -416,3 +416,67 @@ async fn twenty_thousand_silent_tls_connections_leave_the_server_holding_at_most
     })
     .await;
 }
+
+/// A token file with an empty token, a missing key file, a certificate file without a
+/// certificate: each stops `kcm apiserver` with one line naming the file, and nothing was
+/// served or said to be first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_tls_or_token_file_stops_the_apiserver_before_it_says_it_serves() {
+    with_timeout(LIMIT, async {
+        // A real etcd: connecting succeeds, so only the files can stop the start.
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (_, cert, key) = serving_pki(dir.path());
+        let empty_token = dir.path().join("empty-token.csv");
+        std::fs::write(&empty_token, ",alice,1\n").unwrap();
+        let not_a_cert = dir.path().join("not-a-cert.pem");
+        std::fs::write(&not_a_cert, "hello\n").unwrap();
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::write(&tokens, "s3cret,alice,1\n").unwrap();
+        let missing = dir.path().join("missing.pem");
+        let path = |p: &Path| p.to_str().unwrap().to_string();
+        let cases = [
+            (
+                path(&cert),
+                path(&key),
+                path(&empty_token),
+                "empty-token.csv",
+            ),
+            (
+                path(&not_a_cert),
+                path(&key),
+                path(&tokens),
+                "not-a-cert.pem",
+            ),
+            (path(&cert), path(&missing), path(&tokens), "missing.pem"),
+        ];
+        for (cert, key, tokens, named) in cases {
+            let port = free_port().to_string();
+            let out = crate::support::kcm::kcm_command()
+                .args([
+                    "--etcd-servers",
+                    &etcd.endpoint(),
+                    "apiserver",
+                    "--port",
+                    &port,
+                ])
+                .args(["--tls-cert-file", &cert, "--tls-private-key-file", &key])
+                .args(["--token-auth-file", &tokens])
+                .env("RUST_LOG", "info")
+                .output()
+                .await
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{named}: {stderr}");
+            assert!(stderr.contains(named), "{named}: {stderr}");
+            assert!(!stderr.contains("apiserver serving"), "{named}: {stderr}");
+            assert!(
+                !String::from_utf8_lossy(&out.stdout).contains("apiserver serving"),
+                "{named}"
+            );
+        }
+    })
+    .await;
+}
