@@ -60,8 +60,12 @@ pub async fn with_timeout<T>(limit: Duration, fut: impl Future<Output = T>) -> T
 }
 
 /// Path of the `kcm` binary that cargo built for this test run.
+///
+/// `KCM_TEST_BIN` names another build instead, to measure a change before and after with
+/// the same tests (`KCM_TEST_BIN=../before/target/debug/kcm cargo test --test it NAME`).
 pub fn kcm_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_kcm"))
+    std::env::var_os("KCM_TEST_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kcm")), PathBuf::from)
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago, for a child process (etcd, kcm) to bind.
