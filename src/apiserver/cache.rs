@@ -15,13 +15,18 @@
 //!   subscriber that took a snapshot (or a replay) and a receiver under that lock sees
 //!   every later event exactly once;
 //! - a subscriber that falls more than [`Config::broadcast_capacity`] events behind loses
-//!   its receiver (`Lagged`): its stream ends, and memory never grows with a slow client.
+//!   its receiver (`Lagged`): its stream ends, and memory never grows with a slow client;
+//! - a consistent read is served from here only once the store has applied etcd's
+//!   revision read after the request arrived ([`ConsistentReads`]), so it reflects every
+//!   write acknowledged before it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
@@ -48,6 +53,69 @@ impl Default for Config {
             window: 10_000,
             broadcast_capacity: 10_000,
         }
+    }
+}
+
+/// Consistent reads from the watch cache (kube-apiserver 1.31's "consistent reads from
+/// cache", KEP-2340). A read that must reflect every write acknowledged before it asks
+/// etcd for its current revision (a linearizable read, so at least the revision of any
+/// such write), then waits for the cache to have applied that revision: events of the
+/// resource move the cache forward, and when there are none the cache's etcd watch asks
+/// for a progress notification, which etcd sends once every event up to its revision was
+/// delivered. A cache that gets there within [`ConsistentReads::wait`] serves the read at
+/// its own revision (at least the one read); one that does not leaves the read to etcd,
+/// and the fallback is counted.
+pub struct ConsistentReads {
+    /// How long a read waits for a cache (3 s, kube-apiserver's `blockTimeout`).
+    wait: Duration,
+    /// Reads that fell back to etcd, by resource.
+    fallbacks: Family<Vec<(&'static str, &'static str)>, Counter>,
+}
+
+impl Default for ConsistentReads {
+    fn default() -> ConsistentReads {
+        ConsistentReads::new(Duration::from_secs(3))
+    }
+}
+
+impl ConsistentReads {
+    /// Reads wait up to `wait` for a cache.
+    pub fn new(wait: Duration) -> ConsistentReads {
+        ConsistentReads {
+            wait,
+            fallbacks: Family::default(),
+        }
+    }
+
+    /// The fallback counter, to register (`apiserver_consistent_list_fallbacks`).
+    pub fn fallbacks(&self) -> Family<Vec<(&'static str, &'static str)>, Counter> {
+        self.fallbacks.clone()
+    }
+
+    /// How many reads of `resource` fell back to etcd.
+    pub fn fallback_count(&self, resource: &'static str) -> u64 {
+        self.fallbacks
+            .get_or_create(&vec![("resource", resource)])
+            .get()
+    }
+
+    /// Whether `cache` may serve a read that must be consistent at etcd revision
+    /// `current`: true once it has applied `current` (waiting, and asking etcd for
+    /// progress, up to the wait); false, counted as a fallback, when it has not.
+    pub async fn fresh(&self, cache: &WatchCache, current: i64) -> bool {
+        if cache.wait_fresh(current, self.wait).await {
+            return true;
+        }
+        self.fallbacks
+            .get_or_create(&vec![("resource", cache.codec.resource)])
+            .inc();
+        tracing::debug!(
+            resource = cache.codec.resource,
+            wanted = current,
+            reached = cache.revision(),
+            "consistent read from etcd: the watch cache did not catch up"
+        );
+        false
     }
 }
 

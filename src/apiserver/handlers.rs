@@ -76,6 +76,8 @@ pub struct ApiState {
     longrunning: Family<Vec<(&'static str, &'static str)>, Gauge>,
     events_sent: Family<Vec<(&'static str, &'static str)>, Counter>,
     prometheus: prometheus_client::registry::Registry,
+    /// Consistent lists served from the watch caches, and their fallbacks to etcd.
+    consistent_reads: crate::apiserver::cache::ConsistentReads,
     /// Watches started, for logs.
     watch_ids: AtomicU64,
 }
@@ -112,6 +114,12 @@ impl ApiState {
             "Events written to HTTP watches, by resource",
             events_sent.clone(),
         );
+        let consistent_reads = crate::apiserver::cache::ConsistentReads::default();
+        prometheus.register(
+            "apiserver_consistent_list_fallbacks",
+            "Consistent lists read from etcd because the watch cache did not catch up in time, by resource",
+            consistent_reads.fallbacks(),
+        );
         ApiState {
             registry,
             watcher,
@@ -127,6 +135,7 @@ impl ApiState {
             longrunning,
             events_sent,
             prometheus,
+            consistent_reads,
             watch_ids: AtomicU64::new(0),
         }
     }

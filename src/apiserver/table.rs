@@ -420,6 +420,90 @@ pub fn table(
     Value::Object(table)
 }
 
+/// [`table`] encoded straight to JSON, byte for byte the same: the rows are encoded one
+/// at a time and each row's object (its metadata, or the whole object) is borrowed, not
+/// copied, so a list of thousands costs its cells and one encoding of what it returns.
+#[allow(clippy::too_many_arguments)] // the shape the API server asked for
+pub fn table_json<'a>(
+    printer: &Printer,
+    objects: impl IntoIterator<Item = &'a Value>,
+    include: IncludeObject,
+    now: SystemTime,
+    resource_version: &str,
+    continue_token: Option<&str>,
+    remaining: Option<i64>,
+    with_columns: bool,
+) -> Vec<u8> {
+    // Everything but the rows, then the rows (always the last key) written by hand.
+    let head = table(
+        printer,
+        &[],
+        include,
+        now,
+        resource_version,
+        continue_token,
+        remaining,
+        with_columns,
+    );
+    let mut out = serde_json::to_vec(&head).expect("a JSON value always encodes");
+    let empty_rows = b"[]}";
+    debug_assert!(out.ends_with(empty_rows));
+    out.truncate(out.len() - empty_rows.len());
+    out.push(b'[');
+    let empty_metadata = Value::Object(Map::new());
+    for (index, object) in objects.into_iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        let (cells, conditions) = (printer.cells)(object, now);
+        let object = match include {
+            IncludeObject::None => None,
+            IncludeObject::Metadata => Some(RowObject::Metadata(PartialObjectMetadata {
+                kind: "PartialObjectMetadata",
+                api_version: META_API_VERSION,
+                metadata: object
+                    .get("metadata")
+                    .filter(|m| m.is_object())
+                    .unwrap_or(&empty_metadata),
+            })),
+            IncludeObject::Object => Some(RowObject::Object(object)),
+        };
+        let row = RowJson {
+            cells: &cells,
+            conditions: conditions.as_ref(),
+            object,
+        };
+        serde_json::to_writer(&mut out, &row).expect("a row always encodes");
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+/// A `TableRow` as [`row`] builds it, borrowing its object.
+#[derive(serde::Serialize)]
+struct RowJson<'a> {
+    cells: &'a [Value],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conditions: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object: Option<RowObject<'a>>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum RowObject<'a> {
+    Metadata(PartialObjectMetadata<'a>),
+    Object(&'a Value),
+}
+
+#[derive(serde::Serialize)]
+struct PartialObjectMetadata<'a> {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    metadata: &'a Value,
+}
+
 // ---------------------------------------------------------------------------------------
 // JSON access with Go zero values
 

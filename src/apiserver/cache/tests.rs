@@ -161,3 +161,47 @@ fn namespaces_do_not_match_their_prefixes() {
     assert_eq!(cache.list(Some("a")).0.len(), 1);
     assert_eq!(cache.subscribe_snapshot(Some("a")).initial.len(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_consistent_read_is_served_by_a_cache_that_has_reached_etcds_revision() {
+    let cache = cache(100);
+    let reads = ConsistentReads::default();
+    assert!(reads.fresh(&cache, 10).await);
+    assert!(reads.fresh(&cache, 9).await);
+    assert_eq!(reads.fallback_count("pods"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_consistent_read_waits_for_the_cache_to_catch_up() {
+    let cache = cache(100);
+    let reads = ConsistentReads::default();
+    let catch_up = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Another resource's write: only a progress notification brings the cache there.
+        cache.advance(12);
+    };
+    let (fresh, ()) = tokio::join!(reads.fresh(&cache, 12), catch_up);
+    assert!(fresh);
+    assert_eq!(reads.fallback_count("pods"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cache_that_does_not_catch_up_leaves_the_read_to_etcd_and_counts_it() {
+    let cache = cache(100);
+    cache.apply("/r/pods/", &[put("a/x", 11, "1")]);
+    let reads = ConsistentReads::default();
+    let started = tokio::time::Instant::now();
+    assert!(!reads.fresh(&cache, 12).await);
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    assert_eq!(reads.fallback_count("pods"), 1);
+    // The wait asked the cache's etcd watch for a progress notification.
+    tokio::time::timeout(Duration::from_secs(1), cache.progress_requests.notified())
+        .await
+        .expect("a progress request is pending");
+    assert!(!reads.fresh(&cache, 13).await);
+    assert_eq!(reads.fallback_count("pods"), 2);
+    // Once it caught up, the cache serves again.
+    cache.advance(13);
+    assert!(reads.fresh(&cache, 13).await);
+    assert_eq!(reads.fallback_count("pods"), 2);
+}

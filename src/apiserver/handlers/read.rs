@@ -1,6 +1,11 @@
 //! Reads: get and list (2014's `resthandler.go`), from etcd or the watch cache by
 //! kube-apiserver's `resourceVersion` rules, paged with `limit`/`continue`, as JSON, a
 //! Table or metadata only; the scale subresource; the namespaces kcm synthesizes.
+//!
+//! A consistent list (`resourceVersion` unset, not paged) is served from the watch cache
+//! once the cache has caught up with etcd's revision read for it (kube-apiserver 1.31's
+//! consistent reads from cache), else from etcd: either way it reflects every write
+//! acknowledged before it was asked.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -67,6 +72,10 @@ impl Filter {
 pub(super) enum ListPlan {
     /// From the watch cache once it has reached this revision (0: at once).
     Cache { not_older_than: i64 },
+    /// Consistent (`resourceVersion` unset, not paged): from the watch cache once it has
+    /// reached etcd's current revision, else from etcd
+    /// ([`ConsistentReads`](crate::apiserver::cache::ConsistentReads)).
+    Consistent,
     /// From etcd at this revision (0: the current one), after this key (continue).
     Etcd {
         revision: i64,
@@ -111,6 +120,7 @@ pub(super) fn plan_list(query: &Query) -> Result<ListPlan, ApiError> {
         })?)
     };
     match (parsed, rv_match) {
+        (None, "") if limit.is_none() => Ok(ListPlan::Consistent),
         (None, "") => Ok(ListPlan::Etcd {
             revision: 0,
             after: None,
@@ -368,6 +378,25 @@ async fn list_stored(
                 continue_token: None,
             })
         }
+        ListPlan::Consistent => {
+            synced(cache).await?;
+            // Read after the request arrived, so at least the revision of every write
+            // acknowledged before it.
+            let current = current_revision(state).await?;
+            if !state.consistent_reads.fresh(cache, current).await {
+                return list_etcd(state, cache, filter, 0, None, None, false).await;
+            }
+            let (items, revision) = cache.list(filter.namespace.as_deref());
+            let items = items
+                .into_iter()
+                .filter(|item| filter.matches(item))
+                .collect();
+            Ok(Page {
+                items,
+                revision,
+                continue_token: None,
+            })
+        }
         ListPlan::Etcd {
             revision,
             after,
@@ -377,18 +406,16 @@ async fn list_stored(
     }
 }
 
-/// etcd's current revision (a one-key read of the prefix).
+/// etcd's current revision: a linearizable read of one key no object has (the prefix's
+/// directory itself), so etcd sends a header and nothing else.
 pub(super) async fn current_revision(state: &ApiState) -> Result<i64, ApiError> {
-    let prefix = format!("{}/", state.registry.prefix());
+    let key = format!("{}/", state.registry.prefix());
+    let mut end = key.clone().into_bytes();
+    end.push(0);
     let mut page_size = 1;
     let page = state
         .registry
-        .range_page(
-            prefix.as_bytes(),
-            &prefix_range_end(prefix.as_bytes()),
-            0,
-            &mut page_size,
-        )
+        .range_page(key.as_bytes(), &end, 0, &mut page_size)
         .await
         .map_err(|e| ApiError::unavailable(format!("{e:#}")))?;
     Ok(page.revision)
@@ -521,10 +548,9 @@ pub(super) fn list_response(
             bytes_response(format, true, body)
         }
         Format::Table => {
-            let objects: Vec<Value> = page.items.iter().map(|i| i.object.clone()).collect();
-            let table = table::table(
+            let table = table::table_json(
                 resource.printer,
-                &objects,
+                page.items.iter().map(|item| &item.object),
                 include_object(query),
                 SystemTime::now(),
                 &revision,
@@ -532,7 +558,7 @@ pub(super) fn list_response(
                 None,
                 true,
             );
-            bytes_response(format, true, table.to_string().into_bytes())
+            bytes_response(format, true, table)
         }
         Format::Metadata => {
             let items: Vec<Value> = page
@@ -683,6 +709,8 @@ mod tests {
 
     #[test]
     fn list_resource_versions_follow_kube_apiservers_rules() {
+        assert_eq!(plan_list(&query("")).unwrap(), ListPlan::Consistent);
+        assert_eq!(plan_list(&query("limit=0")).unwrap(), ListPlan::Consistent);
         assert_eq!(
             plan_list(&query("limit=500")).unwrap(),
             ListPlan::Etcd {

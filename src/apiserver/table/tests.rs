@@ -231,3 +231,51 @@ fn column_definitions_follow_printers_go() {
     );
     check("anything", &[("Name", s, 0), ("Age", s, 0)]);
 }
+
+#[test]
+fn tables_encoded_row_by_row_are_byte_for_byte_the_tables() {
+    let mut succeeded = served_pod();
+    succeeded["status"]["phase"] = json!("Succeeded");
+    let mut without_metadata = served_pod();
+    without_metadata.as_object_mut().unwrap().remove("metadata");
+    let pods = [served_pod(), succeeded, without_metadata];
+    for include in [
+        IncludeObject::None,
+        IncludeObject::Metadata,
+        IncludeObject::Object,
+    ] {
+        for (objects, token, remaining, with_columns) in [
+            (&pods[..], Some("abc"), Some(3), true),
+            (&pods[..1], None, None, false),
+            (&[][..], Some(""), None, true),
+        ] {
+            let expected = table(
+                printer("pods"),
+                objects,
+                include,
+                now(),
+                "144",
+                token,
+                remaining,
+                with_columns,
+            )
+            .to_string();
+            let encoded = table_json(
+                printer("pods"),
+                objects,
+                include,
+                now(),
+                "144",
+                token,
+                remaining,
+                with_columns,
+            );
+            assert_eq!(
+                String::from_utf8(encoded).unwrap(),
+                expected,
+                "{include:?}, {} rows",
+                objects.len()
+            );
+        }
+    }
+}
