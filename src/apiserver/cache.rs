@@ -93,6 +93,7 @@ impl ConsistentReads {
     }
 
     /// How many reads of `resource` fell back to etcd.
+    #[cfg(test)]
     pub fn fallback_count(&self, resource: &'static str) -> u64 {
         self.fallbacks
             .get_or_create(&vec![("resource", resource)])

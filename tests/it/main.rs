@@ -1,6 +1,7 @@
 //! Integration tests: every test here runs against a real etcd started by `support`.
 mod support;
 
+mod api_consistent_list;
 mod api_documents;
 mod api_hostile;
 mod api_inflight;
