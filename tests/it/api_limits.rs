@@ -19,9 +19,14 @@ const READY: Duration = Duration::from_secs(30);
 /// kube-apiserver's request body limit (and kcm's), 3 MiB.
 const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
-/// The peak memory a request of this file may leave on the server, measured from a fresh
-/// process: its idle peak is about 25 MB, the worst body below adds about 90 MB.
+/// The peak memory a patch of this file may leave on the server (the bound): a
+/// fresh server peaks at about 40 MB idle, the 20 self-copies at about 50 MB (3.6 GB before
+/// the copy limit, in a debug build).
 const PEAK_LIMIT_MB: u64 = 300;
+
+/// The peak memory one 3 MiB body of tiny objects may leave on a fresh server: measured at
+/// 45 to 110 MB (345 to 810 MB before the decode budget, in a debug build).
+const TINY_BODY_PEAK_LIMIT_MB: u64 = 200;
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
@@ -189,7 +194,7 @@ async fn twenty_self_copies_in_one_json_patch_are_refused_with_the_server_under_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_3_mib_body_of_tiny_objects_is_answered_with_the_server_under_300_mb() {
+async fn a_3_mib_body_of_tiny_objects_is_answered_with_the_server_under_200_mb() {
     with_timeout(LIMIT, async {
         let Some(etcd) = start_etcd().await else {
             return;
@@ -224,7 +229,7 @@ async fn a_3_mib_body_of_tiny_objects_is_answered_with_the_server_under_300_mb()
                 matches!(answer.status, 201 | 400 | 413 | 422),
                 "{what}: {answer:?}"
             );
-            assert!(peak < PEAK_LIMIT_MB, "{what}: peak RSS {peak} MB");
+            assert!(peak < TINY_BODY_PEAK_LIMIT_MB, "{what}: peak RSS {peak} MB");
             // The server still serves.
             let (status, _) = http_get(port, "/readyz").await.expect("readyz");
             assert_eq!(status, 200, "{what}: readyz");

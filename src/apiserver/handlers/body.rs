@@ -195,6 +195,12 @@ fn decode_within(body_type: BodyType, bytes: &[u8], limit: usize) -> Result<Deco
     };
     let over = |budget: &MemoryBudget| budget.spent() > budget.limit();
     let value = if body_type == BodyType::Yaml {
+        if yaml_flow_depth(bytes) > MAX_YAML_FLOW_DEPTH {
+            return Err(ApiError::bad_request(format!(
+                "the body is not valid YAML: its flow collections ([...], {{...}}) nest deeper \
+                 than {MAX_YAML_FLOW_DEPTH}, the most the decoder takes"
+            )));
+        }
         if yaml_events_estimate(bytes).saturating_mul(YAML_EVENT) > limit {
             return Err(over_budget("would parse into", limit));
         }
@@ -219,6 +225,37 @@ fn decode_within(body_type: BodyType, bytes: &[u8], limit: usize) -> Result<Deco
         value,
         duplicates: duplicates.into_iter().collect(),
     })
+}
+
+/// The deepest nesting of flow collections a YAML body may have: serde_yaml_ng refuses
+/// values nested deeper than 128 anyway, but only after libyaml has scanned them, which takes
+/// time quadratic in the depth of flow mappings (100,000 deep took minutes).
+const MAX_YAML_FLOW_DEPTH: usize = 128;
+
+/// The deepest nesting of `[` and `{` that start a token in `text` (after a blank, another
+/// bracket, a comma or a `: ` / `- ` indicator), each `]` and `}` closing one. Brackets in
+/// quoted strings and block scalars count too, so text with more than 128 unclosed brackets
+/// after blanks would be refused; structure is never undercounted.
+fn yaml_flow_depth(text: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for (index, &byte) in text.iter().enumerate() {
+        let previous = index.checked_sub(1).map(|i| text[i]);
+        let after_token = previous.is_none_or(|p| {
+            matches!(
+                p,
+                b' ' | b'\t' | b'\r' | b'\n' | b'[' | b'{' | b',' | b':' | b'-' | b'?'
+            )
+        });
+        match byte {
+            b'[' | b'{' if after_token => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// An upper estimate of the events a YAML parser makes of `text`, counted from its bytes
@@ -468,6 +505,16 @@ mod tests {
             n += 1000;
         };
         assert!(decode(BodyType::Json, &body).is_ok());
+    }
+
+    #[test]
+    fn yaml_flow_collections_deeper_than_128_are_refused_before_parsing() {
+        let deep = |depth: usize| format!("{}x{}", "{a: ".repeat(depth), "}".repeat(depth));
+        assert_eq!(yaml_flow_depth(deep(128).as_bytes()), 128);
+        assert_eq!(yaml_flow_depth(b"a: [1, {b: [2]}]\nc: [x[y], z]\n"), 3);
+        let refused = decode(BodyType::Yaml, deep(100_000).as_bytes()).unwrap_err();
+        assert_eq!(refused.code, 400);
+        assert!(refused.message.contains("128"), "{}", refused.message);
     }
 
     #[track_caller]
