@@ -146,7 +146,11 @@ async fn every_consistent_list_reads_the_writes_acknowledged_before_it() {
                     "list {i}: every pod created so far"
                 );
             } else {
-                assert_eq!(listed, [name.clone()], "list {i}: the pod just created");
+                assert_eq!(
+                    listed,
+                    std::slice::from_ref(&name),
+                    "list {i}: the pod just created"
+                );
             }
             assert!(
                 list_revision >= revision,
