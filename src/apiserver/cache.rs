@@ -176,6 +176,9 @@ pub struct Item {
     pub object: Value,
     /// `object` encoded as JSON.
     pub json: Vec<u8>,
+    /// Where `object`'s `metadata` (an object) sits in `json`, for the Tables'
+    /// `PartialObjectMetadata` rows.
+    metadata: Option<std::ops::Range<usize>>,
 }
 
 impl Item {
@@ -183,7 +186,7 @@ impl Item {
     pub fn new(namespace: String, name: String, revision: i64, mut object: Value) -> Item {
         set_resource_version(&mut object, revision);
         let labels = labels_of(&object);
-        let json = serde_json::to_vec(&object).expect("a JSON value always encodes");
+        let (json, metadata) = encode(&object);
         Item {
             namespace,
             name,
@@ -191,7 +194,14 @@ impl Item {
             labels,
             object,
             json,
+            metadata,
         }
+    }
+
+    /// `object`'s `metadata` as JSON (a slice of [`Item::json`]); `None` when it has
+    /// none that is an object.
+    pub fn metadata_json(&self) -> Option<&[u8]> {
+        self.metadata.clone().map(|span| &self.json[span])
     }
 
     /// The same object stamped with another revision (a deleted object's last state
@@ -210,6 +220,32 @@ impl Item {
     pub fn key(&self) -> String {
         store_key(&self.namespace, &self.name)
     }
+}
+
+/// `object` encoded as JSON (exactly as `serde_json::to_vec`), and where its `metadata`
+/// member sits in the encoding when that is an object.
+fn encode(object: &Value) -> (Vec<u8>, Option<std::ops::Range<usize>>) {
+    const ENCODES: &str = "a JSON value always encodes";
+    let Value::Object(map) = object else {
+        return (serde_json::to_vec(object).expect(ENCODES), None);
+    };
+    let mut json = Vec::with_capacity(512);
+    let mut metadata = None;
+    json.push(b'{');
+    for (index, (key, value)) in map.iter().enumerate() {
+        if index > 0 {
+            json.push(b',');
+        }
+        serde_json::to_writer(&mut json, key).expect(ENCODES);
+        json.push(b':');
+        let start = json.len();
+        serde_json::to_writer(&mut json, value).expect(ENCODES);
+        if key == "metadata" && value.is_object() {
+            metadata = Some(start..json.len());
+        }
+    }
+    json.push(b'}');
+    (json, metadata)
 }
 
 /// `namespace/name`, or `name` when `namespace` is "".

@@ -205,3 +205,22 @@ async fn a_cache_that_does_not_catch_up_leaves_the_read_to_etcd_and_counts_it() 
     assert!(reads.fresh(&cache, 13).await);
     assert_eq!(reads.fallback_count("pods"), 2);
 }
+
+#[test]
+fn items_encode_as_serde_json_does_and_know_where_their_metadata_is() {
+    for object in [
+        serde_json::json!({"kind": "Pod", "metadata": {"name": "a\"b", "labels": {"é": "1"}},
+            "spec": {"containers": []}}),
+        serde_json::json!({"metadata": "not an object", "x": 1}),
+        serde_json::json!({"x": [1, 2.5, null]}),
+    ] {
+        let item = Item::new("ns".into(), "a".into(), 7, object.clone());
+        assert_eq!(item.json, serde_json::to_vec(&item.object).unwrap());
+        let metadata = item.object.get("metadata").filter(|m| m.is_object());
+        assert_eq!(
+            item.metadata_json(),
+            metadata.map(|m| serde_json::to_vec(m).unwrap()).as_deref(),
+            "{object}"
+        );
+    }
+}

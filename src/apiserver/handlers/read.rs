@@ -550,7 +550,10 @@ pub(super) fn list_response(
         Format::Table => {
             let table = table::table_json(
                 resource.printer,
-                page.items.iter().map(|item| &item.object),
+                page.items.iter().map(|item| table::Source {
+                    object: &item.object,
+                    metadata_json: item.metadata_json(),
+                }),
                 include_object(query),
                 SystemTime::now(),
                 &revision,

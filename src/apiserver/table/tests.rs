@@ -260,21 +260,42 @@ fn tables_encoded_row_by_row_are_byte_for_byte_the_tables() {
                 with_columns,
             )
             .to_string();
-            let encoded = table_json(
-                printer("pods"),
-                objects,
-                include,
-                now(),
-                "144",
-                token,
-                remaining,
-                with_columns,
-            );
+            let metadata: Vec<Option<Vec<u8>>> = objects
+                .iter()
+                .map(|o| o.get("metadata").map(|m| serde_json::to_vec(m).unwrap()))
+                .collect();
+            let encoded = |sources: Vec<Source>| {
+                let json = table_json(
+                    printer("pods"),
+                    sources,
+                    include,
+                    now(),
+                    "144",
+                    token,
+                    remaining,
+                    with_columns,
+                );
+                String::from_utf8(json).unwrap()
+            };
+            let rows = objects.len();
             assert_eq!(
-                String::from_utf8(encoded).unwrap(),
+                encoded(objects.iter().map(Source::from).collect()),
                 expected,
-                "{include:?}, {} rows",
-                objects.len()
+                "{include:?}, {rows} rows"
+            );
+            // With each object's metadata already encoded (the watch cache's items).
+            let sources = objects
+                .iter()
+                .zip(&metadata)
+                .map(|(object, metadata)| Source {
+                    object,
+                    metadata_json: metadata.as_deref(),
+                })
+                .collect();
+            assert_eq!(
+                encoded(sources),
+                expected,
+                "{include:?}, {rows} rows, encoded"
             );
         }
     }
