@@ -104,6 +104,8 @@ async fn beyond_the_mutating_limit_a_write_gets_429_with_retry_after_while_reads
                 "1",
                 "--max-requests-inflight",
                 "1",
+                "--max-watches",
+                "3",
             ],
         )
         .await;
@@ -160,6 +162,20 @@ async fn beyond_the_mutating_limit_a_write_gets_429_with_retry_after_while_reads
             );
             watches.push(reader);
         }
+        // The watch cap's 429 says when to come back too.
+        let (code, head, body) = request(
+            port,
+            "GET",
+            "/api/v1/pods?watch=true",
+            b"",
+            Duration::from_secs(10),
+        )
+        .await;
+        assert_eq!(code, 429, "a fourth watch beyond --max-watches 3: {body}");
+        assert!(
+            head.to_ascii_lowercase().contains("\r\nretry-after: 1"),
+            "{head}"
+        );
         assert_eq!(http_get(port, "/api/v1/pods").await.unwrap().0, 200);
         assert_eq!(http_get(port, "/readyz").await.unwrap().0, 200);
         assert_eq!(http_get(port, "/metrics").await.unwrap().0, 200);
