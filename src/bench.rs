@@ -17,8 +17,9 @@
 //! - `watch`: typed events per second from kcm's resumable watch against a raw watch;
 //! - `resume`: catching up after a connection cut, against a raw watch from the revision;
 //! - `memory`: peak RSS of a `kcm controller-manager` child against its pods' size;
-//! - `api-list`: a namespace's pods listed through `kcm apiserver` (JSON from etcd, JSON
-//!   from the watch cache, a Table) against one raw range of the keys, values parsed;
+//! - `api-list`: a namespace's pods listed through `kcm apiserver` (a consistent JSON list,
+//!   served from the watch cache once it reached etcd's revision; JSON at
+//!   `resourceVersion=0`; a Table) against one raw range of the keys, values parsed;
 //! - `api-watch`: events per second delivered to many HTTP watches against one raw etcd
 //!   watch, the etcd watchers they add (none) and the RSS the apiserver adds;
 //! - `api-get`: p50/p99 of single-pod GETs (watch cache, consistent read) under a writer,
