@@ -13,19 +13,19 @@
 //! (`apiserver::beyond_loopback_the_api_needs_https_and_tokens_and_kubectl_uses_both`).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use etcd_client::GetOptions;
 use futures::StreamExt as _;
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::kcm::{http_get, http_request, Kcm};
+use crate::apiserver::{apiserver, serving_pki};
+use crate::support::kcm::{descriptors, http_get, http_request, proc_status_kib, Kcm};
 use crate::support::{eventually, free_port, start_etcd, with_timeout, EtcdServer};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -38,23 +38,6 @@ const ANSWER: Duration = Duration::from_secs(30);
 /// `src/apiserver/http.rs`'s `MAX_PENDING`: connections held that have not sent a whole
 /// request.
 const MAX_PENDING: usize = 1024;
-
-/// `kcm apiserver --port {free} {args}` over `etcd` on plain HTTP, once `/readyz` answers
-/// 200.
-async fn apiserver(etcd: &EtcdServer, args: &[&str]) -> (Kcm, u16) {
-    let port = free_port();
-    let (url, port_arg) = (etcd.endpoint(), port.to_string());
-    let mut all = vec!["--etcd-servers", &url, "apiserver", "--port", &port_arg];
-    all.extend_from_slice(args);
-    let kcm = Kcm::spawn(&all, &[]);
-    eventually(
-        READY,
-        "the apiserver to answer /readyz 200",
-        || async move { matches!(http_get(port, "/readyz").await, Some((200, _))) },
-    )
-    .await;
-    (kcm, port)
-}
 
 // ---------------------------------------------------------------------------------------
 // Raw HTTP
@@ -262,53 +245,11 @@ async fn create(port: u16, collection: &str, body: &Value) {
     assert_eq!(response.status, 201, "POST {collection}: {response:?}");
 }
 
-/// `key` of `/proc/{pid}/status` in KiB (`VmHWM:`, the peak resident set).
-fn proc_status_kib(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(key))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
-}
-
-/// How many file descriptors process `pid` holds.
-fn descriptors(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .expect("read the apiserver's /proc/PID/fd")
-        .count()
-}
-
 // ---------------------------------------------------------------------------------------
 // Authentication
 
 /// The token the apiserver knows (alice's).
 const TOKEN: &str = "s3cret-0123456789abcdef";
-
-/// A CA and a serving certificate for 127.0.0.1, as PEM files in `dir`: (CA, cert, key).
-fn serving_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "kcm hostile-client test CA");
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
-    let write = |name: &str, pem: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, pem).unwrap();
-        path
-    };
-    (
-        write("ca.pem", ca.pem()),
-        write("api.pem", cert.pem()),
-        write("api-key.pem", key.serialize_pem()),
-    )
-}
 
 /// A TLS client that trusts only the CA in `ca`.
 fn tls_connector(ca: &Path) -> tokio_rustls::TlsConnector {
@@ -1186,7 +1127,7 @@ async fn deep_and_explosive_bodies_are_refused_within_bounded_memory() {
                 deep("{a: ", "x", "}", 20_000),
             ),
         ];
-        let start_peak = proc_status_kib(kcm.pid(), "VmHWM:");
+        let start_peak = proc_status_kib(kcm.pid(), "VmHWM");
         for (what, method, path, content_type, body) in cases {
             // `converse` fails the test if the answer takes longer than ANSWER.
             let started = Instant::now();
@@ -1213,7 +1154,7 @@ async fn deep_and_explosive_bodies_are_refused_within_bounded_memory() {
         assert_eq!(status, 200, "{body}");
         let list: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(list["items"].as_array().map(Vec::len), Some(1), "{body}");
-        let peak = proc_status_kib(kcm.pid(), "VmHWM:");
+        let peak = proc_status_kib(kcm.pid(), "VmHWM");
         eprintln!("apiserver peak RSS: {start_peak} KiB at start, {peak} KiB after the bodies");
         assert!(
             peak < DEEP_BODY_PEAK_KIB,

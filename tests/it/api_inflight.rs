@@ -13,24 +13,10 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, Buf
 use tokio::net::TcpStream;
 
 use crate::apiserver::{apiserver, serving_pki};
-use crate::support::kcm::{http_get, Kcm};
+use crate::support::kcm::{descriptors, http_get, proc_status_kib, Kcm};
 use crate::support::{eventually, free_port, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(180);
-
-/// A line of `/proc/PID/status` in KiB (`VmHWM`, `VmRSS`).
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
-    text.lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
-
-/// Descriptors the process holds.
-fn descriptors(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
-}
 
 /// Sends a request's head and, of its body, only `sent` bytes of `declared`: the server
 /// admits it and then waits for the rest.
@@ -252,9 +238,9 @@ async fn a_hundred_concurrent_3_mib_bodies_of_tiny_objects_are_answered_with_mem
                 eprintln!("burst {round}: {codes:?} in {:?}", started.elapsed());
             }
         };
-        let before = status_kib(pid, "VmRSS");
+        let before = proc_status_kib(pid, "VmRSS");
         burst(1).await;
-        let first_peak = status_kib(pid, "VmHWM");
+        let first_peak = proc_status_kib(pid, "VmHWM");
         assert_eq!(http_get(port, "/readyz").await.unwrap().0, 200);
         assert!(
             first_peak < 2 * 1024 * 1024,
@@ -263,20 +249,20 @@ async fn a_hundred_concurrent_3_mib_bodies_of_tiny_objects_are_answered_with_mem
         // Given back or reused: a second burst does not raise the peak by a burst's worth,
         // and once quiet the process holds a fraction of its peak.
         burst(2).await;
-        let second_peak = status_kib(pid, "VmHWM");
+        let second_peak = proc_status_kib(pid, "VmHWM");
         let grown = second_peak.saturating_sub(first_peak);
         assert!(
             grown < (first_peak - before) / 2,
             "a second burst raised the peak from {first_peak} to {second_peak} KiB"
         );
-        eprintln!("apiserver RSS: {before} KiB before, peaks {first_peak} and {second_peak} KiB, {} KiB after the bursts", status_kib(pid, "VmRSS"));
+        eprintln!("apiserver RSS: {before} KiB before, peaks {first_peak} and {second_peak} KiB, {} KiB after the bursts", proc_status_kib(pid, "VmRSS"));
         eventually(Duration::from_secs(30), "the apiserver to give its burst memory back", || async move {
-            status_kib(pid, "VmRSS") < before + (second_peak - before) / 2
+            proc_status_kib(pid, "VmRSS") < before + (second_peak - before) / 2
         })
         .await;
         eprintln!(
             "apiserver RSS: {before} KiB before, peak {first_peak} then {second_peak} KiB, {} KiB after",
-            status_kib(pid, "VmRSS")
+            proc_status_kib(pid, "VmRSS")
         );
         assert_eq!(http_get(port, "/readyz").await.unwrap().0, 200);
     })

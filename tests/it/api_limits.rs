@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::kcm::{http_get, http_request, HttpResponse, Kcm};
-use crate::support::{eventually, free_port, start_etcd, with_timeout, EtcdServer};
+use crate::apiserver::apiserver;
+use crate::support::kcm::{http_get, http_request, proc_status_kib, HttpResponse};
+use crate::support::{start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
-const READY: Duration = Duration::from_secs(30);
 
 /// kube-apiserver's request body limit (and kcm's), 3 MiB.
 const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -31,33 +31,9 @@ const TINY_BODY_PEAK_LIMIT_MB: u64 = 200;
 const PODS: &str = "/api/v1/namespaces/default/pods";
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 
-/// `kcm apiserver --port {free}` over `etcd`, once `/readyz` answers 200.
-async fn apiserver(etcd: &EtcdServer) -> (Kcm, u16) {
-    let port = free_port();
-    let (url, port_arg) = (etcd.endpoint(), port.to_string());
-    let kcm = Kcm::spawn(
-        &["--etcd-servers", &url, "apiserver", "--port", &port_arg],
-        &[],
-    );
-    eventually(
-        READY,
-        "the apiserver to answer /readyz 200",
-        || async move { matches!(http_get(port, "/readyz").await, Some((200, _))) },
-    )
-    .await;
-    (kcm, port)
-}
-
 /// The peak resident memory of process `pid` so far, in MB (`VmHWM`).
 fn peak_rss_mb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}"));
-    let kilobytes: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmHWM in /proc/{pid}/status"));
-    kilobytes / 1000
+    proc_status_kib(pid, "VmHWM") / 1000
 }
 
 #[track_caller]
@@ -145,7 +121,7 @@ async fn twenty_self_copies_in_one_json_patch_are_refused_with_the_server_under_
         let Some(etcd) = start_etcd().await else {
             return;
         };
-        let (kcm, port) = apiserver(&etcd).await;
+        let (kcm, port) = apiserver(&etcd, &[]).await;
         let path = format!("{PODS}/doubling");
         let created = http_request(
             port,
@@ -216,7 +192,7 @@ async fn a_3_mib_body_of_tiny_objects_is_answered_with_the_server_under_200_mb()
         for (what, content_type, bytes) in bodies {
             assert!(bytes.len() <= MAX_BODY_BYTES && bytes.len() > MAX_BODY_BYTES - 64);
             // A fresh server for each body: its peak is that body's.
-            let (kcm, port) = apiserver(&etcd).await;
+            let (kcm, port) = apiserver(&etcd, &[]).await;
             let idle = peak_rss_mb(kcm.pid());
             let answer = http_request(port, "POST", PODS, content_type, &bytes).await;
             let peak = peak_rss_mb(kcm.pid());
@@ -262,7 +238,7 @@ async fn objects_of_a_legitimate_size_are_still_written_and_patched() {
         let Some(etcd) = start_etcd().await else {
             return;
         };
-        let (kcm, port) = apiserver(&etcd).await;
+        let (kcm, port) = apiserver(&etcd, &[]).await;
 
         // ConfigMaps near their 1 MiB limit on data, in JSON and in YAML.
         let large = json!({"apiVersion": "v1", "kind": "ConfigMap",

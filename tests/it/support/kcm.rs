@@ -269,6 +269,24 @@ fn die_with_parent(command: &mut Command) {
     }
 }
 
+/// A field of `/proc/{pid}/status` in KiB: `VmHWM` (the peak resident set so far), `VmRSS`.
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// How many file descriptors process `pid` holds.
+pub fn descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/fd: {e}"))
+        .count()
+}
+
 /// One HTTP/1.0 `GET` to a status endpoint on 127.0.0.1, bounded to 5 s.
 pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let attempt = async {
