@@ -324,6 +324,7 @@ pub async fn serve(
         limits::Limits::new(
             config.max_requests_inflight,
             config.max_mutating_requests_inflight,
+            handlers::MAX_BODY_BYTES,
         ),
         config.request_timeout,
         bound.address,

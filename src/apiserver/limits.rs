@@ -31,7 +31,6 @@ use axum::http::{header, HeaderMap, Method};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::errors::ApiError;
-use super::handlers::MAX_BODY_BYTES;
 
 /// kube-apiserver's `--max-requests-inflight` default.
 pub const DEFAULT_MAX_REQUESTS_INFLIGHT: usize = 400;
@@ -60,6 +59,8 @@ pub struct Limits {
     readonly: Option<Limit>,
     mutating: Option<Limit>,
     body_budget: Arc<Semaphore>,
+    /// The largest body a request may send (what a chunked body holds).
+    max_body_bytes: usize,
     /// Set when a large body was served since the last trim.
     trim_wanted: Arc<AtomicBool>,
 }
@@ -100,12 +101,14 @@ impl Drop for Admitted {
 }
 
 impl Limits {
-    /// `max_readonly` and `max_mutating` as the flags say (0: no limit).
-    pub fn new(max_readonly: usize, max_mutating: usize) -> Limits {
+    /// `max_readonly` and `max_mutating` as the flags say (0: no limit); `max_body_bytes`
+    /// is the body limit (a chunked body holds that much of the budget).
+    pub fn new(max_readonly: usize, max_mutating: usize, max_body_bytes: usize) -> Limits {
         Limits {
             readonly: Limit::new(max_readonly, "--max-requests-inflight"),
             mutating: Limit::new(max_mutating, "--max-mutating-requests-inflight"),
             body_budget: Arc::new(Semaphore::new(BODY_BYTES_IN_FLIGHT / BUDGET_UNIT)),
+            max_body_bytes: max_body_bytes.min(BODY_BYTES_IN_FLIGHT),
             trim_wanted: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -162,7 +165,7 @@ impl Limits {
                 ))
             })?),
         };
-        let body = match body_share(headers) {
+        let body = match body_share(headers, self.max_body_bytes) {
             0 => None,
             units => {
                 let share = self.body_budget.clone().acquire_many_owned(units);
@@ -207,15 +210,15 @@ fn is_exempt(path: &str) -> bool {
 
 /// The budget units a request's body holds: its declared length up to the body limit,
 /// the limit when it is chunked, nothing without a body.
-fn body_share(headers: &HeaderMap) -> u32 {
+fn body_share(headers: &HeaderMap, max_body_bytes: usize) -> u32 {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     let chunked = headers.contains_key(header::TRANSFER_ENCODING);
     let bytes = match declared {
-        Some(n) => usize::try_from(n).unwrap_or(usize::MAX).min(MAX_BODY_BYTES),
-        None if chunked => MAX_BODY_BYTES,
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX).min(max_body_bytes),
+        None if chunked => max_body_bytes,
         None => 0,
     };
     u32::try_from(bytes.div_ceil(BUDGET_UNIT)).expect("the body limit fits in u32 KiB")
@@ -224,6 +227,9 @@ fn body_share(headers: &HeaderMap) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The apiserver's body limit.
+    const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -235,7 +241,7 @@ mod tests {
 
     #[tokio::test]
     async fn beyond_a_limit_a_request_gets_429_naming_the_flag_and_a_freed_slot_is_reused() {
-        let limits = Limits::new(1, 2);
+        let limits = Limits::new(1, 2, MAX_BODY_BYTES);
         let none = HeaderMap::new();
         let read = limits.admit(&Method::GET, "/api/v1/pods", &none).await;
         let read = read.unwrap();
@@ -269,7 +275,7 @@ mod tests {
 
     #[tokio::test]
     async fn zero_means_no_limit() {
-        let limits = Limits::new(0, 0);
+        let limits = Limits::new(0, 0, MAX_BODY_BYTES);
         let (none, mut held) = (HeaderMap::new(), Vec::new());
         for _ in 0..1000 {
             let admitted = limits.admit(&Method::POST, "/api/v1/namespaces/d/pods", &none);
@@ -280,17 +286,23 @@ mod tests {
     #[test]
     fn a_body_holds_its_declared_length_or_the_limit_when_chunked() {
         let small = headers(&[("content-length", "2048")]);
-        assert_eq!(body_share(&small), 2);
+        assert_eq!(body_share(&small, MAX_BODY_BYTES), 2);
         let huge = headers(&[("content-length", "999999999999")]);
-        assert_eq!(body_share(&huge) as usize * BUDGET_UNIT, MAX_BODY_BYTES);
+        assert_eq!(
+            body_share(&huge, MAX_BODY_BYTES) as usize * BUDGET_UNIT,
+            MAX_BODY_BYTES
+        );
         let chunked = headers(&[("transfer-encoding", "chunked")]);
-        assert_eq!(body_share(&chunked) as usize * BUDGET_UNIT, MAX_BODY_BYTES);
-        assert_eq!(body_share(&HeaderMap::new()), 0);
+        assert_eq!(
+            body_share(&chunked, MAX_BODY_BYTES) as usize * BUDGET_UNIT,
+            MAX_BODY_BYTES
+        );
+        assert_eq!(body_share(&HeaderMap::new(), MAX_BODY_BYTES), 0);
     }
 
     #[tokio::test]
     async fn bodies_beyond_the_budget_wait_until_one_finishes() {
-        let limits = Limits::new(0, 0);
+        let limits = Limits::new(0, 0, MAX_BODY_BYTES);
         let full = headers(&[("content-length", &MAX_BODY_BYTES.to_string())]);
         let fits = BODY_BYTES_IN_FLIGHT / MAX_BODY_BYTES;
         let mut held = Vec::new();
@@ -306,7 +318,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_body_that_waits_too_long_for_budget_gets_429() {
-        let limits = Limits::new(0, 0);
+        let limits = Limits::new(0, 0, MAX_BODY_BYTES);
         let full = headers(&[("content-length", &MAX_BODY_BYTES.to_string())]);
         let mut held = Vec::new();
         for _ in 0..BODY_BYTES_IN_FLIGHT / MAX_BODY_BYTES {
