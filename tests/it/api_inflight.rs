@@ -96,17 +96,23 @@ async fn beyond_the_mutating_limit_a_write_gets_429_with_retry_after_while_reads
         )
         .await;
         let path = "/api/v1/namespaces/default/pods";
-        // A create whose body is still coming holds the one mutating slot.
+        // A create whose body is still coming holds the one mutating slot. Which of two
+        // requests the server admits first is a race on a loaded machine (the competing
+        // create may take the slot, and the held one get the 429): each try opens a new
+        // held create first, and keeps the one that was admitted.
         let body = pod("slow");
         let (first, rest) = body.split_at(10);
-        let mut slow = hold_open(port, "POST", path, body.len(), first).await;
+        let declared = body.len();
+        let held = Arc::new(tokio::sync::Mutex::new(None));
         let refused = Arc::new(std::sync::Mutex::new(None));
         eventually(
-            Duration::from_secs(30),
-            "a second create to be refused with 429",
+            Duration::from_secs(60),
+            "a second create to be refused with 429 while one is held",
             || {
-                let refused = refused.clone();
+                let (held, refused) = (held.clone(), refused.clone());
                 async move {
+                    let slow = hold_open(port, "POST", path, declared, first).await;
+                    *held.lock().await = Some(slow);
                     let answer =
                         request(port, "POST", path, &pod("fast"), Duration::from_secs(10)).await;
                     let is_429 = answer.0 == 429;
@@ -116,6 +122,7 @@ async fn beyond_the_mutating_limit_a_write_gets_429_with_retry_after_while_reads
             },
         )
         .await;
+        let mut slow = held.lock().await.take().expect("the held create");
         let (_, head, body) = refused.lock().unwrap().take().unwrap();
         assert!(
             head.to_ascii_lowercase().contains("\r\nretry-after: 1"),
