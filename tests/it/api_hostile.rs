@@ -13,8 +13,6 @@
 //! (`apiserver::beyond_loopback_the_api_needs_https_and_tokens_and_kubectl_uses_both`).
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -24,9 +22,9 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::apiserver::{apiserver, serving_pki};
-use crate::support::kcm::{descriptors, http_get, http_request, proc_status_kib, Kcm};
-use crate::support::{eventually, free_port, start_etcd, with_timeout, EtcdServer};
+use crate::apiserver::{apiserver, https_apiserver, serving_pki, tls_connector};
+use crate::support::kcm::{descriptors, http_get, http_request, proc_status_kib};
+use crate::support::{eventually, start_etcd, with_timeout, EtcdServer};
 
 const LIMIT: Duration = Duration::from_secs(60);
 const READY: Duration = Duration::from_secs(30);
@@ -251,23 +249,6 @@ async fn create(port: u16, collection: &str, body: &Value) {
 /// The token the apiserver knows (alice's).
 const TOKEN: &str = "s3cret-0123456789abcdef";
 
-/// A TLS client that trusts only the CA in `ca`.
-fn tls_connector(ca: &Path) -> tokio_rustls::TlsConnector {
-    use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::CertificateDer;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
-}
-
 /// `raw` over a fresh HTTPS connection: the first response; `None` when the connection or
 /// the handshake fails.
 async fn try_https(tls: &tokio_rustls::TlsConnector, port: u16, raw: &[u8]) -> Option<Reply> {
@@ -334,24 +315,7 @@ async fn every_route_refuses_every_request_without_the_exact_token() {
             format!("{TOKEN},alice,1,\"system:masters\"\nother-token,bob,2\n"),
         )
         .unwrap();
-        let port = free_port();
-        let (url, port_arg) = (etcd.endpoint(), port.to_string());
-        let _kcm = Kcm::spawn(
-            &[
-                "--etcd-servers",
-                &url,
-                "apiserver",
-                "--port",
-                &port_arg,
-                "--tls-cert-file",
-                cert.to_str().unwrap(),
-                "--tls-private-key-file",
-                key.to_str().unwrap(),
-                "--token-auth-file",
-                tokens.to_str().unwrap(),
-            ],
-            &[],
-        );
+        let (_kcm, port) = https_apiserver(&etcd, (&cert, &key), Some(&tokens));
         let tls = tls_connector(&ca);
         let tls = &tls;
         let bearer = format!("Authorization: Bearer {TOKEN}");

@@ -12,8 +12,8 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::TcpStream;
 
-use crate::apiserver::{apiserver, serving_pki};
-use crate::support::kcm::{descriptors, http_get, proc_status_kib, Kcm};
+use crate::apiserver::{apiserver, https_apiserver, serving_pki, tls_connector};
+use crate::support::kcm::{descriptors, http_get, proc_status_kib};
 use crate::support::{eventually, free_port, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(180);
@@ -296,19 +296,8 @@ sys.stdin.read()
 
 /// A TLS `GET /readyz` trusting `ca`: the status code.
 async fn readyz_over_tls(port: u16, ca: &Path) -> Option<u16> {
-    use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, ServerName};
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).ok()? {
-        roots.add(cert.ok()?).ok()?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .ok()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    use rustls::pki_types::ServerName;
+    let connector = tls_connector(ca);
     let attempt = async {
         let tcp = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
         let name = ServerName::try_from("127.0.0.1").ok()?;
@@ -338,22 +327,8 @@ async fn twenty_thousand_silent_tls_connections_leave_the_server_holding_at_most
         };
         let dir = tempfile::tempdir().unwrap();
         let (ca, cert, key) = serving_pki(dir.path());
-        let port = free_port();
-        let (url, port_arg) = (etcd.endpoint(), port.to_string());
-        let kcm = Kcm::spawn(
-            &[
-                "--etcd-servers",
-                &url,
-                "apiserver",
-                "--port",
-                &port_arg,
-                "--tls-cert-file",
-                cert.to_str().unwrap(),
-                "--tls-private-key-file",
-                key.to_str().unwrap(),
-            ],
-            &[],
-        );
+        let (kcm, port) = https_apiserver(&etcd, (&cert, &key), None);
+        let port_arg = port.to_string();
         let ca = &ca;
         eventually(
             Duration::from_secs(30),

@@ -629,6 +629,41 @@ pub(crate) fn serving_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     )
 }
 
+/// `kcm apiserver --port {free}` over `etcd` serving HTTPS with `cert` and `key` (and
+/// `--token-auth-file tokens` when given); not waited for. The child and its port.
+pub(crate) fn https_apiserver(
+    etcd: &EtcdServer,
+    (cert, key): (&Path, &Path),
+    tokens: Option<&Path>,
+) -> (Kcm, u16) {
+    let port = free_port();
+    let (url, port_arg) = (etcd.endpoint(), port.to_string());
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let mut args = vec!["--etcd-servers", &url, "apiserver", "--port", &port_arg];
+    args.extend(["--tls-cert-file", cert, "--tls-private-key-file", key]);
+    if let Some(tokens) = tokens {
+        args.extend(["--token-auth-file", tokens.to_str().unwrap()]);
+    }
+    (Kcm::spawn(&args, &[]), port)
+}
+
+/// A TLS client that trusts the CA in `ca` (PEM).
+pub(crate) fn tls_connector(ca: &Path) -> tokio_rustls::TlsConnector {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_loopback_the_api_needs_https_and_tokens_and_kubectl_uses_both() {
     with_timeout(LIMIT, async {
@@ -657,24 +692,7 @@ async fn beyond_loopback_the_api_needs_https_and_tokens_and_kubectl_uses_both() 
         let (ca, cert, key) = serving_pki(dir.path());
         let tokens = dir.path().join("tokens.csv");
         std::fs::write(&tokens, "s3cret,alice,1,\"system:masters\"\n").unwrap();
-        let port = free_port();
-        let (url, port_arg) = (etcd.endpoint(), port.to_string());
-        let mut kcm = Kcm::spawn(
-            &[
-                "--etcd-servers",
-                &url,
-                "apiserver",
-                "--port",
-                &port_arg,
-                "--tls-cert-file",
-                cert.to_str().unwrap(),
-                "--tls-private-key-file",
-                key.to_str().unwrap(),
-                "--token-auth-file",
-                tokens.to_str().unwrap(),
-            ],
-            &[],
-        );
+        let (mut kcm, port) = https_apiserver(&etcd, (&cert, &key), Some(&tokens));
         let kubectl = Kubectl::new(bin);
         let kubeconfig = |token: &str| {
             format!(
