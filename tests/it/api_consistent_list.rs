@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-use crate::apiserver::apiserver;
+use crate::support::apiserver::apiserver;
 use crate::support::kcm::{http_get, http_request, metric_value};
 use crate::support::objects::{put_json, put_pod};
 use crate::support::{start_etcd, with_timeout};

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::apiserver::{apiserver, https_apiserver, serving_pki, tls_connector};
+use crate::support::apiserver::{apiserver, https_apiserver, serving_pki, tls_connector};
 use crate::support::kcm::{descriptors, http_get, http_request, proc_status_kib};
 use crate::support::{eventually, start_etcd, with_timeout, EtcdServer};
 

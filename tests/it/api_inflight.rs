@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::TcpStream;
 
-use crate::apiserver::{apiserver, https_apiserver, serving_pki, tls_connector};
+use crate::support::apiserver::{apiserver, https_apiserver, serving_pki, tls_connector};
 use crate::support::kcm::{descriptors, http_get, proc_status_kib};
 use crate::support::{eventually, free_port, start_etcd, with_timeout};
 

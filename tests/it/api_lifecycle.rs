@@ -213,7 +213,7 @@ async fn kube_rs_creates_gets_and_deletes_a_namespace() {
 }
 
 /// One replica of `app: solo` (api_writes' manifest).
-use crate::api_writes::RS as REPLICA_SET;
+use crate::support::kubectl::REPLICA_SET;
 
 /// A pod bound to a node no kubelet runs: nobody stops it.
 const GHOST_POD: &str = "apiVersion: v1

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::apiserver::apiserver;
+use crate::support::apiserver::apiserver;
 use crate::support::kcm::{http_get, http_request, proc_status_kib, HttpResponse};
 use crate::support::{start_etcd, with_timeout};
 

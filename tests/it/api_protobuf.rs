@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::api_writes::stored;
 use crate::support::kcm::http_request;
 use crate::support::kubectl::start_up;
 use crate::support::objects::pod_documents;
@@ -37,7 +36,8 @@ async fn kubectl_create_deployment_and_service_send_protobuf_that_runs_the_loop(
             "deployment.apps/web created\n"
         );
         let client = api.etcd.client().await;
-        let deployment = stored(&api, "/registry/deployments/default/web")
+        let deployment = api
+            .stored("/registry/deployments/default/web")
             .await
             .unwrap();
         assert_eq!(deployment["spec"]["replicas"], 3);
@@ -63,7 +63,8 @@ async fn kubectl_create_deployment_and_service_send_protobuf_that_runs_the_loop(
                 .await,
             "service/web created\n"
         );
-        let service = stored(&api, "/registry/services/specs/default/web")
+        let service = api
+            .stored("/registry/services/specs/default/web")
             .await
             .unwrap();
         let served = api.kubectl.ok(&["get", "svc", "web", "-o", "json"]).await;
@@ -84,7 +85,7 @@ async fn kubectl_create_deployment_and_service_send_protobuf_that_runs_the_loop(
             api.kubectl.ok(&["create", "namespace", "team"]).await,
             "namespace/team created\n"
         );
-        let namespace = stored(&api, "/registry/namespaces/team").await.unwrap();
+        let namespace = api.stored("/registry/namespaces/team").await.unwrap();
         assert_eq!(namespace["status"]["phase"], "Active", "{namespace:#}");
         assert_eq!(
             namespace["metadata"]["labels"]["kubernetes.io/metadata.name"],
@@ -102,7 +103,8 @@ async fn kubectl_create_deployment_and_service_send_protobuf_that_runs_the_loop(
                 "--dry-run=server",
             ])
             .await;
-        assert!(stored(&api, "/registry/deployments/default/dry")
+        assert!(api
+            .stored("/registry/deployments/default/dry")
             .await
             .is_none());
 

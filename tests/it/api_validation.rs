@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::apiserver::apiserver;
+use crate::support::apiserver::apiserver;
 use crate::support::kcm::{http_get, http_request, HttpResponse};
 use crate::support::objects::current_revision;
 use crate::support::{start_etcd, start_etcd_with, with_timeout};

@@ -21,7 +21,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::support::history;
 use crate::support::kcm::{http_request, HttpResponse};
-use crate::support::kubectl::{start_apiserver, start_up, Api as KubectlApi};
+use crate::support::kubectl::{start_apiserver, start_up, Api as KubectlApi, REPLICA_SET};
 use crate::support::objects::{current_revision, pod_documents};
 use crate::support::{eventually, with_timeout};
 
@@ -70,30 +70,6 @@ spec:
     )
 }
 
-pub(crate) const RS: &str = "apiVersion: apps/v1
-kind: ReplicaSet
-metadata:
-  name: solo
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: solo}
-  template:
-    metadata:
-      labels: {app: solo}
-    spec:
-      containers:
-      - name: nginx
-        image: nginx:1.25
-";
-
-/// Writes `text` to `name` in the kubectl temp dir; its path.
-fn manifest(api: &KubectlApi, name: &str, text: &str) -> String {
-    let path = api.kubectl.kubeconfig().with_file_name(name);
-    std::fs::write(&path, text).expect("write a manifest");
-    path.display().to_string()
-}
-
 /// The pods of `default` in etcd whose labels have `app`, by name.
 async fn pods_of(api: &KubectlApi, app: &str) -> BTreeSet<String> {
     let client = api.etcd.client().await;
@@ -103,16 +79,6 @@ async fn pods_of(api: &KubectlApi, app: &str) -> BTreeSet<String> {
         .filter(|(_, (pod, _))| pod.pointer("/metadata/labels/app") == Some(&json!(app)))
         .map(|(name, _)| name)
         .collect()
-}
-
-/// The stored document at `key` (`None` when absent).
-pub(crate) async fn stored(api: &KubectlApi, key: &str) -> Option<Value> {
-    let mut client = api.etcd.client().await;
-    let response = client.get(key, None).await.expect("etcd get");
-    response
-        .kvs()
-        .first()
-        .map(|kv| serde_json::from_slice(kv.value()).expect("stored JSON"))
 }
 
 /// The ReplicaSets of `default` in etcd: their `deployment.kubernetes.io/revision`
@@ -153,13 +119,14 @@ async fn kubectl_create_apply_scale_set_image_label_and_annotate_run_the_loop() 
         let Some(api) = start_up(2).await else {
             return;
         };
-        let rc = manifest(&api, "rc.yaml", RC);
+        let rc = api.manifest("rc.yaml", RC);
         assert_eq!(
             api.kubectl.ok(&["create", "-f", &rc]).await,
             "replicationcontroller/web created\n"
         );
         wait_pods(&api, "web", 2).await;
-        let stored_rc = stored(&api, "/registry/controllers/default/web")
+        let stored_rc = api
+            .stored("/registry/controllers/default/web")
             .await
             .unwrap();
         assert_eq!(stored_rc["metadata"]["generation"], 1, "{stored_rc:#}");
@@ -168,18 +135,18 @@ async fn kubectl_create_apply_scale_set_image_label_and_annotate_run_the_loop() 
             .is_some_and(|u| !u.is_empty()));
 
         // apply twice: created, then configured, the last-applied annotation kept.
-        let deploy = manifest(&api, "deploy.yaml", &deployment_yaml(2, "nginx:1.25"));
+        let deploy = api.manifest("deploy.yaml", &deployment_yaml(2, "nginx:1.25"));
         assert_eq!(
             api.kubectl.ok(&["apply", "-f", &deploy]).await,
             "deployment.apps/app created\n"
         );
-        let deploy = manifest(&api, "deploy.yaml", &deployment_yaml(3, "nginx:1.26"));
+        let deploy = api.manifest("deploy.yaml", &deployment_yaml(3, "nginx:1.26"));
         assert_eq!(
             api.kubectl.ok(&["apply", "-f", &deploy]).await,
             "deployment.apps/app configured\n"
         );
         let key = "/registry/deployments/default/app";
-        let stored_deploy = stored(&api, key).await.unwrap();
+        let stored_deploy = api.stored(key).await.unwrap();
         let last_applied = stored_deploy["metadata"]["annotations"]
             ["kubectl.kubernetes.io/last-applied-configuration"]
             .as_str()
@@ -193,7 +160,7 @@ async fn kubectl_create_apply_scale_set_image_label_and_annotate_run_the_loop() 
         wait_pods(&api, "app", 3).await;
 
         // scale rc, deployment and a ReplicaSet through /scale.
-        let rs = manifest(&api, "rs.yaml", RS);
+        let rs = api.manifest("rs.yaml", REPLICA_SET);
         api.kubectl.ok(&["create", "-f", &rs]).await;
         for (what, app, n) in [
             ("rc/web", "web", 3),
@@ -211,7 +178,8 @@ async fn kubectl_create_apply_scale_set_image_label_and_annotate_run_the_loop() 
             .run(&["scale", "rc/web", "--replicas=5", "--current-replicas=1"])
             .await;
         assert_eq!(out.status.code(), Some(1), "{out:?}");
-        let stored_rc = stored(&api, "/registry/controllers/default/web")
+        let stored_rc = api
+            .stored("/registry/controllers/default/web")
             .await
             .unwrap();
         assert_eq!(stored_rc["spec"]["replicas"], 3);
@@ -220,7 +188,7 @@ async fn kubectl_create_apply_scale_set_image_label_and_annotate_run_the_loop() 
         api.kubectl
             .ok(&["set", "image", "deployment/app", "nginx=nginx:1.27"])
             .await;
-        let stored_deploy = stored(&api, key).await.unwrap();
+        let stored_deploy = api.stored(key).await.unwrap();
         assert_eq!(
             stored_deploy["spec"]["template"]["spec"]["containers"][0]["image"],
             "nginx:1.27"
@@ -251,7 +219,8 @@ async fn kubectl_create_apply_scale_set_image_label_and_annotate_run_the_loop() 
         api.kubectl
             .ok(&["label", "rc", "web", "tier=back", "--overwrite"])
             .await;
-        let stored_rc = stored(&api, "/registry/controllers/default/web")
+        let stored_rc = api
+            .stored("/registry/controllers/default/web")
             .await
             .unwrap();
         assert_eq!(stored_rc["metadata"]["labels"]["tier"], "back");
@@ -271,14 +240,14 @@ async fn kubectl_create_apply_scale_set_image_label_and_annotate_run_the_loop() 
         assert_eq!(out.status.code(), Some(1), "no --overwrite: {out:?}");
         let key_rc = "/registry/controllers/default/web";
         assert_eq!(
-            stored(&api, key_rc).await.unwrap()["metadata"]["annotations"]["note"],
+            api.stored(key_rc).await.unwrap()["metadata"]["annotations"]["note"],
             "hello"
         );
         api.kubectl
             .ok(&["annotate", "rc", "web", "note=bye", "--overwrite"])
             .await;
         assert_eq!(
-            stored(&api, key_rc).await.unwrap()["metadata"]["annotations"]["note"],
+            api.stored(key_rc).await.unwrap()["metadata"]["annotations"]["note"],
             "bye"
         );
 
@@ -288,7 +257,7 @@ async fn kubectl_create_apply_scale_set_image_label_and_annotate_run_the_loop() 
             .ok(&["scale", "rc/web", "--replicas=1", "--current-replicas=3"])
             .await;
         assert_eq!(out, "replicationcontroller/web scaled\n");
-        assert_eq!(stored(&api, key_rc).await.unwrap()["spec"]["replicas"], 1);
+        assert_eq!(api.stored(key_rc).await.unwrap()["spec"]["replicas"], 1);
         wait_pods(&api, "web", 1).await;
     })
     .await;
@@ -328,7 +297,7 @@ async fn kubectl_create_f_takes_json_several_documents_and_a_list() {
             return;
         };
         // JSON.
-        let json_rc = manifest(&api, "rc.json", &rc_json("from-json").to_string());
+        let json_rc = api.manifest("rc.json", &rc_json("from-json").to_string());
         assert_eq!(
             api.kubectl.ok(&["create", "-f", &json_rc]).await,
             "replicationcontroller/from-json created\n"
@@ -337,13 +306,14 @@ async fn kubectl_create_f_takes_json_several_documents_and_a_list() {
 
         // Several YAML documents in one file, created in order.
         let service = serde_yaml_ng::to_string(&service_json("multi")).unwrap();
-        let documents = format!("{service}---\n{RS}");
-        let multi = manifest(&api, "multi.yaml", &documents);
+        let documents = format!("{service}---\n{REPLICA_SET}");
+        let multi = api.manifest("multi.yaml", &documents);
         assert_eq!(
             api.kubectl.ok(&["create", "-f", &multi]).await,
             "service/multi created\nreplicaset.apps/solo created\n"
         );
-        assert!(stored(&api, "/registry/services/specs/default/multi")
+        assert!(api
+            .stored("/registry/services/specs/default/multi")
             .await
             .is_some());
         wait_pods(&api, "solo", 1).await;
@@ -351,16 +321,17 @@ async fn kubectl_create_f_takes_json_several_documents_and_a_list() {
         // A List: each item created.
         let list = json!({"apiVersion": "v1", "kind": "List",
                           "items": [service_json("listed"), rc_json("listed")]});
-        let list = manifest(&api, "list.yaml", &serde_yaml_ng::to_string(&list).unwrap());
+        let list = api.manifest("list.yaml", &serde_yaml_ng::to_string(&list).unwrap());
         assert_eq!(
             api.kubectl.ok(&["create", "-f", &list]).await,
             "service/listed created\nreplicationcontroller/listed created\n"
         );
-        assert!(stored(&api, "/registry/services/specs/default/listed")
+        assert!(api
+            .stored("/registry/services/specs/default/listed")
             .await
             .is_some());
         assert_eq!(
-            stored(&api, "/registry/controllers/default/listed")
+            api.stored("/registry/controllers/default/listed")
                 .await
                 .unwrap()["spec"]["replicas"],
             1
@@ -376,7 +347,7 @@ async fn kubectl_delete_cascades_to_a_controllers_pods_or_orphans_them() {
         let Some(api) = start_up(2).await else {
             return;
         };
-        let rc = manifest(&api, "rc.yaml", RC);
+        let rc = api.manifest("rc.yaml", RC);
         api.kubectl.ok(&["create", "-f", &rc]).await;
         wait_pods(&api, "web", 2).await;
         assert_eq!(
@@ -388,7 +359,8 @@ async fn kubectl_delete_cascades_to_a_controllers_pods_or_orphans_them() {
             BTreeSet::new(),
             "no pod of web is left"
         );
-        assert!(stored(&api, "/registry/controllers/default/web")
+        assert!(api
+            .stored("/registry/controllers/default/web")
             .await
             .is_none());
 
@@ -399,7 +371,8 @@ async fn kubectl_delete_cascades_to_a_controllers_pods_or_orphans_them() {
         api.kubectl
             .ok(&["delete", "rc", "web", "--cascade=orphan"])
             .await;
-        assert!(stored(&api, "/registry/controllers/default/web")
+        assert!(api
+            .stored("/registry/controllers/default/web")
             .await
             .is_none());
         assert_eq!(pods_of(&api, "web").await, before);
@@ -410,7 +383,7 @@ async fn kubectl_delete_cascades_to_a_controllers_pods_or_orphans_them() {
         assert_eq!(pods_of(&api, "web").await, BTreeSet::new());
 
         // A Deployment's cascade goes through the garbage collector.
-        let deploy = manifest(&api, "deploy.yaml", &deployment_yaml(2, "nginx:1.25"));
+        let deploy = api.manifest("deploy.yaml", &deployment_yaml(2, "nginx:1.25"));
         api.kubectl.ok(&["apply", "-f", &deploy]).await;
         wait_pods(&api, "app", 2).await;
         api.kubectl.ok(&["delete", "deployment", "app"]).await;
@@ -432,7 +405,8 @@ async fn kubectl_delete_cascades_to_a_controllers_pods_or_orphans_them() {
                 .await,
             "deployment.apps \"app\" deleted\n"
         );
-        assert!(stored(&api, "/registry/deployments/default/app")
+        assert!(api
+            .stored("/registry/deployments/default/app")
             .await
             .is_none());
         assert_eq!(api.count("/registry/replicasets/default/").await, 0);
@@ -440,7 +414,7 @@ async fn kubectl_delete_cascades_to_a_controllers_pods_or_orphans_them() {
 
         // --all: every controller of the namespace, each with its pods.
         api.kubectl.ok(&["create", "-f", &rc]).await;
-        let other = manifest(&api, "other.json", &rc_json("other").to_string());
+        let other = api.manifest("other.json", &rc_json("other").to_string());
         api.kubectl.ok(&["create", "-f", &other]).await;
         wait_pods(&api, "web", 2).await;
         wait_pods(&api, "other", 1).await;
@@ -821,7 +795,7 @@ async fn kube_rs_creates_replaces_patches_scales_and_deletes() {
         assert!(deleted.is_left(), "the pod: {deleted:?}");
         // Bound to a node, it terminates gracefully: its kubelet deletes it.
         eventually(CONVERGE, "the pod to go", || async {
-            stored(&api, "/registry/pods/default/p").await.is_none()
+            api.stored("/registry/pods/default/p").await.is_none()
         })
         .await;
 
@@ -847,10 +821,10 @@ async fn kube_rs_creates_replaces_patches_scales_and_deletes() {
             .collect();
         assert_eq!(names, BTreeSet::from(["c1".to_string(), "c2".to_string()]));
         eventually(CONVERGE, "c1 to go", || async {
-            stored(&api, "/registry/pods/default/c1").await.is_none()
+            api.stored("/registry/pods/default/c1").await.is_none()
         })
         .await;
-        assert!(stored(&api, "/registry/pods/default/keep").await.is_some());
+        assert!(api.stored("/registry/pods/default/keep").await.is_some());
         // Across namespaces.
         let other: Api<Pod> = Api::namespaced(kube_client(api.port), "other");
         other.create(&PostParams::default(), &pod).await.unwrap();
@@ -861,7 +835,7 @@ async fn kube_rs_creates_replaces_patches_scales_and_deletes() {
             .unwrap();
         assert_eq!(deleted.left().expect("the deleted pods").items.len(), 2);
         eventually(CONVERGE, "other/p to go", || async {
-            stored(&api, "/registry/pods/other/p").await.is_none()
+            api.stored("/registry/pods/other/p").await.is_none()
         })
         .await;
     })
@@ -976,7 +950,7 @@ async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
             return;
         };
         let key = "/registry/deployments/default/app";
-        let deploy = manifest(&api, "deploy.yaml", &deployment_yaml(2, "nginx:1.25"));
+        let deploy = api.manifest("deploy.yaml", &deployment_yaml(2, "nginx:1.25"));
         api.kubectl.ok(&["apply", "-f", &deploy]).await;
         wait_pods(&api, "app", 2).await;
 
@@ -986,7 +960,7 @@ async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
         let out = api.kubectl.ok(&["rollout", "undo", "deploy/app"]).await;
         assert_eq!(out, "deployment.apps/app rolled back\n");
         let image = |doc: &Value| doc["spec"]["template"]["spec"]["containers"][0]["image"].clone();
-        assert_eq!(image(&stored(&api, key).await.unwrap()), "nginx:1.25");
+        assert_eq!(image(&api.stored(key).await.unwrap()), "nginx:1.25");
         api.kubectl.ok(&["rollout", "status", "deploy/app", "--timeout=30s"]).await;
 
         // rollout history: the undo made revision 1 revision 3, as each ReplicaSet's
@@ -1016,7 +990,7 @@ async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
             .ok(&["patch", "deploy", "app", "--type", "strategic", "-p",
                   r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}}}"#])
             .await;
-        let doc = stored(&api, key).await.unwrap();
+        let doc = api.stored(key).await.unwrap();
         assert_eq!(doc["metadata"]["labels"]["m"], "1");
         assert_eq!(doc["spec"]["replicas"], 3);
         assert_eq!(image(&doc), "nginx:1.27");
@@ -1039,25 +1013,25 @@ async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
             out.status.success()
         })
         .await;
-        let doc = stored(&api, key).await.unwrap();
+        let doc = api.stored(key).await.unwrap();
         assert_eq!((doc["spec"]["replicas"].clone(), image(&doc)), (json!(2), json!("nginx:1.25")));
         api.kubectl
             .ok(&["rollout", "status", "deploy/app", "--timeout=30s"])
             .await;
-        let changed = manifest(&api, "deploy-3.yaml", &deployment_yaml(4, "nginx:1.25"));
+        let changed = api.manifest("deploy-3.yaml", &deployment_yaml(4, "nginx:1.25"));
         let diff = api.kubectl.run(&["diff", "-f", &changed]).await;
         assert_eq!(diff.status.code(), Some(1), "{diff:?}");
         assert!(diff.stdout.contains("+  replicas: 4"), "{}", diff.stdout);
-        assert_eq!(stored(&api, key).await.unwrap()["spec"]["replicas"], 2);
+        assert_eq!(api.stored(key).await.unwrap()["spec"]["replicas"], 2);
 
         // A Service created and applied again: the endpoints controller follows it.
-        let service = manifest(&api, "svc.yaml", SERVICE);
+        let service = api.manifest("svc.yaml", SERVICE);
         assert_eq!(
             api.kubectl.ok(&["apply", "-f", &service]).await,
             "service/front created\n"
         );
         let labelled = SERVICE.replace("  name: front\n", "  name: front\n  labels: {tier: web}\n");
-        let service = manifest(&api, "svc.yaml", &labelled);
+        let service = api.manifest("svc.yaml", &labelled);
         assert_eq!(
             api.kubectl.ok(&["apply", "-f", &service]).await,
             "service/front configured\n"
@@ -1078,7 +1052,7 @@ async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
         let orphaned = deployments.delete("app", &DeleteParams::orphan()).await.unwrap();
         assert!(orphaned.is_left(), "marked, not yet gone: {orphaned:?}");
         eventually(CONVERGE, "the deployment to go, its ReplicaSets kept", || async {
-            stored(&api, key).await.is_none()
+            api.stored(key).await.is_none()
         })
         .await;
         assert_eq!(pods_of(&api, "app").await.len(), 2, "orphaned pods stay");
@@ -1091,7 +1065,7 @@ async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
         let foreground = deployments.delete("app", &DeleteParams::foreground()).await.unwrap();
         assert!(foreground.is_left(), "marked: {foreground:?}");
         eventually(CONVERGE, "the deployment and its pods to go", || async {
-            stored(&api, key).await.is_none() && pods_of(&api, "app").await.is_empty()
+            api.stored(key).await.is_none() && pods_of(&api, "app").await.is_empty()
         })
         .await;
         // Background: gone at once (a Status), the collector deletes what it owned.
@@ -1099,7 +1073,7 @@ async fn kubectl_patch_replace_diff_rollout_undo_and_kube_rs_cascades() {
         wait_pods(&api, "app", 2).await;
         let background = deployments.delete("app", &DeleteParams::background()).await.unwrap();
         assert!(background.is_right(), "a Status: {background:?}");
-        assert!(stored(&api, key).await.is_none());
+        assert!(api.stored(key).await.is_none());
         eventually(CONVERGE, "its ReplicaSet and pods to go", || async {
             api.count("/registry/replicasets/default/").await == 0
                 && pods_of(&api, "app").await.is_empty()
@@ -1120,10 +1094,10 @@ async fn kubectl_run_expose_edit_and_wait() {
             api.kubectl.ok(&["run", "solo", "--image=nginx"]).await,
             "pod/solo created\n"
         );
-        let solo = stored(&api, "/registry/pods/default/solo").await.unwrap();
+        let solo = api.stored("/registry/pods/default/solo").await.unwrap();
         assert_eq!(solo["spec"]["containers"][0]["image"], "nginx", "{solo:#}");
         assert_eq!(solo["metadata"]["labels"]["run"], "solo", "{solo:#}");
-        let deploy = manifest(&api, "deploy.yaml", &deployment_yaml(2, "nginx:1.25"));
+        let deploy = api.manifest("deploy.yaml", &deployment_yaml(2, "nginx:1.25"));
         api.kubectl.ok(&["apply", "-f", &deploy]).await;
         assert_eq!(
             api.kubectl
@@ -1131,7 +1105,8 @@ async fn kubectl_run_expose_edit_and_wait() {
                 .await,
             "service/app exposed\n"
         );
-        assert!(stored(&api, "/registry/services/specs/default/app")
+        assert!(api
+            .stored("/registry/services/specs/default/app")
             .await
             .is_some());
         api.kubectl
@@ -1161,7 +1136,7 @@ async fn kubectl_run_expose_edit_and_wait() {
             .expect("run kubectl edit");
         assert!(edited.status.success(), "kubectl edit: {edited:?}");
         let key = "/registry/deployments/default/app";
-        assert_eq!(stored(&api, key).await.unwrap()["spec"]["replicas"], 1);
+        assert_eq!(api.stored(key).await.unwrap()["spec"]["replicas"], 1);
         wait_pods(&api, "app", 1).await;
 
         // wait --for=delete follows the pod's delete.
@@ -1171,7 +1146,7 @@ async fn kubectl_run_expose_edit_and_wait() {
         api.kubectl
             .ok(&["wait", "--for=delete", "pod/solo", "--timeout=20s"])
             .await;
-        assert!(stored(&api, "/registry/pods/default/solo").await.is_none());
+        assert!(api.stored("/registry/pods/default/solo").await.is_none());
     })
     .await;
 }

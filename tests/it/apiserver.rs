@@ -3,38 +3,22 @@
 //! them), several apiservers over one etcd agreeing on every object and event, the watch
 //! cap, and the HTTPS and bearer-token rule beyond loopback (with the real kubectl).
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use crate::support::kcm::{http_get, kcm_command, Kcm};
+use crate::support::apiserver::{
+    apiserver, https_apiserver, serving_pki, spawn_apiserver, wait_ready, READY,
+};
+use crate::support::kcm::{http_get, kcm_command};
 use crate::support::kubectl::{kubectl_binary, Kubectl};
 use crate::support::objects::{pod_json, put_json, put_pod};
-use crate::support::{eventually, free_port, start_etcd, with_timeout, EtcdServer};
+use crate::support::{eventually, free_port, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(90);
-const READY: Duration = Duration::from_secs(30);
-
-/// `kcm apiserver --port {free} {args}` over `etcd`, once `/readyz` answers 200.
-pub(crate) async fn apiserver(etcd: &EtcdServer, args: &[&str]) -> (Kcm, u16) {
-    let port = free_port();
-    let (url, port_arg) = (etcd.endpoint(), port.to_string());
-    let mut all = vec!["--etcd-servers", &url, "apiserver", "--port", &port_arg];
-    all.extend_from_slice(args);
-    let kcm = Kcm::spawn(&all, &[]);
-    eventually(
-        READY,
-        "the apiserver to answer /readyz 200",
-        || async move { matches!(http_get(port, "/readyz").await, Some((200, _))) },
-    )
-    .await;
-    (kcm, port)
-}
 
 /// A watch's lines, read over HTTP/1.0 (no chunking: the body ends when the server closes
 /// the stream) until the server ends it or `until` holds.
@@ -604,66 +588,6 @@ async fn a_watch_from_the_caches_list_revision_gets_that_revisions_events_read_b
 // ---------------------------------------------------------------------------------------
 // HTTPS and tokens
 
-/// A CA and a serving certificate for 127.0.0.1, as PEM files in `dir`: (CA, cert, key).
-pub(crate) fn serving_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "kcm apiserver test CA");
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
-    let write = |name: &str, pem: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, pem).unwrap();
-        path
-    };
-    (
-        write("ca.pem", ca.pem()),
-        write("api.pem", cert.pem()),
-        write("api-key.pem", key.serialize_pem()),
-    )
-}
-
-/// `kcm apiserver --port {free}` over `etcd` serving HTTPS with `cert` and `key` (and
-/// `--token-auth-file tokens` when given); not waited for. The child and its port.
-pub(crate) fn https_apiserver(
-    etcd: &EtcdServer,
-    (cert, key): (&Path, &Path),
-    tokens: Option<&Path>,
-) -> (Kcm, u16) {
-    let port = free_port();
-    let (url, port_arg) = (etcd.endpoint(), port.to_string());
-    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
-    let mut args = vec!["--etcd-servers", &url, "apiserver", "--port", &port_arg];
-    args.extend(["--tls-cert-file", cert, "--tls-private-key-file", key]);
-    if let Some(tokens) = tokens {
-        args.extend(["--token-auth-file", tokens.to_str().unwrap()]);
-    }
-    (Kcm::spawn(&args, &[]), port)
-}
-
-/// A TLS client that trusts the CA in `ca` (PEM).
-pub(crate) fn tls_connector(ca: &Path) -> tokio_rustls::TlsConnector {
-    use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::CertificateDer;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_loopback_the_api_needs_https_and_tokens_and_kubectl_uses_both() {
     with_timeout(LIMIT, async {
@@ -809,26 +733,12 @@ async fn apiservers_on_a_three_member_cluster_agree_and_one_survives_its_members
             let mut endpoints = cluster.endpoints();
             endpoints.rotate_left(first);
             let port = free_port();
-            let kcm = Kcm::spawn(
-                &[
-                    "--etcd-servers",
-                    &endpoints.join(","),
-                    "apiserver",
-                    "--port",
-                    &port.to_string(),
-                ],
-                &[],
-            );
-            (kcm, port)
+            (spawn_apiserver(&endpoints.join(","), port, &[]), port)
         };
-        let (_a, port_a) = start(0);
-        let (_b, port_b) = start(1);
-        for port in [port_a, port_b] {
-            eventually(READY, "the apiserver to be ready", || async move {
-                matches!(http_get(port, "/readyz").await, Some((200, _)))
-            })
-            .await;
-        }
+        let (mut a, port_a) = start(0);
+        let (mut b, port_b) = start(1);
+        wait_ready(&mut a, port_a).await;
+        wait_ready(&mut b, port_b).await;
         let (_, body) = http_get(port_a, "/api/v1/pods").await.unwrap();
         let list: Value = serde_json::from_str(&body).unwrap();
         let start_rv: i64 = list["metadata"]["resourceVersion"]

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::cli::{kcm, kcm_stdin, key_count, raw, web_controller};
+use crate::support::kcm::{kcm, kcm_stdin};
+use crate::support::objects::{key_count, raw, web_controller};
 use crate::support::{start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);

@@ -8,13 +8,12 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, GetOptions};
+use etcd_client::Client;
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
-use crate::support::kcm::{kcm_command, start_manager};
-use crate::support::objects::{n_active, pods};
+use crate::support::kcm::{collect, command, kcm, kcm_command, kcm_stdin, start_manager, Output};
+use crate::support::objects::{key_count, n_active, pods, raw, web_controller};
 use crate::support::{eventually, free_port, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -22,94 +21,10 @@ const LIMIT: Duration = Duration::from_secs(120);
 const CONVERGE: Duration = Duration::from_secs(60);
 
 // ---------------------------------------------------------------------------------------------
-// Running `kcm`
-
-/// The outcome of one `kcm` invocation.
-#[derive(Debug)]
-pub(super) struct Outcome {
-    /// The exit code; `None` if a signal ended it.
-    pub code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Outcome {
-    /// Asserts exit 0 and returns stdout.
-    #[track_caller]
-    pub fn success(&self) -> &str {
-        assert_eq!(self.code, Some(0), "kcm failed: {self:#?}");
-        &self.stdout
-    }
-
-    /// Asserts exit `code` and returns stderr.
-    #[track_caller]
-    pub fn failure(&self, code: i32) -> &str {
-        assert_eq!(
-            self.code,
-            Some(code),
-            "kcm should have exited {code}: {self:#?}"
-        );
-        &self.stderr
-    }
-
-    /// Asserts exit 1 with exactly one line on stderr, `kcm: ` then a message containing
-    /// `expected`.
-    #[track_caller]
-    pub fn fails_with(&self, expected: &str) {
-        let stderr = self.failure(1);
-        assert_eq!(
-            stderr.lines().count(),
-            1,
-            "one error line expected: {self:#?}"
-        );
-        assert!(
-            stderr.starts_with("kcm: ") && stderr.contains(expected),
-            "stderr should contain {expected:?}: {self:#?}"
-        );
-    }
-}
-
-/// A `kcm --etcd-servers {endpoint} {args}` command, isolated from the caller's environment.
-pub(super) fn command(endpoint: &str, args: &[&str]) -> Command {
-    let mut command = kcm_command();
-    command
-        .args(["--etcd-servers", endpoint])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    command
-}
-
-pub(super) async fn kcm(endpoint: &str, args: &[&str]) -> Outcome {
-    collect(command(endpoint, args).spawn().expect("spawn kcm")).await
-}
-
-/// Runs kcm with `input` on its stdin.
-pub(super) async fn kcm_stdin(endpoint: &str, args: &[&str], input: &str) -> Outcome {
-    let mut child = command(endpoint, args)
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("spawn kcm");
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    stdin
-        .write_all(input.as_bytes())
-        .await
-        .expect("write stdin");
-    drop(stdin);
-    collect(child).await
-}
-
-pub(super) async fn collect(child: Child) -> Outcome {
-    let output = child.wait_with_output().await.expect("wait for kcm");
-    Outcome {
-        code: output.status.code(),
-        stdout: String::from_utf8(output.stdout).expect("utf-8 stdout"),
-        stderr: String::from_utf8(output.stderr).expect("utf-8 stderr"),
-    }
-}
+// `kcm create` and its tables
 
 /// `kcm create -f -` with `objects` as the input.
-async fn create(endpoint: &str, objects: Value) -> Outcome {
+async fn create(endpoint: &str, objects: Value) -> Output {
     kcm_stdin(endpoint, &["create", "-f", "-"], &objects.to_string()).await
 }
 
@@ -125,22 +40,6 @@ fn rows(table: &str) -> Vec<Vec<String>> {
 // ---------------------------------------------------------------------------------------------
 // Objects and raw etcd access
 
-pub(super) fn web_controller(replicas: i64) -> Value {
-    json!({
-        "kind": "ReplicationController",
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"name": "web"},
-            "template": {
-                "metadata": {"labels": {"name": "web"}},
-                "spec": {"containers": [{"name": "web", "image": "nginx:1.7",
-                    "ports": [{"name": "http", "containerPort": 80}]}]}
-            }
-        }
-    })
-}
-
 fn pod(name: &str, labels: Value, status: Value) -> Value {
     json!({
         "kind": "Pod",
@@ -152,26 +51,6 @@ fn pod(name: &str, labels: Value, status: Value) -> Value {
 
 async fn put_raw(client: &mut Client, key: &str, value: &str) {
     client.put(key, value, None).await.expect("put");
-}
-
-pub(super) async fn raw(client: &mut Client, key: &str) -> Option<Value> {
-    let response = client.get(key, None).await.expect("get");
-    response
-        .kvs()
-        .first()
-        .map(|kv| serde_json::from_slice(kv.value()).expect("stored JSON"))
-}
-
-/// How many keys etcd holds, under any prefix.
-pub(super) async fn key_count(client: &mut Client) -> i64 {
-    client
-        .get(
-            "",
-            Some(GetOptions::new().with_all_keys().with_count_only()),
-        )
-        .await
-        .expect("count keys")
-        .count()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ use etcd_client::{Client, GetOptions};
 use serde_json::{json, Value};
 
 use crate::support::history::{self, HistoryEvent};
-use crate::support::kcm::{start_manager, Kcm};
+use crate::support::kcm::{kcm_stdin, start_manager, Kcm};
 use crate::support::objects::{put_json, update_json};
 use crate::support::{eventually, start_etcd, with_timeout, EtcdServer};
 
@@ -918,7 +918,7 @@ async fn kcm_create_writes_a_deployment_with_defaults_that_rolls_out() {
         let manifest = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n\
             spec:\n  replicas: 2\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: app, image: nginx}]}\n";
         let created =
-            crate::cli::kcm_stdin(&etcd.endpoint(), &["create", "-n", NS, "-f", "-"], manifest)
+            kcm_stdin(&etcd.endpoint(), &["create", "-n", NS, "-f", "-"], manifest)
                 .await;
         assert_eq!(created.success(), "deployments/web created\n");
         let stored = deployment(&client).await;

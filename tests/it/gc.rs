@@ -8,9 +8,8 @@ use std::time::Duration;
 use etcd_client::{Client, GetOptions};
 use serde_json::{json, Value};
 
-use crate::cli::kcm;
 use crate::support::history::{self, HistoryEvent};
-use crate::support::kcm::{start_manager, Kcm};
+use crate::support::kcm::{kcm, start_manager, Kcm};
 use crate::support::objects::{current_revision, delete, put_json, update_json};
 use crate::support::{eventually, start_etcd, with_timeout, EtcdServer};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use etcd_client::Client;
 use serde_json::{json, Value};
 
-use crate::support::kcm::{run_kcm, start_manager, Kcm, Output};
+use crate::support::kcm::{kcm, start_manager, Kcm, Output};
 use crate::support::objects::{controller_json, put_controller, wait_converged};
 use crate::support::{eventually, start_etcd, start_etcd_with, with_timeout, FaultProxy};
 
@@ -152,13 +152,6 @@ async fn fill_quota(client: &Client) {
         }
     }
     panic!("etcd never ran out of space with --quota-backend-bytes {QUOTA_BYTES}");
-}
-
-/// `kcm --etcd-servers {endpoint} {args}`.
-async fn kcm(endpoint: &str, args: &[&str]) -> Output {
-    let mut all = vec!["--etcd-servers", endpoint];
-    all.extend_from_slice(args);
-    run_kcm(&all, &[]).await
 }
 
 /// Writes `document` to `dir/name.json` and returns the path, for `kcm create -f`.

@@ -30,16 +30,15 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::support::apiserver::apiserver_on;
 use crate::support::history;
-use crate::support::kcm::{http_get, Kcm};
+use crate::support::kcm::Kcm;
 use crate::support::{eventually, free_port, start_etcd, with_timeout, FaultProxy};
 
 /// Bound on each test (they are meant to take seconds).
 const LIMIT: Duration = Duration::from_secs(150);
 /// How long a client may take to reach etcd's state once the writes stop.
 const CONVERGE: Duration = Duration::from_secs(30);
-/// How long a `kcm apiserver` may take to answer `/readyz` with 200.
-const READY: Duration = Duration::from_secs(30);
 /// How often the pollers here look again.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -62,23 +61,8 @@ impl ApiServer {
     /// Starts `kcm --etcd-servers {etcd} apiserver --port {port}` and waits until
     /// `/readyz` answers 200 (every watch cache has listed).
     async fn start(etcd: &str, port: u16) -> ApiServer {
-        let port_arg = port.to_string();
-        let mut kcm = Kcm::spawn(
-            &["--etcd-servers", etcd, "apiserver", "--port", &port_arg],
-            &[],
-        );
-        let deadline = Instant::now() + READY;
-        loop {
-            if let Some((200, _)) = http_get(port, "/readyz").await {
-                return ApiServer { kcm, port };
-            }
-            kcm.assert_running();
-            assert!(
-                Instant::now() < deadline,
-                "kcm apiserver on port {port} did not answer /readyz with 200 within {READY:?}"
-            );
-            tokio::time::sleep(POLL).await;
-        }
+        let kcm = apiserver_on(etcd, port, &[]).await;
+        ApiServer { kcm, port }
     }
 
     /// SIGKILLs it and waits until it is gone (its port is free again): every connection

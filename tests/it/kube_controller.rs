@@ -16,8 +16,8 @@ use kube::runtime::watcher;
 use kube::ResourceExt as _;
 use serde_json::{json, Value};
 
-use crate::support::kcm::{http_get, Kcm};
-use crate::support::{eventually, free_port, start_etcd, with_timeout};
+use crate::support::apiserver::apiserver;
+use crate::support::{eventually, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
 const CONVERGE: Duration = Duration::from_secs(30);
@@ -80,23 +80,7 @@ async fn a_kube_runtime_controller_reconciles_deployments_through_kcm() {
         let Some(etcd) = start_etcd().await else {
             return;
         };
-        let port = free_port();
-        let port_arg = port.to_string();
-        let mut kcm = Kcm::spawn(
-            &[
-                "--etcd-servers",
-                &etcd.endpoint(),
-                "apiserver",
-                "--port",
-                &port_arg,
-            ],
-            &[],
-        );
-        eventually(CONVERGE, "kcm apiserver ready", || {
-            kcm.assert_running();
-            async { matches!(http_get(port, "/readyz").await, Some((200, _))) }
-        })
-        .await;
+        let (_kcm, port) = apiserver(&etcd, &[]).await;
         let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
         let client = kube::Client::try_from(config).expect("a kube client");
         let deployments: Api<Deployment> = Api::namespaced(client, "default");

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::kcm::{run_kcm, start_manager, Output};
+use crate::support::kcm::{kcm, start_manager, Output};
 use crate::support::objects::{controller, controller_json, controller_key, delete, put_json};
 use crate::support::{eventually, start_etcd, with_timeout};
 
@@ -20,13 +20,6 @@ const SYNCS_OK: &str = r#"kcm_syncs_total{controller="replication",result="ok"}"
 const OVERLAPPING: &str = "kcm_replication_overlapping_controllers";
 /// The start of the manager's warning about `default/a` and `default/b`.
 const WARNING: &str = "replication controllers default/a and default/b have overlapping selectors";
-
-/// `kcm --etcd-servers {endpoint} {args}`.
-async fn kcm(endpoint: &str, args: &[&str]) -> Output {
-    let mut all = vec!["--etcd-servers", endpoint];
-    all.extend_from_slice(args);
-    run_kcm(&all, &[]).await
-}
 
 /// Asserts exit 1 with one `kcm: ` line containing each of `expected`.
 #[track_caller]

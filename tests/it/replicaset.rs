@@ -10,9 +10,8 @@ use std::time::Duration;
 use etcd_client::{Client, GetOptions};
 use serde_json::{json, Value};
 
-use crate::cli::{kcm, kcm_stdin};
 use crate::support::history;
-use crate::support::kcm::{start_manager, Kcm};
+use crate::support::kcm::{kcm, kcm_stdin, start_manager, Kcm};
 use crate::support::objects::{
     controller_json, controller_key, current_revision, pod_key, put_json, update_json,
 };

@@ -18,8 +18,8 @@ use crate::support::objects::{
     self, active_pods, current_revision, pod_json, pod_key, put, put_controller, put_pod,
     wait_converged_within,
 };
+use crate::support::watcher::{delete, env, replay, summary, watcher_via, SHORT_BACKOFF};
 use crate::support::{with_timeout, FaultProxy};
-use crate::watcher::{delete, env, replay, summary, watcher_via, SHORT_BACKOFF};
 
 const LIMIT: Duration = Duration::from_secs(180);
 /// How long a watch may take to catch up after a restore.

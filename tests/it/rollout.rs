@@ -8,9 +8,8 @@ use etcd_client::Client;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::cli::{collect, command, kcm, raw, Outcome};
-use crate::support::kcm::{spawn_kubelet, start_manager, Kcm};
-use crate::support::objects::{put_json, update_json};
+use crate::support::kcm::{collect, command, kcm, spawn_kubelet, start_manager, Kcm, Output};
+use crate::support::objects::{put_json, raw, update_json};
 use crate::support::{eventually, start_etcd, with_timeout};
 
 const LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -46,7 +45,7 @@ async fn stored(client: &Client, key: &str) -> Value {
 }
 
 /// `kcm ARGS -n NS`.
-async fn in_ns(endpoint: &str, args: &[&str]) -> Outcome {
+async fn in_ns(endpoint: &str, args: &[&str]) -> Output {
     let args: Vec<&str> = args.iter().copied().chain(["-n", NS]).collect();
     kcm(endpoint, &args).await
 }
@@ -410,7 +409,7 @@ async fn rollout_status_follows_the_deployment_until_done_deadline_or_timeout() 
         let line = lines.next_line().await.unwrap().unwrap();
         assert_eq!(line, r#"deployment "web" successfully rolled out"#);
         assert_eq!(lines.next_line().await.unwrap(), None);
-        assert_eq!(collect(child).await.code, Some(0));
+        assert_eq!(collect(child).await.status.code(), Some(0));
 
         // --watch=false prints the line once and exits 0, done or not.
         write_status(&client, json!({"replicas": 4, "updatedReplicas": 3, "availableReplicas": 3})).await;
@@ -422,7 +421,7 @@ async fn rollout_status_follows_the_deployment_until_done_deadline_or_timeout() 
 
         // --timeout ends a wait that does not finish.
         let timed_out = in_ns(&endpoint, &["rollout", "status", "deploy/web", "--timeout", "1s"]).await;
-        assert_eq!(timed_out.code, Some(1), "{timed_out:?}");
+        assert_eq!(timed_out.status.code(), Some(1), "{timed_out:?}");
         assert!(timed_out.stderr.contains("timed out waiting for the condition"), "{timed_out:?}");
 
         // The progress deadline is an error, exit 1.
@@ -438,7 +437,7 @@ async fn rollout_status_follows_the_deployment_until_done_deadline_or_timeout() 
 }
 
 /// `kcm create deployment web --image nginx:1 --replicas REPLICAS -n NS`.
-async fn create_web(endpoint: &str, replicas: &str) -> Outcome {
+async fn create_web(endpoint: &str, replicas: &str) -> Output {
     let args = [
         "create",
         "deployment",
@@ -465,7 +464,7 @@ async fn rolled_out_web(etcd: &crate::support::EtcdServer) -> (String, Client, (
 }
 
 #[track_caller]
-fn assert_rolled_out(outcome: &Outcome) {
+fn assert_rolled_out(outcome: &Output) {
     assert!(
         outcome
             .success()
@@ -475,7 +474,7 @@ fn assert_rolled_out(outcome: &Outcome) {
 }
 
 /// `kcm rollout status deploy/web -n NS` until it ends (at most a minute).
-async fn status_to_the_end(endpoint: &str) -> Outcome {
+async fn status_to_the_end(endpoint: &str) -> Output {
     in_ns(
         endpoint,
         &["rollout", "status", "deploy/web", "--timeout", "60s"],

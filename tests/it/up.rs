@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
 use crate::support::etcd::etcd_binary;
-use crate::support::kcm::{http_get, kcm_command};
+use crate::support::kcm::{http_get, kcm, kcm_command};
 use crate::support::objects::current_revision;
 use crate::support::{eventually, free_port, start_etcd, with_timeout};
 
@@ -48,15 +48,6 @@ async fn up_without_etcd(args: &[&str], tmp: Option<&Path>) -> std::process::Out
         command.env("TMPDIR", tmp);
     }
     command.output().await.expect("run kcm up")
-}
-
-async fn kcm(url: &str, args: &[&str]) -> std::process::Output {
-    kcm_command()
-        .args(["--etcd-servers", url])
-        .args(args)
-        .output()
-        .await
-        .expect("run kcm")
 }
 
 /// Processes whose command line mentions `needle` (from /proc).
@@ -131,8 +122,7 @@ async fn up_starts_a_private_etcd_converges_and_cleans_up() {
             "3 running pods with IPs",
             || async {
                 let out = kcm(&url, &["get", "pods", "-o", "json"]).await;
-                let list: serde_json::Value =
-                    serde_json::from_slice(&out.stdout).unwrap_or_default();
+                let list: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_default();
                 let items = list["items"].as_array().cloned().unwrap_or_default();
                 items.len() == 3
                     && items.iter().all(|p| {
@@ -144,7 +134,7 @@ async fn up_starts_a_private_etcd_converges_and_cleans_up() {
         eventually(Duration::from_secs(30), "3 endpoints", || async {
             let out = kcm(&url, &["get", "endpoints", "web", "-o", "json"]).await;
             let endpoints: serde_json::Value =
-                serde_json::from_slice(&out.stdout).unwrap_or_default();
+                serde_json::from_str(&out.stdout).unwrap_or_default();
             endpoints["endpoints"]
                 .as_array()
                 .is_some_and(|e| e.len() == 3)
@@ -368,7 +358,7 @@ async fn up_registers_its_nodes_says_its_real_port_and_a_second_up_on_its_etcd_i
         let before = current_revision(&client).await;
         let out = kcm(&url, &["up", "--port", "0", "--nodes", "1"]).await;
         assert_eq!(out.status.code(), Some(1), "{out:?}");
-        let line = one_line(&out.stderr);
+        let line = one_line(out.stderr.as_bytes());
         let taken = format!("node node-1 is taken: registered by {holder}");
         for part in [taken.as_str(), "use another --prefix, or --nodes 0"] {
             assert!(line.contains(part), "{line:?} should contain {part:?}");

@@ -13,16 +13,15 @@ use std::time::{Duration, Instant};
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, TxnOpResponse, TxnResponse};
 use futures::StreamExt as _;
 use kcm::api::Pod;
-use kcm::client::ClientConfig;
 use kcm::etcd_watcher::{
-    self, BackoffConfig, Filter, RawKind, ResumableWatch, Update, WatchEvent, WatchMetrics,
-    WatchStream, Watcher,
+    self, Filter, RawKind, ResumableWatch, Update, WatchEvent, WatchMetrics, WatchStream,
 };
 use kcm::registry::Registry;
 use tokio::task::JoinSet;
 
 use crate::support::objects::{current_revision, pod_json, pod_key, put, put_pod};
-use crate::support::{eventually, start_etcd, with_timeout, EtcdServer, FaultProxy};
+use crate::support::watcher::{delete, env, replay, summary, watcher_via, Env, SHORT_BACKOFF};
+use crate::support::{eventually, with_timeout, FaultProxy};
 
 /// Bound on a whole test.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -30,18 +29,12 @@ const LIMIT: Duration = Duration::from_secs(120);
 const EVENT_DEADLINE: Duration = Duration::from_secs(30);
 /// The directory of pods under the default prefix: the watched key of an all-namespaces list.
 const PODS_DIR: &str = "/registry/pods/";
-/// Short, so that the fault tests resume quickly.
-pub(crate) const SHORT_BACKOFF: BackoffConfig = BackoffConfig {
-    min: Duration::from_millis(50),
-    max: Duration::from_millis(500),
-    reset_after: Duration::from_secs(120),
-};
 
 // ---------------------------------------------------------------------------------------
 // Helpers
 
 /// Deletes pod `namespace/name`; returns the revision of the delete.
-pub(crate) async fn delete_pod(client: &mut Client, namespace: &str, name: &str) -> i64 {
+async fn delete_pod(client: &mut Client, namespace: &str, name: &str) -> i64 {
     let key = pod_key(namespace, name);
     let response = client
         .delete(key.as_str(), None)
@@ -49,14 +42,6 @@ pub(crate) async fn delete_pod(client: &mut Client, namespace: &str, name: &str)
         .unwrap_or_else(|e| panic!("delete {key}: {e}"));
     assert_eq!(response.deleted(), 1, "{key} existed");
     response.header().expect("header").revision()
-}
-
-/// Deletes `key`, whatever it holds.
-pub(crate) async fn delete(client: &mut Client, key: &str) {
-    client
-        .delete(key, None)
-        .await
-        .unwrap_or_else(|e| panic!("delete {key}: {e}"));
 }
 
 /// Creates pods `{stem}-0..n` in namespace `ns`, eight at a time; returns the
@@ -75,50 +60,12 @@ async fn put_many(client: &Client, stem: &str, n: usize) -> Vec<i64> {
     revisions
 }
 
-/// A watcher through a client built the way kcm builds them, with keepalive 1s/1s, so that
-/// a dead connection is noticed within seconds.
-pub(crate) async fn watcher_via(endpoint: String) -> Watcher {
-    let config = ClientConfig {
-        keepalive_interval: Duration::from_secs(1),
-        keepalive_timeout: Duration::from_secs(1),
-        connect_timeout: Duration::from_secs(2),
-        request_timeout: Duration::from_secs(5),
-        ..ClientConfig::new([endpoint])
-    };
-    let client = kcm::client::build(&config)
-        .await
-        .expect("build etcd client");
-    let registry = Registry::new(&client, kcm::api::DEFAULT_PREFIX)
-        .expect("registry")
-        .with_request_timeout(config.request_timeout);
-    Watcher::new(&client, registry)
-}
-
-/// One etcd, a direct client for scripted writes, and a watcher on its own client.
-pub(crate) struct Env {
-    pub etcd: EtcdServer,
-    pub client: Client,
-    pub watcher: Watcher,
-}
-
-/// `None` when etcd is not installed (the test is skipped, see `start_etcd`).
-pub(crate) async fn env() -> Option<Env> {
-    let etcd = start_etcd().await?;
-    let client = etcd.client().await;
-    let watcher = watcher_via(etcd.endpoint()).await;
-    Some(Env {
-        etcd,
-        client,
-        watcher,
-    })
-}
-
 fn selector(text: &str) -> Filter<Pod> {
     etcd_watcher::selector_filter(text.parse().expect("valid selector"))
 }
 
 /// `TYPE namespace/name rv=N app=L`, or `ERROR code`: what the data-driven checks compare.
-pub(crate) fn describe(event: &WatchEvent<Pod>) -> String {
+fn describe(event: &WatchEvent<Pod>) -> String {
     match event {
         WatchEvent::Error(status) => format!("ERROR {}", status.code),
         WatchEvent::Added(pod) | WatchEvent::Modified(pod) | WatchEvent::Deleted(pod) => {
@@ -156,7 +103,7 @@ async fn expect_events(stream: &mut WatchStream<Pod>, expected: &[String]) {
 }
 
 /// The next update of a resumable watch, failing the test if it takes too long.
-pub(crate) async fn next_update(watch: &mut ResumableWatch<Pod>) -> Update<Pod> {
+async fn next_update(watch: &mut ResumableWatch<Pod>) -> Update<Pod> {
     tokio::time::timeout(EVENT_DEADLINE, watch.next())
         .await
         .unwrap_or_else(|_| panic!("no update from the resumable watch within {EVENT_DEADLINE:?}"))
@@ -1100,37 +1047,6 @@ async fn killing_etcd_mid_stream_loses_and_repeats_nothing() {
 
 // ---------------------------------------------------------------------------------------
 // Compaction
-
-/// Replays events onto a map keyed by `namespace/name` (Added/Modified insert, Deleted
-/// removes), as a cache would.
-pub(crate) fn replay(state: &mut BTreeMap<String, Pod>, event: WatchEvent<Pod>) {
-    match event {
-        WatchEvent::Added(pod) | WatchEvent::Modified(pod) => {
-            state.insert(pod.metadata.key(), pod);
-        }
-        WatchEvent::Deleted(pod) => {
-            state.remove(&pod.metadata.key());
-        }
-        WatchEvent::Error(status) => panic!("error event {status}"),
-    }
-}
-
-/// `namespace/name` → `resourceVersion app`, the comparable part of a state.
-pub(crate) fn summary(state: &BTreeMap<String, Pod>) -> BTreeMap<String, String> {
-    state
-        .iter()
-        .map(|(key, pod)| {
-            (
-                key.clone(),
-                format!(
-                    "{} {}",
-                    pod.metadata.resource_version.unwrap(),
-                    pod.metadata.labels.get("app").unwrap_or("-")
-                ),
-            )
-        })
-        .collect()
-}
 
 /// Fails unless `revisions` never go backwards.
 #[track_caller]

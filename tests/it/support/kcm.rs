@@ -1,5 +1,7 @@
-//! `kcm` child processes for the HA and TLS tests: a long-running `kcm controller-manager`
-//! ([`Kcm`]) and one-shot commands ([`run_kcm`]).
+//! The one way tests run the `kcm` binary ([`kcm_command`]): long-running processes
+//! ([`Kcm`], [`start_manager`], [`spawn_kubelet`]; `kcm apiserver` is in `super::apiserver`)
+//! and one-shot commands, against a test etcd ([`kcm`], [`kcm_stdin`], [`command`] then
+//! [`collect`]) or with any arguments ([`run_kcm`]), all returning an [`Output`].
 //!
 //! Invariants: a [`Kcm`] owns its process (SIGKILLed on drop, `PR_SET_PDEATHSIG` against a
 //! test binary killed from outside); its stderr is echoed to the test's output, prefixed
@@ -221,6 +223,89 @@ pub struct Output {
     pub stderr: String,
 }
 
+impl Output {
+    /// Asserts exit 0 and returns stdout.
+    #[track_caller]
+    pub fn success(&self) -> &str {
+        assert_eq!(self.status.code(), Some(0), "kcm failed: {self:#?}");
+        &self.stdout
+    }
+
+    /// Asserts exit `code` and returns stderr.
+    #[track_caller]
+    pub fn failure(&self, code: i32) -> &str {
+        assert_eq!(
+            self.status.code(),
+            Some(code),
+            "kcm should have exited {code}: {self:#?}"
+        );
+        &self.stderr
+    }
+
+    /// Asserts exit 1 with exactly one line on stderr, `kcm: ` then a message containing
+    /// `expected`.
+    #[track_caller]
+    pub fn fails_with(&self, expected: &str) {
+        let stderr = self.failure(1);
+        assert_eq!(
+            stderr.lines().count(),
+            1,
+            "one error line expected: {self:#?}"
+        );
+        assert!(
+            stderr.starts_with("kcm: ") && stderr.contains(expected),
+            "stderr should contain {expected:?}: {self:#?}"
+        );
+    }
+}
+
+impl From<std::process::Output> for Output {
+    fn from(output: std::process::Output) -> Output {
+        Output {
+            status: output.status,
+            stdout: String::from_utf8(output.stdout).expect("kcm's stdout is UTF-8"),
+            stderr: String::from_utf8(output.stderr).expect("kcm's stderr is UTF-8"),
+        }
+    }
+}
+
+/// Runs `kcm --etcd-servers {endpoint} {args}` to the end.
+pub async fn kcm(endpoint: &str, args: &[&str]) -> Output {
+    collect(command(endpoint, args).spawn().expect("spawn kcm")).await
+}
+
+/// Runs `kcm --etcd-servers {endpoint} {args}` with `input` on its stdin.
+pub async fn kcm_stdin(endpoint: &str, args: &[&str], input: &str) -> Output {
+    let mut child = command(endpoint, args)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn kcm");
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    stdin
+        .write_all(input.as_bytes())
+        .await
+        .expect("write stdin");
+    drop(stdin);
+    collect(child).await
+}
+
+/// A `kcm --etcd-servers {endpoint} {args}` command with stdout and stderr piped, for a test
+/// that starts it, does something meanwhile, then [`collect`]s it.
+pub fn command(endpoint: &str, args: &[&str]) -> Command {
+    let mut command = kcm_command();
+    command
+        .args(["--etcd-servers", endpoint])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Waits for a child of [`command`] to exit, with everything it wrote.
+pub async fn collect(child: Child) -> Output {
+    child.wait_with_output().await.expect("wait for kcm").into()
+}
+
 /// Runs `kcm {args}` with `env` set, bounded to 30 s.
 pub async fn run_kcm(args: &[&str], env: &[(&str, &str)]) -> Output {
     run_kcm_within(Duration::from_secs(30), args, env).await
@@ -230,15 +315,11 @@ pub async fn run_kcm(args: &[&str], env: &[(&str, &str)]) -> Output {
 pub async fn run_kcm_within(limit: Duration, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = kcm_command();
     command.args(args).envs(env.iter().copied());
-    let output = tokio::time::timeout(limit, command.output())
+    tokio::time::timeout(limit, command.output())
         .await
         .unwrap_or_else(|_| panic!("kcm {args:?} did not finish within {limit:?}"))
-        .expect("run kcm");
-    Output {
-        status: output.status,
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+        .expect("run kcm")
+        .into()
 }
 
 /// The one way tests launch the `kcm` binary: without the environment variables of

@@ -18,14 +18,13 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
+use super::apiserver::{spawn_apiserver, wait_ready};
 use super::etcd::EtcdServer;
-use super::kcm::{http_get, run_kcm, Kcm};
+use super::kcm::{http_get, Kcm};
 use super::{free_port, start_etcd};
 
 /// Bound on one kubectl command (the dispatcher adds a `/version` request to each).
 const COMMAND_LIMIT: Duration = Duration::from_secs(30);
-/// How long kcm may take to answer `/readyz` (every watch cache listed).
-const READY_LIMIT: Duration = Duration::from_secs(30);
 /// How often waits re-check.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -262,6 +261,25 @@ impl Drop for KubectlWatch {
     }
 }
 
+/// ReplicaSet `solo` of `default`: one `nginx:1.25` pod labelled `app: solo`, as a manifest for
+/// `kubectl apply -f`.
+pub const REPLICA_SET: &str = "apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: solo
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: solo}
+  template:
+    metadata:
+      labels: {app: solo}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.25
+";
+
 /// A kcm serving the Kubernetes API over a test etcd, and kubectl pointed at it.
 pub struct Api {
     pub kubectl: Kubectl,
@@ -280,10 +298,7 @@ impl Api {
 
     /// Runs `kcm --etcd-servers {etcd} {args}`, which must succeed; its stdout.
     pub async fn kcm(&self, args: &[&str]) -> String {
-        let url = self.etcd_url();
-        let mut all = vec!["--etcd-servers", url.as_str()];
-        all.extend_from_slice(args);
-        let out = run_kcm(&all, &[]).await;
+        let out = super::kcm::kcm(&self.etcd_url(), args).await;
         assert!(out.status.success(), "kcm {}: {out:?}", args.join(" "));
         out.stdout
     }
@@ -342,23 +357,6 @@ impl Api {
             other => panic!("GET /metrics on the API: {other:?}"),
         }
     }
-
-    /// Waits until `GET /readyz` answers 200; panics if kcm exits or after 30 s.
-    async fn wait_ready(&mut self) {
-        let deadline = tokio::time::Instant::now() + READY_LIMIT;
-        loop {
-            if matches!(http_get(self.port, "/readyz").await, Some((200, _))) {
-                return;
-            }
-            self.kcm.assert_running();
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the API on port {} did not answer /readyz 200 within {READY_LIMIT:?}",
-                self.port
-            );
-            tokio::time::sleep(POLL).await;
-        }
-    }
 }
 
 /// `kcm --etcd-servers {test etcd} up --port 0 --apiserver-port {free} --kubeconfig
@@ -392,7 +390,7 @@ pub async fn start_up(nodes: u16) -> Option<Api> {
         kcm,
         etcd,
     };
-    api.wait_ready().await;
+    wait_ready(&mut api.kcm, api.port).await;
     assert!(
         api.kubectl.kubeconfig().exists(),
         "kcm up wrote no kubeconfig at {kubeconfig}"
@@ -406,11 +404,7 @@ pub async fn start_apiserver() -> Option<Api> {
     let kubectl = Kubectl::new(kubectl_binary()?);
     let etcd = start_etcd().await?;
     let port = free_port();
-    let (url, port_arg) = (etcd.endpoint(), port.to_string());
-    let kcm = Kcm::spawn(
-        &["--etcd-servers", &url, "apiserver", "--port", &port_arg],
-        &[],
-    );
+    let kcm = spawn_apiserver(&etcd.endpoint(), port, &[]);
     kubectl.write_kubeconfig(&format!("http://127.0.0.1:{port}"));
     let mut api = Api {
         kubectl,
@@ -418,7 +412,7 @@ pub async fn start_apiserver() -> Option<Api> {
         kcm,
         etcd,
     };
-    api.wait_ready().await;
+    wait_ready(&mut api.kcm, api.port).await;
     Some(api)
 }
 

@@ -1,7 +1,10 @@
 //! Shared helpers for the integration tests: a throwaway etcd per test ([`start_etcd`]), a TCP
 //! proxy that injects network faults ([`FaultProxy`]) and pollers that replace fixed sleeps.
+//! The one way to start an apiserver is [`apiserver`], the one way to run `kcm` is [`kcm`];
+//! a test file imports helpers from here, never from another test file.
 #![allow(dead_code)] // Each test module uses a different subset.
 
+pub mod apiserver;
 pub mod cluster;
 pub mod etcd;
 pub mod history;
@@ -9,6 +12,7 @@ pub mod kcm;
 pub mod kubectl;
 pub mod objects;
 pub mod proxy;
+pub mod watcher;
 
 use std::future::Future;
 use std::net::{Ipv4Addr, TcpListener};

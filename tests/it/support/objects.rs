@@ -541,3 +541,42 @@ pub async fn replay_active_counts(
     .await;
     counts
 }
+
+/// ReplicationController `web` as `kcm create -f` reads it (no namespace): `replicas` of
+/// `name=web`, one nginx container with a port named `http`.
+pub fn web_controller(replicas: i64) -> Value {
+    json!({
+        "kind": "ReplicationController",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"name": "web"},
+            "template": {
+                "metadata": {"labels": {"name": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.7",
+                    "ports": [{"name": "http", "containerPort": 80}]}]}
+            }
+        }
+    })
+}
+
+/// The JSON document stored at `key` (`None` when absent).
+pub async fn raw(client: &mut Client, key: &str) -> Option<Value> {
+    let response = client.get(key, None).await.expect("get");
+    response
+        .kvs()
+        .first()
+        .map(|kv| serde_json::from_slice(kv.value()).expect("stored JSON"))
+}
+
+/// How many keys etcd holds, under any prefix.
+pub async fn key_count(client: &mut Client) -> i64 {
+    client
+        .get(
+            "",
+            Some(GetOptions::new().with_all_keys().with_count_only()),
+        )
+        .await
+        .expect("count keys")
+        .count()
+}
