@@ -368,7 +368,7 @@ soak_overlap() {
   start_etcd e1
   history_start "$WORK/history.jsonl" /registry/
   manager a --controllers replicaset
-  manager b --controllers replicaset # two unelected managers, as in tests/it/replicaset.rs
+  manager b --controllers replicaset # two unelected managers, as in tests/it/controllers/replicaset.rs
   # a selects app=web (b's pods too), b selects app=web,tier=b.
   put_rs a uid-a 0 '{"app":"web"}' '{"app":"web","tier":"a"}'
   put_rs b uid-b 0 '{"app":"web","tier":"b"}' '{"app":"web","tier":"b"}'

@@ -19,7 +19,7 @@
 //! asks for a fresh read), decides in pure functions (`plan.rs`: [`decide`],
 //! [`plan_deletion`], [`foreground_dependent`], ...) and writes here.
 //!
-//! Invariants (`tests/it/gc.rs` checks them against etcd's history):
+//! Invariants (`tests/it/controllers/gc.rs` checks them against etcd's history):
 //! - G1: a dependent is deleted only in a transaction that also finds each of its owners
 //!   absent, still the other incarnation the collector read (same `mod_revision`), or
 //!   alive in a foreground deletion: a stale or partial cache never deletes a live

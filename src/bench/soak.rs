@@ -6,7 +6,7 @@
 //!
 //! - `rollout`: at every revision from `--from`, active pods of the namespace ≤ replicas +
 //!   maxSurge and Ready pods ≥ replicas − maxUnavailable (the rollout invariant of
-//!   docs/invariants.md, as `tests/it/deployment.rs` replays it);
+//!   docs/invariants.md, as `tests/it/controllers/deployment.rs` replays it);
 //! - `owners`: no pod ever has two controller references, and no pod is created or
 //!   deleted after `--settled`;
 //! - `gc`: no pod is deleted while an owner of it lives (G1), none without owners (G4), and
