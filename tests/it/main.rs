@@ -1,31 +1,32 @@
 //! Integration tests: every test here runs against a real etcd started by `support`.
 //!
-//! The tests live in folders by subject, and a test's name says where it is
-//! (`it::api::limits::...` is in `api/limits.rs`):
+//! The tests live in folders by subject; a test's name is its path
+//! (`it::api::limits::...` is in `api/limits.rs`). The map:
 //!
-//! - `api/`: the Kubernetes API that `kcm apiserver` serves, through raw HTTP and real
-//!   clients: the server and its watch cache (`apiserver`), consistent lists, documents,
-//!   hostile input, in-flight limits, namespace lifecycle, body limits, Nodes, protobuf,
-//!   Deployments rolled out through the API, validation and writes, `kubectl`, kube-rs
-//!   (`kube_client`, `kube_controller`), the Python client (`python_client`, its script in
-//!   `api/python/`) and the OpenAPI schema.
-//! - `controllers/`: `kcm controller-manager` and its parts against etcd: the replication
-//!   manager (`manager`, `sync`, `overcreate`, `overlap`, the 2014 one in
-//!   `replication_2014`), ReplicaSets, Deployments, the garbage collector (`gc`),
-//!   endpoints, events, the controller framework and the shared informer, kubelets and
-//!   Nodes (`kubelet`, `kubelet_load`, `nodes`), and the status endpoint (`status`).
-//! - `cli/`: kcm's command line: the kubecfg verbs (`kubecfg`, `apply`, `rollout`, `stop`),
-//!   `kcm up`, `kcm watch` (`watch_cli`), `kcm lab`, `kcm bench`, and the compose file.
-//! - `faults/`: what happens when things break: issue 25's cheap fault classes checked from etcd's
-//!   history (`classes`), a 3-member etcd and leader election (`ha`), silent hangs made visible
-//!   (`health`), watches resumed through cuts, compactions and restores (`resume`), and
-//!   the harness's own etcd lifecycle and fault proxy (`harness`).
-//! - `storage/`: kcm's etcd layer: the typed registry (`registry`), the etcd watcher
-//!   (`watcher`) and kcm's etcd client over TLS and with passwords (`tls`).
-//! - `support/`: the harness. One way to start an etcd (`support::etcd`), an apiserver
+//! - `api/`: the Kubernetes API `kcm apiserver` serves. `apiserver` (the server, its watch
+//!   cache, HTTPS and tokens), `consistent_list`, `documents`, `hostile` (hostile clients),
+//!   `inflight` (in-flight limits), `lifecycle` (namespaces, graceful deletes, Nodes),
+//!   `limits` (what one request may cost), `nodes` (cordon and a claiming kubelet),
+//!   `protobuf`, `rollout` (Deployments through the API), `validation`, `writes`; real
+//!   clients: `kubectl`, kube-rs (`kube_client`, `kube_controller`), the Python client
+//!   (`python_client`, its script in `api/python/`); the schema (`openapi`).
+//! - `controllers/`: `kcm controller-manager` and its parts. The replication manager
+//!   (`manager`, `sync`, `overcreate`, `overlap`; the 2014 one in `replication_2014`),
+//!   `replicaset`, `deployment`, `gc`, `endpoints`, `events`, the controller `framework`,
+//!   the shared `informer`, `kubelet`, `kubelet_load`, `nodes` (Node objects and the node
+//!   lifecycle controller), `status` (the status endpoint).
+//! - `cli/`: kcm's command line. `kubecfg` (the kubecfg verbs), `apply`, `rollout`, `stop`,
+//!   `up`, `watch_cli` (`kcm watch`), `lab`, `bench`, `compose` (the compose file).
+//! - `faults/`: what happens when things break. `classes` (issue 25's cheap fault classes),
+//!   `ha` (a 3-member etcd, leader election), `health` (silent hangs made visible),
+//!   `resume` (watches resumed through cuts, compactions and restores), `harness` (the
+//!   harness's own etcd lifecycle and fault proxy).
+//! - `storage/`: kcm's etcd layer. `registry` (the typed registry), `watcher` (the etcd
+//!   watcher), `tls` (kcm's etcd client with TLS and passwords).
+//! - `support/`: the harness. The one way to start an etcd (`support::etcd`), an apiserver
 //!   (`support::apiserver`) and any other `kcm` process or command (`support::kcm`), and
-//!   the helpers several test files share. A test file imports helpers from `support`,
-//!   never from another test file.
+//!   every helper more than one test file uses. A test file imports helpers from
+//!   `support`, never from another test file.
 mod support;
 
 mod api {

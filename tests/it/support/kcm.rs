@@ -5,8 +5,8 @@
 //!
 //! Invariants: a [`Kcm`] owns its process (SIGKILLed on drop, `PR_SET_PDEATHSIG` against a
 //! test binary killed from outside); its stderr is echoed to the test's output, prefixed
-//! with its pid, and kept for greps. Children never inherit `RUST_LOG`, `KCM_ETCD_*`: every test launches kcm through
-//! [`kcm_command`].
+//! with its pid, and kept for greps. Children never inherit `RUST_LOG`, `KCM_ETCD_*`: every
+//! test launches kcm through [`kcm_command`].
 
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
