@@ -31,12 +31,8 @@
 mod auth;
 mod cache;
 mod convert;
-// The whole discovery, field-selector and resource tables, tested in full; the server
-// uses most of each.
-#[allow(dead_code)]
 mod discovery;
 mod errors;
-#[allow(dead_code)]
 mod fields;
 mod handlers;
 mod http;
@@ -44,10 +40,8 @@ mod limits;
 pub mod openapi;
 mod patch;
 mod protobuf;
-#[allow(dead_code)]
 mod resources;
 mod schema;
-#[allow(dead_code)]
 mod table;
 mod validation;
 
