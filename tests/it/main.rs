@@ -45,6 +45,7 @@ mod replication_2014;
 mod resume;
 mod rollout;
 mod status;
+mod status_history;
 mod stop;
 mod sync;
 mod tls;
