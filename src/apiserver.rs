@@ -31,12 +31,8 @@
 mod auth;
 mod cache;
 mod convert;
-// The whole discovery, field-selector and resource tables, tested in full; the server
-// uses most of each.
-#[allow(dead_code)]
 mod discovery;
 mod errors;
-#[allow(dead_code)]
 mod fields;
 mod handlers;
 mod http;
@@ -44,10 +40,8 @@ mod limits;
 pub mod openapi;
 mod patch;
 mod protobuf;
-#[allow(dead_code)]
 mod resources;
 mod schema;
-#[allow(dead_code)]
 mod table;
 mod validation;
 
@@ -342,6 +336,59 @@ pub async fn serve(
     stop.cancel();
     while tasks.join_next().await.is_some() {}
     served
+}
+
+// ---------------------------------------------------------------------------------------
+// The Tables kcm's own CLI prints
+
+/// How `kcm get` prints a stored kind: the columns and cells of the Table the API serves
+/// for it (`table`'s printer of its `resources` row), so the CLI and kubectl show the same
+/// columns from one definition. Column names print upper-cased, as kubectl prints them;
+/// `-o wide` adds the priority-1 columns.
+#[derive(Clone, Copy, Debug)]
+pub struct TablePrinter {
+    printer: &'static table::Printer,
+    kind: convert::Kind,
+}
+
+impl TablePrinter {
+    /// The printer of the stored resource `plural` (`pods`); `None` for one kcm does not
+    /// store.
+    pub fn of(plural: &str) -> Option<TablePrinter> {
+        let kind = convert::Kind::from_resource(plural)?;
+        let resource = resources::RESOURCES.iter().find(|r| r.plural == plural)?;
+        Some(TablePrinter {
+            printer: resource.printer,
+            kind,
+        })
+    }
+
+    /// The column headers (`NAME`, `READY`, ...); with `wide`, the `-o wide` ones too.
+    pub fn headers(&self, wide: bool) -> Vec<String> {
+        self.printer
+            .columns
+            .iter()
+            .filter(|column| wide || column.priority == 0)
+            .map(|column| column.name.to_uppercase())
+            .collect()
+    }
+
+    /// The cells of the stored document `stored` (as `api::encode` writes it), matching
+    /// [`TablePrinter::headers`]; `now` is the reference for ages.
+    pub fn cells(&self, stored: Value, wide: bool, now: std::time::SystemTime) -> Vec<String> {
+        let served = convert::to_served(self.kind, stored);
+        let (cells, _conditions) = (self.printer.cells)(&served, now);
+        self.printer
+            .columns
+            .iter()
+            .zip(cells)
+            .filter(|(column, _)| wide || column.priority == 0)
+            .map(|(_, cell)| match cell {
+                Value::String(text) => text,
+                other => other.to_string(),
+            })
+            .collect()
+    }
 }
 
 // ---------------------------------------------------------------------------------------

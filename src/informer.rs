@@ -26,21 +26,28 @@
 //! DELETE a removal.
 
 //!
-//! Layout: [`cached`] (what the store keeps of each kind), [`store`] (items by namespace
-//! with the label index, and deltas), [`reflector`] (the [`Informer`] itself) and
-//! [`factory`] (the [`InformerFactory`] that hands out one informer per kind).
+//! Layout: [`cached`] (what the store keeps of each typed kind), [`kind`] ([`Reflected`]:
+//! what an informer needs of its items, where they live and how a value decodes),
+//! [`node`] (Node documents and the kubelets' registrations, which are no typed kind),
+//! [`store`] (items by namespace with the label
+//! index, and deltas), [`reflector`] (the [`Informer`] itself) and [`factory`] (the
+//! [`InformerFactory`] that hands out one informer per kind).
 
 mod cached;
 mod factory;
 mod key;
+mod kind;
+mod node;
 mod reflector;
 mod store;
 
 pub use cached::{Cached, CachedPod, ControllerRef, Ownership, PodOwnership, PodPorts, Uid};
 pub use factory::InformerFactory;
 pub use key::{NotAnObjectKey, ObjectKey};
+pub use kind::Reflected;
+pub use node::{CachedNode, Registration};
 pub use reflector::{
-    ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, PodInformer,
-    ReplicaSetInformer, ServiceInformer,
+    ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, NodeInformer, PodInformer,
+    RegistrationInformer, ReplicaSetInformer, ServiceInformer,
 };
 pub use store::{Delta, Namespace};

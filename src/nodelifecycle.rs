@@ -13,16 +13,18 @@
 //! registration (`kubelet::node_status`); this controller does the rest (docs/departures.md,
 //! "node status").
 //!
-//! It watches both directories with the list-and-watch engine (`etcd_watcher`), keeps what
-//! it saw in one store, and runs on the common runner (`controller`), keyed by node name.
+//! It reads both directories from the shared informers (`informer`: `nodes()` and
+//! `registrations()` of the controller manager's factory), remembers since when each
+//! registration has been absent, and runs on the common runner (`controller`), keyed by
+//! node name.
 //! The decision is a pure function ([`decide`]) of the Node document, whether the
 //! registration is present or since when it is absent, and now.
 //!
 //! Invariants:
 //! - it writes only the conditions of a Node (Ready, MemoryPressure, DiskPressure,
 //!   PIDPressure to `Unknown`: Kubernetes' `nodeConditionTypes`), keeping every other
-//!   field, by compare-and-swap on the revision its store read, in a transaction that also
-//!   requires the registration key absent (`Registry::with_conditions`): a kubelet that has
+//!   field, by compare-and-swap on the revision its informer read, in a transaction that
+//!   also requires the registration key absent (`Registry::with_conditions`): a kubelet that has
 //!   registered again is never marked `Unknown` by a decision made before, and its own
 //!   post sets `Ready: True`;
 //! - it never creates or deletes a Node: a Node is listed until someone deletes it;
@@ -32,7 +34,7 @@
 //!   never less;
 //! - it acts only once both directories have been listed.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,13 +46,13 @@ use tokio::time::Instant;
 
 use crate::api::{
     self, node_condition, node_condition_mut, node_condition_status, ResourceVersion,
-    CONDITION_UNKNOWN, NODES_DIR, NODE_CONDITION_TYPES, REGISTRATIONS_DIR,
+    CONDITION_UNKNOWN, NODE_CONDITION_TYPES,
 };
 use crate::controller::{sync_handler, Action, Runner, RunnerConfig};
-use crate::etcd_watcher::{
-    BackoffConfig, EngineConfig, Range, RawEvent, RawItem, RawKind, Start, WatchMetrics, Watcher,
+use crate::informer::{
+    CachedNode, Delta, InformerFactory, NodeInformer, Registration, RegistrationInformer,
 };
-use crate::registry::{prefix_range_end, KeyCondition, Registry, StorageError};
+use crate::registry::{KeyCondition, Registry, StorageError};
 use crate::status::Metrics;
 
 /// The controller's name (metrics, logs, `--controllers`).
@@ -80,8 +82,6 @@ pub struct NodeLifecycleConfig {
     pub concurrent_syncs: usize,
     /// How long shutdown waits for in-flight syncs. Default 8 s.
     pub shutdown_timeout: Duration,
-    /// Backoff of the two watches.
-    pub watch_backoff: BackoffConfig,
     /// Where its events go (`NodeNotReady`). Default: nowhere; the controller manager
     /// gives it its recorder.
     pub events: crate::record::Recorder,
@@ -94,7 +94,6 @@ impl Default for NodeLifecycleConfig {
             monitor_period: Duration::from_secs(5),
             concurrent_syncs: 2,
             shutdown_timeout: Duration::from_secs(8),
-            watch_backoff: BackoffConfig::default(),
             events: crate::record::Recorder::discard(),
         }
     }
@@ -188,223 +187,74 @@ fn set(condition: &mut Map<String, Value>, field: &str, value: &str) {
 // ---------------------------------------------------------------------------------------
 // What the controller saw
 
-/// The directory a watch item comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Source {
-    Nodes,
-    Registrations,
-}
-
-/// A Node document as stored, at its revision.
-#[derive(Clone, Debug)]
-struct StoredNode {
-    document: Value,
-    revision: i64,
-}
-
-/// The Nodes and registrations as the two watches delivered them.
+/// Since when each name without a registration has been seen without one, on this
+/// controller's clock. The Nodes and registrations themselves are the shared informers'.
 #[derive(Debug, Default)]
-struct Observed {
-    nodes_dir: String,
-    registrations_dir: String,
-    nodes: BTreeMap<String, StoredNode>,
-    registered: BTreeSet<String>,
-    /// Since when each name not registered has been seen without a registration.
-    absent_since: HashMap<String, Instant>,
-    /// The pages of a list in progress.
-    listing_nodes: BTreeMap<String, StoredNode>,
-    listing_registrations: BTreeSet<String>,
-    nodes_listed: bool,
-    registrations_listed: bool,
+struct Absences {
+    since: HashMap<String, Instant>,
 }
 
-impl Observed {
-    fn new(prefix: &str) -> Observed {
-        Observed {
-            nodes_dir: format!("{prefix}/{NODES_DIR}/"),
-            registrations_dir: format!("{prefix}/{REGISTRATIONS_DIR}/"),
-            ..Observed::default()
+impl Absences {
+    /// A change of `name`'s registration, seen at `now`: `registered` after it, and
+    /// whether it was before. Returns the name to sync.
+    fn registration_changed(
+        &mut self,
+        name: &str,
+        was_registered: bool,
+        registered: bool,
+        has_node: bool,
+        now: Instant,
+    ) -> Vec<String> {
+        if registered {
+            self.since.remove(name);
+        } else {
+            if was_registered && has_node {
+                tracing::info!(
+                    controller = NAME,
+                    node = name,
+                    "node registration gone (its kubelet stopped, or its lease lapsed); \
+                     the Node turns Ready Unknown after the grace period unless it registers again"
+                );
+            }
+            // A sync may have dated the absence already (the store applies a change
+            // before its subscribers hear of it): keep the earlier moment.
+            self.since.entry(name.to_string()).or_insert(now);
         }
+        vec![name.to_string()]
     }
 
-    fn synced(&self) -> bool {
-        self.nodes_listed && self.registrations_listed
-    }
-
-    fn node_names(&self) -> Vec<String> {
-        if !self.synced() {
-            return Vec::new();
+    /// A change of Node `name`: forgets the absence of a deleted Node that is not
+    /// registered. Returns the name to sync.
+    fn node_changed(&mut self, name: &str, exists: bool, registered: bool) -> Vec<String> {
+        if !exists && !registered {
+            self.since.remove(name);
         }
-        self.nodes.keys().cloned().collect()
+        vec![name.to_string()]
     }
 
-    /// Takes in one item of `source`'s watch seen at `now`; returns the node names to sync:
-    /// none before both directories are listed, every Node once they are.
-    fn apply(&mut self, source: Source, item: RawItem, now: Instant) -> Vec<String> {
-        let was_synced = self.synced();
-        let changed = match source {
-            Source::Nodes => self.apply_nodes(item),
-            Source::Registrations => self.apply_registrations(item, now),
-        };
-        match (was_synced, self.synced()) {
-            (_, false) => Vec::new(),
-            (false, true) => self.node_names(),
-            (true, true) => changed,
-        }
-    }
-
-    fn apply_nodes(&mut self, item: RawItem) -> Vec<String> {
-        match item {
-            RawItem::Page { kvs } => {
-                for kv in &kvs {
-                    if let Some(name) = api::name_under(&self.nodes_dir, &kv.key) {
-                        if let Some(node) = decode_node(kv) {
-                            self.listing_nodes.insert(name.to_string(), node);
-                        }
-                    }
-                }
-                Vec::new()
-            }
-            RawItem::ListFailed => {
-                self.listing_nodes.clear();
-                Vec::new()
-            }
-            RawItem::Listed { .. } => {
-                let listed = std::mem::take(&mut self.listing_nodes);
-                let old = std::mem::replace(&mut self.nodes, listed);
-                self.nodes_listed = true;
-                let names: BTreeSet<String> =
-                    old.into_keys().chain(self.nodes.keys().cloned()).collect();
-                names.into_iter().collect()
-            }
-            RawItem::Events(events) => {
-                let mut changed = Vec::new();
-                for event in &events {
-                    let Some(name) = api::name_under(&self.nodes_dir, &event.key) else {
-                        continue;
-                    };
-                    let node = match event.kind {
-                        RawKind::Put => decode_node(event),
-                        RawKind::Delete => None,
-                    };
-                    match node {
-                        Some(node) => {
-                            self.nodes.insert(name.to_string(), node);
-                        }
-                        None => {
-                            self.nodes.remove(name);
-                            if !self.registered.contains(name) {
-                                self.absent_since.remove(name);
-                            }
-                        }
-                    }
-                    changed.push(name.to_string());
-                }
-                changed
-            }
-            other => {
-                log_item("nodes", &other);
-                Vec::new()
-            }
-        }
-    }
-
-    fn apply_registrations(&mut self, item: RawItem, now: Instant) -> Vec<String> {
-        match item {
-            RawItem::Page { kvs } => {
-                for kv in &kvs {
-                    if let Some(name) = api::name_under(&self.registrations_dir, &kv.key) {
-                        self.listing_registrations.insert(name.to_string());
-                    }
-                }
-                Vec::new()
-            }
-            RawItem::ListFailed => {
-                self.listing_registrations.clear();
-                Vec::new()
-            }
-            RawItem::Listed { .. } => {
-                let listed = std::mem::take(&mut self.listing_registrations);
-                for gone in self.registered.difference(&listed) {
-                    self.absent_since.insert(gone.clone(), now);
-                }
-                for name in &listed {
-                    self.absent_since.remove(name);
-                }
-                self.registered = listed;
-                self.registrations_listed = true;
-                self.nodes.keys().cloned().collect()
-            }
-            RawItem::Events(events) => {
-                let mut changed = Vec::new();
-                for event in &events {
-                    let Some(name) = api::name_under(&self.registrations_dir, &event.key) else {
-                        continue;
-                    };
-                    match event.kind {
-                        RawKind::Put => {
-                            self.registered.insert(name.to_string());
-                            self.absent_since.remove(name);
-                        }
-                        RawKind::Delete => {
-                            if self.registered.remove(name) && self.nodes.contains_key(name) {
-                                tracing::info!(
-                                    controller = NAME,
-                                    node = name,
-                                    "node registration gone (its kubelet stopped, or its lease lapsed); \
-                                     the Node turns Ready Unknown after the grace period unless it registers again"
-                                );
-                            }
-                            self.absent_since.insert(name.to_string(), now);
-                        }
-                    }
-                    changed.push(name.to_string());
-                }
-                changed
-            }
-            other => {
-                log_item("minions", &other);
-                Vec::new()
-            }
-        }
-    }
-
-    /// The registration of node `name` at `now`; a name never seen registered counts as
-    /// absent from the first time it is asked about.
-    fn registration(&mut self, name: &str, now: Instant) -> RegistrationState {
-        if self.registered.contains(name) {
+    /// The registration of node `name` at `now`, `registered` or not; a name never seen
+    /// registered counts as absent from the first time it is asked about.
+    fn registration(&mut self, name: &str, registered: bool, now: Instant) -> RegistrationState {
+        if registered {
             return RegistrationState::Present;
         }
-        RegistrationState::AbsentSince(*self.absent_since.entry(name.to_string()).or_insert(now))
+        RegistrationState::AbsentSince(*self.since.entry(name.to_string()).or_insert(now))
     }
 }
 
-/// A Node document read from etcd; `None` (warned about) for a value that is not a JSON
-/// object: such a key is left alone.
-fn decode_node(kv: &RawEvent) -> Option<StoredNode> {
-    match serde_json::from_slice::<Value>(&kv.value) {
-        Ok(document @ Value::Object(_)) => Some(StoredNode {
-            document,
-            revision: kv.mod_revision,
-        }),
-        _ => {
-            tracing::warn!(controller = NAME, key = %kv.key, revision = kv.mod_revision,
-                "the value is not a Node document (a JSON object); left alone");
-            None
-        }
-    }
+/// The items received on `changes`, as a stream.
+fn receive<T: Send + 'static>(
+    changes: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::unfold(changes, |mut changes| async move {
+        changes.recv().await.map(|change| (change, changes))
+    })
 }
 
-fn log_item(resource: &str, item: &RawItem) {
-    match item {
-        RawItem::Resumed { from, reason } => {
-            tracing::info!(controller = NAME, resource, from, %reason, "watch resumed from its last resourceVersion");
-        }
-        RawItem::Ended(status) => {
-            tracing::error!(controller = NAME, resource, %status, "watch ended");
-        }
-        _ => {}
-    }
+/// A change the controller hears of.
+enum Change {
+    Node(Delta<CachedNode>),
+    Registration(Delta<Registration>),
 }
 
 // ---------------------------------------------------------------------------------------
@@ -419,7 +269,36 @@ struct Inner {
     registry: Registry,
     config: NodeLifecycleConfig,
     metrics: Arc<Metrics>,
-    observed: Mutex<Observed>,
+    absences: Mutex<Absences>,
+}
+
+/// What the controller reads: the shared informers of Nodes and registrations.
+#[derive(Clone)]
+struct Caches {
+    nodes: NodeInformer,
+    registrations: RegistrationInformer,
+}
+
+impl Caches {
+    fn synced(&self) -> bool {
+        self.nodes.is_synced() && self.registrations.is_synced()
+    }
+
+    /// Every Node's name; none before both directories are listed.
+    fn node_names(&self) -> Vec<String> {
+        if !self.synced() {
+            return Vec::new();
+        }
+        self.nodes
+            .keys()
+            .iter()
+            .map(|key| key.name.to_string())
+            .collect()
+    }
+
+    fn registered(&self, name: &str) -> bool {
+        self.registrations.get("", name).is_some()
+    }
 }
 
 impl NodeLifecycleController {
@@ -429,57 +308,64 @@ impl NodeLifecycleController {
         config: NodeLifecycleConfig,
         metrics: Arc<Metrics>,
     ) -> NodeLifecycleController {
-        let observed = Mutex::new(Observed::new(registry.prefix()));
         NodeLifecycleController {
             inner: Arc::new(Inner {
                 registry,
                 config,
                 metrics,
-                observed,
+                absences: Mutex::default(),
             }),
         }
     }
 
-    /// Watches the Nodes and registrations through `watcher` and returns the controller
-    /// running until `shutdown` resolves (then its watches are dropped and in-flight syncs
-    /// drain, bounded).
+    /// Sets the controller up on `informers` (Nodes and registrations) and returns it
+    /// running until `shutdown` resolves (then it unsubscribes and in-flight syncs drain,
+    /// bounded). It syncs nothing before both informers have listed; then every Node,
+    /// and each one again on every change of it or of its registration.
     pub fn start(
         self,
-        watcher: &Watcher,
+        informers: &InformerFactory,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> BoxFuture<'static, anyhow::Result<()>> {
         let inner = self.inner;
-        let prefix = inner.registry.prefix().to_string();
-        let watch_metrics = [
-            inner.metrics.watch_metrics("nodes"),
-            inner.metrics.watch_metrics("minions"),
-        ];
-        let watch = |dir: &str, metrics: &Arc<WatchMetrics>| {
-            let start = format!("{prefix}/{dir}/");
-            let config = EngineConfig {
-                range: Range {
-                    end: prefix_range_end(start.as_bytes()),
-                    watched_key: Some(start.clone()),
-                    start,
-                },
-                start: Start::List,
-                resume: true,
-                prev_kv: false,
-                backoff: inner.config.watch_backoff.clone(),
-                metrics: metrics.clone(),
-            };
-            watcher.engine(config).into_stream()
+        let caches = Caches {
+            nodes: informers.nodes(),
+            registrations: informers.registrations(),
         };
-        let nodes = watch(NODES_DIR, &watch_metrics[0]).map(|item| (Source::Nodes, item));
-        let registrations =
-            watch(REGISTRATIONS_DIR, &watch_metrics[1]).map(|item| (Source::Registrations, item));
-        let keys = futures::stream::select(nodes, registrations).map({
-            let inner = inner.clone();
-            move |(source, item)| {
-                let mut observed = inner.observed.lock().expect("observed lock");
-                observed.apply(source, item, Instant::now())
+        let changes = futures::stream::select(
+            receive(caches.nodes.subscribe()).map(Change::Node),
+            receive(caches.registrations.subscribe()).map(Change::Registration),
+        );
+        // Every Node once both directories are listed, then the changes (the first
+        // lists' included, which the subscriptions hold until then).
+        let listed = {
+            let caches = caches.clone();
+            futures::stream::once(async move {
+                caches.nodes.wait_synced().await;
+                caches.registrations.wait_synced().await;
+                caches.node_names()
+            })
+        };
+        let keys = listed.chain(changes.map({
+            let (inner, caches) = (inner.clone(), caches.clone());
+            move |change| {
+                let mut absences = inner.absences.lock().expect("absences lock");
+                match change {
+                    Change::Node(delta) => absences.node_changed(
+                        &delta.name,
+                        delta.new.is_some(),
+                        caches.registered(&delta.name),
+                    ),
+                    Change::Registration(delta) => absences.registration_changed(
+                        &delta.name,
+                        delta.old.is_some(),
+                        delta.new.is_some(),
+                        caches.nodes.get("", &delta.name).is_some(),
+                        Instant::now(),
+                    ),
+                }
             }
-        });
+        }));
         let runner = Runner::new(
             NAME,
             RunnerConfig::new(
@@ -491,34 +377,30 @@ impl NodeLifecycleController {
         )
         .source(keys)
         .resync({
-            let inner = inner.clone();
-            move || inner.observed.lock().expect("observed lock").node_names()
+            let caches = caches.clone();
+            move || caches.node_names()
         });
-        let handler = sync_handler(inner.clone(), |inner, name: String| async move {
-            inner.sync_node(&name).await
+        let handler = sync_handler(inner.clone(), move |inner, name: String| {
+            let caches = caches.clone();
+            async move { inner.sync_node(&caches, &name).await }
         });
-        Box::pin(async move {
-            let result = runner.run(handler, shutdown).await;
-            for metrics in &watch_metrics {
-                metrics.set_stopped();
-            }
-            result
-        })
+        Box::pin(async move { runner.run(handler, shutdown).await })
     }
 }
 
 impl Inner {
     /// Syncs Node `name`: decides from the store, marks it `Unknown` when its
     /// registration has been gone for the grace period, or looks again when it will have.
-    async fn sync_node(&self, name: &str) -> anyhow::Result<Action> {
+    async fn sync_node(&self, caches: &Caches, name: &str) -> anyhow::Result<Action> {
         let now = Instant::now();
-        let (node, registration) = {
-            let mut observed = self.observed.lock().expect("observed lock");
-            let Some(node) = observed.nodes.get(name).cloned() else {
-                return Ok(Action::Done);
-            };
-            (node, observed.registration(name, now))
+        let Some(node) = caches.nodes.get("", name) else {
+            return Ok(Action::Done);
         };
+        let registration = self.absences.lock().expect("absences lock").registration(
+            name,
+            caches.registered(name),
+            now,
+        );
         match decide(&node.document, registration, now, self.config.grace_period) {
             Decision::Nothing => Ok(Action::Done),
             Decision::CheckAfter(delay) => Ok(Action::RequeueAfter(delay)),
@@ -531,7 +413,7 @@ impl Inner {
 
     /// Writes `node` marked `Unknown`, only while it is still at the revision read and its
     /// registration is still absent.
-    async fn mark_unknown(&self, name: &str, node: &StoredNode) -> anyhow::Result<()> {
+    async fn mark_unknown(&self, name: &str, node: &CachedNode) -> anyhow::Result<()> {
         let prefix = self.registry.prefix();
         let key = api::node_key(prefix, name);
         let updated = mark_unknown(&node.document, &api::now_rfc3339());
@@ -692,97 +574,54 @@ mod tests {
         );
     }
 
-    fn put(key: &str, value: &str, revision: i64) -> RawEvent {
-        RawEvent {
-            kind: RawKind::Put,
-            key: key.into(),
-            value: value.as_bytes().to_vec(),
-            create_revision: revision,
-            mod_revision: revision,
-            version: 1,
-            prev: None,
-        }
-    }
-
-    fn delete(key: &str, revision: i64) -> RawEvent {
-        RawEvent {
-            kind: RawKind::Delete,
-            value: Vec::new(),
-            ..put(key, "", revision)
-        }
-    }
-
     #[test]
-    fn the_store_acts_after_both_lists_and_dates_absences_when_it_sees_them() {
-        let mut observed = Observed::new("/registry");
+    fn absences_are_dated_when_seen_and_forgotten_on_registration() {
+        let mut absences = Absences::default();
         let t0 = Instant::now();
-        let node = ready_node().to_string();
-        let page = |kvs| RawItem::Page { kvs };
-        let listed = RawItem::Listed {
-            reason: crate::etcd_watcher::ListReason::Initial,
-            revision: 5,
-        };
-        use Source::*;
-        // Nodes n1, n2 and a value that is no Node; registration n1 only.
-        assert!(observed
-            .apply(
-                Nodes,
-                page(vec![
-                    put("/registry/nodes/n1", &node, 2),
-                    put("/registry/nodes/n2", &node, 3),
-                    put("/registry/nodes/junk", "[1]", 4),
-                    put("/registry/nodes/a/deeper", &node, 4),
-                ]),
-                t0
-            )
-            .is_empty());
-        assert!(
-            observed.apply(Nodes, listed, t0).is_empty(),
-            "not synced yet"
-        );
-        assert!(observed
-            .apply(
-                Registrations,
-                page(vec![put("/registry/minions/n1", "1@h", 1)]),
-                t0
-            )
-            .is_empty());
-        let listed = RawItem::Listed {
-            reason: crate::etcd_watcher::ListReason::Initial,
-            revision: 5,
-        };
-        assert_eq!(observed.apply(Registrations, listed, t0), ["n1", "n2"]);
-        assert_eq!(observed.nodes["n1"].revision, 2);
         let t1 = t0 + Duration::from_secs(1);
-        assert_eq!(observed.registration("n1", t1), RegistrationState::Present);
+        use RegistrationState::*;
+        // Registered: present, whatever was seen before.
+        assert_eq!(absences.registration("n1", true, t1), Present);
         // Never seen registered: absent from the first time asked, and that moment stays.
+        assert_eq!(absences.registration("n2", false, t1), AbsentSince(t1));
         assert_eq!(
-            observed.registration("n2", t1),
-            RegistrationState::AbsentSince(t1)
-        );
-        assert_eq!(
-            observed.registration("n2", t1 + Duration::from_secs(5)),
-            RegistrationState::AbsentSince(t1)
+            absences.registration("n2", false, t1 + Duration::from_secs(5)),
+            AbsentSince(t1)
         );
         // n1's registration lapses at t2, and comes back.
         let t2 = t0 + Duration::from_secs(2);
-        let gone = RawItem::Events(vec![delete("/registry/minions/n1", 6)]);
-        assert_eq!(observed.apply(Registrations, gone, t2), ["n1"]);
         assert_eq!(
-            observed.registration("n1", t2 + Duration::from_secs(9)),
-            RegistrationState::AbsentSince(t2)
+            absences.registration_changed("n1", true, false, true, t2),
+            ["n1"]
         );
-        let back = RawItem::Events(vec![put("/registry/minions/n1", "2@h", 7)]);
-        assert_eq!(observed.apply(Registrations, back, t2), ["n1"]);
-        assert_eq!(observed.registration("n1", t2), RegistrationState::Present);
-        // Node events update the store; a delete forgets it.
-        let events = RawItem::Events(vec![
-            put("/registry/nodes/n1", &node, 8),
-            delete("/registry/nodes/n2", 9),
-        ]);
-        assert_eq!(observed.apply(Nodes, events, t2), ["n1", "n2"]);
-        assert_eq!(observed.nodes["n1"].revision, 8);
-        assert!(!observed.nodes.contains_key("n2"));
-        assert_eq!(observed.node_names(), ["n1"]);
+        assert_eq!(
+            absences.registration("n1", false, t2 + Duration::from_secs(9)),
+            AbsentSince(t2)
+        );
+        assert_eq!(
+            absences.registration_changed("n1", false, true, true, t2),
+            ["n1"]
+        );
+        assert_eq!(absences.registration("n1", true, t2), Present);
+        // A sync that saw the registration gone before its delta arrived dated the
+        // absence then: the delta keeps that earlier moment.
+        let t3 = t0 + Duration::from_secs(3);
+        assert_eq!(absences.registration("n1", false, t3), AbsentSince(t3));
+        absences.registration_changed("n1", true, false, true, t3 + Duration::from_secs(1));
+        assert_eq!(
+            absences.registration("n1", false, t3 + Duration::from_secs(9)),
+            AbsentSince(t3)
+        );
+        // A deleted Node that is not registered is forgotten; a registered one is not
+        // absent anyway.
+        assert_eq!(absences.node_changed("n2", false, false), ["n2"]);
+        let t4 = t0 + Duration::from_secs(4);
+        assert_eq!(absences.registration("n2", false, t4), AbsentSince(t4));
+        // A Node change keeps the absence of a Node that still exists.
+        assert_eq!(absences.node_changed("n2", true, false), ["n2"]);
+        assert_eq!(
+            absences.registration("n2", false, t4 + Duration::from_secs(1)),
+            AbsentSince(t4)
+        );
     }
 }

@@ -10,7 +10,8 @@
 //!
 //! Three parts: `status/metrics.rs` ([`Metrics`], what `/metrics` renders),
 //! `status/health.rs` ([`Health`], what `/healthz` decides) and `status/server.rs`
-//! ([`bind`], [`serve`]: the HTTP server with its connection limits).
+//! ([`bind`], [`serve`]; and [`serve_router`], kcm's one HTTP server with its connection
+//! limits, which the apiserver serves the API through too).
 
 mod health;
 mod metrics;
@@ -18,4 +19,7 @@ mod server;
 
 pub use health::{Health, NodeRegistrations, ALARM_POLL_INTERVAL, WATCH_DISCONNECTED_UNHEALTHY};
 pub use metrics::{Metrics, ResourceLabel};
-pub use server::{bind, serve, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTION_LIFETIME};
+pub use server::{
+    bind, serve, serve_router, Limits, HEADER_READ_TIMEOUT, MAX_CONNECTIONS,
+    MAX_CONNECTION_LIFETIME, STATUS_LIMITS,
+};

@@ -74,6 +74,7 @@ pub(crate) fn go_platform(os: &str, arch: &str) -> String {
 
 /// The `Content-Type` of an aggregated discovery answer in `discovery_version` (`v2` or
 /// `v2beta1`).
+#[cfg(test)]
 pub(crate) fn aggregated_content_type(discovery_version: &str) -> String {
     format!("application/json;g={DISCOVERY_GROUP};v={discovery_version};as={AGGREGATED_KIND}")
 }

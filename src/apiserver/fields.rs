@@ -182,6 +182,7 @@ impl std::error::Error for FieldSelectorError {}
 
 impl FieldSelector {
     /// The selector that selects everything (what an empty `fieldSelector` means).
+    #[cfg(test)]
     pub(crate) fn everything() -> FieldSelector {
         FieldSelector::default()
     }
@@ -217,11 +218,13 @@ impl FieldSelector {
     }
 
     /// Its requirements, sorted by field, operator and value.
+    #[cfg(test)]
     pub(crate) fn requirements(&self) -> &[FieldRequirement] {
         &self.requirements
     }
 
     /// Whether it selects everything.
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
@@ -230,6 +233,7 @@ impl FieldSelector {
     /// (`selectable`, its row's), as kube-apiserver's field-label conversion does before a
     /// list or watch; the error's Display is kube-apiserver's message for the first
     /// unsupported field.
+    #[cfg(test)]
     pub(crate) fn validate(
         &self,
         resource: &str,
@@ -277,6 +281,7 @@ impl FieldSelector {
     /// The value `field` must equal for the selector to match, if one of its
     /// requirements is `field=value` (`metadata.name=web` for a watch of one object,
     /// `spec.nodeName=n` for an indexed list). `!=` requirements never count.
+    #[cfg(test)]
     pub(crate) fn requires_exact_match(&self, field: &str) -> Option<&str> {
         self.requirements
             .iter()

@@ -173,6 +173,7 @@ impl Resource {
     }
 
     /// Whether it is served under `/api` (the core group) rather than `/apis/{group}`.
+    #[cfg(test)]
     pub(crate) fn is_core(&self) -> bool {
         self.group == CORE_GROUP
     }
@@ -193,6 +194,7 @@ impl Resource {
 
     /// Whether `name` is its plural, singular or one of its short names (ASCII
     /// case-insensitively, as kubectl lowercases what it is given).
+    #[cfg(test)]
     pub(crate) fn is_called(&self, name: &str) -> bool {
         self.plural.eq_ignore_ascii_case(name)
             || self.singular.eq_ignore_ascii_case(name)
@@ -491,11 +493,13 @@ pub(crate) fn find(group: &str, version: &str, plural: &str) -> Option<&'static 
 
 /// The served resource whose plural, singular or short name is `name` (`po`, `pod`,
 /// `pods`), in any group. Names are unique across the table, so there is at most one.
+#[cfg(test)]
 pub(crate) fn find_by_name(name: &str) -> Option<&'static Resource> {
     RESOURCES.iter().find(|r| r.is_called(name))
 }
 
 /// The served resource of `kind` in `group` (`("", "Pod")`).
+#[cfg(test)]
 pub(crate) fn find_by_kind(group: &str, kind: &str) -> Option<&'static Resource> {
     RESOURCES
         .iter()

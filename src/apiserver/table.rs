@@ -10,7 +10,7 @@
 //!
 //! Each served resource's row (`resources::RESOURCES`) points at its [`Printer`]: the
 //! column definitions and the cells function, kube-apiserver's per-resource
-//! `TableConvertor`; a resource printers.go has no rule for prints [`NAME_AGE`].
+//! `TableConvertor`.
 //!
 //! Invariants:
 //! - Pure functions over served-shape objects (after `convert::to_served`); they never
@@ -33,7 +33,6 @@ use cells::{
     node_cells, pod_cells, replica_set_cells, replication_controller_cells, secret_cells,
     service_account_cells, service_cells,
 };
-use format::age;
 
 use std::time::SystemTime;
 
@@ -55,6 +54,7 @@ impl IncludeObject {
     /// Parses the `includeObject` query parameter: absent means [`IncludeObject::Metadata`];
     /// `None`, `Metadata` and `Object` are accepted; anything else is `None` (a bad
     /// request).
+    #[cfg(test)]
     pub fn from_query_parameter(value: Option<&str>) -> Option<IncludeObject> {
         match value {
             None => Some(IncludeObject::Metadata),
@@ -133,11 +133,12 @@ impl Eq for Printer {}
 
 /// Name and Age only: kube-apiserver's default table convertor, for a resource printers.go
 /// has no rule for.
+#[cfg(test)]
 pub(crate) static NAME_AGE: Printer = Printer {
     columns: &[NAME, AGE],
     cells: |object, now| {
         let name = Value::from(string_at(object, &["metadata", "name"]));
-        (vec![name, Value::from(age(object, now))], None)
+        (vec![name, Value::from(format::age(object, now))], None)
     },
 };
 

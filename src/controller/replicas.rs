@@ -2,15 +2,16 @@
 //! ReplicaSet controller) writes the same way, from Kubernetes' `pkg/controller/
 //! controller_utils.go` (`RealPodControl`, `slowStartBatch`, the expectations that stand
 //! for read-your-writes) and the controllers' `manageReplicas`:
-//! - creates in slow-start batches of 1, 2, 4, ... that stop after a batch with an error
-//!   or a refusal because the owner is gone ([`create_replicas`]), each create-if-absent
+//! - creates through a slow-start window (1, 2, 4, ... in flight up to the burst limit,
+//!   the next create starting as each completes) that starts no more after an error or
+//!   a refusal because the owner is gone ([`create_replicas`]), each create-if-absent
 //!   ([`create_guarded`]);
-//! - deletes in parallel, each guarded by the pod's resourceVersion ([`delete_pods`],
-//!   [`delete_guarded`]);
+//! - deletes lowest rank first through a window of the burst limit, each guarded by the
+//!   pod's resourceVersion ([`delete_pods`], [`delete_guarded`]);
 //! - the status compare-and-swap on the owner's resourceVersion ([`write_status`],
 //!   [`record_status`]);
 //! - the per-key memory of the revisions of those writes ([`Written`]), which a sync waits
-//!   for in the caches before trusting them, and of the slow-start batch it earned;
+//!   for in the caches before trusting them, and of the slow-start window it earned;
 //! - the namespace's pods read fresh from etcd ([`list_pods`]).
 //!
 //! What differs between controllers stays with them: how a pod is made and owned (by
@@ -27,7 +28,9 @@ use crate::labels::Selector;
 use crate::record::{Recorder, Reference};
 use crate::registry::{Registry, StorageError};
 
-use super::{slow_start_batches, KeyMemory};
+use futures::stream::{FuturesUnordered, StreamExt as _};
+
+use super::{KeyMemory, SlowStart};
 
 /// What a create found.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,9 +75,14 @@ pub struct Written {
     pub pods: i64,
     /// The revision of its last status write.
     pub status: i64,
-    /// The slow-start batch the next creates begin with (double the last full batch, up to
-    /// the burst limit), good for [`SLOW_START_MEMORY`]; otherwise 1. A scale-up spread
-    /// over several syncs (the burst limit, or a sync cut short) keeps its pace.
+    /// The revision of the view of the pods its last status write was computed from (see
+    /// [`newest_pod`]): a later sync counts from the pod cache only once the cache has
+    /// reached it, so the counts a status shows never come from a view older than the last
+    /// one's (a fresh list, then an older cache, made READY run backwards; issue 33).
+    pub view: i64,
+    /// The slow-start window the next creates begin with (where the last sync's window
+    /// got to, up to the burst limit), good for [`SLOW_START_MEMORY`]; otherwise 1. A
+    /// scale-up spread over several syncs keeps its pace.
     pub slow_start: Option<(usize, tokio::time::Instant)>,
 }
 
@@ -97,10 +105,60 @@ pub struct Writes {
     pub owner_gone: bool,
 }
 
-/// Creates the named replicas of `key` in slow-start batches (continuing from where its
-/// last successful creates got to, up to `burst`), stopping after a batch with an error or
-/// a refusal because the owner is gone. `create` makes and writes the pod of one name;
-/// `ours` says whether a pod found holding a name counts as the owner's replica.
+/// How long a sync keeps starting writes: a scale-up or scale-down larger than one sync
+/// can write in this time ends the sync (its status written, as after a burst-limited
+/// sync in Kubernetes) and continues in the next, which its own pods' events queue.
+/// Status follows a large scale at least this often, and a shutdown waits no longer for a
+/// sync to stop starting writes.
+pub const SYNC_WRITE_BUDGET: Duration = Duration::from_secs(1);
+
+/// What one completed write means for the writes not yet started.
+enum Next {
+    /// It succeeded: the slow-start window grows.
+    Grow,
+    /// Neither success nor failure (a pod already gone, a name taken by another pod).
+    Keep,
+    /// A failure, or the owner is gone: start no more writes.
+    Stop,
+}
+
+/// Runs `start` over `items` in order with at most `window.size()` writes in flight,
+/// starting the next as each completes, until the items run out, `done` says stop, or
+/// `budget` has passed; waits for every write started.
+async fn pipeline<I, R, Fut>(
+    items: Vec<I>,
+    window: &mut SlowStart,
+    budget: Duration,
+    start: impl Fn(I) -> Fut,
+    mut done: impl FnMut(R) -> Next,
+) where
+    Fut: Future<Output = R>,
+{
+    let began = tokio::time::Instant::now();
+    let mut items = items.into_iter();
+    let mut in_flight = FuturesUnordered::new();
+    let mut stopped = false;
+    loop {
+        while !stopped && in_flight.len() < window.size() && began.elapsed() < budget {
+            let Some(item) = items.next() else { break };
+            in_flight.push(start(item));
+        }
+        let Some(result) = in_flight.next().await else {
+            return;
+        };
+        match done(result) {
+            Next::Grow => window.succeeded(),
+            Next::Keep => {}
+            Next::Stop => stopped = true,
+        }
+    }
+}
+
+/// Creates the named replicas of `key` through a slow-start window (continuing from the
+/// window its last successful creates reached, up to `burst` in flight), starting no more
+/// after an error or a refusal because the owner is gone, nor after [`SYNC_WRITE_BUDGET`].
+/// `create` makes and writes the pod of one name; `ours` says whether a pod found holding
+/// a name counts as the owner's replica.
 pub async fn create_replicas<F, Fut>(
     memory: &KeyMemory<Written>,
     key: &ObjectKey,
@@ -114,69 +172,65 @@ where
     F: Fn(String) -> Fut,
     Fut: Future<Output = anyhow::Result<CreateOutcome>>,
 {
-    let mut names = names.into_iter();
     let mut writes = Writes::default();
     let first = match memory.written(key).slow_start {
-        Some((batch, at)) if at.elapsed() < SLOW_START_MEMORY => batch,
+        Some((window, at)) if at.elapsed() < SLOW_START_MEMORY => window,
         _ => 1,
     };
-    let mut last_batch = 0;
-    for batch_size in slow_start_batches(first, names.len()) {
-        last_batch = batch_size;
-        let creates = names
-            .by_ref()
-            .take(batch_size)
-            .map(|name| {
-                let created = create(name.clone());
-                async move { (name, created.await) }
-            })
-            .collect::<Vec<_>>();
-        let mut highest = 0;
-        let mut failed = false;
-        for (name, result) in futures::future::join_all(creates).await {
-            match result {
-                Ok(CreateOutcome::Created(revision)) => {
-                    writes.written += 1;
-                    writes.created += 1;
-                    highest = highest.max(revision.0);
-                }
-                // A concurrent sync (or another kcm) created this very replica.
-                Ok(CreateOutcome::Exists(Some(pod))) if pod.is_active() && ours(&pod) => {
-                    writes.created += 1
-                }
-                Ok(CreateOutcome::Exists(_)) => {
-                    tracing::debug!(pod = %name, "name taken by another pod; the next sync picks another slot")
-                }
-                Ok(CreateOutcome::ControllerGone) => writes.owner_gone = true,
-                Err(e) => {
-                    failed = true;
-                    writes
-                        .errors
-                        .push(e.context(format!("create pod {namespace}/{name}")));
-                }
-            }
+    let mut window = SlowStart::new(first, burst);
+    let mut highest = 0;
+    let mut failed = false;
+    let start = |name: String| {
+        let created = create(name.clone());
+        async move { (name, created.await) }
+    };
+    let done = |(name, result): (String, anyhow::Result<CreateOutcome>)| match result {
+        Ok(CreateOutcome::Created(revision)) => {
+            writes.written += 1;
+            writes.created += 1;
+            highest = highest.max(revision.0);
+            Next::Grow
         }
-        memory.record(key, |w| w.pods = w.pods.max(highest));
-        if writes.owner_gone {
-            return writes;
+        // A concurrent sync (or another kcm) created this very replica.
+        Ok(CreateOutcome::Exists(Some(pod))) if pod.is_active() && ours(&pod) => {
+            writes.created += 1;
+            Next::Grow
         }
-        if failed {
-            memory.record(key, |w| w.slow_start = None);
-            return writes;
+        Ok(CreateOutcome::Exists(_)) => {
+            tracing::debug!(pod = %name, "name taken by another pod; the next sync picks another slot");
+            Next::Keep
         }
-    }
-    let next = (last_batch * 2).clamp(1, burst.max(1));
+        Ok(CreateOutcome::ControllerGone) => {
+            writes.owner_gone = true;
+            Next::Stop
+        }
+        Err(e) => {
+            failed = true;
+            writes
+                .errors
+                .push(e.context(format!("create pod {namespace}/{name}")));
+            Next::Stop
+        }
+    };
+    pipeline(names, &mut window, SYNC_WRITE_BUDGET, start, done).await;
     memory.record(key, |w| {
-        w.slow_start = Some((next, tokio::time::Instant::now()))
+        w.pods = w.pods.max(highest);
+        w.slow_start = match (failed, writes.owner_gone) {
+            (false, false) => Some((window.size(), tokio::time::Instant::now())),
+            _ => None,
+        };
     });
     writes
 }
 
-/// Deletes `victims` of `key` in parallel through `delete`, each guarded by the
-/// resourceVersion it was ranked at.
+/// Deletes `victims` of `key` in their order (lowest rank first) through a window of
+/// `burst` deletes in flight, each guarded by the resourceVersion it was ranked at,
+/// starting no more after an error or a refusal because the owner is gone, nor after
+/// [`SYNC_WRITE_BUDGET`].
 pub async fn delete_pods<F, Fut>(
     memory: &KeyMemory<Written>,
     key: &ObjectKey,
+    burst: usize,
     victims: Vec<Arc<CachedPod>>,
     delete: F,
 ) -> Writes
@@ -184,46 +238,67 @@ where
     F: Fn(&CachedPod) -> Fut,
     Fut: Future<Output = anyhow::Result<DeleteOutcome>>,
 {
-    let deletes = victims
-        .into_iter()
-        .map(|pod| {
-            let deleted = delete(&pod);
-            async move { (pod, deleted.await) }
-        })
-        .collect::<Vec<_>>();
     let mut writes = Writes::default();
     let mut highest = 0;
-    for (pod, result) in futures::future::join_all(deletes).await {
-        match result {
-            Ok(DeleteOutcome::Deleted(revision)) => {
-                writes.written += 1;
-                writes.deleted.push(pod);
-                highest = highest.max(revision.0);
-            }
-            Ok(DeleteOutcome::Gone) => writes.deleted.push(pod),
-            Ok(DeleteOutcome::Changed) => {
-                tracing::debug!(pod = %pod.key(), "pod changed since it was ranked; skipped")
-            }
-            Ok(DeleteOutcome::ControllerGone) => writes.owner_gone = true,
-            Err(e) => writes
-                .errors
-                .push(e.context(format!("delete pod {}", pod.key()))),
+    let start = |pod: Arc<CachedPod>| {
+        let deleted = delete(&pod);
+        async move { (pod, deleted.await) }
+    };
+    let done = |(pod, result): (Arc<CachedPod>, anyhow::Result<DeleteOutcome>)| match result {
+        Ok(DeleteOutcome::Deleted(revision)) => {
+            writes.written += 1;
+            writes.deleted.push(pod);
+            highest = highest.max(revision.0);
+            Next::Grow
         }
-    }
+        Ok(DeleteOutcome::Gone) => {
+            writes.deleted.push(pod);
+            Next::Keep
+        }
+        Ok(DeleteOutcome::Changed) => {
+            tracing::debug!(pod = %pod.key(), "pod changed since it was ranked; skipped");
+            Next::Keep
+        }
+        Ok(DeleteOutcome::ControllerGone) => {
+            writes.owner_gone = true;
+            Next::Stop
+        }
+        Err(e) => {
+            writes
+                .errors
+                .push(e.context(format!("delete pod {}", pod.key())));
+            Next::Stop
+        }
+    };
+    let mut window = SlowStart::new(burst, burst);
+    pipeline(victims, &mut window, SYNC_WRITE_BUDGET, start, done).await;
     memory.record(key, |w| w.pods = w.pods.max(highest));
     writes
 }
 
-/// Remembers a status write's revision for `key`; returns its error, if any. A write that
-/// found the owner changed is not an error: the owner's own event syncs it again.
+/// The revision of a fresh read of a namespace's pods, for [`Written::view`]: its newest
+/// pod's resourceVersion, which the pod cache reaches with that pod's event (the read's own
+/// revision may be a write to another kind, which the pod cache never sees). A view of the
+/// cache is at the cache's revision read after it.
+pub fn newest_pod(pods: &Namespace<CachedPod>) -> i64 {
+    pods.items().map(|pod| pod.resource_version).max().unwrap_or(0)
+}
+
+/// Remembers a status write's revision for `key`, and the revision of the `view` of the
+/// pods it was computed from; returns its error, if any. A write that found the owner
+/// changed is not an error: the owner's own event syncs it again.
 pub fn record_status(
     memory: &KeyMemory<Written>,
     key: &ObjectKey,
+    view: i64,
     result: anyhow::Result<StatusOutcome>,
 ) -> Option<anyhow::Error> {
     match result {
         Ok(StatusOutcome::Written(revision)) => {
-            memory.record(key, |w| w.status = w.status.max(revision.0));
+            memory.record(key, |w| {
+                w.status = w.status.max(revision.0);
+                w.view = w.view.max(view);
+            });
             None
         }
         Ok(StatusOutcome::Changed) => None,
@@ -355,3 +430,6 @@ pub async fn list_pods(
     }
     Ok(pods)
 }
+
+#[cfg(test)]
+mod tests;

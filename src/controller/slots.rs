@@ -96,18 +96,36 @@ pub fn rank_for_deletion(pods: &mut [Arc<CachedPod>]) {
     });
 }
 
-/// Sizes of slow-start batches for `n` creates beginning at `first`: first, 2 first,
-/// 4 first, ... (the ReplicaSet rule, which starts at 1).
-pub fn slow_start_batches(first: usize, n: usize) -> Vec<usize> {
-    let mut batches = Vec::new();
-    let (mut size, mut left) = (first.max(1), n);
-    while left > 0 {
-        let batch = size.min(left);
-        batches.push(batch);
-        left -= batch;
-        size *= 2;
+/// Slow start as a window of writes in flight: Kubernetes' `slowStartBatch` (batches of 1,
+/// 2, 4, ... stopping at the first failure) without the barrier between its batches. The
+/// window opens at `first` (1 for a new scale-up) and grows by one with each write that
+/// succeeds, so it doubles with each round of writes as the batches did, up to `limit`
+/// (`--burst-replicas`); a write that completes lets the next one start at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowStart {
+    size: usize,
+    limit: usize,
+}
+
+impl SlowStart {
+    /// A window of `first` writes in flight (at least 1), growing up to `limit`.
+    pub fn new(first: usize, limit: usize) -> SlowStart {
+        let limit = limit.max(1);
+        SlowStart {
+            size: first.clamp(1, limit),
+            limit,
+        }
     }
-    batches
+
+    /// How many writes may be in flight now.
+    pub fn size(self) -> usize {
+        self.size
+    }
+
+    /// A write succeeded: one more may be in flight, up to the limit.
+    pub fn succeeded(&mut self) {
+        self.size = (self.size + 1).min(self.limit);
+    }
 }
 
 /// Where a phase ranks for deletion: Pending first, then Unknown, then Running.

@@ -282,15 +282,14 @@ fn start_garbage_collector(ctx: &ControllerContext) -> anyhow::Result<Init> {
     ))
 }
 
-/// The node lifecycle controller reads no informer: it watches the Node and registration
-/// directories itself (cluster-scoped keys the typed informers do not cover).
+/// The node lifecycle controller reads the Node and registration informers.
 fn start_node_lifecycle_controller(ctx: &ControllerContext) -> anyhow::Result<Init> {
     let mut config = ctx.settings.nodelifecycle.clone();
     config.events = ctx.events.recorder("node-controller", None);
     let controller =
         NodeLifecycleController::new(ctx.registry.clone(), config, ctx.metrics.clone());
     Ok(Init::Started(
-        controller.start(&ctx.watcher, ctx.stop.clone().cancelled_owned()),
+        controller.start(&ctx.informers, ctx.stop.clone().cancelled_owned()),
     ))
 }
 
@@ -552,10 +551,9 @@ mod tests {
                     "deployments",
                 ],
             ),
-            // The 2014 loop lists and watches etcd itself; so does the node lifecycle
-            // controller (Nodes and registrations are not typed kinds).
+            // The 2014 loop lists and watches etcd itself.
             (&[Controller::Replication2014], &[]),
-            (&[Controller::NodeLifecycle], &[]),
+            (&[Controller::NodeLifecycle], &["nodes", "minions"]),
             (&[], &[]),
         ] {
             let ctx = context().await;

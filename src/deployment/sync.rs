@@ -32,6 +32,10 @@ pub(super) struct Written {
     deployment: i64,
     /// The header revision of its last ReplicaSet write.
     replica_sets: i64,
+    /// The revision of the view of the ReplicaSets its last status write was computed
+    /// from: a later sync reads a cache only once it has reached it, so the counts a status
+    /// shows never come from a view older than the last one's (issue 33).
+    view: i64,
 }
 
 /// How a write went.
@@ -101,11 +105,12 @@ impl Inner {
         namespace: &str,
         fresh: bool,
     ) -> anyhow::Result<(Vec<Arc<ReplicaSet>>, Option<i64>)> {
-        let written = self.memory.written(key).replica_sets;
+        let written = self.memory.written(key);
+        let target = written.replica_sets.max(written.view);
         if let Some(cache) = self.replica_sets.get() {
             if !self.config.fresh_reads
                 && !fresh
-                && cache.wait_for(written, self.config.cache_wait).await
+                && cache.wait_for(target, self.config.cache_wait).await
             {
                 let revision = cache.revision();
                 let items = cache.read(namespace, |ns| {
@@ -180,6 +185,18 @@ impl Inner {
             return Ok(Some(Action::Done));
         };
         let (candidates, cache_revision) = self.read_replica_sets(key, namespace, fresh).await?;
+        // The revision of this view of the ReplicaSets, for the status it leads to: the
+        // cache's (read after the view, so not older than it), or the newest ReplicaSet's
+        // of a fresh list (which the cache reaches with that ReplicaSet's event).
+        let view = match (cache_revision, self.replica_sets.get()) {
+            (Some(_), Some(cache)) => cache.revision(),
+            _ => candidates
+                .iter()
+                .filter_map(|rs| rs.metadata.resource_version)
+                .map(|rv| rv.0)
+                .max()
+                .unwrap_or(0),
+        };
         let claims = plan::claim(&d, &selector, &candidates);
         let mut owned: Vec<ReplicaSet> = claims.owned.iter().map(|rs| (**rs).clone()).collect();
         for rs in &claims.release {
@@ -245,7 +262,7 @@ impl Inner {
                 plan = plan::plan_with_hash(&d, owned, &pods, now, Some(hash));
             }
         }
-        self.act(key, &d, plan, &sizes).await.map(Some)
+        self.act(key, &d, plan, &sizes, view).await.map(Some)
     }
 
     /// The [`api::pod_template_hash`] of `d`'s `spec.template` as stored in etcd, with its
@@ -311,13 +328,15 @@ impl Inner {
     }
 
     /// Makes the plan's writes in order, stopping at the first refused one.
-    /// `sizes` are the ReplicaSets' sizes as read, for the log.
+    /// `sizes` are the ReplicaSets' sizes as read, for the log; `view` the revision of the
+    /// view of them the plan's status comes from.
     async fn act(
         &self,
         key: &ObjectKey,
         d: &Deployment,
         plan: Plan,
         sizes: &[(String, i64)],
+        view: i64,
     ) -> anyhow::Result<Action> {
         let Plan {
             create,
@@ -347,7 +366,9 @@ impl Inner {
             }
         }
         if let Some(updated) = deployment {
-            self.write_deployment(key, &updated).await?;
+            if self.write_deployment(key, &updated).await? {
+                self.memory.record(key, |w| w.view = w.view.max(view));
+            }
         }
         // `requeueStuckDeployment`: sync again when the progress deadline passes (the
         // work queue keeps the earliest of several such requeues).
@@ -429,16 +450,18 @@ impl Inner {
         }
     }
 
-    /// Writes the deployment's annotations and status over the revision read.
-    async fn write_deployment(&self, key: &ObjectKey, d: &Deployment) -> anyhow::Result<()> {
+    /// Writes the deployment's annotations and status over the revision read; whether it
+    /// was written (a changed or deleted deployment is not an error: its own event syncs
+    /// it again).
+    async fn write_deployment(&self, key: &ObjectKey, d: &Deployment) -> anyhow::Result<bool> {
         match self.registry.update(d).await {
             Ok(stored) => {
                 let revision = stored.metadata.resource_version.unwrap_or_default().0;
                 self.memory
                     .record(key, |w| w.deployment = w.deployment.max(revision));
-                Ok(())
+                Ok(true)
             }
-            Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => Ok(()),
+            Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => Ok(false),
             Err(e) => Err(anyhow::Error::from(e).context(format!("update deployment {key}"))),
         }
     }

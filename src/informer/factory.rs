@@ -3,7 +3,7 @@
 //!
 //! Controllers ask the factory for the informers they read while they are set up
 //! (`pods()`, `replication_controllers()`, `replica_sets()`, `deployments()`,
-//! `services()`); the first request of a kind
+//! `services()`, `endpoints()`, `nodes()`, `registrations()`); the first request of a kind
 //! creates its informer and every later one gets the same. Once every controller has
 //! been set up, [`InformerFactory::start`] runs them all, so no controller misses an
 //! informer's first list and each kind is listed and watched once per process. A kind
@@ -22,10 +22,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Cached, ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, PodInformer,
-    ReplicaSetInformer, ServiceInformer,
+    ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, NodeInformer, PodInformer,
+    Reflected, RegistrationInformer, ReplicaSetInformer, ServiceInformer,
 };
-use crate::api::Object;
 use crate::etcd_watcher::{BackoffConfig, Watcher};
 use crate::status::Metrics;
 
@@ -81,7 +80,7 @@ impl InformerFactory {
     /// Makes the informer of kind `I` read through `watcher` instead of the factory's:
     /// `kcm lab watch-cut` cuts the controllers' watch while the pods' runs. Call it
     /// before the first request of `I`.
-    pub fn with_watcher_for<I: Cached>(self, watcher: Watcher) -> Self {
+    pub fn with_watcher_for<I: Reflected>(self, watcher: Watcher) -> Self {
         self.shared
             .state
             .lock()
@@ -121,9 +120,19 @@ impl InformerFactory {
         self.informer()
     }
 
+    /// The informer of Node documents.
+    pub fn nodes(&self) -> NodeInformer {
+        self.informer()
+    }
+
+    /// The informer of the kubelets' registrations.
+    pub fn registrations(&self) -> RegistrationInformer {
+        self.informer()
+    }
+
     /// The informer of kind `I`, created on the first request. One requested after
     /// [`InformerFactory::start`] starts at once.
-    pub fn informer<I: Cached>(&self) -> Informer<I> {
+    pub fn informer<I: Reflected>(&self) -> Informer<I> {
         let shared = &self.shared;
         let mut state = shared.state.lock().expect("factory lock");
         let kind = TypeId::of::<I>();
@@ -134,7 +143,7 @@ impl InformerFactory {
                 .expect("entries are keyed by their type")
                 .clone();
         }
-        let resource = <I::Object as Object>::RESOURCE;
+        let resource = I::RESOURCE;
         let watcher = state
             .watchers
             .iter()

@@ -11,14 +11,14 @@ use futures::StreamExt as _;
 use tokio::sync::{mpsc, watch};
 
 use super::store::{Change, Store};
-use super::{Cached, CachedPod, Delta, Namespace, ObjectKey};
-use crate::api::{self, Deployment, Endpoints, Object, ReplicaSet, ReplicationController, Service};
+use super::{CachedNode, CachedPod, Delta, Namespace, ObjectKey, Reflected, Registration};
+use crate::api::{Deployment, Endpoints, ReplicaSet, ReplicationController, Service};
 use crate::etcd_watcher::{
     relist_diff, BackoffConfig, EngineConfig, ListChange, ListReason, Range, RawEvent, RawItem,
     RawKind, Start, WatchMetrics, Watcher, WATCH_BUFFER,
 };
 use crate::labels::Selector;
-use crate::registry::DecodeError;
+use crate::registry::{prefix_range_end, DecodeError};
 
 /// One listed key: namespace, name, its revision, and what it becomes in the store.
 type Listed<I> = (String, String, i64, Change<I>);
@@ -67,8 +67,12 @@ pub type DeploymentInformer = Informer<Deployment>;
 pub type ServiceInformer = Informer<Service>;
 /// The informer of endpoints (kept whole).
 pub type EndpointsInformer = Informer<Endpoints>;
+/// The informer of Node documents (kept as stored).
+pub type NodeInformer = Informer<CachedNode>;
+/// The informer of the kubelets' registrations (kept by name).
+pub type RegistrationInformer = Informer<Registration>;
 
-impl<I: Cached> Informer<I> {
+impl<I: Reflected> Informer<I> {
     /// An informer reading through `watcher`; empty and not synced until [`Informer::run`].
     pub fn new(watcher: Watcher) -> Informer<I> {
         Informer {
@@ -221,7 +225,14 @@ impl<I: Cached> Informer<I> {
     async fn reflect(&self) {
         let shared = &self.shared;
         let config = EngineConfig {
-            range: Range::list::<I::Object>(shared.watcher.registry().prefix(), None),
+            range: {
+                let start = I::directory(shared.watcher.registry().prefix());
+                Range {
+                    end: prefix_range_end(start.as_bytes()),
+                    watched_key: Some(start.clone()),
+                    start,
+                }
+            },
             start: Start::List,
             resume: true,
             // A PUT is an upsert and a DELETE a removal: no previous values needed.
@@ -268,7 +279,7 @@ impl<I: Cached> Informer<I> {
                         std::mem::take(&mut first_deltas)
                     };
                     tracing::info!(
-                        resource = I::Object::RESOURCE,
+                        resource = I::RESOURCE,
                         revision,
                         changes = deltas.len(),
                         ?reason,
@@ -284,11 +295,11 @@ impl<I: Cached> Informer<I> {
                 RawItem::Events(events) => self.apply_events(&events).await,
                 RawItem::Progress(revision) => self.advance(revision, false),
                 RawItem::Resumed { from, reason } => {
-                    tracing::info!(resource = I::Object::RESOURCE, from, %reason, "watch resumed from its last resourceVersion");
+                    tracing::info!(resource = I::RESOURCE, from, %reason, "watch resumed from its last resourceVersion");
                 }
                 // A resuming engine never ends on its own.
                 RawItem::Ended(status) => {
-                    tracing::error!(resource = I::Object::RESOURCE, %status, "informer watch ended");
+                    tracing::error!(resource = I::RESOURCE, %status, "informer watch ended");
                     return;
                 }
             }
@@ -329,7 +340,7 @@ impl<I: Cached> Informer<I> {
     /// key deeper than the layout allows.
     fn parse(&self, key: &str) -> Option<(String, String)> {
         let prefix = self.shared.watcher.registry().prefix();
-        match api::parse_key::<I::Object>(prefix, key) {
+        match I::parse_key(prefix, key) {
             Some((namespace, name)) => Some((namespace.to_string(), name.to_string())),
             None => {
                 self.shared.metrics.skip_key(key);
@@ -342,16 +353,11 @@ impl<I: Cached> Informer<I> {
     fn decode(&self, raw: &RawEvent) -> Option<Listed<I>> {
         let registry = self.shared.watcher.registry();
         let (namespace, name) = self.parse(&raw.key)?;
-        let change = match api::decode::<I::Object>(
-            registry.prefix(),
-            &raw.key,
-            &raw.value,
-            raw.mod_revision,
-        ) {
-            Ok(object) => Change::Upsert(I::from_object(object)),
+        let change = match I::decode(registry.prefix(), &raw.key, &raw.value, raw.mod_revision) {
+            Ok(item) => Change::Upsert(item),
             Err(e) => {
                 self.shared.metrics.undecodable(&DecodeError {
-                    kind: <I::Object as Object>::KIND,
+                    kind: I::KIND,
                     key: raw.key.clone(),
                     revision: raw.mod_revision,
                     message: format!("{e:#}"),

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::{Cached, ObjectKey};
+use super::{ObjectKey, Reflected};
 use crate::labels::{Operator, Selector, Set};
 
 /// One change, as a subscriber sees it: the item before and after (`None` when absent,
@@ -61,7 +61,7 @@ impl<I> Default for Namespace<I> {
     }
 }
 
-impl<I: Cached> Namespace<I> {
+impl<I: Reflected> Namespace<I> {
     /// A namespace holding `items` (a fresh read, for callers that cannot use the cache).
     pub fn from_items(
         items: impl IntoIterator<Item = I>,
@@ -210,7 +210,7 @@ pub(super) struct Store<I> {
     pub(super) namespaces: HashMap<Arc<str>, Namespace<I>>,
 }
 
-impl<I: Cached> Store<I> {
+impl<I: Reflected> Store<I> {
     fn namespace_entry(&mut self, namespace: &str) {
         if !self.namespaces.contains_key(namespace) {
             self.namespaces

@@ -6,10 +6,12 @@ use std::time::SystemTime;
 
 use serde_json::{json, Value};
 
-use super::print::{emit, render_objects_as, to_json, Printable};
+use super::print::{emit, render_objects_as, to_json};
 use super::resource::Kind;
 use super::storage::storage_error;
-use crate::api::{self, Deployment, Endpoints, Pod, ReplicaSet, ReplicationController, Service};
+use crate::api::{
+    self, Deployment, Endpoints, Object, Pod, ReplicaSet, ReplicationController, Service,
+};
 use crate::client::Target;
 use crate::labels::Selector;
 use crate::registry::{ObjectList, Registry, StorageError};
@@ -121,7 +123,7 @@ fn print_parts(mut parts: Vec<Part>, options: &GetOptions) -> anyhow::Result<()>
 }
 
 /// Reads what `options` asks of kind `T`: the named object or the matching list.
-async fn read_kind<T: Printable>(
+async fn read_kind<T: Object>(
     registry: &Registry,
     options: &GetOptions,
     show_kind: bool,

@@ -1,7 +1,9 @@
-//! What the verbs print and how: `Printable` (the `get` table of each kind),
-//! `render_table`, kubectl's `age`, the `Pod Template:` section every `describe` shows, and
-//! [`emit`], the one writer to stdout. 2014's `pkg/kubecfg/resource_printer.go`. Pure but
-//! for [`emit`]; imports no verb.
+//! What the verbs print and how: [`render_objects`] (the `get` table of each kind: the
+//! columns and cells of the Table the API serves, `apiserver::TablePrinter`, so
+//! `kcm get` and `kubectl get` agree), `Printable` (the pod rows `describe` shows),
+//! `render_table`, kubectl's `age`, the `Pod Template:` section every `describe` shows,
+//! and [`emit`], the one writer to stdout. 2014's `pkg/kubecfg/resource_printer.go`. Pure
+//! but for [`emit`]; imports no verb.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -11,13 +13,8 @@ use anyhow::Context as _;
 use serde_json::Value;
 
 use super::resource::kind_reference;
-use crate::api::{
-    self, ContainerPort, Deployment, Endpoints, IntOrString, Object, ObjectMeta, Pod,
-    PodTemplateSpec, ReplicaSet, ReplicationController, Service,
-};
-
-/// Endpoints shown in the ENDPOINTS column before the rest are summarized (kubectl's 3).
-pub(super) const MAX_ENDPOINTS_SHOWN: usize = 3;
+use crate::api::{self, ContainerPort, Object, ObjectMeta, Pod, PodTemplateSpec, ReplicaSet};
+use crate::apiserver::TablePrinter;
 
 /// What a table shows for an absent value.
 pub(super) const NONE: &str = "<none>";
@@ -34,47 +31,13 @@ pub(super) fn emit(text: &str) -> anyhow::Result<()> {
     }
 }
 
-/// A kind `kcm get` can print as a table.
+/// A kind `kcm describe` prints rows of (a controller's pods); `kcm get` prints the
+/// API's Tables instead ([`render_objects`]).
 pub trait Printable: Object {
     /// The column headers (without NAMESPACE).
     fn headers(wide: bool) -> Vec<&'static str>;
     /// One row, matching [`Printable::headers`]; `now` is the reference for AGE.
     fn cells(&self, wide: bool, now: SystemTime) -> Vec<String>;
-}
-
-impl Printable for ReplicationController {
-    fn headers(wide: bool) -> Vec<&'static str> {
-        let mut headers = vec!["NAME", "DESIRED", "CURRENT", "SELECTOR", "AGE"];
-        if wide {
-            headers.extend(["CONTAINERS", "IMAGES"]);
-        }
-        headers
-    }
-
-    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
-        let mut cells = vec![
-            self.metadata.name.clone(),
-            self.spec.replicas.to_string(),
-            self.status.replicas.to_string(),
-            or_none(self.spec.selector.to_string()),
-            age_of(&self.metadata, now),
-        ];
-        if wide {
-            cells.extend(container_cells(self.spec.template.as_ref()));
-        }
-        cells
-    }
-}
-
-/// The wide CONTAINERS and IMAGES cells of a controller's template.
-fn container_cells(template: Option<&PodTemplateSpec>) -> [String; 2] {
-    let containers = template
-        .map(|t| t.spec.containers.as_slice())
-        .unwrap_or_default();
-    [
-        or_none(join(containers.iter().map(|c| c.name.as_str()))),
-        or_none(join(containers.iter().map(|c| c.image.as_str()))),
-    ]
 }
 
 /// A ReplicaSet's selector in selector syntax (`app=web,tier in (front)`), `<none>` when
@@ -90,57 +53,6 @@ pub(super) fn label_selector_text(selector: Option<&api::LabelSelector>) -> Stri
         .map(|s| s.to_string())
         .unwrap_or_default();
     or_none(selector)
-}
-
-impl Printable for ReplicaSet {
-    fn headers(wide: bool) -> Vec<&'static str> {
-        let mut headers = vec!["NAME", "DESIRED", "CURRENT", "READY", "AGE"];
-        if wide {
-            headers.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
-        }
-        headers
-    }
-
-    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
-        let mut cells = vec![
-            self.metadata.name.clone(),
-            self.replicas().to_string(),
-            self.status.replicas.to_string(),
-            self.status.ready_replicas.to_string(),
-            age_of(&self.metadata, now),
-        ];
-        if wide {
-            cells.extend(container_cells(self.spec.template.as_ref()));
-            cells.push(selector_text(self));
-        }
-        cells
-    }
-}
-
-impl Printable for Deployment {
-    fn headers(wide: bool) -> Vec<&'static str> {
-        let mut headers = vec!["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"];
-        if wide {
-            headers.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
-        }
-        headers
-    }
-
-    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
-        let status = &self.status;
-        let mut cells = vec![
-            self.metadata.name.clone(),
-            format!("{}/{}", status.ready_replicas, self.replicas()),
-            status.updated_replicas.to_string(),
-            status.available_replicas.to_string(),
-            age_of(&self.metadata, now),
-        ];
-        if wide {
-            cells.extend(container_cells(self.spec.template.as_ref()));
-            cells.push(label_selector_text(self.spec.selector.as_ref()));
-        }
-        cells
-    }
 }
 
 impl Printable for Pod {
@@ -168,69 +80,6 @@ impl Printable for Pod {
                 self.spec.containers.iter().map(|c| c.image.as_str()),
             )));
             cells.push(or_none(self.metadata.labels.to_string()));
-        }
-        cells
-    }
-}
-
-impl Printable for Service {
-    fn headers(wide: bool) -> Vec<&'static str> {
-        let mut headers = vec!["NAME", "SELECTOR", "PORT", "CONTAINER-PORT"];
-        if wide {
-            headers.extend(["AGE", "LABELS"]);
-        }
-        headers
-    }
-
-    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
-        let protocol = match self.spec.protocol.as_str() {
-            "" => "TCP",
-            other => other,
-        };
-        let mut cells = vec![
-            self.metadata.name.clone(),
-            or_none(self.spec.selector.to_string()),
-            format!("{}/{protocol}", self.spec.port),
-            match &self.spec.container_port {
-                Some(IntOrString::Int(port)) => port.to_string(),
-                Some(IntOrString::String(name)) => or_none(name.clone()),
-                None => NONE.to_string(),
-            },
-        ];
-        if wide {
-            cells.push(age_of(&self.metadata, now));
-            cells.push(or_none(self.metadata.labels.to_string()));
-        }
-        cells
-    }
-}
-
-impl Printable for Endpoints {
-    fn headers(wide: bool) -> Vec<&'static str> {
-        if wide {
-            vec!["NAME", "ENDPOINTS", "AGE"]
-        } else {
-            vec!["NAME", "ENDPOINTS"]
-        }
-    }
-
-    fn cells(&self, wide: bool, now: SystemTime) -> Vec<String> {
-        let endpoints = if wide || self.endpoints.len() <= MAX_ENDPOINTS_SHOWN {
-            join(self.endpoints.iter().map(String::as_str))
-        } else {
-            format!(
-                "{} + {} more...",
-                join(
-                    self.endpoints[..MAX_ENDPOINTS_SHOWN]
-                        .iter()
-                        .map(String::as_str)
-                ),
-                self.endpoints.len() - MAX_ENDPOINTS_SHOWN
-            )
-        };
-        let mut cells = vec![self.metadata.name.clone(), or_none(endpoints)];
-        if wide {
-            cells.push(age_of(&self.metadata, now));
         }
         cells
     }
@@ -313,7 +162,7 @@ pub(super) fn or_none(text: String) -> String {
 }
 
 /// The table of `objects`: a NAMESPACE column first when `all_namespaces`.
-pub fn render_objects<T: Printable>(
+pub fn render_objects<T: Object>(
     objects: &[T],
     wide: bool,
     all_namespaces: bool,
@@ -323,28 +172,25 @@ pub fn render_objects<T: Printable>(
 }
 
 /// [`render_objects`], with names prefixed by kubectl's kind (`replicaset.apps/web`) when
-/// `show_kind`, as `kcm get rs,rc` prints them.
-pub fn render_objects_as<T: Printable>(
+/// `show_kind`, as `kcm get rs,rc` prints them. The columns are the Table's the API serves
+/// for the kind (`apiserver::TablePrinter`), `-o wide`'s included.
+pub fn render_objects_as<T: Object>(
     objects: &[T],
     wide: bool,
     all_namespaces: bool,
     show_kind: bool,
     now: SystemTime,
 ) -> String {
-    let mut headers = T::headers(wide);
-    if wide {
-        headers.extend(OWNERSHIP_HEADERS);
-    }
+    let printer = TablePrinter::of(T::RESOURCE).expect("every kind kcm get reads is served");
+    let mut headers = printer.headers(wide);
     if all_namespaces {
-        headers.insert(0, "NAMESPACE");
+        headers.insert(0, "NAMESPACE".to_string());
     }
     let rows: Vec<Vec<String>> = objects
         .iter()
         .map(|object| {
-            let mut cells = object.cells(wide, now);
-            if wide {
-                cells.extend(ownership_cells(object.metadata(), now));
-            }
+            let stored = serde_json::to_value(object).unwrap_or_default();
+            let mut cells = printer.cells(stored, wide, now);
             if show_kind {
                 cells[0] = kind_reference::<T>(&cells[0]);
             }
@@ -354,34 +200,8 @@ pub fn render_objects_as<T: Printable>(
             cells
         })
         .collect();
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     render_table(&headers, &rows)
-}
-
-/// The last columns of every `-o wide` table: what the garbage collector reads.
-const OWNERSHIP_HEADERS: [&str; 3] = ["OWNER", "FINALIZERS", "DELETING"];
-
-/// An object's OWNER (its controller reference as `Kind/name`, `+N` for its other
-/// owners), FINALIZERS, and DELETING (how long ago its `deletionTimestamp` was set), each
-/// `<none>` when empty.
-pub(super) fn ownership_cells(meta: &ObjectMeta, now: SystemTime) -> [String; 3] {
-    let others = meta
-        .owner_references
-        .iter()
-        .filter(|r| !r.is_controller())
-        .count();
-    let owner = match (api::controller_of(meta), others) {
-        (Some(c), 0) => format!("{}/{}", c.kind, c.name),
-        (Some(c), n) => format!("{}/{}+{n}", c.kind, c.name),
-        (None, 0) => String::new(),
-        (None, n) => format!("+{n}"),
-    };
-    [
-        or_none(owner),
-        or_none(meta.finalizers.join(",")),
-        meta.deletion_timestamp
-            .as_deref()
-            .map_or_else(|| "<none>".to_string(), |at| age(Some(at), now)),
-    ]
 }
 
 /// Aligns `rows` under `headers`: each column as wide as its widest cell, columns three

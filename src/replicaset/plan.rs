@@ -169,7 +169,7 @@ pub struct Decision {
     pub claims: Claims,
     /// Active pods the ReplicaSet owns once its adoptions and releases commit.
     pub active: Vec<Arc<CachedPod>>,
-    /// Replica slots to create, by name, in slot order; at most the burst limit.
+    /// Replica slots to create, by name, in slot order; at most the decision's limit.
     pub creates: Vec<String>,
     /// Pods to delete, lowest rank first, each guarded by its resourceVersion.
     pub deletes: Vec<Arc<CachedPod>>,
@@ -194,7 +194,7 @@ pub fn decide(
     rs: &ReplicaSet,
     selector: &Selector,
     pods: Option<&Namespace<CachedPod>>,
-    burst: usize,
+    limit: usize,
     rc_selects: impl Fn(&Set) -> bool,
 ) -> Decision {
     let claims = claim(rs, selector, pods, rc_selects);
@@ -217,7 +217,7 @@ pub fn decide(
     let have = decision.active.len();
     match have.cmp(&replicas) {
         Ordering::Less => {
-            let need = (replicas - have).min(burst);
+            let need = (replicas - have).min(limit);
             let is_taken = |name: &str| pods.is_some_and(|ns| ns.is_taken(name));
             decision.creates = free_slots(&rs.metadata.name, &rs.metadata.uid, is_taken, need);
         }
@@ -226,7 +226,7 @@ pub fn decide(
         {
             let mut ranked = decision.active.clone();
             rank_with_readiness(&mut ranked);
-            ranked.truncate((have - replicas).min(burst));
+            ranked.truncate((have - replicas).min(limit));
             decision.deletes = ranked;
         }
         _ => {}

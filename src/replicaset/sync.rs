@@ -70,15 +70,18 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
     }
 
     /// Decides over one consistent read of the namespace's pods (the cache once it has
-    /// applied this controller's last pod write for `key`, else etcd).
+    /// applied this controller's last pod write for `key` and reached the view its last
+    /// status came from, else etcd), with the revision of that view.
     async fn decide(
         &self,
         key: &ObjectKey,
         rs: &ReplicaSet,
         selector: &Selector,
-    ) -> Result<Decision, StorageError> {
+    ) -> Result<(Decision, i64), StorageError> {
         let namespace = rs.metadata.namespace.as_str();
-        let burst = self.config.burst_replicas;
+        // No limit on the decision: the replica writer bounds the writes in flight (the
+        // burst limit) and in time (its budget per sync).
+        let limit = usize::MAX;
         let rcs = self.controllers.get();
         let rc_selects = |labels: &crate::labels::Set| {
             rcs.is_some_and(|rcs| {
@@ -93,12 +96,14 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
             })
         };
         if let Some(cache) = self.pods.get() {
+            let written = self.memory.written(key);
             let caught_up = cache
-                .wait_for(self.memory.written(key).pods, self.config.cache_wait)
+                .wait_for(written.pods.max(written.view), self.config.cache_wait)
                 .await;
             if !self.config.fresh_reads && caught_up {
                 let decision =
-                    cache.read(namespace, |ns| decide(rs, selector, ns, burst, rc_selects));
+                    cache.read(namespace, |ns| decide(rs, selector, ns, limit, rc_selects));
+                let view = cache.revision();
                 // No create from a pod cache that shows pods of a namesake and is older
                 // than the ReplicaSet: a recreated owner whose cache still shows the
                 // orphans of its namesake's orphaning delete as owned by the namesake
@@ -109,14 +114,15 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
                 let rs_at = rs.metadata.resource_version.map_or(0, |rv| rv.0);
                 if decision.creates.is_empty()
                     || decision.claims.namesakes == 0
-                    || cache.revision() >= rs_at
+                    || view >= rs_at
                 {
-                    return Ok(decision);
+                    return Ok((decision, view));
                 }
             }
         }
         let fresh: Namespace<CachedPod> = self.reads.pods(namespace).await?;
-        Ok(decide(rs, selector, Some(&fresh), burst, rc_selects))
+        let decision = decide(rs, selector, Some(&fresh), limit, rc_selects);
+        Ok((decision, replicas::newest_pod(&fresh)))
     }
 
     /// `syncReplicaSet`.
@@ -152,7 +158,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         let Some(mut selector) = self.valid_selector(key, &rs) else {
             return Ok(Action::Done);
         };
-        let mut decision = self.decide(key, &rs, &selector).await?;
+        let (mut decision, mut view) = self.decide(key, &rs, &selector).await?;
         if from_cache && decision.writes_pods() {
             // The ReplicaSet and pod caches follow two watches: before writing pods,
             // confirm the ReplicaSet from etcd, and decide again if it changed.
@@ -165,10 +171,10 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
                     return Ok(Action::Done);
                 };
                 selector = fresh_selector;
-                decision = self.decide(key, &rs, &selector).await?;
+                (decision, view) = self.decide(key, &rs, &selector).await?;
             }
         }
-        self.act(key, &rs, decision).await
+        self.act(key, &rs, decision, view).await
     }
 
     /// The ReplicaSet as etcd has it now; `None` when it is gone (forgotten) or does not
@@ -194,11 +200,14 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         }
     }
 
+    /// Carries out `decision`, made over a view of the pods at revision `view`: the claims,
+    /// creates or deletes, then the status.
     async fn act(
         &self,
         key: &ObjectKey,
         rs: &ReplicaSet,
         decision: Decision,
+        view: i64,
     ) -> anyhow::Result<Action> {
         let Decision {
             claims,
@@ -254,7 +263,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         let mut errors = tally.errors;
         if status != rs.status {
             let written = self.control.update_status(rs, status).await;
-            errors.extend(record_status(&self.memory, key, written));
+            errors.extend(record_status(&self.memory, key, view, written));
         }
         match errors.into_iter().next() {
             None => Ok(Action::requeue_after(available_in.map(Duration::from_secs))),
@@ -319,7 +328,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         self.memory.record(key, |w| w.pods = w.pods.max(highest));
     }
 
-    /// Creates the named replicas (the replica writer's slow-start batches), each a pod
+    /// Creates the named replicas (the replica writer's slow-start window), each a pod
     /// from the template with the ReplicaSet's controller reference; a pod found holding a
     /// name counts when it is active and names this ReplicaSet as its controller.
     async fn create_replicas(
@@ -342,7 +351,8 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         tally.add(writes, "FailedCreate");
     }
 
-    /// Deletes the given pods in parallel, each guarded by its resourceVersion.
+    /// Deletes the given pods, lowest rank first, up to the burst limit in flight, each
+    /// guarded by its resourceVersion.
     async fn delete_pods(
         &self,
         key: &ObjectKey,
@@ -359,7 +369,8 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
                     .await
             }
         };
-        let writes = replicas::delete_pods(&self.memory, key, victims, delete).await;
+        let burst = self.config.burst_replicas;
+        let writes = replicas::delete_pods(&self.memory, key, burst, victims, delete).await;
         tally.add(writes, "FailedDelete");
     }
 }

@@ -35,10 +35,10 @@ pub struct Decision {
     pub active: usize,
     /// Of those, the ready ones (for `status.readyReplicas`).
     pub ready: usize,
-    /// The replica slots to create, by name, in slot order; at most the burst limit.
+    /// The replica slots to create, by name, in slot order; at most the decision's limit.
     pub creates: Vec<String>,
     /// The pods to delete, lowest rank first; each is deleted only if it is still at the
-    /// resourceVersion it was ranked at. At most the burst limit.
+    /// resourceVersion it was ranked at. At most the decision's limit.
     pub deletes: Vec<Arc<CachedPod>>,
 }
 
@@ -53,14 +53,14 @@ impl Decision {
 /// (`None`: it holds nothing): count the active pods the selector matches (those without a
 /// controller reference); create the
 /// first `spec.replicas - active` free names of the slot sequence, or delete the
-/// `active - spec.replicas` lowest-ranked active pods; either capped at `burst`.
+/// `active - spec.replicas` lowest-ranked active pods; either capped at `limit`.
 ///
 /// Taking the count and the free names from the same view is what bounds the pods: see
 /// the module header.
 pub fn decide(
     controller: &ReplicationController,
     pods: Option<&Namespace<CachedPod>>,
-    burst: usize,
+    limit: usize,
 ) -> Decision {
     let selector = controller.spec.selector.as_selector();
     let active = filter_active_pods(pods.map(|ns| ns.select(&selector)).unwrap_or_default());
@@ -78,7 +78,7 @@ pub fn decide(
     }
     match active.len().cmp(&replicas) {
         Ordering::Less => {
-            let need = (replicas - active.len()).min(burst);
+            let need = (replicas - active.len()).min(limit);
             let is_taken = |name: &str| pods.is_some_and(|ns| ns.is_taken(name));
             let meta = &controller.metadata;
             decision.creates = free_slots(&meta.name, &meta.uid, is_taken, need);
@@ -86,7 +86,7 @@ pub fn decide(
         Ordering::Greater => {
             let mut ranked = active;
             rank_for_deletion(&mut ranked);
-            ranked.truncate((ranked.len() - replicas).min(burst));
+            ranked.truncate((ranked.len() - replicas).min(limit));
             decision.deletes = ranked;
         }
         Ordering::Equal => {}

@@ -35,13 +35,21 @@ enum PodView {
 
 impl View {
     /// Decides over one consistent read of the pods: the cache's store is read once,
-    /// under its lock, for the count and the free names together.
-    fn decide(&self, burst: usize) -> Decision {
+    /// under its lock, for the count and the free names together. With the revision of
+    /// that read, for the status it leads to.
+    fn decide(&self) -> (Decision, i64) {
+        // No limit on the decision: the replica writer bounds the writes in flight (the
+        // burst limit) and in time (its budget per sync).
+        let limit = usize::MAX;
         match &self.pods {
             PodView::Cache(pods, namespace) => {
-                pods.read(namespace, |ns| decide(&self.controller, ns, burst))
+                let decision = pods.read(namespace, |ns| decide(&self.controller, ns, limit));
+                (decision, pods.revision())
             }
-            PodView::Fresh(ns) => decide(&self.controller, Some(ns), burst),
+            PodView::Fresh(ns) => (
+                decide(&self.controller, Some(ns), limit),
+                replicas::newest_pod(ns),
+            ),
         }
     }
 }
@@ -113,18 +121,19 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
     }
 
     /// The namespace's pods: the cache once it has applied this manager's last pod write
-    /// for the controller, else a fresh read.
+    /// for the controller and reached the view its last status came from, else a fresh
+    /// read.
     async fn pods(&self, namespace: &str, written: Written) -> Result<PodView, StorageError> {
         if let Some(cache) = self.pods.get() {
-            if !self.config.fresh_reads
-                && cache.wait_for(written.pods, self.config.cache_wait).await
+            let target = written.pods.max(written.view);
+            if !self.config.fresh_reads && cache.wait_for(target, self.config.cache_wait).await
             {
                 return Ok(PodView::Cache(cache.clone(), namespace.to_string()));
             }
             if !self.config.fresh_reads {
                 tracing::debug!(
                     namespace,
-                    revision = written.pods,
+                    revision = target,
                     "pod cache behind; reading etcd"
                 );
             }
@@ -164,8 +173,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         let Some(mut view) = self.observe(key).await? else {
             return Ok(());
         };
-        let burst = self.config.burst_replicas;
-        let mut decision = view.decide(burst);
+        let (mut decision, mut at) = view.decide();
         if view.from_cache && decision.writes_pods() {
             // The controller and pod caches follow two watches, so a pod change can arrive
             // before the change to its controller that came first (a resize, say). Before
@@ -179,19 +187,21 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
                     return Ok(());
                 }
                 view.controller = fresh;
-                decision = view.decide(burst);
+                (decision, at) = view.decide();
             }
         }
-        self.act(key, &view.controller, decision).await
+        self.act(key, &view.controller, decision, at).await
     }
 
-    /// Carries out `decision` for `controller` through the pod control: its creates or
-    /// deletes, then `status.replicas` if it changed.
+    /// Carries out `decision` for `controller`, made over a view of the pods at revision
+    /// `view`, through the pod control: its creates or deletes, then `status.replicas` if
+    /// it changed.
     async fn act(
         &self,
         key: &ObjectKey,
         controller: &ReplicationController,
         decision: Decision,
+        view: i64,
     ) -> anyhow::Result<()> {
         let Decision {
             active,
@@ -242,7 +252,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
                 .pod_control
                 .update_status(controller, now_active, ready)
                 .await;
-            errors.extend(record_status(&self.memory, key, written));
+            errors.extend(record_status(&self.memory, key, view, written));
         }
         match errors.into_iter().next() {
             None => Ok(()),
@@ -250,7 +260,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         }
     }
 
-    /// Creates the named replicas (the replica writer's slow-start batches), each a pod
+    /// Creates the named replicas (the replica writer's slow-start window), each a pod
     /// from the controller's template; a pod found holding a name counts when it is
     /// active, selected and owned by no controller reference.
     async fn create_replicas(
@@ -272,7 +282,8 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         replicas::create_replicas(&self.memory, key, burst, namespace, names, create, ours).await
     }
 
-    /// Deletes the given pods in parallel, each guarded by its resourceVersion.
+    /// Deletes the given pods, lowest rank first, up to the burst limit in flight, each
+    /// guarded by its resourceVersion.
     async fn delete_pods(
         &self,
         key: &ObjectKey,
@@ -288,6 +299,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
                     .await
             }
         };
-        replicas::delete_pods(&self.memory, key, victims, delete).await
+        let burst = self.config.burst_replicas;
+        replicas::delete_pods(&self.memory, key, burst, victims, delete).await
     }
 }

@@ -14,7 +14,8 @@
 //!   (`manager`, `sync`, `overcreate`, `overlap`; the 2014 one in `replication_2014`),
 //!   `replicaset`, `deployment`, `gc`, `endpoints`, `events`, the controller `framework`,
 //!   the shared `informer`, `kubelet`, `kubelet_load`, `nodes` (Node objects and the node
-//!   lifecycle controller), `status` (the status endpoint).
+//!   lifecycle controller), `status` (the status endpoint), `status_history` (a
+//!   scale-up's status never runs backwards).
 //! - `cli/`: kcm's command line. `kubecfg` (the kubecfg verbs), `apply`, `rollout`, `stop`,
 //!   `up`, `watch_cli` (`kcm watch`), `lab`, `bench`, `compose` (the compose file).
 //! - `faults/`: what happens when things break. `classes` (issue 25's cheap fault classes),
@@ -65,6 +66,7 @@ mod controllers {
     mod replicaset;
     mod replication_2014;
     mod status;
+    mod status_history;
     mod sync;
 }
 

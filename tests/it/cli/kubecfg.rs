@@ -89,10 +89,11 @@ async fn create_prints_each_object_and_get_reads_them_back() {
 
         let table = kcm(&endpoint, &["get", "rc"]).await;
         let table = table.success();
-        assert!(table.starts_with("NAME   DESIRED   CURRENT   SELECTOR   AGE\n"), "{table}");
+        // The columns of the Table the API serves (kubectl's).
+        assert!(table.starts_with("NAME   DESIRED   CURRENT   READY   AGE\n"), "{table}");
         let rc_rows = rows(table);
         assert_eq!(rc_rows.len(), 1, "{table}");
-        assert_eq!(rc_rows[0][..4], ["web", "3", "0", "name=web"]);
+        assert_eq!(rc_rows[0][..4], ["web", "3", "0", "0"]);
         assert!(rc_rows[0][4].ends_with('s'), "a fresh object's AGE is seconds: {table}");
 
         let all = kcm(&endpoint, &["get", "replicationcontrollers", "-A", "-o", "wide"]).await;
@@ -101,26 +102,44 @@ async fn create_prints_each_object_and_get_reads_them_back() {
         let namespaces: Vec<String> = rows(all).into_iter().map(|row| row[0].clone()).collect();
         assert_eq!(namespaces, ["default", "prod"], "{all}");
         assert!(all.contains("nginx:1.7"), "wide shows the image: {all}");
+        let headers: Vec<&str> = all.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(
+            headers[headers.len() - 3..],
+            ["CONTAINERS", "IMAGES", "SELECTOR"],
+            "wide adds the API's wide columns and no others: {all}"
+        );
 
         let pods_table = kcm(&endpoint, &["get", "po", "-l", "name=web"]).await;
         let pod_rows = rows(pods_table.success());
         assert_eq!(pod_rows.len(), 1, "{pods_table:?}");
-        assert_eq!(
-            pod_rows[0][..6],
-            ["web-1", "1/1", "Running", "0", "node-1", "10.0.0.1"]
+        assert_eq!(pod_rows[0][..4], ["web-1", "0/1", "Running", "0"]);
+        let wide_pods = kcm(&endpoint, &["get", "po", "-l", "name=web", "-o", "wide"]).await;
+        let wide_pods = wide_pods.success();
+        assert!(
+            wide_pods.starts_with(
+                "NAME    READY   STATUS    RESTARTS   AGE   IP         NODE   "
+            ),
+            "{wide_pods}"
         );
+        assert_eq!(rows(wide_pods)[0][5], "10.0.0.1", "{wide_pods}");
         assert_eq!(rows(kcm(&endpoint, &["get", "pods"]).await.success()).len(), 2);
 
         let services = kcm(&endpoint, &["get", "svc"]).await;
+        let services = services.success();
+        assert!(
+            services.starts_with(
+                "NAME   TYPE        CLUSTER-IP   EXTERNAL-IP   PORT(S)    AGE\n"
+            ),
+            "{services}"
+        );
         assert_eq!(
-            services.success(),
-            "NAME   SELECTOR   PORT       CONTAINER-PORT\nweb    name=web   8080/TCP   http\n"
+            rows(services)[0][..5],
+            ["web", "ClusterIP", "<none>", "<none>", "8080/TCP"]
         );
         let endpoints = kcm(&endpoint, &["get", "ep", "web"]).await;
-        assert_eq!(
-            endpoints.success(),
-            "NAME   ENDPOINTS\nweb    10.0.0.1:80,10.0.0.2:80\n"
-        );
+        let endpoints = endpoints.success();
+        assert!(endpoints.starts_with("NAME   ENDPOINTS                 AGE\n"), "{endpoints}");
+        assert_eq!(rows(endpoints)[0][..2], ["web", "10.0.0.1:80,10.0.0.2:80"]);
 
         // -o json: one object for a NAME, a List otherwise.
         let one: Value = serde_json::from_str(

@@ -35,9 +35,12 @@ pub async fn read(
         .header()
         .expect("header")
         .revision();
+    // Fragmented: a response of many large revisions (100 pods in one transaction, say)
+    // would pass the client's 4 MiB message limit whole.
     let options = WatchOptions::new()
         .with_range(end)
-        .with_start_revision(after + 1);
+        .with_start_revision(after + 1)
+        .with_fragment();
     let mut stream = client
         .clone()
         .watch(start, Some(options))

@@ -1,0 +1,72 @@
+//! [`Reflected`]: what an informer needs of the items it keeps: where the kind lives in
+//! etcd, how one stored value decodes, and the labels and resourceVersion the store
+//! reads. Every [`Cached`] form of a typed kind is one; so are the node directories'
+//! items (`informer::node`), which are no typed kind.
+
+use std::sync::Arc;
+
+use super::Cached;
+use crate::api::{self, Object};
+use crate::labels::Set;
+
+/// An item an informer lists, watches and stores.
+pub trait Reflected: Send + Sync + Sized + 'static {
+    /// The plural resource name (metrics, logs), e.g. `pods`.
+    const RESOURCE: &'static str;
+    /// The `kind` named in decode errors, e.g. `Pod`.
+    const KIND: &'static str;
+    /// The directory key (ending in `/`) under `prefix` that holds every item of the
+    /// kind.
+    fn directory(prefix: &str) -> String;
+    /// The namespace ("" for a cluster-scoped kind) and name of `key`; `None` for a key
+    /// the layout does not allow.
+    fn parse_key<'k>(prefix: &str, key: &'k str) -> Option<(&'k str, &'k str)>;
+    /// Decodes the value stored at `key` at `mod_revision` into the kept form.
+    ///
+    /// # Errors
+    /// When the value is not an object of the kind.
+    fn decode(prefix: &str, key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<Self>;
+    /// The labels the store groups and indexes items by; `None` for no label index.
+    fn labels(&self) -> Option<&Arc<Set>> {
+        None
+    }
+    /// Replaces the labels with an equal, shared copy (called before the item is stored).
+    fn share_labels(&mut self, _labels: Arc<Set>) {}
+    /// Replaces the namespace and name with the store's copies of them.
+    fn share_names(&mut self, _namespace: &Arc<str>, _name: &Arc<str>) {}
+    /// The item's resourceVersion (its key's `mod_revision`).
+    fn resource_version(&self) -> i64;
+}
+
+impl<C: Cached> Reflected for C {
+    const RESOURCE: &'static str = <C::Object as Object>::RESOURCE;
+    const KIND: &'static str = <C::Object as Object>::KIND;
+
+    fn directory(prefix: &str) -> String {
+        api::list_key::<C::Object>(prefix, None)
+    }
+
+    fn parse_key<'k>(prefix: &str, key: &'k str) -> Option<(&'k str, &'k str)> {
+        api::parse_key::<C::Object>(prefix, key)
+    }
+
+    fn decode(prefix: &str, key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<C> {
+        api::decode::<C::Object>(prefix, key, value, mod_revision).map(C::from_object)
+    }
+
+    fn labels(&self) -> Option<&Arc<Set>> {
+        Cached::labels(self)
+    }
+
+    fn share_labels(&mut self, labels: Arc<Set>) {
+        Cached::share_labels(self, labels);
+    }
+
+    fn share_names(&mut self, namespace: &Arc<str>, name: &Arc<str>) {
+        Cached::share_names(self, namespace, name);
+    }
+
+    fn resource_version(&self) -> i64 {
+        Cached::resource_version(self)
+    }
+}

@@ -1,0 +1,119 @@
+//! The two node directories as informers read them: Node documents
+//! (`{prefix}/nodes/{name}`), kept as stored JSON so that a write keeps every field
+//! ([`CachedNode`]), and the kubelets' registrations (`{prefix}/minions/{name}`), whose
+//! value means nothing here: a registration is present or not ([`Registration`]). Neither
+//! is a typed kind (`api::Object`); both are cluster-scoped, so their namespace is "".
+
+use serde_json::Value;
+
+use super::Reflected;
+use crate::api::{self, NODES_DIR, REGISTRATIONS_DIR};
+
+/// A Node document as stored, at its revision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedNode {
+    /// The document as stored: a JSON object.
+    pub document: Value,
+    /// Its key's `mod_revision`.
+    pub revision: i64,
+}
+
+/// A kubelet's registration: present while its kubelet holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registration {
+    /// Its key's `mod_revision`.
+    pub revision: i64,
+}
+
+/// The name of `key` directly under `{prefix}/{dir}/`, in the namespace "".
+fn name_in<'k>(prefix: &str, dir: &str, key: &'k str) -> Option<(&'k str, &'k str)> {
+    let rest = key.strip_prefix(prefix)?.strip_prefix('/')?;
+    let under = rest.strip_prefix(dir)?.strip_prefix('/')?;
+    api::name_under("", under).map(|name| ("", name))
+}
+
+impl Reflected for CachedNode {
+    const RESOURCE: &'static str = NODES_DIR;
+    const KIND: &'static str = api::NODE_KIND;
+
+    fn directory(prefix: &str) -> String {
+        format!("{prefix}/{NODES_DIR}/")
+    }
+
+    fn parse_key<'k>(prefix: &str, key: &'k str) -> Option<(&'k str, &'k str)> {
+        name_in(prefix, NODES_DIR, key)
+    }
+
+    fn decode(_prefix: &str, _key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<Self> {
+        match serde_json::from_slice::<Value>(value) {
+            Ok(document @ Value::Object(_)) => Ok(CachedNode {
+                document,
+                revision: mod_revision,
+            }),
+            Ok(_) => anyhow::bail!("the value is not a Node document (a JSON object)"),
+            Err(e) => anyhow::bail!("the value is not a Node document (a JSON object): {e}"),
+        }
+    }
+
+    fn resource_version(&self) -> i64 {
+        self.revision
+    }
+}
+
+impl Reflected for Registration {
+    const RESOURCE: &'static str = REGISTRATIONS_DIR;
+    const KIND: &'static str = "registration";
+
+    fn directory(prefix: &str) -> String {
+        format!("{prefix}/{REGISTRATIONS_DIR}/")
+    }
+
+    fn parse_key<'k>(prefix: &str, key: &'k str) -> Option<(&'k str, &'k str)> {
+        name_in(prefix, REGISTRATIONS_DIR, key)
+    }
+
+    fn decode(_prefix: &str, _key: &str, _value: &[u8], mod_revision: i64) -> anyhow::Result<Self> {
+        Ok(Registration {
+            revision: mod_revision,
+        })
+    }
+
+    fn resource_version(&self) -> i64 {
+        self.revision
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_keys_directly_under_each_directory_are_nodes_or_registrations() {
+        let node = |key| CachedNode::parse_key("/registry", key);
+        assert_eq!(node("/registry/nodes/n1"), Some(("", "n1")));
+        assert_eq!(node("/registry/nodes/a/deeper"), None);
+        assert_eq!(node("/registry/nodes/"), None);
+        assert_eq!(node("/registry/minions/n1"), None);
+        assert_eq!(node("/other/nodes/n1"), None);
+        let registration = |key| Registration::parse_key("/registry", key);
+        assert_eq!(registration("/registry/minions/n1"), Some(("", "n1")));
+        assert_eq!(registration("/registry/minions/n1/x"), None);
+        assert_eq!(registration("/registry/nodes/n1"), None);
+        assert_eq!(CachedNode::directory("/registry"), "/registry/nodes/");
+        assert_eq!(Registration::directory("/registry"), "/registry/minions/");
+    }
+
+    #[test]
+    fn a_node_is_any_json_object_and_a_registration_any_value() {
+        let node = CachedNode::decode("/registry", "/registry/nodes/n1", br#"{"a":1}"#, 7).unwrap();
+        assert_eq!(node.revision, 7);
+        assert_eq!(node.document["a"], 1);
+        for junk in [&b"[1]"[..], b"{not json", b"\"s\""] {
+            let error = CachedNode::decode("/registry", "/registry/nodes/n1", junk, 7).unwrap_err();
+            assert!(error.to_string().contains("not a Node document"), "{error}");
+        }
+        let registration =
+            Registration::decode("/registry", "/registry/minions/n1", b"1@host", 9).unwrap();
+        assert_eq!(registration, Registration { revision: 9 });
+    }
+}
