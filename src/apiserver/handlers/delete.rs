@@ -21,14 +21,12 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::request::Query;
-use super::write::{served, with_kind, Writable};
+use super::write::{served, Writable};
 use super::ApiState;
 use crate::api::{
-    controller_of, delete_write, graceful_delete, pod_grace_period, start_deletion,
-    start_graceful_deletion, Cascade, DeleteWrite, Graceful, Object, Pod, ReplicationController,
-    ResourceVersion,
+    controller_of, delete_write, graceful_delete, start_deletion, start_graceful_deletion, Cascade,
+    DeleteWrite, Graceful, Object, Pod, ReplicationController, ResourceVersion,
 };
-use crate::apiserver::convert::Kind;
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::resources::Resource;
 use crate::labels::Selector;
@@ -126,14 +124,14 @@ struct Outcome {
 ///
 /// # Errors
 /// 404, 409 (a precondition failed).
-pub(super) async fn delete(
+pub(super) async fn delete<T: Object>(
     state: &ApiState,
     writable: Writable,
     (namespace, name): (&str, &str),
     options: &DeleteOptions,
 ) -> Result<Response, ApiError> {
-    let outcome = with_kind!(writable.kind, T => delete_one::<T>(state, writable, namespace, name, options).await)?;
-    if writable.kind == Kind::Pod || !outcome.deleted {
+    let outcome = delete_one::<T>(state, writable, namespace, name, options).await?;
+    if writable.strategy.return_deleted_object || !outcome.deleted {
         return Ok(super::json_response(StatusCode::OK, &outcome.object));
     }
     let uid = outcome
@@ -168,7 +166,7 @@ pub(super) fn deleted_status(resource: &Resource, name: &str, uid: Value) -> Val
 ///
 /// # Errors
 /// 400 for a bad selector or a field selector; what a delete fails with.
-pub(super) async fn delete_collection(
+pub(super) async fn delete_collection<T: Object>(
     state: &ApiState,
     writable: Writable,
     namespace: Option<&str>,
@@ -185,24 +183,22 @@ pub(super) async fn delete_collection(
         .unwrap_or("")
         .parse()
         .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
-    let (items, revision) = with_kind!(writable.kind, T => {
-        let list = state
-            .registry
-            .list::<T>(namespace, &selector)
-            .await
-            .map_err(|e| writable.storage_error("", e))?;
-        let mut items = Vec::new();
-        for object in &list.items {
-            let meta = object.metadata();
-            match delete_one::<T>(state, writable, &meta.namespace, &meta.name, options).await {
-                Ok(outcome) => items.push(outcome.object),
-                // Gone meanwhile: someone else deleted it.
-                Err(e) if e.code == 404 => {}
-                Err(e) => return Err(e),
-            }
+    let list = state
+        .registry
+        .list::<T>(namespace, &selector)
+        .await
+        .map_err(|e| writable.storage_error("", e))?;
+    let mut items = Vec::new();
+    for object in &list.items {
+        let meta = object.metadata();
+        match delete_one::<T>(state, writable, &meta.namespace, &meta.name, options).await {
+            Ok(outcome) => items.push(outcome.object),
+            // Gone meanwhile: someone else deleted it.
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
         }
-        (items, list.resource_version)
-    });
+    }
+    let revision = list.resource_version;
     let resource = writable.resource;
     Ok(super::json_response(
         StatusCode::OK,
@@ -231,22 +227,23 @@ async fn delete_one<T: Object>(
         check_preconditions(writable, &object, options)?;
         let rv = object.metadata().resource_version;
         // A 2014 ReplicationController's pods hold no reference to it: nothing to orphan,
-        // and its pods go below, after its key.
-        let cascade = match writable.kind {
-            Kind::ReplicationController => Cascade::Background,
-            _ => options.cascade,
-        };
+        // and its pods go below, after its key (its strategy's `Dependents::Selector`).
+        let cascade = writable.strategy.cascade(options.cascade);
         let mut write = delete_write(object.metadata(), cascade);
         if let DeleteWrite::Mark(finalizer) = write {
             start_deletion(object.metadata_mut(), finalizer);
         }
-        if write == DeleteWrite::Delete && writable.kind == Kind::Pod {
-            write = graceful(&mut object, options.grace_period_seconds);
+        if let Some(grace_period) = writable.strategy.grace_period {
+            if write == DeleteWrite::Delete {
+                let stored = serde_json::to_value(&object).expect("a stored kind always encodes");
+                let grace = grace_period(&stored, options.grace_period_seconds);
+                write = graceful(&mut object, grace);
+            }
         }
         if options.dry_run {
             return Ok(Outcome {
                 deleted: write == DeleteWrite::Delete,
-                object: served(writable.kind, &object),
+                object: served(writable.kind(), &object),
             });
         }
         let written = match write {
@@ -267,14 +264,11 @@ async fn delete_one<T: Object>(
         match written {
             Ok(()) => {
                 let deleted = write == DeleteWrite::Delete;
-                if deleted
-                    && writable.kind == Kind::ReplicationController
-                    && options.cascade != Cascade::Orphan
-                {
+                if deleted && writable.strategy.deletes_selected_pods(options.cascade) {
                     delete_controller_pods(state, &object).await?;
                 }
                 return Ok(Outcome {
-                    object: served(writable.kind, &object),
+                    object: served(writable.kind(), &object),
                     deleted,
                 });
             }
@@ -285,17 +279,13 @@ async fn delete_one<T: Object>(
     Err(writable.conflict(name))
 }
 
-/// A pod's delete without finalizers (kube-apiserver's `BeforeDelete` with the pod
-/// strategy): with a grace period it is only marked (`deletionTimestamp` = now + grace,
-/// `deletionGracePeriodSeconds`), and its kubelet deletes it once its containers have
-/// stopped (or the garbage collector, once the grace period is over); an unassigned or
-/// terminated pod, or `gracePeriodSeconds=0`, is deleted now.
-fn graceful<T: Object>(object: &mut T, requested: Option<i64>) -> DeleteWrite {
-    let value = serde_json::to_value(&*object).expect("a stored kind always encodes");
-    let Ok(pod) = serde_json::from_value::<Pod>(value) else {
-        return DeleteWrite::Delete;
-    };
-    let grace = pod_grace_period(&pod, requested);
+/// A delete without finalizers of a kind that deletes gracefully (kube-apiserver's
+/// `BeforeDelete` with the strategy's `CheckGracefulDelete`: a pod), `grace` being the
+/// period its strategy gives: with one it is only marked (`deletionTimestamp` = now +
+/// grace, `deletionGracePeriodSeconds`), and its kubelet deletes it once its containers
+/// have stopped (or the garbage collector, once the grace period is over); a period of 0
+/// (an unassigned or terminated pod, or `gracePeriodSeconds=0`) deletes it now.
+fn graceful<T: Object>(object: &mut T, grace: i64) -> DeleteWrite {
     match graceful_delete(object.metadata(), grace) {
         Graceful::Now => DeleteWrite::Delete,
         Graceful::Unchanged => DeleteWrite::Nothing,
