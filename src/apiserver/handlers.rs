@@ -1,10 +1,13 @@
 //! Routes: 2014's `pkg/apiserver/apiserver.go`, serving core/v1 and apps/v1 with the later
 //! apiserver's query parameters and representations. What a request asks for is parsed in
 //! `request`; reads (2014's `resthandler.go`) are in `read`, the HTTP watch (`watch.go`)
-//! in `watch`; the writes in `create`, `update` (PUT and PATCH, `status`), `scale` and
-//! `delete`, on what they share in `write` (the one read-modify-write) and `body` (request
-//! bodies, `fieldValidation`); the writes of namespaces and nodes (JSON documents, not
-//! typed kinds) in `cluster`.
+//! in `watch`; the writes of the typed kinds in `create`, `update` (PUT and PATCH,
+//! `status`), `scale` and `delete`, on what they share in `write` (the one
+//! read-modify-write) and `body` (request bodies, `fieldValidation`), with what differs
+//! between the kinds in one strategy per kind (`strategy`, as Kubernetes' `strategy.go`);
+//! the writes of the kinds stored as JSON documents in their served version (namespaces,
+//! nodes, configmaps, secrets, serviceaccounts, leases) in `documents`, with theirs in
+//! `documents/`. `route_write` is where a typed kind meets its Rust type, once.
 //!
 //! Which reads go where, as in kube-apiserver:
 //! - a list or get with `resourceVersion` unset is a consistent read from etcd (at its

@@ -2,13 +2,14 @@
 //! `endpoints/handlers/delete.go` and `registry/generic/registry/store.go` `Delete`,
 //! `DeleteCollection`) with `DeleteOptions`: the preconditions (uid, resourceVersion), the
 //! propagation policy through kcm's garbage collector and finalizers (the rule `kcm delete`
-//! shares: [`api::delete_write`]), `gracePeriodSeconds` (a running pod is marked
-//! Terminating and its kubelet deletes it), `dryRun`. Pods answer with the object, as
-//! `ReturnDeletedObject` makes them; other kinds with a `Status` Success, or with the object
-//! while it waits for its finalizers.
+//! shares: [`api::delete_write`]), `gracePeriodSeconds` (a kind whose strategy deletes
+//! gracefully, a pod: a running one is marked Terminating and its kubelet deletes it),
+//! `dryRun`. A kind whose strategy says `return_deleted_object` (pods) answers with the
+//! object; other kinds with a `Status` Success, or with the object while it waits for its
+//! finalizers.
 //!
 //! A ReplicationController is 2014's: its pods have no owner references, only its
-//! selector. Deleting one (but with `Orphan`) deletes the controller's key first, so that
+//! selector (its strategy's `Dependents::Selector`). Deleting one (but with `Orphan`) deletes the controller's key first, so that
 //! the replication manager, whose pod writes carry the controller's incarnation in their
 //! transaction, can create no pod for it any more; then it deletes every pod its selector
 //! matches that no other controller owns, before answering. `Orphan` deletes the key only.

@@ -1,15 +1,16 @@
-//! What every write shares: the kinds' typed storage behind a served resource, the
-//! conversion of a written object to its stored shape and back, validation (kcm's own, as
-//! `kcm create`'s, answered as 422 `Invalid`), `fieldValidation`, `dryRun`, and the one
+//! What every write of a typed kind shares: the resource written and its kind's strategy
+//! ([`Writable`]), the conversion of a written object to its stored shape and back,
+//! validation (kcm's own, as `kcm create`'s, with the strategy's pod spec check, answered
+//! as 422 `Invalid`), `fieldValidation`, `dryRun`, and the one
 //! read-modify-write every update, patch, status and scale write is
 //! ([`update`]: the registry's `guaranteed_update`, one compare-and-swap transaction on the
 //! key's `mod_revision`, with the request's preconditions checked against each value read).
 //!
 //! Mirrors kube-apiserver's `registry/generic/registry/store.go` (`Create`, `Update`:
-//! `GuaranteedUpdate` with `Preconditions`) and the strategies' `PrepareForUpdate`
-//! (`metadata.uid`, `creationTimestamp`, `deletionTimestamp` and
+//! `GuaranteedUpdate` with `Preconditions`) and what every strategy's `PrepareForUpdate`
+//! does (`metadata.uid`, `creationTimestamp`, `deletionTimestamp` and
 //! `deletionGracePeriodSeconds` kept from the stored object; `generation` set by the
-//! registry).
+//! registry); what one kind's does besides is in its strategy (`strategy/`).
 //!
 //! Invariants: nothing is written when a check fails or `dryRun=All` is asked; what is
 //! stored keeps every field kcm does not model (the kinds keep unknown fields, and a
