@@ -22,11 +22,12 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::request::Query;
+use super::strategy::PodSelector;
 use super::write::{served, Writable};
 use super::ApiState;
 use crate::api::{
     controller_of, delete_write, graceful_delete, start_deletion, start_graceful_deletion, Cascade,
-    DeleteWrite, Graceful, Object, Pod, ReplicationController, ResourceVersion,
+    DeleteWrite, Graceful, Object, Pod, ResourceVersion,
 };
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::resources::Resource;
@@ -265,8 +266,10 @@ async fn delete_one<T: Object>(
         match written {
             Ok(()) => {
                 let deleted = write == DeleteWrite::Delete;
-                if deleted && writable.strategy.deletes_selected_pods(options.cascade) {
-                    delete_controller_pods(state, &object).await?;
+                if let Some(selector) = writable.strategy.selected_pods(options.cascade) {
+                    if deleted {
+                        delete_selected_pods(state, writable, &object, selector).await?;
+                    }
                 }
                 return Ok(Outcome {
                     object: served(writable.kind(), &object),
@@ -327,28 +330,30 @@ fn check_preconditions<T: Object>(
     Ok(())
 }
 
-/// After a ReplicationController's key is gone: deletes every pod of its namespace its
-/// selector matches that no other controller owns (what kubectl 1.0's reaper left behind
-/// none of, by scaling to 0 first). The key went first, so the replication manager can
-/// create none of them again: its creates compare the controller's incarnation.
-async fn delete_controller_pods(state: &ApiState, object: &impl Object) -> Result<(), ApiError> {
-    let rc: ReplicationController =
-        serde_json::from_value(serde_json::to_value(object).expect("a stored kind always encodes"))
-            .map_err(|e| ApiError::internal(format!("the deleted controller: {e}")))?;
-    if rc.spec.selector.is_empty() {
+/// After a 2014 ReplicationController's key is gone (its strategy's
+/// `Dependents::Selector`): deletes every pod of its namespace its selector matches that
+/// no other controller owns (what kubectl 1.0's reaper left behind none of, by scaling
+/// to 0 first). The key went first, so the replication manager can create none of them
+/// again: its creates compare the controller's incarnation.
+async fn delete_selected_pods<T: Object>(
+    state: &ApiState,
+    writable: Writable,
+    object: &T,
+    selector: PodSelector,
+) -> Result<(), ApiError> {
+    let stored = serde_json::to_value(object).expect("a stored kind always encodes");
+    let Some(selector) = selector(&stored)? else {
         return Ok(());
-    }
-    let namespace = rc.metadata.namespace.as_str();
-    let selector = rc.spec.selector.as_selector();
+    };
+    let meta = object.metadata();
     let pods = state
         .registry
-        .list::<Pod>(Some(namespace), &selector)
+        .list::<Pod>(Some(&meta.namespace), &selector)
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
     for pod in pods.items {
-        let owned_elsewhere = controller_of(&pod.metadata).is_some_and(|owner| {
-            owner.kind != "ReplicationController" || owner.uid != rc.metadata.uid
-        });
+        let owned_elsewhere = controller_of(&pod.metadata)
+            .is_some_and(|owner| owner.kind != writable.resource.kind || owner.uid != meta.uid);
         if owned_elsewhere {
             continue;
         }

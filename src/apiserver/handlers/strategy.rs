@@ -34,6 +34,7 @@ use crate::api::{Cascade, Object};
 use crate::apiserver::convert::Kind;
 use crate::apiserver::errors::{ApiError, Cause};
 use crate::apiserver::validation;
+use crate::labels::Selector;
 
 /// What one typed kind's writes do differently.
 pub(super) struct Strategy {
@@ -62,8 +63,12 @@ pub(super) struct Strategy {
     pub return_deleted_object: bool,
 }
 
+/// The pods a deleted object's label selector names (`None`: an empty selector, which
+/// names none); an error is a stored object that does not decode as its kind.
+pub(super) type PodSelector = fn(&Value) -> Result<Option<Selector>, ApiError>;
+
 /// How a deleted object's dependents are found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub(super) enum Dependents {
     /// Through their owner references: kcm's garbage collector, as the request's
     /// propagation policy says (`api::delete_write`).
@@ -72,7 +77,7 @@ pub(super) enum Dependents {
     /// hold no reference to it. Its key is deleted at once (nothing to orphan through
     /// references), then the pods its selector matches that no other controller owns,
     /// unless the policy is `Orphan`.
-    Selector,
+    Selector(PodSelector),
 }
 
 impl Strategy {
@@ -80,14 +85,17 @@ impl Strategy {
     pub(super) fn cascade(&self, requested: Cascade) -> Cascade {
         match self.dependents {
             Dependents::OwnerReferences => requested,
-            Dependents::Selector => Cascade::Background,
+            Dependents::Selector(_) => Cascade::Background,
         }
     }
 
-    /// Whether a delete of the object under `requested` also deletes the pods its
-    /// selector matches.
-    pub(super) fn deletes_selected_pods(&self, requested: Cascade) -> bool {
-        self.dependents == Dependents::Selector && requested != Cascade::Orphan
+    /// How to find the pods a delete of the object under `requested` also deletes: by its
+    /// selector, unless orphaned; `None` when its pods are the garbage collector's.
+    pub(super) fn selected_pods(&self, requested: Cascade) -> Option<PodSelector> {
+        match self.dependents {
+            Dependents::Selector(selector) if requested != Cascade::Orphan => Some(selector),
+            _ => None,
+        }
     }
 }
 
@@ -186,11 +194,11 @@ mod tests {
         for requested in [Cascade::Background, Cascade::Foreground, Cascade::Orphan] {
             assert_eq!(rc.cascade(requested), Cascade::Background);
         }
-        assert!(rc.deletes_selected_pods(Cascade::Foreground));
-        assert!(!rc.deletes_selected_pods(Cascade::Orphan));
+        assert!(rc.selected_pods(Cascade::Foreground).is_some());
+        assert!(rc.selected_pods(Cascade::Orphan).is_none());
         let rs = of(Kind::ReplicaSet);
         assert_eq!(rs.cascade(Cascade::Orphan), Cascade::Orphan);
-        assert!(!rs.deletes_selected_pods(Cascade::Background));
+        assert!(rs.selected_pods(Cascade::Background).is_none());
     }
 
     #[test]
