@@ -175,6 +175,46 @@ impl Registry {
         Err(last_conflict.expect("the loop ran at least once"))
     }
 
+    /// Reads the value at `key` (under the prefix), lets `check` refuse it, and deletes it
+    /// at the revision read, reading again and checking again when another writer came
+    /// between: the delete beside [`Registry::guaranteed_update_raw`]. Returns the value
+    /// deleted.
+    ///
+    /// # Errors
+    /// `NotFound`, `Update` when `check` refuses (nothing is deleted), `Conflict` after
+    /// 100 consecutive conflicts; `Fenced`, `OwnerGone`, `ConditionFailed` as every write.
+    pub async fn guaranteed_delete_raw<F>(
+        &self,
+        key: &str,
+        mut check: F,
+    ) -> Result<RawValue, StorageError>
+    where
+        F: FnMut(&RawValue) -> anyhow::Result<()>,
+    {
+        let not_found = || StorageError::NotFound {
+            key: key.to_string(),
+        };
+        let mut current = self.get_raw(key).await?.ok_or_else(not_found)?;
+        let mut last_conflict = None;
+        for _ in 0..MAX_UPDATE_ATTEMPTS {
+            check(&current).map_err(|source| StorageError::Update {
+                key: key.to_string(),
+                source,
+            })?;
+            let expected = ResourceVersion(current.mod_revision);
+            match self.delete_raw(key, expected).await {
+                Ok(_) => return Ok(current),
+                Err(conflict @ StorageError::Conflict { .. }) => {
+                    tracing::debug!(%key, "guaranteed_delete_raw conflict; retrying");
+                    current = self.get_raw(key).await?.ok_or_else(not_found)?;
+                    last_conflict = Some(conflict);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(last_conflict.expect("the loop ran at least once"))
+    }
+
     /// Deletes `key` (under the prefix) only if it is still at `expected`
     /// (compare-and-swap on `mod_revision`). Returns the revision of the delete.
     ///

@@ -52,8 +52,8 @@ fn strategy_of(kind: &str) -> &'static Strategy {
     }
 }
 
-/// How often a write reads again after another writer came between its read and its
-/// write (when the request stated no resourceVersion).
+/// How often a namespace's delete reads again after another writer came between its
+/// read and its write (when the request stated no resourceVersion).
 const ATTEMPTS: usize = 10;
 
 /// The documents of one resource (in one namespace, for a namespaced one).
@@ -537,13 +537,7 @@ async fn update(
             let next = last.expect("a written value was computed by the update");
             Ok(docs.served(next, ResourceVersion(raw.mod_revision)))
         }
-        Err(StorageError::NotFound { .. }) => Err(docs.not_found(name)),
-        Err(StorageError::Update { source, .. }) => Err(match source.downcast::<ApiError>() {
-            Ok(error) => error,
-            Err(other) => ApiError::internal(format!("{other:#}")),
-        }),
-        Err(StorageError::Conflict { .. }) => Err(docs.conflict(name)),
-        Err(e) => Err(write_failed(e)),
+        Err(e) => Err(storage_failed(docs, name, e)),
     }
 }
 
@@ -641,32 +635,61 @@ async fn delete_namespace(
     Err(docs.conflict(name))
 }
 
-/// `DELETE` of a Node or of a namespaced document: it goes at the revision read.
+/// `DELETE` of a Node or of a namespaced document: it goes at the revision read, with the
+/// registry's `guaranteed_delete_raw` (read again after another writer came between,
+/// unless the request stated a resourceVersion: then 409).
 async fn delete_document(
     docs: Documents<'_>,
     name: &str,
     options: &DeleteOptions,
 ) -> Result<Response, ApiError> {
-    for _ in 0..ATTEMPTS {
-        let (current, rv) = docs.read(name).await?;
-        check_preconditions(docs, name, &current, rv, options)?;
+    let status_of = |current: &Value| {
         let uid = current
             .pointer("/metadata/uid")
             .cloned()
             .unwrap_or(Value::Null);
-        let status = deleted_status(docs.resource, name, uid);
-        if options.dry_run {
-            return Ok(super::json_response(StatusCode::OK, &status));
-        }
-        match docs.state.registry.delete_raw(&docs.key(name), rv).await {
-            Ok(_) => return Ok(super::json_response(StatusCode::OK, &status)),
-            Err(StorageError::NotFound { .. }) => return Err(docs.not_found(name)),
-            Err(StorageError::Conflict { .. }) if options.resource_version.is_none() => continue,
-            Err(StorageError::Conflict { .. }) => return Err(docs.conflict(name)),
-            Err(e) => return Err(write_failed(e)),
-        }
+        deleted_status(docs.resource, name, uid)
+    };
+    if options.dry_run {
+        let (current, rv) = docs.read(name).await?;
+        check_preconditions(docs, name, &current, rv, options)?;
+        return Ok(super::json_response(StatusCode::OK, &status_of(&current)));
     }
-    Err(docs.conflict(name))
+    let mut reads = 0;
+    let deleted = docs
+        .state
+        .registry
+        .guaranteed_delete_raw(&docs.key(name), |raw| {
+            reads += 1;
+            if reads > 1 && options.resource_version.is_some() {
+                return Err(docs.conflict(name).into());
+            }
+            let (current, rv) = docs.decode(name, raw)?;
+            check_preconditions(docs, name, &current, rv, options)?;
+            Ok(())
+        })
+        .await;
+    match deleted {
+        Ok(raw) => {
+            let (current, _) = docs.decode(name, &raw)?;
+            Ok(super::json_response(StatusCode::OK, &status_of(&current)))
+        }
+        Err(e) => Err(storage_failed(docs, name, e)),
+    }
+}
+
+/// The answer for a failed guaranteed write of the document `name`: 404, 409, what the
+/// update or check refused with, else [`write_failed`].
+fn storage_failed(docs: Documents<'_>, name: &str, error: StorageError) -> ApiError {
+    match error {
+        StorageError::NotFound { .. } => docs.not_found(name),
+        StorageError::Update { source, .. } => match source.downcast::<ApiError>() {
+            Ok(error) => error,
+            Err(other) => ApiError::internal(format!("{other:#}")),
+        },
+        StorageError::Conflict { .. } => docs.conflict(name),
+        other => write_failed(other),
+    }
 }
 
 /// Runs `create` with a registry whose writes also require `namespace`'s Namespace as
