@@ -1,8 +1,9 @@
 //! `POST` of a collection: create (kube-apiserver's `endpoints/handlers/create.go` and
 //! `registry/generic/registry/store.go` `Create`): the path's namespace, `generateName`,
-//! the defaults of the kind's strategy, kcm's validation, then the registry's create-if-absent transaction
-//! (which also requires the namespace not terminating: 403 otherwise, as kube-apiserver's
-//! `NamespaceLifecycle` admission); 201 with the stored object.
+//! the defaults of the kind's strategy, kcm's validation, then the registry's
+//! create-if-absent transaction (which also requires the namespace not terminating: 403
+//! otherwise, as kube-apiserver's `NamespaceLifecycle` admission); 201 with the stored
+//! object.
 
 use axum::http::StatusCode;
 use axum::response::Response;

@@ -9,10 +9,11 @@
 //! finalizers.
 //!
 //! A ReplicationController is 2014's: its pods have no owner references, only its
-//! selector (its strategy's `Dependents::Selector`). Deleting one (but with `Orphan`) deletes the controller's key first, so that
-//! the replication manager, whose pod writes carry the controller's incarnation in their
-//! transaction, can create no pod for it any more; then it deletes every pod its selector
-//! matches that no other controller owns, before answering. `Orphan` deletes the key only.
+//! selector (its strategy's `Dependents::Selector`). Deleting one (but with `Orphan`)
+//! deletes the controller's key first, so that the replication manager, whose pod writes
+//! carry the controller's incarnation in their transaction, can create no pod for it any
+//! more; then it deletes every pod its selector matches that no other controller owns,
+//! before answering. `Orphan` deletes the key only.
 //! docs/departures.md has the row.
 
 use std::time::SystemTime;
