@@ -18,7 +18,10 @@
 //! - `convert`: the stored (2014 v1beta3) shapes to the served (v1) ones and back;
 //! - `cache`: the watch cache, one per resource, fed by one etcd watch each;
 //! - `fields`: field selectors; `table`: server-side Tables as kubectl prints them;
-//! - `handlers`: routes, reads, watches and writes; `errors`: the `Status` answers;
+//! - `handlers`: routes, reads, watches and writes, with what differs between the kinds
+//!   in one strategy per kind (`handlers/strategy/` for the typed kinds,
+//!   `handlers/documents/` for the documents, as Kubernetes' `strategy.go`); `errors`:
+//!   the `Status` answers;
 //! - `protobuf`: protobuf request bodies turned into the same JSON;
 //! - `patch`: merge, JSON and strategic merge patches; `schema`: the field names
 //!   `fieldValidation` checks; `openapi`: the minimal OpenAPI v3 kubectl's validation needs;

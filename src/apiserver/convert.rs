@@ -84,6 +84,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, core kinds first.
+    #[cfg(test)]
     pub const ALL: [Kind; 6] = [
         Kind::Pod,
         Kind::ReplicationController,
@@ -112,6 +113,9 @@ impl Kind {
     }
 
     /// The resource (plural) name in URLs: `"pods"`, `"replicationcontrollers"`, ...
+    /// (the server reads it from the resource's row, `resources::RESOURCES`, whose
+    /// `decode` names the kind).
+    #[cfg(test)]
     pub fn resource(self) -> &'static str {
         match self {
             Kind::Pod => "pods",
@@ -124,6 +128,7 @@ impl Kind {
     }
 
     /// The kind served under the resource (plural) name `resource`, if kcm stores it.
+    #[cfg(test)]
     pub fn from_resource(resource: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.resource() == resource)
     }

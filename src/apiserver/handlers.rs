@@ -1,10 +1,13 @@
 //! Routes: 2014's `pkg/apiserver/apiserver.go`, serving core/v1 and apps/v1 with the later
 //! apiserver's query parameters and representations. What a request asks for is parsed in
 //! `request`; reads (2014's `resthandler.go`) are in `read`, the HTTP watch (`watch.go`)
-//! in `watch`; the writes in `create`, `update` (PUT and PATCH, `status`), `scale` and
-//! `delete`, on what they share in `write` (the one read-modify-write) and `body` (request
-//! bodies, `fieldValidation`); the writes of namespaces and nodes (JSON documents, not
-//! typed kinds) in `cluster`.
+//! in `watch`; the writes of the typed kinds in `create`, `update` (PUT and PATCH,
+//! `status`), `scale` and `delete`, on what they share in `write` (the one
+//! read-modify-write) and `body` (request bodies, `fieldValidation`), with what differs
+//! between the kinds in one strategy per kind (`strategy`, as Kubernetes' `strategy.go`);
+//! the writes of the kinds stored as JSON documents in their served version (namespaces,
+//! nodes, configmaps, secrets, serviceaccounts, leases) in `documents`, with theirs in
+//! `documents/`. `route_write` is where a typed kind meets its Rust type, once.
 //!
 //! Which reads go where, as in kube-apiserver:
 //! - a list or get with `resourceVersion` unset is a consistent read from etcd (at its
@@ -29,6 +32,7 @@ mod documents;
 mod read;
 mod request;
 mod scale;
+mod strategy;
 mod update;
 mod watch;
 mod write;
@@ -53,8 +57,10 @@ use tokio::sync::Semaphore;
 
 use super::auth::TokenFile;
 use super::cache::WatchCache;
+use super::convert::Kind;
 use super::discovery;
 use super::errors::ApiError;
+use crate::api;
 use crate::registry::Registry;
 use crate::status::Metrics;
 
@@ -331,11 +337,43 @@ async fn route_write(
         let request = (query, headers);
         return documents::write(state, method, &target, directory, request, body).await;
     }
+    let writable = write::Writable::of(target.resource, method.as_str())?;
+    let request = (state, method, &target, query, headers);
+    // The one place a typed kind meets its Rust type: the registry's reads and writes are
+    // generic over it (`Registry::get::<T>`, `guaranteed_update::<T>`, ...); every rule
+    // that differs between the kinds is in their strategies (`strategy`).
+    match writable.kind() {
+        Kind::Pod => write_typed::<api::Pod>(request, writable, body).await,
+        Kind::ReplicationController => {
+            write_typed::<api::ReplicationController>(request, writable, body).await
+        }
+        Kind::Service => write_typed::<api::Service>(request, writable, body).await,
+        Kind::Endpoints => write_typed::<api::Endpoints>(request, writable, body).await,
+        Kind::ReplicaSet => write_typed::<api::ReplicaSet>(request, writable, body).await,
+        Kind::Deployment => write_typed::<api::Deployment>(request, writable, body).await,
+    }
+}
+
+/// What a write request is: the state, its method, path, query and headers.
+type WriteRequest<'a> = (
+    &'a Arc<ApiState>,
+    &'a Method,
+    &'a request::Target,
+    &'a Query,
+    &'a HeaderMap,
+);
+
+/// A write of a typed kind, stored as `T`: create, update and patch (of the object or
+/// its `status`), `scale`, and delete (of the object or a collection).
+async fn write_typed<T: api::Object>(
+    (state, method, target, query, headers): WriteRequest<'_>,
+    writable: write::Writable,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
     let not_allowed = || {
         let what = super::errors::qualified(target.resource.group, target.resource.plural);
         ApiError::method_not_allowed(method.as_str(), &what)
     };
-    let writable = write::Writable::of(target.resource, method.as_str())?;
     let options = write::WriteOptions::parse(query)?;
     let subresource = target.subresource.as_deref();
     if let Some(sub) = subresource {
@@ -353,17 +391,17 @@ async fn route_write(
     match (method.clone(), target.name.as_deref(), subresource) {
         (Method::POST, None, None) => {
             let (_, decoded) = read_body(headers, body, false).await?;
-            create::create(state, writable, namespace, decoded, options).await
+            create::create::<T>(state, writable, namespace, decoded, options).await
         }
         (Method::PUT, Some(name), None | Some("status")) => {
             let (_, decoded) = read_body(headers, body, false).await?;
             let part = update_part(subresource);
-            update::put(state, writable, (namespace, name), part, decoded, options).await
+            update::put::<T>(state, writable, (namespace, name), part, decoded, options).await
         }
         (Method::PATCH, Some(name), None | Some("status")) => {
             let typed = read_body(headers, body, true).await?;
             let part = update_part(subresource);
-            update::patch(state, writable, (namespace, name), part, typed, options).await
+            update::patch::<T>(state, writable, (namespace, name), part, typed, options).await
         }
         (Method::PUT | Method::PATCH, Some(name), Some("scale")) => {
             let patch = method == Method::PATCH;
@@ -373,15 +411,18 @@ async fn route_write(
             } else {
                 scale::ScaleWrite::Put(decoded.value.clone())
             };
-            scale::write_scale(state, writable, (namespace, name), decoded, how, options).await
+            scale::write_scale::<T>(state, writable, (namespace, name), decoded, how, options).await
         }
         (Method::DELETE, name, None) => {
             let options = delete_options(headers, body, query).await?;
             match name {
-                Some(name) => delete::delete(state, writable, (namespace, name), &options).await,
+                Some(name) => {
+                    delete::delete::<T>(state, writable, (namespace, name), &options).await
+                }
                 None => {
                     let namespace = target.namespace.as_deref();
-                    delete::delete_collection(state, writable, namespace, query, &options).await
+                    delete::delete_collection::<T>(state, writable, namespace, query, &options)
+                        .await
                 }
             }
         }

@@ -6,7 +6,7 @@
 
 use etcd_client::{Compare, CompareOp, TxnOp};
 
-use super::{current_kv, unchanged_since, Registry, StorageError};
+use super::{current_kv, unchanged_since, Registry, StorageError, MAX_UPDATE_ATTEMPTS};
 use crate::api::ResourceVersion;
 
 /// A value as stored, with its revisions.
@@ -123,6 +123,96 @@ impl Registry {
             expected,
             actual,
         })
+    }
+
+    /// Reads the value at `key` (under the prefix), applies `update` to it and writes what
+    /// it returns with compare-and-swap, reading again and applying `update` again when
+    /// another writer came between: [`Registry::guaranteed_update`] for a document that is
+    /// not a typed kind. `update` returning `None` writes nothing. Returns the value as
+    /// written (or as read, when nothing was written), with its revisions.
+    ///
+    /// # Errors
+    /// `NotFound`, `Update` when `update` fails (nothing is written), `Conflict` after
+    /// 100 consecutive conflicts; `Fenced`, `OwnerGone`, `ConditionFailed` as every write.
+    pub async fn guaranteed_update_raw<F>(
+        &self,
+        key: &str,
+        mut update: F,
+    ) -> Result<RawValue, StorageError>
+    where
+        F: FnMut(&RawValue) -> anyhow::Result<Option<Vec<u8>>>,
+    {
+        let not_found = || StorageError::NotFound {
+            key: key.to_string(),
+        };
+        let mut current = self.get_raw(key).await?.ok_or_else(not_found)?;
+        let mut last_conflict = None;
+        for _ in 0..MAX_UPDATE_ATTEMPTS {
+            let Some(value) = update(&current).map_err(|source| StorageError::Update {
+                key: key.to_string(),
+                source,
+            })?
+            else {
+                return Ok(current);
+            };
+            let expected = ResourceVersion(current.mod_revision);
+            match self.update_raw(key, expected, value.clone()).await {
+                Ok(written) => {
+                    return Ok(RawValue {
+                        value,
+                        create_revision: current.create_revision,
+                        mod_revision: written.0,
+                    })
+                }
+                Err(conflict @ StorageError::Conflict { .. }) => {
+                    tracing::debug!(%key, "guaranteed_update_raw conflict; retrying");
+                    current = self.get_raw(key).await?.ok_or_else(not_found)?;
+                    last_conflict = Some(conflict);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(last_conflict.expect("the loop ran at least once"))
+    }
+
+    /// Reads the value at `key` (under the prefix), lets `check` refuse it, and deletes it
+    /// at the revision read, reading again and checking again when another writer came
+    /// between: the delete beside [`Registry::guaranteed_update_raw`]. Returns the value
+    /// deleted.
+    ///
+    /// # Errors
+    /// `NotFound`, `Update` when `check` refuses (nothing is deleted), `Conflict` after
+    /// 100 consecutive conflicts; `Fenced`, `OwnerGone`, `ConditionFailed` as every write.
+    pub async fn guaranteed_delete_raw<F>(
+        &self,
+        key: &str,
+        mut check: F,
+    ) -> Result<RawValue, StorageError>
+    where
+        F: FnMut(&RawValue) -> anyhow::Result<()>,
+    {
+        let not_found = || StorageError::NotFound {
+            key: key.to_string(),
+        };
+        let mut current = self.get_raw(key).await?.ok_or_else(not_found)?;
+        let mut last_conflict = None;
+        for _ in 0..MAX_UPDATE_ATTEMPTS {
+            check(&current).map_err(|source| StorageError::Update {
+                key: key.to_string(),
+                source,
+            })?;
+            let expected = ResourceVersion(current.mod_revision);
+            match self.delete_raw(key, expected).await {
+                Ok(_) => return Ok(current),
+                Err(conflict @ StorageError::Conflict { .. }) => {
+                    tracing::debug!(%key, "guaranteed_delete_raw conflict; retrying");
+                    current = self.get_raw(key).await?.ok_or_else(not_found)?;
+                    last_conflict = Some(conflict);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(last_conflict.expect("the loop ran at least once"))
     }
 
     /// Deletes `key` (under the prefix) only if it is still at `expected`

@@ -1,8 +1,9 @@
 //! `POST` of a collection: create (kube-apiserver's `endpoints/handlers/create.go` and
 //! `registry/generic/registry/store.go` `Create`): the path's namespace, `generateName`,
-//! the kind's defaults, kcm's validation, then the registry's create-if-absent transaction
-//! (which also requires the namespace not terminating: 403 otherwise, as kube-apiserver's
-//! `NamespaceLifecycle` admission); 201 with the stored object.
+//! the defaults of the kind's strategy, kcm's validation, then the registry's
+//! create-if-absent transaction (which also requires the namespace not terminating: 403
+//! otherwise, as kube-apiserver's `NamespaceLifecycle` admission); 201 with the stored
+//! object.
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -11,13 +12,14 @@ use serde_json::Value;
 
 use super::body::Decoded;
 use super::documents::{create_in_namespace, namespace_condition};
+use super::strategy::typed;
 use super::write::{
-    check_fields, name_from_path, resource_version_of, respond, served, typed, validate, with_kind,
-    Writable, WriteOptions,
+    check_fields, name_from_path, resource_version_of, respond, served, validate, Writable,
+    WriteOptions,
 };
 use super::ApiState;
 use crate::api::{self, Object};
-use crate::apiserver::convert::{self, Kind};
+use crate::apiserver::convert;
 use crate::apiserver::errors::ApiError;
 use crate::registry::Registry;
 
@@ -29,7 +31,7 @@ const GENERATE_NAME_ATTEMPTS: usize = 8;
 /// # Errors
 /// 400 (a wrong kind, another namespace, a resourceVersion, no name), 409
 /// `AlreadyExists`, 422 `Invalid`.
-pub(super) async fn create(
+pub(super) async fn create<T: Object>(
     state: &ApiState,
     writable: Writable,
     namespace: &str,
@@ -61,7 +63,7 @@ pub(super) async fn create(
         if let Some(prefix) = &generate {
             object["metadata"]["name"] = Value::String(super::write::generated_name(prefix));
         }
-        let result = with_kind!(writable.kind, T => create_kind::<T>(state, writable, object.clone(), options.dry_run).await);
+        let result = create_kind::<T>(state, writable, object.clone(), options.dry_run).await;
         match result {
             Err(e) if e.code == 409 && generate.is_some() && attempts < GENERATE_NAME_ATTEMPTS => {
                 continue
@@ -98,8 +100,8 @@ async fn create_kind<T: Object>(
     object: Value,
     dry_run: bool,
 ) -> Result<Value, ApiError> {
-    let mut stored = convert::to_stored(writable.kind, object);
-    set_defaults(writable.kind, &mut stored)?;
+    let mut stored = convert::to_stored(writable.kind(), object);
+    (writable.strategy.defaults)(&mut stored)?;
     let mut typed: T = typed(stored)?;
     // What the registry fills (kube-apiserver's `BeforeCreate` overwrites them too).
     let meta = typed.metadata_mut();
@@ -131,7 +133,7 @@ async fn create_kind<T: Object>(
     } else {
         create_guarded(state, writable, &typed).await?
     };
-    Ok(served(writable.kind, &created))
+    Ok(served(writable.kind(), &created))
 }
 
 /// Creates `object` in a transaction that also requires its namespace's Namespace as
@@ -148,49 +150,8 @@ async fn create_guarded<T: Object>(
         .map_err(|e| writable.storage_error(name, e))
 }
 
-/// kube-apiserver's defaults that kcm's controllers depend on: `spec.replicas` 1 for the
-/// replica kinds; a Deployment's strategy, history limit and progress deadline
-/// (`SetDefaults_Deployment`, as `kcm create` applies them).
-fn set_defaults(kind: Kind, stored: &mut Value) -> Result<(), ApiError> {
-    match kind {
-        Kind::ReplicationController | Kind::ReplicaSet => {
-            if let Some(spec) = stored.get_mut("spec").and_then(Value::as_object_mut) {
-                spec.entry("replicas").or_insert(Value::from(1));
-            }
-        }
-        Kind::Deployment => {
-            let mut deployment: api::Deployment = typed(stored.clone())?;
-            deployment.set_defaults();
-            let defaulted = serde_json::to_value(&deployment.spec).expect("a spec always encodes");
-            if let (Some(spec), Value::Object(defaulted)) = (
-                stored
-                    .as_object_mut()
-                    .map(|o| o.entry("spec").or_insert_with(|| serde_json::json!({})))
-                    .and_then(Value::as_object_mut),
-                defaulted,
-            ) {
-                for field in [
-                    "replicas",
-                    "strategy",
-                    "revisionHistoryLimit",
-                    "progressDeadlineSeconds",
-                ] {
-                    if let Some(value) = defaulted.get(field) {
-                        spec.insert(field.to_string(), value.clone());
-                    }
-                }
-            }
-        }
-        Kind::Pod | Kind::Service | Kind::Endpoints => {}
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use serde_json::json;
-
     #[test]
     fn generated_names_add_five_characters_of_the_alphabet() {
         let name = super::super::write::generated_name("web-");
@@ -198,22 +159,5 @@ mod tests {
         assert!(name[4..]
             .chars()
             .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
-    }
-
-    #[test]
-    fn a_created_deployment_gets_kubernetes_defaults() {
-        let mut stored = json!({"spec": {"template": {}}});
-        set_defaults(Kind::Deployment, &mut stored).unwrap();
-        assert_eq!(stored["spec"]["replicas"], 1);
-        assert_eq!(stored["spec"]["strategy"]["type"], "RollingUpdate");
-        assert_eq!(
-            stored["spec"]["strategy"]["rollingUpdate"]["maxSurge"],
-            "25%"
-        );
-        assert_eq!(stored["spec"]["revisionHistoryLimit"], 10);
-        assert_eq!(stored["spec"]["progressDeadlineSeconds"], 600);
-        let mut rc = json!({"spec": {"replicas": 0}});
-        set_defaults(Kind::ReplicationController, &mut rc).unwrap();
-        assert_eq!(rc["spec"]["replicas"], 0);
     }
 }

@@ -2,16 +2,18 @@
 //! `endpoints/handlers/delete.go` and `registry/generic/registry/store.go` `Delete`,
 //! `DeleteCollection`) with `DeleteOptions`: the preconditions (uid, resourceVersion), the
 //! propagation policy through kcm's garbage collector and finalizers (the rule `kcm delete`
-//! shares: [`api::delete_write`]), `gracePeriodSeconds` (a running pod is marked
-//! Terminating and its kubelet deletes it), `dryRun`. Pods answer with the object, as
-//! `ReturnDeletedObject` makes them; other kinds with a `Status` Success, or with the object
-//! while it waits for its finalizers.
+//! shares: [`api::delete_write`]), `gracePeriodSeconds` (a kind whose strategy deletes
+//! gracefully, a pod: a running one is marked Terminating and its kubelet deletes it),
+//! `dryRun`. A kind whose strategy says `return_deleted_object` (pods) answers with the
+//! object; other kinds with a `Status` Success, or with the object while it waits for its
+//! finalizers.
 //!
 //! A ReplicationController is 2014's: its pods have no owner references, only its
-//! selector. Deleting one (but with `Orphan`) deletes the controller's key first, so that
-//! the replication manager, whose pod writes carry the controller's incarnation in their
-//! transaction, can create no pod for it any more; then it deletes every pod its selector
-//! matches that no other controller owns, before answering. `Orphan` deletes the key only.
+//! selector (its strategy's `Dependents::Selector`). Deleting one (but with `Orphan`)
+//! deletes the controller's key first, so that the replication manager, whose pod writes
+//! carry the controller's incarnation in their transaction, can create no pod for it any
+//! more; then it deletes every pod its selector matches that no other controller owns,
+//! before answering. `Orphan` deletes the key only.
 //! docs/departures.md has the row.
 
 use std::time::SystemTime;
@@ -21,14 +23,13 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::request::Query;
-use super::write::{served, with_kind, Writable};
+use super::strategy::PodSelector;
+use super::write::{served, Writable};
 use super::ApiState;
 use crate::api::{
-    controller_of, delete_write, graceful_delete, pod_grace_period, start_deletion,
-    start_graceful_deletion, Cascade, DeleteWrite, Graceful, Object, Pod, ReplicationController,
-    ResourceVersion,
+    controller_of, delete_write, graceful_delete, start_deletion, start_graceful_deletion, Cascade,
+    DeleteWrite, Graceful, Object, Pod, ResourceVersion,
 };
-use crate::apiserver::convert::Kind;
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::resources::Resource;
 use crate::labels::Selector;
@@ -126,14 +127,14 @@ struct Outcome {
 ///
 /// # Errors
 /// 404, 409 (a precondition failed).
-pub(super) async fn delete(
+pub(super) async fn delete<T: Object>(
     state: &ApiState,
     writable: Writable,
     (namespace, name): (&str, &str),
     options: &DeleteOptions,
 ) -> Result<Response, ApiError> {
-    let outcome = with_kind!(writable.kind, T => delete_one::<T>(state, writable, namespace, name, options).await)?;
-    if writable.kind == Kind::Pod || !outcome.deleted {
+    let outcome = delete_one::<T>(state, writable, namespace, name, options).await?;
+    if writable.strategy.return_deleted_object || !outcome.deleted {
         return Ok(super::json_response(StatusCode::OK, &outcome.object));
     }
     let uid = outcome
@@ -168,7 +169,7 @@ pub(super) fn deleted_status(resource: &Resource, name: &str, uid: Value) -> Val
 ///
 /// # Errors
 /// 400 for a bad selector or a field selector; what a delete fails with.
-pub(super) async fn delete_collection(
+pub(super) async fn delete_collection<T: Object>(
     state: &ApiState,
     writable: Writable,
     namespace: Option<&str>,
@@ -185,24 +186,22 @@ pub(super) async fn delete_collection(
         .unwrap_or("")
         .parse()
         .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
-    let (items, revision) = with_kind!(writable.kind, T => {
-        let list = state
-            .registry
-            .list::<T>(namespace, &selector)
-            .await
-            .map_err(|e| writable.storage_error("", e))?;
-        let mut items = Vec::new();
-        for object in &list.items {
-            let meta = object.metadata();
-            match delete_one::<T>(state, writable, &meta.namespace, &meta.name, options).await {
-                Ok(outcome) => items.push(outcome.object),
-                // Gone meanwhile: someone else deleted it.
-                Err(e) if e.code == 404 => {}
-                Err(e) => return Err(e),
-            }
+    let list = state
+        .registry
+        .list::<T>(namespace, &selector)
+        .await
+        .map_err(|e| writable.storage_error("", e))?;
+    let mut items = Vec::new();
+    for object in &list.items {
+        let meta = object.metadata();
+        match delete_one::<T>(state, writable, &meta.namespace, &meta.name, options).await {
+            Ok(outcome) => items.push(outcome.object),
+            // Gone meanwhile: someone else deleted it.
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
         }
-        (items, list.resource_version)
-    });
+    }
+    let revision = list.resource_version;
     let resource = writable.resource;
     Ok(super::json_response(
         StatusCode::OK,
@@ -231,22 +230,23 @@ async fn delete_one<T: Object>(
         check_preconditions(writable, &object, options)?;
         let rv = object.metadata().resource_version;
         // A 2014 ReplicationController's pods hold no reference to it: nothing to orphan,
-        // and its pods go below, after its key.
-        let cascade = match writable.kind {
-            Kind::ReplicationController => Cascade::Background,
-            _ => options.cascade,
-        };
+        // and its pods go below, after its key (its strategy's `Dependents::Selector`).
+        let cascade = writable.strategy.cascade(options.cascade);
         let mut write = delete_write(object.metadata(), cascade);
         if let DeleteWrite::Mark(finalizer) = write {
             start_deletion(object.metadata_mut(), finalizer);
         }
-        if write == DeleteWrite::Delete && writable.kind == Kind::Pod {
-            write = graceful(&mut object, options.grace_period_seconds);
+        if let Some(grace_period) = writable.strategy.grace_period {
+            if write == DeleteWrite::Delete {
+                let stored = serde_json::to_value(&object).expect("a stored kind always encodes");
+                let grace = grace_period(&stored, options.grace_period_seconds);
+                write = graceful(&mut object, grace);
+            }
         }
         if options.dry_run {
             return Ok(Outcome {
                 deleted: write == DeleteWrite::Delete,
-                object: served(writable.kind, &object),
+                object: served(writable.kind(), &object),
             });
         }
         let written = match write {
@@ -267,14 +267,13 @@ async fn delete_one<T: Object>(
         match written {
             Ok(()) => {
                 let deleted = write == DeleteWrite::Delete;
-                if deleted
-                    && writable.kind == Kind::ReplicationController
-                    && options.cascade != Cascade::Orphan
-                {
-                    delete_controller_pods(state, &object).await?;
+                if let Some(selector) = writable.strategy.selected_pods(options.cascade) {
+                    if deleted {
+                        delete_selected_pods(state, writable, &object, selector).await?;
+                    }
                 }
                 return Ok(Outcome {
-                    object: served(writable.kind, &object),
+                    object: served(writable.kind(), &object),
                     deleted,
                 });
             }
@@ -285,17 +284,13 @@ async fn delete_one<T: Object>(
     Err(writable.conflict(name))
 }
 
-/// A pod's delete without finalizers (kube-apiserver's `BeforeDelete` with the pod
-/// strategy): with a grace period it is only marked (`deletionTimestamp` = now + grace,
-/// `deletionGracePeriodSeconds`), and its kubelet deletes it once its containers have
-/// stopped (or the garbage collector, once the grace period is over); an unassigned or
-/// terminated pod, or `gracePeriodSeconds=0`, is deleted now.
-fn graceful<T: Object>(object: &mut T, requested: Option<i64>) -> DeleteWrite {
-    let value = serde_json::to_value(&*object).expect("a stored kind always encodes");
-    let Ok(pod) = serde_json::from_value::<Pod>(value) else {
-        return DeleteWrite::Delete;
-    };
-    let grace = pod_grace_period(&pod, requested);
+/// A delete without finalizers of a kind that deletes gracefully (kube-apiserver's
+/// `BeforeDelete` with the strategy's `CheckGracefulDelete`: a pod), `grace` being the
+/// period its strategy gives: with one it is only marked (`deletionTimestamp` = now +
+/// grace, `deletionGracePeriodSeconds`), and its kubelet deletes it once its containers
+/// have stopped (or the garbage collector, once the grace period is over); a period of 0
+/// (an unassigned or terminated pod, or `gracePeriodSeconds=0`) deletes it now.
+fn graceful<T: Object>(object: &mut T, grace: i64) -> DeleteWrite {
     match graceful_delete(object.metadata(), grace) {
         Graceful::Now => DeleteWrite::Delete,
         Graceful::Unchanged => DeleteWrite::Nothing,
@@ -336,28 +331,30 @@ fn check_preconditions<T: Object>(
     Ok(())
 }
 
-/// After a ReplicationController's key is gone: deletes every pod of its namespace its
-/// selector matches that no other controller owns (what kubectl 1.0's reaper left behind
-/// none of, by scaling to 0 first). The key went first, so the replication manager can
-/// create none of them again: its creates compare the controller's incarnation.
-async fn delete_controller_pods(state: &ApiState, object: &impl Object) -> Result<(), ApiError> {
-    let rc: ReplicationController =
-        serde_json::from_value(serde_json::to_value(object).expect("a stored kind always encodes"))
-            .map_err(|e| ApiError::internal(format!("the deleted controller: {e}")))?;
-    if rc.spec.selector.is_empty() {
+/// After a 2014 ReplicationController's key is gone (its strategy's
+/// `Dependents::Selector`): deletes every pod of its namespace its selector matches that
+/// no other controller owns (what kubectl 1.0's reaper left behind none of, by scaling
+/// to 0 first). The key went first, so the replication manager can create none of them
+/// again: its creates compare the controller's incarnation.
+async fn delete_selected_pods<T: Object>(
+    state: &ApiState,
+    writable: Writable,
+    object: &T,
+    selector: PodSelector,
+) -> Result<(), ApiError> {
+    let stored = serde_json::to_value(object).expect("a stored kind always encodes");
+    let Some(selector) = selector(&stored)? else {
         return Ok(());
-    }
-    let namespace = rc.metadata.namespace.as_str();
-    let selector = rc.spec.selector.as_selector();
+    };
+    let meta = object.metadata();
     let pods = state
         .registry
-        .list::<Pod>(Some(namespace), &selector)
+        .list::<Pod>(Some(&meta.namespace), &selector)
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
     for pod in pods.items {
-        let owned_elsewhere = controller_of(&pod.metadata).is_some_and(|owner| {
-            owner.kind != "ReplicationController" || owner.uid != rc.metadata.uid
-        });
+        let owned_elsewhere = controller_of(&pod.metadata)
+            .is_some_and(|owner| owner.kind != writable.resource.kind || owner.uid != meta.uid);
         if owned_elsewhere {
             continue;
         }

@@ -33,7 +33,7 @@ use crate::api::{self, ResourceVersion};
 use crate::apiserver::errors::{qualified, ApiError, Cause};
 use crate::apiserver::resources::Resource;
 use crate::apiserver::validation;
-use crate::registry::{KeyCondition, Registry, StorageError};
+use crate::registry::{KeyCondition, RawValue, Registry, StorageError};
 
 mod configmap;
 mod lease;
@@ -52,8 +52,8 @@ fn strategy_of(kind: &str) -> &'static Strategy {
     }
 }
 
-/// How often a write reads again after another writer came between its read and its
-/// write (when the request stated no resourceVersion).
+/// How often a namespace's delete reads again after another writer came between its
+/// read and its write (when the request stated no resourceVersion).
 const ATTEMPTS: usize = 10;
 
 /// The documents of one resource (in one namespace, for a namespaced one).
@@ -95,6 +95,11 @@ impl Documents<'_> {
             .await
             .map_err(|e| ApiError::unavailable(e.to_string()))?
             .ok_or_else(|| self.not_found(name))?;
+        self.decode(name, &raw)
+    }
+
+    /// A stored value of the document `name` as served, and its revision.
+    fn decode(&self, name: &str, raw: &RawValue) -> Result<(Value, ResourceVersion), ApiError> {
         let mut object: Value = serde_json::from_slice(&raw.value).map_err(|e| {
             ApiError::internal(format!("{} {name}: not JSON: {e}", self.resource.plural))
         })?;
@@ -458,18 +463,18 @@ fn validate_namespace_name(name: &str) -> Result<(), ApiError> {
 
 /// The one read-modify-write of a document: reads it, applies `change` to its served
 /// form, checks what the result states (its name; its resourceVersion and uid as
-/// preconditions), keeps the system fields, and writes it by compare-and-swap; reads
-/// again after another writer came between, unless a resourceVersion was stated.
-/// Returns the stored document, served.
+/// preconditions), keeps the system fields, and writes it with the registry's
+/// `guaranteed_update_raw` (one compare-and-swap; on a conflict with a writer that came
+/// between, it reads again and applies `change` again, and then a stated
+/// resourceVersion no longer matches: 409). Returns the stored document, served.
 async fn update(
     docs: Documents<'_>,
     name: &str,
     dry_run: bool,
     change: &mut super::write::Change<'_>,
 ) -> Result<Value, ApiError> {
-    for _ in 0..ATTEMPTS {
-        let (current, rv) = docs.read(name).await?;
-        let mut next = change(&current)?;
+    let mut next_of = |current: &Value, rv: ResourceVersion| -> Result<Value, ApiError> {
+        let mut next = change(current)?;
         if !next.is_object() {
             return Err(ApiError::bad_request("the result is not a JSON object"));
         }
@@ -505,26 +510,35 @@ async fn update(
             }
         }
         (docs.strategy.prepare)(&mut next)?;
-        let mut causes = (docs.strategy.validate)(&next, Some(&current));
+        let mut causes = (docs.strategy.validate)(&next, Some(current));
         validation::check_document_metadata(docs.resource.kind, &next, &mut causes)?;
         docs.check(name, causes)?;
-        let next = docs.served(next, rv);
-        if next == current || dry_run {
-            return Ok(next);
-        }
-        match docs
-            .state
-            .registry
-            .update_raw(&docs.key(name), rv, stored_bytes(&next))
-            .await
-        {
-            Ok(written) => return Ok(docs.served(next, written)),
-            Err(StorageError::Conflict { .. }) if stated.is_none() => continue,
-            Err(StorageError::Conflict { .. }) => return Err(docs.conflict(name)),
-            Err(e) => return Err(write_failed(e)),
-        }
+        Ok(docs.served(next, rv))
+    };
+    if dry_run {
+        let (current, rv) = docs.read(name).await?;
+        return next_of(&current, rv);
     }
-    Err(docs.conflict(name))
+    let mut last = None;
+    let written = docs
+        .state
+        .registry
+        .guaranteed_update_raw(&docs.key(name), |raw| {
+            let (current, rv) = docs.decode(name, raw)?;
+            let next = next_of(&current, rv)?;
+            // An update that changes nothing writes nothing (and keeps the revision).
+            let bytes = (next != current).then(|| stored_bytes(&next));
+            last = Some(next);
+            Ok(bytes)
+        })
+        .await;
+    match written {
+        Ok(raw) => {
+            let next = last.expect("a written value was computed by the update");
+            Ok(docs.served(next, ResourceVersion(raw.mod_revision)))
+        }
+        Err(e) => Err(storage_failed(docs, name, e)),
+    }
 }
 
 /// The `preconditions` of a DeleteOptions against a served document.
@@ -621,32 +635,61 @@ async fn delete_namespace(
     Err(docs.conflict(name))
 }
 
-/// `DELETE` of a Node or of a namespaced document: it goes at the revision read.
+/// `DELETE` of a Node or of a namespaced document: it goes at the revision read, with the
+/// registry's `guaranteed_delete_raw` (read again after another writer came between,
+/// unless the request stated a resourceVersion: then 409).
 async fn delete_document(
     docs: Documents<'_>,
     name: &str,
     options: &DeleteOptions,
 ) -> Result<Response, ApiError> {
-    for _ in 0..ATTEMPTS {
-        let (current, rv) = docs.read(name).await?;
-        check_preconditions(docs, name, &current, rv, options)?;
+    let status_of = |current: &Value| {
         let uid = current
             .pointer("/metadata/uid")
             .cloned()
             .unwrap_or(Value::Null);
-        let status = deleted_status(docs.resource, name, uid);
-        if options.dry_run {
-            return Ok(super::json_response(StatusCode::OK, &status));
-        }
-        match docs.state.registry.delete_raw(&docs.key(name), rv).await {
-            Ok(_) => return Ok(super::json_response(StatusCode::OK, &status)),
-            Err(StorageError::NotFound { .. }) => return Err(docs.not_found(name)),
-            Err(StorageError::Conflict { .. }) if options.resource_version.is_none() => continue,
-            Err(StorageError::Conflict { .. }) => return Err(docs.conflict(name)),
-            Err(e) => return Err(write_failed(e)),
-        }
+        deleted_status(docs.resource, name, uid)
+    };
+    if options.dry_run {
+        let (current, rv) = docs.read(name).await?;
+        check_preconditions(docs, name, &current, rv, options)?;
+        return Ok(super::json_response(StatusCode::OK, &status_of(&current)));
     }
-    Err(docs.conflict(name))
+    let mut reads = 0;
+    let deleted = docs
+        .state
+        .registry
+        .guaranteed_delete_raw(&docs.key(name), |raw| {
+            reads += 1;
+            if reads > 1 && options.resource_version.is_some() {
+                return Err(docs.conflict(name).into());
+            }
+            let (current, rv) = docs.decode(name, raw)?;
+            check_preconditions(docs, name, &current, rv, options)?;
+            Ok(())
+        })
+        .await;
+    match deleted {
+        Ok(raw) => {
+            let (current, _) = docs.decode(name, &raw)?;
+            Ok(super::json_response(StatusCode::OK, &status_of(&current)))
+        }
+        Err(e) => Err(storage_failed(docs, name, e)),
+    }
+}
+
+/// The answer for a failed guaranteed write of the document `name`: 404, 409, what the
+/// update or check refused with, else [`write_failed`].
+fn storage_failed(docs: Documents<'_>, name: &str, error: StorageError) -> ApiError {
+    match error {
+        StorageError::NotFound { .. } => docs.not_found(name),
+        StorageError::Update { source, .. } => match source.downcast::<ApiError>() {
+            Ok(error) => error,
+            Err(other) => ApiError::internal(format!("{other:#}")),
+        },
+        StorageError::Conflict { .. } => docs.conflict(name),
+        other => write_failed(other),
+    }
 }
 
 /// Runs `create` with a registry whose writes also require `namespace`'s Namespace as

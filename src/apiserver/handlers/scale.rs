@@ -13,6 +13,7 @@ use super::read::scale;
 use super::update::apply_patch;
 use super::write::{self, check_fields, respond, Writable, WriteOptions};
 use super::ApiState;
+use crate::api::Object;
 use crate::apiserver::errors::{ApiError, Cause};
 
 /// How a scale write gives the new Scale from the current one.
@@ -27,7 +28,7 @@ pub(super) enum ScaleWrite {
 ///
 /// # Errors
 /// 404, 409 (a stale resourceVersion), 400, 422 (replicas not a non-negative integer).
-pub(super) async fn write_scale(
+pub(super) async fn write_scale<T: Object>(
     state: &ApiState,
     writable: Writable,
     (namespace, name): (&str, &str),
@@ -77,6 +78,6 @@ pub(super) async fn write_scale(
         Ok(next)
     };
     let key = (namespace, name);
-    let stored = write::update(state, writable, key, options.dry_run, &mut change).await?;
+    let stored = write::update::<T>(state, writable, key, options.dry_run, &mut change).await?;
     Ok(respond(StatusCode::OK, &scale(&stored), &warnings))
 }

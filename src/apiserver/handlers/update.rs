@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::body::{BodyType, Decoded};
 use super::write::{self, check_fields, respond, Writable, WriteOptions};
 use super::ApiState;
+use crate::api::Object;
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::patch::{
     check_patched_size, json_patch, merge_patch, strategic_merge_patch, BuiltinPatchSchema,
@@ -30,7 +31,7 @@ pub(super) enum Part {
 ///
 /// # Errors
 /// 404, 409 (a stale resourceVersion), 400, 422.
-pub(super) async fn put(
+pub(super) async fn put<T: Object>(
     state: &ApiState,
     writable: Writable,
     (namespace, name): (&str, &str),
@@ -46,7 +47,7 @@ pub(super) async fn put(
     write::name_from_path(&mut object, namespace, Some(name))?;
     let mut change = |current: &Value| Ok(keep_part(current, object.clone(), part));
     let key = (namespace, name);
-    let stored = write::update(state, writable, key, options.dry_run, &mut change).await?;
+    let stored = write::update::<T>(state, writable, key, options.dry_run, &mut change).await?;
     Ok(respond(StatusCode::OK, &stored, &warnings))
 }
 
@@ -55,7 +56,7 @@ pub(super) async fn put(
 /// # Errors
 /// 404, 409 (the patch states a stale resourceVersion), 400, 422 (a patch that does not
 /// apply, or an invalid result).
-pub(super) async fn patch(
+pub(super) async fn patch<T: Object>(
     state: &ApiState,
     writable: Writable,
     (namespace, name): (&str, &str),
@@ -74,7 +75,7 @@ pub(super) async fn patch(
         Ok(keep_part(current, patched, part))
     };
     let key = (namespace, name);
-    let stored = write::update(state, writable, key, options.dry_run, &mut change).await?;
+    let stored = write::update::<T>(state, writable, key, options.dry_run, &mut change).await?;
     Ok(respond(StatusCode::OK, &stored, &warnings))
 }
 

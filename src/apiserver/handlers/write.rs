@@ -1,15 +1,16 @@
-//! What every write shares: the kinds' typed storage behind a served resource, the
-//! conversion of a written object to its stored shape and back, validation (kcm's own, as
-//! `kcm create`'s, answered as 422 `Invalid`), `fieldValidation`, `dryRun`, and the one
+//! What every write of a typed kind shares: the resource written and its kind's strategy
+//! ([`Writable`]), the conversion of a written object to its stored shape and back,
+//! validation (kcm's own, as `kcm create`'s, with the strategy's pod spec check, answered
+//! as 422 `Invalid`), `fieldValidation`, `dryRun`, and the one
 //! read-modify-write every update, patch, status and scale write is
 //! ([`update`]: the registry's `guaranteed_update`, one compare-and-swap transaction on the
 //! key's `mod_revision`, with the request's preconditions checked against each value read).
 //!
 //! Mirrors kube-apiserver's `registry/generic/registry/store.go` (`Create`, `Update`:
-//! `GuaranteedUpdate` with `Preconditions`) and the strategies' `PrepareForUpdate`
-//! (`metadata.uid`, `creationTimestamp`, `deletionTimestamp` and
+//! `GuaranteedUpdate` with `Preconditions`) and what every strategy's `PrepareForUpdate`
+//! does (`metadata.uid`, `creationTimestamp`, `deletionTimestamp` and
 //! `deletionGracePeriodSeconds` kept from the stored object; `generation` set by the
-//! registry).
+//! registry); what one kind's does besides is in its strategy (`strategy/`).
 //!
 //! Invariants: nothing is written when a check fails or `dryRun=All` is asked; what is
 //! stored keeps every field kcm does not model (the kinds keep unknown fields, and a
@@ -22,47 +23,15 @@ use serde_json::Value;
 
 use super::body::{Decoded, FieldValidation};
 use super::request::Query;
+use super::strategy::{self, typed, Strategy};
 use super::ApiState;
 use crate::api::{self, Object, ResourceVersion};
 use crate::apiserver::convert::{self, Kind};
 use crate::apiserver::errors::{ApiError, Cause};
-use crate::apiserver::resources::Resource;
+use crate::apiserver::resources::{Decode, Resource};
 use crate::apiserver::schema;
 use crate::apiserver::validation;
 use crate::registry::StorageError;
-
-/// Runs `$body` with `$t` the typed kind stored behind `$kind`.
-macro_rules! with_kind {
-    ($kind:expr, $t:ident => $body:expr) => {
-        match $kind {
-            crate::apiserver::convert::Kind::Pod => {
-                type $t = crate::api::Pod;
-                $body
-            }
-            crate::apiserver::convert::Kind::ReplicationController => {
-                type $t = crate::api::ReplicationController;
-                $body
-            }
-            crate::apiserver::convert::Kind::Service => {
-                type $t = crate::api::Service;
-                $body
-            }
-            crate::apiserver::convert::Kind::Endpoints => {
-                type $t = crate::api::Endpoints;
-                $body
-            }
-            crate::apiserver::convert::Kind::ReplicaSet => {
-                type $t = crate::api::ReplicaSet;
-                $body
-            }
-            crate::apiserver::convert::Kind::Deployment => {
-                type $t = crate::api::Deployment;
-                $body
-            }
-        }
-    };
-}
-pub(super) use with_kind;
 
 /// The query parameters every write takes.
 #[derive(Clone, Copy, Debug)]
@@ -92,24 +61,33 @@ impl WriteOptions {
     }
 }
 
-/// The resource a request writes: its served description and its stored kind.
+/// The resource a request writes: its served description, its stored kind and that
+/// kind's strategy.
 #[derive(Clone, Copy)]
 pub(super) struct Writable {
     pub resource: &'static Resource,
-    pub kind: Kind,
+    pub strategy: &'static Strategy,
 }
 
 impl Writable {
     /// # Errors
     /// 405 for a resource kcm serves read-only (namespaces, nodes, events).
     pub fn of(resource: &'static Resource, method: &str) -> Result<Writable, ApiError> {
-        match convert::Kind::from_resource(resource.plural) {
-            Some(kind) if resource.verbs.contains(&"create") => Ok(Writable { resource, kind }),
+        match resource.decode {
+            Decode::Converted(kind) if resource.verbs.contains(&"create") => Ok(Writable {
+                resource,
+                strategy: strategy::of(kind),
+            }),
             _ => Err(ApiError::method_not_allowed(
                 method,
                 &crate::apiserver::errors::qualified(resource.group, resource.plural),
             )),
         }
+    }
+
+    /// The kind stored behind the resource.
+    pub fn kind(&self) -> Kind {
+        self.strategy.kind
     }
 
     pub fn not_found(&self, name: &str) -> ApiError {
@@ -137,19 +115,6 @@ impl Writable {
             other => ApiError::internal(other.to_string()),
         }
     }
-}
-
-/// A stored-shape document as the typed kind; a field of the wrong type is a 400 naming
-/// it (`spec.replicas: invalid type: string "3", expected i64`).
-pub(super) fn typed<T: Object>(stored: Value) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(stored).map_err(|e| {
-        ApiError::bad_request(format!(
-            "the {} does not decode: {}: {}",
-            T::KIND,
-            e.path(),
-            e.inner()
-        ))
-    })
 }
 
 /// An object as it is served (with its resourceVersion, when it has one).
@@ -193,8 +158,11 @@ pub(super) fn validate<T: Object>(
             .collect(),
     };
     validation::check_typed_metadata(object.metadata(), &mut causes);
-    if current.is_none_or(|current| !object.same_spec(current)) {
-        check_pod_specs(writable.kind, object, &mut causes);
+    if let Some(check_pod_spec) = writable.strategy.check_pod_spec {
+        if current.is_none_or(|current| !object.same_spec(current)) {
+            let stored = serde_json::to_value(object).expect("a stored kind always encodes");
+            check_pod_spec(&stored, &mut causes);
+        }
     }
     if causes.is_empty() {
         return Ok(());
@@ -205,24 +173,6 @@ pub(super) fn validate<T: Object>(
         &object.metadata().name,
         causes,
     ))
-}
-
-/// The container list of a pod, or of the pod template of a replicated kind.
-fn check_pod_specs<T: Object>(kind: Kind, object: &T, causes: &mut Vec<Cause>) {
-    let (field, pointer) = match kind {
-        Kind::Pod => ("spec", "/spec"),
-        Kind::ReplicationController | Kind::ReplicaSet | Kind::Deployment => {
-            ("spec.template.spec", "/spec/template")
-        }
-        Kind::Service | Kind::Endpoints => return,
-    };
-    let stored = serde_json::to_value(object).expect("a stored kind always encodes");
-    // A controller without a template is refused by `api::validate` already.
-    let Some(at) = stored.pointer(pointer).filter(|v| v.is_object()) else {
-        return;
-    };
-    let spec = if kind == Kind::Pod { at } else { &at["spec"] };
-    validation::check_pod_spec(field, spec, causes);
 }
 
 /// `fieldValidation` on a decoded body of `kind` (`Scale` for the scale subresource):
@@ -399,21 +349,10 @@ pub(super) type Change<'a> = dyn FnMut(&Value) -> Result<Value, ApiError> + Send
 ///
 /// # Errors
 /// 404, 409, 400, 422, or what `change` returns.
-pub(super) async fn update(
+pub(super) async fn update<T: Object>(
     state: &ApiState,
     writable: Writable,
     (namespace, name): (&str, &str),
-    dry_run: bool,
-    change: &mut Change<'_>,
-) -> Result<Value, ApiError> {
-    with_kind!(writable.kind, T => update_kind::<T>(state, writable, namespace, name, dry_run, change).await)
-}
-
-async fn update_kind<T: Object>(
-    state: &ApiState,
-    writable: Writable,
-    namespace: &str,
-    name: &str,
     dry_run: bool,
     change: &mut Change<'_>,
 ) -> Result<Value, ApiError> {
@@ -441,7 +380,7 @@ async fn update_kind<T: Object>(
             .await
             .map_err(|e| writable.storage_error(name, e))?
     };
-    Ok(served(writable.kind, &stored))
+    Ok(served(writable.kind(), &stored))
 }
 
 /// `current` changed by `change`, with the preconditions checked and the system fields
@@ -453,7 +392,7 @@ fn changed<T: Object>(
 ) -> Result<T, ApiError> {
     let meta = current.metadata();
     let old_stored = serde_json::to_value(current).expect("a stored kind always encodes");
-    let old_served = convert::to_served(writable.kind, old_stored.clone());
+    let old_served = convert::to_served(writable.kind(), old_stored.clone());
     let mut new_served = change(&old_served)?;
     name_from_path(&mut new_served, &meta.namespace, Some(&meta.name))?;
     if let Some(stated) = resource_version_of(&new_served)? {
@@ -475,9 +414,9 @@ fn changed<T: Object>(
         }
         _ => {}
     }
-    let mut new_stored = convert::to_stored(writable.kind, new_served.clone());
+    let mut new_stored = convert::to_stored(writable.kind(), new_served.clone());
     keep_unchanged(
-        writable.kind,
+        writable.strategy,
         &old_served,
         &new_served,
         &old_stored,
@@ -499,11 +438,12 @@ fn changed<T: Object>(
 }
 
 /// Where the served form of a subtree did not change, the stored form is kept as it was:
-/// the whole `spec` and `status`, and for the kinds whose spec holds a template each field
-/// of the spec. So the defaults the served form shows (`protocol: TCP`) are not written
-/// into a spec nobody changed, and its generation stays.
+/// the whole `spec` and `status`, and for the kinds whose strategy says so (their spec
+/// holds a template: [`Strategy::keep_spec_fields`]) each field of the spec. So the
+/// defaults the served form shows (`protocol: TCP`) are not written into a spec nobody
+/// changed, and its generation stays.
 fn keep_unchanged(
-    kind: Kind,
+    strategy: &Strategy,
     old_served: &Value,
     new_served: &Value,
     old_stored: &Value,
@@ -521,10 +461,7 @@ fn keep_unchanged(
             }
         }
     }
-    if !matches!(
-        kind,
-        Kind::ReplicationController | Kind::ReplicaSet | Kind::Deployment
-    ) {
+    if !strategy.keep_spec_fields {
         return;
     }
     let (Some(Value::Object(old_spec)), Some(Value::Object(new_spec))) =
@@ -591,18 +528,49 @@ mod tests {
         let mut new_served = old_served.clone();
         new_served["metadata"]["labels"] = json!({"tier": "front"});
         let mut new_stored = convert::to_stored(kind, new_served.clone());
-        keep_unchanged(kind, &old_served, &new_served, &old_stored, &mut new_stored);
+        let strategy = strategy::of(kind);
+        keep_unchanged(
+            strategy,
+            &old_served,
+            &new_served,
+            &old_stored,
+            &mut new_stored,
+        );
         assert_eq!(new_stored["spec"], old_stored["spec"]);
         assert_eq!(new_stored["metadata"]["labels"], json!({"tier": "front"}));
         // A scale: replicas changes, the template keeps its stored form.
         let mut scaled = old_served.clone();
         scaled["spec"]["replicas"] = json!(3);
         let mut new_stored = convert::to_stored(kind, scaled.clone());
-        keep_unchanged(kind, &old_served, &scaled, &old_stored, &mut new_stored);
+        keep_unchanged(strategy, &old_served, &scaled, &old_stored, &mut new_stored);
         assert_eq!(new_stored["spec"]["replicas"], 3);
         assert_eq!(
             new_stored["spec"]["template"],
             old_stored["spec"]["template"]
+        );
+    }
+
+    #[test]
+    fn every_typed_row_is_written_with_its_kinds_strategy_and_events_are_not_written() {
+        let mut typed = Vec::new();
+        for resource in crate::apiserver::resources::RESOURCES {
+            if let Decode::Converted(kind) = resource.decode {
+                let writable = Writable::of(resource, "POST").unwrap_or_else(|_| {
+                    panic!("{} is writable", resource.plural);
+                });
+                assert_eq!(writable.kind(), kind);
+                assert_eq!(resource.kind, kind.kind_name());
+                typed.push(kind);
+            }
+        }
+        typed.sort_by_key(|kind| kind.kind_name());
+        let mut all = Kind::ALL.to_vec();
+        all.sort_by_key(|kind| kind.kind_name());
+        assert_eq!(typed, all, "one row per typed kind");
+        let events = crate::apiserver::resources::find("", "v1", "events").unwrap();
+        assert_eq!(
+            Writable::of(events, "POST").err().map(|e| e.code),
+            Some(405)
         );
     }
 

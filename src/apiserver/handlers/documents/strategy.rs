@@ -1,7 +1,8 @@
 //! What differs between the kinds stored as documents: Kubernetes' per-resource
 //! `strategy.go` (`PrepareForCreate`/`PrepareForUpdate`, `Validate`/`ValidateUpdate`),
 //! reduced to two functions. A kind without a file of its own (ServiceAccount, Namespace,
-//! Node) takes [`DEFAULT`]: stored as sent.
+//! Node) takes [`DEFAULT`]: stored as sent. The typed kinds' strategies, over their
+//! stored shapes, are `handlers/strategy/`.
 
 use serde_json::Value;
 
