@@ -62,7 +62,7 @@ pub struct ReplicaSetConfig {
     pub sync_period: Duration,
     /// ReplicaSets synced in parallel (`--concurrent-replicaset-syncs`). Default 5.
     pub concurrent_syncs: usize,
-    /// Most pods created or deleted for one ReplicaSet in one sync. Default 500.
+    /// Most pod creates or deletes in flight for one ReplicaSet. Default 500.
     pub burst_replicas: usize,
     /// How long shutdown waits for in-flight syncs. Default 8 s.
     pub shutdown_timeout: Duration,

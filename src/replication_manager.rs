@@ -99,7 +99,7 @@ pub struct ManagerConfig {
     pub sync_period: Duration,
     /// Workers syncing controllers in parallel. Default 5.
     pub concurrent_syncs: usize,
-    /// Most pods created or deleted for one controller in one sync. Default 500.
+    /// Most pod creates or deletes in flight for one controller. Default 500.
     pub burst_replicas: usize,
     /// How long shutdown waits for in-flight syncs. Default 8 s.
     pub shutdown_timeout: Duration,

@@ -47,7 +47,8 @@ pub struct ControllerManagerArgs {
     /// oldest, checked every 20s; 0 disables.
     #[arg(long, default_value_t = 12500)]
     pub terminated_pod_gc_threshold: u32,
-    /// Most pods created or deleted for one controller in one sync.
+    /// Most pod creates or deletes in flight for one controller (the slow-start window's
+    /// limit).
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
     pub burst_replicas: u32,
     /// Period of the endpoints controller's full pass over every Service (2014: 10s; at
