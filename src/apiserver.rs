@@ -358,8 +358,10 @@ impl TablePrinter {
     /// The printer of the stored resource `plural` (`pods`); `None` for one kcm does not
     /// store.
     pub fn of(plural: &str) -> Option<TablePrinter> {
-        let kind = convert::Kind::from_resource(plural)?;
         let resource = resources::RESOURCES.iter().find(|r| r.plural == plural)?;
+        let resources::Decode::Converted(kind) = resource.decode else {
+            return None;
+        };
         Some(TablePrinter {
             printer: resource.printer,
             kind,

@@ -281,7 +281,10 @@ where
 /// revision may be a write to another kind, which the pod cache never sees). A view of the
 /// cache is at the cache's revision read after it.
 pub fn newest_pod(pods: &Namespace<CachedPod>) -> i64 {
-    pods.items().map(|pod| pod.resource_version).max().unwrap_or(0)
+    pods.items()
+        .map(|pod| pod.resource_version)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Remembers a status write's revision for `key`, and the revision of the `view` of the

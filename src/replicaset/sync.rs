@@ -112,10 +112,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
                 // status writes keep the ReplicaSet ahead of the pod cache, and a list
                 // per batch would cost a scale-up of 10,000 a third of its speed.)
                 let rs_at = rs.metadata.resource_version.map_or(0, |rv| rv.0);
-                if decision.creates.is_empty()
-                    || decision.claims.namesakes == 0
-                    || view >= rs_at
-                {
+                if decision.creates.is_empty() || decision.claims.namesakes == 0 || view >= rs_at {
                     return Ok((decision, view));
                 }
             }

@@ -126,8 +126,7 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
     async fn pods(&self, namespace: &str, written: Written) -> Result<PodView, StorageError> {
         if let Some(cache) = self.pods.get() {
             let target = written.pods.max(written.view);
-            if !self.config.fresh_reads && cache.wait_for(target, self.config.cache_wait).await
-            {
+            if !self.config.fresh_reads && cache.wait_for(target, self.config.cache_wait).await {
                 return Ok(PodView::Cache(cache.clone(), namespace.to_string()));
             }
             if !self.config.fresh_reads {

@@ -89,8 +89,8 @@ fn sync_creates_and_deletes_the_difference() {
     check_sync(2, &[], 500, 2, 0); // TestSyncReplicationControllerCreates
     check_sync(2, &[Succeeded, Failed], 500, 2, 0); // inactive pods do not count
     check_sync(3, &[Pending, Unknown, Running], 500, 0, 0); // these do
-    // The burst limit bounds the writes in flight, not a sync's (issue 33): the whole
-    // difference is written in one sync (`controller::replicas`' tests check the window).
+                                                            // The burst limit bounds the writes in flight, not a sync's (issue 33): the whole
+                                                            // difference is written in one sync (`controller::replicas`' tests check the window).
     check_sync(12, &[], 5, 12, 0);
     check_sync(0, &[Running; 7], 5, 0, 7);
     check_sync(0, &[], 500, 0, 0);
