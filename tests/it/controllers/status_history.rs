@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use crate::support::history;
 use crate::support::kcm::start_manager;
 use crate::support::objects::{current_revision, put_json};
-use crate::support::{start_etcd, with_timeout};
+use crate::support::{eventually, start_etcd, with_timeout};
 
 const REPLICAS: i64 = 10_000;
 /// Pods bound and made ready in one transaction (etcd allows 128 operations).
@@ -110,28 +110,22 @@ async fn a_10000_replica_scale_up_never_shows_fewer_ready_or_available_than_befo
         put_json(&client, DEPLOYMENT, &deployment).await;
 
         let began = Instant::now();
-        let deadline = began + Duration::from_secs(360);
-        loop {
-            let stored = client.clone().get(DEPLOYMENT, None).await.expect("get");
-            let counts = stored
-                .kvs()
-                .first()
-                .map(|kv| Counts::of(&serde_json::from_slice(kv.value()).expect("JSON")))
-                .unwrap_or_default();
-            if counts.available == REPLICAS {
-                break;
-            }
-            assert!(
-                !node.is_finished(),
-                "the node stopped: {:?}",
-                node.is_finished()
-            );
-            assert!(
-                Instant::now() < deadline,
-                "the deployment's status after 360 s: {counts:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        eventually(
+            Duration::from_secs(360),
+            "every replica available in the deployment's status",
+            || {
+                let (client, node) = (client.clone(), &node);
+                async move {
+                    assert!(!node.is_finished(), "the test's node stopped");
+                    let stored = client.clone().get(DEPLOYMENT, None).await.expect("get");
+                    stored.kvs().first().is_some_and(|kv| {
+                        let document = serde_json::from_slice(kv.value()).expect("JSON");
+                        Counts::of(&document).available == REPLICAS
+                    })
+                }
+            },
+        )
+        .await;
         eprintln!(
             "{REPLICAS} available after {:.1}s",
             began.elapsed().as_secs_f64()
