@@ -120,6 +120,11 @@ impl ApiState {
             "Events written to HTTP watches, by resource",
             events_sent.clone(),
         );
+        prometheus.register(
+            "apiserver_current_inflight_requests",
+            "Requests being served, by request_kind (readOnly, mutating; watches and probes not counted)",
+            limits.in_flight(),
+        );
         let consistent_reads = crate::apiserver::cache::ConsistentReads::default();
         prometheus.register(
             "apiserver_consistent_list_fallbacks",

@@ -28,6 +28,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::http::{header, HeaderMap, Method};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::errors::ApiError;
@@ -54,10 +56,16 @@ const TRIM_AFTER_BYTES: usize = 1024 * 1024;
 /// How often the memory freed by large bodies is given back.
 const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Requests being served, by `request_kind` (`readOnly`, `mutating`), as kube-apiserver's
+/// `apiserver_current_inflight_requests`.
+pub type InFlight = Family<Vec<(&'static str, &'static str)>, Gauge>;
+
 /// The limits of one apiserver.
 pub struct Limits {
     readonly: Option<Limit>,
     mutating: Option<Limit>,
+    /// What each kind of request has in flight now (counted with or without a limit).
+    in_flight: InFlight,
     body_budget: Arc<Semaphore>,
     /// The largest body a request may send (what a chunked body holds).
     max_body_bytes: usize,
@@ -87,10 +95,15 @@ pub struct Admitted {
     _slot: Option<OwnedSemaphorePermit>,
     body: Option<OwnedSemaphorePermit>,
     trim_wanted: Option<Arc<AtomicBool>>,
+    /// Its kind's in-flight gauge, counted down when it is done.
+    in_flight: Option<Gauge>,
 }
 
 impl Drop for Admitted {
     fn drop(&mut self) {
+        if let Some(in_flight) = &self.in_flight {
+            in_flight.dec();
+        }
         // A large body's decoded form was freed with its request.
         if let (Some(body), Some(trim_wanted)) = (&self.body, &self.trim_wanted) {
             if body.num_permits() * BUDGET_UNIT >= TRIM_AFTER_BYTES {
@@ -107,10 +120,16 @@ impl Limits {
         Limits {
             readonly: Limit::new(max_readonly, "--max-requests-inflight"),
             mutating: Limit::new(max_mutating, "--max-mutating-requests-inflight"),
+            in_flight: InFlight::default(),
             body_budget: Arc::new(Semaphore::new(BODY_BYTES_IN_FLIGHT / BUDGET_UNIT)),
             max_body_bytes: max_body_bytes.min(BODY_BYTES_IN_FLIGHT),
             trim_wanted: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// The in-flight gauge, to register (`apiserver_current_inflight_requests`).
+    pub fn in_flight(&self) -> InFlight {
+        self.in_flight.clone()
     }
 
     /// Gives the memory large bodies freed back to the system, every [`TRIM_EVERY`] while
@@ -147,12 +166,13 @@ impl Limits {
                 _slot: None,
                 body: None,
                 trim_wanted: None,
+                in_flight: None,
             });
         }
-        let limit = if is_mutating(method) {
-            &self.mutating
+        let (limit, kind) = if is_mutating(method) {
+            (&self.mutating, "mutating")
         } else {
-            &self.readonly
+            (&self.readonly, "readOnly")
         };
         let slot = match limit {
             None => None,
@@ -165,7 +185,19 @@ impl Limits {
                 ))
             })?),
         };
-        let body = match body_share(headers, self.max_body_bytes) {
+        // Counted from here: a request waiting for its body's budget is in flight.
+        let in_flight = self
+            .in_flight
+            .get_or_create(&vec![("request_kind", kind)])
+            .clone();
+        in_flight.inc();
+        let mut admitted = Admitted {
+            _slot: slot,
+            body: None,
+            trim_wanted: Some(self.trim_wanted.clone()),
+            in_flight: Some(in_flight),
+        };
+        admitted.body = match body_share(headers, self.max_body_bytes) {
             0 => None,
             units => {
                 let share = self.body_budget.clone().acquire_many_owned(units);
@@ -180,11 +212,7 @@ impl Limits {
                 }
             }
         };
-        Ok(Admitted {
-            _slot: slot,
-            body,
-            trim_wanted: Some(self.trim_wanted.clone()),
-        })
+        Ok(admitted)
     }
 }
 
@@ -269,7 +297,15 @@ mod tests {
                 "{path}"
             );
         }
+        let gauge = |kind| {
+            limits
+                .in_flight()
+                .get_or_create(&vec![("request_kind", kind)])
+                .get()
+        };
+        assert_eq!((gauge("readOnly"), gauge("mutating")), (1, 2));
         drop(read);
+        assert_eq!(gauge("readOnly"), 0);
         assert!(limits.admit(&Method::GET, "/api", &none).await.is_ok());
     }
 

@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, Buf
 use tokio::net::TcpStream;
 
 use crate::support::apiserver::{apiserver, https_apiserver, serving_pki, tls_connector};
-use crate::support::kcm::{descriptors, http_get, proc_status_kib};
+use crate::support::kcm::{descriptors, http_get, metric_value, proc_status_kib};
 use crate::support::{eventually, free_port, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(180);
@@ -66,6 +66,15 @@ async fn request(
     (status, head.to_string(), body.to_string())
 }
 
+/// Whether the apiserver's `apiserver_current_inflight_requests` of `kind` is `count`.
+async fn in_flight(port: u16, kind: &str, count: f64) -> bool {
+    let Some((200, metrics)) = http_get(port, "/metrics").await else {
+        return false;
+    };
+    let series = format!("apiserver_current_inflight_requests{{request_kind=\"{kind}\"}}");
+    metric_value(&metrics, &series) == count
+}
+
 fn pod(name: &str) -> Vec<u8> {
     serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -96,34 +105,21 @@ async fn beyond_the_mutating_limit_a_write_gets_429_with_retry_after_while_reads
         )
         .await;
         let path = "/api/v1/namespaces/default/pods";
-        // A create whose body is still coming holds the one mutating slot. Which of two
-        // requests the server admits first is a race on a loaded machine (the competing
-        // create may take the slot, and the held one get the 429): each try opens a new
-        // held create first, and keeps the one that was admitted.
+        // A create whose body is still coming holds the one mutating slot once the server
+        // counts it in flight (its /metrics are exempt from the limits); only then is the
+        // competing create sent, so which of the two holds the slot is never a race.
         let body = pod("slow");
         let (first, rest) = body.split_at(10);
-        let declared = body.len();
-        let held = Arc::new(tokio::sync::Mutex::new(None));
-        let refused = Arc::new(std::sync::Mutex::new(None));
+        let mut slow = hold_open(port, "POST", path, body.len(), first).await;
         eventually(
-            Duration::from_secs(60),
-            "a second create to be refused with 429 while one is held",
-            || {
-                let (held, refused) = (held.clone(), refused.clone());
-                async move {
-                    let slow = hold_open(port, "POST", path, declared, first).await;
-                    *held.lock().await = Some(slow);
-                    let answer =
-                        request(port, "POST", path, &pod("fast"), Duration::from_secs(10)).await;
-                    let is_429 = answer.0 == 429;
-                    *refused.lock().unwrap() = Some(answer);
-                    is_429
-                }
-            },
+            Duration::from_secs(30),
+            "the held create to be counted in flight",
+            || in_flight(port, "mutating", 1.0),
         )
         .await;
-        let mut slow = held.lock().await.take().expect("the held create");
-        let (_, head, body) = refused.lock().unwrap().take().unwrap();
+        let (code, head, body) =
+            request(port, "POST", path, &pod("fast"), Duration::from_secs(10)).await;
+        assert_eq!(code, 429, "a second create while one is held: {body}");
         assert!(
             head.to_ascii_lowercase().contains("\r\nretry-after: 1"),
             "{head}"
