@@ -9,6 +9,7 @@
 //! else it reads etcd; a cached ReplicaSet is confirmed from etcd before any pod write, and
 //! the writes themselves compare the version the sync decided from.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -237,13 +238,14 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
             tracing::debug!(replicaset = %key, "replica set changed since it was read; no more writes from this sync");
             return Ok(Action::Done);
         }
+        // By name, through a set: a scale-down of 10,000 deletes thousands per sync, and
+        // a scan of them per active pod cost the sync a third of its time.
+        let gone: HashSet<&str> = (tally.deleted.iter().chain(&tally.unclaimed))
+            .map(|pod| &*pod.name)
+            .collect();
         let now_owned: Vec<_> = active
             .into_iter()
-            .filter(|pod| {
-                is_active(pod)
-                    && !tally.deleted.iter().any(|d| d.name == pod.name)
-                    && !tally.unclaimed.iter().any(|d| d.name == pod.name)
-            })
+            .filter(|pod| is_active(pod) && !gone.contains(&*pod.name))
             .collect();
         let now_secs = epoch_now();
         let status = calculate_status(
