@@ -1,8 +1,8 @@
 //! `rollout`: a Deployment of N replicas (1,000; 50 with `--quick`) at Kubernetes'
 //! default strategy (RollingUpdate 25%/25%), converged, then `set image`: the time until
 //! the rollout is complete (the deployment observed, N updated, N available, no old pod),
-//! with the Deployment and ReplicaSet controllers and simulated kubelets (start and ready
-//! delays 0) in-process, against the raw etcd time for the same N pod creates and N pod
+//! with the Deployment and ReplicaSet controllers, the scheduler and simulated kubelets
+//! (start and ready delays 0) in-process, as `kcm up` runs them, against the raw etcd time for the same N pod creates and N pod
 //! deletes (create-if-absent transactions and guarded deletes at kcm's concurrency)
 //! measured in the same run.
 
@@ -23,6 +23,7 @@ use crate::kubelet::{Ipv4Cidr, Kubelet, KubeletConfig, Registration};
 use crate::registry::Registry;
 use crate::replicaset::{ReplicaSetConfig, ReplicaSetController};
 use crate::replication_manager::ManagerConfig;
+use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::status::Metrics;
 
 /// The simulated nodes the pods run on: enough that none is at its pod limit.
@@ -100,13 +101,18 @@ impl Bench {
             metrics.clone(),
         )
         .start(&informers, stop.clone().cancelled_owned());
-        let deployments = DeploymentController::new(registry, DeploymentConfig::default(), metrics)
+        let deployments =
+            DeploymentController::new(registry.clone(), DeploymentConfig::default(), metrics)
+                .start(&informers, stop.clone().cancelled_owned());
+        // The scheduler binds the pods and the kubelets only run them, as under `kcm up`:
+        // kubelets that claim for themselves all race for every new pod.
+        let scheduler = Scheduler::new(registry, SchedulerConfig::default())
             .start(&informers, stop.clone().cancelled_owned());
         let mut tasks = vec![tokio::spawn(async move {
-            let (replica_sets, deployments) = informers
-                .serve(futures::future::join(replica_sets, deployments))
+            let (replica_sets, deployments, scheduler) = informers
+                .serve(futures::future::join3(replica_sets, deployments, scheduler))
                 .await;
-            replica_sets.and(deployments)
+            replica_sets.and(deployments).and(scheduler)
         })];
         for i in 0..NODES {
             let node = format!("bench-node-{i}");
@@ -120,6 +126,7 @@ impl Bench {
                 start_delay: Duration::ZERO,
                 ready_delay: Duration::ZERO,
                 max_pods: pods,
+                claim_unassigned: false,
                 pod_cidr: Ipv4Cidr::new(std::net::Ipv4Addr::new(10, 64 + i as u8, 0, 0), 16)
                     .map_err(anyhow::Error::msg)?,
                 ..KubeletConfig::new(node)

@@ -423,6 +423,16 @@ impl NodeState {
         let key = self.unassigned.keys().nth(index).cloned()?;
         self.unassigned.remove(&key)
     }
+
+    /// Up to `most` pods to claim at once, as [`NodeState::next_claim`] picks them, and
+    /// never more than the room left under `max_pods` (claims in flight are not owned
+    /// pods yet, so the room is counted before any is sent).
+    pub(super) fn next_claims(&mut self, most: usize) -> Vec<Pod> {
+        let room = self.config.max_pods.saturating_sub(self.active_pods());
+        std::iter::from_fn(|| self.next_claim())
+            .take(room.min(most))
+            .collect()
+    }
 }
 
 fn resource_version(pod: &Pod) -> i64 {
@@ -523,6 +533,31 @@ mod tests {
         let second = state.next_claim().unwrap();
         assert_ne!(second.metadata.name, name);
         assert!(state.next_claim().is_none(), "nothing else is claimable");
+    }
+
+    #[test]
+    fn claims_sent_together_never_pass_max_pods() {
+        let mut state = state(KubeletConfig {
+            max_pods: 3,
+            ..KubeletConfig::new("n")
+        });
+        let now = Instant::now();
+        state.observe(
+            pod("mine", 2, "n", Some(PodPhase::Running), "10.0.0.9"),
+            now,
+        );
+        for (i, name) in ["a", "b", "c", "d", "e"].into_iter().enumerate() {
+            state.observe(pod(name, 3 + i as i64, "", None, ""), now);
+        }
+        assert_eq!(state.next_claims(32).len(), 2, "the room under max_pods");
+        assert_eq!(state.unassigned.len(), 3, "the rest wait");
+        assert!(state.next_claims(32).len() <= 2);
+        let mut state = state_unknown_node();
+        state.observe(pod("f", 3, "", None, ""), now);
+        assert!(
+            state.next_claims(32).is_empty(),
+            "not known not to be cordoned"
+        );
     }
 
     #[test]

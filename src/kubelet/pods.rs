@@ -23,6 +23,9 @@ use crate::registry::{Registry, StorageError};
 /// that left it unassigned (say, a label change) before trying again later.
 const MAX_CLAIM_ATTEMPTS: usize = 3;
 
+/// How many claims a node sends at once.
+const CLAIMS_IN_FLIGHT: usize = 32;
+
 /// How a claim ended.
 enum Claim {
     /// This node owns the pod now (the stored version).
@@ -66,29 +69,45 @@ impl Kubelet {
                 return refused(&e);
             }
         }
-        while let Some(pod) = state.next_claim() {
-            let key = pod.metadata.key();
-            match self.claim(registry, pod.clone()).await {
-                Ok(Claim::Won(stored)) => {
-                    tracing::info!(pod = %key, node = %self.config.node, "claimed pod");
-                    state.observe(stored, now);
+        // Claims go out together, up to CLAIMS_IN_FLIGHT: one at a time, a node's claims
+        // (and the losing ones of its neighbours, which race for the same backlog) cost a
+        // round trip each, and four nodes readied about 85 pods a second between them.
+        loop {
+            let batch = state.next_claims(CLAIMS_IN_FLIGHT);
+            if batch.is_empty() {
+                break;
+            }
+            let claims = batch.iter().map(|pod| self.claim(registry, pod.clone()));
+            let results = futures::future::join_all(claims).await;
+            let mut stop = None;
+            for (pod, result) in batch.into_iter().zip(results) {
+                let key = pod.metadata.key();
+                match result {
+                    Ok(Claim::Won(stored)) => {
+                        tracing::info!(pod = %key, node = %self.config.node, "claimed pod");
+                        state.observe(stored, now);
+                    }
+                    Ok(Claim::Lost(current)) => {
+                        tracing::debug!(pod = %key, host = %current.spec.host, "pod taken by another writer");
+                        state.observe(current, now);
+                    }
+                    Ok(Claim::Gone) => {}
+                    Ok(Claim::Contended) => {
+                        state.unassigned.insert(key, pod);
+                        stop.get_or_insert(Ok(()));
+                    }
+                    Err(e) => {
+                        tracing::debug!(pod = %key, error = %e, "claim failed; retrying");
+                        state.unassigned.insert(key, pod);
+                        if !matches!(stop, Some(Err(_))) {
+                            stop = Some(refused(&e));
+                        }
+                    }
                 }
-                Ok(Claim::Lost(current)) => {
-                    tracing::debug!(pod = %key, host = %current.spec.host, "pod taken by another writer");
-                    state.observe(current, now);
-                }
-                Ok(Claim::Gone) => {}
-                Ok(Claim::Contended) => {
-                    state.unassigned.insert(key, pod);
-                    state.pause(now);
-                    return Ok(());
-                }
-                Err(e) => {
-                    tracing::debug!(pod = %key, error = %e, "claim failed; retrying");
-                    state.unassigned.insert(key, pod);
-                    state.pause(now);
-                    return refused(&e);
-                }
+            }
+            if let Some(stop) = stop {
+                state.pause(now);
+                return stop;
             }
         }
         match state.room_change() {
