@@ -25,7 +25,6 @@ mod schemas;
 pub mod strict;
 pub mod validate;
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value};
@@ -41,33 +40,29 @@ const META_SCHEMAS: &[&str] = &[
     "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent",
 ];
 
-/// The definition of a kind kcm serves (`Scale` included, in the group and version it is
-/// served in), found once per kind: the root a written object is checked from.
-fn served_definition(kind: &str) -> Option<&'static Value> {
-    static BY_KIND: OnceLock<HashMap<&'static str, &'static Value>> = OnceLock::new();
-    BY_KIND
-        .get_or_init(|| {
-            let schemas = schemas();
-            let mut by_kind = HashMap::new();
-            for resource in RESOURCES {
-                let own = (resource.group, resource.version, resource.kind);
-                let subresources = resource
-                    .subresources
-                    .iter()
-                    .map(|subresource| (subresource.group, subresource.version, subresource.kind));
-                for (group, version, kind) in std::iter::once(own).chain(subresources) {
-                    let definition = schemas
-                        .name_of(group, version, kind)
-                        .and_then(|name| schemas.by_name.get(name));
-                    if let Some(definition) = definition {
-                        by_kind.entry(kind).or_insert(definition);
-                    }
+/// Each kind kcm serves (`Scale` included, in the group and version it is served in) with
+/// its definition: the roots written objects are checked from.
+fn served_definitions() -> Vec<(&'static str, &'static Value)> {
+    let schemas = schemas();
+    let mut found: Vec<(&'static str, &'static Value)> = Vec::new();
+    for resource in RESOURCES {
+        let own = (resource.group, resource.version, resource.kind);
+        let subresources = resource
+            .subresources
+            .iter()
+            .map(|subresource| (subresource.group, subresource.version, subresource.kind));
+        for (group, version, kind) in std::iter::once(own).chain(subresources) {
+            let definition = schemas
+                .name_of(group, version, kind)
+                .and_then(|name| schemas.by_name.get(name));
+            if let Some(definition) = definition {
+                if !found.iter().any(|(seen, _)| *seen == kind) {
+                    found.push((kind, definition));
                 }
             }
-            by_kind
-        })
-        .get(kind)
-        .copied()
+        }
+    }
+    found
 }
 
 /// The group-versions kcm serves, as `/openapi/v3` names them (`api/v1`, `apis/apps/v1`).

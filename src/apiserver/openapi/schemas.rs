@@ -108,14 +108,24 @@ pub(crate) enum Field<'s> {
 
 /// Where field `name` of an object of schema `object` goes.
 pub(crate) fn field<'s>(object: &'s Value, name: &str) -> Field<'s> {
-    let properties = object.get("properties").and_then(Value::as_object);
-    if let Some(property) = properties.and_then(|properties| properties.get(name)) {
-        return Field::Property(property);
+    match object
+        .get("properties")
+        .and_then(|properties| properties.get(name))
+    {
+        Some(property) => Field::Property(property),
+        None => other_field(object),
     }
+}
+
+/// Where a field of an object of schema `object` that is not one of its properties goes:
+/// an [`Field::Entry`], [`Field::Any`] or [`Field::Unknown`].
+pub(crate) fn other_field(object: &Value) -> Field<'_> {
     match object.get("additionalProperties") {
         Some(values) if values.is_object() => Field::Entry(values),
         Some(_) => Field::Any,
-        None if properties.is_none() || object["x-kubernetes-preserve-unknown-fields"] == true => {
+        None if !object["properties"].is_object()
+            || object["x-kubernetes-preserve-unknown-fields"] == true =>
+        {
             Field::Any
         }
         None => Field::Unknown,

@@ -6,20 +6,22 @@
 //! the Go types of `k8s.io/api` (whose json tags the schema's properties are): every level
 //! is checked, status and list items and the values of maps included, and a field is
 //! named by its path as that decoder prints it, a list item by its index and a map entry
-//! by its key (`spec.template.spec.containers[0].imagee`,
-//! `spec.containers[0].resources.limits.cpu.x`).
+//! as a field (`spec.template.spec.containers[0].imagee`).
 //!
-//! Invariants: the walk reads the schema in place (no copy of it, one path buffer for the
-//! whole walk, a `String` only per unknown field found); a field is unknown only where the
-//! schema lists an object's fields and names neither it nor a map of values, so a schema
-//! that says less never refuses more; the fields kcm itself serves that 1.32 lacks
-//! ([`KCM_SERVED_FIELDS`]) are never unknown.
+//! Invariants: the schema is compiled once, on first use, into one node per schema
+//! (references resolved, each object's fields sorted by name), so a check hashes only
+//! the kind, and allocates one path buffer per object checked and a `String` per unknown field
+//! found; a field is unknown only where the schema lists an object's fields and names
+//! neither it nor a map of values, so a schema that says less never refuses more; the
+//! fields kcm itself serves that 1.32 lacks ([`KCM_SERVED_FIELDS`]) are never unknown.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use super::schemas::{field, schemas, Field, Schemas};
+use super::schemas::{other_field, schemas, Field, Schemas};
 
 /// The fields kcm serves that 1.32's schema does not have, by kind and path: an object a
 /// client reads and writes back whole (`kubectl replace`, `kubectl get -o json | kubectl
@@ -41,30 +43,119 @@ pub const KCM_SERVED_FIELDS: &[(&str, &str)] = &[
 /// a kind the schema does not hold. Keys starting with `$` (a strategic merge patch's
 /// directives) are skipped, as are the fields of [`KCM_SERVED_FIELDS`].
 pub fn unknown_fields(kind: &str, object: &Value) -> Vec<String> {
-    let Some(schema) = super::served_definition(kind) else {
+    let compiled = compiled();
+    let Some(&root) = compiled.by_kind.get(kind) else {
         return Vec::new();
     };
     let mut walk = Walk {
-        schemas: schemas(),
+        nodes: &compiled.nodes,
         kind,
         path: String::new(),
         found: Vec::new(),
     };
-    walk.value(schema, object);
+    walk.value(root, object);
     walk.found
+}
+
+/// A schema node as the walk reads it.
+#[derive(Debug, Default)]
+struct Node {
+    /// An object's properties, sorted by name, each with its node.
+    fields: Vec<(&'static str, usize)>,
+    /// Where an object's other fields go.
+    other: Other,
+    /// The node of a list's items.
+    items: Option<usize>,
+}
+
+/// Where an object's fields that are not its properties go.
+#[derive(Debug, Default)]
+enum Other {
+    /// Anywhere: nothing is checked.
+    #[default]
+    Any,
+    /// Into a map whose values have this node.
+    Entry(usize),
+    /// Nowhere: they are unknown fields.
+    Unknown,
+}
+
+/// The compiled schema: its nodes, and the root node of each served kind.
+struct Compiled {
+    nodes: Vec<Node>,
+    by_kind: HashMap<&'static str, usize>,
+}
+
+fn compiled() -> &'static Compiled {
+    static COMPILED: OnceLock<Compiled> = OnceLock::new();
+    COMPILED.get_or_init(|| {
+        let mut compiler = Compiler {
+            schemas: schemas(),
+            nodes: Vec::new(),
+            seen: HashMap::new(),
+        };
+        let by_kind = super::served_definitions()
+            .into_iter()
+            .map(|(kind, definition)| (kind, compiler.node(definition)))
+            .collect();
+        Compiled {
+            nodes: compiler.nodes,
+            by_kind,
+        }
+    })
+}
+
+/// Compiles schemas into [`Node`]s, each schema once (a definition that refers to itself
+/// ends at its own node).
+struct Compiler {
+    schemas: &'static Schemas,
+    nodes: Vec<Node>,
+    /// The node of each schema compiled, by its address in the data.
+    seen: HashMap<*const Value, usize>,
+}
+
+impl Compiler {
+    fn node(&mut self, schema: &'static Value) -> usize {
+        let schema = self.schemas.dereference(schema);
+        if let Some(&id) = self.seen.get(&std::ptr::from_ref(schema)) {
+            return id;
+        }
+        let id = self.nodes.len();
+        self.nodes.push(Node::default());
+        self.seen.insert(std::ptr::from_ref(schema), id);
+        let properties = schema.get("properties").and_then(Value::as_object);
+        let mut fields = Vec::new();
+        for (name, property) in properties.into_iter().flatten() {
+            fields.push((name.as_str(), self.node(property)));
+        }
+        fields.sort_unstable_by_key(|&(name, _)| name);
+        let other = match other_field(schema) {
+            Field::Entry(values) => Other::Entry(self.node(values)),
+            Field::Unknown => Other::Unknown,
+            Field::Property(_) | Field::Any => Other::Any,
+        };
+        let items = schema.get("items").map(|items| self.node(items));
+        self.nodes[id] = Node {
+            fields,
+            other,
+            items,
+        };
+        id
+    }
 }
 
 /// One strict decoding: the path of the value being read and the unknown fields so far.
 struct Walk<'a> {
-    schemas: &'static Schemas,
+    nodes: &'static [Node],
     kind: &'a str,
     path: String,
     found: Vec<String>,
 }
 
 impl Walk<'_> {
-    fn value(&mut self, schema: &'static Value, value: &Value) {
-        let schema = self.schemas.dereference(schema);
+    fn value(&mut self, node: usize, value: &Value) {
+        let nodes = self.nodes;
+        let node = &nodes[node];
         match value {
             Value::Object(fields) => {
                 for (name, child) in fields {
@@ -76,12 +167,14 @@ impl Walk<'_> {
                         self.path.push('.');
                     }
                     self.path.push_str(name);
-                    match field(schema, name) {
-                        Field::Property(child_schema) | Field::Entry(child_schema) => {
-                            self.value(child_schema, child);
-                        }
-                        Field::Any => {}
-                        Field::Unknown => {
+                    let known = node
+                        .fields
+                        .binary_search_by(|&(field, _)| field.cmp(name.as_str()));
+                    match (known, &node.other) {
+                        (Ok(index), _) => self.value(node.fields[index].1, child),
+                        (Err(_), Other::Entry(values)) => self.value(*values, child),
+                        (Err(_), Other::Any) => {}
+                        (Err(_), Other::Unknown) => {
                             if !KCM_SERVED_FIELDS.contains(&(self.kind, self.path.as_str())) {
                                 self.found.push(self.path.clone());
                             }
@@ -91,13 +184,13 @@ impl Walk<'_> {
                 }
             }
             Value::Array(items) => {
-                let Some(item_schema) = schema.get("items") else {
+                let Some(item_node) = node.items else {
                     return;
                 };
                 for (index, item) in items.iter().enumerate() {
                     let length = self.path.len();
                     write!(self.path, "[{index}]").expect("a String takes any write");
-                    self.value(item_schema, item);
+                    self.value(item_node, item);
                     self.path.truncate(length);
                 }
             }
