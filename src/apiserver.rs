@@ -23,8 +23,8 @@
 //!   `handlers/documents/` for the documents, as Kubernetes' `strategy.go`); `errors`:
 //!   the `Status` answers;
 //! - `protobuf`: protobuf request bodies turned into the same JSON;
-//! - `patch`: merge, JSON and strategic merge patches; `schema`: the field names
-//!   `fieldValidation` checks; `openapi`: the minimal OpenAPI v3 kubectl's validation needs;
+//! - `patch`: merge, JSON and strategic merge patches; `openapi`: the minimal OpenAPI v3
+//!   kubectl's validation needs, and the 1.32 schema `fieldValidation` checks writes with;
 //! - `http`: the listener (TLS, bearer tokens, connection limits).
 //!
 //! Invariants: the apiserver keeps no state of its own (several over one etcd serve the
@@ -44,7 +44,6 @@ pub mod openapi;
 mod patch;
 mod protobuf;
 mod resources;
-mod schema;
 mod table;
 mod validation;
 

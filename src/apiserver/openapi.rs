@@ -22,6 +22,7 @@
 //! schema data.
 
 mod schemas;
+pub mod strict;
 pub mod validate;
 
 use std::sync::OnceLock;
@@ -38,6 +39,31 @@ const META_SCHEMAS: &[&str] = &[
     "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
     "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent",
 ];
+
+/// Each kind kcm serves (`Scale` included, in the group and version it is served in) with
+/// its definition: the roots written objects are checked from.
+fn served_definitions() -> Vec<(&'static str, &'static Value)> {
+    let schemas = schemas();
+    let mut found: Vec<(&'static str, &'static Value)> = Vec::new();
+    for resource in RESOURCES {
+        let own = (resource.group, resource.version, resource.kind);
+        let subresources = resource
+            .subresources
+            .iter()
+            .map(|subresource| (subresource.group, subresource.version, subresource.kind));
+        for (group, version, kind) in std::iter::once(own).chain(subresources) {
+            let definition = schemas
+                .name_of(group, version, kind)
+                .and_then(|name| schemas.by_name.get(name));
+            if let Some(definition) = definition {
+                if !found.iter().any(|(seen, _)| *seen == kind) {
+                    found.push((kind, definition));
+                }
+            }
+        }
+    }
+    found
+}
 
 /// The group-versions kcm serves, as `/openapi/v3` names them (`api/v1`, `apis/apps/v1`).
 fn group_versions() -> Vec<(&'static str, &'static str)> {

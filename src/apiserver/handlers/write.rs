@@ -28,8 +28,8 @@ use super::ApiState;
 use crate::api::{self, Object, ResourceVersion};
 use crate::apiserver::convert::{self, Kind};
 use crate::apiserver::errors::{ApiError, Cause};
+use crate::apiserver::openapi::strict;
 use crate::apiserver::resources::{Decode, Resource};
-use crate::apiserver::schema;
 use crate::apiserver::validation;
 use crate::registry::StorageError;
 
@@ -176,8 +176,9 @@ pub(super) fn validate<T: Object>(
 }
 
 /// `fieldValidation` on a decoded body of `kind` (`Scale` for the scale subresource):
-/// `Strict` refuses unknown and duplicate fields with one 400 naming each, `Warn` returns
-/// them as warnings, `Ignore` ignores them.
+/// `Strict` refuses unknown fields (every field the served 1.32 schema of `kind` does not
+/// have, at any depth: [`strict::unknown_fields`]) and duplicate fields with one 400 naming
+/// each, `Warn` returns them as warnings, `Ignore` ignores them.
 ///
 /// # Errors
 /// 400 under `Strict`.
@@ -189,10 +190,7 @@ pub(super) fn check_fields(
     if validation == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
-    let unknown = match schema::of_kind(kind) {
-        Some(node) => schema::unknown_fields(&node, &body.value),
-        None => unknown_in_served_schema(kind, &body.value),
-    };
+    let unknown = strict::unknown_fields(kind, &body.value);
     let mut problems: Vec<String> = unknown
         .into_iter()
         .map(|path| format!("unknown field \"{path}\""))
@@ -209,27 +207,6 @@ pub(super) fn check_fields(
         )));
     }
     Ok(problems)
-}
-
-/// The unknown fields of a kind kcm keeps no strict-decoding tree of its own for (the
-/// documents: ConfigMap, Secret, ServiceAccount, Lease, Namespace, Node), read from the
-/// served 1.32 schema; none for a kind it does not have.
-fn unknown_in_served_schema(kind: &str, value: &Value) -> Vec<String> {
-    let Some(resource) = crate::apiserver::resources::RESOURCES
-        .iter()
-        .find(|resource| resource.kind == kind)
-    else {
-        return Vec::new();
-    };
-    crate::apiserver::openapi::validate::validate(&resource.api_version(), kind, value)
-        .map(|violations| {
-            violations
-                .into_iter()
-                .filter(|v| v.rule == crate::apiserver::openapi::validate::Rule::UnknownField)
-                .map(|v| v.path)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// A write's answer: the object (or Status) with `code`, and a `Warning: 299` header per

@@ -66,6 +66,15 @@ impl Schemas {
         self.by_name.get(reference.strip_prefix(REF_PREFIX)?)
     }
 
+    /// `schema`, or the definition its `$ref` names (followed to one without a `$ref`); an
+    /// unknown reference (the data has none) constrains nothing, as an empty schema.
+    pub(crate) fn dereference<'s>(&'s self, mut schema: &'s Value) -> &'s Value {
+        while let Some(Value::String(reference)) = schema.get("$ref") {
+            schema = self.resolve(reference).unwrap_or(&Value::Null);
+        }
+        schema
+    }
+
     /// `names` and every definition they refer to, directly or not.
     pub(crate) fn closure<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
         let mut seen = BTreeSet::new();
@@ -79,6 +88,47 @@ impl Schemas {
             }
         }
         seen
+    }
+}
+
+/// Where a field of an object goes in the object's schema (one without a `$ref`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Field<'s> {
+    /// One of its properties, with the property's schema.
+    Property(&'s Value),
+    /// An entry of a map (`additionalProperties`), with the values' schema.
+    Entry(&'s Value),
+    /// Anything goes: the object keeps what it is sent (`x-kubernetes-preserve-unknown-fields`,
+    /// `additionalProperties: true`, or an object schema without properties: `FieldsV1`,
+    /// `RawExtension`).
+    Any,
+    /// A field the object does not have.
+    Unknown,
+}
+
+/// Where field `name` of an object of schema `object` goes.
+pub(crate) fn field<'s>(object: &'s Value, name: &str) -> Field<'s> {
+    match object
+        .get("properties")
+        .and_then(|properties| properties.get(name))
+    {
+        Some(property) => Field::Property(property),
+        None => other_field(object),
+    }
+}
+
+/// Where a field of an object of schema `object` that is not one of its properties goes:
+/// an [`Field::Entry`], [`Field::Any`] or [`Field::Unknown`].
+pub(crate) fn other_field(object: &Value) -> Field<'_> {
+    match object.get("additionalProperties") {
+        Some(values) if values.is_object() => Field::Entry(values),
+        Some(_) => Field::Any,
+        None if !object["properties"].is_object()
+            || object["x-kubernetes-preserve-unknown-fields"] == true =>
+        {
+            Field::Any
+        }
+        None => Field::Unknown,
     }
 }
 

@@ -16,7 +16,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::schemas::{schemas, Schemas};
+use super::schemas::{field, schemas, Field, Schemas};
 
 /// One way an object breaks its schema.
 #[derive(Debug, Clone, PartialEq)]
@@ -154,14 +154,8 @@ impl Walk<'_> {
 
     /// Checks `value` (never `null`: the caller skips those) against `schema`.
     fn check(&mut self, schema: &Value, value: &Value) {
-        if let Some(reference) = schema["$ref"].as_str() {
-            // The data's references are checked by a unit test; an unknown one
-            // constrains nothing.
-            if let Some(resolved) = self.schemas.resolve(reference) {
-                self.check(resolved, value);
-            }
-            return;
-        }
+        let schemas = self.schemas;
+        let schema = schemas.dereference(schema);
         if let Some(branches) = schema["oneOf"].as_array() {
             if !branches.iter().any(|branch| self.matches(branch, value)) {
                 let expected: Vec<&str> = branches
@@ -214,7 +208,6 @@ impl Walk<'_> {
     }
 
     fn check_object(&mut self, schema: &Value, fields: &serde_json::Map<String, Value>) {
-        let properties = schema["properties"].as_object();
         for required in schema["required"].as_array().into_iter().flatten() {
             let Some(name) = required.as_str() else {
                 continue;
@@ -223,18 +216,18 @@ impl Walk<'_> {
                 self.at(&self.field(name), |walk| walk.violation(Rule::Required));
             }
         }
-        let preserve = schema["x-kubernetes-preserve-unknown-fields"] == true;
         for (name, value) in fields {
-            if let Some(field_schema) = properties.and_then(|p| p.get(name)) {
-                self.at(&self.field(name), |walk| {
+            match field(schema, name) {
+                Field::Property(field_schema) => self.at(&self.field(name), |walk| {
                     walk.check_value(field_schema, value)
-                });
-            } else if let Some(values) = schema.get("additionalProperties") {
-                if values.is_object() {
-                    self.at(&format!("[{name}]"), |walk| walk.check_value(values, value));
+                }),
+                Field::Entry(values) => {
+                    self.at(&format!("[{name}]"), |walk| walk.check_value(values, value))
                 }
-            } else if properties.is_some() && !preserve {
-                self.at(&self.field(name), |walk| walk.violation(Rule::UnknownField));
+                Field::Any => {}
+                Field::Unknown => {
+                    self.at(&self.field(name), |walk| walk.violation(Rule::UnknownField))
+                }
             }
         }
     }
