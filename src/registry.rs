@@ -59,7 +59,7 @@ use errors::{is_compacted, is_unsent, RawError};
 pub use fence::{Fence, FenceSlot, Incarnation, KeyCondition, FENCING_TOKEN_ANNOTATION};
 pub use maintenance::active_alarms;
 pub use paging::{prefix_range_end, RangePage};
-pub use raw::RawValue;
+pub use raw::{Deleted, Deletion, RawValue};
 
 /// Objects per list page. Large on purpose: etcd 3.4 rescans the rest of the range for
 /// every page, so 50,000 pods in pages of 500 took 3x as long as one request.

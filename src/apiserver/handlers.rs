@@ -32,6 +32,7 @@ mod documents;
 mod read;
 mod request;
 mod scale;
+mod store;
 mod strategy;
 mod update;
 mod watch;

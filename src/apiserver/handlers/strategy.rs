@@ -28,9 +28,14 @@ mod replicaset;
 mod replicationcontroller;
 mod service;
 
+use std::time::SystemTime;
+
 use serde_json::Value;
 
-use crate::api::{Cascade, Object};
+use crate::api::{
+    delete_write, graceful_delete, start_deletion, start_graceful_deletion, Cascade, DeleteWrite,
+    Graceful, Object,
+};
 use crate::apiserver::convert::Kind;
 use crate::apiserver::errors::{ApiError, Cause};
 use crate::apiserver::validation;
@@ -89,6 +94,37 @@ impl Strategy {
         }
     }
 
+    /// The delete hook (kube-apiserver's `BeforeDelete` with the strategy's
+    /// `CheckGracefulDelete`): what a delete under `requested` (with the request's
+    /// `gracePeriodSeconds`) writes to `object`, which it marks in place when the answer
+    /// is [`DeleteWrite::Mark`]: finalizers keep it with a `deletionTimestamp`
+    /// ([`before_delete`]); a kind that deletes gracefully (a pod) is marked with its
+    /// grace period where it would go now, and goes now with a period of 0.
+    pub(super) fn delete<T: Object>(
+        &self,
+        object: &mut T,
+        requested: Cascade,
+        grace_period_seconds: Option<i64>,
+        now: SystemTime,
+    ) -> DeleteWrite {
+        let write = before_delete(object, self.cascade(requested));
+        let Some(grace_period) = self.grace_period.filter(|_| write == DeleteWrite::Delete) else {
+            return write;
+        };
+        let stored = serde_json::to_value(&*object).expect("a stored kind always encodes");
+        match graceful_delete(
+            object.metadata(),
+            grace_period(&stored, grace_period_seconds),
+        ) {
+            Graceful::Now => DeleteWrite::Delete,
+            Graceful::Unchanged => DeleteWrite::Nothing,
+            Graceful::Mark(grace) => {
+                start_graceful_deletion(object.metadata_mut(), grace, now);
+                DeleteWrite::Mark(None)
+            }
+        }
+    }
+
     /// How to find the pods a delete of the object under `requested` also deletes: by its
     /// selector, unless orphaned; `None` when its pods are the garbage collector's.
     pub(super) fn selected_pods(&self, requested: Cascade) -> Option<PodSelector> {
@@ -97,6 +133,19 @@ impl Strategy {
             _ => None,
         }
     }
+}
+
+/// What a delete under `cascade` writes to `object`, which it marks in place
+/// (`api::start_deletion`) when the answer is [`DeleteWrite::Mark`]: a background
+/// delete removes an object without finalizers; otherwise it stays, with a
+/// `deletionTimestamp` and the finalizer of a foreground or orphaning delete
+/// (`api::delete_write`, the rule `kcm delete` shares).
+pub(super) fn before_delete<T: Object>(object: &mut T, cascade: Cascade) -> DeleteWrite {
+    let write = delete_write(object.metadata(), cascade);
+    if let DeleteWrite::Mark(finalizer) = write {
+        start_deletion(object.metadata_mut(), finalizer);
+    }
+    write
 }
 
 /// The strategy of `kind`: the one lookup, a file per kind under `strategy/`.
