@@ -30,7 +30,8 @@
 //! write can be conditioned on), `errors` (`StorageError` and the classification of etcd's
 //! errors), `alarms` (etcd's alarms, and what to tell the operator about them and about
 //! etcd's refusals for space and size), `paging` (pinned, paginated range reads) and `raw`
-//! (whole-key reads and writes of documents that are not a typed kind: Nodes). Everything
+//! (whole-key reads and writes: Nodes, and the apiserver's one store path with its
+//! create, guaranteed update and guaranteed delete). Everything
 //! public is re-exported here.
 
 use std::sync::Arc;

@@ -1,7 +1,11 @@
-//! Documents that are not a typed kind, read and written as bytes at a whole key: the
-//! Node and Namespace objects (`{prefix}/nodes/{name}`, `{prefix}/namespaces/{name}`,
-//! cluster-scoped JSON that their writers read-modify-write as `serde_json::Value`). The writes are the typed writes'
-//! transactions, so a fence, a guard ([`Registry::guarded_by`]) and conditions
+//! Values read and written as bytes at a whole key: the Node and Namespace documents
+//! their writers read-modify-write as `serde_json::Value`, and every object the apiserver
+//! writes (its one store path encodes and decodes the typed kinds itself). The
+//! compare-and-swap primitives a generic store needs are here: create-if-absent (also
+//! while another key stays as read: [`Registry::create_raw_guarded`]),
+//! [`Registry::guaranteed_update_raw`] and [`Registry::guaranteed_delete_raw`] (whose
+//! decision may write the object marked instead of deleting it). The writes are the typed
+//! writes' transactions, so a fence, a guard ([`Registry::guarded_by`]) and conditions
 //! ([`Registry::with_conditions`]) apply to them alike.
 
 use etcd_client::{Compare, CompareOp, TxnOp};

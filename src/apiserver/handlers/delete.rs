@@ -2,11 +2,12 @@
 //! `endpoints/handlers/delete.go` and `registry/generic/registry/store.go` `Delete`,
 //! `DeleteCollection`) with `DeleteOptions`: the preconditions (uid, resourceVersion), the
 //! propagation policy through kcm's garbage collector and finalizers (the rule `kcm delete`
-//! shares: [`api::delete_write`]), `gracePeriodSeconds` (a kind whose strategy deletes
+//! shares: `api::delete_write`), `gracePeriodSeconds` (a kind whose strategy deletes
 //! gracefully, a pod: a running one is marked Terminating and its kubelet deletes it),
-//! `dryRun`. A kind whose strategy says `return_deleted_object` (pods) answers with the
-//! object; other kinds with a `Status` Success, or with the object while it waits for its
-//! finalizers.
+//! `dryRun`. Each object goes through the one store path's delete (`store::Store::delete`),
+//! deciding on each value read with its strategy's delete hook (`Strategy::delete`). A
+//! kind whose strategy says `return_deleted_object` (pods) answers with the object; other
+//! kinds with a `Status` Success, or with the object while it waits for its finalizers.
 //!
 //! A ReplicationController is 2014's: its pods have no owner references, only its
 //! selector (its strategy's `Dependents::Selector`). Deleting one (but with `Orphan`)

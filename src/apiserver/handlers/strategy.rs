@@ -250,6 +250,114 @@ mod tests {
         assert!(rs.selected_pods(Cascade::Background).is_none());
     }
 
+    /// What `kind`'s delete hook answers for `object` under `requested` and the request's
+    /// grace period, and the object as it leaves it.
+    #[track_caller]
+    fn check_delete<T: Object>(
+        kind: Kind,
+        object: Value,
+        (requested, grace): (Cascade, Option<i64>),
+        expected: DeleteWrite,
+    ) -> T {
+        let mut object: T = serde_json::from_value(object).unwrap();
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        assert_eq!(
+            of(kind).delete(&mut object, requested, grace, now),
+            expected
+        );
+        object
+    }
+
+    #[test]
+    fn a_delete_goes_now_or_marks_the_object_for_its_finalizers() {
+        use crate::api::{ReplicaSet, FINALIZER_FOREGROUND};
+        let rs = json!({"metadata": {"name": "web", "namespace": "default"}});
+        let gone: ReplicaSet = check_delete(
+            Kind::ReplicaSet,
+            rs.clone(),
+            (Cascade::Background, None),
+            DeleteWrite::Delete,
+        );
+        assert!(gone.metadata.deletion_timestamp.is_none());
+        let marked: ReplicaSet = check_delete(
+            Kind::ReplicaSet,
+            rs,
+            (Cascade::Foreground, None),
+            DeleteWrite::Mark(Some(FINALIZER_FOREGROUND)),
+        );
+        assert!(marked.metadata.deletion_timestamp.is_some());
+        assert_eq!(marked.metadata.finalizers, [FINALIZER_FOREGROUND]);
+        let again = serde_json::to_value(&marked).unwrap();
+        let _: ReplicaSet = check_delete(
+            Kind::ReplicaSet,
+            again,
+            (Cascade::Foreground, None),
+            DeleteWrite::Nothing,
+        );
+        // A 2014 ReplicationController's own delete is a background one, orphaning or not.
+        let rc = json!({"metadata": {"name": "web", "namespace": "default"}});
+        let _: crate::api::ReplicationController = check_delete(
+            Kind::ReplicationController,
+            rc,
+            (Cascade::Orphan, None),
+            DeleteWrite::Delete,
+        );
+    }
+
+    #[test]
+    fn a_running_pods_delete_marks_it_with_its_grace_period() {
+        use crate::api::{deletion_grace_period, Pod};
+        let running = json!({"metadata": {"name": "web", "namespace": "default"},
+            "spec": {"host": "node-1", "terminationGracePeriodSeconds": 5,
+                     "containers": [{"name": "c", "image": "x"}]},
+            "status": {"phase": "Running"}});
+        let marked: Pod = check_delete(
+            Kind::Pod,
+            running.clone(),
+            (Cascade::Background, None),
+            DeleteWrite::Mark(None),
+        );
+        assert_eq!(deletion_grace_period(&marked.metadata), Some(5));
+        assert_eq!(
+            marked.metadata.deletion_timestamp.as_deref(),
+            Some("2023-11-14T22:13:25Z"),
+            "now plus its grace period"
+        );
+        // Asked again for a longer period, it keeps its deadline; for 0 it goes now.
+        let terminating = serde_json::to_value(&marked).unwrap();
+        let _: Pod = check_delete(
+            Kind::Pod,
+            terminating.clone(),
+            (Cascade::Background, Some(10)),
+            DeleteWrite::Nothing,
+        );
+        let _: Pod = check_delete(
+            Kind::Pod,
+            terminating,
+            (Cascade::Background, Some(0)),
+            DeleteWrite::Delete,
+        );
+        let unassigned = json!({"metadata": {"name": "web", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        let _: Pod = check_delete(
+            Kind::Pod,
+            unassigned,
+            (Cascade::Background, None),
+            DeleteWrite::Delete,
+        );
+        // Finalizers hold it without a grace period.
+        let mut held = running;
+        held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+        let held: Pod = check_delete(
+            Kind::Pod,
+            held,
+            (Cascade::Background, None),
+            DeleteWrite::Mark(None),
+        );
+        assert!(held.metadata.deletion_timestamp.is_some());
+        assert_eq!(deletion_grace_period(&held.metadata), None);
+    }
+
     #[test]
     fn a_template_without_containers_is_invalid() {
         let mut causes = Vec::new();
