@@ -14,8 +14,8 @@ use super::body::Decoded;
 use super::store::{self, Prepared};
 use super::strategy::typed;
 use super::write::{
-    check_fields, name_from_path, resource_version_of, respond, served, validate, Writable,
-    WriteOptions,
+    check_fields, generate_name, name_from_path, resource_version_of, respond, served, validate,
+    Writable, WriteOptions,
 };
 use super::ApiState;
 use crate::api::{self, Object};
@@ -43,16 +43,7 @@ pub(super) async fn create<T: Object>(
             "resourceVersion should not be set on objects to be created",
         ));
     }
-    let generate = object
-        .pointer("/metadata/generateName")
-        .and_then(Value::as_str)
-        .filter(|_| {
-            object
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-        })
-        .map(str::to_string);
+    let generate = generate_name(&object);
     let prepare = |name: Option<String>| {
         let mut object = object.clone();
         if let Some(name) = name {

@@ -27,7 +27,9 @@ use super::delete::{deleted_status, DeleteOptions};
 use super::read::{namespaces, SYSTEM_NAMESPACES};
 use super::request::{Query, Target};
 use super::update::{apply_patch, keep_part, Part};
-use super::write::{check_fields, name_from_path, resource_version_of, respond, WriteOptions};
+use super::write::{
+    check_fields, generate_name, name_from_path, resource_version_of, respond, WriteOptions,
+};
 use super::ApiState;
 use crate::api::{self, ResourceVersion};
 use crate::apiserver::errors::{qualified, ApiError, Cause};
@@ -333,22 +335,13 @@ async fn create_document(
         ));
     }
     name_from_path(&mut object, docs.namespace, None)?;
-    let generate = object
-        .pointer("/metadata/generateName")
-        .and_then(Value::as_str)
-        .filter(|_| {
-            object
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-        })
-        .map(str::to_string);
+    let generate = generate_name(&object);
     let prepare = |generated: Option<String>| {
         let mut object = object.clone();
-        let document = prepare_for_create(docs, &mut object, generated)?;
+        let name = prepare_for_create(docs, &mut object, generated)?;
         Ok(Prepared {
-            key: docs.key(&document),
-            name: document,
+            key: docs.key(&name),
+            name,
             value: stored_bytes(&object),
             object,
         })

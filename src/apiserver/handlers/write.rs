@@ -258,6 +258,19 @@ pub(super) fn warning_header(text: &str) -> String {
     value
 }
 
+/// The `generateName` a created object asks a name of, when it states no name.
+pub(super) fn generate_name(object: &Value) -> Option<String> {
+    let named = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .is_some_and(|name| !name.is_empty());
+    object
+        .pointer("/metadata/generateName")
+        .and_then(Value::as_str)
+        .filter(|_| !named)
+        .map(str::to_string)
+}
+
 /// The `metadata.resourceVersion` an object names, if any.
 pub(super) fn resource_version_of(object: &Value) -> Result<Option<ResourceVersion>, ApiError> {
     match object.pointer("/metadata/resourceVersion") {
@@ -550,6 +563,15 @@ mod tests {
             Writable::of(events, "POST").err().map(|e| e.code),
             Some(405)
         );
+    }
+
+    #[test]
+    fn generate_name_counts_only_for_an_object_without_a_name() {
+        let generated = json!({"metadata": {"generateName": "web-", "name": ""}});
+        assert_eq!(generate_name(&generated).as_deref(), Some("web-"));
+        let named = json!({"metadata": {"generateName": "web-", "name": "web"}});
+        assert_eq!(generate_name(&named), None);
+        assert_eq!(generate_name(&json!({"metadata": {}})), None);
     }
 
     #[test]
