@@ -30,7 +30,8 @@
 //! write can be conditioned on), `errors` (`StorageError` and the classification of etcd's
 //! errors), `alarms` (etcd's alarms, and what to tell the operator about them and about
 //! etcd's refusals for space and size), `paging` (pinned, paginated range reads) and `raw`
-//! (whole-key reads and writes of documents that are not a typed kind: Nodes). Everything
+//! (whole-key reads and writes: Nodes, and the apiserver's one store path with its
+//! create, guaranteed update and guaranteed delete). Everything
 //! public is re-exported here.
 
 use std::sync::Arc;
@@ -59,7 +60,7 @@ use errors::{is_compacted, is_unsent, RawError};
 pub use fence::{Fence, FenceSlot, Incarnation, KeyCondition, FENCING_TOKEN_ANNOTATION};
 pub use maintenance::active_alarms;
 pub use paging::{prefix_range_end, RangePage};
-pub use raw::RawValue;
+pub use raw::{Deleted, Deletion, RawValue};
 
 /// Objects per list page. Large on purpose: etcd 3.4 rescans the rest of the range for
 /// every page, so 50,000 pods in pages of 500 took 3x as long as one request.

@@ -7,7 +7,10 @@
 //! between the kinds in one strategy per kind (`strategy`, as Kubernetes' `strategy.go`);
 //! the writes of the kinds stored as JSON documents in their served version (namespaces,
 //! nodes, configmaps, secrets, serviceaccounts, leases) in `documents`, with theirs in
-//! `documents/`. `route_write` is where a typed kind meets its Rust type, once.
+//! `documents/`. `route_write` is where a typed kind meets its Rust type, once. Every
+//! write of every kind ends in the one store path, `store` (create, guaranteed update,
+//! guaranteed delete over etcd compare-and-swap), its per-kind behaviour given as its
+//! strategy's hooks.
 //!
 //! Which reads go where, as in kube-apiserver:
 //! - a list or get with `resourceVersion` unset is a consistent read from etcd (at its
@@ -32,6 +35,7 @@ mod documents;
 mod read;
 mod request;
 mod scale;
+mod store;
 mod strategy;
 mod update;
 mod watch;

@@ -1,13 +1,45 @@
-//! Documents that are not a typed kind, read and written as bytes at a whole key: the
-//! Node and Namespace objects (`{prefix}/nodes/{name}`, `{prefix}/namespaces/{name}`,
-//! cluster-scoped JSON that their writers read-modify-write as `serde_json::Value`). The writes are the typed writes'
-//! transactions, so a fence, a guard ([`Registry::guarded_by`]) and conditions
+//! Values read and written as bytes at a whole key: the Node and Namespace documents
+//! their writers read-modify-write as `serde_json::Value`, and every object the apiserver
+//! writes (its one store path encodes and decodes the typed kinds itself). The
+//! compare-and-swap primitives a generic store needs are here: create-if-absent (also
+//! while another key stays as read: [`Registry::create_raw_guarded`]),
+//! [`Registry::guaranteed_update_raw`] and [`Registry::guaranteed_delete_raw`] (whose
+//! decision may write the object marked instead of deleting it). The writes are the typed
+//! writes' transactions, so a fence, a guard ([`Registry::guarded_by`]) and conditions
 //! ([`Registry::with_conditions`]) apply to them alike.
 
 use etcd_client::{Compare, CompareOp, TxnOp};
 
-use super::{current_kv, unchanged_since, Registry, StorageError, MAX_UPDATE_ATTEMPTS};
+use super::{
+    current_kv, unchanged_since, KeyCondition, Registry, StorageError, MAX_UPDATE_ATTEMPTS,
+};
 use crate::api::ResourceVersion;
+
+/// How often [`Registry::create_raw_guarded`] reads its guard again after it changed.
+const GUARD_ATTEMPTS: usize = 5;
+
+/// What a guaranteed delete does to the value it read ([`Registry::guaranteed_delete_raw`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Deletion {
+    /// Delete the key.
+    Delete,
+    /// Write this instead (an object marked for deletion, which stays until its
+    /// finalizers or its kubelet remove it).
+    Write(Vec<u8>),
+    /// Leave it as it is (already in deletion as asked).
+    Keep,
+}
+
+/// What a guaranteed delete did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Deleted {
+    /// The key is gone; the value it held.
+    Gone(RawValue),
+    /// The value written instead, at its new revision.
+    Written(RawValue),
+    /// Nothing was written; the value as read.
+    Kept(RawValue),
+}
 
 /// A value as stored, with its revisions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,44 +207,115 @@ impl Registry {
         Err(last_conflict.expect("the loop ran at least once"))
     }
 
-    /// Reads the value at `key` (under the prefix), lets `check` refuse it, and deletes it
-    /// at the revision read, reading again and checking again when another writer came
-    /// between: the delete beside [`Registry::guaranteed_update_raw`]. Returns the value
-    /// deleted.
+    /// The delete beside [`Registry::guaranteed_update_raw`]: reads the value at `key`
+    /// (under the prefix; `None` when absent), lets `decide` say what the delete does to
+    /// it ([`Deletion`]) and does that at the revision read, reading again and deciding
+    /// again when another writer came between. A [`Deletion::Write`] of an absent key
+    /// creates it; [`Deletion::Delete`] or [`Deletion::Keep`] of one is `NotFound`.
     ///
     /// # Errors
-    /// `NotFound`, `Update` when `check` refuses (nothing is deleted), `Conflict` after
+    /// `NotFound`, `Update` when `decide` refuses (nothing is written), `Conflict` after
     /// 100 consecutive conflicts; `Fenced`, `OwnerGone`, `ConditionFailed` as every write.
     pub async fn guaranteed_delete_raw<F>(
         &self,
         key: &str,
-        mut check: F,
-    ) -> Result<RawValue, StorageError>
+        mut decide: F,
+    ) -> Result<Deleted, StorageError>
     where
-        F: FnMut(&RawValue) -> anyhow::Result<()>,
+        F: FnMut(Option<&RawValue>) -> anyhow::Result<Deletion>,
     {
         let not_found = || StorageError::NotFound {
             key: key.to_string(),
         };
-        let mut current = self.get_raw(key).await?.ok_or_else(not_found)?;
+        let mut current = self.get_raw(key).await?;
         let mut last_conflict = None;
         for _ in 0..MAX_UPDATE_ATTEMPTS {
-            check(&current).map_err(|source| StorageError::Update {
+            let deletion = decide(current.as_ref()).map_err(|source| StorageError::Update {
                 key: key.to_string(),
                 source,
             })?;
-            let expected = ResourceVersion(current.mod_revision);
-            match self.delete_raw(key, expected).await {
-                Ok(_) => return Ok(current),
-                Err(conflict @ StorageError::Conflict { .. }) => {
+            let written = match (deletion, &current) {
+                (Deletion::Delete | Deletion::Keep, None) => return Err(not_found()),
+                (Deletion::Keep, Some(read)) => return Ok(Deleted::Kept(read.clone())),
+                (Deletion::Delete, Some(read)) => self
+                    .delete_raw(key, ResourceVersion(read.mod_revision))
+                    .await
+                    .map(|_| Deleted::Gone(read.clone())),
+                (Deletion::Write(value), None) => {
+                    self.create_raw(key, value.clone()).await.map(|written| {
+                        Deleted::Written(RawValue {
+                            value,
+                            create_revision: written.0,
+                            mod_revision: written.0,
+                        })
+                    })
+                }
+                (Deletion::Write(value), Some(read)) => self
+                    .update_raw(key, ResourceVersion(read.mod_revision), value.clone())
+                    .await
+                    .map(|written| {
+                        Deleted::Written(RawValue {
+                            value,
+                            create_revision: read.create_revision,
+                            mod_revision: written.0,
+                        })
+                    }),
+            };
+            match written {
+                Ok(deleted) => return Ok(deleted),
+                Err(
+                    conflict @ (StorageError::Conflict { .. } | StorageError::AlreadyExists { .. }),
+                ) => {
                     tracing::debug!(%key, "guaranteed_delete_raw conflict; retrying");
-                    current = self.get_raw(key).await?.ok_or_else(not_found)?;
+                    current = self.get_raw(key).await?;
                     last_conflict = Some(conflict);
                 }
                 Err(error) => return Err(error),
             }
         }
         Err(last_conflict.expect("the loop ran at least once"))
+    }
+
+    /// Creates `value` at `key` (under the prefix) if absent, in a transaction that also
+    /// requires the `guard` key as read and as `admit` accepted it (absent, or at the
+    /// revision read), reading `guard` again and asking `admit` again when it changed
+    /// between: a create that must not land once something about another key changed
+    /// (an object in a namespace that began terminating).
+    ///
+    /// # Errors
+    /// `AlreadyExists`, `Update` when `admit` refuses (nothing is written),
+    /// `ConditionFailed` when `guard` kept changing; `Fenced`, `OwnerGone` as every write.
+    pub async fn create_raw_guarded<F>(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        guard: &str,
+        mut admit: F,
+    ) -> Result<ResourceVersion, StorageError>
+    where
+        F: FnMut(Option<&RawValue>) -> anyhow::Result<()>,
+    {
+        let mut last_failure = None;
+        for _ in 0..GUARD_ATTEMPTS {
+            let read = self.get_raw(guard).await?;
+            admit(read.as_ref()).map_err(|source| StorageError::Update {
+                key: key.to_string(),
+                source,
+            })?;
+            let condition = match &read {
+                None => KeyCondition::Absent(guard.to_string()),
+                Some(read) => KeyCondition::At(guard.to_string(), read.mod_revision),
+            };
+            let guarded = self.with_conditions(vec![condition]);
+            match guarded.create_raw(key, value.clone()).await {
+                Err(failed @ StorageError::ConditionFailed { .. }) => {
+                    tracing::debug!(%key, %guard, "create_raw_guarded: the guard changed; retrying");
+                    last_failure = Some(failed);
+                }
+                outcome => return outcome,
+            }
+        }
+        Err(last_failure.expect("the loop ran at least once"))
     }
 
     /// Deletes `key` (under the prefix) only if it is still at `expected`

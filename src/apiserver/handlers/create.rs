@@ -1,9 +1,9 @@
 //! `POST` of a collection: create (kube-apiserver's `endpoints/handlers/create.go` and
 //! `registry/generic/registry/store.go` `Create`): the path's namespace, `generateName`,
-//! the defaults of the kind's strategy, kcm's validation, then the registry's
-//! create-if-absent transaction (which also requires the namespace not terminating: 403
-//! otherwise, as kube-apiserver's `NamespaceLifecycle` admission); 201 with the stored
-//! object.
+//! the defaults of the kind's strategy, kcm's validation, then the one store path's
+//! create (`store::Store::create`: a create-if-absent transaction that also requires the
+//! namespace not terminating, 403 otherwise, as kube-apiserver's `NamespaceLifecycle`
+//! admission; another name after a `generateName` collision); 201 with the stored object.
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -11,26 +11,22 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::body::Decoded;
-use super::documents::{create_in_namespace, namespace_condition};
+use super::store::{self, Prepared};
 use super::strategy::typed;
 use super::write::{
-    check_fields, name_from_path, resource_version_of, respond, served, validate, Writable,
-    WriteOptions,
+    check_fields, generate_name, name_from_path, resource_version_of, respond, served, validate,
+    Writable, WriteOptions,
 };
 use super::ApiState;
 use crate::api::{self, Object};
 use crate::apiserver::convert;
 use crate::apiserver::errors::ApiError;
-use crate::registry::Registry;
-
-/// How often a `generateName` create tries another name after hitting an existing one.
-const GENERATE_NAME_ATTEMPTS: usize = 8;
 
 /// `POST /api/v1/namespaces/NS/pods` and the like.
 ///
 /// # Errors
-/// 400 (a wrong kind, another namespace, a resourceVersion, no name), 409
-/// `AlreadyExists`, 422 `Invalid`.
+/// 400 (a wrong kind, another namespace, a resourceVersion, no name), 403 (a terminating
+/// namespace), 409 `AlreadyExists`, 422 `Invalid`.
 pub(super) async fn create<T: Object>(
     state: &ApiState,
     writable: Writable,
@@ -47,31 +43,29 @@ pub(super) async fn create<T: Object>(
             "resourceVersion should not be set on objects to be created",
         ));
     }
-    let generate = object
-        .pointer("/metadata/generateName")
-        .and_then(Value::as_str)
-        .filter(|_| {
-            object
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
+    let generate = generate_name(&object);
+    let prepare = |name: Option<String>| {
+        let mut object = object.clone();
+        if let Some(name) = name {
+            object["metadata"]["name"] = Value::String(name);
+        }
+        let typed: T = prepare_for_create(writable, object)?;
+        let meta = typed.metadata();
+        Ok(Prepared {
+            name: meta.name.clone(),
+            key: state.registry.key::<T>(&meta.namespace, &meta.name),
+            value: store::encode(&typed)?,
+            object: typed,
         })
-        .map(str::to_string);
-    let mut attempts = 0;
-    let stored = loop {
-        attempts += 1;
-        if let Some(prefix) = &generate {
-            object["metadata"]["name"] = Value::String(super::write::generated_name(prefix));
-        }
-        let result = create_kind::<T>(state, writable, object.clone(), options.dry_run).await;
-        match result {
-            Err(e) if e.code == 409 && generate.is_some() && attempts < GENERATE_NAME_ATTEMPTS => {
-                continue
-            }
-            other => break other?,
-        }
     };
-    Ok(respond(StatusCode::CREATED, &stored, &warnings))
+    let store = writable.store(state);
+    let (mut created, revision) = store
+        .create(namespace, options.dry_run, generate.as_deref(), prepare)
+        .await?;
+    created.set_type_meta();
+    created.metadata_mut().resource_version = revision;
+    let served = served(writable.kind(), &created);
+    Ok(respond(StatusCode::CREATED, &served, &warnings))
 }
 
 /// `kind` and `apiVersion`, when the object states them, must be the resource's.
@@ -94,70 +88,23 @@ fn check_type(writable: Writable, object: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn create_kind<T: Object>(
-    state: &ApiState,
-    writable: Writable,
-    object: Value,
-    dry_run: bool,
-) -> Result<Value, ApiError> {
+/// The object to create (served), as stored: the strategy's defaults, the fields the
+/// store fills cleared and then filled (kube-apiserver's `BeforeCreate` overwrites them
+/// too), validated, generation 1.
+///
+/// # Errors
+/// 400 for a body that does not decode as the kind, 422 `Invalid`.
+fn prepare_for_create<T: Object>(writable: Writable, object: Value) -> Result<T, ApiError> {
     let mut stored = convert::to_stored(writable.kind(), object);
     (writable.strategy.defaults)(&mut stored)?;
     let mut typed: T = typed(stored)?;
-    // What the registry fills (kube-apiserver's `BeforeCreate` overwrites them too).
     let meta = typed.metadata_mut();
     meta.uid.clear();
     meta.creation_timestamp = None;
     meta.deletion_timestamp = None;
     meta.generation = 0;
     validate(writable, &typed, None)?;
-    let name = typed.metadata().name.clone();
-    let namespace = typed.metadata().namespace.clone();
-    let created = if dry_run {
-        namespace_condition(state, writable.resource, &namespace, &name).await?;
-        match state.registry.get::<T>(&namespace, &name).await {
-            Ok(_) => {
-                let resource = writable.resource;
-                return Err(ApiError::already_exists(
-                    resource.group,
-                    resource.plural,
-                    &name,
-                ));
-            }
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(writable.storage_error(&name, e)),
-        }
-        api::fill_system_fields(typed.metadata_mut());
-        api::set_generation(None, &mut typed);
-        typed.set_type_meta();
-        typed
-    } else {
-        create_guarded(state, writable, &typed).await?
-    };
-    Ok(served(writable.kind(), &created))
-}
-
-/// Creates `object` in a transaction that also requires its namespace's Namespace as
-/// read (absent, or there and not terminating: 403 otherwise).
-async fn create_guarded<T: Object>(
-    state: &ApiState,
-    writable: Writable,
-    object: &T,
-) -> Result<T, ApiError> {
-    let (namespace, name) = (&object.metadata().namespace, &object.metadata().name);
-    let create = |registry: Registry| async move { registry.create(object).await };
-    create_in_namespace(state, writable.resource, namespace, name, create)
-        .await?
-        .map_err(|e| writable.storage_error(name, e))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn generated_names_add_five_characters_of_the_alphabet() {
-        let name = super::super::write::generated_name("web-");
-        assert_eq!(name.len(), 9);
-        assert!(name[4..]
-            .chars()
-            .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
-    }
+    api::fill_system_fields(typed.metadata_mut());
+    api::set_generation(None, &mut typed);
+    Ok(typed)
 }

@@ -2,11 +2,12 @@
 //! `endpoints/handlers/delete.go` and `registry/generic/registry/store.go` `Delete`,
 //! `DeleteCollection`) with `DeleteOptions`: the preconditions (uid, resourceVersion), the
 //! propagation policy through kcm's garbage collector and finalizers (the rule `kcm delete`
-//! shares: [`api::delete_write`]), `gracePeriodSeconds` (a kind whose strategy deletes
+//! shares: `api::delete_write`), `gracePeriodSeconds` (a kind whose strategy deletes
 //! gracefully, a pod: a running one is marked Terminating and its kubelet deletes it),
-//! `dryRun`. A kind whose strategy says `return_deleted_object` (pods) answers with the
-//! object; other kinds with a `Status` Success, or with the object while it waits for its
-//! finalizers.
+//! `dryRun`. Each object goes through the one store path's delete (`store::Store::delete`),
+//! deciding on each value read with its strategy's delete hook (`Strategy::delete`). A
+//! kind whose strategy says `return_deleted_object` (pods) answers with the object; other
+//! kinds with a `Status` Success, or with the object while it waits for its finalizers.
 //!
 //! A ReplicationController is 2014's: its pods have no owner references, only its
 //! selector (its strategy's `Dependents::Selector`). Deleting one (but with `Orphan`)
@@ -23,21 +24,15 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::request::Query;
-use super::strategy::PodSelector;
+use super::store::{self, Store};
+use super::strategy::{before_delete, PodSelector};
 use super::write::{served, Writable};
 use super::ApiState;
-use crate::api::{
-    controller_of, delete_write, graceful_delete, start_deletion, start_graceful_deletion, Cascade,
-    DeleteWrite, Graceful, Object, Pod, ResourceVersion,
-};
+use crate::api::{controller_of, Cascade, DeleteWrite, Object, Pod, ResourceVersion};
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::resources::Resource;
 use crate::labels::Selector;
-use crate::registry::StorageError;
-
-/// How often a delete reads again after another writer came between its read and its
-/// write (without a resourceVersion precondition).
-const DELETE_ATTEMPTS: usize = 10;
+use crate::registry::{Deleted, Deletion};
 
 /// What a `DeleteOptions` body and the query ask for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,7 +185,7 @@ pub(super) async fn delete_collection<T: Object>(
         .registry
         .list::<T>(namespace, &selector)
         .await
-        .map_err(|e| writable.storage_error("", e))?;
+        .map_err(|e| writable.store(state).error("", e))?;
     let mut items = Vec::new();
     for object in &list.items {
         let meta = object.metadata();
@@ -214,9 +209,9 @@ pub(super) async fn delete_collection<T: Object>(
     ))
 }
 
-/// Deletes (or marks) one object: reads it, checks the preconditions, writes what
-/// [`api::delete_write`] says at the revision read (again from a fresh read when another
-/// writer came between, unless a resourceVersion was the precondition).
+/// Deletes (or marks) one object through the one store path ([`Store::delete`]): each
+/// value read is checked against the preconditions and given to its strategy's delete
+/// hook (`Strategy::delete`), whose answer is written at the revision read.
 async fn delete_one<T: Object>(
     state: &ApiState,
     writable: Writable,
@@ -224,81 +219,52 @@ async fn delete_one<T: Object>(
     name: &str,
     options: &DeleteOptions,
 ) -> Result<Outcome, ApiError> {
-    let fail = |e: StorageError| writable.storage_error(name, e);
-    for _ in 0..DELETE_ATTEMPTS {
-        let mut object: T = state.registry.get(namespace, name).await.map_err(fail)?;
-        check_preconditions(writable, &object, options)?;
-        let rv = object.metadata().resource_version;
-        // A 2014 ReplicationController's pods hold no reference to it: nothing to orphan,
-        // and its pods go below, after its key (its strategy's `Dependents::Selector`).
-        let cascade = writable.strategy.cascade(options.cascade);
-        let mut write = delete_write(object.metadata(), cascade);
-        if let DeleteWrite::Mark(finalizer) = write {
-            start_deletion(object.metadata_mut(), finalizer);
+    let key = state.registry.key::<T>(namespace, name);
+    let store = writable.store(state);
+    let now = SystemTime::now();
+    let mut last: Option<T> = None;
+    let how = (options.dry_run, options.resource_version);
+    let deleted = store
+        .delete(&key, name, how, |raw| {
+            let Some(raw) = raw else {
+                return Err(writable.not_found(name));
+            };
+            let mut object: T = store::decode(state, &key, raw)?;
+            check_preconditions(writable, &object, options)?;
+            let (cascade, grace) = (options.cascade, options.grace_period_seconds);
+            let write = writable.strategy.delete(&mut object, cascade, grace, now);
+            let deletion = deletion(&write, &object)?;
+            last = Some(object);
+            Ok(deletion)
+        })
+        .await?;
+    let mut object = last.expect("a delete decided on a value read");
+    let gone = match &deleted {
+        Deleted::Gone(_) => true,
+        Deleted::Written(raw) if !options.dry_run => {
+            object.metadata_mut().resource_version = Some(ResourceVersion(raw.mod_revision));
+            false
         }
-        if let Some(grace_period) = writable.strategy.grace_period {
-            if write == DeleteWrite::Delete {
-                let stored = serde_json::to_value(&object).expect("a stored kind always encodes");
-                let grace = grace_period(&stored, options.grace_period_seconds);
-                write = graceful(&mut object, grace);
-            }
-        }
-        if options.dry_run {
-            return Ok(Outcome {
-                deleted: write == DeleteWrite::Delete,
-                object: served(writable.kind(), &object),
-            });
-        }
-        let written = match write {
-            DeleteWrite::Nothing => Ok(()),
-            DeleteWrite::Delete => state
-                .registry
-                .delete::<T>(namespace, name, rv)
-                .await
-                .map(drop),
-            DeleteWrite::Mark(_) => match state.registry.update(&object).await {
-                Ok(marked) => {
-                    object = marked;
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            },
-        };
-        match written {
-            Ok(()) => {
-                let deleted = write == DeleteWrite::Delete;
-                if let Some(selector) = writable.strategy.selected_pods(options.cascade) {
-                    if deleted {
-                        delete_selected_pods(state, writable, &object, selector).await?;
-                    }
-                }
-                return Ok(Outcome {
-                    object: served(writable.kind(), &object),
-                    deleted,
-                });
-            }
-            Err(StorageError::Conflict { .. }) if options.resource_version.is_none() => continue,
-            Err(e) => return Err(fail(e)),
+        Deleted::Written(_) | Deleted::Kept(_) => false,
+    };
+    if gone && !options.dry_run {
+        if let Some(selector) = writable.strategy.selected_pods(options.cascade) {
+            delete_selected_pods(state, writable, &object, selector).await?;
         }
     }
-    Err(writable.conflict(name))
+    Ok(Outcome {
+        object: served(writable.kind(), &object),
+        deleted: gone,
+    })
 }
 
-/// A delete without finalizers of a kind that deletes gracefully (kube-apiserver's
-/// `BeforeDelete` with the strategy's `CheckGracefulDelete`: a pod), `grace` being the
-/// period its strategy gives: with one it is only marked (`deletionTimestamp` = now +
-/// grace, `deletionGracePeriodSeconds`), and its kubelet deletes it once its containers
-/// have stopped (or the garbage collector, once the grace period is over); a period of 0
-/// (an unassigned or terminated pod, or `gracePeriodSeconds=0`) deletes it now.
-fn graceful<T: Object>(object: &mut T, grace: i64) -> DeleteWrite {
-    match graceful_delete(object.metadata(), grace) {
-        Graceful::Now => DeleteWrite::Delete,
-        Graceful::Unchanged => DeleteWrite::Nothing,
-        Graceful::Mark(grace) => {
-            start_graceful_deletion(object.metadata_mut(), grace, SystemTime::now());
-            DeleteWrite::Mark(None)
-        }
-    }
+/// The store's [`Deletion`] for a delete hook's answer about `object` (as marked).
+fn deletion<T: Object>(write: &DeleteWrite, object: &T) -> Result<Deletion, ApiError> {
+    Ok(match write {
+        DeleteWrite::Delete => Deletion::Delete,
+        DeleteWrite::Nothing => Deletion::Keep,
+        DeleteWrite::Mark(_) => Deletion::Write(store::encode(object)?),
+    })
 }
 
 fn check_preconditions<T: Object>(
@@ -358,44 +324,35 @@ async fn delete_selected_pods<T: Object>(
         if owned_elsewhere {
             continue;
         }
-        delete_pod(state, pod).await?;
+        delete_pod(state, &pod).await?;
     }
     Ok(())
 }
 
 /// Deletes one pod as a background delete does (marked instead while it has finalizers),
-/// reading again after a conflict; a pod already gone is fine.
-async fn delete_pod(state: &ApiState, mut pod: Pod) -> Result<(), ApiError> {
-    let (namespace, name) = (pod.metadata.namespace.clone(), pod.metadata.name.clone());
-    for _ in 0..DELETE_ATTEMPTS {
-        let written = match delete_write(&pod.metadata, Cascade::Background) {
-            DeleteWrite::Nothing => return Ok(()),
-            DeleteWrite::Delete => {
-                let rv = pod.metadata.resource_version;
-                state
-                    .registry
-                    .delete::<Pod>(&namespace, &name, rv)
-                    .await
-                    .map(drop)
-            }
-            DeleteWrite::Mark(finalizer) => {
-                start_deletion(&mut pod.metadata, finalizer);
-                state.registry.update(&pod).await.map(drop)
-            }
-        };
-        match written {
-            Ok(()) | Err(StorageError::NotFound { .. }) => return Ok(()),
-            Err(StorageError::Conflict { .. }) => {
-                match state.registry.get::<Pod>(&namespace, &name).await {
-                    Ok(current) => pod = current,
-                    Err(StorageError::NotFound { .. }) => return Ok(()),
-                    Err(e) => return Err(ApiError::unavailable(e.to_string())),
-                }
-            }
-            Err(e) => return Err(ApiError::unavailable(e.to_string())),
-        }
+/// through the one store path; a pod already gone is fine.
+async fn delete_pod(state: &ApiState, pod: &Pod) -> Result<(), ApiError> {
+    let (namespace, name) = (&pod.metadata.namespace, &pod.metadata.name);
+    let key = state.registry.key::<Pod>(namespace, name);
+    let pods = crate::apiserver::resources::find("", "v1", "pods").expect("pods are served");
+    let store = Store {
+        state,
+        resource: pods,
+    };
+    let deleted = store
+        .delete(&key, name, (false, None), |raw| {
+            let Some(raw) = raw else {
+                return Ok(Deletion::Keep);
+            };
+            let mut pod: Pod = store::decode(state, &key, raw)?;
+            let write = before_delete(&mut pod, Cascade::Background);
+            deletion(&write, &pod)
+        })
+        .await;
+    match deleted {
+        Err(e) if e.code == 404 => Ok(()),
+        other => other.map(drop),
     }
-    Err(ApiError::conflict("", "pods", &name))
 }
 
 #[cfg(test)]

@@ -4,13 +4,13 @@
 //! for the namespace controller to empty and remove), Nodes (update and patch, as
 //! `kubectl cordon` sends; delete), and the kinds other tools keep their state in:
 //! ConfigMaps, Secrets, ServiceAccounts and Leases (every verb but `deletecollection`).
-//! Kubernetes' generic store (`staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`)
-//! with each kind's strategy (`pkg/registry/core/{configmap,secret,serviceaccount}/strategy.go`,
-//! `pkg/registry/coordination/lease/strategy.go`: here one file each under `documents/`),
-//! `pkg/registry/core/namespace/storage` (`Delete` sets `deletionTimestamp` and phase
-//! Terminating while `spec.finalizers` holds `kubernetes`) and
-//! `pkg/registry/core/node/strategy.go`; the refusal to create in a terminating
-//! namespace is the `NamespaceLifecycle` admission plugin's.
+//! Each write is turned into a pure step over the value read and handed to the one store
+//! path every kind takes (`store`: Kubernetes' generic store,
+//! `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`), with each
+//! kind's strategy (`pkg/registry/core/{configmap,secret,serviceaccount}/strategy.go`,
+//! `pkg/registry/coordination/lease/strategy.go`, and the Namespace's delete override,
+//! `pkg/registry/core/namespace/storage`: here one file each under `documents/`) and
+//! `pkg/registry/core/node/strategy.go`.
 //!
 //! Invariants: every write is one compare-and-swap on the document's `mod_revision`
 //! (read again after another writer came between, unless the request stated a
@@ -27,20 +27,24 @@ use super::delete::{deleted_status, DeleteOptions};
 use super::read::{namespaces, SYSTEM_NAMESPACES};
 use super::request::{Query, Target};
 use super::update::{apply_patch, keep_part, Part};
-use super::write::{check_fields, name_from_path, resource_version_of, respond, WriteOptions};
+use super::write::{
+    check_fields, generate_name, name_from_path, resource_version_of, respond, WriteOptions,
+};
 use super::ApiState;
 use crate::api::{self, ResourceVersion};
 use crate::apiserver::errors::{qualified, ApiError, Cause};
 use crate::apiserver::resources::Resource;
 use crate::apiserver::validation;
-use crate::registry::{KeyCondition, RawValue, Registry, StorageError};
+use crate::registry::{Deleted, Deletion, RawValue};
 
 mod configmap;
 mod lease;
+mod namespace;
 mod secret;
 mod strategy;
 
-use strategy::Strategy;
+use super::store::{Prepared, Store};
+use strategy::{Instead, Strategy};
 
 /// The strategy of `kind`: a kind's file under `documents/`, else stored as sent.
 fn strategy_of(kind: &str) -> &'static Strategy {
@@ -48,13 +52,10 @@ fn strategy_of(kind: &str) -> &'static Strategy {
         "ConfigMap" => &configmap::STRATEGY,
         "Secret" => &secret::STRATEGY,
         "Lease" => &lease::STRATEGY,
+        "Namespace" => &namespace::STRATEGY,
         _ => &strategy::DEFAULT,
     }
 }
-
-/// How often a namespace's delete reads again after another writer came between its
-/// read and its write (when the request stated no resourceVersion).
-const ATTEMPTS: usize = 10;
 
 /// The documents of one resource (in one namespace, for a namespaced one).
 #[derive(Clone, Copy)]
@@ -67,7 +68,15 @@ struct Documents<'a> {
     strategy: &'static Strategy,
 }
 
-impl Documents<'_> {
+impl<'a> Documents<'a> {
+    /// The one store path the documents' writes take.
+    fn store(&self) -> Store<'a> {
+        Store {
+            state: self.state,
+            resource: self.resource,
+        }
+    }
+
     fn key(&self, name: &str) -> String {
         let prefix = self.state.registry.prefix();
         if self.resource.namespaced {
@@ -83,19 +92,6 @@ impl Documents<'_> {
 
     fn conflict(&self, name: &str) -> ApiError {
         ApiError::conflict(self.resource.group, self.resource.plural, name)
-    }
-
-    /// The stored document as served (kind, apiVersion, resourceVersion set) and its
-    /// revision.
-    async fn read(&self, name: &str) -> Result<(Value, ResourceVersion), ApiError> {
-        let raw = self
-            .state
-            .registry
-            .get_raw(&self.key(name))
-            .await
-            .map_err(|e| ApiError::unavailable(e.to_string()))?
-            .ok_or_else(|| self.not_found(name))?;
-        self.decode(name, &raw)
     }
 
     /// A stored value of the document `name` as served, and its revision.
@@ -227,11 +223,7 @@ pub(super) async fn write(
         }
         _ => {
             let options = super::delete_options(headers, body, query).await?;
-            if resource.plural == "namespaces" {
-                delete_namespace(docs, name, &options).await
-            } else {
-                delete_document(docs, name, &options).await
-            }
+            delete(docs, name, &options).await
         }
     }
 }
@@ -276,35 +268,33 @@ async fn create_namespace(
     }
     let uid = uuid::Uuid::new_v4().to_string();
     let document = api::new_namespace(object, &name, &uid, &api::now_rfc3339());
-    let key = docs.key(&name);
-    let rv = if options.dry_run {
-        match docs.read(&name).await {
-            Ok(_) => return Err(ApiError::already_exists(group, plural, &name)),
-            Err(e) if e.code == 404 => ResourceVersion(0),
-            Err(e) => return Err(e),
-        }
-    } else {
-        match docs
-            .state
-            .registry
-            .create_raw(&key, stored_bytes(&document))
-            .await
-        {
-            Ok(rv) => rv,
-            Err(StorageError::AlreadyExists { .. }) => {
-                return Err(ApiError::already_exists(group, plural, &name))
-            }
-            Err(e) => return Err(write_failed(e)),
-        }
+    let prepared = |_| {
+        Ok(Prepared {
+            name: name.clone(),
+            key: docs.key(&name),
+            value: stored_bytes(&document),
+            object: (),
+        })
     };
-    let mut served = docs.served(document, rv);
-    if let Some(metadata) = served["metadata"]
-        .as_object_mut()
-        .filter(|_| options.dry_run)
-    {
+    let ((), rv) = docs
+        .store()
+        .create("", options.dry_run, None, prepared)
+        .await?;
+    Ok(respond(
+        StatusCode::CREATED,
+        &created(docs, document, rv),
+        &warnings,
+    ))
+}
+
+/// A created document as served: at the revision of its create, without a
+/// resourceVersion under `dryRun`.
+fn created(docs: Documents<'_>, document: Value, rv: Option<ResourceVersion>) -> Value {
+    let mut served = docs.served(document, rv.unwrap_or(ResourceVersion(0)));
+    if let Some(metadata) = served["metadata"].as_object_mut().filter(|_| rv.is_none()) {
         metadata.shift_remove("resourceVersion");
     }
-    Ok(respond(StatusCode::CREATED, &served, &warnings))
+    served
 }
 
 /// `POST` of a ConfigMap, Secret, ServiceAccount or Lease: the object as sent, its kind's
@@ -345,21 +335,55 @@ async fn create_document(
         ));
     }
     name_from_path(&mut object, docs.namespace, None)?;
+    let generate = generate_name(&object);
+    let prepare = |generated: Option<String>| {
+        let mut object = object.clone();
+        let name = prepare_for_create(docs, &mut object, generated)?;
+        Ok(Prepared {
+            key: docs.key(&name),
+            name,
+            value: stored_bytes(&object),
+            object,
+        })
+    };
+    let store = docs.store();
+    let (object, rv) = store
+        .create(
+            docs.namespace,
+            options.dry_run,
+            generate.as_deref(),
+            prepare,
+        )
+        .await?;
+    Ok(respond(
+        StatusCode::CREATED,
+        &created(docs, object, rv),
+        &warnings,
+    ))
+}
+
+/// A document to create, as stored: `generated` its name when `generateName` gave one,
+/// the fields the store fills cleared and filled (kube-apiserver's `BeforeCreate`
+/// overwrites them too), its kind's strategy applied and validated. Returns its name.
+///
+/// # Errors
+/// 400 for a body its strategy cannot take, 422 `Invalid` naming each problem.
+fn prepare_for_create(
+    docs: Documents<'_>,
+    object: &mut Value,
+    generated: Option<String>,
+) -> Result<String, ApiError> {
     let metadata = object["metadata"]
         .as_object_mut()
         .expect("name_from_path made metadata an object");
-    let mut name = metadata
+    if let Some(generated) = generated {
+        metadata.insert("name".into(), json!(generated));
+    }
+    let name = metadata
         .get("name")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    if name.is_empty() {
-        if let Some(prefix) = metadata.get("generateName").and_then(Value::as_str) {
-            name = super::write::generated_name(prefix);
-            metadata.insert("name".into(), json!(name));
-        }
-    }
-    // What the store fills (kube-apiserver's `BeforeCreate` overwrites them too).
     for field in [
         "uid",
         "creationTimestamp",
@@ -384,51 +408,11 @@ async fn create_document(
             message: format!("Invalid value: {name:?}: {reason}"),
         });
     }
-    (docs.strategy.prepare)(&mut object)?;
-    causes.extend((docs.strategy.validate)(&object, None));
-    validation::check_document_metadata(resource.kind, &object, &mut causes)?;
+    (docs.strategy.prepare)(object)?;
+    causes.extend((docs.strategy.validate)(object, None));
+    validation::check_document_metadata(docs.resource.kind, object, &mut causes)?;
     docs.check(&name, causes)?;
-    let (group, plural) = (resource.group, resource.plural);
-    let key = docs.key(&name);
-    let rv = if options.dry_run {
-        namespace_condition(docs.state, resource, docs.namespace, &name).await?;
-        match docs.read(&name).await {
-            Ok(_) => return Err(ApiError::already_exists(group, plural, &name)),
-            Err(e) if e.code == 404 => ResourceVersion(0),
-            Err(e) => return Err(e),
-        }
-    } else {
-        let bytes = stored_bytes(&object);
-        let create = |registry: Registry| {
-            let (key, bytes) = (key.clone(), bytes.clone());
-            async move { registry.create_raw(&key, bytes).await }
-        };
-        match create_in_namespace(docs.state, resource, docs.namespace, &name, create).await? {
-            Ok(rv) => rv,
-            Err(StorageError::AlreadyExists { .. }) => {
-                return Err(ApiError::already_exists(group, plural, &name))
-            }
-            Err(e) => return Err(write_failed(e)),
-        }
-    };
-    let mut served = docs.served(object, rv);
-    if let Some(metadata) = served["metadata"]
-        .as_object_mut()
-        .filter(|_| options.dry_run)
-    {
-        metadata.shift_remove("resourceVersion");
-    }
-    Ok(respond(StatusCode::CREATED, &served, &warnings))
-}
-
-/// A failed etcd write: 413 when etcd refused it as larger than it accepts
-/// ([`validation::too_large_for_etcd`]), else 503.
-fn write_failed(error: StorageError) -> ApiError {
-    match &error {
-        StorageError::Etcd { message, .. } => validation::too_large_for_etcd(message),
-        _ => None,
-    }
-    .unwrap_or_else(|| ApiError::unavailable(error.to_string()))
+    Ok(name)
 }
 
 /// A namespace's name is a DNS label (kube-apiserver's `ValidateNamespaceName`).
@@ -463,8 +447,8 @@ fn validate_namespace_name(name: &str) -> Result<(), ApiError> {
 
 /// The one read-modify-write of a document: reads it, applies `change` to its served
 /// form, checks what the result states (its name; its resourceVersion and uid as
-/// preconditions), keeps the system fields, and writes it with the registry's
-/// `guaranteed_update_raw` (one compare-and-swap; on a conflict with a writer that came
+/// preconditions), keeps the system fields, and writes it with the one store path's
+/// [`Store::update`] (one compare-and-swap; on a conflict with a writer that came
 /// between, it reads again and applies `change` again, and then a stated
 /// resourceVersion no longer matches: 409). Returns the stored document, served.
 async fn update(
@@ -473,7 +457,10 @@ async fn update(
     dry_run: bool,
     change: &mut super::write::Change<'_>,
 ) -> Result<Value, ApiError> {
-    let mut next_of = |current: &Value, rv: ResourceVersion| -> Result<Value, ApiError> {
+    let mut last = None;
+    let step = |raw: &RawValue| {
+        let (current, rv) = docs.decode(name, raw)?;
+        let current = &current;
         let mut next = change(current)?;
         if !next.is_object() {
             return Err(ApiError::bad_request("the result is not a JSON object"));
@@ -513,32 +500,18 @@ async fn update(
         let mut causes = (docs.strategy.validate)(&next, Some(current));
         validation::check_document_metadata(docs.resource.kind, &next, &mut causes)?;
         docs.check(name, causes)?;
-        Ok(docs.served(next, rv))
+        let next = docs.served(next, rv);
+        // An update that changes nothing writes nothing (and keeps the revision).
+        let bytes = (&next != current).then(|| stored_bytes(&next));
+        last = Some(next);
+        Ok(bytes)
     };
-    if dry_run {
-        let (current, rv) = docs.read(name).await?;
-        return next_of(&current, rv);
-    }
-    let mut last = None;
     let written = docs
-        .state
-        .registry
-        .guaranteed_update_raw(&docs.key(name), |raw| {
-            let (current, rv) = docs.decode(name, raw)?;
-            let next = next_of(&current, rv)?;
-            // An update that changes nothing writes nothing (and keeps the revision).
-            let bytes = (next != current).then(|| stored_bytes(&next));
-            last = Some(next);
-            Ok(bytes)
-        })
-        .await;
-    match written {
-        Ok(raw) => {
-            let next = last.expect("a written value was computed by the update");
-            Ok(docs.served(next, ResourceVersion(raw.mod_revision)))
-        }
-        Err(e) => Err(storage_failed(docs, name, e)),
-    }
+        .store()
+        .update(&docs.key(name), name, dry_run, step)
+        .await?;
+    let next = last.expect("an update stepped on a value read");
+    Ok(docs.served(next, ResourceVersion(written.mod_revision)))
 }
 
 /// The `preconditions` of a DeleteOptions against a served document.
@@ -574,191 +547,70 @@ fn check_preconditions(
     Ok(())
 }
 
-/// `DELETE /api/v1/namespaces/NAME`: marks the Namespace Terminating (the namespace
-/// controller deletes what it holds, then it) and answers it. A namespace that only
-/// holds objects gets a Namespace, Terminating, so that it is emptied too. `default`,
-/// `kube-system` and `kube-public` may not be deleted (403).
-async fn delete_namespace(
+/// `DELETE` of a document through the one store path ([`Store::delete`]): each value
+/// read is checked against the preconditions, then its kind's delete hook
+/// ([`Strategy::delete`]) says what to write instead of deleting it (a Namespace is
+/// marked Terminating, for the namespace controller to empty and remove; one that only
+/// holds objects gets a Namespace, Terminating, so that it is emptied too); without a
+/// hook it goes at the revision read. Answers a `Status` Success once the key is gone,
+/// else the object as written or left.
+async fn delete(
     docs: Documents<'_>,
     name: &str,
     options: &DeleteOptions,
 ) -> Result<Response, ApiError> {
-    let (group, plural) = (docs.resource.group, docs.resource.plural);
-    if api::IMMORTAL_NAMESPACES.contains(&name) {
-        return Err(ApiError::forbidden(
-            group,
-            plural,
-            name,
-            "this namespace may not be deleted",
-        ));
-    }
     let now = api::now_rfc3339();
-    for _ in 0..ATTEMPTS {
-        // The marked Namespace, and the revision it replaces (`None`: a namespace that
-        // only held objects, whose Namespace is created marked).
-        let (mut next, replaces) = match docs.read(name).await {
-            Ok((current, rv)) => {
-                check_preconditions(docs, name, &current, rv, options)?;
-                if api::is_terminating(&current) {
-                    return Ok(super::json_response(StatusCode::OK, &current));
-                }
-                (current, Some(rv))
-            }
-            Err(e) if e.code == 404 && namespaces(docs.state).iter().any(|n| n == name) => {
-                let uid = super::stable_uid(&format!("namespace/{name}"));
-                (api::new_namespace(json!({}), name, &uid, &now), None)
-            }
-            Err(e) => return Err(e),
+    let mut last = None;
+    let decide = |raw: Option<&RawValue>| {
+        let current = match raw {
+            Some(raw) => Some(docs.decode(name, raw)?),
+            None => None,
         };
-        api::start_terminating(&mut next, &now);
-        if options.dry_run {
-            return Ok(super::json_response(StatusCode::OK, &next));
-        }
-        let (key, bytes) = (docs.key(name), stored_bytes(&next));
-        let registry = &docs.state.registry;
-        let written = match replaces {
-            Some(rv) => registry.update_raw(&key, rv, bytes).await,
-            None => registry.create_raw(&key, bytes).await,
-        }
-        .map(|rv| docs.served(next, rv));
-        match written {
-            Ok(marked) => return Ok(super::json_response(StatusCode::OK, &marked)),
-            Err(StorageError::Conflict { .. } | StorageError::AlreadyExists { .. })
-                if options.resource_version.is_none() =>
-            {
-                continue
-            }
-            Err(StorageError::Conflict { .. }) => return Err(docs.conflict(name)),
-            Err(e) => return Err(write_failed(e)),
-        }
-    }
-    Err(docs.conflict(name))
-}
-
-/// `DELETE` of a Node or of a namespaced document: it goes at the revision read, with the
-/// registry's `guaranteed_delete_raw` (read again after another writer came between,
-/// unless the request stated a resourceVersion: then 409).
-async fn delete_document(
-    docs: Documents<'_>,
-    name: &str,
-    options: &DeleteOptions,
-) -> Result<Response, ApiError> {
-    let status_of = |current: &Value| {
-        let uid = current
-            .pointer("/metadata/uid")
-            .cloned()
-            .unwrap_or(Value::Null);
-        deleted_status(docs.resource, name, uid)
-    };
-    if options.dry_run {
-        let (current, rv) = docs.read(name).await?;
-        check_preconditions(docs, name, &current, rv, options)?;
-        return Ok(super::json_response(StatusCode::OK, &status_of(&current)));
-    }
-    let mut reads = 0;
-    let deleted = docs
-        .state
-        .registry
-        .guaranteed_delete_raw(&docs.key(name), |raw| {
-            reads += 1;
-            if reads > 1 && options.resource_version.is_some() {
-                return Err(docs.conflict(name).into());
-            }
-            let (current, rv) = docs.decode(name, raw)?;
+        let Some(hook) = docs.strategy.delete else {
+            let (current, rv) = current.ok_or_else(|| docs.not_found(name))?;
             check_preconditions(docs, name, &current, rv, options)?;
-            Ok(())
+            last = Some(current);
+            return Ok(Deletion::Delete);
+        };
+        // A name in use by objects stands for a document the hook may write.
+        if current.is_none() && !namespaces(docs.state).iter().any(|n| n == name) {
+            return Err(docs.not_found(name));
+        }
+        let read = current.as_ref().map(|(current, _)| current.clone());
+        let instead = hook(name, read, &now)?;
+        if let Some((current, rv)) = &current {
+            check_preconditions(docs, name, current, *rv, options)?;
+        }
+        Ok(match instead {
+            Instead::Keep(kept) => {
+                last = Some(kept);
+                Deletion::Keep
+            }
+            Instead::Write(next) => {
+                let bytes = stored_bytes(&next);
+                last = Some(next);
+                Deletion::Write(bytes)
+            }
         })
-        .await;
-    match deleted {
-        Ok(raw) => {
-            let (current, _) = docs.decode(name, &raw)?;
-            Ok(super::json_response(StatusCode::OK, &status_of(&current)))
-        }
-        Err(e) => Err(storage_failed(docs, name, e)),
-    }
-}
-
-/// The answer for a failed guaranteed write of the document `name`: 404, 409, what the
-/// update or check refused with, else [`write_failed`].
-fn storage_failed(docs: Documents<'_>, name: &str, error: StorageError) -> ApiError {
-    match error {
-        StorageError::NotFound { .. } => docs.not_found(name),
-        StorageError::Update { source, .. } => match source.downcast::<ApiError>() {
-            Ok(error) => error,
-            Err(other) => ApiError::internal(format!("{other:#}")),
-        },
-        StorageError::Conflict { .. } => docs.conflict(name),
-        other => write_failed(other),
-    }
-}
-
-/// Runs `create` with a registry whose writes also require `namespace`'s Namespace as
-/// read ([`namespace_condition`]: absent, or there and not terminating; 403 otherwise),
-/// reading it again when the Namespace changed meanwhile. The create's own outcome is
-/// the caller's to answer.
-///
-/// # Errors
-/// 403 for a terminating namespace; 409 when it kept changing.
-pub(super) async fn create_in_namespace<T, Fut>(
-    state: &ApiState,
-    resource: &Resource,
-    namespace: &str,
-    name: &str,
-    create: impl Fn(Registry) -> Fut,
-) -> Result<Result<T, StorageError>, ApiError>
-where
-    Fut: std::future::Future<Output = Result<T, StorageError>>,
-{
-    for _ in 0..NAMESPACE_ATTEMPTS {
-        let condition = namespace_condition(state, resource, namespace, name).await?;
-        match create(state.registry.with_conditions(vec![condition])).await {
-            Err(StorageError::ConditionFailed { .. }) => continue,
-            outcome => return Ok(outcome),
-        }
-    }
-    Err(ApiError::conflict_because(
-        resource.group,
-        resource.plural,
-        name,
-        &format!("the namespace {namespace} kept changing; try again"),
-    ))
-}
-
-/// How often a create reads its namespace again after it changed in between.
-const NAMESPACE_ATTEMPTS: usize = 5;
-
-/// What a create in `namespace` must also require, in its transaction: the namespace's
-/// Namespace unchanged since read (or still absent), so no object lands in a namespace
-/// that began terminating meanwhile.
-///
-/// # Errors
-/// 403 `Forbidden` when the namespace is terminating (the `NamespaceLifecycle`
-/// admission plugin's answer).
-pub(super) async fn namespace_condition(
-    state: &ApiState,
-    resource: &Resource,
-    namespace: &str,
-    name: &str,
-) -> Result<KeyCondition, ApiError> {
-    let key = api::namespace_key(state.registry.prefix(), namespace);
-    let raw = state
-        .registry
-        .get_raw(&key)
-        .await
-        .map_err(|e| ApiError::unavailable(e.to_string()))?;
-    let Some(raw) = raw else {
-        return Ok(KeyCondition::Absent(key));
     };
-    let document: Value = serde_json::from_slice(&raw.value).unwrap_or(Value::Null);
-    if api::is_terminating(&document) {
-        return Err(ApiError::forbidden(
-            resource.group,
-            resource.plural,
-            name,
-            &format!(
-                "unable to create new content in namespace {namespace} because it is being terminated"
-            ),
-        ));
-    }
-    Ok(KeyCondition::At(key, raw.mod_revision))
+    let how = (options.dry_run, options.resource_version);
+    let deleted = docs
+        .store()
+        .delete(&docs.key(name), name, how, decide)
+        .await?;
+    let object = last.expect("a delete decided on a value read");
+    let answer = match deleted {
+        Deleted::Gone(_) => {
+            let uid = object
+                .pointer("/metadata/uid")
+                .cloned()
+                .unwrap_or(Value::Null);
+            deleted_status(docs.resource, name, uid)
+        }
+        Deleted::Written(raw) if !options.dry_run => {
+            docs.served(object, ResourceVersion(raw.mod_revision))
+        }
+        Deleted::Written(_) | Deleted::Kept(_) => object,
+    };
+    Ok(super::json_response(StatusCode::OK, &answer))
 }

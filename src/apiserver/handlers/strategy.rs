@@ -28,9 +28,14 @@ mod replicaset;
 mod replicationcontroller;
 mod service;
 
+use std::time::SystemTime;
+
 use serde_json::Value;
 
-use crate::api::{Cascade, Object};
+use crate::api::{
+    delete_write, graceful_delete, start_deletion, start_graceful_deletion, Cascade, DeleteWrite,
+    Graceful, Object,
+};
 use crate::apiserver::convert::Kind;
 use crate::apiserver::errors::{ApiError, Cause};
 use crate::apiserver::validation;
@@ -89,6 +94,37 @@ impl Strategy {
         }
     }
 
+    /// The delete hook (kube-apiserver's `BeforeDelete` with the strategy's
+    /// `CheckGracefulDelete`): what a delete under `requested` (with the request's
+    /// `gracePeriodSeconds`) writes to `object`, which it marks in place when the answer
+    /// is [`DeleteWrite::Mark`]: finalizers keep it with a `deletionTimestamp`
+    /// ([`before_delete`]); a kind that deletes gracefully (a pod) is marked with its
+    /// grace period where it would go now, and goes now with a period of 0.
+    pub(super) fn delete<T: Object>(
+        &self,
+        object: &mut T,
+        requested: Cascade,
+        grace_period_seconds: Option<i64>,
+        now: SystemTime,
+    ) -> DeleteWrite {
+        let write = before_delete(object, self.cascade(requested));
+        let Some(grace_period) = self.grace_period.filter(|_| write == DeleteWrite::Delete) else {
+            return write;
+        };
+        let stored = serde_json::to_value(&*object).expect("a stored kind always encodes");
+        match graceful_delete(
+            object.metadata(),
+            grace_period(&stored, grace_period_seconds),
+        ) {
+            Graceful::Now => DeleteWrite::Delete,
+            Graceful::Unchanged => DeleteWrite::Nothing,
+            Graceful::Mark(grace) => {
+                start_graceful_deletion(object.metadata_mut(), grace, now);
+                DeleteWrite::Mark(None)
+            }
+        }
+    }
+
     /// How to find the pods a delete of the object under `requested` also deletes: by its
     /// selector, unless orphaned; `None` when its pods are the garbage collector's.
     pub(super) fn selected_pods(&self, requested: Cascade) -> Option<PodSelector> {
@@ -97,6 +133,19 @@ impl Strategy {
             _ => None,
         }
     }
+}
+
+/// What a delete under `cascade` writes to `object`, which it marks in place
+/// (`api::start_deletion`) when the answer is [`DeleteWrite::Mark`]: a background
+/// delete removes an object without finalizers; otherwise it stays, with a
+/// `deletionTimestamp` and the finalizer of a foreground or orphaning delete
+/// (`api::delete_write`, the rule `kcm delete` shares).
+pub(super) fn before_delete<T: Object>(object: &mut T, cascade: Cascade) -> DeleteWrite {
+    let write = delete_write(object.metadata(), cascade);
+    if let DeleteWrite::Mark(finalizer) = write {
+        start_deletion(object.metadata_mut(), finalizer);
+    }
+    write
 }
 
 /// The strategy of `kind`: the one lookup, a file per kind under `strategy/`.
@@ -199,6 +248,114 @@ mod tests {
         let rs = of(Kind::ReplicaSet);
         assert_eq!(rs.cascade(Cascade::Orphan), Cascade::Orphan);
         assert!(rs.selected_pods(Cascade::Background).is_none());
+    }
+
+    /// What `kind`'s delete hook answers for `object` under `requested` and the request's
+    /// grace period, and the object as it leaves it.
+    #[track_caller]
+    fn check_delete<T: Object>(
+        kind: Kind,
+        object: Value,
+        (requested, grace): (Cascade, Option<i64>),
+        expected: DeleteWrite,
+    ) -> T {
+        let mut object: T = serde_json::from_value(object).unwrap();
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        assert_eq!(
+            of(kind).delete(&mut object, requested, grace, now),
+            expected
+        );
+        object
+    }
+
+    #[test]
+    fn a_delete_goes_now_or_marks_the_object_for_its_finalizers() {
+        use crate::api::{ReplicaSet, FINALIZER_FOREGROUND};
+        let rs = json!({"metadata": {"name": "web", "namespace": "default"}});
+        let gone: ReplicaSet = check_delete(
+            Kind::ReplicaSet,
+            rs.clone(),
+            (Cascade::Background, None),
+            DeleteWrite::Delete,
+        );
+        assert!(gone.metadata.deletion_timestamp.is_none());
+        let marked: ReplicaSet = check_delete(
+            Kind::ReplicaSet,
+            rs,
+            (Cascade::Foreground, None),
+            DeleteWrite::Mark(Some(FINALIZER_FOREGROUND)),
+        );
+        assert!(marked.metadata.deletion_timestamp.is_some());
+        assert_eq!(marked.metadata.finalizers, [FINALIZER_FOREGROUND]);
+        let again = serde_json::to_value(&marked).unwrap();
+        let _: ReplicaSet = check_delete(
+            Kind::ReplicaSet,
+            again,
+            (Cascade::Foreground, None),
+            DeleteWrite::Nothing,
+        );
+        // A 2014 ReplicationController's own delete is a background one, orphaning or not.
+        let rc = json!({"metadata": {"name": "web", "namespace": "default"}});
+        let _: crate::api::ReplicationController = check_delete(
+            Kind::ReplicationController,
+            rc,
+            (Cascade::Orphan, None),
+            DeleteWrite::Delete,
+        );
+    }
+
+    #[test]
+    fn a_running_pods_delete_marks_it_with_its_grace_period() {
+        use crate::api::{deletion_grace_period, Pod};
+        let running = json!({"metadata": {"name": "web", "namespace": "default"},
+            "spec": {"host": "node-1", "terminationGracePeriodSeconds": 5,
+                     "containers": [{"name": "c", "image": "x"}]},
+            "status": {"phase": "Running"}});
+        let marked: Pod = check_delete(
+            Kind::Pod,
+            running.clone(),
+            (Cascade::Background, None),
+            DeleteWrite::Mark(None),
+        );
+        assert_eq!(deletion_grace_period(&marked.metadata), Some(5));
+        assert_eq!(
+            marked.metadata.deletion_timestamp.as_deref(),
+            Some("2023-11-14T22:13:25Z"),
+            "now plus its grace period"
+        );
+        // Asked again for a longer period, it keeps its deadline; for 0 it goes now.
+        let terminating = serde_json::to_value(&marked).unwrap();
+        let _: Pod = check_delete(
+            Kind::Pod,
+            terminating.clone(),
+            (Cascade::Background, Some(10)),
+            DeleteWrite::Nothing,
+        );
+        let _: Pod = check_delete(
+            Kind::Pod,
+            terminating,
+            (Cascade::Background, Some(0)),
+            DeleteWrite::Delete,
+        );
+        let unassigned = json!({"metadata": {"name": "web", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        let _: Pod = check_delete(
+            Kind::Pod,
+            unassigned,
+            (Cascade::Background, None),
+            DeleteWrite::Delete,
+        );
+        // Finalizers hold it without a grace period.
+        let mut held = running;
+        held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+        let held: Pod = check_delete(
+            Kind::Pod,
+            held,
+            (Cascade::Background, None),
+            DeleteWrite::Mark(None),
+        );
+        assert!(held.metadata.deletion_timestamp.is_some());
+        assert_eq!(deletion_grace_period(&held.metadata), None);
     }
 
     #[test]

@@ -3,14 +3,15 @@
 //! validation (kcm's own, as `kcm create`'s, with the strategy's pod spec check, answered
 //! as 422 `Invalid`), `fieldValidation`, `dryRun`, and the one
 //! read-modify-write every update, patch, status and scale write is
-//! ([`update`]: the registry's `guaranteed_update`, one compare-and-swap transaction on the
-//! key's `mod_revision`, with the request's preconditions checked against each value read).
+//! ([`update`]: the one store path's update, `store::Store::update`, one compare-and-swap
+//! transaction on the key's `mod_revision`, with the request's preconditions checked
+//! against each value read).
 //!
 //! Mirrors kube-apiserver's `registry/generic/registry/store.go` (`Create`, `Update`:
 //! `GuaranteedUpdate` with `Preconditions`) and what every strategy's `PrepareForUpdate`
 //! does (`metadata.uid`, `creationTimestamp`, `deletionTimestamp` and
-//! `deletionGracePeriodSeconds` kept from the stored object; `generation` set by the
-//! registry); what one kind's does besides is in its strategy (`strategy/`).
+//! `deletionGracePeriodSeconds` kept from the stored object; `generation` set here as
+//! the registry sets it, `api::set_generation`); what one kind's does besides is in its strategy (`strategy/`).
 //!
 //! Invariants: nothing is written when a check fails or `dryRun=All` is asked; what is
 //! stored keeps every field kcm does not model (the kinds keep unknown fields, and a
@@ -23,6 +24,7 @@ use serde_json::Value;
 
 use super::body::{Decoded, FieldValidation};
 use super::request::Query;
+use super::store::{self, Store};
 use super::strategy::{self, typed, Strategy};
 use super::ApiState;
 use crate::api::{self, Object, ResourceVersion};
@@ -31,7 +33,7 @@ use crate::apiserver::errors::{ApiError, Cause};
 use crate::apiserver::openapi::strict;
 use crate::apiserver::resources::{Decode, Resource};
 use crate::apiserver::validation;
-use crate::registry::StorageError;
+use crate::registry::RawValue;
 
 /// The query parameters every write takes.
 #[derive(Clone, Copy, Debug)]
@@ -90,30 +92,20 @@ impl Writable {
         self.strategy.kind
     }
 
+    /// Its objects' store path.
+    pub fn store<'a>(&self, state: &'a ApiState) -> Store<'a> {
+        Store {
+            state,
+            resource: self.resource,
+        }
+    }
+
     pub fn not_found(&self, name: &str) -> ApiError {
         ApiError::not_found(self.resource.group, self.resource.plural, name)
     }
 
     pub fn conflict(&self, name: &str) -> ApiError {
         ApiError::conflict(self.resource.group, self.resource.plural, name)
-    }
-
-    /// The answer for a failed storage call about `name`.
-    pub fn storage_error(&self, name: &str, error: StorageError) -> ApiError {
-        let (group, plural) = (self.resource.group, self.resource.plural);
-        match error {
-            StorageError::NotFound { .. } => self.not_found(name),
-            StorageError::AlreadyExists { .. } => ApiError::already_exists(group, plural, name),
-            StorageError::Conflict { .. } => self.conflict(name),
-            StorageError::Update { source, .. } => match source.downcast::<ApiError>() {
-                Ok(error) => error,
-                Err(other) => ApiError::internal(format!("{other:#}")),
-            },
-            StorageError::BadRequest { message, .. } => ApiError::bad_request(message),
-            StorageError::Etcd { ref message, .. } => validation::too_large_for_etcd(message)
-                .unwrap_or_else(|| ApiError::unavailable(error.to_string())),
-            other => ApiError::internal(other.to_string()),
-        }
     }
 }
 
@@ -243,15 +235,17 @@ pub(super) fn warning_header(text: &str) -> String {
     value
 }
 
-/// `generateName` plus five random characters of kube-apiserver's alphabet
-/// (`names.SimpleNameGenerator`: no vowels, no confusable digits).
-pub(super) fn generated_name(prefix: &str) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::thread_rng();
-    let suffix: String = (0..5)
-        .map(|_| ALPHABET[rand::Rng::gen_range(&mut rng, 0..ALPHABET.len())] as char)
-        .collect();
-    format!("{prefix}{suffix}")
+/// The `generateName` a created object asks a name of, when it states no name.
+pub(super) fn generate_name(object: &Value) -> Option<String> {
+    let named = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .is_some_and(|name| !name.is_empty());
+    object
+        .pointer("/metadata/generateName")
+        .and_then(Value::as_str)
+        .filter(|_| !named)
+        .map(str::to_string)
 }
 
 /// The `metadata.resourceVersion` an object names, if any.
@@ -318,8 +312,9 @@ pub(super) type Change<'a> = dyn FnMut(&Value) -> Result<Value, ApiError> + Send
 /// The one read-modify-write behind PUT, PATCH, `/status` and `/scale`: reads the object,
 /// applies `change` to its served form, checks the preconditions the result states (its
 /// `metadata.resourceVersion` must be the one read: a stale one is 409 `Conflict`; its
-/// `uid` the stored one), keeps the system fields, validates, and writes it with the
-/// registry's `guaranteed_update` (one compare-and-swap transaction; on a conflict with a
+/// `uid` the stored one), keeps the system fields, validates, sets the generation, and
+/// writes it with the one store path's [`Store::update`] (one compare-and-swap
+/// transaction; on a conflict with a
 /// writer that came between, it reads again and applies `change` again, and then a
 /// stated resourceVersion no longer matches). With `dry_run` it stops before the write.
 /// Returns the stored object, served.
@@ -333,31 +328,27 @@ pub(super) async fn update<T: Object>(
     dry_run: bool,
     change: &mut Change<'_>,
 ) -> Result<Value, ApiError> {
-    let mut step = |current: T| -> Result<T, ApiError> {
-        let next = changed(writable, &current, &mut *change)?;
+    let key = state.registry.key::<T>(namespace, name);
+    let mut last: Option<T> = None;
+    let step = |raw: &RawValue| -> Result<Option<Vec<u8>>, ApiError> {
+        let current: T = store::decode(state, &key, raw)?;
+        let mut next = changed(writable, &current, &mut *change)?;
         validate(writable, &next, Some(&current))?;
-        Ok(next)
-    };
-    let stored: T = if dry_run {
-        let current: T = state
-            .registry
-            .get(namespace, name)
-            .await
-            .map_err(|e| writable.storage_error(name, e))?;
-        let mut next = step(current.clone())?;
         api::set_generation(Some(&current), &mut next);
-        next.set_type_meta();
-        next
-    } else {
-        state
-            .registry
-            .guaranteed_update::<T, _>(namespace, name, |current| {
-                step(current).map_err(anyhow::Error::new)
-            })
-            .await
-            .map_err(|e| writable.storage_error(name, e))?
+        let bytes = store::encode(&next)?;
+        // An update that changes nothing writes nothing (and keeps the revision).
+        let unchanged = bytes == store::encode(&current)?;
+        last = Some(if unchanged { current } else { next });
+        Ok((!unchanged).then_some(bytes))
     };
-    Ok(served(writable.kind(), &stored))
+    let stored = writable
+        .store(state)
+        .update(&key, name, dry_run, step)
+        .await?;
+    let mut object = last.expect("an update stepped on a value read");
+    object.metadata_mut().resource_version = Some(ResourceVersion(stored.mod_revision));
+    object.set_type_meta();
+    Ok(served(writable.kind(), &object))
 }
 
 /// `current` changed by `change`, with the preconditions checked and the system fields
@@ -549,6 +540,15 @@ mod tests {
             Writable::of(events, "POST").err().map(|e| e.code),
             Some(405)
         );
+    }
+
+    #[test]
+    fn generate_name_counts_only_for_an_object_without_a_name() {
+        let generated = json!({"metadata": {"generateName": "web-", "name": ""}});
+        assert_eq!(generate_name(&generated).as_deref(), Some("web-"));
+        let named = json!({"metadata": {"generateName": "web-", "name": "web"}});
+        assert_eq!(generate_name(&named), None);
+        assert_eq!(generate_name(&json!({"metadata": {}})), None);
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub(super) static STRATEGY: Strategy = Strategy {
         Ok(())
     },
     validate,
+    delete: None,
 };
 
 fn validate(object: &Value, old: Option<&Value>) -> Vec<Cause> {

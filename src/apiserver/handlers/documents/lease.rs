@@ -11,6 +11,7 @@ use crate::apiserver::errors::Cause;
 pub(super) static STRATEGY: Strategy = Strategy {
     prepare: |_| Ok(()),
     validate,
+    delete: None,
 };
 
 fn validate(object: &Value, _old: Option<&Value>) -> Vec<Cause> {

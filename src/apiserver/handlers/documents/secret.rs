@@ -12,7 +12,11 @@ use super::strategy::{
 };
 use crate::apiserver::errors::{ApiError, Cause};
 
-pub(super) static STRATEGY: Strategy = Strategy { prepare, validate };
+pub(super) static STRATEGY: Strategy = Strategy {
+    prepare,
+    validate,
+    delete: None,
+};
 
 fn prepare(object: &mut Value) -> Result<(), ApiError> {
     if let Some(data) = map_at(object, "Secret", "data")? {

@@ -1,7 +1,8 @@
 //! What differs between the kinds stored as documents: Kubernetes' per-resource
 //! `strategy.go` (`PrepareForCreate`/`PrepareForUpdate`, `Validate`/`ValidateUpdate`),
-//! reduced to two functions. A kind without a file of its own (ServiceAccount, Namespace,
-//! Node) takes [`DEFAULT`]: stored as sent. The typed kinds' strategies, over their
+//! reduced to three functions, the third the delete override (`BeforeDelete`, and a
+//! resource's own `Delete` as the Namespace's). A kind without a file of its own
+//! (ServiceAccount, Node) takes [`DEFAULT`]: stored as sent, deleted at once. The typed kinds' strategies, over their
 //! stored shapes, are `handlers/strategy/`.
 
 use serde_json::Value;
@@ -15,12 +16,30 @@ pub(crate) struct Strategy {
     pub prepare: fn(&mut Value) -> Result<(), ApiError>,
     /// Every problem of the object to be stored (422), against the stored one on an update.
     pub validate: fn(&Value, Option<&Value>) -> Vec<Cause>,
+    /// What a delete does instead of removing the key; `None`: it removes it.
+    pub delete: Option<DeleteHook>,
 }
 
-/// Stored as sent.
+/// A kind's delete override: given the document's name, the stored document (served;
+/// `None` for a name in use by objects though no document is stored) and the time now
+/// (RFC 3339), what to leave or write instead of deleting it. An error refuses the
+/// delete (nothing is written).
+pub(crate) type DeleteHook = fn(&str, Option<Value>, &str) -> Result<Instead, ApiError>;
+
+/// What a delete override does.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Instead {
+    /// Write this document (served) in the stored one's place.
+    Write(Value),
+    /// Leave the stored document (served) as it is: already in deletion.
+    Keep(Value),
+}
+
+/// Stored as sent, deleted at once.
 pub(crate) static DEFAULT: Strategy = Strategy {
     prepare: |_| Ok(()),
     validate: |_, _| Vec::new(),
+    delete: None,
 };
 
 /// The largest ConfigMap or Secret, in bytes of data (kube-apiserver's
