@@ -18,6 +18,9 @@ const PODS: usize = 60_000;
 const LIMIT: Duration = Duration::from_secs(900);
 const POD_PREFIX: &str = "/registry/pods/default/";
 
+/// The JSON text of the `i`th pod of a List.
+type PodText = fn(usize) -> String;
+
 /// A pod with a named port (the issue's List, 14.8 MB).
 fn named_port_pod(i: usize) -> String {
     format!(
@@ -34,7 +37,7 @@ fn plain_pod(i: usize) -> String {
 }
 
 /// Writes a compact `kind: List` of `PODS` pods made by `pod` to `path`; its size in bytes.
-fn write_list(path: &Path, pod: fn(usize) -> String) -> u64 {
+fn write_list(path: &Path, pod: PodText) -> u64 {
     let items: Vec<String> = (0..PODS).map(pod).collect();
     let list = format!(
         r#"{{"apiVersion":"v1","kind":"List","items":[{}]}}"#,
@@ -53,8 +56,10 @@ async fn apply_of_a_60000_pod_list_peaks_under_five_times_its_file_plus_40_mib()
         let endpoint = etcd.endpoint();
         let mut client = etcd.client().await;
         let dir = tempfile::tempdir().unwrap();
-        let lists: [(&str, fn(usize) -> String); 2] =
-            [("named-port.json", named_port_pod), ("plain.json", plain_pod)];
+        let lists = [
+            ("named-port.json", named_port_pod as PodText),
+            ("plain.json", plain_pod),
+        ];
         for (written, (name, pod)) in lists.into_iter().enumerate() {
             let path = dir.path().join(name);
             let bytes = write_list(&path, pod);
