@@ -41,9 +41,9 @@ pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-co
 /// How many times in a row an apply reads and writes again after a conflict.
 const MAX_APPLY_ATTEMPTS: usize = 5;
 
-/// How many objects are applied at once: enough to keep etcd's commits batched (one at a
-/// time, 60,000 pods took 9 to 11 minutes, each read and write waiting for the last),
-/// few enough that the objects in flight are a small part of the input's memory.
+/// How many objects are applied at once: enough to keep etcd's commits batched (5,000
+/// pods took 17.8 s one at a time, each read and write waiting for the last, and 5.1 s
+/// with 64), few enough that the objects in flight are a small part of the input's memory.
 const APPLY_WINDOW: usize = 64;
 
 /// What `apply` did to one object (printed after its reference, as kubectl does).
