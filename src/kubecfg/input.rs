@@ -285,6 +285,14 @@ mod tests {
     }
 
     #[test]
+    fn a_json_list_after_a_byte_order_mark_is_indexed_as_json() {
+        let list = "\u{feff}{\"kind\": \"List\", \"items\": [{\"kind\": \"Pod\", \"metadata\": {\"name\": \"a\"}}]}";
+        let manifests = read("bom.json", list).unwrap();
+        assert!(matches!(manifests.items[0].text, Text::Span(_)));
+        assert_eq!(manifests.len(), 1);
+    }
+
+    #[test]
     fn yaml_lists_and_objects_that_are_not_lists_are_read_too() {
         let yaml = "kind: PodList\nitems:\n- kind: Pod\n  metadata: {name: a}\n---\nkind: Pod\nmetadata: {name: b}\nitems: not a list\n";
         let manifests = read("all.yaml", yaml).unwrap();

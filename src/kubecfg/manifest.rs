@@ -33,6 +33,9 @@ pub const MAX_INPUT_BYTES: u64 = 16 << 20;
 /// etcd's default `--max-request-bytes`: no single write, and so no object, is larger.
 pub const ETCD_MAX_REQUEST_BYTES: u64 = 1536 << 10;
 
+/// UTF-8's byte order mark, dropped from the start of an input.
+const BYTE_ORDER_MARK: char = '\u{feff}';
+
 /// The file name endings a directory given to `-f` is read for (kubectl's).
 const MANIFEST_EXTENSIONS: [&str; 3] = ["json", "yaml", "yml"];
 
@@ -437,12 +440,19 @@ impl Budget {
             );
         }
         self.left -= len;
-        String::from_utf8(bytes).map_err(|e| {
+        let mut text = String::from_utf8(bytes).map_err(|e| {
             anyhow::anyhow!(
                 "{name}: not UTF-8 text (invalid byte at offset {})",
                 e.utf8_error().valid_up_to()
             )
-        })
+        })?;
+        // A byte order mark (some Windows editors write one) is not part of the text: JSON
+        // refuses it, so a JSON List starting with one was read as YAML, every item decoded
+        // at once (549 MB for a List of 14.8 MB, issue 33).
+        if text.starts_with(BYTE_ORDER_MARK) {
+            text.drain(..BYTE_ORDER_MARK.len_utf8());
+        }
+        Ok(text)
     }
 }
 

@@ -72,6 +72,7 @@ mod controllers {
 
 mod cli {
     mod apply;
+    mod apply_memory;
     mod bench;
     mod compose;
     mod kubecfg;

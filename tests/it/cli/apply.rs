@@ -195,3 +195,30 @@ async fn yaml_streams_are_created_in_order_and_errors_name_file_document_and_fie
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_given_twice_in_one_input_is_applied_twice_in_turn() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let endpoint = etcd.endpoint();
+        let mut client = etcd.client().await;
+        // Several objects are applied at once; the second `a` still waits for the first.
+        let pod = |name: &str, tier: &str| {
+            json!({"kind": "Pod", "metadata": {"name": name, "labels": {"tier": tier}},
+                   "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+        };
+        let list = json!({"kind": "List", "items": [
+            pod("a", "one"), pod("b", "one"), pod("a", "two"), pod("c", "one")
+        ]});
+        let outcome = kcm_stdin(&endpoint, &["apply", "-f", "-"], &list.to_string()).await;
+        assert_eq!(
+            outcome.success(),
+            "pods/a created\npods/b created\npods/a configured\npods/c created\n"
+        );
+        let stored = raw(&mut client, "/registry/pods/default/a").await.unwrap();
+        assert_eq!(stored["metadata"]["labels"], json!({"tier": "two"}));
+    })
+    .await;
+}

@@ -306,6 +306,69 @@ pub async fn collect(child: Child) -> Output {
     child.wait_with_output().await.expect("wait for kcm").into()
 }
 
+/// Runs `kcm --etcd-servers {endpoint} {args}` to the end, as [`kcm`] does, with its
+/// peak resident set in KiB as `wait4` reports it (`ru_maxrss`): the whole life of the
+/// process, what a user timing the command sees. Its output goes through temp files, so
+/// a large one costs the test no pipe to drain.
+pub async fn kcm_peak_rss(endpoint: &str, args: &[&str]) -> (Output, u64) {
+    // A std command, not [`kcm_command`]'s: tokio's would reap the child itself, and the
+    // resource usage with it.
+    let mut command = std::process::Command::new(kcm_bin());
+    for name in SCRUBBED_ENV {
+        command.env_remove(name);
+    }
+    let stdout = tempfile::tempfile().expect("temp file for stdout");
+    let stderr = tempfile::tempfile().expect("temp file for stderr");
+    command
+        .args(["--etcd-servers", endpoint])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(stdout.try_clone().expect("clone stdout's file"))
+        .stderr(stderr.try_clone().expect("clone stderr's file"));
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn().expect("spawn kcm");
+    let pid = libc::pid_t::try_from(child.id()).expect("a pid fits pid_t");
+    let (status, peak_kib) = tokio::task::spawn_blocking(move || {
+        let mut status = 0;
+        // SAFETY: rusage is plain integers, for wait4 to fill in.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `pid` is this function's child, which nothing else waits for (its
+        // `Child` is never waited on).
+        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
+        let status = std::os::unix::process::ExitStatusExt::from_raw(status);
+        (
+            status,
+            u64::try_from(usage.ru_maxrss).expect("ru_maxrss is not negative"),
+        )
+    })
+    .await
+    .expect("wait for kcm");
+    drop(child);
+    let read = |mut file: std::fs::File| {
+        use std::io::{Read as _, Seek as _};
+        let mut text = String::new();
+        file.rewind().expect("rewind kcm's output");
+        file.read_to_string(&mut text)
+            .expect("kcm's output is UTF-8");
+        text
+    };
+    let output = Output {
+        status,
+        stdout: read(stdout),
+        stderr: read(stderr),
+    };
+    (output, peak_kib)
+}
+
 /// Runs `kcm {args}` with `env` set, bounded to 30 s.
 pub async fn run_kcm(args: &[&str], env: &[(&str, &str)]) -> Output {
     run_kcm_within(Duration::from_secs(30), args, env).await
