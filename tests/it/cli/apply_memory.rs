@@ -1,8 +1,9 @@
 //! What `kcm apply -f` of a 60,000-pod List costs in memory (issue 33): at most five times
 //! its file plus 40 MiB of peak resident set, measured as a user would (`wait4`'s
 //! `ru_maxrss`), for the two Lists docs/PERFORMANCE.md compares (one container with a
-//! named port each, and one with a pull policy instead), each written to etcd whole,
-//! since the peak comes while the objects are written.
+//! named port each, and one with a pull policy instead), each written to etcd whole, as a
+//! user's apply is: the input is read one object at a time while earlier ones are being
+//! written, so the peak is only what a user sees when the whole apply runs.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
