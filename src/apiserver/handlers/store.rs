@@ -73,6 +73,16 @@ impl Store<'_> {
         }
     }
 
+    /// The value at `key` as stored (`None`: absent), for a `dryRun` that decides as the
+    /// write would and stops there; a failure answered as `name`'s.
+    async fn read(&self, key: &str, name: &str) -> Result<Option<RawValue>, ApiError> {
+        self.state
+            .registry
+            .get_raw(key)
+            .await
+            .map_err(|e| self.error(name, e))
+    }
+
     /// Creates the object `prepare` makes, if its key is absent (409 `AlreadyExists`
     /// otherwise). With `generate_name`, `prepare` gets a name of that prefix, and
     /// another after hitting an existing one. Returns what `prepare` made and the
@@ -118,20 +128,11 @@ impl Store<'_> {
         let admit = |read: Option<&RawValue>| admit(self.resource, namespace, name, read);
         if dry_run {
             if let Some(guard) = &guard {
-                admit(
-                    registry
-                        .get_raw(guard)
-                        .await
-                        .map_err(|e| self.error(name, e))?
-                        .as_ref(),
-                )?;
+                admit(self.read(guard, name).await?.as_ref())?;
             }
-            return match registry.get_raw(key).await {
-                Ok(None) => Ok(None),
-                Ok(Some(_)) => {
-                    Err(self.error(name, StorageError::AlreadyExists { key: key.into() }))
-                }
-                Err(e) => Err(self.error(name, e)),
+            return match self.read(key, name).await? {
+                None => Ok(None),
+                Some(_) => Err(self.error(name, StorageError::AlreadyExists { key: key.into() })),
             };
         }
         let value = prepared.value.clone();
@@ -170,10 +171,9 @@ impl Store<'_> {
     ) -> Result<RawValue, ApiError> {
         let registry = &self.state.registry;
         if dry_run {
-            let current = registry
-                .get_raw(key)
-                .await
-                .map_err(|e| self.error(name, e))?
+            let current = self
+                .read(key, name)
+                .await?
                 .ok_or_else(|| self.not_found(name))?;
             return Ok(match step(&current)? {
                 Some(value) => RawValue { value, ..current },
@@ -203,10 +203,7 @@ impl Store<'_> {
     ) -> Result<Deleted, ApiError> {
         let registry = &self.state.registry;
         if dry_run {
-            let current = registry
-                .get_raw(key)
-                .await
-                .map_err(|e| self.error(name, e))?;
+            let current = self.read(key, name).await?;
             return match (decide(current.as_ref())?, current) {
                 (Deletion::Delete | Deletion::Keep, None) => Err(self.not_found(name)),
                 (Deletion::Delete, Some(current)) => Ok(Deleted::Gone(current)),
