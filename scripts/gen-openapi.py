@@ -16,7 +16,7 @@ The output holds one definition a line, sorted, so a regeneration diffs by defin
 src/apiserver/openapi.rs serves it (v3 as it is, v2 with `#/definitions/` references) and
 src/apiserver/openapi/validate.rs validates objects against it.
 
-Run it after changing the served kinds:
+Run it after adding a row to the registry (it reads the served kinds from there):
 
     python3 scripts/gen-openapi.py
 
@@ -33,6 +33,8 @@ import sys
 import tempfile
 import zipfile
 
+import registry
+
 PACKAGE = "kubernetes-validate"
 PACKAGE_VERSION = "1.37.0"
 KUBERNETES_VERSION = "v1.32.0"
@@ -41,37 +43,11 @@ OUT = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "src", "apiserver", "openapi", "k8s-1.32.json"
 )
 
-# The kinds kcm serves (src/apiserver/resources.rs), their lists, the kinds of their
-# subresources and the meta kinds every API answers with. Table is not among the
-# published definitions.
-ROOTS = [
-    "io.k8s.api.core.v1.ConfigMap",
-    "io.k8s.api.core.v1.ConfigMapList",
-    "io.k8s.api.core.v1.Endpoints",
-    "io.k8s.api.core.v1.EndpointsList",
-    "io.k8s.api.core.v1.Event",
-    "io.k8s.api.core.v1.EventList",
-    "io.k8s.api.core.v1.Namespace",
-    "io.k8s.api.core.v1.NamespaceList",
-    "io.k8s.api.core.v1.Node",
-    "io.k8s.api.core.v1.NodeList",
-    "io.k8s.api.core.v1.Pod",
-    "io.k8s.api.core.v1.PodList",
-    "io.k8s.api.core.v1.ReplicationController",
-    "io.k8s.api.core.v1.ReplicationControllerList",
-    "io.k8s.api.core.v1.Secret",
-    "io.k8s.api.core.v1.SecretList",
-    "io.k8s.api.core.v1.Service",
-    "io.k8s.api.core.v1.ServiceAccount",
-    "io.k8s.api.core.v1.ServiceAccountList",
-    "io.k8s.api.core.v1.ServiceList",
-    "io.k8s.api.apps.v1.Deployment",
-    "io.k8s.api.apps.v1.DeploymentList",
-    "io.k8s.api.apps.v1.ReplicaSet",
-    "io.k8s.api.apps.v1.ReplicaSetList",
+# The kinds kcm serves and their lists, read from its registry (src/apiserver/resources.rs,
+# by registry.py), then the kinds of their subresources and the meta kinds every API
+# answers with. Table is not among the published definitions.
+ROOTS = registry.openapi_kinds() + [
     "io.k8s.api.autoscaling.v1.Scale",
-    "io.k8s.api.coordination.v1.Lease",
-    "io.k8s.api.coordination.v1.LeaseList",
     "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions",
     "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta",
     "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",

@@ -7,7 +7,7 @@ field with its JSON name. The JSON names are the protobuf field names, which pro
 into snake case; the few that are not plain lowerCamel case (`hostIPC`, `podIP`, ...) are
 taken from k8s-openapi's serde code for the same Kubernetes version.
 
-Run it after changing the k8s-pb version or the served kinds:
+Run it after changing the k8s-pb version or adding a row to the registry:
 
     python3 scripts/gen-protobuf-json.py && cargo fmt
 """
@@ -17,25 +17,17 @@ import os
 import re
 import sys
 
+import registry
+
 REGISTRY = glob.glob(os.path.expanduser("~/.cargo/registry/src/*/"))
 K8S_PB = "k8s-pb-0.8.0"
 K8S_OPENAPI = "k8s-openapi-0.25.0"
 OUT = os.path.join(os.path.dirname(__file__), "..", "src", "apiserver", "protobuf")
 
-# The kinds a protobuf body may hold (src/apiserver/protobuf.rs decodes them by their
-# envelope's apiVersion and kind).
-ROOTS = [
-    "api::core::v1::Pod",
-    "api::core::v1::ReplicationController",
-    "api::core::v1::Service",
-    "api::core::v1::Endpoints",
-    "api::core::v1::Namespace",
-    "api::core::v1::ConfigMap",
-    "api::core::v1::Secret",
-    "api::core::v1::ServiceAccount",
-    "api::coordination::v1::Lease",
-    "api::apps::v1::ReplicaSet",
-    "api::apps::v1::Deployment",
+# The kinds a protobuf body may hold: each registry row's message (its `protobuf` field in
+# src/apiserver/resources.rs, read by registry.py), the kind of `/scale` and the options
+# of a delete (src/apiserver/protobuf.rs decodes those two itself).
+ROOTS = registry.protobuf_messages() + [
     "api::autoscaling::v1::Scale",
     "apimachinery::pkg::apis::meta::v1::DeleteOptions",
 ]

@@ -74,8 +74,7 @@ pub use meta::{
 };
 pub use namespace::{
     is_terminating, namespace_key, new_namespace, start_terminating, IMMORTAL_NAMESPACES,
-    NAMESPACED_DIRS, NAMESPACES_DIR, NAMESPACE_ACTIVE, NAMESPACE_KIND, NAMESPACE_TERMINATING,
-    SYSTEM_NAMESPACES,
+    NAMESPACES_DIR, NAMESPACE_ACTIVE, NAMESPACE_KIND, NAMESPACE_TERMINATING, SYSTEM_NAMESPACES,
 };
 pub use node::{
     name_under, node_condition, node_condition_mut, node_condition_status, node_key, object_field,

@@ -13,14 +13,16 @@
 //! paginated lists (1.9) and streaming lists (1.27).
 //!
 //! Layout:
-//! - `resources`: the served resources (the discovery table); `discovery`: `/version`,
-//!   `/api`, `/apis` in the aggregated and legacy forms;
+//! - `resources`: the registry, one row per served resource (names, scope, storage,
+//!   strategy, printer, selectable fields, protobuf message), and one file per document
+//!   kind under `resources/`; `discovery`: `/version`, `/api`, `/apis` in the aggregated
+//!   and legacy forms;
 //! - `convert`: the stored (2014 v1beta3) shapes to the served (v1) ones and back;
 //! - `cache`: the watch cache, one per resource, fed by one etcd watch each;
 //! - `fields`: field selectors; `table`: server-side Tables as kubectl prints them;
 //! - `handlers`: routes, reads, watches and writes, with what differs between the kinds
 //!   in one strategy per kind (`handlers/strategy/` for the typed kinds,
-//!   `handlers/documents/` for the documents, as Kubernetes' `strategy.go`); `errors`:
+//!   `resources/` for the documents, as Kubernetes' `strategy.go`); `errors`:
 //!   the `Status` answers;
 //! - `protobuf`: protobuf request bodies turned into the same JSON;
 //! - `patch`: merge, JSON and strategic merge patches; `openapi`: the minimal OpenAPI v3
@@ -230,6 +232,17 @@ pub async fn bind_port_flag(config: &Config, flag: &str) -> anyhow::Result<Liste
         tls,
         tokens,
     })
+}
+
+/// The directories (under the key prefix) of every namespaced resource the API serves,
+/// in the registry's order: what the namespace controller empties (Kubernetes' finds
+/// them by discovery; a kind added to the registry is emptied with its namespace).
+pub fn namespaced_directories() -> Vec<&'static str> {
+    resources::RESOURCES
+        .iter()
+        .filter(|r| r.namespaced)
+        .filter_map(|r| r.storage.directory())
+        .collect()
 }
 
 /// A kubeconfig for a client of `url` (no credentials: a loopback apiserver without

@@ -290,7 +290,7 @@ impl Controllers<'_> {
                 garbagecollector: config.garbagecollector.clone(),
                 nodelifecycle: config.nodelifecycle.clone(),
                 scheduler: SchedulerConfig::default(),
-                namespace: crate::namespace::NamespaceConfig::default(),
+                namespace: Settings::default().namespace,
             },
             events: events.clone(),
             stop: token.clone(),

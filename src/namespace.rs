@@ -29,7 +29,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::api::{self, ResourceVersion, NAMESPACED_DIRS, NAMESPACES_DIR};
+use crate::api::{self, Object as _, ResourceVersion, NAMESPACES_DIR};
 use crate::record::EVENTS_DIR;
 use crate::registry::{Registry, StorageError};
 
@@ -44,12 +44,37 @@ pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(1);
 pub struct NamespaceConfig {
     /// How often the Namespaces are listed (each terminating one is emptied a step).
     pub sync_period: Duration,
+    /// The directories (under the prefix) of the namespaced resources it empties, the
+    /// controllers' first; events are emptied apart (they do not hold a namespace).
+    pub directories: Vec<&'static str>,
 }
 
-impl Default for NamespaceConfig {
-    fn default() -> Self {
+/// The controllers' directories, emptied first so that they create no pods the pass
+/// then has to delete again.
+const CONTROLLER_DIRS: [&str; 3] = [
+    api::Deployment::KEY_DIR,
+    api::ReplicaSet::KEY_DIR,
+    api::ReplicationController::KEY_DIR,
+];
+
+impl NamespaceConfig {
+    /// Settings that empty `directories`, the namespaced resources served (Kubernetes'
+    /// controller finds them by discovery; kcm's caller passes the API registry's:
+    /// `apiserver::namespaced_directories`), the controllers' first, events apart.
+    pub fn new(directories: impl IntoIterator<Item = &'static str>) -> NamespaceConfig {
+        let mut directories: Vec<&'static str> = directories
+            .into_iter()
+            .filter(|dir| *dir != EVENTS_DIR)
+            .collect();
+        directories.sort_by_key(|dir| {
+            CONTROLLER_DIRS
+                .iter()
+                .position(|first| first == dir)
+                .unwrap_or(CONTROLLER_DIRS.len())
+        });
         NamespaceConfig {
             sync_period: DEFAULT_SYNC_PERIOD,
+            directories,
         }
     }
 }
@@ -147,7 +172,7 @@ impl NamespaceController {
     /// there was none.
     async fn sync_namespace(&self, name: &str, namespace: &Stored) -> anyhow::Result<()> {
         let mut remaining = 0;
-        for dir in NAMESPACED_DIRS {
+        for dir in &self.config.directories {
             let under = format!("{}/{dir}/{name}/", self.registry.prefix());
             for object in self.list(&under).await? {
                 remaining += 1;
@@ -240,6 +265,28 @@ impl NamespaceController {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_controllers_are_emptied_first_and_events_apart() {
+        let config = NamespaceConfig::new([
+            "configmaps",
+            EVENTS_DIR,
+            "pods",
+            "controllers",
+            "deployments",
+            "replicasets",
+        ]);
+        assert_eq!(
+            config.directories,
+            [
+                "deployments",
+                "replicasets",
+                "controllers",
+                "configmaps",
+                "pods"
+            ]
+        );
+    }
 
     #[test]
     fn objects_without_finalizers_go_and_the_others_are_marked_once() {

@@ -11,8 +11,6 @@
 
 use serde_json::{json, Value};
 
-use super::{Deployment, Endpoints, Object, Pod, ReplicaSet, ReplicationController, Service};
-
 /// The directory of Namespace documents under the prefix.
 pub const NAMESPACES_DIR: &str = "namespaces";
 /// The `kind` of a Namespace document.
@@ -27,23 +25,6 @@ pub const SYSTEM_NAMESPACES: [&str; 4] =
 /// The namespaces that may not be deleted (kube-apiserver's `NamespaceLifecycle`
 /// admission: `immortalNamespaces`).
 pub const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-public", "kube-system"];
-
-/// The directories (under the prefix) that hold namespaced objects, the controllers
-/// first: deleting them first keeps them from creating pods the pass then has to
-/// delete again. The last four are the documents the API keeps for other tools
-/// (ConfigMaps, Secrets, ServiceAccounts, Leases; `apiserver::resources`).
-pub const NAMESPACED_DIRS: [&str; 10] = [
-    Deployment::KEY_DIR,
-    ReplicaSet::KEY_DIR,
-    ReplicationController::KEY_DIR,
-    Pod::KEY_DIR,
-    Service::KEY_DIR,
-    Endpoints::KEY_DIR,
-    "configmaps",
-    "secrets",
-    "serviceaccounts",
-    "leases",
-];
 
 /// The key of namespace `name`'s document: `{prefix}/namespaces/{name}`.
 pub fn namespace_key(prefix: &str, name: &str) -> String {

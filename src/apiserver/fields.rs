@@ -479,7 +479,7 @@ const EVENT_FIELDS: &[&str] = &[
 const METADATA_FIELDS: &[&str] = &["metadata.name", "metadata.namespace"];
 
 /// A kind with a field-label conversion function of its own accepting `fields`.
-const fn own(
+pub(crate) const fn own(
     fields: &'static [&'static str],
     read: fn(&str, &Value) -> String,
 ) -> SelectableFields {
@@ -532,15 +532,6 @@ pub(crate) static NAMESPACES: SelectableFields = own(
     },
 );
 
-/// Secrets: `SelectableFields` of the secret strategy.
-pub(crate) static SECRETS: SelectableFields = own(
-    &["metadata.name", "metadata.namespace", "type"],
-    |field, secret| match field {
-        "type" => string_at(secret, &["type"]).to_string(),
-        _ => metadata_value(field, secret),
-    },
-);
-
 /// ReplicationControllers: `ControllerToSelectableFields`.
 pub(crate) static REPLICATION_CONTROLLERS: SelectableFields = own(
     &["metadata.name", "metadata.namespace", "status.replicas"],
@@ -569,7 +560,7 @@ pub(crate) static SERVICES: SelectableFields = own(
 );
 
 /// `ObjectMetaFieldsSet`: `metadata.name` and `metadata.namespace`; "" for anything else.
-fn metadata_value(field: &str, object: &Value) -> String {
+pub(crate) fn metadata_value(field: &str, object: &Value) -> String {
     match field {
         "metadata.name" => string_at(object, &["metadata", "name"]).to_string(),
         "metadata.namespace" => string_at(object, &["metadata", "namespace"]).to_string(),
@@ -622,7 +613,8 @@ fn at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(object, |value, key| value.get(*key))
 }
 
-fn string_at<'a>(object: &'a Value, path: &[&str]) -> &'a str {
+/// The string at `path`; "" when it is missing or not a string.
+pub(crate) fn string_at<'a>(object: &'a Value, path: &[&str]) -> &'a str {
     at(object, path).and_then(Value::as_str).unwrap_or("")
 }
 

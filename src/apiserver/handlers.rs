@@ -6,8 +6,8 @@
 //! read-modify-write) and `body` (request bodies, `fieldValidation`), with what differs
 //! between the kinds in one strategy per kind (`strategy`, as Kubernetes' `strategy.go`);
 //! the writes of the kinds stored as JSON documents in their served version (namespaces,
-//! nodes, configmaps, secrets, serviceaccounts, leases) in `documents`, with theirs in
-//! `documents/`. `route_write` is where a typed kind meets its Rust type, once. Every
+//! nodes, configmaps, secrets, serviceaccounts, leases) in `documents`, with theirs
+//! named by their registry rows (`resources/`). `route_write` is where a typed kind meets its Rust type, once. Every
 //! write of every kind ends in the one store path, `store` (create, guaranteed update,
 //! guaranteed delete over etcd compare-and-swap), its per-kind behaviour given as its
 //! strategy's hooks.
@@ -175,19 +175,6 @@ impl ApiState {
     }
 }
 
-/// A deterministic UUID for a synthesized object (a node, a namespace).
-pub fn stable_uid(seed: &str) -> String {
-    use std::hash::{Hash as _, Hasher as _};
-    let mut high = std::collections::hash_map::DefaultHasher::new();
-    (0u8, seed).hash(&mut high);
-    let mut low = std::collections::hash_map::DefaultHasher::new();
-    (1u8, seed).hash(&mut low);
-    let bits = (u128::from(high.finish()) << 64) | u128::from(low.finish());
-    // A version-4-shaped UUID: kubectl and clients only compare uids.
-    let bits = (bits & !(0xf << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
-    uuid::Uuid::from_u128(bits).to_string()
-}
-
 /// The one handler: every request of the API goes through here.
 pub async fn dispatch(
     state: Arc<ApiState>,
@@ -342,9 +329,13 @@ async fn route_write(
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let target = parse_path(path)?;
-    if let super::resources::Storage::Documents { directory } = target.resource.storage {
-        let request = (query, headers);
-        return documents::write(state, method, &target, directory, request, body).await;
+    if let super::resources::Storage::Documents {
+        directory,
+        strategy,
+    } = target.resource.storage
+    {
+        let (request, kind) = ((query, headers), (directory, strategy));
+        return documents::write(state, method, &target, kind, request, body).await;
     }
     let writable = write::Writable::of(target.resource, method.as_str())?;
     let request = (state, method, &target, query, headers);
@@ -548,17 +539,4 @@ fn bytes_response(format: Format, list: bool, body: Vec<u8>) -> Response {
         }
     };
     (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stable_uids_are_uuids_that_depend_only_on_the_seed() {
-        let a = stable_uid("node/node-1/5");
-        assert_eq!(a, stable_uid("node/node-1/5"));
-        assert_ne!(a, stable_uid("node/node-1/6"));
-        assert!(uuid::Uuid::parse_str(&a).is_ok(), "{a}");
-    }
 }

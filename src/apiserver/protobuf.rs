@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_pb::api::{apps, autoscaling, coordination, core};
+use k8s_pb::api::autoscaling;
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::{RawExtension, Unknown};
@@ -42,12 +42,17 @@ pub const MAGIC: &[u8] = b"k8s\0";
 /// The media type of protobuf bodies.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
-/// Decodes a protobuf body into the object's JSON, `apiVersion` and `kind` included.
+/// Decodes a protobuf body into the object's JSON, `apiVersion` and `kind` included;
+/// `served` says how a served kind's message decodes (`resources::protobuf_of`: the
+/// registry row's), given the envelope's `apiVersion` and `kind`.
 ///
 /// # Errors
 /// 400 for a body without the magic, one that is not protobuf, or a kind kcm does not
 /// decode; 415 for a compressed one (`contentEncoding`).
-pub fn decode(bytes: &[u8]) -> Result<Value, ApiError> {
+pub fn decode(
+    bytes: &[u8],
+    served: impl Fn(&str, &str) -> Option<FromProtobuf>,
+) -> Result<Value, ApiError> {
     let message = bytes.strip_prefix(MAGIC).ok_or_else(|| {
         ApiError::bad_request("the protobuf body does not start with the k8s\\0 prefix")
     })?;
@@ -66,21 +71,14 @@ pub fn decode(bytes: &[u8]) -> Result<Value, ApiError> {
     let api_version = type_meta.api_version.unwrap_or_default();
     let kind = type_meta.kind.unwrap_or_default();
     let raw = unknown.raw.unwrap_or_default();
-    let mut object = match (api_version.as_str(), kind.as_str()) {
-        ("v1", "Pod") => json_of::<core::v1::Pod>(&raw),
-        ("v1", "ReplicationController") => json_of::<core::v1::ReplicationController>(&raw),
-        ("v1", "Service") => json_of::<core::v1::Service>(&raw),
-        ("v1", "Endpoints") => json_of::<core::v1::Endpoints>(&raw),
-        ("v1", "Namespace") => json_of::<core::v1::Namespace>(&raw),
-        ("v1", "ConfigMap") => json_of::<core::v1::ConfigMap>(&raw),
-        ("v1", "Secret") => json_of::<core::v1::Secret>(&raw),
-        ("v1", "ServiceAccount") => json_of::<core::v1::ServiceAccount>(&raw),
-        ("coordination.k8s.io/v1", "Lease") => json_of::<coordination::v1::Lease>(&raw),
-        ("apps/v1", "ReplicaSet") => json_of::<apps::v1::ReplicaSet>(&raw),
-        ("apps/v1", "Deployment") => json_of::<apps::v1::Deployment>(&raw),
-        ("autoscaling/v1", "Scale") => json_of::<autoscaling::v1::Scale>(&raw),
+    // A served kind decodes as its registry row says; the kind of a subresource and the
+    // options of a delete are not resources.
+    let served = served(&api_version, &kind);
+    let mut object = match (served, api_version.as_str(), kind.as_str()) {
+        (Some(from_protobuf), _, _) => from_protobuf(&raw),
+        (None, "autoscaling/v1", "Scale") => json_of::<autoscaling::v1::Scale>(&raw),
         // DeleteOptions are sent as meta.k8s.io/v1, or as the group of the object.
-        (_, "DeleteOptions") => json_of::<meta::DeleteOptions>(&raw),
+        (None, _, "DeleteOptions") => json_of::<meta::DeleteOptions>(&raw),
         _ => {
             return Err(ApiError::bad_request(format!(
                 "no kind {kind:?} is registered for version {api_version:?} in protobuf bodies"
@@ -97,7 +95,15 @@ pub fn decode(bytes: &[u8]) -> Result<Value, ApiError> {
     Ok(Value::Object(with_type))
 }
 
-fn json_of<M: Message + Default + ToJson>(raw: &[u8]) -> Result<Value, ApiError> {
+/// How a protobuf message of one kind becomes its JSON: a registry row's
+/// [`json_of`] for its kind's message.
+pub(crate) type FromProtobuf = fn(&[u8]) -> Result<Value, ApiError>;
+
+/// The JSON of `raw`, a message `M`.
+///
+/// # Errors
+/// 400 when `raw` is not an `M`.
+pub(crate) fn json_of<M: Message + Default + ToJson>(raw: &[u8]) -> Result<Value, ApiError> {
     let message = M::decode(raw)
         .map_err(|e| ApiError::bad_request(format!("the body is not valid protobuf: {e}")))?;
     Ok(match message.to_json() {

@@ -26,9 +26,20 @@
 //!   with `autoscaling/v1` `Scale`;
 //! - cluster-scoped resources (namespaces, nodes) are never stored under a namespace.
 
+use k8s_pb::api::{apps, coordination, core};
+
 use super::convert::Kind;
 use super::fields::{self, SelectableFields};
+use super::protobuf::{json_of, FromProtobuf};
 use super::table::{self, Printer};
+use strategy::Strategy;
+
+mod configmap;
+mod lease;
+mod namespace;
+mod secret;
+mod serviceaccount;
+pub(crate) mod strategy;
 
 /// The verbs of a resource kcm stores and writes (discovery's `verbs`, in kube-apiserver's
 /// order).
@@ -83,10 +94,13 @@ pub(crate) enum Storage {
     /// (cluster-scoped) or `{prefix}/{directory}/{namespace}/{name}`: the Nodes kcm's
     /// kubelets write, the Namespaces, ConfigMaps, Secrets, ServiceAccounts and Leases
     /// the API writes (`handlers/documents.rs`, with one strategy per kind in
-    /// `handlers/documents/`).
+    /// `resources/`).
     Documents {
         /// The directory under the prefix (`nodes`, `namespaces`, `configmaps`).
         directory: &'static str,
+        /// What its writes prepare, validate and do on delete: its file's under
+        /// `resources/` ([`strategy::DEFAULT`] for one stored as sent).
+        strategy: &'static Strategy,
     },
 }
 
@@ -94,7 +108,9 @@ impl Storage {
     /// The directory under the key prefix, if anything is read from etcd.
     pub(crate) fn directory(self) -> Option<&'static str> {
         match self {
-            Storage::Objects { directory } | Storage::Documents { directory } => Some(directory),
+            Storage::Objects { directory } | Storage::Documents { directory, .. } => {
+                Some(directory)
+            }
         }
     }
 }
@@ -131,7 +147,7 @@ pub(crate) struct Subresource {
 }
 
 /// One served resource: everything discovery says about it and where kcm keeps it.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) struct Resource {
     /// The API group: [`CORE_GROUP`] ("") or `apps`.
     pub group: &'static str,
@@ -164,7 +180,19 @@ pub(crate) struct Resource {
     pub printer: &'static Printer,
     /// What its field selectors may name and how each field reads (`GetAttrs`).
     pub fields: &'static SelectableFields,
+    /// How a protobuf body of its kind becomes JSON; `None` for a kind clients never send
+    /// (Events, which kcm's components write; Nodes, which its kubelets write).
+    pub protobuf: Option<FromProtobuf>,
 }
+
+/// Rows are statics; one is equal only to itself.
+impl PartialEq for Resource {
+    fn eq(&self, other: &Resource) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Resource {}
 
 impl Resource {
     /// The `apiVersion` of its objects: `v1` for the core group, else `group/version`.
@@ -253,10 +281,12 @@ pub(crate) static RESOURCES: &[Resource] = &[
         verbs: DOCUMENT_VERBS,
         storage: Storage::Documents {
             directory: "configmaps",
+            strategy: &configmap::STRATEGY,
         },
         decode: Decode::Served,
-        printer: &table::CONFIG_MAPS,
+        printer: &configmap::PRINTER,
         fields: &fields::METADATA,
+        protobuf: Some(json_of::<core::v1::ConfigMap>),
     },
     Resource {
         group: CORE_GROUP,
@@ -276,6 +306,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         decode: Decode::Converted(Kind::Endpoints),
         printer: &table::ENDPOINTS,
         fields: &fields::METADATA,
+        protobuf: Some(json_of::<core::v1::Endpoints>),
     },
     Resource {
         group: CORE_GROUP,
@@ -295,6 +326,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         decode: Decode::Served,
         printer: &table::EVENTS,
         fields: &fields::EVENTS,
+        protobuf: None,
     },
     Resource {
         group: CORE_GROUP,
@@ -310,10 +342,12 @@ pub(crate) static RESOURCES: &[Resource] = &[
         verbs: NAMESPACE_VERBS,
         storage: Storage::Documents {
             directory: crate::api::NAMESPACES_DIR,
+            strategy: &namespace::STRATEGY,
         },
         decode: Decode::Served,
         printer: &table::NAMESPACES,
         fields: &fields::NAMESPACES,
+        protobuf: Some(json_of::<core::v1::Namespace>),
     },
     Resource {
         group: CORE_GROUP,
@@ -327,10 +361,14 @@ pub(crate) static RESOURCES: &[Resource] = &[
         categories: NONE,
         subresources: &[],
         verbs: NODE_VERBS,
-        storage: Storage::Documents { directory: "nodes" },
+        storage: Storage::Documents {
+            directory: "nodes",
+            strategy: &strategy::DEFAULT,
+        },
         decode: Decode::Served,
         printer: &table::NODES,
         fields: &fields::NODES,
+        protobuf: None,
     },
     Resource {
         group: CORE_GROUP,
@@ -348,6 +386,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         decode: Decode::Converted(Kind::Pod),
         printer: &table::PODS,
         fields: &fields::PODS,
+        protobuf: Some(json_of::<core::v1::Pod>),
     },
     Resource {
         group: CORE_GROUP,
@@ -367,6 +406,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         decode: Decode::Converted(Kind::ReplicationController),
         printer: &table::REPLICATION_CONTROLLERS,
         fields: &fields::REPLICATION_CONTROLLERS,
+        protobuf: Some(json_of::<core::v1::ReplicationController>),
     },
     Resource {
         group: CORE_GROUP,
@@ -382,10 +422,12 @@ pub(crate) static RESOURCES: &[Resource] = &[
         verbs: DOCUMENT_VERBS,
         storage: Storage::Documents {
             directory: "secrets",
+            strategy: &secret::STRATEGY,
         },
         decode: Decode::Served,
-        printer: &table::SECRETS,
-        fields: &fields::SECRETS,
+        printer: &secret::PRINTER,
+        fields: &secret::FIELDS,
+        protobuf: Some(json_of::<core::v1::Secret>),
     },
     Resource {
         group: CORE_GROUP,
@@ -401,10 +443,12 @@ pub(crate) static RESOURCES: &[Resource] = &[
         verbs: DOCUMENT_VERBS,
         storage: Storage::Documents {
             directory: "serviceaccounts",
+            strategy: &strategy::DEFAULT,
         },
         decode: Decode::Served,
-        printer: &table::SERVICE_ACCOUNTS,
+        printer: &serviceaccount::PRINTER,
         fields: &fields::METADATA,
+        protobuf: Some(json_of::<core::v1::ServiceAccount>),
     },
     Resource {
         group: CORE_GROUP,
@@ -424,6 +468,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         decode: Decode::Converted(Kind::Service),
         printer: &table::SERVICES,
         fields: &fields::SERVICES,
+        protobuf: Some(json_of::<core::v1::Service>),
     },
     Resource {
         group: "apps",
@@ -443,6 +488,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         decode: Decode::Converted(Kind::Deployment),
         printer: &table::DEPLOYMENTS,
         fields: &fields::METADATA,
+        protobuf: Some(json_of::<apps::v1::Deployment>),
     },
     Resource {
         group: "apps",
@@ -462,6 +508,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         decode: Decode::Converted(Kind::ReplicaSet),
         printer: &table::REPLICA_SETS,
         fields: &fields::METADATA,
+        protobuf: Some(json_of::<apps::v1::ReplicaSet>),
     },
     Resource {
         group: "coordination.k8s.io",
@@ -477,10 +524,12 @@ pub(crate) static RESOURCES: &[Resource] = &[
         verbs: DOCUMENT_VERBS,
         storage: Storage::Documents {
             directory: "leases",
+            strategy: &lease::STRATEGY,
         },
         decode: Decode::Served,
-        printer: &table::LEASES,
+        printer: &lease::PRINTER,
         fields: &fields::METADATA,
+        protobuf: Some(json_of::<coordination::v1::Lease>),
     },
 ];
 
@@ -504,6 +553,15 @@ pub(crate) fn find_by_kind(group: &str, kind: &str) -> Option<&'static Resource>
     RESOURCES
         .iter()
         .find(|r| r.group == group && r.kind == kind)
+}
+
+/// How a protobuf body of `kind` in `api_version` decodes, if that is a served kind
+/// clients send.
+pub(crate) fn protobuf_of(api_version: &str, kind: &str) -> Option<FromProtobuf> {
+    RESOURCES
+        .iter()
+        .find(|r| r.kind == kind && r.api_version() == api_version)
+        .and_then(|r| r.protobuf)
 }
 
 /// The resources served in `group`/`version`, in table order; empty for an unserved one.
@@ -542,6 +600,19 @@ pub(crate) fn versions_of(group: &str) -> Vec<&'static str> {
 /// Whether anything is served in `group`/`version`.
 pub(crate) fn serves_group_version(group: &str, version: &str) -> bool {
     resources_in(group, version).next().is_some()
+}
+
+/// A deterministic UUID for a synthesized object (a node, a namespace).
+pub(crate) fn stable_uid(seed: &str) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut high = std::collections::hash_map::DefaultHasher::new();
+    (0u8, seed).hash(&mut high);
+    let mut low = std::collections::hash_map::DefaultHasher::new();
+    (1u8, seed).hash(&mut low);
+    let bits = (u128::from(high.finish()) << 64) | u128::from(low.finish());
+    // A version-4-shaped UUID: kubectl and clients only compare uids.
+    let bits = (bits & !(0xf << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
+    uuid::Uuid::from_u128(bits).to_string()
 }
 
 #[cfg(test)]

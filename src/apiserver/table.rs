@@ -28,11 +28,14 @@
 mod cells;
 mod format;
 
+/// What a kind's own printer (in its file under `resources/`) builds its cells from: the
+/// Name cell, the Age cell, and how many keys or items a top-level field holds.
+pub(crate) use cells::{count, name};
 use cells::{
-    config_map_cells, deployment_cells, endpoints_cells, event_cells, lease_cells, namespace_cells,
-    node_cells, pod_cells, replica_set_cells, replication_controller_cells, secret_cells,
-    service_account_cells, service_cells,
+    deployment_cells, endpoints_cells, event_cells, namespace_cells, node_cells, pod_cells,
+    replica_set_cells, replication_controller_cells, service_cells,
 };
+pub(crate) use format::age;
 
 use std::time::SystemTime;
 
@@ -91,7 +94,7 @@ pub(crate) struct Column {
     pub description: &'static str,
 }
 
-const fn column(
+pub(crate) const fn column(
     name: &'static str,
     type_: &'static str,
     format: &'static str,
@@ -107,8 +110,8 @@ const fn column(
     }
 }
 
-const NAME: Column = column("Name", "string", "name", 0, NAME_DESCRIPTION);
-const AGE: Column = column("Age", "string", "", 0, AGE_DESCRIPTION);
+pub(crate) const NAME: Column = column("Name", "string", "name", 0, NAME_DESCRIPTION);
+pub(crate) const AGE: Column = column("Age", "string", "", 0, AGE_DESCRIPTION);
 
 /// The cells of one object's row, and the row's `conditions` (a finished pod's).
 pub(crate) type Cells = (Vec<Value>, Option<Value>);
@@ -269,59 +272,6 @@ pub(crate) static EVENTS: Printer = Printer {
         column("Name", "string", "name", 1, NAME_DESCRIPTION),
     ],
     cells: |o, now| (event_cells(o, now), None),
-};
-
-/// configmaps: printers.go's `printConfigMap`.
-pub(crate) static CONFIG_MAPS: Printer = Printer {
-    columns: &[
-        NAME,
-        column(
-            "Data",
-            "integer",
-            "",
-            0,
-            "How many keys the ConfigMap holds (data and binaryData).",
-        ),
-        AGE,
-    ],
-    cells: |o, now| (config_map_cells(o, now), None),
-};
-
-/// secrets: printers.go's `printSecret`.
-pub(crate) static SECRETS: Printer = Printer {
-    columns: &[
-        NAME,
-        column("Type", "string", "", 0, "The Secret's type."),
-        column("Data", "integer", "", 0, "How many keys the Secret holds."),
-        AGE,
-    ],
-    cells: |o, now| (secret_cells(o, now), None),
-};
-
-/// serviceaccounts: printers.go's `printServiceAccount`.
-pub(crate) static SERVICE_ACCOUNTS: Printer = Printer {
-    columns: &[
-        NAME,
-        column(
-            "Secrets",
-            "integer",
-            "",
-            0,
-            "How many Secrets the ServiceAccount names.",
-        ),
-        AGE,
-    ],
-    cells: |o, now| (service_account_cells(o, now), None),
-};
-
-/// leases: printers.go's `printLease`.
-pub(crate) static LEASES: Printer = Printer {
-    columns: &[
-        NAME,
-        column("Holder", "string", "", 0, "Who holds the Lease."),
-        AGE,
-    ],
-    cells: |o, now| (lease_cells(o, now), None),
 };
 
 /// The `TableColumnDefinition`s of `printer`.

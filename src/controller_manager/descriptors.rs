@@ -193,7 +193,7 @@ pub fn enabled_controllers(entries: &[String]) -> Vec<Controller> {
 // Starting controllers
 
 /// Every controller's settings.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Settings {
     pub replication: ManagerConfig,
     pub replicaset: ReplicaSetConfig,
@@ -203,6 +203,22 @@ pub struct Settings {
     pub nodelifecycle: NodeLifecycleConfig,
     pub scheduler: SchedulerConfig,
     pub namespace: NamespaceConfig,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            replication: ManagerConfig::default(),
+            replicaset: ReplicaSetConfig::default(),
+            deployment: DeploymentConfig::default(),
+            endpoints: EndpointsConfig::default(),
+            garbagecollector: GcConfig::default(),
+            nodelifecycle: NodeLifecycleConfig::default(),
+            scheduler: SchedulerConfig::default(),
+            // The namespaced resources the API serves: the registry is kcm's discovery.
+            namespace: NamespaceConfig::new(crate::apiserver::namespaced_directories()),
+        }
+    }
 }
 
 /// What an init function gets: the kube-controller-manager's `ControllerContext`. One

@@ -182,7 +182,7 @@ fn decode_within(body_type: BodyType, bytes: &[u8], limit: usize) -> Result<Deco
     if body_type == BodyType::Protobuf {
         // A protobuf message cannot hold a field twice (the last one wins on the wire).
         return Ok(Decoded {
-            value: protobuf::decode(bytes)?,
+            value: protobuf::decode(bytes, crate::apiserver::resources::protobuf_of)?,
             duplicates: Vec::new(),
         });
     }

@@ -9,7 +9,8 @@
 //! `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`), with each
 //! kind's strategy (`pkg/registry/core/{configmap,secret,serviceaccount}/strategy.go`,
 //! `pkg/registry/coordination/lease/strategy.go`, and the Namespace's delete override,
-//! `pkg/registry/core/namespace/storage`: here one file each under `documents/`) and
+//! `pkg/registry/core/namespace/storage`: here one file each under `resources/`, named
+//! by the kind's registry row) and
 //! `pkg/registry/core/node/strategy.go`.
 //!
 //! Invariants: every write is one compare-and-swap on the document's `mod_revision`
@@ -37,25 +38,8 @@ use crate::apiserver::resources::Resource;
 use crate::apiserver::validation;
 use crate::registry::{Deleted, Deletion, RawValue};
 
-mod configmap;
-mod lease;
-mod namespace;
-mod secret;
-mod strategy;
-
 use super::store::{Prepared, Store};
-use strategy::{Instead, Strategy};
-
-/// The strategy of `kind`: a kind's file under `documents/`, else stored as sent.
-fn strategy_of(kind: &str) -> &'static Strategy {
-    match kind {
-        "ConfigMap" => &configmap::STRATEGY,
-        "Secret" => &secret::STRATEGY,
-        "Lease" => &lease::STRATEGY,
-        "Namespace" => &namespace::STRATEGY,
-        _ => &strategy::DEFAULT,
-    }
-}
+use crate::apiserver::resources::strategy::{Instead, Strategy};
 
 /// The documents of one resource (in one namespace, for a namespaced one).
 #[derive(Clone, Copy)]
@@ -154,7 +138,7 @@ pub(super) async fn write(
     state: &ApiState,
     method: &Method,
     target: &Target,
-    directory: &'static str,
+    (directory, strategy): (&'static str, &'static Strategy),
     (query, headers): (&Query, &HeaderMap),
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
@@ -173,7 +157,7 @@ pub(super) async fn write(
         resource,
         directory,
         namespace,
-        strategy: strategy_of(resource.kind),
+        strategy,
     };
     if target.subresource.is_some() {
         return Err(ApiError::no_route());

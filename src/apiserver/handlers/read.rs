@@ -16,10 +16,11 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::request::{Format, Query, Target};
-use super::{bytes_response, json_response, stable_uid, ApiState};
+use super::{bytes_response, json_response, ApiState};
 use crate::apiserver::cache::{store_key, Item, WatchCache};
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::fields::{FieldSelector, SelectableFields};
+use crate::apiserver::resources::stable_uid;
 use crate::apiserver::resources::Resource;
 use crate::apiserver::table;
 use crate::etcd_watcher::RawEvent;

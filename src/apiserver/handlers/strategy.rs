@@ -14,8 +14,9 @@
 //! through `/status` (`update::keep_part`); `api::validate` and the metadata checks.
 //!
 //! The kinds stored as documents in their served version (ConfigMap, Secret, Lease, ...)
-//! have their own, smaller strategies beside their write path, in `documents/`: they
-//! work on served JSON, these on the stored shapes of typed kinds.
+//! have their own, smaller strategies, one file per kind under `resources/`, named by
+//! their registry rows: they work on served JSON, these on the stored shapes of typed
+//! kinds.
 //!
 //! Invariants: [`of`] is the one lookup from a kind to its strategy, and every
 //! strategy names the kind it is looked up by (tested); a strategy does no IO, so its

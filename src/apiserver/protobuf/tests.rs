@@ -6,6 +6,11 @@ use serde_json::json;
 
 use super::*;
 
+/// A body decoded as the API decodes it: served kinds by their registry rows.
+fn decode(bytes: &[u8]) -> Result<Value, ApiError> {
+    super::decode(bytes, crate::apiserver::resources::protobuf_of)
+}
+
 /// A body as client-go writes it: the magic, then `runtime.Unknown`.
 fn envelope(api_version: &str, kind: &str, message: &impl Message) -> Vec<u8> {
     let unknown = Unknown {

@@ -334,6 +334,42 @@ fn scope_and_storage_agree_with_namespacing() {
     }
     assert_eq!(
         find("", "v1", "nodes").unwrap().storage,
-        Storage::Documents { directory: "nodes" }
+        Storage::Documents {
+            directory: "nodes",
+            strategy: &strategy::DEFAULT,
+        }
     );
+}
+
+#[test]
+fn stable_uids_are_uuids_that_depend_only_on_the_seed() {
+    let a = stable_uid("node/node-1/5");
+    assert_eq!(a, stable_uid("node/node-1/5"));
+    assert_ne!(a, stable_uid("node/node-1/6"));
+    assert!(uuid::Uuid::parse_str(&a).is_ok(), "{a}");
+}
+
+#[test]
+fn the_namespace_controller_empties_every_namespaced_resource_and_no_other() {
+    let directories = crate::apiserver::namespaced_directories();
+    for expected in [
+        "controllers",
+        "pods",
+        "services/specs",
+        "services/endpoints",
+        "replicasets",
+        "deployments",
+        "configmaps",
+        "secrets",
+        "serviceaccounts",
+        "leases",
+    ] {
+        assert!(
+            directories.contains(&expected),
+            "{expected}: {directories:?}"
+        );
+    }
+    for cluster_scoped in ["nodes", "namespaces", "minions"] {
+        assert!(!directories.contains(&cluster_scoped), "{cluster_scoped}");
+    }
 }

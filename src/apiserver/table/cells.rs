@@ -638,7 +638,7 @@ pub(super) fn event_cells(event: &Value, now: SystemTime) -> Vec<Value> {
 }
 
 /// How many keys or items `object[field]` holds (0 when it is neither a map nor a list).
-fn count(object: &Value, field: &str) -> usize {
+pub(crate) fn count(object: &Value, field: &str) -> usize {
     match object.get(field) {
         Some(Value::Object(map)) => map.len(),
         Some(Value::Array(items)) => items.len(),
@@ -646,48 +646,9 @@ fn count(object: &Value, field: &str) -> usize {
     }
 }
 
-fn name(object: &Value) -> Value {
+/// The Name cell.
+pub(crate) fn name(object: &Value) -> Value {
     Value::from(string_at(object, &["metadata", "name"]))
-}
-
-/// `printConfigMap`: NAME, DATA (data and binaryData keys), AGE.
-pub(super) fn config_map_cells(object: &Value, now: SystemTime) -> Vec<Value> {
-    let data = count(object, "data") + count(object, "binaryData");
-    vec![
-        name(object),
-        Value::from(data),
-        Value::from(age(object, now)),
-    ]
-}
-
-/// `printSecret`: NAME, TYPE, DATA, AGE.
-pub(super) fn secret_cells(object: &Value, now: SystemTime) -> Vec<Value> {
-    vec![
-        name(object),
-        Value::from(string_at(object, &["type"])),
-        Value::from(count(object, "data")),
-        Value::from(age(object, now)),
-    ]
-}
-
-/// `printServiceAccount`: NAME, SECRETS, AGE.
-pub(super) fn service_account_cells(object: &Value, now: SystemTime) -> Vec<Value> {
-    let secrets = count(object, "secrets");
-    vec![
-        name(object),
-        Value::from(secrets),
-        Value::from(age(object, now)),
-    ]
-}
-
-/// `printLease`: NAME, HOLDER, AGE.
-pub(super) fn lease_cells(object: &Value, now: SystemTime) -> Vec<Value> {
-    let holder = string_at(object, &["spec", "holderIdentity"]);
-    vec![
-        name(object),
-        Value::from(holder),
-        Value::from(age(object, now)),
-    ]
 }
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ pub fn human_duration(nanoseconds: i64) -> String {
 }
 
 /// The Age cell: `translateTimestampSince(metadata.creationTimestamp)`.
-pub(super) fn age(object: &Value, now: SystemTime) -> String {
+pub(crate) fn age(object: &Value, now: SystemTime) -> String {
     translate_timestamp_since(
         value_at(object, &["metadata", "creationTimestamp"]).and_then(Value::as_str),
         now,

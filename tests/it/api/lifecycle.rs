@@ -69,6 +69,16 @@ spec:
   - port: 80
 ";
 
+const LEASE: &str = "apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata:
+  name: lock
+  namespace: team-a
+spec:
+  holderIdentity: one
+  leaseDurationSeconds: 15
+";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaces_are_created_listed_and_deleted_with_what_they_hold() {
     with_timeout(LIMIT, async {
@@ -103,6 +113,27 @@ async fn namespaces_are_created_listed_and_deleted_with_what_they_hold() {
             .await;
         let loose = api.manifest("loose.yaml", &deployment("loose"));
         kubectl.ok(&["apply", "-f", &loose]).await;
+        // The kinds tools keep their state in, each a registry row: the namespace
+        // controller empties every namespaced resource the registry serves.
+        for create in [
+            &["create", "configmap", "settings", "--from-literal=a=b"][..],
+            &["create", "secret", "generic", "token", "--from-literal=t=s"],
+            &["create", "serviceaccount", "builder"],
+        ] {
+            kubectl.ok(&[create, &["-n", "team-a"]].concat()).await;
+        }
+        kubectl
+            .ok(&["create", "-f", &api.manifest("lease.yaml", LEASE)])
+            .await;
+        const DOCUMENTS: [&str; 4] = [
+            "/registry/configmaps/team-a/settings",
+            "/registry/secrets/team-a/token",
+            "/registry/serviceaccounts/team-a/builder",
+            "/registry/leases/team-a/lock",
+        ];
+        for key in DOCUMENTS {
+            assert!(api.stored(key).await.is_some(), "{key} is stored");
+        }
         eventually(CONVERGE, "2 pods in each namespace", || async {
             api.count("/registry/pods/team-a/").await == 2
                 && api.count("/registry/pods/loose/").await == 2
@@ -125,9 +156,13 @@ async fn namespaces_are_created_listed_and_deleted_with_what_they_hold() {
             .await;
         assert_eq!(out, "namespace \"team-a\" deleted\n");
         eventually(CONVERGE, "team-a emptied but for the held Service", || async {
-            api.count("/registry/pods/team-a/").await == 0
+            let mut emptied = api.count("/registry/pods/team-a/").await == 0
                 && api.count("/registry/deployments/team-a/").await == 0
-                && api.count("/registry/replicasets/team-a/").await == 0
+                && api.count("/registry/replicasets/team-a/").await == 0;
+            for key in DOCUMENTS {
+                emptied = emptied && api.stored(key).await.is_none();
+            }
+            emptied
         })
         .await;
         assert_eq!(kubectl.ok(&get_team).await, "Terminating");

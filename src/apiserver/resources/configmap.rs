@@ -2,14 +2,17 @@
 //! `data` and `binaryData` are config keys and appear in only one of them, `binaryData`
 //! is base64, at most 1 MiB of data in all, and `immutable` freezes both maps.
 
+use std::time::SystemTime;
+
 use serde_json::Value;
 
 use super::strategy::{
     cause, check_immutable, check_keys, decode_base64, map_at, Strategy, MAX_DATA_SIZE,
 };
 use crate::apiserver::errors::Cause;
+use crate::apiserver::table::{self, column, Printer, AGE, NAME};
 
-pub(super) static STRATEGY: Strategy = Strategy {
+pub(crate) static STRATEGY: Strategy = Strategy {
     prepare: |object| {
         if let Some(binary) = map_at(object, "ConfigMap", "binaryData")? {
             for (key, value) in binary {
@@ -27,6 +30,30 @@ pub(super) static STRATEGY: Strategy = Strategy {
     },
     validate,
     delete: None,
+};
+
+/// printers.go's `printConfigMap`: NAME, DATA (keys of `data` and `binaryData`), AGE.
+pub(crate) static PRINTER: Printer = Printer {
+    columns: &[
+        NAME,
+        column(
+            "Data",
+            "integer",
+            "",
+            0,
+            "How many keys the ConfigMap holds (data and binaryData).",
+        ),
+        AGE,
+    ],
+    cells: |object, now: SystemTime| {
+        let data = table::count(object, "data") + table::count(object, "binaryData");
+        let cells = vec![
+            table::name(object),
+            Value::from(data),
+            Value::from(table::age(object, now)),
+        ];
+        (cells, None)
+    },
 };
 
 fn validate(object: &Value, old: Option<&Value>) -> Vec<Cause> {

@@ -1,15 +1,16 @@
 //! What differs between the kinds stored as documents: Kubernetes' per-resource
 //! `strategy.go` (`PrepareForCreate`/`PrepareForUpdate`, `Validate`/`ValidateUpdate`),
 //! reduced to three functions, the third the delete override (`BeforeDelete`, and a
-//! resource's own `Delete` as the Namespace's). A kind without a file of its own
-//! (ServiceAccount, Node) takes [`DEFAULT`]: stored as sent, deleted at once. The typed kinds' strategies, over their
-//! stored shapes, are `handlers/strategy/`.
+//! resource's own `Delete` as the Namespace's). Each kind's registry row names its
+//! strategy; one stored as sent (ServiceAccount, Node) takes [`DEFAULT`]: deleted at
+//! once. The typed kinds' strategies, over their stored shapes, are `handlers/strategy/`.
 
 use serde_json::Value;
 
 use crate::apiserver::errors::{ApiError, Cause};
 
 /// One kind's strategy.
+#[derive(Debug)]
 pub(crate) struct Strategy {
     /// Normalises the object to be stored (defaults, derived fields). An error here is a
     /// body that does not decode as the kind (400), as kube-apiserver's decoding fails.
@@ -25,6 +26,15 @@ pub(crate) struct Strategy {
 /// (RFC 3339), what to leave or write instead of deleting it. An error refuses the
 /// delete (nothing is written).
 pub(crate) type DeleteHook = fn(&str, Option<Value>, &str) -> Result<Instead, ApiError>;
+
+/// Strategies are statics; one is equal only to itself.
+impl PartialEq for Strategy {
+    fn eq(&self, other: &Strategy) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Strategy {}
 
 /// What a delete override does.
 #[derive(Clone, Debug, PartialEq)]

@@ -10,7 +10,7 @@ use super::strategy::{Instead, Strategy};
 use crate::api;
 use crate::apiserver::errors::ApiError;
 
-pub(super) static STRATEGY: Strategy = Strategy {
+pub(crate) static STRATEGY: Strategy = Strategy {
     prepare: |_| Ok(()),
     validate: |_, _| Vec::new(),
     delete: Some(delete),
@@ -35,7 +35,7 @@ fn delete(name: &str, current: Option<Value>, now: &str) -> Result<Instead, ApiE
         Some(current) if api::is_terminating(&current) => return Ok(Instead::Keep(current)),
         Some(current) => current,
         None => {
-            let uid = crate::apiserver::handlers::stable_uid(&format!("namespace/{name}"));
+            let uid = crate::apiserver::resources::stable_uid(&format!("namespace/{name}"));
             api::new_namespace(json!({}), name, &uid, now)
         }
     };

@@ -4,6 +4,8 @@
 //! is base64 with config keys, at most 1 MiB decoded; `kubernetes.io/tls` needs `tls.crt`
 //! and `tls.key`; `immutable` freezes `data`.
 
+use std::time::SystemTime;
+
 use base64::Engine as _;
 use serde_json::Value;
 
@@ -11,12 +13,42 @@ use super::strategy::{
     cause, check_immutable, check_keys, decode_base64, map_at, Strategy, MAX_DATA_SIZE,
 };
 use crate::apiserver::errors::{ApiError, Cause};
+use crate::apiserver::fields::{self, SelectableFields};
+use crate::apiserver::table::{self, column, Printer, AGE, NAME};
 
-pub(super) static STRATEGY: Strategy = Strategy {
+pub(crate) static STRATEGY: Strategy = Strategy {
     prepare,
     validate,
     delete: None,
 };
+
+/// printers.go's `printSecret`: NAME, TYPE, DATA, AGE.
+pub(crate) static PRINTER: Printer = Printer {
+    columns: &[
+        NAME,
+        column("Type", "string", "", 0, "The Secret's type."),
+        column("Data", "integer", "", 0, "How many keys the Secret holds."),
+        AGE,
+    ],
+    cells: |object, now: SystemTime| {
+        let cells = vec![
+            table::name(object),
+            Value::from(fields::string_at(object, &["type"])),
+            Value::from(table::count(object, "data")),
+            Value::from(table::age(object, now)),
+        ];
+        (cells, None)
+    },
+};
+
+/// The secret strategy's `SelectableFields`: the metadata's and `type`.
+pub(crate) static FIELDS: SelectableFields = fields::own(
+    &["metadata.name", "metadata.namespace", "type"],
+    |field, secret| match field {
+        "type" => fields::string_at(secret, &["type"]).to_string(),
+        _ => fields::metadata_value(field, secret),
+    },
+);
 
 fn prepare(object: &mut Value) -> Result<(), ApiError> {
     if let Some(data) = map_at(object, "Secret", "data")? {

@@ -3,15 +3,37 @@
 //! with resourceVersion preconditions. A duration must be positive and the count of
 //! transitions not negative.
 
+use std::time::SystemTime;
+
 use serde_json::Value;
 
 use super::strategy::{cause, Strategy};
 use crate::apiserver::errors::Cause;
+use crate::apiserver::fields;
+use crate::apiserver::table::{self, column, Printer, AGE, NAME};
 
-pub(super) static STRATEGY: Strategy = Strategy {
+pub(crate) static STRATEGY: Strategy = Strategy {
     prepare: |_| Ok(()),
     validate,
     delete: None,
+};
+
+/// printers.go's `printLease`: NAME, HOLDER, AGE.
+pub(crate) static PRINTER: Printer = Printer {
+    columns: &[
+        NAME,
+        column("Holder", "string", "", 0, "Who holds the Lease."),
+        AGE,
+    ],
+    cells: |object, now: SystemTime| {
+        let holder = fields::string_at(object, &["spec", "holderIdentity"]);
+        let cells = vec![
+            table::name(object),
+            Value::from(holder),
+            Value::from(table::age(object, now)),
+        ];
+        (cells, None)
+    },
 };
 
 fn validate(object: &Value, _old: Option<&Value>) -> Vec<Cause> {
