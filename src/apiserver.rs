@@ -234,6 +234,18 @@ pub async fn bind_port_flag(config: &Config, flag: &str) -> anyhow::Result<Liste
     })
 }
 
+/// The other names kubectl accepts for the served resource `plural` (its singular, when
+/// it differs, and its short names), from the registry; none for an unserved one.
+pub fn aliases_of(plural: &str) -> Vec<&'static str> {
+    let Some(resource) = resources::RESOURCES.iter().find(|r| r.plural == plural) else {
+        return Vec::new();
+    };
+    std::iter::once(resource.singular)
+        .filter(|singular| *singular != plural)
+        .chain(resource.short_names.iter().copied())
+        .collect()
+}
+
 /// The directories (under the key prefix) of every namespaced resource the API serves,
 /// in the registry's order: what the namespace controller empties (Kubernetes' finds
 /// them by discovery; a kind added to the registry is emptied with its namespace).

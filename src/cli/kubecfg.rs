@@ -29,21 +29,17 @@ impl ValueEnum for Kind {
         ]
     }
 
+    /// The resource's plural, with the registry's singular and short names as aliases.
     fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(match self {
-            Kind::Pods => PossibleValue::new("pods").alias("pod").alias("po"),
-            Kind::Replicationcontrollers => PossibleValue::new("replicationcontrollers")
-                .alias("rc")
-                .alias("replicationcontroller"),
-            Kind::Replicasets => PossibleValue::new("replicasets")
-                .alias("rs")
-                .alias("replicaset"),
-            Kind::Deployments => PossibleValue::new("deployments")
-                .alias("deploy")
-                .alias("deployment"),
-            Kind::Services => PossibleValue::new("services").alias("service").alias("svc"),
-            Kind::Endpoints => PossibleValue::new("endpoints").alias("ep"),
-        })
+        let plural = match self {
+            Kind::Pods => "pods",
+            Kind::Replicationcontrollers => "replicationcontrollers",
+            Kind::Replicasets => "replicasets",
+            Kind::Deployments => "deployments",
+            Kind::Services => "services",
+            Kind::Endpoints => "endpoints",
+        };
+        Some(PossibleValue::new(plural).aliases(crate::apiserver::aliases_of(plural)))
     }
 }
 
@@ -631,6 +627,27 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use clap::Parser as _;
+
+    #[test]
+    fn a_kind_is_named_as_the_registry_names_it() {
+        for (name, kind) in [
+            ("po", Kind::Pods),
+            ("pod", Kind::Pods),
+            ("rc", Kind::Replicationcontrollers),
+            ("replicaset", Kind::Replicasets),
+            ("rs", Kind::Replicasets),
+            ("deploy", Kind::Deployments),
+            ("svc", Kind::Services),
+            ("ep", Kind::Endpoints),
+            ("endpoints", Kind::Endpoints),
+        ] {
+            assert_eq!(Kind::from_str(name, true), Ok(kind), "{name}");
+        }
+        assert!(
+            Kind::from_str("cm", true).is_err(),
+            "kcm's get prints typed kinds"
+        );
+    }
 
     #[test]
     fn verbs_parse_with_kubectls_flags() {
