@@ -22,6 +22,9 @@
 //! schema data.
 
 mod schemas;
+/// The one parse of the served schema, for the other readers of it (strategic merge
+/// patches' list strategies).
+pub(crate) use schemas::schemas;
 pub mod strict;
 pub mod validate;
 
@@ -29,7 +32,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value};
 
-use self::schemas::{schemas, REF_PREFIX};
+use self::schemas::REF_PREFIX;
 use super::resources::{Resource, RESOURCES};
 
 /// The meta kinds every group-version document carries beside its own kinds' schemas: what

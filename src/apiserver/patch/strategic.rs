@@ -4,12 +4,10 @@
 //! after `staging/src/k8s.io/apimachinery/pkg/util/strategicpatch/patch.go`. The invariants
 //! are the patch module's.
 
-use std::sync::OnceLock;
-
 use serde_json::{Map, Value};
 
 use super::PatchError;
-use crate::apiserver::openapi;
+use crate::apiserver::openapi::schemas;
 use crate::apiserver::resources::RESOURCES;
 use ListMergeStrategy::{MergeAsSet, MergeByKey};
 
@@ -49,7 +47,7 @@ impl PatchSchema for NoListMergeStrategies {
 }
 
 /// The list merge strategies of one served kind, read from its definition in the schema kcm
-/// serves (Kubernetes 1.32's, as `/openapi/v2` publishes it): a list merges where its field
+/// serves (Kubernetes 1.32's, `openapi::schemas`, the one parse every reader shares): a list merges where its field
 /// carries `x-kubernetes-patch-strategy: merge` (by its `x-kubernetes-patch-merge-key`, or as
 /// a set without one), the extensions kube-openapi writes from the `patchStrategy` and
 /// `patchMergeKey` struct tags of `k8s.io/api`. A field path is looked up by walking the
@@ -58,21 +56,6 @@ impl PatchSchema for NoListMergeStrategies {
 pub struct BuiltinPatchSchema {
     /// The kind's definition (`io.k8s.api.core.v1.Pod`).
     definition: &'static Value,
-}
-
-/// How a definition refers to another in `/openapi/v2`.
-const DEFINITION_REF_PREFIX: &str = "#/definitions/";
-
-/// The definitions of `/openapi/v2`, parsed once.
-fn served_definitions() -> &'static Map<String, Value> {
-    static DEFINITIONS: OnceLock<Map<String, Value>> = OnceLock::new();
-    DEFINITIONS.get_or_init(|| {
-        let mut document: Value = serde_json::from_str(openapi::v2()).expect("/openapi/v2 is JSON");
-        match document.get_mut("definitions").map(Value::take) {
-            Some(Value::Object(definitions)) => definitions,
-            _ => Map::new(),
-        }
-    })
 }
 
 impl BuiltinPatchSchema {
@@ -86,13 +69,9 @@ impl BuiltinPatchSchema {
             let subresource = resource.subresources.iter().find(|sub| sub.kind == kind)?;
             Some((subresource.group, subresource.version))
         })?;
-        let is_tagged_with_kind =
-            |tag: &Value| tag["group"] == group && tag["version"] == version && tag["kind"] == kind;
-        let definition = served_definitions().values().find(|definition| {
-            definition["x-kubernetes-group-version-kind"]
-                .as_array()
-                .is_some_and(|tags| tags.iter().any(is_tagged_with_kind))
-        })?;
+        let schemas = schemas();
+        let name = schemas.name_of(group, version, kind)?;
+        let definition = schemas.by_name.get(name)?;
         Some(BuiltinPatchSchema { definition })
     }
 }
@@ -124,8 +103,7 @@ fn object_schema(mut schema: &'static Value) -> Option<&'static Value> {
     // properties or a type, so two steps (a list of references) are the most it takes.
     for _ in 0..8 {
         if let Some(Value::String(reference)) = schema.get("$ref") {
-            let name = reference.strip_prefix(DEFINITION_REF_PREFIX)?;
-            schema = served_definitions().get(name)?;
+            schema = schemas().resolve(reference)?;
         } else if let Some(items) = schema.get("items") {
             schema = items;
         } else {
