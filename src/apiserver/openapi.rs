@@ -68,6 +68,13 @@ fn served_definitions() -> Vec<(&'static str, &'static Value)> {
     found
 }
 
+/// The served schema of `kind` (`Scale` included), if kcm serves it.
+pub(crate) fn definition_of(kind: &str) -> Option<&'static Value> {
+    served_definitions()
+        .into_iter()
+        .find_map(|(served, definition)| (served == kind).then_some(definition))
+}
+
 /// The group-versions kcm serves, as `/openapi/v3` names them (`api/v1`, `apis/apps/v1`).
 fn group_versions() -> Vec<(&'static str, &'static str)> {
     let mut found: Vec<(&'static str, &'static str)> = Vec::new();

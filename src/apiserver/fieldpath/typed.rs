@@ -1,0 +1,273 @@
+//! The paths an object has under the served schema: what an applied configuration makes
+//! its manager own (structured-merge-diff's `typed` package, `ToFieldSet`), with each
+//! list's semantics read from Kubernetes 1.32's schema (`openapi::schemas`), as kube-openapi's
+//! `schemaconv` reads them.
+//!
+//! The rules, for a value at path `p`:
+//! - a scalar (and `null`, where the schema says a scalar or nothing) is the member `p`;
+//! - an atomic list or map (`x-kubernetes-list-type: atomic`, a list with no list type and
+//!   no merge strategy, `x-kubernetes-map-type: atomic`) is the member `p`, nothing below;
+//! - a list of type `map` (`x-kubernetes-list-map-keys`, or the one
+//!   `x-kubernetes-patch-merge-key` of a list merged by key) has each item as a member by
+//!   its key fields (`p[name="web"]`), an absent key field taking the schema's default or
+//!   left out, and an item with no key field at all an error; a list of type `set` (or
+//!   merged without a key) has each item by its value (`p[="x"]`); and each item's paths
+//!   below it;
+//! - a map has each entry's paths; an entry the schema does not declare as a property (a
+//!   label, an annotation, anything under a schema that says nothing) is a member too, a
+//!   declared one only through what it holds, so `spec: {}` owns nothing;
+//! - under no schema the value decides: objects are maps, lists atomic.
+//!
+//! Two things server-side apply needs that this does not do yet:
+//! - 1.32's published schema carries no `default` for a container's or a service port's
+//!   `protocol`, so a port applied without one is keyed by its number alone, where
+//!   kube-apiserver (whose schema the Go types' defaults complete) keys it with
+//!   `protocol: "TCP"`;
+//! - an Update entry is what a write changed (structured-merge-diff's `Compare`), not these
+//!   paths. kube-apiserver compares against the Go zero value of the kind on a create, in
+//!   which a struct that is not a pointer (`spec`, `spec.template`, `spec.strategy`) is
+//!   already present and a pointer or a map (`spec.strategy.rollingUpdate`,
+//!   `metadata.labels`) is not: so only the latter become members (`".": {}`) of a
+//!   create's entry. Which is which is in the Go types, not in the schema.
+//!
+//! Invariants: pure; one walk of the object; an error names the path and what the schema
+//! expected there.
+
+use serde_json::Value;
+
+use super::{display, PathElement, Set};
+use crate::apiserver::openapi::{definition_of, schemas};
+
+/// The paths of `object`, an object of the served `kind`.
+///
+/// # Errors
+/// A kind kcm does not serve, a value of another shape than its schema's, or a list item
+/// without its keys: one message naming the path.
+pub fn fields_of(kind: &str, object: &Value) -> Result<Set, String> {
+    let definition =
+        definition_of(kind).ok_or_else(|| format!("no served schema for kind {kind:?}"))?;
+    let mut walk = Walk {
+        set: Set::new(),
+        path: Vec::new(),
+    };
+    walk.value(Some(definition), object)?;
+    Ok(walk.set)
+}
+
+/// How a list's items are told apart.
+#[derive(Debug, PartialEq, Eq)]
+enum ListType<'s> {
+    /// The list is one value.
+    Atomic,
+    /// By value.
+    Set,
+    /// By these fields of each item.
+    Map(Vec<&'s str>),
+}
+
+/// The list type of a list whose field schema is `schema`.
+fn list_type(schema: &Value) -> ListType<'_> {
+    match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("set") => return ListType::Set,
+        Some("map") => {
+            let keys = schema["x-kubernetes-list-map-keys"]
+                .as_array()
+                .map(|keys| keys.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            return ListType::Map(keys);
+        }
+        Some(_) => return ListType::Atomic,
+        None => {}
+    }
+    let merges = schema
+        .get("x-kubernetes-patch-strategy")
+        .and_then(Value::as_str)
+        .is_some_and(|strategy| strategy.split(',').any(|s| s == "merge"));
+    match schema
+        .get("x-kubernetes-patch-merge-key")
+        .and_then(Value::as_str)
+    {
+        Some(key) if merges => ListType::Map(vec![key]),
+        None if merges => ListType::Set,
+        _ => ListType::Atomic,
+    }
+}
+
+/// What a schema says a value is.
+#[derive(Debug, PartialEq, Eq)]
+enum Shape {
+    List,
+    Map,
+    Scalar,
+    /// Nothing: the value decides.
+    Any,
+}
+
+fn shape(schema: &Value) -> Shape {
+    match schema.get("type").and_then(Value::as_str) {
+        Some("array") => Shape::List,
+        Some("object") => Shape::Map,
+        Some(_) => Shape::Scalar,
+        None if schema.get("items").is_some() => Shape::List,
+        None if schema.get("properties").is_some()
+            || schema.get("additionalProperties").is_some() =>
+        {
+            Shape::Map
+        }
+        None if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) => {
+            Shape::Scalar
+        }
+        None => Shape::Any,
+    }
+}
+
+struct Walk {
+    set: Set,
+    path: Vec<PathElement>,
+}
+
+impl Walk {
+    /// Adds the paths of `value`, whose schema is `schema` (`None`: no schema).
+    fn value(&mut self, schema: Option<&'static Value>, value: &Value) -> Result<(), String> {
+        let schema = schema.map(|schema| (schema, schemas().dereference(schema)));
+        let shape = match schema {
+            Some((_, resolved)) => shape(resolved),
+            None => Shape::Any,
+        };
+        match (shape, value) {
+            (Shape::List, Value::Array(items)) => {
+                let (field, resolved) = schema.expect("a list shape comes from a schema");
+                self.list(list_type_of(field, resolved), resolved.get("items"), items)
+            }
+            (Shape::List, Value::Null) => {
+                let (field, resolved) = schema.expect("a list shape comes from a schema");
+                if list_type_of(field, resolved) == ListType::Atomic {
+                    self.set.insert(&self.path);
+                }
+                Ok(())
+            }
+            (Shape::Map, Value::Null) => {
+                let (field, resolved) = schema.expect("a map shape comes from a schema");
+                if is_atomic_map(field) || is_atomic_map(resolved) {
+                    self.set.insert(&self.path);
+                }
+                Ok(())
+            }
+            (Shape::Map, Value::Object(fields)) => {
+                let (field, resolved) = schema.expect("a map shape comes from a schema");
+                if is_atomic_map(field) || is_atomic_map(resolved) {
+                    self.set.insert(&self.path);
+                    return Ok(());
+                }
+                for (name, child) in fields {
+                    let declared = resolved.get("properties").and_then(|p| p.get(name));
+                    let child_schema = declared.or_else(|| {
+                        resolved
+                            .get("additionalProperties")
+                            .filter(|values| values.is_object())
+                    });
+                    self.path.push(PathElement::Field(name.clone()));
+                    self.value(child_schema, child)?;
+                    if declared.is_none() {
+                        self.set.insert(&self.path);
+                    }
+                    self.path.pop();
+                }
+                Ok(())
+            }
+            (Shape::Any, Value::Object(fields)) => {
+                for (name, child) in fields {
+                    self.path.push(PathElement::Field(name.clone()));
+                    self.value(None, child)?;
+                    self.set.insert(&self.path);
+                    self.path.pop();
+                }
+                Ok(())
+            }
+            (Shape::Scalar, Value::Array(_) | Value::Object(_)) => Err(self.expected("a scalar")),
+            (Shape::Scalar | Shape::Any, _) => {
+                self.set.insert(&self.path);
+                Ok(())
+            }
+            (Shape::List, _) => Err(self.expected("a list")),
+            (Shape::Map, _) => Err(self.expected("an object")),
+        }
+    }
+
+    fn list(
+        &mut self,
+        list: ListType<'_>,
+        items: Option<&'static Value>,
+        values: &[Value],
+    ) -> Result<(), String> {
+        let keys = match list {
+            ListType::Atomic => {
+                self.set.insert(&self.path);
+                return Ok(());
+            }
+            ListType::Set => None,
+            ListType::Map(keys) => Some(keys),
+        };
+        let item_fields = items
+            .map(|items| schemas().dereference(items))
+            .and_then(|items| items.get("properties"));
+        for item in values {
+            let element = match &keys {
+                None => match item {
+                    Value::Array(_) | Value::Object(_) => {
+                        return Err(self.expected("a set of scalars"));
+                    }
+                    _ => PathElement::Value(item.clone()),
+                },
+                Some(keys) => {
+                    let mut fields = Vec::new();
+                    for key in keys {
+                        let default = item_fields
+                            .and_then(|p| p.get(*key))
+                            .map(|schema| schemas().dereference(schema))
+                            .and_then(|schema| schema.get("default"));
+                        if let Some(value) = item.get(*key).or(default) {
+                            fields.push(((*key).to_string(), value.clone()));
+                        }
+                    }
+                    if fields.is_empty() {
+                        return Err(format!(
+                            "{}: an item of a list keyed by {} has none of its keys",
+                            display(&self.path),
+                            keys.join(", ")
+                        ));
+                    }
+                    PathElement::key(fields)
+                }
+            };
+            self.path.push(element);
+            self.value(items, item)?;
+            self.set.insert(&self.path);
+            self.path.pop();
+        }
+        Ok(())
+    }
+
+    fn expected(&self, what: &str) -> String {
+        let at = display(&self.path);
+        let at = if at.is_empty() { "the object" } else { &at };
+        format!("{at}: expected {what}")
+    }
+}
+
+/// `x-kubernetes-map-type: atomic`.
+fn is_atomic_map(schema: &Value) -> bool {
+    schema.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic")
+}
+
+/// The list type of a list field: on the field's own schema (beside its `$ref`, if any),
+/// else on what it refers to.
+fn list_type_of<'s>(field: &'s Value, resolved: &'s Value) -> ListType<'s> {
+    match list_type(field) {
+        ListType::Atomic => list_type(resolved),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests;
