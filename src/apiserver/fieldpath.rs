@@ -29,6 +29,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
+pub mod merge;
 pub mod typed;
 
 /// One step of a path.
@@ -268,6 +269,14 @@ impl Set {
             }
         }
         set.nodes.get(last).is_some_and(|node| node.member)
+    }
+
+    /// What the set holds at `element`, one step down: whether that path is a member, and
+    /// the set of paths below it (relative to it).
+    pub fn get(&self, element: &PathElement) -> Option<(bool, &Set)> {
+        self.nodes
+            .get(element)
+            .map(|node| (node.member, &node.children))
     }
 
     /// Every member, in order (a path before the paths below it).

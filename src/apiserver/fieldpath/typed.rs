@@ -56,7 +56,7 @@ pub fn fields_of(kind: &str, object: &Value) -> Result<Set, String> {
 
 /// How a list's items are told apart.
 #[derive(Debug, PartialEq, Eq)]
-enum ListType<'s> {
+pub(super) enum ListType<'s> {
     /// The list is one value.
     Atomic,
     /// By value.
@@ -95,7 +95,7 @@ fn list_type(schema: &Value) -> ListType<'_> {
 
 /// What a schema says a value is.
 #[derive(Debug, PartialEq, Eq)]
-enum Shape {
+pub(super) enum Shape {
     List,
     Map,
     Scalar,
@@ -103,7 +103,7 @@ enum Shape {
     Any,
 }
 
-fn shape(schema: &Value) -> Shape {
+pub(super) fn shape(schema: &Value) -> Shape {
     match schema.get("type").and_then(Value::as_str) {
         Some("array") => Shape::List,
         Some("object") => Shape::Map,
@@ -160,15 +160,10 @@ impl Walk {
                     return Ok(());
                 }
                 for (name, child) in fields {
-                    let declared = resolved.get("properties").and_then(|p| p.get(name));
-                    let child_schema = declared.or_else(|| {
-                        resolved
-                            .get("additionalProperties")
-                            .filter(|values| values.is_object())
-                    });
+                    let (child_schema, declared) = field_schema(resolved, name);
                     self.path.push(PathElement::Field(name.clone()));
                     self.value(child_schema, child)?;
-                    if declared.is_none() {
+                    if !declared {
                         self.set.insert(&self.path);
                     }
                     self.path.pop();
@@ -208,38 +203,9 @@ impl Walk {
             ListType::Set => None,
             ListType::Map(keys) => Some(keys),
         };
-        let item_fields = items
-            .map(|items| schemas().dereference(items))
-            .and_then(|items| items.get("properties"));
         for item in values {
-            let element = match &keys {
-                None => match item {
-                    Value::Array(_) | Value::Object(_) => {
-                        return Err(self.expected("a set of scalars"));
-                    }
-                    _ => PathElement::Value(item.clone()),
-                },
-                Some(keys) => {
-                    let mut fields = Vec::new();
-                    for key in keys {
-                        let default = item_fields
-                            .and_then(|p| p.get(*key))
-                            .map(|schema| schemas().dereference(schema))
-                            .and_then(|schema| schema.get("default"));
-                        if let Some(value) = item.get(*key).or(default) {
-                            fields.push(((*key).to_string(), value.clone()));
-                        }
-                    }
-                    if fields.is_empty() {
-                        return Err(format!(
-                            "{}: an item of a list keyed by {} has none of its keys",
-                            display(&self.path),
-                            keys.join(", ")
-                        ));
-                    }
-                    PathElement::key(fields)
-                }
-            };
+            let element = item_element(keys.as_deref(), items, item)
+                .map_err(|why| format!("{}: {why}", display(&self.path)))?;
             self.path.push(element);
             self.value(items, item)?;
             self.set.insert(&self.path);
@@ -255,14 +221,66 @@ impl Walk {
     }
 }
 
+/// The path element of `item`, an item of a list keyed by `keys` (`None`: a set) whose
+/// items' schema is `items`: its key fields, an absent one taking its schema's default.
+///
+/// # Errors
+/// A set item that is not a scalar, a keyed item with none of its keys.
+pub(super) fn item_element(
+    keys: Option<&[&str]>,
+    items: Option<&'static Value>,
+    item: &Value,
+) -> Result<PathElement, String> {
+    let Some(keys) = keys else {
+        return match item {
+            Value::Array(_) | Value::Object(_) => Err("expected a set of scalars".to_string()),
+            _ => Ok(PathElement::Value(item.clone())),
+        };
+    };
+    let item_fields = items
+        .map(|items| schemas().dereference(items))
+        .and_then(|items| items.get("properties"));
+    let mut fields = Vec::new();
+    for key in keys {
+        let default = item_fields
+            .and_then(|p| p.get(*key))
+            .map(|schema| schemas().dereference(schema))
+            .and_then(|schema| schema.get("default"));
+        if let Some(value) = item.get(*key).or(default) {
+            fields.push(((*key).to_string(), value.clone()));
+        }
+    }
+    if fields.is_empty() {
+        return Err(format!(
+            "an item of a list keyed by {} has none of its keys",
+            keys.join(", ")
+        ));
+    }
+    Ok(PathElement::key(fields))
+}
+
+/// The schema of field `name` of an object whose (resolved) schema is `object`, and
+/// whether the schema declares it (a property, not a map entry or an unknown field).
+pub(super) fn field_schema(object: &'static Value, name: &str) -> (Option<&'static Value>, bool) {
+    match object.get("properties").and_then(|p| p.get(name)) {
+        Some(declared) => (Some(declared), true),
+        None => {
+            let values = object
+                .get("additionalProperties")
+                .filter(|values| values.is_object());
+            (values, false)
+        }
+    }
+}
+
 /// `x-kubernetes-map-type: atomic`.
-fn is_atomic_map(schema: &Value) -> bool {
+pub(super) fn is_atomic_map(schema: &Value) -> bool {
     schema.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic")
 }
 
 /// The list type of a list field: on the field's own schema (beside its `$ref`, if any),
 /// else on what it refers to.
-fn list_type_of<'s>(field: &'s Value, resolved: &'s Value) -> ListType<'s> {
+pub(super) fn list_type_of<'s>(field: &'s Value, resolved: &'s Value) -> ListType<'s> {
     match list_type(field) {
         ListType::Atomic => list_type(resolved),
         other => other,
