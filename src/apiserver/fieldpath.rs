@@ -29,6 +29,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
+pub mod compare;
 pub mod merge;
 pub mod typed;
 
