@@ -30,6 +30,7 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value};
 
 pub mod compare;
+pub mod managed;
 pub mod merge;
 pub mod typed;
 
