@@ -30,8 +30,9 @@
 //! - `http`: the listener (TLS, bearer tokens, connection limits);
 //! - `fieldpath`: field paths and sets of them in `managedFields`' FieldsV1 form, the
 //!   paths an object has under the served schema, merging an applied configuration,
-//!   removing paths, comparing two objects, and the `managedFields` entries an Update
-//!   records: server-side apply's ground, not yet read by a handler.
+//!   removing paths, comparing two objects, the `managedFields` entries an Update
+//!   records, and an apply with its conflicts: server-side apply's ground, not yet read by
+//!   a handler.
 //!
 //! Invariants: the apiserver keeps no state of its own (several over one etcd serve the
 //! same objects at the same resourceVersions); every object served carries

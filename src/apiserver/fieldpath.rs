@@ -29,6 +29,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
+pub mod apply;
 pub mod compare;
 pub mod managed;
 pub mod merge;
