@@ -18,11 +18,9 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
 
-use super::typed::{
-    field_schema, is_atomic_map, item_element, list_type_of, shape, ListType, Shape,
-};
+use super::typed::{field_schema, item_element, type_of, Type};
 use super::{compare_values, display, PathElement, Set};
-use crate::apiserver::openapi::{definition_of, schemas};
+use crate::apiserver::openapi::definition_of;
 
 /// The paths a write from `old` to `new` added, modified and removed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -96,40 +94,21 @@ impl Walk {
         old: Option<&Value>,
         new: Option<&Value>,
     ) -> Result<(), String> {
-        let resolved = schema.map(|schema| schemas().dereference(schema));
-        match resolved.map_or(Shape::Any, shape) {
-            Shape::Scalar => self.leaf(old, new),
-            Shape::Any => match (old, new) {
+        match type_of(schema) {
+            Type::Scalar | Type::Atomic { .. } => self.leaf(old, new),
+            Type::Any => match (old, new) {
                 (Some(Value::Object(_)) | None, Some(Value::Object(_)))
                 | (Some(Value::Object(_)), None) => self.map(None, old, new)?,
                 _ => self.leaf(old, new),
             },
-            Shape::Map => {
-                let field = schema.expect("a map shape comes from a schema");
-                let resolved = resolved.expect("a map shape comes from a schema");
-                if is_atomic_map(field) || is_atomic_map(resolved) {
-                    self.leaf(old, new);
-                } else {
-                    self.map(Some(resolved), old, new)?;
-                }
-            }
-            Shape::List => {
-                let field = schema.expect("a list shape comes from a schema");
-                let resolved = resolved.expect("a list shape comes from a schema");
-                let keys = match list_type_of(field, resolved) {
-                    ListType::Atomic => {
-                        self.leaf(old, new);
-                        return Ok(());
-                    }
-                    ListType::Set => None,
-                    ListType::Map(keys) => Some(keys),
-                };
+            Type::Map(resolved) => self.map(Some(resolved), old, new)?,
+            Type::List { keys, items } => {
                 if is_empty(old) && is_empty(new) {
                     self.leaf(old, new);
-                    return Ok(());
+                } else {
+                    self.list(keys.as_deref(), items, old, new)?;
+                    self.itself(old, new);
                 }
-                self.list(keys.as_deref(), resolved.get("items"), old, new)?;
-                self.itself(old, new);
             }
         }
         Ok(())

@@ -21,11 +21,9 @@
 
 use serde_json::{Map, Value};
 
-use super::typed::{
-    field_schema, is_atomic_map, item_element, list_type_of, shape, ListType, Shape,
-};
+use super::typed::{field_schema, item_element, type_of, Type};
 use super::{display, PathElement, Set};
-use crate::apiserver::openapi::{definition_of, schemas};
+use crate::apiserver::openapi::definition_of;
 
 /// `config` merged into `live`, both objects of the served `kind`.
 ///
@@ -76,53 +74,23 @@ fn merge_value(
     lhs: Option<&Value>,
     rhs: Option<&Value>,
 ) -> Result<Option<Value>, String> {
-    let resolved = schema.map(|schema| schemas().dereference(schema));
-    let expected = |path: &[PathElement], what: &str| format!("{}: expected {what}", display(path));
-    match resolved.map_or(Shape::Any, shape) {
-        Shape::Scalar => {
-            if matches!(rhs, Some(Value::Array(_) | Value::Object(_))) {
-                return Err(expected(path, "a scalar"));
-            }
-            Ok(leaf(lhs, rhs))
-        }
-        Shape::Any => match (lhs, rhs) {
+    let value_type = type_of(schema);
+    if let Some(what) = rhs.and_then(|rhs| value_type.mismatch(rhs)) {
+        return Err(format!("{}: expected {what}", display(path)));
+    }
+    match value_type {
+        Type::Scalar | Type::Atomic { .. } => Ok(leaf(lhs, rhs)),
+        Type::Any => match (lhs, rhs) {
             (Some(Value::Object(_)) | None, Some(Value::Object(_)))
             | (Some(Value::Object(_)), None) => merge_map(path, None, lhs, rhs),
             _ => Ok(leaf(lhs, rhs)),
         },
-        Shape::Map => {
-            if matches!(
-                rhs,
-                Some(Value::Array(_) | Value::String(_) | Value::Number(_) | Value::Bool(_))
-            ) {
-                return Err(expected(path, "an object"));
-            }
-            let field = schema.expect("a map shape comes from a schema");
-            let resolved = resolved.expect("a map shape comes from a schema");
-            if is_atomic_map(field) || is_atomic_map(resolved) {
-                return Ok(leaf(lhs, rhs));
-            }
-            merge_map(path, Some(resolved), lhs, rhs)
-        }
-        Shape::List => {
-            if matches!(
-                rhs,
-                Some(Value::Object(_) | Value::String(_) | Value::Number(_) | Value::Bool(_))
-            ) {
-                return Err(expected(path, "a list"));
-            }
-            let field = schema.expect("a list shape comes from a schema");
-            let resolved = resolved.expect("a list shape comes from a schema");
-            let keys = match list_type_of(field, resolved) {
-                ListType::Atomic => return Ok(leaf(lhs, rhs)),
-                ListType::Set => None,
-                ListType::Map(keys) => Some(keys),
-            };
+        Type::Map(resolved) => merge_map(path, Some(resolved), lhs, rhs),
+        Type::List { keys, items } => {
             let (l, r) = (non_empty_list(lhs), non_empty_list(rhs));
             if l.is_none() && r.is_none() {
                 return Ok(leaf(lhs, rhs));
             }
-            let items = resolved.get("items");
             merge_list(path, keys.as_deref(), items, l, r).map(Some)
         }
     }
@@ -249,13 +217,17 @@ fn remove_in(
     value: &mut Value,
     set: &Set,
 ) -> Result<(), String> {
-    let resolved = schema.map(|schema| schemas().dereference(schema));
+    let value_type = type_of(schema);
     match value {
         Value::Object(fields) => {
             fields.retain(|name, _| {
                 !set.get(&PathElement::Field(name.clone()))
                     .is_some_and(|(member, _)| member)
             });
+            let resolved = match value_type {
+                Type::Map(resolved) => Some(resolved),
+                _ => None,
+            };
             for (name, child) in fields.iter_mut() {
                 let element = PathElement::Field(name.clone());
                 let Some((_, below)) = set.get(&element) else {
@@ -268,15 +240,9 @@ fn remove_in(
             }
         }
         Value::Array(list) => {
-            let (Some(field), Some(resolved)) = (schema, resolved) else {
+            let Type::List { keys, items } = value_type else {
                 return Ok(());
             };
-            let keys = match list_type_of(field, resolved) {
-                ListType::Atomic => return Ok(()),
-                ListType::Set => None,
-                ListType::Map(keys) => Some(keys),
-            };
-            let items = resolved.get("items");
             let mut kept = Vec::with_capacity(list.len());
             for mut item in std::mem::take(list) {
                 let element = item_element(keys.as_deref(), items, &item)

@@ -56,7 +56,7 @@ pub fn fields_of(kind: &str, object: &Value) -> Result<Set, String> {
 
 /// How a list's items are told apart.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum ListType<'s> {
+enum ListType<'s> {
     /// The list is one value.
     Atomic,
     /// By value.
@@ -95,7 +95,7 @@ fn list_type(schema: &Value) -> ListType<'_> {
 
 /// What a schema says a value is.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Shape {
+enum Shape {
     List,
     Map,
     Scalar,
@@ -103,7 +103,7 @@ pub(super) enum Shape {
     Any,
 }
 
-pub(super) fn shape(schema: &Value) -> Shape {
+fn shape(schema: &Value) -> Shape {
     match schema.get("type").and_then(Value::as_str) {
         Some("array") => Shape::List,
         Some("object") => Shape::Map,
@@ -121,6 +121,75 @@ pub(super) fn shape(schema: &Value) -> Shape {
     }
 }
 
+/// What the schema says one value is: what the walks over objects (this one, the merge,
+/// the comparison) decide by.
+#[derive(Debug)]
+pub(super) enum Type {
+    /// A scalar: one value.
+    Scalar,
+    /// An atomic list (`list`) or map: one value.
+    Atomic { list: bool },
+    /// A map whose entries are told apart, with its schema (resolved).
+    Map(&'static Value),
+    /// A list whose items are told apart: a set (`keys: None`) or a list keyed by fields,
+    /// with its items' schema.
+    List {
+        keys: Option<Vec<&'static str>>,
+        items: Option<&'static Value>,
+    },
+    /// No schema: the value decides (objects are maps, anything else one value).
+    Any,
+}
+
+/// The type of a value whose field's schema is `schema` (`None`: no schema).
+pub(super) fn type_of(schema: Option<&'static Value>) -> Type {
+    let Some(field) = schema else {
+        return Type::Any;
+    };
+    let resolved = schemas().dereference(field);
+    match shape(resolved) {
+        Shape::Scalar => Type::Scalar,
+        Shape::Any => Type::Any,
+        Shape::Map if is_atomic_map(field) || is_atomic_map(resolved) => {
+            Type::Atomic { list: false }
+        }
+        Shape::Map => Type::Map(resolved),
+        Shape::List => match list_type_of(field, resolved) {
+            ListType::Atomic => Type::Atomic { list: true },
+            ListType::Set => Type::List {
+                keys: None,
+                items: resolved.get("items"),
+            },
+            ListType::Map(keys) => Type::List {
+                keys: Some(keys),
+                items: resolved.get("items"),
+            },
+        },
+    }
+}
+
+impl Type {
+    /// What the schema expected where `value` has another shape (`null` fits any).
+    pub(super) fn mismatch(&self, value: &Value) -> Option<&'static str> {
+        let list = match self {
+            Type::Any => return None,
+            Type::Scalar => {
+                return matches!(value, Value::Array(_) | Value::Object(_)).then_some("a scalar")
+            }
+            Type::Atomic { list } => *list,
+            Type::List { .. } => true,
+            Type::Map(_) => false,
+        };
+        match value {
+            Value::Null => None,
+            Value::Array(_) if list => None,
+            Value::Object(_) if !list => None,
+            _ if list => Some("a list"),
+            _ => Some("an object"),
+        }
+    }
+}
+
 struct Walk {
     set: Set,
     path: Vec<PathElement>,
@@ -129,36 +198,17 @@ struct Walk {
 impl Walk {
     /// Adds the paths of `value`, whose schema is `schema` (`None`: no schema).
     fn value(&mut self, schema: Option<&'static Value>, value: &Value) -> Result<(), String> {
-        let schema = schema.map(|schema| (schema, schemas().dereference(schema)));
-        let shape = match schema {
-            Some((_, resolved)) => shape(resolved),
-            None => Shape::Any,
-        };
-        match (shape, value) {
-            (Shape::List, Value::Array(items)) => {
-                let (field, resolved) = schema.expect("a list shape comes from a schema");
-                self.list(list_type_of(field, resolved), resolved.get("items"), items)
+        let value_type = type_of(schema);
+        if let Some(what) = value_type.mismatch(value) {
+            return Err(self.expected(what));
+        }
+        match (value_type, value) {
+            (Type::List { keys, items }, Value::Array(values)) => {
+                self.list(keys.as_deref(), items, values)
             }
-            (Shape::List, Value::Null) => {
-                let (field, resolved) = schema.expect("a list shape comes from a schema");
-                if list_type_of(field, resolved) == ListType::Atomic {
-                    self.set.insert(&self.path);
-                }
-                Ok(())
-            }
-            (Shape::Map, Value::Null) => {
-                let (field, resolved) = schema.expect("a map shape comes from a schema");
-                if is_atomic_map(field) || is_atomic_map(resolved) {
-                    self.set.insert(&self.path);
-                }
-                Ok(())
-            }
-            (Shape::Map, Value::Object(fields)) => {
-                let (field, resolved) = schema.expect("a map shape comes from a schema");
-                if is_atomic_map(field) || is_atomic_map(resolved) {
-                    self.set.insert(&self.path);
-                    return Ok(());
-                }
+            // A map or list told apart by its entries owns nothing of its own.
+            (Type::List { .. } | Type::Map(_), Value::Null) => Ok(()),
+            (Type::Map(resolved), Value::Object(fields)) => {
                 for (name, child) in fields {
                     let (child_schema, declared) = field_schema(resolved, name);
                     self.path.push(PathElement::Field(name.clone()));
@@ -170,7 +220,7 @@ impl Walk {
                 }
                 Ok(())
             }
-            (Shape::Any, Value::Object(fields)) => {
+            (Type::Any, Value::Object(fields)) => {
                 for (name, child) in fields {
                     self.path.push(PathElement::Field(name.clone()));
                     self.value(None, child)?;
@@ -179,32 +229,22 @@ impl Walk {
                 }
                 Ok(())
             }
-            (Shape::Scalar, Value::Array(_) | Value::Object(_)) => Err(self.expected("a scalar")),
-            (Shape::Scalar | Shape::Any, _) => {
+            // A scalar, an atomic list or map, anything else under no schema.
+            _ => {
                 self.set.insert(&self.path);
                 Ok(())
             }
-            (Shape::List, _) => Err(self.expected("a list")),
-            (Shape::Map, _) => Err(self.expected("an object")),
         }
     }
 
     fn list(
         &mut self,
-        list: ListType<'_>,
+        keys: Option<&[&str]>,
         items: Option<&'static Value>,
         values: &[Value],
     ) -> Result<(), String> {
-        let keys = match list {
-            ListType::Atomic => {
-                self.set.insert(&self.path);
-                return Ok(());
-            }
-            ListType::Set => None,
-            ListType::Map(keys) => Some(keys),
-        };
         for item in values {
-            let element = item_element(keys.as_deref(), items, item)
+            let element = item_element(keys, items, item)
                 .map_err(|why| format!("{}: {why}", display(&self.path)))?;
             self.path.push(element);
             self.value(items, item)?;
@@ -274,13 +314,13 @@ pub(super) fn field_schema(object: &'static Value, name: &str) -> (Option<&'stat
 }
 
 /// `x-kubernetes-map-type: atomic`.
-pub(super) fn is_atomic_map(schema: &Value) -> bool {
+fn is_atomic_map(schema: &Value) -> bool {
     schema.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic")
 }
 
 /// The list type of a list field: on the field's own schema (beside its `$ref`, if any),
 /// else on what it refers to.
-pub(super) fn list_type_of<'s>(field: &'s Value, resolved: &'s Value) -> ListType<'s> {
+fn list_type_of<'s>(field: &'s Value, resolved: &'s Value) -> ListType<'s> {
     match list_type(field) {
         ListType::Atomic => list_type(resolved),
         other => other,
