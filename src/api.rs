@@ -70,7 +70,7 @@ pub use label_selector::{
 pub use meta::{
     controller_of, fill_system_fields, now_rfc3339, remember_spec, set_generation,
     set_generation_from_read, start_deletion, ObjectMeta, OwnerReference, ReadSpec,
-    ResourceVersion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+    ResourceVersion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, LAST_APPLIED_ANNOTATION,
 };
 pub use namespace::{
     is_terminating, namespace_key, new_namespace, start_terminating, IMMORTAL_NAMESPACES,

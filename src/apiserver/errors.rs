@@ -117,6 +117,17 @@ impl ApiError {
         error
     }
 
+    /// 409 `Conflict` of a server-side apply: kube-apiserver's `Apply failed with 1
+    /// conflict: ...`, a `FieldManagerConflict` cause per field (`errors.NewApplyConflict`:
+    /// no name or kind in the details).
+    pub fn apply_conflict(message: String, causes: Vec<Cause>) -> ApiError {
+        let mut error = ApiError::new(409, "Conflict", message);
+        let mut details = Details::new("", "", "").expect("details");
+        details.causes = causes;
+        error.details = Some(details);
+        error
+    }
+
     /// 422 `Invalid` without field causes (a patch that does not apply).
     pub fn unprocessable(message: impl Into<String>) -> ApiError {
         ApiError::new(422, "Invalid", message)
@@ -237,7 +248,12 @@ impl ApiError {
             "code": self.code,
         });
         if let Some(found) = &self.details {
-            let mut details = json!({ "name": found.name, "kind": found.kind });
+            let mut details = json!({});
+            for (field, value) in [("name", &found.name), ("kind", &found.kind)] {
+                if !value.is_empty() {
+                    details[field] = Value::String(value.clone());
+                }
+            }
             if !found.group.is_empty() {
                 details["group"] = Value::String(found.group.clone());
             }

@@ -346,6 +346,39 @@ impl Set {
         out
     }
 
+    /// What pruning an applier's earlier paths (this set) removes once `owned` (its new
+    /// paths and every other manager's) is owned: structured-merge-diff's prune and then
+    /// its add-back of what someone owns. A path nobody owns goes whole, but a field with
+    /// something owned below it stays (only what nobody owns below it goes); a list item
+    /// nobody owns goes whole even where another manager owns a field of it.
+    pub fn to_prune(&self, owned: &Set) -> Set {
+        let nothing = Set::new();
+        let mut out = Set::new();
+        for (element, node) in &self.nodes {
+            let (owned_member, owned_below) = match owned.nodes.get(element) {
+                Some(theirs) => (theirs.member, &theirs.children),
+                None => (false, &nothing),
+            };
+            let field = matches!(element, PathElement::Field(_));
+            let whole = node.member && !owned_member && !(field && !owned_below.is_empty());
+            let rest = if whole {
+                Node {
+                    member: true,
+                    children: Set::new(),
+                }
+            } else {
+                Node {
+                    member: false,
+                    children: node.children.to_prune(owned_below),
+                }
+            };
+            if !rest.is_empty() {
+                out.nodes.insert(element.clone(), rest);
+            }
+        }
+        out
+    }
+
     /// The set as `metadata.managedFields[].fieldsV1` holds it.
     pub fn to_fields_v1(&self) -> Value {
         Value::Object(self.fields_v1_entries(false))

@@ -32,6 +32,7 @@ mod body;
 mod create;
 mod delete;
 mod documents;
+mod managed;
 mod read;
 mod request;
 mod scale;
@@ -374,7 +375,7 @@ async fn write_typed<T: api::Object>(
         let what = super::errors::qualified(target.resource.group, target.resource.plural);
         ApiError::method_not_allowed(method.as_str(), &what)
     };
-    let options = write::WriteOptions::parse(query)?;
+    let options = write::WriteOptions::parse(query, headers)?;
     let subresource = target.subresource.as_deref();
     if let Some(sub) = subresource {
         if target.resource.subresource(sub).is_none() {
@@ -401,7 +402,13 @@ async fn write_typed<T: api::Object>(
         (Method::PATCH, Some(name), None | Some("status")) => {
             let typed = read_body(headers, body, true).await?;
             let part = update_part(subresource);
-            update::patch::<T>(state, writable, (namespace, name), part, typed, options).await
+            let key = (namespace, name);
+            match typed {
+                (body::BodyType::ApplyPatch, decoded) => {
+                    update::apply::<T>(state, writable, key, part, decoded, options).await
+                }
+                typed => update::patch::<T>(state, writable, key, part, typed, options).await,
+            }
         }
         (Method::PUT | Method::PATCH, Some(name), Some("scale")) => {
             let patch = method == Method::PATCH;

@@ -35,8 +35,7 @@ use crate::registry::{Registry, StorageError};
 /// `kcm apply -f FILE`: the same input as `create`.
 pub type ApplyOptions = FilenameOptions;
 
-/// kubectl's annotation holding the configuration last applied, as compact JSON.
-pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub use crate::api::LAST_APPLIED_ANNOTATION;
 
 /// How many times in a row an apply reads and writes again after a conflict.
 const MAX_APPLY_ATTEMPTS: usize = 5;

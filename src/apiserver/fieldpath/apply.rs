@@ -6,10 +6,11 @@
 //! 1. the configuration is merged into the live object ([`super::merge`]);
 //! 2. the manager's fields become exactly the configuration's paths (less those nobody
 //!    owns, [`super::managed::strip`]);
-//! 3. what the manager applied last time and leaves out now is removed, unless another
-//!    manager owns that very path: a list item another manager only changed a field of
-//!    goes with the applier's item (Kubernetes'
-//!    `TestApplyCanRemoveMapItemsContributedToByControllers`);
+//! 3. what the manager applied last time and leaves out now is removed, unless a manager
+//!    (another, or this one's new configuration) owns that very path ([`Set::to_prune`]):
+//!    a field that leads to something owned stays with what is owned below it, but a list
+//!    item another manager only changed a field of goes with the applier's item
+//!    (Kubernetes' `TestApplyCanRemoveMapItemsContributedToByControllers`);
 //! 4. every field of another manager that this changes or adds is a conflict: without
 //!    `force` the apply fails naming each; with it, the other manager loses the field.
 //!    Every manager loses what was removed, and one left with nothing is dropped.
@@ -43,6 +44,8 @@ pub struct Conflict {
     pub manager: String,
     /// The field, as `.spec.replicas`.
     pub field: String,
+    /// The field's path.
+    pub path: Vec<super::PathElement>,
 }
 
 /// Why an apply failed.
@@ -129,13 +132,14 @@ pub fn apply(
             && e.operation == Operation::Apply
             && e.subresource == mine.subresource
     });
+    let last_time = earlier.iter().find_map(|entry| entry.time.clone());
     let last = earlier
         .into_iter()
         .fold(Set::new(), |set, entry| set.union(&entry.fields));
     let owned = others
         .iter()
         .fold(applied.clone(), |set, entry| set.union(&entry.fields));
-    let pruned = remove(kind, &merged, &last.difference(&owned)).map_err(invalid)?;
+    let pruned = remove(kind, &merged, &last.to_prune(&owned)).map_err(invalid)?;
 
     let comparison = compare(kind, live, &pruned).map_err(invalid)?;
     let changed = comparison.modified.union(&comparison.added);
@@ -145,6 +149,7 @@ pub fn apply(
             conflicts.push(Conflict {
                 manager: printed(entry),
                 field: display(&path),
+                path,
             });
         }
     }
@@ -161,13 +166,16 @@ pub fn apply(
             (!entry.fields.is_empty()).then_some(entry)
         })
         .collect();
+    let changed = !comparison.is_same();
     if !mine.fields.is_empty() {
-        kept.push(mine);
+        // An apply that changes nothing keeps the time of the applier's last apply.
+        let time = if changed { mine.time } else { last_time.or(mine.time) };
+        kept.push(Entry { time, ..mine });
     }
     Ok(Applied {
         object: pruned,
         entries: kept,
-        changed: !comparison.is_same(),
+        changed,
     })
 }
 

@@ -9,7 +9,8 @@
 //!   Update, the apiVersion it wrote, and the subresource (`""`, `status`, `scale`);
 //! - an Update takes what it added or modified from every other entry (an Update is
 //!   always forced) and what it removed from every entry; its own entry gets its earlier
-//!   fields minus what it removed, plus what it added or modified, and the time;
+//!   fields minus what it removed, plus what it added or modified, and the time (a write
+//!   that added or modified nothing keeps the entry's time);
 //! - never owned: `apiVersion`, `kind`, and `metadata`'s `name`, `namespace`, `uid`,
 //!   `resourceVersion`, `generation`, `creationTimestamp`, `selfLink` and `managedFields`;
 //! - an entry left with no field is dropped; beyond 10 Update entries, the oldest merge,
@@ -203,11 +204,11 @@ pub fn record_update(
         subresource: writer.subresource.to_string(),
         fields: Set::new(),
     };
-    let mut earlier = Set::new();
+    let mut earlier = None;
     let mut kept = Vec::with_capacity(entries.len() + 1);
     for mut entry in entries {
         if entry.is(&mine) {
-            earlier = entry.fields;
+            earlier = Some(entry);
             continue;
         }
         entry.fields = entry
@@ -218,9 +219,26 @@ pub fn record_update(
             kept.push(entry);
         }
     }
-    let fields = strip(&earlier.difference(&comparison.removed).union(&changed));
-    if !fields.is_empty() {
-        kept.push(Entry { fields, ..mine });
+    // A write that took no field leaves the writer's entry as it was, time included
+    // (kube-apiserver's `managedFieldsUpdater`), less what it removed.
+    let entry = match earlier {
+        Some(earlier) if changed.is_empty() => Entry {
+            fields: earlier.fields.difference(&comparison.removed),
+            ..earlier
+        },
+        earlier => Entry {
+            fields: strip(
+                &earlier
+                    .map(|e| e.fields)
+                    .unwrap_or_default()
+                    .difference(&comparison.removed)
+                    .union(&changed),
+            ),
+            ..mine
+        },
+    };
+    if !entry.fields.is_empty() {
+        kept.push(entry);
     }
     cap_updates(&mut kept);
     Ok(kept)

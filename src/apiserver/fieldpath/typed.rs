@@ -18,11 +18,12 @@
 //!   declared one only through what it holds, so `spec: {}` owns nothing;
 //! - under no schema the value decides: objects are maps, lists atomic.
 //!
-//! Two things server-side apply needs that this does not do yet:
-//! - 1.32's published schema carries no `default` for a container's or a service port's
-//!   `protocol`, so a port applied without one is keyed by its number alone, where
-//!   kube-apiserver (whose schema the Go types' defaults complete) keys it with
-//!   `protocol: "TCP"`;
+//! 1.32's published schema carries no `default` for a port's `protocol`, a key field:
+//! [`KEY_DEFAULTS`] completes it as the Go types' `+default` markers complete
+//! kube-apiserver's. An applied list with two items of one key is refused (kube-apiserver
+//! refuses duplicates in a configuration, and takes them in a live object).
+//!
+//! What server-side apply does not do as kube-apiserver does:
 //! - an Update entry is what a write changed (structured-merge-diff's `Compare`), not these
 //!   paths. kube-apiserver compares against the Go zero value of the kind on a create, in
 //!   which a struct that is not a pointer (`spec`, `spec.template`, `spec.strategy`) is
@@ -243,9 +244,19 @@ impl Walk {
         items: Option<&'static Value>,
         values: &[Value],
     ) -> Result<(), String> {
+        let mut seen = Set::new();
         for item in values {
             let element = item_element(keys, items, item)
                 .map_err(|why| format!("{}: {why}", display(&self.path)))?;
+            let one = std::slice::from_ref(&element);
+            if seen.has(one) {
+                return Err(format!(
+                    "{}: duplicate entries for key {}",
+                    display(&self.path),
+                    display(one)
+                ));
+            }
+            seen.insert(one);
             self.path.push(element);
             self.value(items, item)?;
             self.set.insert(&self.path);
@@ -285,7 +296,8 @@ pub(super) fn item_element(
         let default = item_fields
             .and_then(|p| p.get(*key))
             .map(|schema| schemas().dereference(schema))
-            .and_then(|schema| schema.get("default"));
+            .and_then(|schema| schema.get("default"))
+            .or_else(|| key_default(items, key));
         if let Some(value) = item.get(*key).or(default) {
             fields.push(((*key).to_string(), value.clone()));
         }
@@ -297,6 +309,30 @@ pub(super) fn item_element(
         ));
     }
     Ok(PathElement::key(fields))
+}
+
+/// The defaults of key fields that the Go types declare (`+default="TCP"`) and the
+/// published 1.32 schema leaves out: a port's `protocol`, so that a port applied without
+/// one is the item kube-apiserver keys as `{"containerPort":80,"protocol":"TCP"}`.
+const KEY_DEFAULTS: &[(&str, &str)] = &[
+    ("io.k8s.api.core.v1.ContainerPort", "protocol"),
+    ("io.k8s.api.core.v1.ServicePort", "protocol"),
+    ("io.k8s.api.core.v1.EndpointPort", "protocol"),
+];
+
+/// The default of key field `key` of the items `items` refers to, from [`KEY_DEFAULTS`].
+fn key_default(items: Option<&'static Value>, key: &str) -> Option<&'static Value> {
+    let reference = items?.get("$ref")?.as_str()?;
+    let definition = reference.rsplit('/').next()?;
+    KEY_DEFAULTS
+        .iter()
+        .any(|&(d, k)| d == definition && k == key)
+        .then(tcp)
+}
+
+fn tcp() -> &'static Value {
+    static TCP: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    TCP.get_or_init(|| Value::String("TCP".to_string()))
 }
 
 /// The schema of field `name` of an object whose (resolved) schema is `object`, and

@@ -51,11 +51,13 @@ pub enum BodyType {
     MergePatch,
     JsonPatch,
     StrategicMergePatch,
+    /// `application/apply-patch+yaml`: a server-side apply's configuration, YAML or JSON.
+    ApplyPatch,
 }
 
 /// The accepted media types, as kube-apiserver lists them in its 415.
 const ACCEPTED: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf";
-const ACCEPTED_PATCHES: &str = "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json";
+const ACCEPTED_PATCHES: &str = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json";
 
 /// Reads a body of at most [`MAX_BODY_BYTES`].
 ///
@@ -105,11 +107,7 @@ pub fn body_type(headers: &HeaderMap, patch: bool) -> Result<BodyType, ApiError>
         ("application/merge-patch+json", true) => Some(BodyType::MergePatch),
         ("application/json-patch+json", true) => Some(BodyType::JsonPatch),
         ("application/strategic-merge-patch+json", true) => Some(BodyType::StrategicMergePatch),
-        ("application/apply-patch+yaml", true) => {
-            return Err(ApiError::unsupported_media_type(
-                "the body of the request was in an unknown format - kcm does not implement server-side apply (application/apply-patch+yaml); use client-side `kubectl apply` (without --server-side) - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json",
-            ))
-        }
+        ("application/apply-patch+yaml", true) => Some(BodyType::ApplyPatch),
         _ => None,
     };
     found.ok_or_else(|| {
@@ -194,7 +192,7 @@ fn decode_within(body_type: BodyType, bytes: &[u8], limit: usize) -> Result<Deco
         budget: &mut budget,
     };
     let over = |budget: &MemoryBudget| budget.spent() > budget.limit();
-    let value = if body_type == BodyType::Yaml {
+    let value = if matches!(body_type, BodyType::Yaml | BodyType::ApplyPatch) {
         if yaml_flow_depth(bytes) > MAX_YAML_FLOW_DEPTH {
             return Err(ApiError::bad_request(format!(
                 "the body is not valid YAML: its flow collections ([...], {{...}}) nest deeper \

@@ -11,6 +11,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::body::Decoded;
+use super::managed;
 use super::store::{self, Prepared};
 use super::strategy::typed;
 use super::write::{
@@ -35,7 +36,31 @@ pub(super) async fn create<T: Object>(
     options: WriteOptions,
 ) -> Result<Response, ApiError> {
     let warnings = check_fields(writable.resource.kind, &body, options.validation)?;
-    let mut object = body.value;
+    let created = create_object::<T>(state, writable, namespace, body.value, options, Track::Update).await?;
+    Ok(respond(StatusCode::CREATED, &created, &warnings))
+}
+
+/// Who owns a created object's fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Track {
+    /// The creator, as an Update (a POST).
+    Update,
+    /// As the object states: a server-side apply made its entries.
+    Applied,
+}
+
+/// Creates `object` (served); returns it as stored, served.
+///
+/// # Errors
+/// As [`create`].
+pub(super) async fn create_object<T: Object>(
+    state: &ApiState,
+    writable: Writable,
+    namespace: &str,
+    mut object: Value,
+    options: WriteOptions,
+    track: Track,
+) -> Result<Value, ApiError> {
     check_type(writable, &object)?;
     name_from_path(&mut object, namespace, None)?;
     if resource_version_of(&object)?.is_some() {
@@ -44,12 +69,23 @@ pub(super) async fn create<T: Object>(
         ));
     }
     let generate = generate_name(&object);
+    let api_version = writable.resource.api_version();
+    let writer = writable.writer(&api_version, &options.manager, "");
     let prepare = |name: Option<String>| {
         let mut object = object.clone();
         if let Some(name) = name {
             object["metadata"]["name"] = Value::String(name);
         }
-        let typed: T = prepare_for_create(writable, object)?;
+        let mut typed: T = prepare_for_create(writable, object)?;
+        if track == Track::Update {
+            let mut created = served(writable.kind(), &typed);
+            managed::record(writer, None, &mut created);
+            let extra = &mut typed.metadata_mut().extra;
+            match created.pointer("/metadata/managedFields") {
+                Some(entries) => extra.insert("managedFields".into(), entries.clone()),
+                None => extra.shift_remove("managedFields"),
+            };
+        }
         let meta = typed.metadata();
         Ok(Prepared {
             name: meta.name.clone(),
@@ -64,8 +100,7 @@ pub(super) async fn create<T: Object>(
         .await?;
     created.set_type_meta();
     created.metadata_mut().resource_version = revision;
-    let served = served(writable.kind(), &created);
-    Ok(respond(StatusCode::CREATED, &served, &warnings))
+    Ok(served(writable.kind(), &created))
 }
 
 /// `kind` and `apiVersion`, when the object states them, must be the resource's.

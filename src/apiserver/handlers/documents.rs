@@ -23,7 +23,8 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Value};
 
-use super::body::Decoded;
+use super::body::{BodyType, Decoded};
+use super::managed;
 use super::delete::{deleted_status, DeleteOptions};
 use super::read::{namespaces, SYSTEM_NAMESPACES};
 use super::request::{Query, Target};
@@ -173,16 +174,26 @@ pub(super) async fn write(
         let what = qualified(resource.group, resource.plural);
         return Err(ApiError::method_not_allowed(method.as_str(), &what));
     }
-    let options = WriteOptions::parse(query)?;
+    let options = WriteOptions::parse(query, headers)?;
     let name = target.name.as_deref().unwrap_or("");
+    let api_version = resource.api_version();
+    let writer = managed::Writer {
+        kind: resource.kind,
+        api_version: &api_version,
+        manager: &options.manager.name,
+        subresource: "",
+    };
     match verb {
         "create" => {
             let (_, decoded) = super::read_body(headers, body, false).await?;
-            if resource.plural == "namespaces" {
-                create_namespace(docs, decoded, options).await
+            let warnings = check_fields(resource.kind, &decoded, options.validation)?;
+            let object = decoded.value;
+            let created = if resource.plural == "namespaces" {
+                create_namespace(docs, object, Some(writer), options.dry_run).await?
             } else {
-                create_document(docs, decoded, options).await
-            }
+                create_document(docs, object, Some(writer), options.dry_run).await?
+            };
+            Ok(respond(StatusCode::CREATED, &created, &warnings))
         }
         "update" => {
             let (_, decoded) = super::read_body(headers, body, false).await?;
@@ -191,16 +202,26 @@ pub(super) async fn write(
             if !written.is_object() {
                 return Err(ApiError::bad_request("the body is not a JSON object"));
             }
-            let mut change = |current: &Value| Ok(keep_part(current, written.clone(), Part::Main));
+            let mut change = |current: &Value| {
+                let mut next = keep_part(current, written.clone(), Part::Main);
+                managed::record(writer, Some(current), &mut next);
+                Ok(next)
+            };
             let stored = update(docs, name, options.dry_run, &mut change).await?;
             Ok(respond(StatusCode::OK, &stored, &warnings))
         }
         "patch" => {
             let (body_type, decoded) = super::read_body(headers, body, true).await?;
+            if body_type == BodyType::ApplyPatch {
+                return apply(docs, name, writer, decoded, &options).await;
+            }
+            options.manager.check_patch(false)?;
             let patch = decoded.value;
             let mut change = |current: &Value| {
                 let patched = apply_patch(body_type, resource.kind, current, &patch)?;
-                Ok(keep_part(current, patched, Part::Main))
+                let mut next = keep_part(current, patched, Part::Main);
+                managed::record(writer, Some(current), &mut next);
+                Ok(next)
             };
             let stored = update(docs, name, options.dry_run, &mut change).await?;
             Ok(respond(StatusCode::OK, &stored, &[]))
@@ -212,15 +233,62 @@ pub(super) async fn write(
     }
 }
 
+/// A server-side apply of a document ([`managed::apply`]); an apply to a document that
+/// does not exist creates it (201), where the resource serves `create`.
+async fn apply(
+    docs: Documents<'_>,
+    name: &str,
+    writer: managed::Writer<'_>,
+    body: Decoded,
+    options: &WriteOptions,
+) -> Result<Response, ApiError> {
+    options.manager.check_patch(true)?;
+    let warnings = check_fields(docs.resource.kind, &body, options.validation)?;
+    let mut config = body.value;
+    managed::check_config(writer, &config)?;
+    name_from_path(&mut config, docs.namespace, Some(name))?;
+    if !docs.resource.namespaced {
+        if let Some(metadata) = config.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.shift_remove("namespace");
+        }
+    }
+    let force = options.manager.force;
+    let mut change = |current: &Value| {
+        let applied = managed::apply(writer, Some(current), &config, force)?;
+        Ok(keep_part(current, applied, Part::Main))
+    };
+    match update(docs, name, options.dry_run, &mut change).await {
+        Ok(stored) => Ok(respond(StatusCode::OK, &stored, &warnings)),
+        Err(missing) if missing.code == 404 && docs.resource.verbs.contains(&"create") => {
+            if let Some(uid) = config.pointer("/metadata/uid").and_then(Value::as_str) {
+                return Err(ApiError::conflict_because(
+                    docs.resource.group,
+                    docs.resource.plural,
+                    name,
+                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: "),
+                ));
+            }
+            let object = managed::apply(writer, None, &config, force)?;
+            let created = if docs.resource.plural == "namespaces" {
+                create_namespace(docs, object, None, options.dry_run).await?
+            } else {
+                create_document(docs, object, None, options.dry_run).await?
+            };
+            Ok(respond(StatusCode::CREATED, &created, &warnings))
+        }
+        Err(other) => Err(other),
+    }
+}
+
 /// `POST /api/v1/namespaces`: a new Namespace, Active. The system namespaces exist
-/// already (409); a namespace that only holds objects may be created.
+/// already (409); a namespace that only holds objects may be created. Its creator `writer`
+/// owns its fields (an Update); `None` when an apply made its entries.
 async fn create_namespace(
     docs: Documents<'_>,
-    body: Decoded,
-    options: WriteOptions,
-) -> Result<Response, ApiError> {
-    let warnings = check_fields("Namespace", &body, options.validation)?;
-    let object = body.value;
+    object: Value,
+    writer: Option<managed::Writer<'_>>,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
     if !object.is_object() {
         return Err(ApiError::bad_request("the body is not a JSON object"));
     }
@@ -251,7 +319,10 @@ async fn create_namespace(
         return Err(ApiError::already_exists(group, plural, &name));
     }
     let uid = uuid::Uuid::new_v4().to_string();
-    let document = api::new_namespace(object, &name, &uid, &api::now_rfc3339());
+    let mut document = api::new_namespace(object, &name, &uid, &api::now_rfc3339());
+    if let Some(writer) = writer {
+        managed::record(writer, None, &mut document);
+    }
     let prepared = |_| {
         Ok(Prepared {
             name: name.clone(),
@@ -260,15 +331,8 @@ async fn create_namespace(
             object: (),
         })
     };
-    let ((), rv) = docs
-        .store()
-        .create("", options.dry_run, None, prepared)
-        .await?;
-    Ok(respond(
-        StatusCode::CREATED,
-        &created(docs, document, rv),
-        &warnings,
-    ))
+    let ((), rv) = docs.store().create("", dry_run, None, prepared).await?;
+    Ok(created(docs, document, rv))
 }
 
 /// A created document as served: at the revision of its create, without a
@@ -284,15 +348,15 @@ fn created(docs: Documents<'_>, document: Value, rv: Option<ResourceVersion>) ->
 /// `POST` of a ConfigMap, Secret, ServiceAccount or Lease: the object as sent, its kind's
 /// strategy applied (defaults, then validation: 422 naming each problem), `uid` and
 /// `creationTimestamp` filled, created if absent (409 otherwise) in a transaction that
-/// also requires its namespace not terminating (403).
+/// also requires its namespace not terminating (403). Its creator `writer` owns its
+/// fields (an Update); `None` when an apply made its entries.
 async fn create_document(
     docs: Documents<'_>,
-    body: Decoded,
-    options: WriteOptions,
-) -> Result<Response, ApiError> {
+    mut object: Value,
+    writer: Option<managed::Writer<'_>>,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
     let resource = docs.resource;
-    let warnings = check_fields(resource.kind, &body, options.validation)?;
-    let mut object = body.value;
     if !object.is_object() {
         return Err(ApiError::bad_request("the body is not a JSON object"));
     }
@@ -323,6 +387,9 @@ async fn create_document(
     let prepare = |generated: Option<String>| {
         let mut object = object.clone();
         let name = prepare_for_create(docs, &mut object, generated)?;
+        if let Some(writer) = writer {
+            managed::record(writer, None, &mut object);
+        }
         Ok(Prepared {
             key: docs.key(&name),
             name,
@@ -332,18 +399,9 @@ async fn create_document(
     };
     let store = docs.store();
     let (object, rv) = store
-        .create(
-            docs.namespace,
-            options.dry_run,
-            generate.as_deref(),
-            prepare,
-        )
+        .create(docs.namespace, dry_run, generate.as_deref(), prepare)
         .await?;
-    Ok(respond(
-        StatusCode::CREATED,
-        &created(docs, object, rv),
-        &warnings,
-    ))
+    Ok(created(docs, object, rv))
 }
 
 /// A document to create, as stored: `generated` its name when `generateName` gave one,

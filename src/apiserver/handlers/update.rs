@@ -9,6 +9,8 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::body::{BodyType, Decoded};
+use super::create;
+use super::managed;
 use super::write::{self, check_fields, respond, Writable, WriteOptions};
 use super::ApiState;
 use crate::api::Object;
@@ -25,6 +27,16 @@ pub(super) enum Part {
     Main,
     /// `/status`: the status only.
     Status,
+}
+
+impl Part {
+    /// The subresource a write of this part goes through, as managedFields name it.
+    pub fn subresource(self) -> &'static str {
+        match self {
+            Part::Main => "",
+            Part::Status => "status",
+        }
+    }
 }
 
 /// `PUT .../NAME` and `PUT .../NAME/status`.
@@ -45,7 +57,13 @@ pub(super) async fn put<T: Object>(
         return Err(ApiError::bad_request("the body is not a JSON object"));
     }
     write::name_from_path(&mut object, namespace, Some(name))?;
-    let mut change = |current: &Value| Ok(keep_part(current, object.clone(), part));
+    let api_version = writable.resource.api_version();
+    let writer = writable.writer(&api_version, &options.manager, part.subresource());
+    let mut change = |current: &Value| {
+        let mut next = keep_part(current, object.clone(), part);
+        managed::record(writer, Some(current), &mut next);
+        Ok(next)
+    };
     let key = (namespace, name);
     let stored = write::update::<T>(state, writable, key, options.dry_run, &mut change).await?;
     Ok(respond(StatusCode::OK, &stored, &warnings))
@@ -64,19 +82,75 @@ pub(super) async fn patch<T: Object>(
     (body_type, body): (BodyType, Decoded),
     options: WriteOptions,
 ) -> Result<Response, ApiError> {
+    options.manager.check_patch(false)?;
     let warnings = match body_type {
         BodyType::JsonPatch => Vec::new(),
         _ => check_fields(writable.resource.kind, &body, options.validation)?,
     };
     let patch = body.value;
     let kind = writable.resource.kind;
+    let api_version = writable.resource.api_version();
+    let writer = writable.writer(&api_version, &options.manager, part.subresource());
     let mut change = |current: &Value| {
         let patched = apply_patch(body_type, kind, current, &patch)?;
-        Ok(keep_part(current, patched, part))
+        let mut next = keep_part(current, patched, part);
+        managed::record(writer, Some(current), &mut next);
+        Ok(next)
     };
     let key = (namespace, name);
     let stored = write::update::<T>(state, writable, key, options.dry_run, &mut change).await?;
     Ok(respond(StatusCode::OK, &stored, &warnings))
+}
+
+/// `PATCH .../NAME` and `PATCH .../NAME/status` with `application/apply-patch+yaml`:
+/// server-side apply ([`managed::apply`]); through the main resource, an apply to an
+/// object that does not exist creates it (201).
+///
+/// # Errors
+/// 400 (a configuration in another apiVersion, or stating `managedFields`), 404 through
+/// `/status`, 409 (fields of other managers, a stale resourceVersion, a `uid` when
+/// creating), 422 (no `fieldManager`, a configuration that does not fit the schema, an
+/// invalid result).
+pub(super) async fn apply<T: Object>(
+    state: &ApiState,
+    writable: Writable,
+    (namespace, name): (&str, &str),
+    part: Part,
+    body: Decoded,
+    options: WriteOptions,
+) -> Result<Response, ApiError> {
+    options.manager.check_patch(true)?;
+    let warnings = check_fields(writable.resource.kind, &body, options.validation)?;
+    let mut config = body.value;
+    let api_version = writable.resource.api_version();
+    let writer = writable.writer(&api_version, &options.manager, part.subresource());
+    managed::check_config(writer, &config)?;
+    write::name_from_path(&mut config, namespace, Some(name))?;
+    let force = options.manager.force;
+    let mut change = |current: &Value| {
+        let applied = managed::apply(writer, Some(current), &config, force)?;
+        Ok(keep_part(current, applied, part))
+    };
+    let key = (namespace, name);
+    match write::update::<T>(state, writable, key, options.dry_run, &mut change).await {
+        Ok(stored) => Ok(respond(StatusCode::OK, &stored, &warnings)),
+        Err(missing) if missing.code == 404 && part == Part::Main => {
+            if let Some(uid) = config.pointer("/metadata/uid").and_then(Value::as_str) {
+                return Err(ApiError::conflict_because(
+                    writable.resource.group,
+                    writable.resource.plural,
+                    name,
+                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: "),
+                ));
+            }
+            let object = managed::apply(writer, None, &config, force)?;
+            let track = create::Track::Applied;
+            create::create_object::<T>(state, writable, namespace, object, options, track)
+                .await
+                .map(|created| respond(StatusCode::CREATED, &created, &warnings))
+        }
+        Err(other) => Err(other),
+    }
 }
 
 /// Applies a patch of `body_type` to `current` (an object of `kind`, served).
@@ -107,7 +181,7 @@ pub(super) fn apply_patch(
             };
             strategic_merge_patch(current, patch, schema)
         }
-        BodyType::Json | BodyType::Yaml | BodyType::Protobuf => {
+        BodyType::Json | BodyType::Yaml | BodyType::Protobuf | BodyType::ApplyPatch => {
             return Err(ApiError::unsupported_media_type(
                 "a patch must be application/merge-patch+json, application/json-patch+json or application/strategic-merge-patch+json",
             ))

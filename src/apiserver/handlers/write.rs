@@ -18,11 +18,12 @@
 //! subtree whose served form did not change keeps its stored form exactly, so a label
 //! patch never rewrites, and never bumps the generation of, a spec).
 
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::body::{Decoded, FieldValidation};
+use super::managed::{self, Manager};
 use super::request::Query;
 use super::store::{self, Store};
 use super::strategy::{self, typed, Strategy};
@@ -36,17 +37,20 @@ use crate::apiserver::validation;
 use crate::registry::RawValue;
 
 /// The query parameters every write takes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct WriteOptions {
     /// `dryRun=All`: everything but the write.
     pub dry_run: bool,
     pub validation: FieldValidation,
+    /// Who the write's fields go to (`fieldManager`, else the User-Agent), and `force`.
+    pub manager: Manager,
 }
 
 impl WriteOptions {
     /// # Errors
-    /// 400 for a `dryRun` other than `All`, or a bad `fieldValidation`.
-    pub fn parse(query: &Query) -> Result<WriteOptions, ApiError> {
+    /// 400 for a `dryRun` other than `All`, a bad `fieldValidation` or `force`; 422 for a
+    /// `fieldManager` kube-apiserver would refuse.
+    pub fn parse(query: &Query, headers: &HeaderMap) -> Result<WriteOptions, ApiError> {
         let dry_run = match query.get("dryRun") {
             None | Some("") => false,
             Some("All") => true,
@@ -59,6 +63,7 @@ impl WriteOptions {
         Ok(WriteOptions {
             dry_run,
             validation: FieldValidation::parse(query.get("fieldValidation"))?,
+            manager: Manager::parse(query, headers)?,
         })
     }
 }
@@ -97,6 +102,21 @@ impl Writable {
         Store {
             state,
             resource: self.resource,
+        }
+    }
+
+    /// Who a write through `subresource` is, as its entries record it.
+    pub fn writer<'a>(
+        &self,
+        api_version: &'a str,
+        manager: &'a Manager,
+        subresource: &'static str,
+    ) -> managed::Writer<'a> {
+        managed::Writer {
+            kind: self.resource.kind,
+            api_version,
+            manager: &manager.name,
+            subresource,
         }
     }
 

@@ -501,7 +501,7 @@ async fn write_errors_are_statuses_with_kube_apiservers_reasons() {
                           "metadata": {"name": "web", "resourceVersion": "1"}, "spec": {"replicas": 3}}))).await;
         assert_eq!(scale.status, 409, "{scale:?}");
 
-        // 409 AlreadyExists, 400 for another namespace, strict unknown fields, 415.
+        // 409 AlreadyExists, 400 for another namespace, strict unknown fields, 415, 422.
         let again = http_request(port, "POST", pods, None, &body(&pod("a"))).await;
         assert_eq!((again.status, again.json()["reason"].clone()), (409, json!("AlreadyExists")));
         let mut elsewhere = pod("b");
@@ -522,9 +522,10 @@ async fn write_errors_are_statuses_with_kube_apiservers_reasons() {
         );
         let other = http_request(port, "POST", pods, Some("application/cbor"), b"").await;
         assert_eq!(other.status, 415);
+        // An apply without a fieldManager is 422, as kube-apiserver's ValidatePatchOptions.
         let ssa = http_request(port, "PATCH", &path, Some("application/apply-patch+yaml"), b"{}").await;
-        assert_eq!(ssa.status, 415);
-        assert!(ssa.json()["message"].as_str().unwrap().contains("server-side apply"));
+        assert_eq!(ssa.status, 422, "{ssa:?}");
+        assert!(ssa.json()["message"].as_str().unwrap().contains("fieldManager: Required value"));
 
         // Bad input gets one Status and changes nothing.
         let client = api.etcd.client().await;

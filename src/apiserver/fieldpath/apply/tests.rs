@@ -132,10 +132,12 @@ fn several_conflicts_are_listed_by_manager() {
         Conflict {
             manager: "\"b\"".into(),
             field: ".spec.paused".into(),
+            path: field_path(&["spec", "paused"]),
         },
         Conflict {
             manager: "\"a\" using apps/v1".into(),
             field: ".spec.replicas".into(),
+            path: field_path(&["spec", "replicas"]),
         },
     ]);
     assert_eq!(

@@ -98,12 +98,13 @@ fn a_keyed_item_without_its_keys_and_a_value_of_another_shape_are_named() {
 }
 
 #[test]
-fn a_missing_key_field_is_left_out_and_an_unknown_subtree_is_deduced() {
-    // 1.32's published schema has no default for a container port's protocol, so the
-    // item is keyed by the field it has.
+fn a_missing_key_field_takes_its_default_or_is_left_out_and_an_unknown_subtree_is_deduced() {
+    // A port without a protocol is the item kube-apiserver keys with `protocol: TCP` (the
+    // Go types' default, which the published schema leaves out).
     let pod = json!({
         "metadata": {"annotations": {"a": "b"}},
-        "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 8080}]}]},
+        "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 8080}]}],
+                 "topologySpreadConstraints": [{"topologyKey": "zone", "maxSkew": 1}]},
     });
     let set = fields_of("Pod", &pod).unwrap();
     let port = [
@@ -111,12 +112,31 @@ fn a_missing_key_field_is_left_out_and_an_unknown_subtree_is_deduced() {
         PathElement::Field("containers".into()),
         PathElement::key(vec![("name".into(), json!("c"))]),
         PathElement::Field("ports".into()),
-        PathElement::key(vec![("containerPort".into(), json!(8080))]),
+        PathElement::key(vec![
+            ("containerPort".into(), json!(8080)),
+            ("protocol".into(), json!("TCP")),
+        ]),
     ];
     assert!(set.has(&port), "{}", set.to_fields_v1());
+    // A key field with no default is left out of the item's key.
+    let constraint = [
+        PathElement::Field("spec".into()),
+        PathElement::Field("topologySpreadConstraints".into()),
+        PathElement::key(vec![("topologyKey".into(), json!("zone"))]),
+    ];
+    assert!(set.has(&constraint), "{}", set.to_fields_v1());
     assert!(set.has(&[
         PathElement::Field("metadata".into()),
         PathElement::Field("annotations".into()),
         PathElement::Field("a".into()),
     ]));
+}
+
+#[test]
+fn an_applied_list_with_two_items_of_one_key_is_refused() {
+    let pod = json!({"spec": {"containers": [{"name": "c"}, {"name": "c", "image": "x"}]}});
+    assert_eq!(
+        fields_of("Pod", &pod).unwrap_err(),
+        ".spec.containers: duplicate entries for key [name=\"c\"]"
+    );
 }
