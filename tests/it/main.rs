@@ -36,6 +36,7 @@ mod api {
     mod documents;
     mod hostile;
     mod inflight;
+    mod kube_apply;
     mod kube_client;
     mod kube_controller;
     mod kubectl;
@@ -46,6 +47,7 @@ mod api {
     mod protobuf;
     mod python_client;
     mod rollout;
+    mod server_side_apply;
     mod validation;
     mod writes;
 }
