@@ -169,7 +169,11 @@ pub fn apply(
     let changed = !comparison.is_same();
     if !mine.fields.is_empty() {
         // An apply that changes nothing keeps the time of the applier's last apply.
-        let time = if changed { mine.time } else { last_time.or(mine.time) };
+        let time = if changed {
+            mine.time
+        } else {
+            last_time.or(mine.time)
+        };
         kept.push(Entry { time, ..mine });
     }
     Ok(Applied {

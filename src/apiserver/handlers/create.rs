@@ -36,7 +36,15 @@ pub(super) async fn create<T: Object>(
     options: WriteOptions,
 ) -> Result<Response, ApiError> {
     let warnings = check_fields(writable.resource.kind, &body, options.validation)?;
-    let created = create_object::<T>(state, writable, namespace, body.value, options, Track::Update).await?;
+    let created = create_object::<T>(
+        state,
+        writable,
+        namespace,
+        body.value,
+        options,
+        Track::Update,
+    )
+    .await?;
     Ok(respond(StatusCode::CREATED, &created, &warnings))
 }
 

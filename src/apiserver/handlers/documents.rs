@@ -24,8 +24,8 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::body::{BodyType, Decoded};
-use super::managed;
 use super::delete::{deleted_status, DeleteOptions};
+use super::managed;
 use super::read::{namespaces, SYSTEM_NAMESPACES};
 use super::request::{Query, Target};
 use super::update::{apply_patch, keep_part, Part};
@@ -265,7 +265,9 @@ async fn apply(
                     docs.resource.group,
                     docs.resource.plural,
                     name,
-                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: "),
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                    ),
                 ));
             }
             let object = managed::apply(writer, None, &config, force)?;

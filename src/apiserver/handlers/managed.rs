@@ -79,7 +79,9 @@ impl Manager {
                 if stated.chars().any(|c| c.is_control()) {
                     causes.push(options_cause(
                         "FieldValueInvalid",
-                        format!("Invalid value: {stated:?}: must only contain printable characters"),
+                        format!(
+                            "Invalid value: {stated:?}: must only contain printable characters"
+                        ),
                     ));
                 }
                 if !causes.is_empty() {

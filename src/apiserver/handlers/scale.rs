@@ -115,7 +115,10 @@ fn check_scale_config(config: &Value) -> Result<(), ApiError> {
     {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
-    let version = config.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let version = config
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if version != "autoscaling/v1" {
         return Err(ApiError::bad_request(format!(
             "Incorrect version specified in apply patch. Specified patch version: {version}, expected: autoscaling/v1"

@@ -129,7 +129,16 @@ pub(super) async fn apply<T: Object>(
     let force = options.manager.force;
     let mut change = |current: &Value| {
         let applied = managed::apply(writer, Some(current), &config, force)?;
-        Ok(keep_part(current, applied, part))
+        let entries = applied.pointer("/metadata/managedFields").cloned();
+        let mut next = keep_part(current, applied, part);
+        // Through `/status` keep_part keeps the stored metadata: the apply's entries go too.
+        if let Some(metadata) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+            match entries {
+                Some(entries) => metadata.insert("managedFields".into(), entries),
+                None => metadata.shift_remove("managedFields"),
+            };
+        }
+        Ok(next)
     };
     let key = (namespace, name);
     match write::update::<T>(state, writable, key, options.dry_run, &mut change).await {
@@ -140,7 +149,9 @@ pub(super) async fn apply<T: Object>(
                     writable.resource.group,
                     writable.resource.plural,
                     name,
-                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: "),
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                    ),
                 ));
             }
             let object = managed::apply(writer, None, &config, force)?;
