@@ -52,7 +52,13 @@ fn entries(object: &Value) -> Vec<(String, String, String)> {
         .map(|entries| {
             entries
                 .iter()
-                .map(|e| (text(e, "manager"), text(e, "operation"), text(e, "subresource")))
+                .map(|e| {
+                    (
+                        text(e, "manager"),
+                        text(e, "operation"),
+                        text(e, "subresource"),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -88,13 +94,22 @@ async fn apply_server_side_creates_prunes_what_it_leaves_out_and_writes_nothing_
         let Some(api) = start_apiserver().await else {
             return;
         };
-        let first = api.manifest("web.yaml", &deployment("{app: web, team: a}", 2, &[80, 443]));
-        let out = api.kubectl.ok(&["apply", "--server-side", "-f", &first]).await;
+        let first = api.manifest(
+            "web.yaml",
+            &deployment("{app: web, team: a}", 2, &[80, 443]),
+        );
+        let out = api
+            .kubectl
+            .ok(&["apply", "--server-side", "-f", &first])
+            .await;
         assert_eq!(out.trim(), "deployment.apps/web serverside-applied");
         let stored = stored_deployment(&api).await;
         assert_eq!(stored["spec"]["replicas"], 2);
         let live = get_with_fields(&api, "deployment/web").await;
-        assert_eq!(entries(&live), [("kubectl".into(), "Apply".into(), String::new())]);
+        assert_eq!(
+            entries(&live),
+            [("kubectl".into(), "Apply".into(), String::new())]
+        );
         let fields = fields_of(&live, "kubectl");
         // Ports keyed by containerPort and the protocol's default, as kube-apiserver keys them.
         assert!(
@@ -103,20 +118,34 @@ async fn apply_server_side_creates_prunes_what_it_leaves_out_and_writes_nothing_
         );
         assert!(fields.contains(r#""f:team":{}"#), "{fields}");
         // kubectl hides the entries unless asked.
-        let plain = api.kubectl.ok(&["get", "deployment/web", "-o", "yaml"]).await;
+        let plain = api
+            .kubectl
+            .ok(&["get", "deployment/web", "-o", "yaml"])
+            .await;
         assert!(!plain.contains("managedFields"), "{plain}");
 
         // The same configuration again: nothing written, the resourceVersion stays.
         let client = api.etcd.client().await;
         let revision = current_revision(&client).await;
-        api.kubectl.ok(&["apply", "--server-side", "-f", &first]).await;
-        assert_eq!(current_revision(&client).await, revision, "a no-op apply wrote");
+        api.kubectl
+            .ok(&["apply", "--server-side", "-f", &first])
+            .await;
+        assert_eq!(
+            current_revision(&client).await,
+            revision,
+            "a no-op apply wrote"
+        );
 
         // Without the label and the second port: both go, the rest stays.
         let second = api.manifest("web.yaml", &deployment("{app: web}", 2, &[80]));
-        api.kubectl.ok(&["apply", "--server-side", "-f", &second]).await;
+        api.kubectl
+            .ok(&["apply", "--server-side", "-f", &second])
+            .await;
         let stored = stored_deployment(&api).await;
-        assert_eq!(stored["metadata"]["labels"], serde_json::json!({"app": "web"}));
+        assert_eq!(
+            stored["metadata"]["labels"],
+            serde_json::json!({"app": "web"})
+        );
         let containers = stored["spec"]["template"]["spec"]["containers"]
             .as_array()
             .expect("containers");
@@ -151,13 +180,17 @@ async fn a_conflict_after_kubectl_scale_is_reported_and_force_conflicts_takes_th
             return;
         };
         let two = api.manifest("web.yaml", &deployment("{app: web}", 2, &[80]));
-        api.kubectl.ok(&["apply", "--server-side", "-f", &two]).await;
+        api.kubectl
+            .ok(&["apply", "--server-side", "-f", &two])
+            .await;
         api.kubectl
             .ok(&["scale", "deployment/web", "--replicas=5"])
             .await;
         let scaled = get_with_fields(&api, "deployment/web").await;
         assert!(
-            entries(&scaled).iter().any(|(_, op, sub)| op == "Update" && sub == "scale"),
+            entries(&scaled)
+                .iter()
+                .any(|(_, op, sub)| op == "Update" && sub == "scale"),
             "{:?}",
             entries(&scaled)
         );
@@ -167,22 +200,33 @@ async fn a_conflict_after_kubectl_scale_is_reported_and_force_conflicts_takes_th
 
         // Another value: a conflict, kubectl's advice, nothing written.
         let three = api.manifest("web-3.yaml", &deployment("{app: web}", 3, &[80]));
-        let refused = api.kubectl.run(&["apply", "--server-side", "-f", &three]).await;
+        let refused = api
+            .kubectl
+            .run(&["apply", "--server-side", "-f", &three])
+            .await;
         assert!(!refused.status.success(), "{refused:?}");
         assert!(
-            refused.stderr.contains("Apply failed with 1 conflict: conflict with")
+            refused
+                .stderr
+                .contains("Apply failed with 1 conflict: conflict with")
                 && refused
                     .stderr
                     .contains("with subresource \"scale\" using apps/v1: .spec.replicas"),
             "{}",
             refused.stderr
         );
-        assert!(refused.stderr.contains("--force-conflicts"), "{}", refused.stderr);
+        assert!(
+            refused.stderr.contains("--force-conflicts"),
+            "{}",
+            refused.stderr
+        );
         assert_eq!(stored_deployment(&api).await["spec"]["replicas"], 5);
 
         // The same value: no conflict, the field co-owned.
         let five = api.manifest("web-5.yaml", &deployment("{app: web}", 5, &[80]));
-        api.kubectl.ok(&["apply", "--server-side", "-f", &five]).await;
+        api.kubectl
+            .ok(&["apply", "--server-side", "-f", &five])
+            .await;
 
         // Forced: the field changes hands, and the scale entry, left with nothing, goes.
         api.kubectl
@@ -190,7 +234,10 @@ async fn a_conflict_after_kubectl_scale_is_reported_and_force_conflicts_takes_th
             .await;
         assert_eq!(stored_deployment(&api).await["spec"]["replicas"], 3);
         let forced = get_with_fields(&api, "deployment/web").await;
-        assert_eq!(entries(&forced), [("kubectl".into(), "Apply".into(), String::new())]);
+        assert_eq!(
+            entries(&forced),
+            [("kubectl".into(), "Apply".into(), String::new())]
+        );
     })
     .await;
 }
@@ -270,7 +317,8 @@ async fn every_write_records_its_manager_and_a_merge_patch_of_an_empty_entry_cle
         let Some(api) = start_apiserver().await else {
             return;
         };
-        let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"1\"\n";
+        let config =
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"1\"\n";
         let file = api.manifest("settings.yaml", config);
         api.kubectl.ok(&["create", "-f", &file]).await;
         let web = api.manifest("web.yaml", &deployment("{app: web}", 2, &[80]));
@@ -283,7 +331,10 @@ async fn every_write_records_its_manager_and_a_merge_patch_of_an_empty_entry_cle
                 "{what}"
             );
             // A create owns no status.
-            assert!(!fields_of(&created, "kubectl-create").contains("f:status"), "{what}");
+            assert!(
+                !fields_of(&created, "kubectl-create").contains("f:status"),
+                "{what}"
+            );
         }
 
         // kubectl edit, through an editor that changes one value.
@@ -301,9 +352,15 @@ async fn every_write_records_its_manager_and_a_merge_patch_of_an_empty_entry_cle
         let written = get_with_fields(&api, "configmap/settings").await;
         assert_eq!(written["data"]["a"], "2");
         let managers: Vec<_> = entries(&written).into_iter().map(|e| e.0).collect();
-        assert_eq!(managers, ["kubectl-create", "kubectl-edit", "kubectl-label"]);
+        assert_eq!(
+            managers,
+            ["kubectl-create", "kubectl-edit", "kubectl-label"]
+        );
         assert!(fields_of(&written, "kubectl-edit").contains("f:a"));
-        assert!(!fields_of(&written, "kubectl-create").contains("f:a"), "the edit took it");
+        assert!(
+            !fields_of(&written, "kubectl-create").contains("f:a"),
+            "the edit took it"
+        );
 
         api.kubectl
             .ok(&[
@@ -318,7 +375,10 @@ async fn every_write_records_its_manager_and_a_merge_patch_of_an_empty_entry_cle
             .stored("/registry/configmaps/default/settings")
             .await
             .expect("the ConfigMap is in etcd");
-        assert!(stored["metadata"].get("managedFields").is_none(), "{stored}");
+        assert!(
+            stored["metadata"].get("managedFields").is_none(),
+            "{stored}"
+        );
         assert_eq!(stored["data"]["a"], "2");
     })
     .await;
