@@ -263,6 +263,44 @@ pub fn namespaced_directories() -> Vec<&'static str> {
         .collect()
 }
 
+/// Server-side apply of `config` by `manager` to `live` (`None`: nothing stored yet), both
+/// documents of kind `kind_name` in kcm's stored shape (as `kcm apply -f` reads and
+/// writes them): the API's own apply (`PATCH` with `application/apply-patch+yaml`, over
+/// the served forms), so `kcm apply --server-side` and the API record the same fields and
+/// find the same conflicts. Returns the document to store.
+///
+/// # Errors
+/// A kind the API does not write; kube-apiserver's conflict message (`Apply failed with 1
+/// conflict: ...`); a configuration that does not fit the schema.
+pub fn apply_stored(
+    kind_name: &str,
+    manager: &str,
+    live: Option<serde_json::Value>,
+    config: serde_json::Value,
+    force: bool,
+) -> Result<serde_json::Value, String> {
+    let kind = convert::Kind::from_kind_name(kind_name)
+        .ok_or_else(|| format!("{kind_name}: not a kind the API writes"))?;
+    let live = live.map(|live| convert::to_served(kind, live));
+    // A manifest in the served apiVersion (apps/v1) is applied as written; one in kcm's
+    // 2014 shape is converted, and then owns the defaults the conversion fills
+    // (`protocol: TCP`).
+    let served_version = kind.served_api_version();
+    let config = match config.get("apiVersion").and_then(serde_json::Value::as_str) {
+        Some(version) if version == served_version => config,
+        _ => convert::to_served(kind, config),
+    };
+    let served = handlers::apply_served(
+        (kind.kind_name(), served_version),
+        manager,
+        live.as_ref(),
+        &config,
+        force,
+    )
+    .map_err(|e| e.message)?;
+    Ok(convert::to_stored(kind, served))
+}
+
 /// A kubeconfig for a client of `url` (no credentials: a loopback apiserver without
 /// tokens), with `default` as the namespace; for a plain-HTTP `url`, its cluster says
 /// `insecure-skip-tls-verify: true`.

@@ -21,9 +21,10 @@ pub use self::apiserver::ApiserverArgs;
 pub use self::bench::BenchArgs;
 pub use self::controller_manager::ControllerManagerArgs;
 pub use self::kubecfg::{
-    ControllerKind, CreateArgs, CreateCommand, CreateDeploymentArgs, CreateWhat, DeleteArgs,
-    DescribeArgs, GetArgs, ResizeArgs, RolloutCommand, RolloutHistoryArgs, RolloutStatusArgs,
-    RolloutTargetArgs, RolloutUndoArgs, RunArgs, SetCommand, SetImageArgs, StopArgs, WatchArgs,
+    ApplyArgs, ControllerKind, CreateArgs, CreateCommand, CreateDeploymentArgs, CreateWhat,
+    DeleteArgs, DescribeArgs, GetArgs, ResizeArgs, RolloutCommand, RolloutHistoryArgs,
+    RolloutStatusArgs, RolloutTargetArgs, RolloutUndoArgs, RunArgs, SetCommand, SetImageArgs,
+    StopArgs, WatchArgs,
 };
 pub use self::kubelet::KubeletArgs;
 pub use self::lab::LabArgs;
@@ -294,7 +295,11 @@ pub enum Command {
     /// compare-and-swap on the revision read, retried after a conflict, or refused when
     /// the manifest names a resourceVersion that is no longer stored. Prints
     /// `KIND/NAME created`, `configured` or `unchanged` per object.
-    Apply(CreateArgs),
+    ///
+    /// With --server-side, server-side apply instead, as the API serves it (`kubectl apply
+    /// --server-side`): the same fields owned and the same conflicts; prints
+    /// `KIND/NAME serverside-applied`.
+    Apply(ApplyArgs),
     /// Print objects as a table or as JSON; several kinds (`rs,deploy`) print one table
     /// each.
     Get(GetArgs),
@@ -337,8 +342,8 @@ pub enum Command {
     /// Measure kcm against raw etcd on this machine: scale-up, scale-down (a
     /// ReplicationController), rs-scale-up, rs-scale-down (a ReplicaSet), rollout (a
     /// Deployment's set image), heal, resync, watch, resume, memory, and api-list, api-watch,
-    /// api-get, api-create, api-update (the apiserver), each with a baseline measured in the same run, and the
-    /// ratios against the targets in docs/PERFORMANCE.md.
+    /// api-get, api-create, api-update, api-apply (the apiserver), each with a baseline
+    /// measured in the same run, and the ratios against the targets in docs/PERFORMANCE.md.
     ///
     /// Starts a private etcd unless --etcd-servers (or KCM_ETCD_SERVERS) names one; works
     /// under its own key prefix, deleted at the end.

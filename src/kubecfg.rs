@@ -43,7 +43,9 @@ mod stop;
 mod storage;
 mod watch;
 
-pub use self::apply::{apply, three_way_merge, Applied, ApplyOptions, LAST_APPLIED_ANNOTATION};
+pub use self::apply::{
+    apply, three_way_merge, Applied, ApplyOptions, ServerSide, LAST_APPLIED_ANNOTATION,
+};
 pub use self::create::{
     create, create_deployment, new_deployment, CreateDeploymentOptions, CreateOptions,
 };

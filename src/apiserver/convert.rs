@@ -84,7 +84,6 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, core kinds first.
-    #[cfg(test)]
     pub const ALL: [Kind; 6] = [
         Kind::Pod,
         Kind::ReplicationController,
@@ -107,7 +106,6 @@ impl Kind {
     }
 
     /// The kind whose `kind` field is `kind_name`, if kcm stores it.
-    #[cfg(test)]
     pub fn from_kind_name(kind_name: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.kind_name() == kind_name)
     }

@@ -437,6 +437,24 @@ async fn write_typed<T: api::Object>(
     }
 }
 
+/// A server-side apply by `manager` of `config` to `live` (`None`: a create), objects of
+/// the served `(kind, apiVersion)` through the main resource (`crate::apiserver::apply_stored`).
+pub(super) fn apply_served(
+    (kind, api_version): (&'static str, &str),
+    manager: &str,
+    live: Option<&Value>,
+    config: &Value,
+    force: bool,
+) -> Result<Value, ApiError> {
+    let writer = managed::Writer {
+        kind,
+        api_version,
+        manager,
+        subresource: "",
+    };
+    managed::apply(writer, live, config, force)
+}
+
 /// Checks a write body's media type, then reads and decodes it.
 async fn read_body(
     headers: &HeaderMap,

@@ -146,6 +146,37 @@ pub struct CreateArgs {
     pub namespace: Option<String>,
 }
 
+/// `kcm apply`'s arguments: `create`'s, and server-side apply.
+#[derive(Args, Debug)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub files: CreateArgs,
+    /// Server-side apply, as `kubectl apply --server-side` through the API: kcm records
+    /// which fields each manager owns (`metadata.managedFields`), removes what this
+    /// manager applied before and leaves out now, and refuses to change a field another
+    /// manager owns (a conflict).
+    #[arg(long)]
+    pub server_side: bool,
+    /// With --server-side: take the fields other managers own instead of refusing.
+    #[arg(long, requires = "server_side")]
+    pub force_conflicts: bool,
+    /// With --server-side: the manager whose fields these are.
+    #[arg(long, default_value = "kcm", requires = "server_side")]
+    pub field_manager: String,
+}
+
+impl From<ApplyArgs> for crate::kubecfg::ApplyOptions {
+    fn from(args: ApplyArgs) -> crate::kubecfg::ApplyOptions {
+        crate::kubecfg::ApplyOptions {
+            files: args.files.into(),
+            server_side: args.server_side.then(|| crate::kubecfg::ServerSide {
+                manager: args.field_manager,
+                force: args.force_conflicts,
+            }),
+        }
+    }
+}
+
 /// Kinds separated by commas (`rs,rc`), in the order given.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Kinds(pub Vec<Kind>);

@@ -32,8 +32,20 @@ use crate::api::{self, Object, ResourceVersion};
 use crate::client::Target;
 use crate::registry::{Registry, StorageError};
 
-/// `kcm apply -f FILE`: the same input as `create`.
-pub type ApplyOptions = FilenameOptions;
+/// `kcm apply -f FILE`: the same input as `create`, and server-side apply or not.
+#[derive(Clone, Debug)]
+pub struct ApplyOptions {
+    pub files: FilenameOptions,
+    /// `--server-side`: the API's server-side apply instead of kubectl's three-way merge.
+    pub server_side: Option<ServerSide>,
+}
+
+/// `--server-side`'s manager and `--force-conflicts`.
+#[derive(Clone, Debug)]
+pub struct ServerSide {
+    pub manager: String,
+    pub force: bool,
+}
 
 pub use crate::api::LAST_APPLIED_ANNOTATION;
 
@@ -51,6 +63,8 @@ pub enum Applied {
     Created,
     Configured,
     Unchanged,
+    /// Server-side applied (created, changed or not), as kubectl prints it.
+    ServerSide,
 }
 
 impl fmt::Display for Applied {
@@ -59,6 +73,7 @@ impl fmt::Display for Applied {
             Applied::Created => "created",
             Applied::Configured => "configured",
             Applied::Unchanged => "unchanged",
+            Applied::ServerSide => "serverside-applied",
         })
     }
 }
@@ -71,7 +86,9 @@ impl fmt::Display for Applied {
 /// applied (a conflict with the manifest's resourceVersion, an invalid merge result,
 /// etcd failing); the others are still applied.
 pub async fn apply(target: &Target, options: ApplyOptions) -> anyhow::Result<()> {
-    let manifests = Manifests::read(&options.filename, options.namespace.as_deref())?;
+    let files = &options.files;
+    let manifests = Manifests::read(&files.filename, files.namespace.as_deref())?;
+    let server_side = options.server_side.as_ref();
     let (_client, registry) = target.connect().await?;
     // As `create`: a controller that would overlap another (stored, or in this input)
     // is refused before anything is written.
@@ -105,7 +122,10 @@ pub async fn apply(target: &Target, options: ApplyOptions) -> anyhow::Result<()>
         names_in_flight.insert(name.clone());
         in_flight.push_back(async move {
             let applied = with_manifest!(&p.manifest, object => {
-                apply_object(registry, object, &p.document).await
+                match server_side {
+                    Some(how) => apply_server_side(registry, object, &p.document, how).await,
+                    None => apply_object(registry, object, &p.document).await,
+                }
             });
             let reference = name.0.clone();
             (name, (reference, applied))
@@ -182,6 +202,88 @@ async fn apply_object<T: Object>(
                     if precondition.is_some() {
                         return Err(conflict(*actual));
                     }
+                    tracing::debug!(object = %reference(&live), "apply conflict; reading again");
+                }
+                _ => return Err(e),
+            },
+        }
+    }
+    anyhow::bail!(
+        "{} {name:?} kept changing while it was applied ({MAX_APPLY_ATTEMPTS} conflicts in a \
+         row); try again",
+        T::RESOURCE
+    )
+}
+
+/// `kcm apply --server-side` of one object: the API's server-side apply
+/// (`apiserver::apply_stored`) of the manifest to the stored object, created when there is
+/// none, each write a compare-and-swap on the revision read (retried after a conflict
+/// with another writer). A field another manager owns and the manifest changes is an
+/// error naming it, unless `force`.
+async fn apply_server_side<T: Object>(
+    registry: &Registry,
+    object: &T,
+    document: &Value,
+    how: &ServerSide,
+) -> anyhow::Result<Applied> {
+    let meta = object.metadata();
+    let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
+    let mut config = applied_configuration(document);
+    config["metadata"]["namespace"] = Value::String(namespace.to_string());
+    let apply = |live: Option<&T>| -> anyhow::Result<T> {
+        let live = live
+            .map(serde_json::to_value)
+            .transpose()
+            .context("encode the stored object")?;
+        let stored = crate::apiserver::apply_stored(
+            T::KIND,
+            &how.manager,
+            live,
+            config.clone(),
+            how.force,
+        )
+        .map_err(|e| {
+            let advice = if e.starts_with("Apply failed") {
+                " (take the fields with --force-conflicts, or leave them out of the manifest)"
+            } else {
+                ""
+            };
+            anyhow::anyhow!("{} {name:?}: {e}{advice}", T::RESOURCE)
+        })?;
+        let applied: T = serde_path_to_error::deserialize(&stored).map_err(|e| {
+            anyhow::anyhow!(
+                "{} {name:?}: the applied object does not decode: {e}",
+                T::RESOURCE
+            )
+        })?;
+        api::validate(&applied)?;
+        Ok(applied)
+    };
+    for _ in 0..MAX_APPLY_ATTEMPTS {
+        let live = match registry.get::<T>(namespace, name).await {
+            Ok(live) => live,
+            Err(StorageError::NotFound { .. }) => {
+                let new = apply(None)?;
+                match create_object(registry, &new).await {
+                    Ok(()) => return Ok(Applied::ServerSide),
+                    // Created by someone else since the read: apply to it instead.
+                    Err(_) if registry.get::<T>(namespace, name).await.is_ok() => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(storage_error::<T>(e, name)),
+        };
+        let mut next = apply(Some(&live))?;
+        let stored = live.metadata();
+        next.metadata_mut().resource_version = stored.resource_version;
+        next.metadata_mut().read_spec = stored.read_spec;
+        if api::encode(&next)? == api::encode(&live)? {
+            return Ok(Applied::ServerSide);
+        }
+        match update_object(registry, &next).await {
+            Ok(()) => return Ok(Applied::ServerSide),
+            Err(e) => match e.downcast_ref::<StorageError>() {
+                Some(StorageError::Conflict { .. }) => {
                     tracing::debug!(object = %reference(&live), "apply conflict; reading again");
                 }
                 _ => return Err(e),

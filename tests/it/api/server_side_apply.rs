@@ -6,7 +6,9 @@
 //! `--force-conflicts`; the move from client-side apply (no conflict, the annotation
 //! following, a stale resourceVersion in kubectl's follow-up JSON patch refused); and the
 //! Update entries every other write records (`kubectl create`, `edit`, `label`), hidden by
-//! kubectl unless `--show-managed-fields`, and cleared by a merge patch of `[{}]`.
+//! kubectl unless `--show-managed-fields`, and cleared by a merge patch of `[{}]`; and
+//! `kcm apply --server-side` over etcd recording the fields the API records and meeting
+//! the same conflicts.
 //! Expectations are kube-apiserver's (`test/integration/apiserver/apply/apply_test.go`,
 //! `test/cmd/apply.sh`).
 
@@ -380,6 +382,57 @@ async fn every_write_records_its_manager_and_a_merge_patch_of_an_empty_entry_cle
             "{stored}"
         );
         assert_eq!(stored["data"]["a"], "2");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcm_apply_server_side_records_what_the_api_records_and_meets_the_same_conflicts() {
+    with_timeout(LIMIT, async {
+        let Some(api) = start_apiserver().await else {
+            return;
+        };
+        // One manifest, applied through the API by kubectl and over etcd by kcm under
+        // another name: the two managers own the same fields.
+        let web = api.manifest("web.yaml", &deployment("{app: web}", 2, &[80]));
+        api.kubectl
+            .ok(&["apply", "--server-side", "-f", &web])
+            .await;
+        let twin = deployment("{app: web}", 2, &[80])
+            .replace("metadata:\n  name: web\n", "metadata:\n  name: twin\n");
+        let twin = api.manifest("twin.yaml", &twin);
+        let out = api.kcm(&["apply", "--server-side", "-f", &twin]).await;
+        assert_eq!(out.trim(), "deployments/twin serverside-applied");
+        let by_kubectl = get_with_fields(&api, "deployment/web").await;
+        let by_kcm = get_with_fields(&api, "deployment/twin").await;
+        assert_eq!(
+            entries(&by_kcm),
+            [("kcm".into(), "Apply".into(), String::new())]
+        );
+        assert_eq!(fields_of(&by_kcm, "kcm"), fields_of(&by_kubectl, "kubectl"));
+
+        // kcm changing what kubectl owns: the API's conflict, nothing written; forced, kcm
+        // takes the field.
+        let five = deployment("{app: web}", 5, &[80]);
+        let five = api.manifest("web-5.yaml", &five);
+        let refused =
+            crate::support::kcm::kcm(&api.etcd_url(), &["apply", "--server-side", "-f", &five])
+                .await;
+        let stderr = &refused.stderr;
+        assert!(!refused.status.success(), "{refused:?}");
+        assert!(
+            stderr.contains(
+                r#"Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas"#
+            ) && stderr.contains("--force-conflicts"),
+            "{stderr}"
+        );
+        assert_eq!(stored_deployment(&api).await["spec"]["replicas"], 2);
+        api.kcm(&["apply", "--server-side", "--force-conflicts", "-f", &five])
+            .await;
+        assert_eq!(stored_deployment(&api).await["spec"]["replicas"], 5);
+        let forced = get_with_fields(&api, "deployment/web").await;
+        assert!(fields_of(&forced, "kcm").contains("f:replicas"));
+        assert!(!fields_of(&forced, "kubectl").contains("f:replicas"));
     })
     .await;
 }
