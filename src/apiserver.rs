@@ -301,6 +301,51 @@ pub fn apply_stored(
     Ok(convert::to_stored(kind, served))
 }
 
+/// The API's field manager for the writers that write etcd directly (kcm's controllers,
+/// its CLI): an update of a tracked object is recorded as the API records an Update, over
+/// the served forms, through `/status` when only the status changed.
+pub struct FieldOwnership;
+
+impl crate::registry::FieldRecorder for FieldOwnership {
+    fn record(
+        &self,
+        kind: &str,
+        manager: &str,
+        old: &serde_json::Value,
+        new: &mut serde_json::Value,
+    ) {
+        let Some(kind) = convert::Kind::from_kind_name(kind) else {
+            return;
+        };
+        let old_served = convert::to_served(kind, old.clone());
+        let mut new_served = convert::to_served(kind, new.clone());
+        let but_status = |object: &serde_json::Value| {
+            let mut rest = object.clone();
+            if let Some(fields) = rest.as_object_mut() {
+                fields.shift_remove("status");
+            }
+            rest
+        };
+        let subresource = if but_status(&old_served) == but_status(&new_served) {
+            "status"
+        } else {
+            ""
+        };
+        let served = (kind.kind_name(), kind.served_api_version());
+        handlers::record_served(served, manager, subresource, &old_served, &mut new_served);
+        let Some(metadata) = new
+            .get_mut("metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        else {
+            return;
+        };
+        match new_served.pointer("/metadata/managedFields") {
+            Some(entries) => metadata.insert("managedFields".into(), entries.clone()),
+            None => metadata.shift_remove("managedFields"),
+        };
+    }
+}
+
 /// A kubeconfig for a client of `url` (no credentials: a loopback apiserver without
 /// tokens), with `default` as the namespace; for a plain-HTTP `url`, its cluster says
 /// `insecure-skip-tls-verify: true`.
@@ -563,6 +608,46 @@ mod tests {
     use super::kubeconfig;
     use super::{resources, CODECS};
     use crate::etcd_watcher::{RawEvent, RawKind};
+
+    #[test]
+    fn a_direct_write_of_a_tracked_object_is_an_update_through_status_when_only_it_changed() {
+        use crate::registry::FieldRecorder as _;
+        use serde_json::json;
+        let config = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "c", "image": "x"}]}}}});
+        let stored =
+            super::apply_stored("Deployment", "kubectl", None, config, false).expect("applied");
+        let mut status = stored.clone();
+        status["status"] = json!({"replicas": 2});
+        super::FieldOwnership.record("Deployment", "ctl", &stored, &mut status);
+        let entries = status["metadata"]["managedFields"]
+            .as_array()
+            .expect("entries");
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        assert_eq!(entries[1]["manager"], "ctl");
+        assert_eq!(entries[1]["subresource"], "status");
+        let mut scaled = stored.clone();
+        scaled["spec"]["replicas"] = json!(3);
+        super::FieldOwnership.record("Deployment", "kcm", &stored, &mut scaled);
+        let entries = scaled["metadata"]["managedFields"]
+            .as_array()
+            .expect("entries");
+        let kcm = entries
+            .iter()
+            .find(|e| e["manager"] == "kcm")
+            .expect("kcm's entry");
+        assert!(kcm.get("subresource").is_none(), "{kcm}");
+        assert_eq!(kcm["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
+        // An object without entries stays untracked.
+        let mut untracked = json!({"kind": "Deployment", "metadata": {"name": "w"}, "spec": {}});
+        let old = untracked.clone();
+        untracked["spec"]["replicas"] = json!(1);
+        super::FieldOwnership.record("Deployment", "kcm", &old, &mut untracked);
+        assert!(untracked["metadata"].get("managedFields").is_none());
+    }
 
     fn stored(value: &str) -> RawEvent {
         RawEvent {

@@ -40,6 +40,10 @@ pub use descriptors::{
 };
 
 /// How long shutdown waits for queued events to be written.
+/// The manager the controllers' writes are recorded as in `metadata.managedFields` (kube's
+/// are `kube-controller-manager`'s).
+pub const CONTROLLER_MANAGER_FIELD_MANAGER: &str = "kcm-controller-manager";
+
 const EVENTS_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Everything `run` needs, validated.
@@ -111,8 +115,11 @@ pub async fn run_on(
     // Owned here, so it runs exactly as long as the controllers.
     let _monitor = client::EndpointMonitor::start(&client, &config.client);
     let fence = FenceSlot::default();
-    let mut registry =
-        Registry::new(&client, &config.prefix)?.with_request_timeout(config.client.request_timeout);
+    // The controllers' updates of objects made through the API are recorded as theirs.
+    let ownership = Arc::new(crate::apiserver::FieldOwnership);
+    let mut registry = Registry::new(&client, &config.prefix)?
+        .with_request_timeout(config.client.request_timeout)
+        .with_field_manager(ownership, CONTROLLER_MANAGER_FIELD_MANAGER);
     client::check_access(&client, &config.client, registry.prefix(), true).await?;
     if config.leader_election.is_some() {
         registry = registry.with_fence(fence.clone());

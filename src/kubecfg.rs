@@ -43,6 +43,26 @@ mod stop;
 mod storage;
 mod watch;
 
+/// The manager kcm's CLI writes are recorded as in `metadata.managedFields` (of objects
+/// that track them: those made through the API).
+pub const CLI_FIELD_MANAGER: &str = "kcm";
+
+/// Connects to `target` for a command: its writes of objects made through the API are
+/// recorded as [`CLI_FIELD_MANAGER`]'s, as the API records kubectl's.
+///
+/// # Errors
+/// As [`Target::connect`](crate::client::Target::connect).
+pub(crate) async fn connect(
+    target: &crate::client::Target,
+) -> anyhow::Result<(etcd_client::Client, crate::registry::Registry)> {
+    let (client, registry) = target.connect().await?;
+    let ownership = std::sync::Arc::new(crate::apiserver::FieldOwnership);
+    Ok((
+        client,
+        registry.with_field_manager(ownership, CLI_FIELD_MANAGER),
+    ))
+}
+
 pub use self::apply::{
     apply, three_way_merge, Applied, ApplyOptions, ServerSide, LAST_APPLIED_ANNOTATION,
 };

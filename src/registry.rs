@@ -86,6 +86,29 @@ pub struct ObjectList<T> {
     pub errors: Vec<DecodeError>,
 }
 
+/// Records who wrote which fields of an object that tracks them (`metadata.managedFields`)
+/// when a writer other than the apiserver (kcm's controllers, its CLI) writes it directly:
+/// the apiserver's field manager, given to their registries as a trait object because the
+/// registry sits below the apiserver.
+pub trait FieldRecorder: Send + Sync {
+    /// `new`, the stored document of kind `kind` that `manager` writes over `old`, with its
+    /// entries updated (an Update).
+    fn record(
+        &self,
+        kind: &str,
+        manager: &str,
+        old: &serde_json::Value,
+        new: &mut serde_json::Value,
+    );
+}
+
+/// A registry's field recorder and the manager its writes are recorded as.
+#[derive(Clone)]
+struct FieldManager {
+    recorder: Arc<dyn FieldRecorder>,
+    manager: Arc<str>,
+}
+
 /// Typed access to the objects under one prefix. Cheap to clone.
 #[derive(Clone)]
 pub struct Registry {
@@ -101,6 +124,8 @@ pub struct Registry {
     guard_unchanged: bool,
     /// Every write also requires these.
     conditions: Arc<[KeyCondition]>,
+    /// Set for a writer whose updates of tracked objects record their fields.
+    field_manager: Option<FieldManager>,
 }
 
 impl Registry {
@@ -120,7 +145,60 @@ impl Registry {
             guard: None,
             guard_unchanged: false,
             conditions: Arc::new([]),
+            field_manager: None,
         })
+    }
+
+    /// Records every update of an object that tracks its fields' owners (one with
+    /// `metadata.managedFields`, made through the API) as an Update by `manager`, as
+    /// kube-apiserver records a controller's writes; objects without entries (those kcm's
+    /// controllers create) stay untracked and cost nothing.
+    pub fn with_field_manager(
+        mut self,
+        recorder: Arc<dyn FieldRecorder>,
+        manager: &str,
+    ) -> Registry {
+        self.field_manager = Some(FieldManager {
+            recorder,
+            manager: manager.into(),
+        });
+        self
+    }
+
+    /// The same registry writing without recording fields: for a writer that set the
+    /// entries itself (a server-side apply).
+    pub fn without_field_manager(&self) -> Registry {
+        Registry {
+            field_manager: None,
+            ..self.clone()
+        }
+    }
+
+    /// `new`, written over `old`, with its entries updated when it tracks them and this
+    /// registry records: the object unchanged otherwise.
+    fn record_fields<T: Object>(&self, old: &T, new: T) -> T {
+        let Some(manager) = &self.field_manager else {
+            return new;
+        };
+        if !old.metadata().extra.contains_key("managedFields") {
+            return new;
+        }
+        let (Ok(old_value), Ok(mut new_value)) =
+            (serde_json::to_value(old), serde_json::to_value(&new))
+        else {
+            return new;
+        };
+        manager
+            .recorder
+            .record(T::KIND, &manager.manager, &old_value, &mut new_value);
+        let mut recorded: T = match serde_json::from_value(new_value) {
+            Ok(recorded) => recorded,
+            Err(_) => return new,
+        };
+        // What the encoding does not carry.
+        recorded.metadata_mut().resource_version = new.metadata().resource_version;
+        recorded.metadata_mut().read_spec = new.metadata().read_spec;
+        recorded
     }
 
     /// Fences every write: each transaction also requires the leader key of `slot`'s
@@ -570,6 +648,12 @@ impl Registry {
             });
         };
         let mut object = object.clone();
+        if self.field_manager.is_some() && meta.extra.contains_key("managedFields") {
+            self.write_fence("update", &key)?;
+            if let Some(Ok(stored)) = self.stored_at::<T>(&key, expected).await? {
+                object = self.record_fields(&stored, object);
+            }
+        }
         if !api::set_generation_from_read(&mut object) {
             // The generation depends on the stored spec, which the caller's copy no longer
             // shows. A stored value at another revision (or none) means the write below
@@ -749,10 +833,11 @@ impl Registry {
                 .resource_version
                 .expect("decoded objects carry a resourceVersion");
             let old_bytes = self.encode(&key, &current)?;
-            let mut updated = update(current.clone()).map_err(|source| StorageError::Update {
+            let updated = update(current.clone()).map_err(|source| StorageError::Update {
                 key: key.clone(),
                 source,
             })?;
+            let mut updated = self.record_fields(&current, updated);
             api::set_generation(Some(&current), &mut updated);
             let new_bytes = self.encode(&key, &updated)?;
             if new_bytes == old_bytes {

@@ -275,12 +275,12 @@ pub fn start_deletion(meta: &mut ObjectMeta, finalizer: Option<&str>) {
     }
 }
 
-/// The current time as RFC 3339 (seconds), for `creationTimestamp`.
 /// kubectl's annotation holding the configuration last applied, as compact JSON: written by
 /// client-side apply (`kcm apply`, `kubectl apply`), read by the apiserver when kubectl
 /// moves an object to server-side apply.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// The current time as RFC 3339 (seconds), for `creationTimestamp`.
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }

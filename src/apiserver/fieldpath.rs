@@ -359,8 +359,10 @@ impl Set {
                 Some(theirs) => (theirs.member, &theirs.children),
                 None => (false, &nothing),
             };
-            let field = matches!(element, PathElement::Field(_));
-            let whole = node.member && !owned_member && !(field && !owned_below.is_empty());
+            // A field leading to something owned stays; a list item does not.
+            let leads_to_owned =
+                matches!(element, PathElement::Field(_)) && !owned_below.is_empty();
+            let whole = node.member && !owned_member && !leads_to_owned;
             let rest = if whole {
                 Node {
                     member: true,

@@ -455,6 +455,24 @@ pub(super) fn apply_served(
     managed::apply(writer, live, config, force)
 }
 
+/// An Update by `manager` through `subresource` from `old` to `new`, objects of the served
+/// `(kind, apiVersion)`, recorded in `new` (`crate::apiserver::FieldOwnership`).
+pub(super) fn record_served(
+    (kind, api_version): (&'static str, &str),
+    manager: &str,
+    subresource: &'static str,
+    old: &Value,
+    new: &mut Value,
+) {
+    let writer = managed::Writer {
+        kind,
+        api_version,
+        manager,
+        subresource,
+    };
+    managed::record(writer, Some(old), new);
+}
+
 /// Checks a write body's media type, then reads and decodes it.
 async fn read_body(
     headers: &HeaderMap,

@@ -169,7 +169,7 @@ impl From<ApplyArgs> for crate::kubecfg::ApplyOptions {
     fn from(args: ApplyArgs) -> crate::kubecfg::ApplyOptions {
         crate::kubecfg::ApplyOptions {
             files: args.files.into(),
-            server_side: args.server_side.then(|| crate::kubecfg::ServerSide {
+            server_side: args.server_side.then_some(crate::kubecfg::ServerSide {
                 manager: args.field_manager,
                 force: args.force_conflicts,
             }),

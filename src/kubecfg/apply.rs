@@ -89,7 +89,7 @@ pub async fn apply(target: &Target, options: ApplyOptions) -> anyhow::Result<()>
     let files = &options.files;
     let manifests = Manifests::read(&files.filename, files.namespace.as_deref())?;
     let server_side = options.server_side.as_ref();
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     // As `create`: a controller that would overlap another (stored, or in this input)
     // is refused before anything is written.
     refuse_overlapping_manifests(&registry, manifests.controllers()).await?;
@@ -230,6 +230,8 @@ async fn apply_server_side<T: Object>(
     let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
     let mut config = applied_configuration(document);
     config["metadata"]["namespace"] = Value::String(namespace.to_string());
+    // The apply sets the entries itself: no Update is recorded on top.
+    let registry = &registry.without_field_manager();
     let apply = |live: Option<&T>| -> anyhow::Result<T> {
         let live = live
             .map(serde_json::to_value)

@@ -50,7 +50,7 @@ pub async fn create(target: &Target, options: CreateOptions) -> anyhow::Result<(
         );
     }
 
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     refuse_overlapping_manifests(&registry, manifests.controllers()).await?;
     let mut failures = Vec::new();
     // One object decoded at a time (`input`).
@@ -84,7 +84,7 @@ pub async fn create_deployment(
         options.replicas,
     );
     api::validate(&d).map_err(|e| anyhow::anyhow!("deployment {:?}: {e}", options.name))?;
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     registry.create(&d).await.map_err(|e| match e {
         StorageError::AlreadyExists { .. } => {
             anyhow::anyhow!("{DEPLOYMENTS_APPS} {:?} already exists", options.name)

@@ -42,7 +42,7 @@ pub struct DeleteOptions {
 /// # Errors
 /// `pods "x" not found`; a timeout naming what is still pending; etcd failing.
 pub async fn delete(target: &Target, options: DeleteOptions) -> anyhow::Result<()> {
-    let (client, registry) = target.connect().await?;
+    let (client, registry) = super::connect(target).await?;
     let watcher = Watcher::new(&client, registry.clone());
     match options.kind {
         Kind::Deployments => delete_kind::<Deployment>(&registry, &watcher, &options).await,

@@ -49,7 +49,7 @@ pub async fn describe(target: &Target, options: DescribeOptions) -> anyhow::Resu
         WorkloadKind::Deployment => return describe_deploy(target, &namespace, &name).await,
         WorkloadKind::ReplicationController => {}
     }
-    let (client, registry) = target.connect().await?;
+    let (client, registry) = super::connect(target).await?;
     let rc: ReplicationController = registry
         .get(&namespace, &name)
         .await
@@ -205,7 +205,7 @@ fn pod_table<'a>(pods: impl Iterator<Item = &'a Pod>, now: SystemTime) -> String
 /// # Errors
 /// Not found, a malformed ReplicaSet, or etcd failing.
 async fn describe_rs(target: &Target, namespace: &str, name: &str) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     let rs: ReplicaSet = registry
         .get(namespace, name)
         .await
@@ -285,7 +285,7 @@ pub fn describe_replica_set(rs: &ReplicaSet, pods: &[Pod], now: SystemTime) -> S
 /// # Errors
 /// Not found, or etcd failing.
 async fn describe_deploy(target: &Target, namespace: &str, name: &str) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     let (d, owned) = read_deployment(&registry, namespace, name).await?;
     let now = SystemTime::now();
     let text = describe_deployment(&d, &owned, now);

@@ -62,7 +62,7 @@ struct Part {
 /// `pods "x" not found`, a malformed NAME, or etcd failing. Malformed objects in a list
 /// are warnings on stderr, not errors.
 pub async fn get(target: &Target, options: GetOptions) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     let show_kind = options.kinds.len() > 1;
     let mut parts = Vec::with_capacity(options.kinds.len());
     for kind in &options.kinds {

@@ -226,7 +226,7 @@ pub fn history_text(d: &Deployment, owned: &[ReplicaSet]) -> String {
 /// # Errors
 /// Not found, `unable to find the specified revision`, or etcd failing.
 pub async fn history(target: &Target, options: RolloutOptions) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     let (d, owned) = read_deployment(&registry, &options.namespace, &options.name).await?;
     if options.revision == 0 {
         return emit(&history_text(&d, &owned));
@@ -249,7 +249,7 @@ pub async fn history(target: &Target, options: RolloutOptions) -> anyhow::Result
 /// # Errors
 /// Not found, paused, an unknown revision, or etcd failing.
 pub async fn undo(target: &Target, options: RolloutOptions) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     let (d, owned) = read_deployment(&registry, &options.namespace, &options.name).await?;
     anyhow::ensure!(
         !d.spec.paused,
@@ -298,7 +298,7 @@ pub async fn set_paused(
     options: RolloutOptions,
     paused: bool,
 ) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     let name = &options.name;
     registry
         .guaranteed_update::<Deployment, _>(&options.namespace, name, |mut d| {
@@ -321,7 +321,7 @@ pub async fn set_paused(
 /// # Errors
 /// Not found, paused, or etcd failing.
 pub async fn restart(target: &Target, options: RolloutOptions) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     let name = &options.name;
     let now = api::now_rfc3339();
     registry
@@ -353,7 +353,7 @@ pub async fn restart(target: &Target, options: RolloutOptions) -> anyhow::Result
 /// Not found, deleted meanwhile, `deployment "web" exceeded its progress deadline`,
 /// `timed out waiting for the condition`, or the watch failing.
 pub async fn status(target: &Target, options: RolloutStatusOptions) -> anyhow::Result<()> {
-    let (client, registry) = target.connect().await?;
+    let (client, registry) = super::connect(target).await?;
     let RolloutStatusOptions {
         namespace,
         name,

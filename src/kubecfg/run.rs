@@ -109,7 +109,7 @@ pub async fn run(target: &Target, options: RunOptions) -> anyhow::Result<()> {
     if let Some(service) = &service {
         api::validate(service)?;
     }
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     refuse_overlapping(&registry, &[&controller]).await?;
     create_object(&registry, &controller).await?;
     emit(&format!("{} created\n", reference(&controller)))?;

@@ -39,7 +39,7 @@ pub async fn resize(target: &Target, options: ResizeOptions) -> anyhow::Result<(
         api::MAX_REPLICAS,
         options.replicas
     );
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     match options.kind {
         WorkloadKind::ReplicaSet => {
             scale_kind::<ReplicaSet>(&registry, &options, ReplicaSet::replicas, |rs, n| {

@@ -97,7 +97,7 @@ pub fn set_images(
 /// # Errors
 /// Not found, `unable to find container named "x"` (nothing written), or etcd failing.
 pub async fn set_image(target: &Target, options: SetImageOptions) -> anyhow::Result<()> {
-    let (_client, registry) = target.connect().await?;
+    let (_client, registry) = super::connect(target).await?;
     match options.workload.kind {
         WorkloadKind::ReplicationController => {
             set_image_kind::<ReplicationController>(&registry, &options).await

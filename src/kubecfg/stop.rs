@@ -70,7 +70,7 @@ pub async fn stop(
         biased;
         () = &mut shutdown => None,
         checked = async {
-            let (client, registry) = target.connect().await?;
+            let (client, registry) = super::connect(target).await?;
             let before: ReplicationController = registry
                 .get(&namespace, &name)
                 .await

@@ -80,7 +80,7 @@ pub(super) async fn watch_kind<T: Object>(
         );
     }
     let start = etcd_watcher::parse_watch_resource_version(&options.resource_version)?;
-    let (client, registry) = target.connect().await?;
+    let (client, registry) = super::connect(target).await?;
     let namespace = (!options.all_namespaces).then_some(options.namespace.as_str());
     let key = api::list_key::<T>(registry.prefix(), namespace);
     if let Some(start) = start {

@@ -7,9 +7,10 @@
 //!   cache, HTTPS and tokens), `consistent_list`, `documents`, `hostile` (hostile clients),
 //!   `inflight` (in-flight limits), `lifecycle` (namespaces, graceful deletes, Nodes),
 //!   `limits` (what one request may cost), `nodes` (cordon and a claiming kubelet),
-//!   `protobuf`, `rollout` (Deployments through the API), `validation`, `writes`; real
-//!   clients: `kubectl`, kube-rs (`kube_client`, `kube_controller`), the Python client
-//!   (`python_client`, its script in `api/python/`); the schema (`openapi`).
+//!   `protobuf`, `rollout` (Deployments through the API), `server_side_apply` (field
+//!   ownership, through kubectl and `kcm apply --server-side`), `validation`, `writes`; real
+//!   clients: `kubectl`, kube-rs (`kube_client`, `kube_controller`, `kube_apply`), the
+//!   Python client (`python_client`, its script in `api/python/`); the schema (`openapi`).
 //! - `controllers/`: `kcm controller-manager` and its parts. The replication manager
 //!   (`manager`, `sync`, `overcreate`, `overlap`; the 2014 one in `replication_2014`),
 //!   `replicaset`, `deployment`, `gc`, `endpoints`, `events`, the controller `framework`,

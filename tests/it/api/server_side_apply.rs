@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::kubectl::{start_apiserver, Api};
+use crate::support::kubectl::{start_apiserver, start_up, Api};
 use crate::support::objects::current_revision;
-use crate::support::with_timeout;
+use crate::support::{eventually, with_timeout};
 
 /// Bound on each test.
 const LIMIT: Duration = Duration::from_secs(90);
@@ -433,6 +433,60 @@ async fn kcm_apply_server_side_records_what_the_api_records_and_meets_the_same_c
         let forced = get_with_fields(&api, "deployment/web").await;
         assert!(fields_of(&forced, "kcm").contains("f:replicas"));
         assert!(!fields_of(&forced, "kubectl").contains("f:replicas"));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controllers_and_kcms_cli_record_their_writes_of_objects_made_through_the_api() {
+    with_timeout(LIMIT, async {
+        let Some(api) = start_up(1).await else {
+            return;
+        };
+        let web = api.manifest("web.yaml", &deployment("{app: web}", 2, &[80]));
+        api.kubectl
+            .ok(&["apply", "--server-side", "-f", &web])
+            .await;
+        // The deployment controller writes the status over etcd: an Update of its own.
+        let controllers = (
+            "kcm-controller-manager".to_string(),
+            "Update".to_string(),
+            "status".to_string(),
+        );
+        eventually(
+            Duration::from_secs(40),
+            "the controller's status write recorded",
+            || async {
+                let live = get_with_fields(&api, "deployment/web").await;
+                live["status"]["replicas"] == 2 && entries(&live).contains(&controllers)
+            },
+        )
+        .await;
+        let live = get_with_fields(&api, "deployment/web").await;
+        assert!(fields_through(&live, "kcm-controller-manager", "status").contains("f:replicas"));
+        assert!(!fields_of(&live, "kubectl").contains("f:status"));
+
+        // kcm's CLI over etcd: an Update by `kcm`, which an apply then conflicts with.
+        api.kcm(&["scale", "--replicas", "3", "deployments", "web"])
+            .await;
+        let scaled = get_with_fields(&api, "deployment/web").await;
+        assert!(
+            fields_of(&scaled, "kcm").contains("f:replicas"),
+            "{:?}",
+            entries(&scaled)
+        );
+        let refused = api
+            .kubectl
+            .run(&["apply", "--server-side", "-f", &web])
+            .await;
+        assert!(!refused.status.success(), "{refused:?}");
+        assert!(
+            refused
+                .stderr
+                .contains(r#"conflict with "kcm" using apps/v1: .spec.replicas"#),
+            "{}",
+            refused.stderr
+        );
     })
     .await;
 }
