@@ -27,7 +27,10 @@
 //! - `api-create`: pods `POST`ed through the API at 64 in flight against raw
 //!   create-if-absent transactions;
 //! - `api-update`: read-modify-writes through the API (`GET` + `PUT`, merge `PATCH`)
-//!   against raw compare-and-swap.
+//!   against raw compare-and-swap;
+//! - `api-apply`: Deployments server-side applied through the API at 64 in flight,
+//!   created then applied again with a new image, against raw create-if-absent then
+//!   compare-and-swap transactions.
 //!
 //! Each scenario works under its own key prefix (`/kcm-bench-{run}/{scenario}`), so an
 //! etcd given with `--etcd-servers` is never touched outside it; the prefix is deleted at
@@ -87,11 +90,12 @@ pub enum Scenario {
     ApiGet,
     ApiCreate,
     ApiUpdate,
+    ApiApply,
 }
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 15] = [
+    pub const ALL: [Scenario; 16] = [
         Scenario::ScaleUp,
         Scenario::ScaleDown,
         Scenario::RsScaleUp,
@@ -107,6 +111,7 @@ impl Scenario {
         Scenario::ApiGet,
         Scenario::ApiCreate,
         Scenario::ApiUpdate,
+        Scenario::ApiApply,
     ];
 
     /// The scenario's name on the command line and in the table, e.g. `scale-up`.
@@ -127,6 +132,7 @@ impl Scenario {
             Scenario::ApiGet => "api-get",
             Scenario::ApiCreate => "api-create",
             Scenario::ApiUpdate => "api-update",
+            Scenario::ApiApply => "api-apply",
         }
     }
 }
@@ -194,6 +200,8 @@ pub struct Sizes {
     /// Pods updated through the API (and raw), and the updates of each kind timed.
     pub api_update_pods: usize,
     pub api_updates: usize,
+    /// Deployments server-side applied through the API (and raw), each twice.
+    pub api_applies: usize,
     /// Repetitions of the short measurements (the median is reported).
     pub repeats: usize,
 }
@@ -221,6 +229,7 @@ impl Sizes {
             api_creates: 10_000,
             api_update_pods: 1_000,
             api_updates: 10_000,
+            api_applies: 10_000,
             repeats: 3,
         }
     }
@@ -247,6 +256,7 @@ impl Sizes {
             api_creates: 300,
             api_update_pods: 100,
             api_updates: 500,
+            api_applies: 300,
             repeats: 1,
         }
     }
@@ -462,6 +472,7 @@ impl Bench {
             Scenario::ApiGet => self.api_get().await,
             Scenario::ApiCreate => self.api_create().await,
             Scenario::ApiUpdate => self.api_update().await,
+            Scenario::ApiApply => self.api_apply().await,
         }
     }
 }

@@ -254,9 +254,22 @@ impl Set {
         };
         let mut set = self;
         for element in parents {
-            set = &mut set.nodes.entry(element.clone()).or_default().children;
+            // Cloned only for a node that is not there yet.
+            if !set.nodes.contains_key(element) {
+                set.nodes.insert(element.clone(), Node::default());
+            }
+            set = &mut set.nodes.get_mut(element).expect("just made").children;
         }
-        set.nodes.entry(last.clone()).or_default().member = true;
+        match set.nodes.get_mut(last) {
+            Some(node) => node.member = true,
+            None => {
+                let node = Node {
+                    member: true,
+                    children: Set::new(),
+                };
+                set.nodes.insert(last.clone(), node);
+            }
+        }
     }
 
     /// Whether `path` is a member.
@@ -301,13 +314,46 @@ impl Set {
 
     /// The paths in either set.
     pub fn union(&self, other: &Set) -> Set {
-        let mut out = self.clone();
+        self.clone().merged(other)
+    }
+
+    /// This set with `other`'s paths added (a union that reuses this set).
+    pub fn merged(mut self, other: &Set) -> Set {
+        self.merge(other);
+        self
+    }
+
+    fn merge(&mut self, other: &Set) {
         for (element, node) in &other.nodes {
-            let mine = out.nodes.entry(element.clone()).or_default();
-            mine.member |= node.member;
-            mine.children = mine.children.union(&node.children);
+            match self.nodes.get_mut(element) {
+                Some(mine) => {
+                    mine.member |= node.member;
+                    mine.children.merge(&node.children);
+                }
+                None => {
+                    self.nodes.insert(element.clone(), node.clone());
+                }
+            }
         }
-        out
+    }
+
+    /// This set without `other`'s paths (a difference that reuses this set).
+    pub fn without(mut self, other: &Set) -> Set {
+        self.remove(other);
+        self
+    }
+
+    fn remove(&mut self, other: &Set) {
+        for (element, theirs) in &other.nodes {
+            let Some(mine) = self.nodes.get_mut(element) else {
+                continue;
+            };
+            mine.member &= !theirs.member;
+            mine.children.remove(&theirs.children);
+            if mine.is_empty() {
+                self.nodes.remove(element);
+            }
+        }
     }
 
     /// The paths in both sets.

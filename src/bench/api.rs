@@ -1,6 +1,7 @@
 //! `api-list`, `api-watch` and `api-get`: the Kubernetes API of `kcm apiserver` (run in
 //! the bench process, on loopback, over the bench's prefix) against etcd-client doing the
-//! same reads directly (`write` has `api-create` and `api-update`, the writes).
+//! same reads directly (`write` has `api-create` and `api-update`, the writes; `apply`
+//! has `api-apply`, server-side apply).
 //!
 //! - `api-list`: one namespace's pods listed as JSON (a consistent read, served by the
 //!   watch cache once it has caught up with etcd, and `resourceVersion=0`) and as a
@@ -30,6 +31,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+mod apply;
 mod http;
 mod write;
 

@@ -21,7 +21,7 @@ impl ValueEnum for Scenario {
 pub struct BenchArgs {
     /// Scenarios to run (default: all): scale-up, scale-down, rs-scale-up, rs-scale-down,
     /// rollout, heal, resync, watch, resume, memory, api-list, api-watch, api-get,
-    /// api-create, api-update.
+    /// api-create, api-update, api-apply.
     #[arg(value_enum)]
     pub scenarios: Vec<Scenario>,
     /// Data dir of the private etcd (default: a temporary dir on disk, removed after).

@@ -94,6 +94,12 @@ impl Walk {
         old: Option<&Value>,
         new: Option<&Value>,
     ) -> Result<(), String> {
+        // A subtree the write left as it was holds no change (most of an update).
+        if let (Some(old), Some(new)) = (old, new) {
+            if old == new {
+                return Ok(());
+            }
+        }
         match type_of(schema) {
             Type::Scalar | Type::Atomic { .. } => self.leaf(old, new),
             Type::Any => match (old, new) {
@@ -140,35 +146,34 @@ impl Walk {
         Ok(())
     }
 
-    fn list(
+    fn list<'v>(
         &mut self,
         keys: Option<&[&str]>,
         items: Option<&'static Value>,
-        old: Option<&Value>,
-        new: Option<&Value>,
+        old: Option<&'v Value>,
+        new: Option<&'v Value>,
     ) -> Result<(), String> {
-        let index = |list: Option<&Value>, path: &[PathElement]| {
-            let mut indexed: Vec<(PathElement, Value)> = Vec::new();
+        let index = |list: Option<&'v Value>, path: &[PathElement]| {
+            let mut indexed: Vec<(PathElement, &'v Value)> = Vec::new();
             for item in list.and_then(Value::as_array).into_iter().flatten() {
                 let element = item_element(keys, items, item)
                     .map_err(|why| format!("{}: {why}", display(path)))?;
                 if !indexed.iter().any(|(seen, _)| *seen == element) {
-                    indexed.push((element, item.clone()));
+                    indexed.push((element, item));
                 }
             }
             Ok::<_, String>(indexed)
         };
         let old_items = index(old, &self.path)?;
         let new_items = index(new, &self.path)?;
-        let find = |side: &[(PathElement, Value)], element: &PathElement| {
+        let find = |side: &[(PathElement, &'v Value)], element: &PathElement| {
             side.iter()
-                .position(|(e, _)| e == element)
-                .map(|i| side[i].1.clone())
+                .find(|(e, _)| e == element)
+                .map(|(_, item)| *item)
         };
         for (element, item) in &old_items {
             self.path.push(element.clone());
-            let new_item = find(&new_items, element);
-            self.value(items, Some(item), new_item.as_ref())?;
+            self.value(items, Some(item), find(&new_items, element))?;
             self.path.pop();
         }
         for (element, item) in &new_items {

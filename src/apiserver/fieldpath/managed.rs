@@ -160,6 +160,21 @@ pub fn encode(entries: &[Entry]) -> Value {
 
 /// `set` without the paths no manager owns.
 pub fn strip(set: &Set) -> Set {
+    strip_owned(set.clone())
+}
+
+/// [`strip`], reusing `set`.
+fn strip_owned(set: Set) -> Set {
+    set.without(never_owned())
+}
+
+/// The paths no manager owns, made once.
+fn never_owned() -> &'static Set {
+    static NEVER: std::sync::OnceLock<Set> = std::sync::OnceLock::new();
+    NEVER.get_or_init(never_owned_set)
+}
+
+fn never_owned_set() -> Set {
     let field = |name: &str| PathElement::Field(name.to_string());
     let mut never = Set::new();
     never.insert(&[field("apiVersion")]);
@@ -179,7 +194,7 @@ pub fn strip(set: &Set) -> Set {
     }
     // `metadata` itself is never a member, but what else it holds (labels, annotations,
     // finalizers, ownerReferences) is owned.
-    set.difference(&never)
+    never
 }
 
 /// The entries after a write from `old` to `new` (two objects of the served `kind`) by
@@ -195,7 +210,7 @@ pub fn record_update(
     entries: Vec<Entry>,
 ) -> Result<Vec<Entry>, String> {
     let comparison = compare(kind, old, new)?;
-    let changed = comparison.modified.union(&comparison.added);
+    let changed = comparison.modified.merged(&comparison.added);
     let mine = Entry {
         manager: writer.manager.to_string(),
         operation: Operation::Update,
@@ -211,10 +226,9 @@ pub fn record_update(
             earlier = Some(entry);
             continue;
         }
-        entry.fields = entry
-            .fields
-            .difference(&changed)
-            .difference(&comparison.removed);
+        entry.fields = std::mem::take(&mut entry.fields)
+            .without(&changed)
+            .without(&comparison.removed);
         if !entry.fields.is_empty() {
             kept.push(entry);
         }
@@ -222,17 +236,17 @@ pub fn record_update(
     // A write that took no field leaves the writer's entry as it was, time included
     // (kube-apiserver's `managedFieldsUpdater`), less what it removed.
     let entry = match earlier {
-        Some(earlier) if changed.is_empty() => Entry {
-            fields: earlier.fields.difference(&comparison.removed),
-            ..earlier
-        },
+        Some(mut earlier) if changed.is_empty() => {
+            earlier.fields = std::mem::take(&mut earlier.fields).without(&comparison.removed);
+            earlier
+        }
         earlier => Entry {
-            fields: strip(
-                &earlier
+            fields: strip_owned(
+                earlier
                     .map(|e| e.fields)
                     .unwrap_or_default()
-                    .difference(&comparison.removed)
-                    .union(&changed),
+                    .without(&comparison.removed)
+                    .merged(&changed),
             ),
             ..mine
         },

@@ -192,7 +192,11 @@ fn decode_within(body_type: BodyType, bytes: &[u8], limit: usize) -> Result<Deco
         budget: &mut budget,
     };
     let over = |budget: &MemoryBudget| budget.spent() > budget.limit();
-    let value = if matches!(body_type, BodyType::Yaml | BodyType::ApplyPatch) {
+    // An apply configuration is YAML, and most clients (kubectl, kube-rs) send it as JSON,
+    // which YAML includes: that is read by the JSON decoder, many times faster.
+    let json_apply = body_type == BodyType::ApplyPatch
+        && bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    let value = if matches!(body_type, BodyType::Yaml | BodyType::ApplyPatch) && !json_apply {
         if yaml_flow_depth(bytes) > MAX_YAML_FLOW_DEPTH {
             return Err(ApiError::bad_request(format!(
                 "the body is not valid YAML: its flow collections ([...], {{...}}) nest deeper \
@@ -544,7 +548,20 @@ mod tests {
     }
 
     #[test]
-    fn content_types_choose_the_decoder_and_server_side_apply_is_refused() {
+    fn an_apply_configuration_in_json_or_yaml_decodes_to_the_same_object_with_its_duplicates() {
+        let json = br#" {"kind": "ConfigMap", "data": {"a": "1", "a": "2"}}"#;
+        let yaml = b"kind: ConfigMap\ndata:\n  a: \"1\"\n  a: \"2\"\n";
+        let (from_json, from_yaml) = (
+            decode(BodyType::ApplyPatch, json).unwrap(),
+            decode(BodyType::ApplyPatch, yaml).unwrap(),
+        );
+        assert_eq!(from_json.value, from_yaml.value);
+        assert_eq!(from_json.duplicates, from_yaml.duplicates);
+        assert_eq!(from_json.duplicates, ["data.a"]);
+    }
+
+    #[test]
+    fn content_types_choose_the_decoder_and_an_apply_configuration_is_a_patch() {
         let with = |ct: &str| {
             let mut headers = HeaderMap::new();
             if !ct.is_empty() {
@@ -565,9 +582,17 @@ mod tests {
             body_type(&with("application/strategic-merge-patch+json"), true),
             Ok(BodyType::StrategicMergePatch)
         );
-        let ssa = body_type(&with("application/apply-patch+yaml"), true).unwrap_err();
-        assert_eq!(ssa.code, 415);
-        assert!(ssa.message.contains("server-side apply"), "{}", ssa.message);
+        assert_eq!(
+            body_type(&with("application/apply-patch+yaml"), true),
+            Ok(BodyType::ApplyPatch)
+        );
+        // An apply configuration is a patch: a POST or PUT body cannot be one.
+        assert_eq!(
+            body_type(&with("application/apply-patch+yaml"), false)
+                .unwrap_err()
+                .code,
+            415
+        );
         assert_eq!(
             body_type(&with("application/vnd.kubernetes.protobuf"), false),
             Ok(BodyType::Protobuf)

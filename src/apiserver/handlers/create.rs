@@ -87,6 +87,10 @@ pub(super) async fn create_object<T: Object>(
         let mut typed: T = prepare_for_create(writable, object)?;
         if track == Track::Update {
             let mut created = served(writable.kind(), &typed);
+            if let Some(object) = created.as_object_mut() {
+                // Owned by nobody on a create; a copy that is only read for its entries.
+                object.shift_remove("status");
+            }
             managed::record(writer, None, &mut created);
             let extra = &mut typed.metadata_mut().extra;
             match created.pointer("/metadata/managedFields") {

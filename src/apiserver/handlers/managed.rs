@@ -225,13 +225,14 @@ pub(super) fn record(writer: Writer<'_>, old: Option<&Value>, new: &mut Value) {
     let recorded = match old {
         Some(old) => managed::record_update(writer.kind, writer.at(&now), old, new, entries),
         // A create owns no status (the main resource's reset field).
-        None => {
+        None if new.get("status").is_some() => {
             let mut created = new.clone();
             if let Some(object) = created.as_object_mut() {
                 object.shift_remove("status");
             }
             managed::record_update(writer.kind, writer.at(&now), &empty, &created, entries)
         }
+        None => managed::record_update(writer.kind, writer.at(&now), &empty, new, entries),
     };
     match recorded {
         Ok(entries) => set_entries(new, &entries),

@@ -127,6 +127,35 @@ pub(super) async fn apply<T: Object>(
     managed::check_config(writer, &config)?;
     write::name_from_path(&mut config, namespace, Some(name))?;
     let force = options.manager.force;
+    let create = || async {
+        if let Some(uid) = config.pointer("/metadata/uid").and_then(Value::as_str) {
+            return Err(ApiError::conflict_because(
+                writable.resource.group,
+                writable.resource.plural,
+                name,
+                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: "),
+            ));
+        }
+        let object = managed::apply(writer, None, &config, force)?;
+        let track = create::Track::Applied;
+        let options = options.clone();
+        create::create_object::<T>(state, writable, namespace, object, options, track)
+            .await
+            .map(|created| respond(StatusCode::CREATED, &created, &warnings))
+    };
+    // What the watch cache does not hold is most likely not there: create it at once (one
+    // etcd transaction, not a read that finds nothing and then one), and apply to it when
+    // it was there after all.
+    let cached = state
+        .caches
+        .get(writable.resource.plural)
+        .filter(|c| c.is_synced());
+    if part == Part::Main && cached.is_some_and(|cache| cache.get(namespace, name).0.is_none()) {
+        match create().await {
+            Err(exists) if exists.reason == "AlreadyExists" => {}
+            created => return created,
+        }
+    }
     let mut change = |current: &Value| {
         let applied = managed::apply(writer, Some(current), &config, force)?;
         let entries = applied.pointer("/metadata/managedFields").cloned();
@@ -143,23 +172,7 @@ pub(super) async fn apply<T: Object>(
     let key = (namespace, name);
     match write::update::<T>(state, writable, key, options.dry_run, &mut change).await {
         Ok(stored) => Ok(respond(StatusCode::OK, &stored, &warnings)),
-        Err(missing) if missing.code == 404 && part == Part::Main => {
-            if let Some(uid) = config.pointer("/metadata/uid").and_then(Value::as_str) {
-                return Err(ApiError::conflict_because(
-                    writable.resource.group,
-                    writable.resource.plural,
-                    name,
-                    &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: "
-                    ),
-                ));
-            }
-            let object = managed::apply(writer, None, &config, force)?;
-            let track = create::Track::Applied;
-            create::create_object::<T>(state, writable, namespace, object, options, track)
-                .await
-                .map(|created| respond(StatusCode::CREATED, &created, &warnings))
-        }
+        Err(missing) if missing.code == 404 && part == Part::Main => create().await,
         Err(other) => Err(other),
     }
 }

@@ -28,7 +28,7 @@ use crate::bench::report::row;
 use crate::bench::{Bench, Row};
 
 /// Writes in flight at once, through the API and raw alike (issue 23: 64).
-const IN_FLIGHT: usize = 64;
+pub(super) const IN_FLIGHT: usize = 64;
 
 /// The three ways an update is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,7 +164,10 @@ impl Bench {
                     match how {
                         Update::GetPut => get_put(&mut http, &path, &label).await?,
                         Update::Patch => patch(&mut http, &path, &label).await?,
-                        Update::RawCas => raw_cas(&mut kv, key, &label).await?,
+                        Update::RawCas => {
+                            let set = |pod: &mut Value| set_label(pod, &label);
+                            raw_cas(&mut kv, key, set).await?
+                        }
                     }
                 }
                 anyhow::Ok(())
@@ -177,7 +180,7 @@ impl Bench {
     }
 
     /// Keys under `dir`.
-    async fn count(&self, dir: &str) -> anyhow::Result<usize> {
+    pub(super) async fn count(&self, dir: &str) -> anyhow::Result<usize> {
         let options = etcd_client::GetOptions::new()
             .with_prefix()
             .with_count_only();
@@ -261,23 +264,33 @@ async fn patch(http: &mut HttpClient, path: &str, label: &str) -> anyhow::Result
     Ok(())
 }
 
-/// A get of `key`, the label set in the parsed value, a transaction comparing the key's
+/// Sets the pod's `round` label.
+fn set_label(pod: &mut Value, label: &str) -> anyhow::Result<()> {
+    pod["metadata"]["labels"]["round"] = json!(label);
+    Ok(())
+}
+
+/// A get of `key`, `change` made to the parsed value, a transaction comparing the key's
 /// `mod_revision` with the one read.
-async fn raw_cas(kv: &mut etcd_client::KvClient, key: &str, label: &str) -> anyhow::Result<()> {
+pub(super) async fn raw_cas(
+    kv: &mut etcd_client::KvClient,
+    key: &str,
+    change: impl FnOnce(&mut Value) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let got = kv.get(key, None).await?;
     let current = got
         .kvs()
         .first()
         .with_context(|| format!("{key} is gone"))?;
-    let mut pod: Value = serde_json::from_slice(current.value())?;
-    pod["metadata"]["labels"]["round"] = json!(label);
+    let mut object: Value = serde_json::from_slice(current.value())?;
+    change(&mut object).with_context(|| format!("change {key}"))?;
     let txn = Txn::new()
         .when([Compare::mod_revision(
             key,
             CompareOp::Equal,
             current.mod_revision(),
         )])
-        .and_then([TxnOp::put(key, serde_json::to_vec(&pod)?, None)]);
+        .and_then([TxnOp::put(key, serde_json::to_vec(&object)?, None)]);
     anyhow::ensure!(
         kv.txn(txn).await?.succeeded(),
         "{key} changed under its CAS"

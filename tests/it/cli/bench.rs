@@ -14,7 +14,7 @@ use crate::support::{start_etcd, with_timeout};
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// The figures every full report has: (scenario, rows).
-const EXPECTED_ROWS: [(&str, usize); 15] = [
+const EXPECTED_ROWS: [(&str, usize); 16] = [
     ("scale-up", 1),
     ("scale-down", 1),
     ("rs-scale-up", 1),
@@ -30,6 +30,7 @@ const EXPECTED_ROWS: [(&str, usize); 15] = [
     ("api-get", 4),
     ("api-create", 1),
     ("api-update", 2),
+    ("api-apply", 2),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,7 +70,7 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
         }
         assert!(lines[1].starts_with("---"), "{stdout}");
         let rows: Vec<&str> = lines[2..lines.len() - 1].to_vec();
-        assert_eq!(rows.len(), 26, "{stdout}");
+        assert_eq!(rows.len(), 28, "{stdout}");
         for (scenario, count) in EXPECTED_ROWS {
             let found = rows.iter().filter(|r| r.starts_with(scenario)).count();
             assert_eq!(found, count, "rows of {scenario}: {stdout}");
@@ -87,7 +88,7 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
         let report: Value =
             serde_json::from_slice(&std::fs::read(&json).expect("read --json")).expect("JSON");
         let json_rows = report["rows"].as_array().expect("rows");
-        assert_eq!(json_rows.len(), 26);
+        assert_eq!(json_rows.len(), 28);
         for row in json_rows {
             for field in [
                 "scenario", "measure", "unit", "kcm", "baseline", "ratio", "target",
