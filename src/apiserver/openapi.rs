@@ -68,11 +68,15 @@ fn served_definitions() -> Vec<(&'static str, &'static Value)> {
     found
 }
 
-/// The served schema of `kind` (`Scale` included), if kcm serves it.
+/// The served schema of `kind` (`Scale` included), if kcm serves it: looked up in the
+/// served definitions, found once (every write asks, several times).
 pub(crate) fn definition_of(kind: &str) -> Option<&'static Value> {
-    served_definitions()
-        .into_iter()
-        .find_map(|(served, definition)| (served == kind).then_some(definition))
+    static SERVED: std::sync::OnceLock<Vec<(&'static str, &'static Value)>> =
+        std::sync::OnceLock::new();
+    SERVED
+        .get_or_init(served_definitions)
+        .iter()
+        .find_map(|&(served, definition)| (served == kind).then_some(definition))
 }
 
 /// The group-versions kcm serves, as `/openapi/v3` names them (`api/v1`, `apis/apps/v1`).

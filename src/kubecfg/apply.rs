@@ -208,11 +208,7 @@ async fn apply_object<T: Object>(
             },
         }
     }
-    anyhow::bail!(
-        "{} {name:?} kept changing while it was applied ({MAX_APPLY_ATTEMPTS} conflicts in a \
-         row); try again",
-        T::RESOURCE
-    )
+    Err(kept_changing::<T>(name))
 }
 
 /// `kcm apply --server-side` of one object: the API's server-side apply
@@ -292,7 +288,12 @@ async fn apply_server_side<T: Object>(
             },
         }
     }
-    anyhow::bail!(
+    Err(kept_changing::<T>(name))
+}
+
+/// The error of an apply that met a conflict [`MAX_APPLY_ATTEMPTS`] times in a row.
+fn kept_changing<T: Object>(name: &str) -> anyhow::Error {
+    anyhow::anyhow!(
         "{} {name:?} kept changing while it was applied ({MAX_APPLY_ATTEMPTS} conflicts in a \
          row); try again",
         T::RESOURCE
