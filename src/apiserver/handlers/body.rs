@@ -193,10 +193,16 @@ fn decode_within(body_type: BodyType, bytes: &[u8], limit: usize) -> Result<Deco
     };
     let over = |budget: &MemoryBudget| budget.spent() > budget.limit();
     // An apply configuration is YAML, and most clients (kubectl, kube-rs) send it as JSON,
-    // which YAML includes: that is read by the JSON decoder, many times faster.
-    let json_apply = body_type == BodyType::ApplyPatch
-        && bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-    let value = if matches!(body_type, BodyType::Yaml | BodyType::ApplyPatch) && !json_apply {
+    // which YAML includes: that is read by the JSON decoder, many times faster, and what
+    // it cannot read (YAML's own flow style, `{kind: Pod}`) by the YAML one.
+    if body_type == BodyType::ApplyPatch
+        && bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+    {
+        if let Ok(decoded) = decode_within(BodyType::Json, bytes, limit) {
+            return Ok(decoded);
+        }
+    }
+    let value = if matches!(body_type, BodyType::Yaml | BodyType::ApplyPatch) {
         if yaml_flow_depth(bytes) > MAX_YAML_FLOW_DEPTH {
             return Err(ApiError::bad_request(format!(
                 "the body is not valid YAML: its flow collections ([...], {{...}}) nest deeper \
@@ -558,6 +564,18 @@ mod tests {
         assert_eq!(from_json.value, from_yaml.value);
         assert_eq!(from_json.duplicates, from_yaml.duplicates);
         assert_eq!(from_json.duplicates, ["data.a"]);
+        // YAML's flow style starts like JSON and is not.
+        let flow = decode(BodyType::ApplyPatch, b"{kind: ConfigMap, data: {a: '1'}}").unwrap();
+        assert_eq!(
+            flow.value,
+            serde_json::json!({"kind": "ConfigMap", "data": {"a": "1"}})
+        );
+        let neither = decode(BodyType::ApplyPatch, b"{\n  :: [").unwrap_err();
+        assert!(
+            neither.message.contains("not valid YAML"),
+            "{}",
+            neither.message
+        );
     }
 
     #[test]
