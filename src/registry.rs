@@ -648,26 +648,26 @@ impl Registry {
             });
         };
         let mut object = object.clone();
-        if self.field_manager.is_some() && meta.extra.contains_key("managedFields") {
-            self.write_fence("update", &key)?;
-            if let Some(Ok(stored)) = self.stored_at::<T>(&key, expected).await? {
-                object = self.record_fields(&stored, object);
-            }
-        }
-        if !api::set_generation_from_read(&mut object) {
-            // The generation depends on the stored spec, which the caller's copy no longer
-            // shows. A stored value at another revision (or none) means the write below
-            // fails anyway, and classifies the failure itself.
+        // The stored value is read (once) when the caller's copy no longer shows the
+        // stored spec the generation depends on, or when the write's fields are recorded.
+        // A stored value at another revision (or none) means the write below fails anyway,
+        // and classifies the failure itself.
+        let records = self.field_manager.is_some() && meta.extra.contains_key("managedFields");
+        let generation_set = api::set_generation_from_read(&mut object);
+        if !generation_set || records {
             self.write_fence("update", &key)?;
             match self.stored_at::<T>(&key, expected).await? {
-                Some(Ok(stored)) => api::set_generation(Some(&stored), &mut object),
+                Some(Ok(stored)) => {
+                    object = self.record_fields(&stored, object);
+                    api::set_generation(Some(&stored), &mut object);
+                }
                 // Overwriting a value that does not decode: count the write as a spec
                 // change from what the writer saw.
-                Some(Err(_)) => {
+                Some(Err(_)) if !generation_set => {
                     let meta = object.metadata_mut();
                     meta.generation = meta.generation.max(0).saturating_add(1);
                 }
-                None => {}
+                Some(Err(_)) | None => {}
             }
         }
         let value = self.encode(&key, &object)?;

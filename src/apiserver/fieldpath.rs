@@ -475,3 +475,22 @@ impl Set {
 
 #[cfg(test)]
 mod tests;
+
+/// What the tests of the parts share: two times and a writer in apps/v1.
+#[cfg(test)]
+mod testing {
+    use super::managed::Writer;
+
+    pub const T1: &str = "2024-05-01T10:00:00Z";
+    pub const T2: &str = "2024-05-01T10:05:00Z";
+
+    /// `manager` writing through the main resource at `now`.
+    pub fn writer<'a>(manager: &'a str, now: &'a str) -> Writer<'a> {
+        Writer {
+            manager,
+            api_version: "apps/v1",
+            subresource: "",
+            now,
+        }
+    }
+}

@@ -2,17 +2,7 @@ use serde_json::json;
 
 use super::*;
 
-const T1: &str = "2024-05-01T10:00:00Z";
-const T2: &str = "2024-05-01T10:05:00Z";
-
-fn writer<'a>(manager: &'a str, now: &'a str) -> Writer<'a> {
-    Writer {
-        manager,
-        api_version: "apps/v1",
-        subresource: "",
-        now,
-    }
-}
+use crate::apiserver::fieldpath::testing::{writer, T1, T2};
 
 fn deployment(replicas: i64, image: &str) -> Value {
     json!({
