@@ -282,6 +282,11 @@ impl Registry {
     /// between: a create that must not land once something about another key changed
     /// (an object in a namespace that began terminating).
     ///
+    /// `seen` is a condition on `guard` the caller already admitted, from a cache (the
+    /// apiserver's watch cache of namespaces): the first attempt compares against it
+    /// without reading `guard`, so a create costs one etcd request; when the cache was
+    /// behind, the transaction fails on it and the next attempt reads `guard` as usual.
+    ///
     /// # Errors
     /// `AlreadyExists`, `Update` when `admit` refuses (nothing is written),
     /// `ConditionFailed` when `guard` kept changing; `Fenced`, `OwnerGone` as every write.
@@ -290,21 +295,28 @@ impl Registry {
         key: &str,
         value: Vec<u8>,
         guard: &str,
+        mut seen: Option<KeyCondition>,
         mut admit: F,
     ) -> Result<ResourceVersion, StorageError>
     where
         F: FnMut(Option<&RawValue>) -> anyhow::Result<()>,
     {
         let mut last_failure = None;
-        for _ in 0..GUARD_ATTEMPTS {
-            let read = self.get_raw(guard).await?;
-            admit(read.as_ref()).map_err(|source| StorageError::Update {
-                key: key.to_string(),
-                source,
-            })?;
-            let condition = match &read {
-                None => KeyCondition::Absent(guard.to_string()),
-                Some(read) => KeyCondition::At(guard.to_string(), read.mod_revision),
+        let attempts = GUARD_ATTEMPTS + usize::from(seen.is_some());
+        for _ in 0..attempts {
+            let condition = match seen.take() {
+                Some(condition) => condition,
+                None => {
+                    let read = self.get_raw(guard).await?;
+                    admit(read.as_ref()).map_err(|source| StorageError::Update {
+                        key: key.to_string(),
+                        source,
+                    })?;
+                    match &read {
+                        None => KeyCondition::Absent(guard.to_string()),
+                        Some(read) => KeyCondition::At(guard.to_string(), read.mod_revision),
+                    }
+                }
             };
             let guarded = self.with_conditions(vec![condition]);
             match guarded.create_raw(key, value.clone()).await {

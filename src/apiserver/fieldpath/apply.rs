@@ -25,7 +25,7 @@ use super::merge::{merge, remove};
 use super::typed::fields_of;
 use super::{display, Set};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// What an apply gives: the object to store, its entries, and whether it differs from the
 /// live object.
@@ -127,6 +127,20 @@ pub fn apply(
         subresource: writer.subresource.to_string(),
         fields: applied.clone(),
     };
+    if entries.is_empty() && live.as_object().is_some_and(Map::is_empty) {
+        // An apply that creates: nothing to prune, nobody to conflict with, and all of
+        // the merge is new.
+        let changed = merged.as_object().is_none_or(|merged| !merged.is_empty());
+        return Ok(Applied {
+            object: merged,
+            entries: if mine.fields.is_empty() {
+                Vec::new()
+            } else {
+                vec![mine]
+            },
+            changed,
+        });
+    }
     let (earlier, others): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| {
         e.manager == mine.manager
             && e.operation == Operation::Apply

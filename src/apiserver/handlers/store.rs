@@ -24,7 +24,10 @@ use crate::api::{self, Object, ResourceVersion};
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::resources::Resource;
 use crate::apiserver::validation;
-use crate::registry::{Deleted, Deletion, RawValue, StorageError};
+use crate::registry::{Deleted, Deletion, KeyCondition, RawValue, StorageError};
+
+/// The resource whose watch cache admits a create in a namespace.
+const NAMESPACES: &str = "namespaces";
 
 /// How often a `generateName` create tries another name after hitting an existing one.
 const GENERATE_NAME_ATTEMPTS: usize = 8;
@@ -138,8 +141,11 @@ impl Store<'_> {
         let value = prepared.value.clone();
         let created = match &guard {
             Some(guard) => {
+                let seen = self.namespace_seen(namespace, guard);
                 let admit = |read: Option<&RawValue>| admit(read).map_err(anyhow::Error::new);
-                registry.create_raw_guarded(key, value, guard, admit).await
+                registry
+                    .create_raw_guarded(key, value, guard, seen, admit)
+                    .await
             }
             None => registry.create_raw(key, value).await,
         };
@@ -152,6 +158,24 @@ impl Store<'_> {
                 &format!("the namespace {namespace} kept changing; try again"),
             )),
             Err(e) => Err(self.error(name, e)),
+        }
+    }
+
+    /// The condition on the namespace's key (`guard`) that the namespaces' watch cache
+    /// admits the create under: absent, or at its revision and not terminating. `None`
+    /// (read etcd) before the cache has listed, and when it holds the namespace
+    /// terminating, so that a 403 is only ever answered from etcd's own value.
+    fn namespace_seen(&self, namespace: &str, guard: &str) -> Option<KeyCondition> {
+        let cache = self.state.caches.get(NAMESPACES)?;
+        if !cache.is_synced() {
+            return None;
+        }
+        match cache.get("", namespace).0 {
+            None => Some(KeyCondition::Absent(guard.to_string())),
+            Some(item) if !api::is_terminating(&item.object) => {
+                Some(KeyCondition::At(guard.to_string(), item.revision))
+            }
+            Some(_) => None,
         }
     }
 

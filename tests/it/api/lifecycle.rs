@@ -425,3 +425,72 @@ async fn kubectl_cordon_keeps_new_pods_off_a_node_and_a_deleted_node_comes_back(
     })
     .await;
 }
+
+/// A create admitted by the namespaces' watch cache commits only while etcd's Namespace
+/// is still the one the cache held: [`NAMESPACES`] times, a Namespace is marked
+/// terminating directly in etcd (the apiserver's cache learns it from its watch, later)
+/// while a pod is `POST`ed into it. Each such create is either 403 or committed before
+/// the mark, in etcd's order; one after it is never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_racing_its_namespaces_termination_never_lands_after_it() {
+    const NAMESPACES: usize = 300;
+    with_timeout(Duration::from_secs(240), async {
+        let Some(api) = crate::support::kubectl::start_apiserver().await else {
+            return;
+        };
+        let etcd = api.etcd.client().await;
+        let post = |path: String, body: Value| async move {
+            let body = body.to_string().into_bytes();
+            http_request(api.port, "POST", &path, Some("application/json"), &body).await
+        };
+        let pod = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+        };
+        let (mut refused, mut before_the_mark) = (0, 0);
+        for i in 0..NAMESPACES {
+            let ns = format!("race-{i}");
+            let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns}});
+            let created = post("/api/v1/namespaces".into(), namespace).await;
+            assert_eq!(created.status, 201, "{}", created.body);
+            let pods = format!("/api/v1/namespaces/{ns}/pods");
+            let first = post(pods.clone(), pod("first")).await;
+            assert_eq!(first.status, 201, "{}", first.body);
+
+            let key = format!("/registry/namespaces/{ns}");
+            let read = etcd.kv_client().get(key.as_str(), None).await.unwrap();
+            let mut document: Value = serde_json::from_slice(read.kvs()[0].value()).unwrap();
+            document["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            document["status"]["phase"] = json!("Terminating");
+            let mut kv = etcd.kv_client();
+            let mark = async move {
+                let put = kv.put(key.as_str(), document.to_string(), None).await;
+                put.unwrap().header().unwrap().revision()
+            };
+            let (marked_at, racing) = tokio::join!(mark, post(pods, pod("racing")));
+            match racing.status {
+                403 => {
+                    assert!(racing.body.contains("being terminated"), "{}", racing.body);
+                    refused += 1;
+                }
+                201 => {
+                    let created: i64 = racing.json()["metadata"]["resourceVersion"]
+                        .as_str()
+                        .and_then(|rv| rv.parse().ok())
+                        .expect("a resourceVersion");
+                    assert!(
+                        created < marked_at,
+                        "a pod created in {ns} at {created}, after its Namespace was marked \
+                         terminating at {marked_at}"
+                    );
+                    before_the_mark += 1;
+                }
+                other => panic!("a create racing the mark in {ns}: {other} {}", racing.body),
+            }
+        }
+        eprintln!("{refused} racing creates refused, {before_the_mark} committed before the mark");
+        assert_eq!(refused + before_the_mark, NAMESPACES);
+    })
+    .await;
+}
