@@ -79,8 +79,16 @@ pub(super) async fn create_object<T: Object>(
     let generate = generate_name(&object);
     let api_version = writable.resource.api_version();
     let writer = writable.writer(&api_version, &options.manager, "");
+    // Each attempt of a `generateName` create prepares a copy; the only attempt of
+    // another takes the body itself.
+    let mut body = Some(object);
     let prepare = |name: Option<String>| {
-        let mut object = object.clone();
+        let mut object = match (&name, body.as_ref()) {
+            (Some(_), Some(object)) => object.clone(),
+            _ => body
+                .take()
+                .expect("a create without generateName prepares once"),
+        };
         if let Some(name) = name {
             object["metadata"]["name"] = Value::String(name);
         }
