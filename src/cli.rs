@@ -380,7 +380,9 @@ pub async fn run(
         }
         Command::Kubelet(args) => {
             let config = (&args).try_into()?;
-            crate::kubelet::run(&global.try_into()?, config, args.healthz(), shutdown).await
+            let fields = std::sync::Arc::new(crate::apiserver::FieldOwnership);
+            let target = global.try_into()?;
+            crate::kubelet::run(&target, config, args.healthz(), fields, shutdown).await
         }
         Command::Watch(args) => {
             let target = global.try_into()?;

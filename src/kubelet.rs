@@ -55,6 +55,7 @@ mod pods;
 mod registration;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::rngs::StdRng;
@@ -85,10 +86,14 @@ use crate::etcd_watcher::{
 };
 use crate::labels;
 use crate::record::{Counts, EventBroadcaster, Recorder};
-use crate::registry::{Registry, StorageError};
+use crate::registry::{FieldRecorder, Registry, StorageError};
 
 /// The `source.component` of a kubelet's events (its `source.host` is the node).
 pub const EVENT_COMPONENT: &str = "kubelet";
+
+/// The field manager a kubelet's writes of objects made through the API are recorded as
+/// (kube-apiserver records a kubelet's as `kubelet`): a pod's status, its Node.
+pub const KUBELET_FIELD_MANAGER: &str = "kcm-kubelet";
 
 /// How long a stopping `kcm kubelet` waits for its queued events to be written.
 const EVENTS_FLUSH_LIMIT: Duration = Duration::from_secs(2);
@@ -469,6 +474,7 @@ pub async fn run(
     target: &Target,
     config: KubeletConfig,
     healthz: Option<std::net::SocketAddr>,
+    fields: Arc<dyn FieldRecorder>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     // The binary's signal handlers are installed when its shutdown future is first polled:
@@ -487,6 +493,7 @@ pub async fn run(
         None => None,
     };
     let (client, registry) = target.connect().await?;
+    let registry = registry.with_field_manager(fields, KUBELET_FIELD_MANAGER);
     let (events, events_writer) =
         EventBroadcaster::start(&client, registry.prefix(), Counts::default());
     let config = KubeletConfig {
@@ -513,7 +520,7 @@ pub async fn run(
     if let Some(listener) = listener {
         // `/healthz` answers 503 naming the node while its registration is lost, as
         // `kcm up`'s does for its kubelets.
-        let health = std::sync::Arc::new(crate::status::Health::new(client.clone()));
+        let health = Arc::new(crate::status::Health::new(client.clone()));
         health
             .loops_running
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -522,7 +529,7 @@ pub async fn run(
             registration.status(),
             health.nodes.clone(),
         ));
-        let metrics = std::sync::Arc::new(crate::status::Metrics::new());
+        let metrics = Arc::new(crate::status::Metrics::new());
         let stop = stop_status.clone().cancelled_owned();
         tokio::spawn(crate::status::serve(listener, metrics, health, stop));
     }

@@ -174,6 +174,23 @@ impl Registry {
         }
     }
 
+    /// `new`, a document of kind `kind` written over `old`, with its entries updated
+    /// when `old` tracks them and this registry records (left as it is otherwise): for
+    /// writers of documents rather than typed objects (the kubelet's Node).
+    pub fn record_document(
+        &self,
+        kind: &str,
+        old: &serde_json::Value,
+        new: &mut serde_json::Value,
+    ) {
+        let Some(manager) = &self.field_manager else {
+            return;
+        };
+        if old.pointer("/metadata/managedFields").is_some() {
+            manager.recorder.record(kind, &manager.manager, old, new);
+        }
+    }
+
     /// `new`, written over `old`, with its entries updated when it tracks them and this
     /// registry records: the object unchanged otherwise.
     fn record_fields<T: Object>(&self, old: &T, new: T) -> T {

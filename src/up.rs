@@ -393,6 +393,10 @@ async fn register_nodes(
                 ..KubeletConfig::new(node.clone())
             };
             let (client, registry) = target.connect().await?;
+            let registry = registry.with_field_manager(
+                std::sync::Arc::new(crate::apiserver::FieldOwnership),
+                crate::kubelet::KUBELET_FIELD_MANAGER,
+            );
             let kubelet = Kubelet::new(registry.clone(), kubelet_config)?;
             let heartbeats = client::connect(&target.client).await?;
             let registration = Registration::register(

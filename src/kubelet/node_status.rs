@@ -280,7 +280,10 @@ pub(super) async fn post_node(
                         None
                     }
                 };
-                let document = node_document(existing.as_ref(), config, system, &now, new_uid);
+                let mut document = node_document(existing.as_ref(), config, system, &now, new_uid);
+                if let Some(existing) = &existing {
+                    registry.record_document("Node", existing, &mut document);
+                }
                 let expected = ResourceVersion(stored.mod_revision);
                 match registry.update_raw(&key, expected, encode(&document)).await {
                     Ok(revision) => return Ok(Posted::Updated(revision)),

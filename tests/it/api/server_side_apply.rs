@@ -437,8 +437,19 @@ async fn kcm_apply_server_side_records_what_the_api_records_and_meets_the_same_c
     .await;
 }
 
+const SOLO_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: solo
+spec:
+  containers:
+  - name: web
+    image: nginx:1.25
+";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_controllers_and_kcms_cli_record_their_writes_of_objects_made_through_the_api() {
+async fn the_controllers_kubelets_and_kcms_cli_record_their_writes_of_objects_made_through_the_api()
+{
     with_timeout(LIMIT, async {
         let Some(api) = start_up(1).await else {
             return;
@@ -465,6 +476,35 @@ async fn the_controllers_and_kcms_cli_record_their_writes_of_objects_made_throug
         let live = get_with_fields(&api, "deployment/web").await;
         assert!(fields_through(&live, "kcm-controller-manager", "status").contains("f:replicas"));
         assert!(!fields_of(&live, "kubectl").contains("f:status"));
+
+        // A pod made through the API: the scheduler's binding and the kubelet's status
+        // writes are Updates of their own.
+        let pod = api.manifest("solo.yaml", SOLO_POD);
+        api.kubectl.ok(&["create", "-f", &pod]).await;
+        let kubelet = (
+            "kcm-kubelet".to_string(),
+            "Update".to_string(),
+            "status".to_string(),
+        );
+        eventually(
+            Duration::from_secs(40),
+            "the kubelet's status write recorded",
+            || async {
+                let live = get_with_fields(&api, "pod/solo").await;
+                live["status"]["phase"] == "Running" && entries(&live).contains(&kubelet)
+            },
+        )
+        .await;
+        let live = get_with_fields(&api, "pod/solo").await;
+        let kubelets = fields_through(&live, "kcm-kubelet", "status");
+        assert!(kubelets.contains("f:phase"), "{kubelets}");
+        assert!(!kubelets.contains("f:spec"), "{kubelets}");
+        assert!(fields_of(&live, "kubectl-create").contains("f:containers"));
+        assert!(
+            fields_of(&live, "kcm-controller-manager").contains("f:nodeName"),
+            "the scheduler's binding: {:?}",
+            entries(&live)
+        );
 
         // kcm's CLI over etcd: an Update by `kcm`, which an apply then conflicts with.
         api.kcm(&["scale", "--replicas", "3", "deployments", "web"])
