@@ -314,11 +314,28 @@ impl crate::registry::FieldRecorder for FieldOwnership {
         old: &serde_json::Value,
         new: &mut serde_json::Value,
     ) {
-        let Some(kind) = convert::Kind::from_kind_name(kind) else {
-            return;
-        };
-        let old_served = convert::to_served(kind, old.clone());
-        let mut new_served = convert::to_served(kind, new.clone());
+        let (kind_name, api_version, old_served, mut new_served) =
+            match convert::Kind::from_kind_name(kind) {
+                Some(kind) => (
+                    kind.kind_name(),
+                    kind.served_api_version().to_string(),
+                    convert::to_served(kind, old.clone()),
+                    convert::to_served(kind, new.clone()),
+                ),
+                // A document stored as it is served (a kubelet's Node).
+                None => match resources::RESOURCES
+                    .iter()
+                    .find(|r| r.kind == kind && r.decode == resources::Decode::Served)
+                {
+                    Some(resource) => (
+                        resource.kind,
+                        resource.api_version(),
+                        old.clone(),
+                        new.clone(),
+                    ),
+                    None => return,
+                },
+            };
         let but_status = |object: &serde_json::Value| {
             let mut rest = object.clone();
             if let Some(fields) = rest.as_object_mut() {
@@ -331,7 +348,7 @@ impl crate::registry::FieldRecorder for FieldOwnership {
         } else {
             ""
         };
-        let served = (kind.kind_name(), kind.served_api_version());
+        let served = (kind_name, api_version.as_str());
         handlers::record_served(served, manager, subresource, &old_served, &mut new_served);
         let Some(metadata) = new
             .get_mut("metadata")

@@ -218,3 +218,62 @@ async fn a_live_kubelets_deleted_node_comes_back_with_a_new_uid() {
     })
     .await;
 }
+
+/// A Node applied to through the API (so it carries entries) that its kubelet posts
+/// again, after registering again: the kubelet's write is recorded as `kcm-kubelet`'s,
+/// through `status`, and the apply's entry stays.
+const ZONE_A: &str = "apiVersion: v1
+kind: Node
+metadata:
+  name: node-1
+  labels: {zone: a}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelets_post_of_a_node_made_through_the_api_is_recorded_as_its_own() {
+    with_timeout(LIMIT, async {
+        let Some((api, mut kubelet)) = api_and_kubelet(&[]).await else {
+            return;
+        };
+        let labels = api.manifest("zone.yaml", ZONE_A);
+        api.kubectl
+            .ok(&["apply", "--server-side", "-f", &labels])
+            .await;
+        let managers = |node: &Value| -> Vec<(String, String)> {
+            node["metadata"]["managedFields"]
+                .as_array()
+                .map(|entries| {
+                    entries
+                        .iter()
+                        .map(|e| {
+                            let text = |field: &str| e[field].as_str().unwrap_or("").to_string();
+                            (text("manager"), text("subresource"))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let labelled = api.stored(NODE_KEY).await.unwrap();
+        assert_eq!(
+            managers(&labelled),
+            [("kubectl".to_string(), String::new())]
+        );
+
+        // Its registration gone, the kubelet registers again and posts its Node.
+        let mut client = api.etcd.client().await;
+        client.delete(REGISTRATION_KEY, None).await.unwrap();
+        let kubelets = ("kcm-kubelet".to_string(), "status".to_string());
+        eventually(CONVERGE, "the kubelet's post recorded", || async {
+            api.stored(NODE_KEY)
+                .await
+                .is_some_and(|node| managers(&node).contains(&kubelets))
+        })
+        .await;
+        let node = api.stored(NODE_KEY).await.unwrap();
+        assert_eq!(node["metadata"]["labels"]["zone"], "a", "{node:#}");
+        assert_eq!(node["metadata"]["uid"], labelled["metadata"]["uid"]);
+        assert!(managers(&node).contains(&("kubectl".to_string(), String::new())));
+        kubelet.assert_running();
+    })
+    .await;
+}
