@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{json, Value};
 
+use crate::support::history;
 use crate::support::kcm::http_request;
 use crate::support::kubectl::start_up;
 use crate::support::objects::pod_documents;
@@ -430,11 +431,11 @@ async fn kubectl_cordon_keeps_new_pods_off_a_node_and_a_deleted_node_comes_back(
 /// is still the one the cache held: [`NAMESPACES`] times, a Namespace is marked
 /// terminating directly in etcd (the apiserver's cache learns it from its watch, later)
 /// while a pod is `POST`ed into it. Each such create is either 403 or committed before
-/// the mark, in etcd's order; one after it is never written.
+/// the mark; and etcd's history holds no pod created in a namespace after its mark.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_racing_its_namespaces_termination_never_lands_after_it() {
-    const NAMESPACES: usize = 300;
-    with_timeout(Duration::from_secs(240), async {
+    const NAMESPACES: usize = 1_000;
+    with_timeout(Duration::from_secs(300), async {
         let Some(api) = crate::support::kubectl::start_apiserver().await else {
             return;
         };
@@ -491,6 +492,36 @@ async fn a_create_racing_its_namespaces_termination_never_lands_after_it() {
         }
         eprintln!("{refused} racing creates refused, {before_the_mark} committed before the mark");
         assert_eq!(refused + before_the_mark, NAMESPACES);
+
+        // The same from etcd's history: each namespace's mark, and no pod created after.
+        let events = history::read(&etcd, "/registry/", "/registry0", 0, "/registry/~end").await;
+        let mut marked: BTreeMap<String, i64> = BTreeMap::new();
+        let mut checked = 0;
+        for event in &events {
+            if let Some(ns) = event.key.strip_prefix("/registry/namespaces/") {
+                let document: Value = serde_json::from_slice(&event.value).unwrap_or_default();
+                if event.put && kcm::api::is_terminating(&document) {
+                    marked.entry(ns.to_string()).or_insert(event.revision);
+                }
+            } else if let Some(rest) = event.key.strip_prefix("/registry/pods/") {
+                let ns = rest.split('/').next().unwrap_or_default();
+                if event.put && event.create_revision == event.revision {
+                    if let Some(mark) = marked.get(ns) {
+                        panic!(
+                            "{} created at {} after {ns} was marked at {mark}",
+                            event.key, event.revision
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(marked.len(), NAMESPACES, "every namespace marked once");
+        assert_eq!(
+            checked,
+            NAMESPACES + before_the_mark,
+            "every pod created is in the history"
+        );
     })
     .await;
 }
