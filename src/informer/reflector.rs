@@ -242,10 +242,8 @@ impl<I: Reflected> Informer<I> {
         };
         let mut raw = shared.watcher.engine(config).into_stream();
         // The changes of a relist in progress (not the first list, which goes straight
-        // into the empty store).
+        // into the empty store; its deltas are made from the store once it is complete).
         let mut listed: Vec<Listed<I>> = Vec::new();
-        // The deltas of the first list, published once it is complete.
-        let mut first_deltas: Vec<Delta<I>> = Vec::new();
         while let Some(item) = raw.next().await {
             match item {
                 RawItem::Page { kvs, .. } => {
@@ -260,13 +258,12 @@ impl<I: Reflected> Informer<I> {
                         let changes: Vec<_> = changes.collect();
                         let mut store = shared.store.write().expect("store lock");
                         for (namespace, name, _, change) in changes {
-                            first_deltas.extend(store.apply(&namespace, &name, change, false));
+                            store.apply(&namespace, &name, change, false);
                         }
                     }
                 }
                 RawItem::ListFailed => {
                     listed.clear();
-                    first_deltas.clear();
                     if !self.is_synced() {
                         // Start the next attempt from an empty store again.
                         shared.store.write().expect("store lock").namespaces.clear();
@@ -276,7 +273,7 @@ impl<I: Reflected> Informer<I> {
                     let deltas = if self.is_synced() {
                         self.replace(std::mem::take(&mut listed), reason == ListReason::Rewound)
                     } else {
-                        std::mem::take(&mut first_deltas)
+                        shared.store.read().expect("store lock").added()
                     };
                     tracing::info!(
                         resource = I::RESOURCE,

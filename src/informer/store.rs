@@ -224,6 +224,29 @@ impl<I: Reflected> Store<I> {
             .map_or_else(|| namespace.into(), |(ns, _)| ns.clone())
     }
 
+    /// Every item as added (a delta from nothing), in the order etcd lists their keys:
+    /// what the first list changed, made once it is complete, so that a list of 100,000
+    /// pods does not keep 100,000 deltas beside its pages while it runs.
+    pub(super) fn added(&self) -> Vec<Delta<I>> {
+        let mut deltas: Vec<Delta<I>> =
+            Vec::with_capacity(self.namespaces.values().map(|ns| ns.items.len()).sum());
+        for (namespace, ns) in &self.namespaces {
+            deltas.extend(ns.items.iter().map(|(name, item)| Delta {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                old: None,
+                new: Some(item.clone()),
+            }));
+        }
+        // `namespace/name`, as the keys under the kind's directory sort.
+        fn key<I>(d: &Delta<I>) -> impl Iterator<Item = u8> + '_ {
+            let (namespace, name) = (d.namespace.bytes(), d.name.bytes());
+            namespace.chain(std::iter::once(b'/')).chain(name)
+        }
+        deltas.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+        deltas
+    }
+
     /// Applies one change and returns its delta (`None` when nothing changed).
     /// `force` replaces an item even at an equal resourceVersion (after a rewind).
     pub(super) fn apply(
@@ -379,6 +402,29 @@ mod tests {
         // the namespace goes away.
         assert!(store.apply("ns", "a", Change::Remove, false).is_none());
         assert!(store.namespaces.is_empty());
+    }
+
+    #[test]
+    fn the_first_lists_deltas_are_every_item_added_in_key_order() {
+        let mut store = Store {
+            namespaces: HashMap::new(),
+        };
+        // `a-b/x` sorts before `a/x` as keys ('-' < '/'), though "a" < "a-b".
+        for (ns, name) in [("a", "y"), ("a-b", "x"), ("a", "x"), ("b", "a")] {
+            store.apply(ns, name, Change::Upsert(pod(name, "web", 1)), false);
+        }
+        store.apply("a", "gone", Change::Undecodable, false);
+        let added: Vec<(String, String)> = store
+            .added()
+            .iter()
+            .inspect(|d| assert!(d.old.is_none() && d.new.is_some()))
+            .map(|d| (d.namespace.to_string(), d.name.to_string()))
+            .collect();
+        let key = |ns: &str, name: &str| (ns.to_string(), name.to_string());
+        assert_eq!(
+            added,
+            [key("a-b", "x"), key("a", "x"), key("a", "y"), key("b", "a")]
+        );
     }
 
     #[test]
