@@ -89,6 +89,12 @@ impl Watcher {
         }
     }
 
+    /// The same watcher listing `page_size` objects per range (the registry's page size).
+    pub fn with_page_size(mut self, page_size: i64) -> Watcher {
+        self.registry = self.registry.with_page_size(page_size);
+        self
+    }
+
     /// The registry whose prefix and KV client this watcher uses.
     pub fn registry(&self) -> &Registry {
         &self.registry

@@ -28,6 +28,12 @@ use super::{
 use crate::etcd_watcher::{BackoffConfig, Watcher};
 use crate::status::Metrics;
 
+/// Objects per range of an informer's list: each page's raw values and decoded items are
+/// held while it goes into the store, so a smaller page lowers the peak of a large first
+/// list (10,000 pods a page held about 5.6 MiB of raw values beside the store) at the cost
+/// of more ranges (50 for 100,000 pods).
+const LIST_PAGE_SIZE: i64 = 2_000;
+
 /// Hands out one shared informer per kind and runs them. Cheap to clone.
 #[derive(Clone)]
 pub struct InformerFactory {
@@ -68,7 +74,7 @@ impl InformerFactory {
     pub fn new(watcher: Watcher, backoff: BackoffConfig, metrics: Arc<Metrics>) -> Self {
         InformerFactory {
             shared: Arc::new(Shared {
-                watcher,
+                watcher: watcher.with_page_size(LIST_PAGE_SIZE),
                 backoff,
                 metrics,
                 stop: CancellationToken::new(),
