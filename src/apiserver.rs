@@ -41,6 +41,7 @@
 mod auth;
 mod cache;
 mod convert;
+pub use convert::{to_served, to_stored, Kind as StoredKind};
 mod discovery;
 mod errors;
 pub mod fieldpath;

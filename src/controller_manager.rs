@@ -10,6 +10,7 @@
 //! run under a token that is cancelled the moment the term is lost, their registry is
 //! fenced with the term's token, and a lost term is followed by a new campaign.
 
+mod api;
 mod descriptors;
 
 use std::net::SocketAddr;
@@ -50,6 +51,9 @@ const EVENTS_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(2
 #[derive(Clone, Debug)]
 pub struct Config {
     pub client: ClientConfig,
+    /// `--kubeconfig`/`--master`: run the controllers as clients of this API server
+    /// instead of reading and writing etcd (`client` and `prefix` are then unused).
+    pub api: Option<crate::apiclient::ApiTarget>,
     pub prefix: String,
     pub controllers: Vec<Controller>,
     pub manager: ManagerConfig,
@@ -109,6 +113,9 @@ pub async fn run_on(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    if let Some(target) = config.api.clone() {
+        return api::run(config, target, listener, shutdown).await;
+    }
     // `--port 0` binds a port of the kernel's choosing: say which.
     let status_addr = listener.local_addr()?;
     let client = client::connect(&config.client).await?;

@@ -55,7 +55,8 @@ use etcd_client::{Client, WatchClient};
 
 pub use diff::{relist_diff, ListChange};
 pub use engine::{BackoffConfig, LoopReport, WatchMetrics, LOOP_RESTARTS, SHORT_LIVED};
-pub(crate) use engine::{Engine, EngineConfig, ListReason, Range, RawItem, RawWatch, Start};
+pub(crate) use engine::{Engine, EngineConfig, Range, Start};
+pub use engine::{ListReason, RawItem, RawWatch};
 pub use event::{everything, selector_filter, Filter, Status, WatchEvent};
 pub use translate::{
     parse_watch_resource_version, translate, RawEvent, RawInfo, RawKind, Translation,

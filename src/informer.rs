@@ -48,6 +48,6 @@ pub use kind::Reflected;
 pub use node::{CachedNode, Registration};
 pub use reflector::{
     ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, NodeInformer, PodInformer,
-    RegistrationInformer, ReplicaSetInformer, ServiceInformer,
+    RegistrationInformer, RemoteSource, ReplicaSetInformer, ServiceInformer, Source,
 };
 pub use store::{Delta, Namespace};

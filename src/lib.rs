@@ -3,6 +3,7 @@
 //! ARCHITECTURE.md has the map; each module's header names the 2014 file it mirrors.
 
 pub mod api;
+pub mod apiclient;
 pub mod apiserver;
 pub mod bench;
 pub mod cli;

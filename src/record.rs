@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 use crate::api::Object;
 
 pub use correlator::{Correlated, Correlator, COMBINED_PREFIX};
-pub use sink::{EVENT_TTL, LEASE_REUSE};
+pub use sink::{EventTarget, EVENT_TTL, LEASE_REUSE};
 
 /// The directory events are stored under: `{prefix}/events/{namespace}/{name}`.
 pub const EVENTS_DIR: &str = "events";
@@ -285,6 +285,22 @@ impl EventBroadcaster {
     ) -> (EventBroadcaster, tokio::task::JoinHandle<()>) {
         let (queue_tx, queue_rx) = mpsc::channel(QUEUE_LENGTH);
         let writer = sink::Sink::new(client, prefix, counts.clone());
+        let handle = tokio::spawn(writer.run(queue_rx));
+        let broadcaster = EventBroadcaster {
+            queue_tx: Some(queue_tx),
+            counts,
+        };
+        (broadcaster, handle)
+    }
+
+    /// Starts writing events to `target` (a Kubernetes API server) instead of etcd; as
+    /// [`EventBroadcaster::start`] otherwise.
+    pub fn start_remote(
+        target: std::sync::Arc<dyn sink::EventTarget>,
+        counts: sink::Counts,
+    ) -> (EventBroadcaster, tokio::task::JoinHandle<()>) {
+        let (queue_tx, queue_rx) = mpsc::channel(QUEUE_LENGTH);
+        let writer = sink::Sink::remote(target, counts.clone());
         let handle = tokio::spawn(writer.run(queue_rx));
         let broadcaster = EventBroadcaster {
             queue_tx: Some(queue_tx),

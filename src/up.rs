@@ -286,6 +286,7 @@ fn manager_config(
     node_registrations: status::NodeRegistrations,
 ) -> controller_manager::Config {
     controller_manager::Config {
+        api: None,
         client: target.client.clone(),
         prefix: target.prefix.clone(),
         controllers: vec![

@@ -112,8 +112,7 @@ impl Kind {
 
     /// The resource (plural) name in URLs: `"pods"`, `"replicationcontrollers"`, ...
     /// (the server reads it from the resource's row, `resources::RESOURCES`, whose
-    /// `decode` names the kind).
-    #[cfg(test)]
+    /// `decode` names the kind; `apiclient` names its requests' paths with it).
     pub fn resource(self) -> &'static str {
         match self {
             Kind::Pod => "pods",
@@ -126,7 +125,6 @@ impl Kind {
     }
 
     /// The kind served under the resource (plural) name `resource`, if kcm stores it.
-    #[cfg(test)]
     pub fn from_resource(resource: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.resource() == resource)
     }

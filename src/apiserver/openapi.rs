@@ -359,7 +359,7 @@ mod tests {
         assert!(core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]
             .get("patch")
             .is_some());
-        // Cluster-scoped kinds have one without a namespace; read-only kinds have none.
+        // Cluster-scoped kinds have one without a namespace.
         assert!(core["paths"]["/api/v1/nodes/{name}"].get("patch").is_some());
         assert!(core["paths"]["/api/v1/namespaces/{name}"]
             .get("patch")
@@ -367,7 +367,7 @@ mod tests {
         assert!(
             core["paths"]["/api/v1/namespaces/{namespace}/events/{name}"]
                 .get("patch")
-                .is_none()
+                .is_some()
         );
         assert!(group_version_document("apis/batch/v1").is_none());
     }

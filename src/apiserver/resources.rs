@@ -54,10 +54,6 @@ pub(crate) const SERVED_VERBS: &[&str] = &[
     "watch",
 ];
 
-/// The verbs of a resource kcm serves read-only: events (kcm's components write them
-/// straight to etcd, each on an hour's lease; `record`).
-pub(crate) const READ_VERBS: &[&str] = &["get", "list", "watch"];
-
 /// The verbs of namespaces (kube-apiserver's: no `deletecollection`).
 pub(crate) const NAMESPACE_VERBS: &[&str] = &[
     "create", "delete", "get", "list", "patch", "update", "watch",
@@ -319,9 +315,14 @@ pub(crate) static RESOURCES: &[Resource] = &[
         short_names: &["ev"],
         categories: NONE,
         subresources: &[],
-        verbs: READ_VERBS,
-        storage: Storage::Objects {
+        // Written by kcm's controllers through etcd, and through the API by a controller
+        // manager run as an API client (`--kubeconfig`). Events written through the API
+        // have no lease: kcm's apiserver keeps them until deleted (kube-apiserver gives
+        // them its --event-ttl).
+        verbs: DOCUMENT_VERBS,
+        storage: Storage::Documents {
             directory: crate::record::EVENTS_DIR,
+            strategy: &strategy::DEFAULT,
         },
         decode: Decode::Served,
         printer: &table::EVENTS,

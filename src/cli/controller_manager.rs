@@ -5,6 +5,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{parse_duration, parse_sync_period};
+use crate::apiclient::ApiTarget;
 use crate::client::Target;
 use crate::controller_manager;
 use crate::deployment::DeploymentConfig;
@@ -77,6 +78,15 @@ pub struct ControllerManagerArgs {
     /// Name of the election; its keys live under PREFIX/elections/NAME/.
     #[arg(long, default_value = leader::DEFAULT_ELECTION_NAME, value_parser = parse_election_name)]
     pub leader_elect_name: String,
+    /// Run the controllers as clients of the Kubernetes API server this kubeconfig's
+    /// current context names (2014's topology), instead of reading and writing etcd;
+    /// the etcd flags are then unused. Only the replication manager runs this way so far.
+    #[arg(long, value_name = "FILE", conflicts_with = "master")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// 2014's flag: the URL of the API server to run the controllers through, without
+    /// credentials (e.g. http://127.0.0.1:8080); as --kubeconfig otherwise.
+    #[arg(long, value_name = "URL")]
+    pub master: Option<String>,
 }
 
 /// A lease TTL: a duration of at least one second.
@@ -100,6 +110,11 @@ impl ControllerManagerArgs {
     /// The validated configuration of `kcm controller-manager` on `target`.
     pub fn config(&self, target: &Target) -> controller_manager::Config {
         controller_manager::Config {
+            api: match (&self.kubeconfig, &self.master) {
+                (Some(file), _) => Some(ApiTarget::Kubeconfig(file.clone())),
+                (None, Some(url)) => Some(ApiTarget::Master(url.clone())),
+                (None, None) => None,
+            },
             client: target.client.clone(),
             prefix: target.prefix.clone(),
             controllers: controller_manager::enabled_controllers(&self.controllers),

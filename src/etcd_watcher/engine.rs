@@ -34,7 +34,8 @@ mod metrics;
 mod stability;
 
 pub use backoff::BackoffConfig;
-pub(crate) use items::{ListReason, Range, RawItem, RawWatch, Start};
+pub use items::{ListReason, RawItem, RawWatch};
+pub(crate) use items::{Range, Start};
 pub(crate) use machine::{Engine, EngineConfig};
 pub use metrics::WatchMetrics;
 pub use stability::{LoopReport, LOOP_RESTARTS, SHORT_LIVED};

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, NodeInformer, PodInformer,
-    Reflected, RegistrationInformer, ReplicaSetInformer, ServiceInformer,
+    Reflected, RegistrationInformer, RemoteSource, ReplicaSetInformer, ServiceInformer, Source,
 };
 use crate::etcd_watcher::{BackoffConfig, Watcher};
 use crate::status::Metrics;
@@ -41,7 +41,7 @@ pub struct InformerFactory {
 }
 
 struct Shared {
-    watcher: Watcher,
+    source: Source,
     backoff: BackoffConfig,
     metrics: Arc<Metrics>,
     /// Stops every informer of this factory.
@@ -74,7 +74,25 @@ impl InformerFactory {
     pub fn new(watcher: Watcher, backoff: BackoffConfig, metrics: Arc<Metrics>) -> Self {
         InformerFactory {
             shared: Arc::new(Shared {
-                watcher: watcher.with_page_size(LIST_PAGE_SIZE),
+                source: Source::from(watcher.with_page_size(LIST_PAGE_SIZE)),
+                backoff,
+                metrics,
+                stop: CancellationToken::new(),
+                state: Mutex::default(),
+            }),
+        }
+    }
+
+    /// A factory whose informers list and watch through `remote` (a Kubernetes API server)
+    /// instead of etcd.
+    pub fn remote(
+        remote: Arc<dyn RemoteSource>,
+        backoff: BackoffConfig,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        InformerFactory {
+            shared: Arc::new(Shared {
+                source: Source::Remote(remote),
                 backoff,
                 metrics,
                 stop: CancellationToken::new(),
@@ -150,12 +168,12 @@ impl InformerFactory {
                 .clone();
         }
         let resource = I::RESOURCE;
-        let watcher = state
+        let source = state
             .watchers
             .iter()
             .find(|(k, _)| *k == kind)
-            .map_or(&shared.watcher, |(_, w)| w);
-        let informer: Informer<I> = Informer::new(watcher.clone())
+            .map_or(shared.source.clone(), |(_, w)| Source::from(w.clone()));
+        let informer: Informer<I> = Informer::new(source)
             .with_backoff(shared.backoff.clone())
             .with_metrics(shared.metrics.watch_metrics(resource));
         {

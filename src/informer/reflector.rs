@@ -15,7 +15,7 @@ use super::{CachedNode, CachedPod, Delta, Namespace, ObjectKey, Reflected, Regis
 use crate::api::{Deployment, Endpoints, ReplicaSet, ReplicationController, Service};
 use crate::etcd_watcher::{
     relist_diff, BackoffConfig, EngineConfig, ListChange, ListReason, Range, RawEvent, RawItem,
-    RawKind, Start, WatchMetrics, Watcher, WATCH_BUFFER,
+    RawKind, RawWatch, Start, WatchMetrics, Watcher, WATCH_BUFFER,
 };
 use crate::labels::Selector;
 use crate::registry::{prefix_range_end, DecodeError};
@@ -32,8 +32,49 @@ struct Progress {
     synced: bool,
 }
 
+/// Where an informer lists and watches: etcd, through `etcd_watcher`'s engine, or a
+/// [`RemoteSource`] (a Kubernetes API server) yielding the same items.
+#[derive(Clone)]
+pub enum Source {
+    Etcd(Box<Watcher>),
+    Remote(Arc<dyn RemoteSource>),
+}
+
+impl Source {
+    /// The key prefix the items' keys are under.
+    fn prefix(&self) -> &str {
+        match self {
+            Source::Etcd(watcher) => watcher.registry().prefix(),
+            Source::Remote(remote) => remote.prefix(),
+        }
+    }
+}
+
+impl From<Watcher> for Source {
+    fn from(watcher: Watcher) -> Source {
+        Source::Etcd(Box::new(watcher))
+    }
+}
+
+/// A list-and-watch that is not etcd's: it yields the engine's items for every object of
+/// one resource, each under the key it would have in etcd (`{directory}{namespace}/{name}`)
+/// with the value as kcm stores it and its resourceVersion as its revision, and keeps
+/// going (resuming, relisting after a 410) until it is dropped.
+pub trait RemoteSource: Send + Sync {
+    /// The prefix the keys are made under.
+    fn prefix(&self) -> &str;
+    /// The items of `resource` (plural), whose keys start with `directory`.
+    fn list_watch(
+        &self,
+        resource: &'static str,
+        directory: String,
+        backoff: BackoffConfig,
+        metrics: Arc<WatchMetrics>,
+    ) -> RawWatch;
+}
+
 struct Shared<I> {
-    watcher: Watcher,
+    source: Source,
     store: RwLock<Store<I>>,
     progress: watch::Sender<Progress>,
     subscribers: Mutex<Vec<mpsc::Sender<Delta<I>>>>,
@@ -73,11 +114,12 @@ pub type NodeInformer = Informer<CachedNode>;
 pub type RegistrationInformer = Informer<Registration>;
 
 impl<I: Reflected> Informer<I> {
-    /// An informer reading through `watcher`; empty and not synced until [`Informer::run`].
-    pub fn new(watcher: Watcher) -> Informer<I> {
+    /// An informer reading through `source` (a [`Watcher`] for etcd); empty and not synced
+    /// until [`Informer::run`].
+    pub fn new(source: impl Into<Source>) -> Informer<I> {
         Informer {
             shared: Arc::new(Shared {
-                watcher,
+                source: source.into(),
                 store: RwLock::new(Store {
                     namespaces: HashMap::new(),
                 }),
@@ -224,9 +266,22 @@ impl<I: Reflected> Informer<I> {
     /// The reflector: applies the engine's items to the store.
     async fn reflect(&self) {
         let shared = &self.shared;
+        let directory = I::directory(shared.source.prefix());
+        let watcher = match &shared.source {
+            Source::Etcd(watcher) => watcher,
+            Source::Remote(remote) => {
+                let raw = remote.list_watch(
+                    I::RESOURCE,
+                    directory,
+                    shared.backoff.clone(),
+                    shared.metrics.clone(),
+                );
+                return self.follow(raw).await;
+            }
+        };
         let config = EngineConfig {
             range: {
-                let start = I::directory(shared.watcher.registry().prefix());
+                let start = directory;
                 Range {
                     end: prefix_range_end(start.as_bytes()),
                     watched_key: Some(start.clone()),
@@ -240,7 +295,12 @@ impl<I: Reflected> Informer<I> {
             backoff: shared.backoff.clone(),
             metrics: shared.metrics.clone(),
         };
-        let mut raw = shared.watcher.engine(config).into_stream();
+        self.follow(watcher.engine(config).into_stream()).await;
+    }
+
+    /// Applies the items of `raw` until it ends.
+    async fn follow(&self, mut raw: RawWatch) {
+        let shared = &self.shared;
         // The changes of a relist in progress (not the first list, which goes straight
         // into the empty store; its deltas are made from the store once it is complete).
         let mut listed: Vec<Listed<I>> = Vec::new();
@@ -336,7 +396,7 @@ impl<I: Reflected> Informer<I> {
     /// `namespace` and `name` of a key of this kind; `None` (counted, logged once) for a
     /// key deeper than the layout allows.
     fn parse(&self, key: &str) -> Option<(String, String)> {
-        let prefix = self.shared.watcher.registry().prefix();
+        let prefix = self.shared.source.prefix();
         match I::parse_key(prefix, key) {
             Some((namespace, name)) => Some((namespace.to_string(), name.to_string())),
             None => {
@@ -348,9 +408,9 @@ impl<I: Reflected> Informer<I> {
 
     /// Decodes one stored value into a change.
     fn decode(&self, raw: &RawEvent) -> Option<Listed<I>> {
-        let registry = self.shared.watcher.registry();
         let (namespace, name) = self.parse(&raw.key)?;
-        let change = match I::decode(registry.prefix(), &raw.key, &raw.value, raw.mod_revision) {
+        let prefix = self.shared.source.prefix();
+        let change = match I::decode(prefix, &raw.key, &raw.value, raw.mod_revision) {
             Ok(item) => Change::Upsert(item),
             Err(e) => {
                 self.shared.metrics.undecodable(&DecodeError {

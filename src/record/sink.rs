@@ -92,10 +92,24 @@ impl Counts {
     }
 }
 
-/// The writer's state: its etcd clients, the correlator, the current lease.
+/// Where events are written other than etcd: a Kubernetes API server (`apiclient`), which
+/// keeps them for its own `--event-ttl`.
+pub trait EventTarget: Send + Sync {
+    /// Writes `event`, a core/v1 Event document named `name` in `namespace`: creates it,
+    /// or replaces the one of that name.
+    fn write(
+        &self,
+        namespace: String,
+        name: String,
+        event: serde_json::Value,
+    ) -> futures::future::BoxFuture<'static, anyhow::Result<()>>;
+}
+
+/// The writer's state: where it writes, the correlator, the current lease.
 pub(super) struct Sink {
-    kv: KvClient,
-    leases: LeaseClient,
+    kv: Option<KvClient>,
+    leases: Option<LeaseClient>,
+    remote: Option<std::sync::Arc<dyn EventTarget>>,
     prefix: String,
     counts: Counts,
     correlator: Correlator,
@@ -109,9 +123,25 @@ pub(super) struct Sink {
 impl Sink {
     pub(super) fn new(client: &etcd_client::Client, prefix: &str, counts: Counts) -> Sink {
         Sink {
-            kv: client.kv_client(),
-            leases: client.lease_client(),
+            kv: Some(client.kv_client()),
+            leases: Some(client.lease_client()),
+            remote: None,
             prefix: prefix.trim_end_matches('/').to_string(),
+            counts,
+            correlator: Correlator::default(),
+            lease: None,
+            last_warning: None,
+            warned: 0,
+        }
+    }
+
+    /// A writer to `remote` instead of etcd.
+    pub(super) fn remote(remote: std::sync::Arc<dyn EventTarget>, counts: Counts) -> Sink {
+        Sink {
+            kv: None,
+            leases: None,
+            remote: Some(remote),
+            prefix: String::new(),
             counts,
             correlator: Correlator::default(),
             lease: None,
@@ -160,6 +190,21 @@ impl Sink {
         if writes.is_empty() {
             return;
         }
+        if let Some(remote) = &self.remote {
+            let puts = writes.iter().map(|event| {
+                let write =
+                    remote.write(event.namespace.clone(), event.name.clone(), event.to_json());
+                tokio::time::timeout(WRITE_TIMEOUT, write)
+            });
+            let results = futures::future::join_all(puts).await;
+            let failed = results.iter().filter(|r| !matches!(r, Ok(Ok(())))).count();
+            if let Some(Ok(Err(e))) = results.iter().find(|r| !matches!(r, Ok(Ok(())))) {
+                tracing::debug!(error = %format!("{e:#}"), failed, "events: writes failed");
+            }
+            self.counts.add("failed", failed);
+            self.counts.add("written", writes.len() - failed);
+            return;
+        }
         let lease = match self.lease().await {
             Ok(lease) => lease,
             Err(e) => {
@@ -168,8 +213,9 @@ impl Sink {
                 return;
             }
         };
+        let kv = self.kv.clone().expect("an etcd writer");
         let puts = writes.iter().map(|event| {
-            let mut kv = self.kv.clone();
+            let mut kv = kv.clone();
             let key = format!(
                 "{}/{EVENTS_DIR}/{}/{}",
                 self.prefix, event.namespace, event.name
@@ -206,7 +252,8 @@ impl Sink {
             }
         }
         let ttl = (EVENT_TTL + LEASE_REUSE).as_secs() as i64;
-        let granted = tokio::time::timeout(WRITE_TIMEOUT, self.leases.grant(ttl, None))
+        let mut leases = self.leases.clone().expect("an etcd writer");
+        let granted = tokio::time::timeout(WRITE_TIMEOUT, leases.grant(ttl, None))
             .await
             .map_err(|_| anyhow::anyhow!("grant a lease: no answer within {WRITE_TIMEOUT:?}"))?
             .map_err(|e| anyhow::anyhow!("grant a lease: {e}"))?;

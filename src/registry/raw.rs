@@ -33,7 +33,8 @@ pub enum Deletion {
 /// What a guaranteed delete did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Deleted {
-    /// The key is gone; the value it held.
+    /// The key is gone; the value it held, with `mod_revision` the revision of the delete
+    /// (as kube-apiserver answers a delete with the object at the delete's revision).
     Gone(RawValue),
     /// The value written instead, at its new revision.
     Written(RawValue),
@@ -240,7 +241,12 @@ impl Registry {
                 (Deletion::Delete, Some(read)) => self
                     .delete_raw(key, ResourceVersion(read.mod_revision))
                     .await
-                    .map(|_| Deleted::Gone(read.clone())),
+                    .map(|deleted_at| {
+                        Deleted::Gone(RawValue {
+                            mod_revision: deleted_at.0,
+                            ..read.clone()
+                        })
+                    }),
                 (Deletion::Write(value), None) => {
                     self.create_raw(key, value.clone()).await.map(|written| {
                         Deleted::Written(RawValue {

@@ -27,7 +27,9 @@ pub struct Health {
     alarms: Mutex<AlarmsSeen>,
     /// The node registrations this process holds (`kcm up`'s kubelets).
     pub nodes: NodeRegistrations,
-    client: etcd_client::Client,
+    /// etcd, probed by `/healthz`; `None` for a process that reaches etcd only through an
+    /// API server (`kcm controller-manager --kubeconfig`), which has no etcd to probe.
+    client: Option<etcd_client::Client>,
 }
 
 /// The node registrations a process holds, as `/healthz` reports them: each node whose
@@ -93,13 +95,21 @@ pub const ALARM_POLL_INTERVAL: Duration = Duration::from_secs(5);
 impl Health {
     pub fn new(client: etcd_client::Client) -> Health {
         Health {
+            client: Some(client),
+            ..Health::without_etcd()
+        }
+    }
+
+    /// The health of a process without an etcd of its own to probe.
+    pub fn without_etcd() -> Health {
+        Health {
             loops_running: AtomicBool::new(false),
             reason: Mutex::new("starting".to_string()),
             leader_election: AtomicBool::new(false),
             leading: AtomicBool::new(false),
             alarms: Mutex::default(),
             nodes: NodeRegistrations::default(),
-            client,
+            client: None,
         }
     }
 
@@ -121,8 +131,11 @@ impl Health {
     /// # Errors
     /// When etcd does not answer within a second or refuses.
     pub async fn read_alarms(&self) -> Result<Vec<EtcdAlarm>, String> {
+        let Some(client) = &self.client else {
+            return Ok(Vec::new());
+        };
         let started = std::time::Instant::now();
-        let alarms = active_alarms(&self.client, ETCD_PROBE_TIMEOUT).await?;
+        let alarms = active_alarms(client, ETCD_PROBE_TIMEOUT).await?;
         let changes = self
             .alarms
             .lock()
@@ -156,7 +169,10 @@ impl Health {
             Some(true) => "ok\nleader: true".to_string(),
             Some(false) => "ok\nleader: false (standby)".to_string(),
         };
-        let mut kv = self.client.kv_client();
+        let Some(client) = &self.client else {
+            return Ok(body);
+        };
+        let mut kv = client.kv_client();
         let probe = kv.get("/", Some(etcd_client::GetOptions::new().with_count_only()));
         let (probe, alarms) = tokio::join!(
             tokio::time::timeout(ETCD_PROBE_TIMEOUT, probe),

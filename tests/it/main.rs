@@ -71,6 +71,7 @@ mod controllers {
     mod status;
     mod status_history;
     mod sync;
+    mod through_api;
 }
 
 mod cli {

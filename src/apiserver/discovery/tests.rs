@@ -170,7 +170,7 @@ fn aggregated_core_lists_every_core_resource() {
         ]
     );
     let get = json!(["get", "patch", "update"]);
-    let read = json!(["get", "list", "watch"]);
+    let documents = json!(["create", "delete", "get", "list", "patch", "update", "watch"]);
     let write = json!([
         "create",
         "delete",
@@ -258,7 +258,7 @@ fn aggregated_core_lists_every_core_resource() {
             "responseKind": {"group": "", "version": "v1", "kind": "Event"},
             "scope": "Namespaced",
             "singularResource": "event",
-            "verbs": read,
+            "verbs": documents,
             "shortNames": ["ev"],
         }),
     );

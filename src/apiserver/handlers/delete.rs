@@ -239,14 +239,14 @@ async fn delete_one<T: Object>(
         })
         .await?;
     let mut object = last.expect("a delete decided on a value read");
-    let gone = match &deleted {
-        Deleted::Gone(_) => true,
-        Deleted::Written(raw) if !options.dry_run => {
+    let gone = matches!(deleted, Deleted::Gone(_));
+    // The answer carries the revision of the write, a delete's too (a client waiting
+    // for its caches to see the delete waits for that revision).
+    if let Deleted::Gone(raw) | Deleted::Written(raw) = &deleted {
+        if !options.dry_run {
             object.metadata_mut().resource_version = Some(ResourceVersion(raw.mod_revision));
-            false
         }
-        Deleted::Written(_) | Deleted::Kept(_) => false,
-    };
+    }
     if gone && !options.dry_run {
         if let Some(selector) = writable.strategy.selected_pods(options.cascade) {
             delete_selected_pods(state, writable, &object, selector).await?;

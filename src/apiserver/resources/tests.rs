@@ -202,10 +202,9 @@ fn check_row(expected: &Expected) {
     }
     assert_eq!(resource.storage.directory(), expected.directory, "{plural}");
     let verbs = match plural {
-        "events" => READ_VERBS,
         "namespaces" => NAMESPACE_VERBS,
         "nodes" => NODE_VERBS,
-        "configmaps" | "secrets" | "serviceaccounts" | "leases" => DOCUMENT_VERBS,
+        "configmaps" | "secrets" | "serviceaccounts" | "leases" | "events" => DOCUMENT_VERBS,
         _ => SERVED_VERBS,
     };
     assert_eq!(resource.verbs, verbs, "{plural}");

@@ -61,7 +61,7 @@ pub(crate) enum Start {
 
 /// Why the engine lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ListReason {
+pub enum ListReason {
     /// The first list of a watch from `""`.
     Initial,
     /// The state at the caller's resourceVersion ([`Start::StateAt`]).
@@ -74,7 +74,7 @@ pub(crate) enum ListReason {
 
 /// What the engine yields.
 #[derive(Debug)]
-pub(crate) enum RawItem {
+pub enum RawItem {
     /// A page of a list; every page of one list is read at the same revision.
     Page { kvs: Vec<RawEvent> },
     /// The list is complete: the pages hold the whole range at `revision`.
@@ -93,4 +93,4 @@ pub(crate) enum RawItem {
 }
 
 /// The engine's stream.
-pub(crate) type RawWatch = Pin<Box<dyn Stream<Item = RawItem> + Send>>;
+pub type RawWatch = Pin<Box<dyn Stream<Item = RawItem> + Send>>;

@@ -78,7 +78,7 @@ impl WatchMetrics {
 
     /// The watch of `key` lost its connection (or failed to make one) because of
     /// `reason`; warns when that makes it loop.
-    pub(super) fn set_disconnected(&self, key: &str, reason: &str) {
+    pub(crate) fn set_disconnected(&self, key: &str, reason: &str) {
         let now = Instant::now();
         let mut disconnected = self.disconnected.lock().expect("metrics lock");
         if disconnected.is_none() {
@@ -90,7 +90,7 @@ impl WatchMetrics {
     }
 
     /// The watch has a live connection to etcd (a list page or a confirmed watch).
-    pub(super) fn set_connected(&self) {
+    pub(crate) fn set_connected(&self) {
         *self.disconnected.lock().expect("metrics lock") = None;
         self.stability().connected(Instant::now());
     }

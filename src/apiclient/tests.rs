@@ -1,0 +1,107 @@
+use serde_json::json;
+
+use super::*;
+use crate::api::Pod;
+
+#[test]
+fn paths_are_kube_apiservers() {
+    assert_eq!(
+        collection_path(StoredKind::Pod, Some("default")),
+        "/api/v1/namespaces/default/pods"
+    );
+    assert_eq!(
+        object_path(StoredKind::ReplicaSet, "ns", "web"),
+        "/apis/apps/v1/namespaces/ns/replicasets/web"
+    );
+    assert_eq!(
+        collection_path(StoredKind::ReplicationController, None),
+        "/api/v1/replicationcontrollers"
+    );
+}
+
+#[test]
+fn a_served_pod_decodes_as_its_stored_document_at_its_resource_version() {
+    let served = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web-1", "namespace": "prod", "resourceVersion": "42",
+                     "labels": {"app": "web"}},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "nginx"}]},
+    });
+    let pod: Pod = decode(StoredKind::Pod, served.clone()).unwrap();
+    assert_eq!(pod.metadata.resource_version, Some(ResourceVersion(42)));
+    assert_eq!(
+        (pod.metadata.namespace.as_str(), pod.metadata.name.as_str()),
+        ("prod", "web-1")
+    );
+    // Stored as kcm stores it (v1beta3: the node is `spec.host`), without the version.
+    let (bytes, namespace, name, revision) = stored_value(StoredKind::Pod, served);
+    let stored: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        (namespace.as_str(), name.as_str(), revision),
+        ("prod", "web-1", 42)
+    );
+    assert_eq!(stored["spec"]["host"], "node-1");
+    assert!(
+        stored["metadata"].get("resourceVersion").is_none(),
+        "{stored}"
+    );
+    // And back: what a write sends carries the version as its precondition.
+    let body = super::served(StoredKind::Pod, &pod);
+    assert_eq!(body["metadata"]["resourceVersion"], "42");
+    assert_eq!(body["spec"]["nodeName"], "node-1");
+    assert_eq!(body["apiVersion"], "v1");
+}
+
+#[test]
+fn an_answer_that_is_not_the_kind_is_a_decode_error_naming_it() {
+    let served = json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "x"}, "spec": 7});
+    let error = decode::<Pod>(StoredKind::Pod, served).unwrap_err();
+    assert!(matches!(error, StorageError::Decode(_)), "{error}");
+}
+
+#[test]
+fn statuses_map_to_the_registrys_errors() {
+    let status = |code: u16, reason: &str| RequestError::Status {
+        code,
+        reason: reason.to_string(),
+        message: "m".to_string(),
+    };
+    let key = || "k".to_string();
+    assert!(matches!(
+        status(404, "NotFound").into_storage("get", key()),
+        StorageError::NotFound { .. }
+    ));
+    assert!(matches!(
+        status(409, "AlreadyExists").into_storage("create", key()),
+        StorageError::AlreadyExists { .. }
+    ));
+    assert!(matches!(
+        status(409, "Conflict").into_storage("update", key()),
+        StorageError::Conflict { .. }
+    ));
+    assert!(matches!(
+        status(403, "Forbidden").into_storage("create", key()),
+        StorageError::BadRequest { .. }
+    ));
+    let other = RequestError::Transport("connection refused".into()).into_storage("get", key());
+    assert!(
+        other
+            .to_string()
+            .contains("through the API: connection refused"),
+        "{other}"
+    );
+}
+
+#[test]
+fn a_revision_is_the_resource_version_or_zero() {
+    assert_eq!(
+        revision_of(&json!({"metadata": {"resourceVersion": "7"}})),
+        7
+    );
+    assert_eq!(
+        revision_of(&json!({"metadata": {"resourceVersion": "x"}})),
+        0
+    );
+    assert_eq!(revision_of(&json!({})), 0);
+}
