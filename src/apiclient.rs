@@ -23,6 +23,7 @@
 //! [`REQUEST_TIMEOUT`] (a watch excepted).
 
 pub mod control;
+pub mod lease;
 mod reflect;
 
 use std::path::PathBuf;

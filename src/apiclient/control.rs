@@ -17,22 +17,40 @@ use crate::api::{Pod, ReplicationController, ResourceVersion};
 use crate::controller::replicas::{
     record_create, record_delete, CreateOutcome, DeleteOutcome, StatusOutcome,
 };
-use crate::informer::{CachedPod, Namespace};
+use crate::informer::{CachedPod, ControllerInformer, Namespace};
 use crate::record::{Recorder, Reference};
 use crate::registry::StorageError;
 use crate::replication_manager::{FreshReads, PodControl};
 
 /// [`PodControl`] through the API, recording an event about the controller for each pod
 /// written, as the etcd one does.
+///
+/// In place of the etcd transaction's guard, each write first checks the controller
+/// informer: once it has seen the controller deleted (or replaced by a namesake), no
+/// write starts for it (`ControllerGone`), so what lands after a delete is what was in
+/// flight, or started, before the delete's event reached this process.
 #[derive(Clone)]
 pub struct ApiPodControl {
     api: ApiClient,
     events: Recorder,
+    controllers: ControllerInformer,
 }
 
 impl ApiPodControl {
-    pub fn new(api: ApiClient, events: Recorder) -> ApiPodControl {
-        ApiPodControl { api, events }
+    pub fn new(api: ApiClient, events: Recorder, controllers: ControllerInformer) -> ApiPodControl {
+        ApiPodControl {
+            api,
+            events,
+            controllers,
+        }
+    }
+
+    /// Whether the controller informer still holds `controller`'s incarnation.
+    fn alive(&self, controller: &ReplicationController) -> bool {
+        let meta = &controller.metadata;
+        self.controllers
+            .get(&meta.namespace, &meta.name)
+            .is_some_and(|cached| cached.metadata.uid == meta.uid)
     }
 }
 
@@ -42,6 +60,9 @@ impl PodControl for ApiPodControl {
         controller: &ReplicationController,
         pod: Pod,
     ) -> anyhow::Result<CreateOutcome> {
+        if !self.alive(controller) {
+            return Ok(CreateOutcome::ControllerGone);
+        }
         let created = match self.api.create(&pod).await {
             Ok(created) => Ok(CreateOutcome::Created(
                 created.metadata.resource_version.unwrap_or_default(),
@@ -65,6 +86,9 @@ impl PodControl for ApiPodControl {
         name: &str,
         resource_version: ResourceVersion,
     ) -> anyhow::Result<DeleteOutcome> {
+        if !self.alive(controller) {
+            return Ok(DeleteOutcome::ControllerGone);
+        }
         let deleted = match self
             .api
             .delete::<Pod>(namespace, name, Some(resource_version))

@@ -16,8 +16,8 @@
 //! - resources are listed by group (core first), then alphabetically by plural, the order
 //!   kube-apiserver's discovery lists them in; subresources alphabetically;
 //! - every resource kcm stores as a typed kind serves exactly [`SERVED_VERBS`], namespaces
-//!   [`NAMESPACE_VERBS`], nodes [`NODE_VERBS`], events [`READ_VERBS`], the documents kept
-//!   for other tools (ConfigMaps, Secrets, ServiceAccounts, Leases) [`DOCUMENT_VERBS`], and every
+//!   [`NAMESPACE_VERBS`], nodes [`NODE_VERBS`], the documents kept for other tools
+//!   (ConfigMaps, Secrets, ServiceAccounts, Leases) and events [`DOCUMENT_VERBS`], and every
 //!   subresource [`SUBRESOURCE_VERBS`]: widening
 //!   what kcm serves is a change of those constants;
 //! - `categories` is `["all"]` on exactly pods, replicationcontrollers, services,
@@ -165,7 +165,7 @@ pub(crate) struct Resource {
     pub categories: &'static [&'static str],
     /// Its subresources, alphabetically.
     pub subresources: &'static [Subresource],
-    /// The verbs it serves: [`SERVED_VERBS`] or [`READ_VERBS`].
+    /// The verbs it serves: one of the `*_VERBS` constants.
     pub verbs: &'static [&'static str],
     /// Where kcm keeps (or from what it synthesizes) its objects.
     pub storage: Storage,

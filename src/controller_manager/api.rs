@@ -4,7 +4,8 @@
 //! (`apiclient`); the controllers themselves are the same code as against etcd.
 //!
 //! The replication manager runs this way; a controller that still needs etcd's
-//! transactions (or its leader election) is refused at start, naming it.
+//! transactions is refused at start, naming it. `--leader-elect` elects through a Lease
+//! (`apiclient::lease`), each term on a fresh informer factory, as against etcd.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -12,7 +13,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Config, Controller, EVENTS_FLUSH_LIMIT};
-use crate::apiclient::{self, control::ApiPodControl, ApiSource, ApiTarget};
+use crate::apiclient::lease::LeaseElector;
+use crate::apiclient::{self, control::ApiPodControl, ApiClient, ApiSource, ApiTarget};
 use crate::informer::InformerFactory;
 use crate::record::{self, EventBroadcaster};
 use crate::replication_manager::ReplicationManager;
@@ -55,50 +57,34 @@ pub(super) async fn run(
         Arc::new(api.clone()),
         record::Counts::new(metrics.events.clone()),
     );
-    let informers = InformerFactory::remote(
-        Arc::new(ApiSource::new(api.clone())),
-        config.manager.watch_backoff.clone(),
-        metrics.clone(),
-    );
     let stop = CancellationToken::new();
-    let mut running = Vec::new();
-    if config.controllers.contains(&Controller::Replication) {
-        let mut settings = config.manager.clone();
-        settings.events = events.recorder("replication-controller", None);
-        let control = ApiPodControl::new(api.clone(), settings.events.clone());
-        let manager = ReplicationManager::with_io(api.clone(), control, settings, metrics.clone());
-        running.push(manager.start(&informers, stop.clone().cancelled_owned()));
-    }
-    health.loops_running.store(true, Ordering::SeqCst);
-    metrics.leader.set(1);
-    let work = {
-        let informers = informers.clone();
-        let stop = stop.clone();
-        async move {
-            let run_informers = informers.run();
-            let controllers = async {
-                let results = futures::future::join_all(running).await;
+    let result = {
+        let term = Term {
+            config: &config,
+            api: &api,
+            events: events.clone(),
+            metrics: &metrics,
+            health: &health,
+        };
+        let work = async {
+            match &config.leader_election {
+                None => term.run(stop.clone()).await,
+                Some(election) => {
+                    health.leader_election.store(true, Ordering::SeqCst);
+                    let elector = LeaseElector::new(api.clone(), election);
+                    lead(&elector, &term, &stop).await
+                }
+            }
+        };
+        tokio::pin!(work, shutdown);
+        tokio::select! {
+            result = &mut work => result,
+            _ = &mut shutdown => {
                 stop.cancel();
-                informers.shutdown().await;
-                results
-            };
-            let (results, ()) = futures::future::join(controllers, run_informers).await;
-            results
-                .into_iter()
-                .collect::<anyhow::Result<Vec<()>>>()
-                .map(|_| ())
+                work.await
+            }
         }
     };
-    tokio::pin!(work, shutdown);
-    let result = tokio::select! {
-        result = &mut work => result,
-        _ = &mut shutdown => {
-            stop.cancel();
-            work.await
-        }
-    };
-    metrics.leader.set(0);
-    health.loops_running.store(false, Ordering::SeqCst);
     *health.reason.lock().expect("health lock") = "shutting down".to_string();
     events.flush(events_writer, EVENTS_FLUSH_LIMIT).await;
     stop_server.cancel();
@@ -132,10 +118,6 @@ fn check(config: &Config, target: &ApiTarget) -> anyhow::Result<()> {
         "{target}: no controller selected (--controllers {})",
         api_controller_names().join(",")
     );
-    anyhow::ensure!(
-        config.leader_election.is_none(),
-        "{target}: --leader-elect runs through etcd's election only so far; run one controller manager through the API without it"
-    );
     Ok(())
 }
 
@@ -145,4 +127,98 @@ fn api_controller_names() -> Vec<&'static str> {
         .filter_map(|c| super::DESCRIPTORS.iter().find(|d| d.controller == *c))
         .map(|d| d.name)
         .collect()
+}
+
+/// Campaigns for the Lease, runs the controllers while leading, and campaigns again after
+/// a lost term, until `stop` is cancelled (the etcd mode's `lead`, over a Lease).
+async fn lead(
+    elector: &LeaseElector,
+    term: &Term<'_>,
+    stop: &CancellationToken,
+) -> anyhow::Result<()> {
+    loop {
+        *term.health.reason.lock().expect("health lock") =
+            "standby: waiting for leadership".to_string();
+        let leadership = tokio::select! {
+            biased;
+            _ = stop.cancelled() => return Ok(()),
+            leadership = elector.campaign() => leadership,
+        };
+        term.health.leading.store(true, Ordering::SeqCst);
+        let token = stop.child_token();
+        let running = term.run(token.clone());
+        tokio::pin!(running);
+        let result = tokio::select! {
+            result = &mut running => result,
+            _ = leadership.lost() => {
+                term.health.leading.store(false, Ordering::SeqCst);
+                token.cancel();
+                running.await
+            }
+        };
+        term.health.leading.store(false, Ordering::SeqCst);
+        if stop.is_cancelled() || result.is_err() {
+            elector.resign(leadership).await;
+            return result;
+        }
+        tracing::warn!(lease = %elector.lease(), "leadership lost; controllers stopped; campaigning again");
+        elector.resign(leadership).await;
+    }
+}
+
+/// What one term's controllers share.
+struct Term<'a> {
+    config: &'a Config,
+    api: &'a ApiClient,
+    events: EventBroadcaster,
+    metrics: &'a Arc<Metrics>,
+    health: &'a Health,
+}
+
+impl Term<'_> {
+    /// Runs the selected controllers on a fresh informer factory until `token` is
+    /// cancelled.
+    async fn run(&self, token: CancellationToken) -> anyhow::Result<()> {
+        let Term {
+            config,
+            api,
+            events,
+            metrics,
+            health,
+        } = self;
+        let informers = InformerFactory::remote(
+            Arc::new(ApiSource::new((*api).clone())),
+            config.manager.watch_backoff.clone(),
+            (*metrics).clone(),
+        );
+        let mut running = Vec::new();
+        if config.controllers.contains(&Controller::Replication) {
+            let mut settings = config.manager.clone();
+            settings.events = events.recorder("replication-controller", None);
+            let control = ApiPodControl::new(
+                (*api).clone(),
+                settings.events.clone(),
+                informers.replication_controllers(),
+            );
+            let manager =
+                ReplicationManager::with_io((*api).clone(), control, settings, (*metrics).clone());
+            running.push(manager.start(&informers, token.clone().cancelled_owned()));
+        }
+        health.loops_running.store(true, Ordering::SeqCst);
+        metrics.leader.set(1);
+        let run_informers = informers.run();
+        let controllers = async {
+            let results = futures::future::join_all(running).await;
+            token.cancel();
+            informers.shutdown().await;
+            results
+        };
+        let (results, ()) = futures::future::join(controllers, run_informers).await;
+        metrics.leader.set(0);
+        health.loops_running.store(false, Ordering::SeqCst);
+        results
+            .into_iter()
+            .collect::<anyhow::Result<Vec<()>>>()
+            .map(|_| ())
+    }
 }

@@ -168,14 +168,7 @@ async fn no_over_creation_at_3000_replicas_through_a_restarted_apiserver() {
         wait_ready(&mut apiserver, port).await;
         kubectl.write_kubeconfig(&format!("http://127.0.0.1:{port}"));
         let client = etcd.client().await;
-        let start = client
-            .clone()
-            .get("/", None)
-            .await
-            .expect("etcd get")
-            .header()
-            .expect("header")
-            .revision();
+        let start = revision(&client).await;
         let master = format!("http://127.0.0.1:{port}");
         let mut manager =
             Kcm::start(&["--master", &master, "--controllers", "replication"], &[]).await;
@@ -208,46 +201,306 @@ async fn no_over_creation_at_3000_replicas_through_a_restarted_apiserver() {
         })
         .await;
         // A few syncs more, then etcd's history: never more than 3,000 pods at once.
-        let syncs = || async {
-            let text = crate::support::kcm::http_get(manager.port(), "/metrics")
-                .await
-                .map(|(_, body)| body)
-                .unwrap_or_default();
-            crate::support::kcm::metric_value(
-                &text,
-                r#"kcm_syncs_total{controller="replication",result="ok"}"#,
-            )
-        };
-        let seen = syncs().await;
+        let seen = syncs(&manager).await;
         eventually(CONVERGE, "three more syncs", || async {
-            syncs().await >= seen + 3.0
+            syncs(&manager).await >= seen + 3.0
         })
         .await;
-        let events = history::read(
-            &client,
-            PODS,
-            "/registry/pods/default0",
-            start,
-            "/registry/pods/default/~sentinel",
+        let history = pod_history(&client, start, start).await;
+        assert!(
+            history.most <= REPLICAS,
+            "{} pods alive at once, over {REPLICAS}",
+            history.most
+        );
+        assert_eq!(history.alive, REPLICAS, "pods at the end");
+        assert_eq!(
+            history.created_after, REPLICAS,
+            "every pod created once, none deleted"
+        );
+        manager.assert_running();
+    })
+    .await;
+}
+
+/// What etcd's history says of the pods after revision `start`.
+struct PodHistory {
+    /// The most pods alive at once.
+    most: usize,
+    /// Pods alive at the end.
+    alive: usize,
+    /// Pods created at a revision after `after`.
+    created_after: usize,
+}
+
+async fn pod_history(client: &etcd_client::Client, start: i64, after: i64) -> PodHistory {
+    let events = history::read(
+        client,
+        PODS,
+        "/registry/pods/default0",
+        start,
+        "/registry/pods/default/~sentinel",
+    )
+    .await;
+    let mut history = PodHistory {
+        most: 0,
+        alive: 0,
+        created_after: 0,
+    };
+    for event in &events {
+        if event.put && event.create_revision == event.revision {
+            history.alive += 1;
+            if event.revision > after {
+                history.created_after += 1;
+            }
+        } else if !event.put {
+            history.alive -= 1;
+        }
+        history.most = history.most.max(history.alive);
+    }
+    history
+}
+
+async fn revision(client: &etcd_client::Client) -> i64 {
+    client
+        .clone()
+        .get("/", None)
+        .await
+        .expect("etcd get")
+        .header()
+        .expect("header")
+        .revision()
+}
+
+/// The revision at which `key` was deleted, after `after`, from etcd's history.
+async fn delete_revision(client: &etcd_client::Client, key: &str, after: i64) -> i64 {
+    let options = etcd_client::WatchOptions::new().with_start_revision(after + 1);
+    let mut stream = client
+        .clone()
+        .watch(key, Some(options))
+        .await
+        .expect("watch the key's history");
+    loop {
+        let response = tokio::time::timeout(Duration::from_secs(30), stream.message())
+            .await
+            .expect("history within 30s")
+            .expect("history watch")
+            .expect("history watch open");
+        for event in response.events() {
+            if event.event_type() == etcd_client::EventType::Delete {
+                return event.kv().expect("a kv").mod_revision();
+            }
+        }
+    }
+}
+
+/// The manager's successful syncs so far.
+async fn syncs(kcm: &Kcm) -> f64 {
+    let text = crate::support::kcm::http_get(kcm.port(), "/metrics")
+        .await
+        .map(|(_, body)| body)
+        .unwrap_or_default();
+    crate::support::kcm::metric_value(
+        &text,
+        r#"kcm_syncs_total{controller="replication",result="ok"}"#,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_unelected_managers_through_the_api_never_pass_3000_replicas() {
+    const REPLICAS: usize = 3_000;
+    let Some(api) = start_apiserver().await else {
+        return;
+    };
+    with_timeout(Duration::from_secs(400), async {
+        let client = api.etcd.client().await;
+        let start = revision(&client).await;
+        let kubeconfig = api.kubectl.kubeconfig().display().to_string();
+        let mut first = manager(&kubeconfig).await;
+        let mut second = manager(&kubeconfig).await;
+        let file = api.manifest("rc.yaml", &rc(REPLICAS as u32));
+        api.kubectl.ok(&["create", "-f", &file]).await;
+        eventually(Duration::from_secs(240), "3,000 pods", || async {
+            api.count(PODS).await == REPLICAS
+        })
+        .await;
+        // Both have synced since (each resyncs every second): any over-creation is in.
+        let (a, b) = (syncs(&first).await, syncs(&second).await);
+        eventually(CONVERGE, "two more syncs of each manager", || async {
+            syncs(&first).await >= a + 2.0 && syncs(&second).await >= b + 2.0
+        })
+        .await;
+        let history = pod_history(&client, start, i64::MAX).await;
+        assert!(
+            history.most <= REPLICAS,
+            "{} pods alive at once, over {REPLICAS}",
+            history.most
+        );
+        assert_eq!(history.alive, REPLICAS, "pods at the end");
+        first.assert_running();
+        second.assert_running();
+    })
+    .await;
+}
+
+/// Through the API a create cannot require its controller alive (no transaction spans
+/// both), so a delete racing a scale-up lets the creates already started land: the
+/// window in flight (`--burst-replicas`) and those begun while the delete's event was on
+/// its way to the manager, as docs/invariants.md says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_racing_a_scale_up_through_the_api_lets_at_most_one_window_land() {
+    const REPLICAS: usize = 3_000;
+    const BURST: usize = 200;
+    let Some(api) = start_apiserver().await else {
+        return;
+    };
+    with_timeout(Duration::from_secs(400), async {
+        let client = api.etcd.client().await;
+        let start = revision(&client).await;
+        let kubeconfig = api.kubectl.kubeconfig().display().to_string();
+        let burst = BURST.to_string();
+        let mut manager = Kcm::start(
+            &[
+                "--kubeconfig",
+                &kubeconfig,
+                "--controllers",
+                "replication",
+                "--burst-replicas",
+                &burst,
+            ],
+            &[],
         )
         .await;
-        let (mut alive, mut most, mut creates) = (0usize, 0usize, 0usize);
-        for event in &events {
-            if event.put && event.create_revision == event.revision {
-                alive += 1;
-                creates += 1;
-            } else if !event.put {
-                alive -= 1;
-            }
-            most = most.max(alive);
-        }
+        let file = api.manifest("rc.yaml", &rc(REPLICAS as u32));
+        api.kubectl.ok(&["create", "-f", &file]).await;
+        eventually(CONVERGE, "1,000 pods", || async {
+            api.count(PODS).await >= 1_000
+        })
+        .await;
+        // `--cascade=orphan` deletes the controller's key only, so every pod created
+        // after it shows in the history.
+        api.kubectl
+            .ok(&["delete", "rc", "web", "--cascade=orphan"])
+            .await;
+        let deleted = delete_revision(&client, "/registry/controllers/default/web", start).await;
+        // The manager hears of it, and its last window ends: no pod is created for a
+        // second on end.
+        eventually(CONVERGE, "the pod count settled", || async {
+            let before = api.count(PODS).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            api.count(PODS).await == before
+        })
+        .await;
+        let history = pod_history(&client, start, deleted).await;
+        // One window, and a quarter of one for the watch's latency (a few in practice).
         assert!(
-            most <= REPLICAS,
-            "{most} pods alive at once, over {REPLICAS}"
+            history.created_after <= BURST + BURST / 4,
+            "{} pods created after the controller's delete, over one window of {BURST}",
+            history.created_after
         );
-        assert_eq!(alive, REPLICAS, "pods at the end");
-        assert_eq!(creates, REPLICAS, "every pod created once, none deleted");
+        assert!(history.most < REPLICAS, "{} pods", history.most);
         manager.assert_running();
+    })
+    .await;
+}
+
+/// Which of `managers` say they lead and which stand by, once exactly one leads.
+async fn single_leader(managers: &[&Kcm], what: &str) -> usize {
+    let leader = std::cell::Cell::new(None);
+    eventually(CONVERGE, what, || {
+        let leader = &leader;
+        async move {
+            let mut leaders = Vec::new();
+            let mut standbys = 0;
+            for (i, kcm) in managers.iter().enumerate() {
+                if kcm.is_leader().await {
+                    leaders.push(i);
+                } else if kcm.is_standby().await {
+                    standbys += 1;
+                }
+            }
+            let single = leaders.len() == 1 && standbys + 1 == managers.len();
+            leader.set(single.then(|| leaders[0]));
+            single
+        }
+    })
+    .await;
+    leader.get().expect("set when the wait succeeded")
+}
+
+/// `--leader-elect` through the API: a `coordination.k8s.io/v1` Lease in `kube-system`, as
+/// client-go's LeaseLock. One of two managers leads; SIGKILLed, the other takes the Lease
+/// once it has gone unrenewed for its duration and goes on; SIGTERMed, a leader releases it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_managers_elect_one_leader_through_a_lease_and_fail_over() {
+    const LEASE: &str = "/registry/leases/kube-system/kcm-controller-manager";
+    let Some(api) = start_apiserver().await else {
+        return;
+    };
+    with_timeout(Duration::from_secs(240), async {
+        let kubeconfig = api.kubectl.kubeconfig().display().to_string();
+        let args = [
+            "--kubeconfig",
+            kubeconfig.as_str(),
+            "--controllers",
+            "replication",
+            "--sync-period",
+            "1s",
+            "--leader-elect",
+            "--leader-elect-lease-duration",
+            "3s",
+        ];
+        let mut managers = [Kcm::start(&args, &[]).await, Kcm::start(&args, &[]).await];
+        let first = single_leader(&[&managers[0], &managers[1]], "one leader of two").await;
+        let holder = |lease: &Option<serde_json::Value>| {
+            lease
+                .as_ref()
+                .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+        };
+        let lease = api.stored(LEASE).await;
+        let leader_identity = holder(&lease).expect("the Lease names its holder");
+        assert!(
+            managers[first].log().contains(&leader_identity),
+            "the leader's log names its identity {leader_identity}"
+        );
+        let file = api.manifest("rc.yaml", &rc(3));
+        api.kubectl.ok(&["create", "-f", &file]).await;
+        eventually(CONVERGE, "3 pods, made by the leader", || async {
+            api.count(PODS).await == 3
+        })
+        .await;
+
+        // The leader dies without a word: the standby takes the Lease after its duration.
+        managers[first].signal(libc::SIGKILL);
+        let _ = managers[first].wait_exit(Duration::from_secs(10)).await;
+        let second = 1 - first;
+        eventually(CONVERGE, "the standby leads", || async {
+            managers[second].is_leader().await
+        })
+        .await;
+        let lease = api.stored(LEASE).await.expect("the Lease");
+        assert_ne!(holder(&Some(lease.clone())), Some(leader_identity));
+        assert_eq!(lease["spec"]["leaseTransitions"], 1, "{lease}");
+        api.kubectl
+            .ok(&["scale", "rc", "web", "--replicas=6"])
+            .await;
+        eventually(CONVERGE, "6 pods, made by the new leader", || async {
+            api.count(PODS).await == 6
+        })
+        .await;
+
+        // A leader told to stop releases the Lease: no holder.
+        managers[second].signal(libc::SIGTERM);
+        let status = managers[second].wait_exit(Duration::from_secs(20)).await;
+        assert!(status.success(), "{status:?}");
+        let lease = api.stored(LEASE).await;
+        assert_eq!(holder(&lease), None, "{lease:?}");
+        assert!(
+            managers[second]
+                .log()
+                .contains("resigned: the lease is released"),
+            "{}",
+            managers[second].log()
+        );
     })
     .await;
 }
