@@ -13,13 +13,16 @@
 //! selector no longer owns). docs/invariants.md says what that weakens, and to what.
 
 use super::ApiClient;
-use crate::api::{Pod, ReplicationController, ResourceVersion};
+use crate::api::{
+    Object, Pod, ReplicaSet, ReplicaSetStatus, ReplicationController, ResourceVersion,
+};
 use crate::controller::replicas::{
     record_create, record_delete, CreateOutcome, DeleteOutcome, StatusOutcome,
 };
-use crate::informer::{CachedPod, ControllerInformer, Namespace};
+use crate::informer::{CachedPod, ControllerInformer, Namespace, ReplicaSetInformer};
 use crate::record::{Recorder, Reference};
 use crate::registry::StorageError;
+use crate::replicaset::{controller_ref, ClaimOutcome, ReplicaSetControl, ReplicaSetReads};
 use crate::replication_manager::{FreshReads, PodControl};
 
 /// [`PodControl`] through the API, recording an event about the controller for each pod
@@ -63,17 +66,7 @@ impl PodControl for ApiPodControl {
         if !self.alive(controller) {
             return Ok(CreateOutcome::ControllerGone);
         }
-        let created = match self.api.create(&pod).await {
-            Ok(created) => Ok(CreateOutcome::Created(
-                created.metadata.resource_version.unwrap_or_default(),
-            )),
-            Err(StorageError::AlreadyExists { .. }) => {
-                let meta = &pod.metadata;
-                let existing = self.api.get::<Pod>(&meta.namespace, &meta.name).await.ok();
-                Ok(CreateOutcome::Exists(existing.map(Box::new)))
-            }
-            Err(e) => Err(e.into()),
-        };
+        let created = create(&self.api, &pod).await;
         let owner = Reference::of(controller);
         record_create(&self.events, owner, &pod.metadata.name, &created);
         created
@@ -89,16 +82,7 @@ impl PodControl for ApiPodControl {
         if !self.alive(controller) {
             return Ok(DeleteOutcome::ControllerGone);
         }
-        let deleted = match self
-            .api
-            .delete::<Pod>(namespace, name, Some(resource_version))
-            .await
-        {
-            Ok(revision) => Ok(DeleteOutcome::Deleted(revision)),
-            Err(StorageError::Conflict { .. }) => Ok(DeleteOutcome::Changed),
-            Err(StorageError::NotFound { .. }) => Ok(DeleteOutcome::Gone),
-            Err(e) => Err(e.into()),
-        };
+        let deleted = delete(&self.api, namespace, name, resource_version).await;
         record_delete(&self.events, Reference::of(controller), name, &deleted);
         deleted
     }
@@ -112,15 +96,7 @@ impl PodControl for ApiPodControl {
         let mut updated = controller.clone();
         updated.status.replicas = replicas;
         updated.status.ready_replicas = ready;
-        match self.api.update(&updated, true).await {
-            Ok(stored) => Ok(StatusOutcome::Written(
-                stored.metadata.resource_version.unwrap_or_default(),
-            )),
-            Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {
-                Ok(StatusOutcome::Changed)
-            }
-            Err(e) => Err(anyhow::Error::from(e).context("update status")),
-        }
+        update_status(&self.api, &updated).await
     }
 }
 
@@ -134,16 +110,223 @@ impl FreshReads for ApiClient {
     }
 
     async fn pods(&self, namespace: &str) -> Result<Namespace<CachedPod>, StorageError> {
-        let listed = self.list::<Pod>(Some(namespace)).await?;
-        let mut pods = Namespace::from_items(listed.items.iter().map(CachedPod::from), |pod| {
-            pod.name.clone()
-        });
-        for error in &listed.errors {
-            if let Some(name) = error.key.rsplit('/').next() {
-                pods.mark_undecodable(name.into());
-            }
+        list_pods(self, namespace).await
+    }
+}
+
+/// Every pod of `namespace` in one consistent list; a pod that does not decode is not an
+/// item, but its name is taken (as `controller::replicas::list_pods` from etcd).
+async fn list_pods(api: &ApiClient, namespace: &str) -> Result<Namespace<CachedPod>, StorageError> {
+    let listed = api.list::<Pod>(Some(namespace)).await?;
+    let mut pods = Namespace::from_items(listed.items.iter().map(CachedPod::from), |pod| {
+        pod.name.clone()
+    });
+    for error in &listed.errors {
+        if let Some(name) = error.key.rsplit('/').next() {
+            pods.mark_undecodable(name.into());
         }
-        Ok(pods)
+    }
+    Ok(pods)
+}
+
+/// [`ReplicaSetControl`] through the API. Its informer check is stronger than the
+/// replication manager's, as the etcd one's guard is: a create or an adoption starts only
+/// while the ReplicaSet informer holds the same incarnation at no later version than the
+/// sync read (a resize it has seen stops the rest of the window).
+#[derive(Clone)]
+pub struct ApiReplicaSetControl {
+    api: ApiClient,
+    events: Recorder,
+    replica_sets: ReplicaSetInformer,
+}
+
+impl ApiReplicaSetControl {
+    pub fn new(
+        api: ApiClient,
+        events: Recorder,
+        replica_sets: ReplicaSetInformer,
+    ) -> ApiReplicaSetControl {
+        ApiReplicaSetControl {
+            api,
+            events,
+            replica_sets,
+        }
+    }
+
+    /// Whether the informer holds `rs`'s incarnation, and (with `unchanged`) no later
+    /// version of it than `rs`.
+    fn holds(&self, rs: &ReplicaSet, unchanged: bool) -> bool {
+        let meta = &rs.metadata;
+        self.replica_sets
+            .get(&meta.namespace, &meta.name)
+            .is_some_and(|cached| {
+                cached.metadata.uid == meta.uid
+                    && (!unchanged || cached.metadata.resource_version <= meta.resource_version)
+            })
+    }
+
+    /// Reads the pod, checks it is still at `resource_version`, changes it with `change`
+    /// and writes it back at that version.
+    async fn rewrite_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: ResourceVersion,
+        change: impl FnOnce(&mut Pod) -> bool,
+    ) -> anyhow::Result<ClaimOutcome> {
+        let mut pod = match self.api.get::<Pod>(namespace, name).await {
+            Ok(pod) => pod,
+            Err(StorageError::NotFound { .. } | StorageError::Decode(_)) => {
+                return Ok(ClaimOutcome::PodChanged)
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if pod.metadata.resource_version != Some(resource_version) || !change(&mut pod) {
+            return Ok(ClaimOutcome::PodChanged);
+        }
+        match self.api.update(&pod, false).await {
+            Ok(stored) => Ok(ClaimOutcome::Done(
+                stored.metadata.resource_version.unwrap_or_default(),
+            )),
+            Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {
+                Ok(ClaimOutcome::PodChanged)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl ReplicaSetControl for ApiReplicaSetControl {
+    async fn create_pod(&self, rs: &ReplicaSet, pod: Pod) -> anyhow::Result<CreateOutcome> {
+        if !self.holds(rs, true) {
+            return Ok(CreateOutcome::ControllerGone);
+        }
+        let created = create(&self.api, &pod).await;
+        record_create(
+            &self.events,
+            Reference::of(rs),
+            &pod.metadata.name,
+            &created,
+        );
+        created
+    }
+
+    async fn delete_pod(
+        &self,
+        rs: &ReplicaSet,
+        namespace: &str,
+        name: &str,
+        resource_version: ResourceVersion,
+    ) -> anyhow::Result<DeleteOutcome> {
+        if !self.holds(rs, false) {
+            return Ok(DeleteOutcome::ControllerGone);
+        }
+        let deleted = delete(&self.api, namespace, name, resource_version).await;
+        record_delete(&self.events, Reference::of(rs), name, &deleted);
+        deleted
+    }
+
+    async fn adopt(
+        &self,
+        rs: &ReplicaSet,
+        namespace: &str,
+        name: &str,
+        resource_version: ResourceVersion,
+    ) -> anyhow::Result<ClaimOutcome> {
+        if !self.holds(rs, true) {
+            return Ok(ClaimOutcome::OwnerChanged);
+        }
+        self.rewrite_pod(namespace, name, resource_version, |pod| {
+            if crate::api::controller_of(&pod.metadata).is_some() {
+                return false;
+            }
+            pod.metadata.owner_references.push(controller_ref(rs));
+            true
+        })
+        .await
+    }
+
+    async fn release(
+        &self,
+        rs: &ReplicaSet,
+        namespace: &str,
+        name: &str,
+        resource_version: ResourceVersion,
+    ) -> anyhow::Result<ClaimOutcome> {
+        self.rewrite_pod(namespace, name, resource_version, |pod| {
+            let before = pod.metadata.owner_references.len();
+            pod.metadata
+                .owner_references
+                .retain(|r| r.uid != rs.metadata.uid);
+            pod.metadata.owner_references.len() != before
+        })
+        .await
+    }
+
+    async fn update_status(
+        &self,
+        rs: &ReplicaSet,
+        status: ReplicaSetStatus,
+    ) -> anyhow::Result<StatusOutcome> {
+        let mut updated = rs.clone();
+        updated.status = status;
+        update_status(&self.api, &updated).await
+    }
+}
+
+impl ReplicaSetReads for ApiClient {
+    async fn replica_set(&self, namespace: &str, name: &str) -> Result<ReplicaSet, StorageError> {
+        self.get(namespace, name).await
+    }
+
+    async fn pods(&self, namespace: &str) -> Result<Namespace<CachedPod>, StorageError> {
+        list_pods(self, namespace).await
+    }
+}
+
+/// A `POST` of `pod` under its name: a 409 AlreadyExists is create-if-absent.
+async fn create(api: &ApiClient, pod: &Pod) -> anyhow::Result<CreateOutcome> {
+    match api.create(pod).await {
+        Ok(created) => Ok(CreateOutcome::Created(
+            created.metadata.resource_version.unwrap_or_default(),
+        )),
+        Err(StorageError::AlreadyExists { .. }) => {
+            let meta = &pod.metadata;
+            let existing = api.get::<Pod>(&meta.namespace, &meta.name).await.ok();
+            Ok(CreateOutcome::Exists(existing.map(Box::new)))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A `DELETE` of the ranked pod at the resourceVersion it was ranked at.
+async fn delete(
+    api: &ApiClient,
+    namespace: &str,
+    name: &str,
+    resource_version: ResourceVersion,
+) -> anyhow::Result<DeleteOutcome> {
+    match api
+        .delete::<Pod>(namespace, name, Some(resource_version))
+        .await
+    {
+        Ok(revision) => Ok(DeleteOutcome::Deleted(revision)),
+        Err(StorageError::Conflict { .. }) => Ok(DeleteOutcome::Changed),
+        Err(StorageError::NotFound { .. }) => Ok(DeleteOutcome::Gone),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A `PUT` of `updated` to its `/status` at the resourceVersion it was read at.
+async fn update_status<T: Object>(api: &ApiClient, updated: &T) -> anyhow::Result<StatusOutcome> {
+    match api.update(updated, true).await {
+        Ok(stored) => Ok(StatusOutcome::Written(
+            stored.metadata().resource_version.unwrap_or_default(),
+        )),
+        Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {
+            Ok(StatusOutcome::Changed)
+        }
+        Err(e) => Err(anyhow::Error::from(e).context("update status")),
     }
 }
 

@@ -3,7 +3,7 @@
 //! list and watch through the API and the controllers write through it
 //! (`apiclient`); the controllers themselves are the same code as against etcd.
 //!
-//! The replication manager runs this way; a controller that still needs etcd's
+//! The replication manager and the ReplicaSet controller run this way; a controller that still needs etcd's
 //! transactions is refused at start, naming it. `--leader-elect` elects through a Lease
 //! (`apiclient::lease`), each term on a fresh informer factory, as against etcd.
 
@@ -13,15 +13,17 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Config, Controller, EVENTS_FLUSH_LIMIT};
+use crate::apiclient::control::{ApiPodControl, ApiReplicaSetControl};
 use crate::apiclient::lease::LeaseElector;
-use crate::apiclient::{self, control::ApiPodControl, ApiClient, ApiSource, ApiTarget};
+use crate::apiclient::{self, ApiClient, ApiSource, ApiTarget};
 use crate::informer::InformerFactory;
 use crate::record::{self, EventBroadcaster};
+use crate::replicaset::ReplicaSetController;
 use crate::replication_manager::ReplicationManager;
 use crate::status::{self, Health, Metrics};
 
 /// The controllers that run through the API.
-pub const API_CONTROLLERS: &[Controller] = &[Controller::Replication];
+pub const API_CONTROLLERS: &[Controller] = &[Controller::Replication, Controller::ReplicaSet];
 
 /// Runs the selected controllers through the API server `target` names until `shutdown`
 /// resolves, with the status endpoint on `listener`.
@@ -102,15 +104,14 @@ fn check(config: &Config, target: &ApiTarget) -> anyhow::Result<()> {
         .filter_map(|c| super::DESCRIPTORS.iter().find(|d| d.controller == *c))
         .map(|d| d.name)
         .collect();
+    let one = refused.len() == 1;
     anyhow::ensure!(
         refused.is_empty(),
-        "{target}: the {} controller{} still read{} and write{} etcd directly; through the API only {} run{} so far (select it with --controllers {})",
+        "{target}: the {} controller{} still {} etcd directly; through the API only {} run so far (--controllers {})",
         refused.join(", "),
-        if refused.len() == 1 { "" } else { "s" },
-        if refused.len() == 1 { "s" } else { "" },
-        if refused.len() == 1 { "s" } else { "" },
-        api_controller_names().join(", "),
-        if API_CONTROLLERS.len() == 1 { "s" } else { "" },
+        if one { "" } else { "s" },
+        if one { "reads and writes" } else { "read and write" },
+        api_controller_names().join(" and "),
         api_controller_names().join(","),
     );
     anyhow::ensure!(
@@ -203,6 +204,22 @@ impl Term<'_> {
             let manager =
                 ReplicationManager::with_io((*api).clone(), control, settings, (*metrics).clone());
             running.push(manager.start(&informers, token.clone().cancelled_owned()));
+        }
+        if config.controllers.contains(&Controller::ReplicaSet) {
+            let mut settings = config.replicaset.clone();
+            settings.events = events.recorder("replicaset-controller", None);
+            let control = ApiReplicaSetControl::new(
+                (*api).clone(),
+                settings.events.clone(),
+                informers.replica_sets(),
+            );
+            let controller = ReplicaSetController::with_io(
+                (*api).clone(),
+                control,
+                settings,
+                (*metrics).clone(),
+            );
+            running.push(controller.start(&informers, token.clone().cancelled_owned()));
         }
         health.loops_running.store(true, Ordering::SeqCst);
         metrics.leader.set(1);
