@@ -157,6 +157,8 @@ pub struct Config {
     pub manager_binary: Option<PathBuf>,
     /// Pods of the memory scenario instead of its size's (rounded down to whole controllers).
     pub memory_pods: Option<usize>,
+    /// `--api`: the scale scenarios' controllers run through an apiserver.
+    pub through_api: bool,
 }
 
 /// The private etcd of a bench run.
@@ -345,6 +347,7 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
         root: root.clone(),
         sizes: sizes.clone(),
         manager_binary: config.manager_binary.clone(),
+        through_api: config.through_api,
         curves: Mutex::default(),
         run: Default::default(),
     };
@@ -392,7 +395,10 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
         etcd.stop().await;
     }
     result?;
-    relative_targets(&mut rows);
+    // The targets are the etcd mode's; through the API the scale rows have none yet.
+    if !config.through_api {
+        relative_targets(&mut rows);
+    }
     let report = Report {
         date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -486,6 +492,8 @@ struct Bench {
     root: String,
     sizes: Sizes,
     manager_binary: Option<PathBuf>,
+    /// `--api`: the scale scenarios' controllers run through an apiserver.
+    through_api: bool,
     curves: Mutex<HashMap<String, HashMap<String, Curve>>>,
     /// Which run of `--repeat` is going: each works under its own prefix.
     run: std::sync::atomic::AtomicUsize,
@@ -498,6 +506,8 @@ struct RunningManager {
     /// The event writer of its recorder (the controller manager records events; so does
     /// the bench's, so its ratio includes them).
     events_writer: tokio::task::JoinHandle<()>,
+    /// With `--api`, the apiserver it runs through, stopped after it.
+    apiserver: Option<api::RunningApi>,
 }
 
 impl RunningManager {
@@ -506,6 +516,9 @@ impl RunningManager {
         let stopped = self.task.await.context("manager task")?;
         // Its recorder went with it: the writer ends once the queue is written.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.events_writer).await;
+        if let Some(apiserver) = self.apiserver {
+            apiserver.stop().await?;
+        }
         stopped
     }
 }
@@ -623,6 +636,7 @@ impl Bench {
             stop,
             task,
             events_writer,
+            apiserver: None,
         })
     }
 

@@ -12,6 +12,8 @@
 //! in flight when its controller is deleted may still land (the pod is then an orphan the
 //! selector no longer owns). docs/invariants.md says what that weakens, and to what.
 
+use std::sync::Arc;
+
 use super::ApiClient;
 use crate::api::{
     Object, Pod, ReplicaSet, ReplicaSetStatus, ReplicationController, ResourceVersion,
@@ -19,11 +21,45 @@ use crate::api::{
 use crate::controller::replicas::{
     record_create, record_delete, CreateOutcome, DeleteOutcome, StatusOutcome,
 };
-use crate::informer::{CachedPod, ControllerInformer, Namespace, ReplicaSetInformer};
+use crate::informer::{
+    CachedPod, ControllerInformer, InformerFactory, Namespace, ReplicaSetInformer,
+};
 use crate::record::{Recorder, Reference};
 use crate::registry::StorageError;
-use crate::replicaset::{controller_ref, ClaimOutcome, ReplicaSetControl, ReplicaSetReads};
-use crate::replication_manager::{FreshReads, PodControl};
+use crate::replicaset::{
+    controller_ref, ClaimOutcome, ReplicaSetConfig, ReplicaSetControl, ReplicaSetController,
+    ReplicaSetReads,
+};
+use crate::replication_manager::{FreshReads, ManagerConfig, PodControl, ReplicationManager};
+use crate::status::Metrics;
+
+/// The replication manager reading and writing through `api`, on `informers` (a factory
+/// over the same API); its events go to `config.events`.
+pub fn replication_manager(
+    api: &ApiClient,
+    informers: &InformerFactory,
+    config: ManagerConfig,
+    metrics: Arc<Metrics>,
+) -> ReplicationManager<ApiPodControl, ApiClient> {
+    let control = ApiPodControl::new(
+        api.clone(),
+        config.events.clone(),
+        informers.replication_controllers(),
+    );
+    ReplicationManager::with_io(api.clone(), control, config, metrics)
+}
+
+/// The ReplicaSet controller reading and writing through `api`, as [`replication_manager`].
+pub fn replicaset_controller(
+    api: &ApiClient,
+    informers: &InformerFactory,
+    config: ReplicaSetConfig,
+    metrics: Arc<Metrics>,
+) -> ReplicaSetController<ApiReplicaSetControl, ApiClient> {
+    let control =
+        ApiReplicaSetControl::new(api.clone(), config.events.clone(), informers.replica_sets());
+    ReplicaSetController::with_io(api.clone(), control, config, metrics)
+}
 
 /// [`PodControl`] through the API, recording an event about the controller for each pod
 /// written, as the etcd one does.

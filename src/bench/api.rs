@@ -54,14 +54,14 @@ const ETCD_WATCHERS: &str = "etcd_debugging_mvcc_watcher_total";
 const LIMIT: Duration = Duration::from_secs(300);
 
 /// An apiserver served from the bench process over one prefix.
-struct RunningApi {
-    addr: SocketAddr,
+pub(super) struct RunningApi {
+    pub(super) addr: SocketAddr,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
 impl RunningApi {
-    async fn stop(self) -> anyhow::Result<()> {
+    pub(super) async fn stop(self) -> anyhow::Result<()> {
         self.stop.cancel();
         tokio::time::timeout(Duration::from_secs(30), self.task)
             .await
@@ -73,7 +73,7 @@ impl RunningApi {
 impl Bench {
     /// Starts an apiserver over `prefix` on a free loopback port and waits until its
     /// watch caches have synced (`/readyz`).
-    async fn start_apiserver(&self, prefix: &str) -> anyhow::Result<RunningApi> {
+    pub(super) async fn start_apiserver(&self, prefix: &str) -> anyhow::Result<RunningApi> {
         let config = apiserver::Config {
             address: SocketAddr::from(([127, 0, 0, 1], 0)),
             ..apiserver::Config::default()

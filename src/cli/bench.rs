@@ -50,6 +50,11 @@ pub struct BenchArgs {
     /// this one), e.g. an older build to compare with.
     #[arg(long)]
     pub manager_binary: Option<PathBuf>,
+    /// Run the controllers of scale-up, scale-down, rs-scale-up and rs-scale-down as
+    /// clients of an apiserver over the bench's etcd (2014's topology, as
+    /// `kcm controller-manager --kubeconfig`); the baseline stays raw etcd.
+    #[arg(long)]
+    pub api: bool,
     /// Pods of the memory scenario, in controllers of 1,000 (scripts/soak.sh's `memory`
     /// runs 100,000 and 300,000).
     #[arg(long, hide = true)]
@@ -77,6 +82,7 @@ impl BenchArgs {
             repeat: self.repeat as usize,
             manager_binary: self.manager_binary.clone(),
             memory_pods: self.memory_pods,
+            through_api: self.api,
         }
     }
 }

@@ -13,13 +13,10 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Config, Controller, EVENTS_FLUSH_LIMIT};
-use crate::apiclient::control::{ApiPodControl, ApiReplicaSetControl};
 use crate::apiclient::lease::LeaseElector;
-use crate::apiclient::{self, ApiClient, ApiSource, ApiTarget};
+use crate::apiclient::{self, control, ApiClient, ApiSource, ApiTarget};
 use crate::informer::InformerFactory;
 use crate::record::{self, EventBroadcaster};
-use crate::replicaset::ReplicaSetController;
-use crate::replication_manager::ReplicationManager;
 use crate::status::{self, Health, Metrics};
 
 /// The controllers that run through the API.
@@ -196,29 +193,15 @@ impl Term<'_> {
         if config.controllers.contains(&Controller::Replication) {
             let mut settings = config.manager.clone();
             settings.events = events.recorder("replication-controller", None);
-            let control = ApiPodControl::new(
-                (*api).clone(),
-                settings.events.clone(),
-                informers.replication_controllers(),
-            );
             let manager =
-                ReplicationManager::with_io((*api).clone(), control, settings, (*metrics).clone());
+                control::replication_manager(api, &informers, settings, (*metrics).clone());
             running.push(manager.start(&informers, token.clone().cancelled_owned()));
         }
         if config.controllers.contains(&Controller::ReplicaSet) {
             let mut settings = config.replicaset.clone();
             settings.events = events.recorder("replicaset-controller", None);
-            let control = ApiReplicaSetControl::new(
-                (*api).clone(),
-                settings.events.clone(),
-                informers.replica_sets(),
-            );
-            let controller = ReplicaSetController::with_io(
-                (*api).clone(),
-                control,
-                settings,
-                (*metrics).clone(),
-            );
+            let controller =
+                control::replicaset_controller(api, &informers, settings, (*metrics).clone());
             running.push(controller.start(&informers, token.clone().cancelled_owned()));
         }
         health.loops_running.store(true, Ordering::SeqCst);

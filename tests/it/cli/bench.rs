@@ -156,3 +156,41 @@ async fn bench_starts_its_own_etcd_when_none_is_given() {
     })
     .await;
 }
+
+/// `--api`: the scale scenarios' controllers run as clients of an apiserver (2014's
+/// topology); each row says so, and has no target (the targets are the etcd mode's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_api_runs_the_scale_scenarios_through_an_apiserver() {
+    let Some(etcd) = etcd_binary() else { return };
+    with_timeout(LIMIT, async {
+        let output = kcm_command()
+            .args([
+                "bench",
+                "--quick",
+                "--tmpfs",
+                "--api",
+                "scale-up",
+                "rs-scale-down",
+            ])
+            .arg("--etcd-binary")
+            .arg(&etcd)
+            .output()
+            .await
+            .expect("run kcm bench");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "kcm bench failed: {}\n{stdout}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let rows: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.starts_with("scale-up") || l.starts_with("rs-scale-down"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{stdout}");
+        for row in rows {
+            assert!(row.contains("through the API"), "{row}");
+        }
+    })
+    .await;
+}
