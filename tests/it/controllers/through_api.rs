@@ -5,7 +5,8 @@
 //!   carried out through the API;
 //! - no over-creation at 3,000 replicas, from etcd's history of the pods, with the
 //!   apiserver restarted while the scale-up is under way (the manager's watches cut and
-//!   resumed);
+//!   resumed), with two unelected managers, and with a delete racing a scale-up;
+//! - nothing lost when the manager is cut off by a proxy while etcd compacts past it;
 //! - the ReplicaSet controller the same way: kubectl's create and scale, an orphan
 //!   adopted, two unelected controllers at 3,000 replicas;
 //! - leader election through a Lease;
@@ -19,7 +20,7 @@ use crate::support::etcd::start_etcd;
 use crate::support::history;
 use crate::support::kcm::Kcm;
 use crate::support::kubectl::{kubectl_binary, start_apiserver, Api, Kubectl};
-use crate::support::{eventually, free_port, with_timeout};
+use crate::support::{eventually, free_port, with_timeout, FaultProxy};
 
 const PODS: &str = "/registry/pods/default/";
 const CONVERGE: Duration = Duration::from_secs(60);
@@ -236,6 +237,16 @@ struct PodHistory {
 }
 
 async fn pod_history(client: &etcd_client::Client, start: i64, after: i64) -> PodHistory {
+    pod_history_from(client, start, after, 0).await
+}
+
+/// [`pod_history`] when `initial` pods were alive at `start`.
+async fn pod_history_from(
+    client: &etcd_client::Client,
+    start: i64,
+    after: i64,
+    initial: usize,
+) -> PodHistory {
     let events = history::read(
         client,
         PODS,
@@ -245,8 +256,8 @@ async fn pod_history(client: &etcd_client::Client, start: i64, after: i64) -> Po
     )
     .await;
     let mut history = PodHistory {
-        most: 0,
-        alive: 0,
+        most: initial,
+        alive: initial,
         created_after: 0,
     };
     for event in &events {
@@ -687,6 +698,144 @@ async fn two_unelected_replicaset_controllers_through_the_api_never_pass_3000() 
         second.assert_running();
     })
     .await;
+}
+
+/// The manager cut off from the apiserver (a proxy resets its connections and refuses new
+/// ones) while, in the gap, 500 of its 2,000 pods are deleted, the controller is resized
+/// to 2,200 and etcd is compacted past the manager's last resourceVersion: its watches come
+/// back to a 410 (the apiserver's window holds 100 events), list again, and the manager
+/// ends at exactly 2,200, never above, from etcd's history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_cut_off_while_etcd_compacts_lists_again_and_loses_nothing() {
+    const REPLICAS: usize = 2_000;
+    const RESIZED: usize = 2_200;
+    let Some(binary) = kubectl_binary() else {
+        return;
+    };
+    let Some(etcd) = start_etcd().await else {
+        return;
+    };
+    with_timeout(Duration::from_secs(400), async {
+        let kubectl = Kubectl::new(binary);
+        let port = free_port();
+        let mut apiserver = spawn_apiserver(&etcd.endpoint(), port, &["--watch-cache-size", "100"]);
+        wait_ready(&mut apiserver, port).await;
+        kubectl.write_kubeconfig(&format!("http://127.0.0.1:{port}"));
+        let proxy = FaultProxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], port))).await;
+        let client = etcd.client().await;
+        let start = revision(&client).await;
+        let master = proxy.endpoint();
+        let mut manager = Kcm::start(
+            &[
+                "--master",
+                &master,
+                "--controllers",
+                "replication",
+                "--sync-period",
+                "1s",
+            ],
+            &[],
+        )
+        .await;
+        let file = kubectl.kubeconfig().with_file_name("rc.yaml");
+        std::fs::write(&file, rc(REPLICAS as u32)).expect("write the manifest");
+        kubectl
+            .ok(&["create", "-f", &file.display().to_string()])
+            .await;
+        let count = || async {
+            let mut client = etcd.client().await;
+            let options = etcd_client::GetOptions::new()
+                .with_prefix()
+                .with_count_only();
+            client
+                .get(PODS, Some(options))
+                .await
+                .expect("count")
+                .count() as usize
+        };
+        eventually(Duration::from_secs(120), "2,000 pods", || async {
+            count().await == REPLICAS
+        })
+        .await;
+        let relists = || async {
+            manager_metric(&manager, r#"kcm_watch_relists_total{resource="pods"}"#).await
+        };
+        let before = relists().await;
+
+        proxy.cut();
+        // The gap: 500 pods deleted, the controller resized, the history compacted.
+        let mut kv = etcd.client().await;
+        let pods = kv
+            .get(
+                PODS,
+                Some(
+                    etcd_client::GetOptions::new()
+                        .with_prefix()
+                        .with_keys_only(),
+                ),
+            )
+            .await
+            .expect("list the pods");
+        for key in pods.kvs().iter().take(500) {
+            kv.delete(key.key(), None).await.expect("delete a pod");
+        }
+        let out = kubectl
+            .run(&["scale", "rc", "web", &format!("--replicas={RESIZED}")])
+            .await;
+        assert!(out.status.success(), "{out:?}");
+        for i in 0..200 {
+            kv.put(format!("/kcm-test/churn/{i}"), "x", None)
+                .await
+                .expect("churn");
+        }
+        // The history up to here, before the compaction takes it.
+        let before_gap = pod_history(&client, start, start).await;
+        assert!(
+            before_gap.most <= REPLICAS,
+            "{} pods alive at once, over {REPLICAS}",
+            before_gap.most
+        );
+        assert_eq!(before_gap.alive, REPLICAS - 500);
+        kv.delete("/registry/pods/default/~sentinel", None)
+            .await
+            .expect("delete the history's sentinel");
+        let compacted = etcd.compact().await;
+        proxy.restore();
+
+        eventually(Duration::from_secs(120), "2,200 pods", || async {
+            count().await == RESIZED
+        })
+        .await;
+        // Its resourceVersion compacted, the pod informer lists again (perhaps after a
+        // failed attempt and a backoff: meanwhile syncs read fresh lists).
+        eventually(CONVERGE, "the pod informer listed again", || async {
+            relists().await > before
+        })
+        .await;
+        let seen = syncs(&manager).await;
+        eventually(CONVERGE, "three more syncs", || async {
+            syncs(&manager).await >= seen + 3.0
+        })
+        .await;
+        let history = pod_history_from(&client, compacted, compacted, before_gap.alive).await;
+        assert!(
+            history.most <= RESIZED,
+            "{} pods alive at once, over {RESIZED}",
+            history.most
+        );
+        assert_eq!(history.alive, RESIZED, "pods at the end");
+        manager.assert_running();
+    })
+    .await;
+}
+
+/// One series of the manager's `/metrics` (0 when absent).
+async fn manager_metric(kcm: &Kcm, series: &str) -> f64 {
+    let text = crate::support::kcm::http_get(kcm.port(), "/metrics")
+        .await
+        .map(|(_, body)| body)
+        .unwrap_or_default();
+    crate::support::kcm::metric_value(&text, series)
 }
 
 #[tokio::test]
