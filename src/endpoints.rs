@@ -31,7 +31,6 @@ use crate::controller::{Action, Runner, RunnerConfig, SelectorIndex, SyncHandler
 use crate::informer::{
     CachedPod, InformerFactory, ObjectKey, PodInformer, PodPorts, ServiceInformer,
 };
-use crate::labels::Selector;
 use crate::registry::{Registry, StorageError};
 use crate::status::Metrics;
 
@@ -121,15 +120,16 @@ pub fn endpoints_for_cached(service: &Service, pods: &[Arc<CachedPod>]) -> Vec<S
 // ---------------------------------------------------------------------------------------
 // The controller
 
-/// `EndpointController`.
-pub struct EndpointsController {
-    registry: Registry,
+/// `EndpointController`, reading past its caches and writing through `C` (etcd's
+/// registry, or the API).
+pub struct EndpointsController<C: EndpointsControl + Clone = Registry> {
+    registry: C,
     config: EndpointsConfig,
     metrics: Arc<Metrics>,
 }
 
-impl EndpointsController {
-    pub fn new(registry: Registry, config: EndpointsConfig, metrics: Arc<Metrics>) -> Self {
+impl<C: EndpointsControl + Clone> EndpointsController<C> {
+    pub fn new(registry: C, config: EndpointsConfig, metrics: Arc<Metrics>) -> Self {
         EndpointsController {
             registry,
             config,
@@ -210,7 +210,7 @@ impl EndpointsController {
 /// Every `period`, starting at once, the keys of Endpoints objects whose Service the
 /// cache does not hold: 2014 leaked them when a Service was deleted while it was down.
 fn orphans(
-    registry: Registry,
+    registry: impl EndpointsControl + Clone,
     services: ServiceInformer,
     period: Duration,
 ) -> impl futures::Stream<Item = Vec<ObjectKey>> + Send + 'static {
@@ -221,12 +221,8 @@ fn orphans(
         let services = services.clone();
         async move {
             tick.tick().await;
-            let keys = match registry
-                .list::<Endpoints>(None, &Selector::everything())
-                .await
-            {
+            let keys = match registry.list_endpoints().await {
                 Ok(listed) => listed
-                    .items
                     .iter()
                     .map(|endpoints| &endpoints.metadata)
                     .filter(|meta| {
@@ -395,6 +391,7 @@ mod tests {
     use crate::api::{
         Container, ContainerPort, PodCondition, PodPhase, PodSpec, PodStatus, POD_READY,
     };
+    use crate::labels::Selector;
 
     fn pod(name: &str, ip: &str, ports: &[(&str, i64)]) -> Pod {
         Pod {
@@ -613,6 +610,9 @@ mod tests {
                 Some(_) => Ok(()),
                 None => Err(StorageError::NotFound { key }),
             }
+        }
+        async fn list_endpoints(&self) -> Result<Vec<Endpoints>, StorageError> {
+            Ok(self.endpoints.lock().unwrap().values().cloned().collect())
         }
     }
 

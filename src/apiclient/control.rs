@@ -16,14 +16,17 @@ use std::sync::Arc;
 
 use super::ApiClient;
 use crate::api::{
-    Object, Pod, ReplicaSet, ReplicaSetStatus, ReplicationController, ResourceVersion,
+    Endpoints, Object, Pod, ReplicaSet, ReplicaSetStatus, ReplicationController, ResourceVersion,
+    Service,
 };
 use crate::controller::replicas::{
     record_create, record_delete, CreateOutcome, DeleteOutcome, StatusOutcome,
 };
+use crate::endpoints::EndpointsControl;
 use crate::informer::{
     CachedPod, ControllerInformer, InformerFactory, Namespace, ReplicaSetInformer,
 };
+use crate::labels::Selector;
 use crate::record::{Recorder, Reference};
 use crate::registry::StorageError;
 use crate::replicaset::{
@@ -394,5 +397,42 @@ impl crate::record::EventTarget for ApiClient {
                 Err(e) => Err(anyhow::anyhow!("create event {namespace}/{name}: {e}")),
             }
         })
+    }
+}
+
+impl EndpointsControl for ApiClient {
+    async fn service(&self, namespace: &str, name: &str) -> Result<Service, StorageError> {
+        self.get(namespace, name).await
+    }
+
+    async fn pods(&self, namespace: &str, selector: &Selector) -> Result<Vec<Pod>, StorageError> {
+        let listed = self.list::<Pod>(Some(namespace)).await?;
+        Ok(listed
+            .items
+            .into_iter()
+            .filter(|pod| selector.matches(&pod.metadata.labels))
+            .collect())
+    }
+
+    async fn endpoints(&self, namespace: &str, name: &str) -> Result<Endpoints, StorageError> {
+        self.get(namespace, name).await
+    }
+
+    async fn create(&self, endpoints: &Endpoints) -> Result<(), StorageError> {
+        ApiClient::create(self, endpoints).await.map(drop)
+    }
+
+    async fn update(&self, endpoints: &Endpoints) -> Result<(), StorageError> {
+        ApiClient::update(self, endpoints, false).await.map(drop)
+    }
+
+    async fn delete(&self, namespace: &str, name: &str) -> Result<(), StorageError> {
+        ApiClient::delete::<Endpoints>(self, namespace, name, None)
+            .await
+            .map(drop)
+    }
+
+    async fn list_endpoints(&self) -> Result<Vec<Endpoints>, StorageError> {
+        Ok(self.list::<Endpoints>(None).await?.items)
     }
 }

@@ -3,7 +3,8 @@
 //! list and watch through the API and the controllers write through it
 //! (`apiclient`); the controllers themselves are the same code as against etcd.
 //!
-//! The replication manager and the ReplicaSet controller run this way; a controller that still needs etcd's
+//! The replication manager, the ReplicaSet controller and the endpoints controller run
+//! this way; a controller that still needs etcd's
 //! transactions is refused at start, naming it. `--leader-elect` elects through a Lease
 //! (`apiclient::lease`), each term on a fresh informer factory, as against etcd.
 
@@ -15,12 +16,17 @@ use tokio_util::sync::CancellationToken;
 use super::{Config, Controller, EVENTS_FLUSH_LIMIT};
 use crate::apiclient::lease::LeaseElector;
 use crate::apiclient::{self, control, ApiClient, ApiSource, ApiTarget};
+use crate::endpoints::EndpointsController;
 use crate::informer::InformerFactory;
 use crate::record::{self, EventBroadcaster};
 use crate::status::{self, Health, Metrics};
 
 /// The controllers that run through the API.
-pub const API_CONTROLLERS: &[Controller] = &[Controller::Replication, Controller::ReplicaSet];
+pub const API_CONTROLLERS: &[Controller] = &[
+    Controller::Replication,
+    Controller::ReplicaSet,
+    Controller::Endpoints,
+];
 
 /// Runs the selected controllers through the API server `target` names until `shutdown`
 /// resolves, with the status endpoint on `listener`.
@@ -108,7 +114,7 @@ fn check(config: &Config, target: &ApiTarget) -> anyhow::Result<()> {
         refused.join(", "),
         if one { "" } else { "s" },
         if one { "reads and writes" } else { "read and write" },
-        api_controller_names().join(" and "),
+        listed(&api_controller_names()),
         api_controller_names().join(","),
     );
     anyhow::ensure!(
@@ -204,6 +210,14 @@ impl Term<'_> {
                 control::replicaset_controller(api, &informers, settings, (*metrics).clone());
             running.push(controller.start(&informers, token.clone().cancelled_owned()));
         }
+        if config.controllers.contains(&Controller::Endpoints) {
+            let controller = EndpointsController::new(
+                (*api).clone(),
+                config.endpoints.clone(),
+                (*metrics).clone(),
+            );
+            running.push(controller.start(&informers, token.clone().cancelled_owned()));
+        }
         health.loops_running.store(true, Ordering::SeqCst);
         metrics.leader.set(1);
         let run_informers = informers.run();
@@ -220,5 +234,14 @@ impl Term<'_> {
             .into_iter()
             .collect::<anyhow::Result<Vec<()>>>()
             .map(|_| ())
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn listed(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }

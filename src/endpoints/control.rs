@@ -1,5 +1,6 @@
 //! The IO seam of an endpoints sync: what it reads past the caches and what it writes.
-//! [`Registry`] is the real one; the unit tests pass a recording fake.
+//! [`Registry`] is the real one on etcd, `apiclient::ApiClient` the one through the API;
+//! the unit tests pass a recording fake.
 
 use std::future::Future;
 
@@ -49,6 +50,9 @@ pub trait EndpointsControl: Send + Sync + 'static {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<(), StorageError>> + Send;
+
+    /// Every Endpoints object, as stored now (the periodic pass over orphans).
+    fn list_endpoints(&self) -> impl Future<Output = Result<Vec<Endpoints>, StorageError>> + Send;
 }
 
 impl EndpointsControl for Registry {
@@ -76,5 +80,9 @@ impl EndpointsControl for Registry {
         Registry::delete::<Endpoints>(self, namespace, name, None)
             .await
             .map(drop)
+    }
+
+    async fn list_endpoints(&self) -> Result<Vec<Endpoints>, StorageError> {
+        Ok(self.list(None, &Selector::everything()).await?.items)
     }
 }

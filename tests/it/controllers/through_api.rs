@@ -9,6 +9,7 @@
 //! - nothing lost when the manager is cut off by a proxy while etcd compacts past it;
 //! - the ReplicaSet controller the same way: kubectl's create and scale, an orphan
 //!   adopted, two unelected controllers at 3,000 replicas;
+//! - the endpoints controller following its pods through its watches over HTTP;
 //! - leader election through a Lease;
 //! - what cannot run through the API yet is refused at start, naming it.
 
@@ -838,6 +839,72 @@ async fn manager_metric(kcm: &Kcm, series: &str) -> f64 {
     crate::support::kcm::metric_value(&text, series)
 }
 
+/// The endpoints controller (2014's other controller) through the API: with its periodic
+/// passes 30 s apart, every change must come from its watches over HTTP. Pods and the
+/// Service are written to etcd as kcm's kubelets and CLI write them; the Endpoints it
+/// writes through the API are read back from etcd in kcm's stored shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoints_controller_through_the_api_follows_its_pods() {
+    use crate::support::objects::{
+        delete, endpoints, pod_key, put_json, service_json, service_key, serving_pod_json,
+    };
+    let Some(api) = start_apiserver().await else {
+        return;
+    };
+    with_timeout(Duration::from_secs(240), async {
+        let kubeconfig = api.kubectl.kubeconfig().display().to_string();
+        let mut controller = Kcm::start(
+            &[
+                "--kubeconfig",
+                &kubeconfig,
+                "--controllers",
+                "endpoints",
+                "--sync-period",
+                "30s",
+                "--endpoint-sync-period",
+                "30s",
+            ],
+            &[],
+        )
+        .await;
+        let client = api.etcd.client().await;
+        let entries_are = |expected: &'static [&'static str]| {
+            let client = client.clone();
+            async move {
+                endpoints(&client, "default", "web")
+                    .await
+                    .is_some_and(|(entries, _, _)| entries == expected)
+            }
+        };
+        let service = service_json("default", "web", "web", serde_json::json!("http"));
+        put_json(&client, &service_key("default", "web"), &service).await;
+        for (name, ip) in [("a", "10.0.0.1"), ("b", "10.0.0.2")] {
+            let pod = serving_pod_json("default", name, "web", ip);
+            put_json(&client, &pod_key("default", name), &pod).await;
+        }
+        eventually(CONVERGE, "both pods' addresses", || {
+            entries_are(&["10.0.0.1:8080", "10.0.0.2:8080"])
+        })
+        .await;
+        let moved = serving_pod_json("default", "b", "web", "10.0.0.3");
+        put_json(&client, &pod_key("default", "b"), &moved).await;
+        delete(&client, &pod_key("default", "a")).await;
+        eventually(CONVERGE, "b's new address alone", || {
+            entries_are(&["10.0.0.3:8080"])
+        })
+        .await;
+        api.kubectl.ok(&["delete", "service", "web"]).await;
+        eventually(
+            CONVERGE,
+            "the Endpoints gone with their Service",
+            || async { endpoints(&client, "default", "web").await.is_none() },
+        )
+        .await;
+        controller.assert_running();
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn what_cannot_run_through_the_api_is_refused_naming_it() {
     let out = crate::support::kcm::kcm_command()
@@ -856,7 +923,7 @@ async fn what_cannot_run_through_the_api_is_refused_naming_it() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        stderr.contains("the garbagecollector controller still reads and writes etcd directly; through the API only replication and replicaset run so far"),
+        stderr.contains("the garbagecollector controller still reads and writes etcd directly; through the API only replication, replicaset and endpoints run so far"),
         "{stderr}"
     );
     let out = crate::support::kcm::kcm_command()
