@@ -22,6 +22,7 @@
 //! server answered with, as its revision; a request never waits longer than
 //! [`REQUEST_TIMEOUT`] (a watch excepted).
 
+pub mod client_2014;
 pub mod control;
 pub mod lease;
 mod reflect;

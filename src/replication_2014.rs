@@ -181,7 +181,7 @@ impl PodControl for RealPodControl {
 
 /// A list's items, or, as 2014's storage did, an error for the whole list when one value
 /// under it does not decode (the sync that asked for it then does nothing).
-fn whole_list<T>(list: crate::registry::ObjectList<T>) -> anyhow::Result<Vec<T>> {
+pub fn whole_list<T>(list: crate::registry::ObjectList<T>) -> anyhow::Result<Vec<T>> {
     match list.errors.first() {
         Some(error) => anyhow::bail!("list: {error}"),
         None => Ok(list.items),

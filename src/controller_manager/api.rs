@@ -3,8 +3,9 @@
 //! list and watch through the API and the controllers write through it
 //! (`apiclient`); the controllers themselves are the same code as against etcd.
 //!
-//! The replication manager, the ReplicaSet controller and the endpoints controller run
-//! this way; a controller that still needs etcd's
+//! The replication manager, the ReplicaSet controller, the endpoints controller and the
+//! late-2014 replication manager (`replication-2014`, in its 2014 place) run this way; a
+//! controller that still needs etcd's
 //! transactions is refused at start, naming it. `--leader-elect` elects through a Lease
 //! (`apiclient::lease`), each term on a fresh informer factory, as against etcd.
 
@@ -14,11 +15,13 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Config, Controller, EVENTS_FLUSH_LIMIT};
+use crate::apiclient::client_2014::Client2014;
 use crate::apiclient::lease::LeaseElector;
 use crate::apiclient::{self, control, ApiClient, ApiSource, ApiTarget};
 use crate::endpoints::EndpointsController;
 use crate::informer::InformerFactory;
 use crate::record::{self, EventBroadcaster};
+use crate::replication_2014::ReplicationManager as ReplicationManager2014;
 use crate::status::{self, Health, Metrics};
 
 /// The controllers that run through the API.
@@ -26,6 +29,7 @@ pub const API_CONTROLLERS: &[Controller] = &[
     Controller::Replication,
     Controller::ReplicaSet,
     Controller::Endpoints,
+    Controller::Replication2014,
 ];
 
 /// Runs the selected controllers through the API server `target` names until `shutdown`
@@ -217,6 +221,12 @@ impl Term<'_> {
                 (*metrics).clone(),
             );
             running.push(controller.start(&informers, token.clone().cancelled_owned()));
+        }
+        if config.controllers.contains(&Controller::Replication2014) {
+            let client = Arc::new(Client2014::new((*api).clone()));
+            let manager = ReplicationManager2014::with_parts(client.clone(), client);
+            let period = config.manager.sync_period;
+            running.push(Box::pin(manager.run(period, token.clone())));
         }
         health.loops_running.store(true, Ordering::SeqCst);
         metrics.leader.set(1);

@@ -10,6 +10,7 @@
 //! - the ReplicaSet controller the same way: kubectl's create and scale, an orphan
 //!   adopted, two unelected controllers at 3,000 replicas;
 //! - the endpoints controller following its pods through its watches over HTTP;
+//! - the late-2014 replication manager as a client of the apiserver (`--master`);
 //! - leader election through a Lease;
 //! - what cannot run through the API yet is refused at start, naming it.
 
@@ -905,6 +906,63 @@ async fn the_endpoints_controller_through_the_api_follows_its_pods() {
     .await;
 }
 
+/// The late-2014 replication manager in its 2014 place: a client of the apiserver, which it
+/// lists, watches and POSTs pods to (`--master`, 2014's flag), driven by kubectl. Its pods
+/// carry 2014's names (a UUID).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_2014_replication_manager_runs_as_a_client_of_the_apiserver() {
+    let Some(api) = start_apiserver().await else {
+        return;
+    };
+    with_timeout(Duration::from_secs(240), async {
+        let master = format!("http://127.0.0.1:{}", api.port);
+        let mut manager = Kcm::start(
+            &[
+                "--master",
+                &master,
+                "--controllers",
+                "replication-2014",
+                "--sync-period",
+                "1s",
+            ],
+            &[],
+        )
+        .await;
+        let file = api.manifest("rc.yaml", &rc(3));
+        api.kubectl.ok(&["create", "-f", &file]).await;
+        eventually(CONVERGE, "3 pods, POSTed by the 2014 loop", || async {
+            api.count(PODS).await == 3
+        })
+        .await;
+        // Named with a UUID, as 2014's loop named them (the uid is the apiserver's: a
+        // server sets it, whatever the client sends).
+        for (name, _) in pods(&api).await {
+            assert!(uuid::Uuid::parse_str(&name).is_ok(), "{name} is a UUID");
+        }
+        api.kubectl
+            .ok(&["scale", "rc", "web", "--replicas=5"])
+            .await;
+        eventually(CONVERGE, "5 pods after kubectl scale", || async {
+            api.count(PODS).await == 5
+        })
+        .await;
+        api.kubectl
+            .ok(&["scale", "rc", "web", "--replicas=1"])
+            .await;
+        eventually(CONVERGE, "1 pod after scaling down", || async {
+            api.count(PODS).await == 1
+        })
+        .await;
+        manager.assert_running();
+        assert!(
+            manager.log().contains("through the API"),
+            "{}",
+            manager.log()
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn what_cannot_run_through_the_api_is_refused_naming_it() {
     let out = crate::support::kcm::kcm_command()
@@ -923,7 +981,7 @@ async fn what_cannot_run_through_the_api_is_refused_naming_it() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        stderr.contains("the garbagecollector controller still reads and writes etcd directly; through the API only replication, replicaset and endpoints run so far"),
+        stderr.contains("the garbagecollector controller still reads and writes etcd directly; through the API only replication, replicaset, endpoints and replication-2014 run so far"),
         "{stderr}"
     );
     let out = crate::support::kcm::kcm_command()
