@@ -212,6 +212,28 @@ impl ApiClient {
         }
     }
 
+    /// `GET` of `path` as text (`/metrics`, `/healthz`).
+    ///
+    /// # Errors
+    /// [`RequestError`].
+    pub async fn get_text(&self, path: &str) -> Result<String, RequestError> {
+        let request = Request::get(path)
+            .body(Vec::new())
+            .map_err(|e| RequestError::Transport(format!("{path}: {e}")))?;
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.client.request_text(request)).await {
+            Err(_) => Err(RequestError::Transport(format!(
+                "no answer within {REQUEST_TIMEOUT:?}"
+            ))),
+            Ok(Ok(text)) => Ok(text),
+            Ok(Err(kube::Error::Api(status))) => Err(RequestError::Status {
+                code: status.code,
+                reason: status.reason,
+                message: status.message,
+            }),
+            Ok(Err(e)) => Err(RequestError::Transport(e.to_string())),
+        }
+    }
+
     /// `GET` of object `namespace/name` of kind `T`, in kcm's stored shape.
     ///
     /// # Errors
@@ -304,7 +326,9 @@ impl ApiClient {
 
     /// `DELETE` of `namespace/name`, with a resourceVersion precondition when one is given;
     /// the revision the server answered with (the delete's, or the mark's for an object
-    /// deleted gracefully).
+    /// deleted gracefully). `immediately` sends `gracePeriodSeconds: 0`: a pod goes at
+    /// once, as kcm's controllers delete pods from etcd (and as 2014, which had no graceful
+    /// deletion), instead of Terminating until its kubelet confirms.
     ///
     /// # Errors
     /// `NotFound`, `Conflict` when the precondition failed, `Etcd` for the rest.
@@ -313,12 +337,16 @@ impl ApiClient {
         namespace: &str,
         name: &str,
         precondition: Option<ResourceVersion>,
+        immediately: bool,
     ) -> Result<ResourceVersion, StorageError> {
         let kind = stored_kind::<T>();
         let path = object_path(kind, namespace, name);
         let mut options = serde_json::json!({"kind": "DeleteOptions", "apiVersion": "v1"});
         if let Some(rv) = precondition {
             options["preconditions"] = serde_json::json!({"resourceVersion": rv.to_string()});
+        }
+        if immediately {
+            options["gracePeriodSeconds"] = serde_json::json!(0);
         }
         let answer = self
             .request(Method::DELETE, &path, Some(&options), None)

@@ -53,6 +53,10 @@
 //!   pod deleted; figure: seconds to the replacement (2014 runs no tick without a watch
 //!   and heals only after the cut; kcm heals from its pod watch) (weakness 13).
 //!
+//! With `--topology api` both loops run in their 2014 place, as clients of an apiserver
+//! the lab serves over its etcd (`lab/through.rs`); the scenarios that act at the loop's
+//! etcd connection (`stale-watch`, `watch-cut`, `failing-create`, `burst`) are refused.
+//!
 //! Rows may carry secondary figures (`also`, a `↳` line in the table) that show the
 //! weakness happened: `stale-watch`'s watches opened per period, `overlap`'s kcm
 //! ReplicationControllers.
@@ -88,6 +92,7 @@ mod overlap;
 mod resync;
 mod stale_watch;
 mod status;
+mod through;
 mod victims;
 mod watch_cut;
 
@@ -191,9 +196,31 @@ impl Loop {
     }
 }
 
+/// Where the loops run: on etcd (kcm's default), or as clients of an apiserver over the
+/// lab's etcd (2014's topology).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Topology {
+    #[default]
+    Etcd,
+    Api,
+}
+
+impl Scenario {
+    /// Whether the scenario runs with `--topology api`: not those that cut, count or
+    /// refuse at the loop's etcd connection, which the API puts the apiserver behind.
+    pub fn runs_through_the_api(self) -> bool {
+        !matches!(
+            self,
+            Scenario::StaleWatch | Scenario::WatchCut | Scenario::FailingCreate | Scenario::Burst
+        )
+    }
+}
+
 /// What `kcm lab` runs, and against which etcd.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// Where the loops run.
+    pub topology: Topology,
     /// The scenarios to run, in this order; never empty.
     pub scenarios: Vec<Scenario>,
     /// The etcd binary of a private etcd, or `None` to use the target's (one named with
@@ -347,6 +374,19 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("create the --svg directory {}", dir.display()))?;
     }
+    if config.topology == Topology::Api {
+        let refused: Vec<&str> = config
+            .scenarios
+            .iter()
+            .filter(|s| !s.runs_through_the_api())
+            .map(|s| s.name())
+            .collect();
+        anyhow::ensure!(
+            refused.is_empty(),
+            "{} cut, count or refuse at the loop's own etcd connection, so they run only with --topology etcd (the default)",
+            refused.join(", ")
+        );
+    }
     let private = match &config.private_etcd {
         None => None,
         Some(binary) => {
@@ -380,19 +420,29 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
     let client = client::connect(&client_config).await?;
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
     let root = format!("/kcm-lab-{run_id}");
+    let registry = Registry::new(&client, &root)?;
+    let apiserver = match config.topology {
+        Topology::Etcd => None,
+        Topology::Api => Some(through::Apiserver::start(&client, registry.clone()).await?),
+    };
     let lab = Lab {
         notes: std::sync::Mutex::default(),
-        registry: Registry::new(&client, &root)?,
+        registry,
         client: client.clone(),
         client_config,
         root: root.clone(),
         period: config.sync_period,
         sizes: Sizes::new(config.quick),
+        api: apiserver.as_ref().map(through::Apiserver::target),
     };
     eprintln!(
-        "kcm lab: etcd at {}{}, sync period {} (2014's was 10s), {} scenario(s){}",
+        "kcm lab: etcd at {}{}{}, sync period {} (2014's was 10s), {} scenario(s){}",
         endpoints.join(","),
         if private.is_some() { " (private)" } else { "" },
+        match &apiserver {
+            Some(api) => format!(", the loops through an apiserver at {}", api.url()),
+            None => String::new(),
+        },
         humantime::format_duration(config.sync_period),
         config.scenarios.len(),
         if config.quick { ", quick sizes" } else { "" }
@@ -415,6 +465,9 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<Vec<Row>> {
         anyhow::Ok((rows, panels))
     }
     .await;
+    if let Some(apiserver) = apiserver {
+        apiserver.stop().await;
+    }
     // Leave nothing behind in a given etcd.
     let _ = client
         .clone()
@@ -531,6 +584,8 @@ struct Lab {
     root: String,
     period: Duration,
     sizes: Sizes,
+    /// With `--topology api`, the apiserver the loops are clients of.
+    api: Option<crate::apiclient::ApiTarget>,
 }
 
 impl Lab {
@@ -545,6 +600,7 @@ impl Lab {
             root: self.root.clone(),
             period: self.period,
             sizes: self.sizes,
+            api: self.api.clone(),
         })
     }
 

@@ -155,7 +155,7 @@ impl PodControl for Client2014 {
     fn delete_pod(&self, namespace: &str, name: &str) -> BoxFuture<'static, anyhow::Result<()>> {
         let (api, namespace, name) = (self.api.clone(), namespace.to_string(), name.to_string());
         Box::pin(async move {
-            api.delete::<Pod>(&namespace, &name, None).await?;
+            api.delete::<Pod>(&namespace, &name, None, true).await?;
             Ok(())
         })
     }

@@ -4,7 +4,9 @@
 //!
 //! - A create is a `POST` of the pod under its slot name: a 409 AlreadyExists is
 //!   create-if-absent, as in etcd.
-//! - A delete is a `DELETE` with the ranked pod's resourceVersion as its precondition.
+//! - A delete is a `DELETE` with the ranked pod's resourceVersion as its precondition and
+//!   `gracePeriodSeconds: 0`: the pod goes at once, as kcm's controllers delete from etcd
+//!   (a Terminating pod would still count, so a sync would rank more victims).
 //! - The status is a `PUT` to `/status` at the controller's resourceVersion.
 //!
 //! What the API cannot carry is the guard kcm's etcd transactions add: a write made for a
@@ -346,7 +348,7 @@ async fn delete(
     resource_version: ResourceVersion,
 ) -> anyhow::Result<DeleteOutcome> {
     match api
-        .delete::<Pod>(namespace, name, Some(resource_version))
+        .delete::<Pod>(namespace, name, Some(resource_version), true)
         .await
     {
         Ok(revision) => Ok(DeleteOutcome::Deleted(revision)),
@@ -427,7 +429,7 @@ impl EndpointsControl for ApiClient {
     }
 
     async fn delete(&self, namespace: &str, name: &str) -> Result<(), StorageError> {
-        ApiClient::delete::<Endpoints>(self, namespace, name, None)
+        ApiClient::delete::<Endpoints>(self, namespace, name, None, false)
             .await
             .map(drop)
     }

@@ -46,6 +46,20 @@ pub struct LabArgs {
     /// etcd binary for the private etcd.
     #[arg(long, default_value = "etcd")]
     pub etcd_binary: PathBuf,
+    /// Where both loops run: `etcd` (kcm's default: each reads and writes etcd) or `api`
+    /// (2014's topology: each a client of an apiserver the lab runs over its etcd; not
+    /// stale-watch, watch-cut, failing-create or burst, which act at the loop's etcd
+    /// connection).
+    #[arg(long, default_value = "etcd", value_parser = parse_topology)]
+    pub topology: lab::Topology,
+}
+
+fn parse_topology(s: &str) -> Result<lab::Topology, String> {
+    match s {
+        "etcd" => Ok(lab::Topology::Etcd),
+        "api" => Ok(lab::Topology::Api),
+        _ => Err("a topology is etcd or api".to_string()),
+    }
 }
 
 impl LabArgs {
@@ -53,6 +67,7 @@ impl LabArgs {
     /// unless `etcd_given` (`--etcd-servers` or `KCM_ETCD_SERVERS` named one).
     pub fn config(&self, etcd_given: bool) -> lab::Config {
         lab::Config {
+            topology: self.topology,
             scenarios: if self.scenarios.is_empty() {
                 Scenario::ALL.to_vec()
             } else {

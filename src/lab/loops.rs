@@ -51,8 +51,13 @@ impl Lab {
         self.start_on(which, &self.client, self.registry.clone())
     }
 
-    /// Starts `which` on `client`, under `registry`.
+    /// Starts `which` on `client`, under `registry`; with `--topology api`, as a client of
+    /// the lab's apiserver instead (a connection of its own).
     pub(super) fn start_on(&self, which: Loop, client: &Client, registry: Registry) -> RunningLoop {
+        if let Some(target) = &self.api {
+            let (stop, task) = super::through::start(which, target.clone(), self.period);
+            return RunningLoop { stop, task };
+        }
         let watcher = Watcher::new(client, registry.clone());
         let stop = CancellationToken::new();
         let task = match which {

@@ -107,8 +107,13 @@ impl Lab {
         Ok(response.header().context("get header")?.revision())
     }
 
-    /// kcm's ReplicaSet controller on the lab's prefix.
+    /// kcm's ReplicaSet controller on the lab's prefix (through the lab's apiserver with
+    /// `--topology api`).
     fn start_replica_sets(&self) -> RunningLoop {
+        if let Some(target) = &self.api {
+            let (stop, task) = super::through::start_replica_sets(target.clone(), self.period);
+            return RunningLoop { stop, task };
+        }
         let metrics = Arc::new(Metrics::new());
         let informers = InformerFactory::new(
             Watcher::new(&self.client, self.registry.clone()),

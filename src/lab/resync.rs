@@ -48,6 +48,7 @@ impl Lab {
         // One quiet period first, so the measured ones hold only periodic work.
         tokio::time::sleep(self.period).await;
         let mut last = self.range_requests().await?;
+        let first_served = self.apiserver_requests().await?;
         let mut periods = Vec::new();
         for period in 1..=3 {
             tokio::time::sleep(self.period).await;
@@ -55,9 +56,36 @@ impl Lab {
             periods.push((period as f64, now - last));
             last = now;
         }
+        if let (Some(first), Some(then)) = (first_served, self.apiserver_requests().await?) {
+            // With --topology api: what the apiserver served the loop, beside etcd's ranges.
+            let per_period = (then - first) / periods.len() as f64;
+            self.note(
+                "requests the apiserver served per sync period",
+                (per_period * 10.0).round() / 10.0,
+            );
+        }
         running.stop().await?;
         let mean = periods.iter().map(|p| p.1).sum::<f64>() / periods.len() as f64;
         Ok(((mean * 10.0).round() / 10.0, periods))
+    }
+
+    /// With `--topology api`, the requests the lab's apiserver has answered
+    /// (`apiserver_request_total`, every verb and resource); `None` on etcd.
+    async fn apiserver_requests(&self) -> anyhow::Result<Option<f64>> {
+        let Some(target) = &self.api else {
+            return Ok(None);
+        };
+        let api = crate::apiclient::connect(target).await?;
+        let text = api
+            .get_text("/metrics")
+            .await
+            .map_err(|e| anyhow::anyhow!("read the apiserver's /metrics: {e}"))?;
+        let total = text
+            .lines()
+            .filter(|line| line.starts_with("apiserver_request_total{"))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        Ok(Some(total))
     }
 
     /// etcd's count of Range requests served (`grpc_server_started_total` of `KV/Range`).

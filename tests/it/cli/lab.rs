@@ -355,3 +355,89 @@ async fn lab_failing_creates_back_off_and_a_cut_controller_watch_stops_only_2014
     })
     .await;
 }
+
+/// `--topology api`: both loops as clients of an apiserver the lab serves over its etcd
+/// (2014's topology). The weaknesses show through the API as on etcd, and `resync` says
+/// what the tier changes: the requests the apiserver served each period. Scenarios that act
+/// at the loop's own etcd connection are refused, named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_runs_both_loops_through_an_apiserver_with_topology_api() {
+    with_timeout(Duration::from_secs(120), async {
+        let Some(binary) = crate::support::etcd::etcd_binary() else {
+            return;
+        };
+        let refused = run_kcm(
+            &["lab", "--topology", "api", "stale-watch", "burst"],
+            &[],
+        )
+        .await;
+        assert_eq!(refused.status.code(), Some(1), "{}", refused.stderr);
+        assert!(
+            refused.stderr.contains(
+                "stale-watch, burst cut, count or refuse at the loop's own etcd connection, so they run only with --topology etcd"
+            ),
+            "{}",
+            refused.stderr
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("lab.json");
+        let output = run_kcm_within(
+            Duration::from_secs(100),
+            &[
+                "lab",
+                "--quick",
+                "--topology",
+                "api",
+                "--etcd-binary",
+                binary.to_str().unwrap(),
+                "--json",
+                json.to_str().unwrap(),
+                "overcreate",
+                "orphans",
+                "names",
+                "resync",
+            ],
+            &[],
+        )
+        .await;
+        assert!(output.status.success(), "{}", output.stderr);
+        assert!(
+            output.stderr.contains("the loops through an apiserver at http://127.0.0.1:"),
+            "{}",
+            output.stderr
+        );
+        let document: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let row = |scenario: &str| {
+            document["scenarios"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["scenario"] == scenario)
+                .unwrap_or_else(|| panic!("no {scenario} row: {document}"))
+                .clone()
+        };
+        let figures = |scenario: &str| {
+            let r = row(scenario);
+            (r["v2014"].as_f64().unwrap(), r["kcm"].as_f64().unwrap())
+        };
+        let (v2014, kcm) = figures("overcreate");
+        assert!(v2014 > kcm, "2014 over-creates through the API too: {document}");
+        let (v2014, kcm) = figures("orphans");
+        assert!(v2014 > 0.0 && kcm == 0.0, "{document}");
+        let (v2014, kcm) = figures("names");
+        assert!(v2014 == 0.0 && kcm > 0.0, "{document}");
+        let served = &row("resync")["also"][0];
+        assert_eq!(
+            served["measure"], "requests the apiserver served per sync period",
+            "{document}"
+        );
+        // 2014 lists every controller and each one's pods every period; kcm's caches
+        // answer from their watches.
+        assert!(
+            served["v2014"].as_f64().unwrap() > served["kcm"].as_f64().unwrap(),
+            "{document}"
+        );
+    })
+    .await;
+}
