@@ -49,7 +49,9 @@ use crate::informer::{
 use crate::registry::Registry;
 use crate::status::Metrics;
 
-pub use control::{ClaimOutcome, EtcdReplicaSetControl, ReplicaSetControl, ReplicaSetReads};
+pub use control::{
+    adopt, release, ClaimOutcome, EtcdReplicaSetControl, ReplicaSetControl, ReplicaSetReads,
+};
 pub use plan::{calculate_status, claim, controller_ref, decide, new_pod, owns, Claims, Decision};
 
 use crate::controller::replicas::Written;

@@ -32,8 +32,7 @@ use crate::labels::Selector;
 use crate::record::{Recorder, Reference};
 use crate::registry::StorageError;
 use crate::replicaset::{
-    controller_ref, ClaimOutcome, ReplicaSetConfig, ReplicaSetControl, ReplicaSetController,
-    ReplicaSetReads,
+    self, ClaimOutcome, ReplicaSetConfig, ReplicaSetControl, ReplicaSetController, ReplicaSetReads,
 };
 use crate::replication_manager::{FreshReads, ManagerConfig, PodControl, ReplicationManager};
 use crate::status::Metrics;
@@ -278,11 +277,7 @@ impl ReplicaSetControl for ApiReplicaSetControl {
             return Ok(ClaimOutcome::OwnerChanged);
         }
         self.rewrite_pod(namespace, name, resource_version, |pod| {
-            if crate::api::controller_of(&pod.metadata).is_some() {
-                return false;
-            }
-            pod.metadata.owner_references.push(controller_ref(rs));
-            true
+            replicaset::adopt(pod, rs)
         })
         .await
     }
@@ -295,11 +290,7 @@ impl ReplicaSetControl for ApiReplicaSetControl {
         resource_version: ResourceVersion,
     ) -> anyhow::Result<ClaimOutcome> {
         self.rewrite_pod(namespace, name, resource_version, |pod| {
-            let before = pod.metadata.owner_references.len();
-            pod.metadata
-                .owner_references
-                .retain(|r| r.uid != rs.metadata.uid);
-            pod.metadata.owner_references.len() != before
+            replicaset::release(pod, rs)
         })
         .await
     }

@@ -112,6 +112,25 @@ impl ReplicaSetReads for Registry {
     }
 }
 
+/// Adds `rs`'s controller reference to `pod`; false (nothing changed) when another
+/// controller owns it already.
+pub fn adopt(pod: &mut Pod, rs: &ReplicaSet) -> bool {
+    if crate::api::controller_of(&pod.metadata).is_some() {
+        return false;
+    }
+    pod.metadata.owner_references.push(controller_ref(rs));
+    true
+}
+
+/// Removes `rs`'s references from `pod`; false when it had none.
+pub fn release(pod: &mut Pod, rs: &ReplicaSet) -> bool {
+    let before = pod.metadata.owner_references.len();
+    pod.metadata
+        .owner_references
+        .retain(|r| r.uid != rs.metadata.uid);
+    pod.metadata.owner_references.len() != before
+}
+
 /// The real [`ReplicaSetControl`], on etcd. Like Kubernetes' `RealPodControl`, it records
 /// an event about the ReplicaSet for each pod it creates or deletes, or fails to.
 #[derive(Clone)]
@@ -217,11 +236,7 @@ impl ReplicaSetControl for EtcdReplicaSetControl {
     ) -> anyhow::Result<ClaimOutcome> {
         let registry = self.while_unchanged(rs)?;
         self.rewrite_pod(registry, namespace, name, resource_version, |pod| {
-            if crate::api::controller_of(&pod.metadata).is_some() {
-                return false;
-            }
-            pod.metadata.owner_references.push(controller_ref(rs));
-            true
+            adopt(pod, rs)
         })
         .await
     }
@@ -235,11 +250,7 @@ impl ReplicaSetControl for EtcdReplicaSetControl {
     ) -> anyhow::Result<ClaimOutcome> {
         let registry = self.registry.clone();
         self.rewrite_pod(registry, namespace, name, resource_version, |pod| {
-            let before = pod.metadata.owner_references.len();
-            pod.metadata
-                .owner_references
-                .retain(|r| r.uid != rs.metadata.uid);
-            pod.metadata.owner_references.len() != before
+            release(pod, rs)
         })
         .await
     }

@@ -309,21 +309,20 @@ async fn delete_revision(client: &etcd_client::Client, key: &str, after: i64) ->
     }
 }
 
-/// The manager's successful syncs so far.
+/// The replication manager's successful syncs so far.
 async fn syncs(kcm: &Kcm) -> f64 {
-    let text = crate::support::kcm::http_get(kcm.port(), "/metrics")
-        .await
-        .map(|(_, body)| body)
-        .unwrap_or_default();
-    crate::support::kcm::metric_value(
-        &text,
-        r#"kcm_syncs_total{controller="replication",result="ok"}"#,
-    )
+    syncs_of(kcm, "replication").await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_unelected_managers_through_the_api_never_pass_3000_replicas() {
-    const REPLICAS: usize = 3_000;
+/// `controller`'s successful syncs so far.
+async fn syncs_of(kcm: &Kcm, controller: &str) -> f64 {
+    let series = format!(r#"kcm_syncs_total{{controller="{controller}",result="ok"}}"#);
+    manager_metric(kcm, &series).await
+}
+
+/// Two unelected `controller`s through the API, and `manifest` (a controller of
+/// `replicas`) created with kubectl: from etcd's history, never more pods than `replicas`.
+async fn two_unelected_never_pass(controller: &str, manifest: &str, replicas: usize) {
     let Some(api) = start_apiserver().await else {
         return;
     };
@@ -331,31 +330,48 @@ async fn two_unelected_managers_through_the_api_never_pass_3000_replicas() {
         let client = api.etcd.client().await;
         let start = revision(&client).await;
         let kubeconfig = api.kubectl.kubeconfig().display().to_string();
-        let mut first = manager(&kubeconfig).await;
-        let mut second = manager(&kubeconfig).await;
-        let file = api.manifest("rc.yaml", &rc(REPLICAS as u32));
+        let args = [
+            "--kubeconfig",
+            kubeconfig.as_str(),
+            "--controllers",
+            controller,
+            "--sync-period",
+            "1s",
+        ];
+        let mut first = Kcm::start(&args, &[]).await;
+        let mut second = Kcm::start(&args, &[]).await;
+        let file = api.manifest("controller.yaml", manifest);
         api.kubectl.ok(&["create", "-f", &file]).await;
-        eventually(Duration::from_secs(240), "3,000 pods", || async {
-            api.count(PODS).await == REPLICAS
+        eventually(Duration::from_secs(240), "every pod", || async {
+            api.count(PODS).await == replicas
         })
         .await;
         // Both have synced since (each resyncs every second): any over-creation is in.
-        let (a, b) = (syncs(&first).await, syncs(&second).await);
-        eventually(CONVERGE, "two more syncs of each manager", || async {
-            syncs(&first).await >= a + 2.0 && syncs(&second).await >= b + 2.0
+        let (a, b) = (
+            syncs_of(&first, controller).await,
+            syncs_of(&second, controller).await,
+        );
+        eventually(CONVERGE, "two more syncs of each", || async {
+            syncs_of(&first, controller).await >= a + 2.0
+                && syncs_of(&second, controller).await >= b + 2.0
         })
         .await;
         let history = pod_history(&client, start, i64::MAX).await;
         assert!(
-            history.most <= REPLICAS,
-            "{} pods alive at once, over {REPLICAS}",
+            history.most <= replicas,
+            "{} pods alive at once, over {replicas}",
             history.most
         );
-        assert_eq!(history.alive, REPLICAS, "pods at the end");
+        assert_eq!(history.alive, replicas, "pods at the end");
         first.assert_running();
         second.assert_running();
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_unelected_managers_through_the_api_never_pass_3000_replicas() {
+    two_unelected_never_pass("replication", &rc(3_000), 3_000).await;
 }
 
 /// Through the API a create cannot require its controller alive (no transaction spans
@@ -647,66 +663,9 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_unelected_replicaset_controllers_through_the_api_never_pass_3000() {
-    const REPLICAS: usize = 3_000;
-    let Some(api) = start_apiserver().await else {
-        return;
-    };
-    with_timeout(Duration::from_secs(400), async {
-        let client = api.etcd.client().await;
-        let start = revision(&client).await;
-        let kubeconfig = api.kubectl.kubeconfig().display().to_string();
-        let args = [
-            "--kubeconfig",
-            kubeconfig.as_str(),
-            "--controllers",
-            "replicaset",
-            "--sync-period",
-            "1s",
-        ];
-        let mut first = Kcm::start(&args, &[]).await;
-        let mut second = Kcm::start(&args, &[]).await;
-        let file = api.manifest("rs.yaml", &rs(REPLICAS as u32));
-        api.kubectl.ok(&["create", "-f", &file]).await;
-        eventually(Duration::from_secs(240), "3,000 pods", || async {
-            api.count(PODS).await == REPLICAS
-        })
-        .await;
-        let synced = |kcm: &Kcm| {
-            let port = kcm.port();
-            async move {
-                let text = crate::support::kcm::http_get(port, "/metrics")
-                    .await
-                    .map(|(_, body)| body)
-                    .unwrap_or_default();
-                crate::support::kcm::metric_value(
-                    &text,
-                    r#"kcm_syncs_total{controller="replicaset",result="ok"}"#,
-                )
-            }
-        };
-        let (a, b) = (synced(&first).await, synced(&second).await);
-        eventually(CONVERGE, "two more syncs of each controller", || async {
-            synced(&first).await >= a + 2.0 && synced(&second).await >= b + 2.0
-        })
-        .await;
-        let history = pod_history(&client, start, i64::MAX).await;
-        assert!(
-            history.most <= REPLICAS,
-            "{} pods alive at once, over {REPLICAS}",
-            history.most
-        );
-        assert_eq!(history.alive, REPLICAS, "pods at the end");
-        first.assert_running();
-        second.assert_running();
-    })
-    .await;
+    two_unelected_never_pass("replicaset", &rs(3_000), 3_000).await;
 }
 
-/// The manager cut off from the apiserver (a proxy resets its connections and refuses new
-/// ones) while, in the gap, 500 of its 2,000 pods are deleted, the controller is resized
-/// to 2,200 and etcd is compacted past the manager's last resourceVersion: its watches come
-/// back to a 410 (the apiserver's window holds 100 events), list again, and the manager
-/// ends at exactly 2,200, never above, from etcd's history.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manager_cut_off_while_etcd_compacts_lists_again_and_loses_nothing() {
     const REPLICAS: usize = 2_000;
