@@ -104,9 +104,14 @@ pub async fn connect(target: &ApiTarget) -> anyhow::Result<ApiClient> {
     let client = kube::Client::try_from(config)
         .with_context(|| format!("make a client of the API server at {server}"))?;
     let api = ApiClient { client, server };
-    api.request(Method::GET, "/version", None, None)
-        .await
-        .map_err(|e| anyhow::anyhow!("the API server at {} does not answer: {e}", api.server))?;
+    match api.request(Method::GET, "/version", None, None).await {
+        Ok(_) => {}
+        Err(e @ RequestError::Status { .. }) => anyhow::bail!(
+            "the API server at {} refused kcm's credentials or request: {e}",
+            api.server
+        ),
+        Err(e) => anyhow::bail!("the API server at {} does not answer: {e}", api.server),
+    }
     Ok(api)
 }
 

@@ -11,6 +11,7 @@
 //!   adopted, two unelected controllers at 3,000 replicas;
 //! - the endpoints controller following its pods through its watches over HTTP;
 //! - the late-2014 replication manager as a client of the apiserver (`--master`);
+//! - a kubeconfig as a real cluster's (HTTPS, a CA, a bearer token), and a wrong token;
 //! - leader election through a Lease;
 //! - what cannot run through the API yet is refused at start, naming it.
 
@@ -918,6 +919,93 @@ async fn the_2014_replication_manager_runs_as_a_client_of_the_apiserver() {
             "{}",
             manager.log()
         );
+    })
+    .await;
+}
+
+/// A kubeconfig as a real cluster's: HTTPS with a CA, a bearer token. The manager reads it
+/// (kube-rs's kubeconfig, rustls), keeps the controller at its count, and a wrong token is
+/// refused at start, in one line naming the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_with_a_ca_and_a_token_works_and_a_wrong_token_is_named_at_start() {
+    use crate::support::apiserver::{https_apiserver, serving_pki};
+    let Some(etcd) = start_etcd().await else {
+        return;
+    };
+    with_timeout(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, cert, key) = serving_pki(dir.path());
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::write(&tokens, "s3cret,controllers,1,\"system:masters\"\n").unwrap();
+        let (mut apiserver, port) = https_apiserver(&etcd, (&cert, &key), Some(&tokens));
+        let kubeconfig = |token: &str| {
+            let path = dir.path().join(format!("kubeconfig-{token}"));
+            std::fs::write(
+                &path,
+                format!(
+                    "apiVersion: v1\nkind: Config\nclusters:\n- name: kcm\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority: {}\ncontexts:\n- name: kcm\n  context:\n    cluster: kcm\n    user: controllers\ncurrent-context: kcm\nusers:\n- name: controllers\n  user:\n    token: {token}\n",
+                    ca.display()
+                ),
+            )
+            .unwrap();
+            path.display().to_string()
+        };
+        eventually(CONVERGE, "the HTTPS apiserver to listen", || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok()
+        })
+        .await;
+        apiserver.assert_running();
+        let refused = crate::support::kcm::run_kcm(
+            &[
+                "controller-manager",
+                "--port",
+                "0",
+                "--kubeconfig",
+                &kubeconfig("wrong"),
+                "--controllers",
+                "replication",
+            ],
+            &[],
+        )
+        .await;
+        assert!(!refused.status.success());
+        assert!(
+            refused
+                .stderr
+                .contains(&format!(
+                    "the API server at https://127.0.0.1:{port}/ refused kcm's credentials or request: 401"
+                )),
+            "{}",
+            refused.stderr
+        );
+
+        let good = kubeconfig("s3cret");
+        let mut manager = Kcm::start(
+            &["--kubeconfig", &good, "--controllers", "replication", "--sync-period", "1s"],
+            &[],
+        )
+        .await;
+        let client = etcd.client().await;
+        let controller = crate::support::objects::controller_json(
+            "default",
+            "web",
+            3,
+            serde_json::json!({"app": "web"}),
+            serde_json::json!({"app": "web"}),
+        );
+        crate::support::objects::put_json(
+            &client,
+            &crate::support::objects::controller_key("default", "web"),
+            &controller,
+        )
+        .await;
+        eventually(CONVERGE, "3 pods, made over HTTPS with the token", || async {
+            let mut client = etcd.client().await;
+            let options = etcd_client::GetOptions::new().with_prefix().with_count_only();
+            client.get(PODS, Some(options)).await.expect("count").count() == 3
+        })
+        .await;
+        manager.assert_running();
     })
     .await;
 }
