@@ -415,12 +415,27 @@ async fn a_delete_racing_a_scale_up_through_the_api_lets_at_most_one_window_land
             .ok(&["delete", "rc", "web", "--cascade=orphan"])
             .await;
         let deleted = delete_revision(&client, "/registry/controllers/default/web", start).await;
-        // The manager hears of it, and its last window ends: no pod is created for a
-        // second on end.
-        eventually(CONVERGE, "the pod count settled", || async {
-            let before = api.count(PODS).await;
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            api.count(PODS).await == before
+        // The manager hears of it: its controller watch passes the delete.
+        let seen_delete = r#"kcm_watch_last_revision{resource="replicationcontrollers"}"#;
+        eventually(CONVERGE, "the manager's watch past the delete", || async {
+            manager_metric(&manager, seen_delete).await >= deleted as f64
+        })
+        .await;
+        // Then the window it had in flight ends: polled until no pod has been created for
+        // a second (nothing marks a create's answer arriving).
+        let last_change = std::cell::Cell::new((usize::MAX, std::time::Instant::now()));
+        eventually(CONVERGE, "the pod count settled", || {
+            let last_change = &last_change;
+            let api = &api;
+            async move {
+                let count = api.count(PODS).await;
+                let (before, since) = last_change.get();
+                if count != before {
+                    last_change.set((count, std::time::Instant::now()));
+                    return false;
+                }
+                since.elapsed() >= Duration::from_secs(1)
+            }
         })
         .await;
         let history = pod_history(&client, start, deleted).await;
