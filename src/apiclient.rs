@@ -13,7 +13,8 @@
 //!   `Conflict`), so the controllers' outcomes read the same;
 //! - [`reflect`]: the informers' list-and-watch over HTTP with client-go's reflector
 //!   semantics, as an [`crate::informer::RemoteSource`];
-//! - [`control`]: the replication manager's writes and fresh reads through the API.
+//! - [`control`]: the replication manager's and the ReplicaSet controller's writes and
+//!   fresh reads through the API; [`deployment`]: the Deployment controller's.
 //!
 //! Only what kube-apiserver serves is used (no kcm-only path or parameter), so the same
 //! process runs against kcm's apiserver or any other.
@@ -24,6 +25,7 @@
 
 pub mod client_2014;
 pub mod control;
+pub mod deployment;
 pub mod lease;
 mod reflect;
 
@@ -251,6 +253,26 @@ impl ApiClient {
             .await
             .map_err(|e| e.into_storage("get", path.clone()))?;
         decode::<T>(kind, served)
+    }
+
+    /// `GET` of object `namespace/name` of kind `T` as a document in kcm's stored shape
+    /// (unknown fields kept), with its revision.
+    ///
+    /// # Errors
+    /// `NotFound`, `Etcd` for the rest.
+    pub async fn get_document<T: Object>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(Value, i64), StorageError> {
+        let kind = stored_kind::<T>();
+        let path = object_path(kind, namespace, name);
+        let served = self
+            .request(Method::GET, &path, None, None)
+            .await
+            .map_err(|e| e.into_storage("get", path.clone()))?;
+        let revision = revision_of(&served);
+        Ok((to_stored(kind, served), revision))
     }
 
     /// Every `T` of `namespace` (all, with `None`), in one consistent list.

@@ -8,7 +8,9 @@
 //! which postdates 2014; built like kcm's ReplicaSet controller: on the common
 //! [`Runner`] and the shared informers (deployments, ReplicaSets, and pods for
 //! `Recreate`), a sync observes, decides in pure functions ([`plan`]) and acts through
-//! the registry.
+//! [`DeploymentControl`]: etcd's registry, or the Kubernetes API (`apiclient`), where
+//! each guard below becomes a check of the deployment informer before the write
+//! (docs/invariants.md, "Through the API").
 //!
 //! Invariants:
 //! - ownership of ReplicaSets is the controller reference (kind, name and uid); orphans
@@ -30,6 +32,7 @@
 //! - a deployment with a `deletionTimestamp` gets status writes only; an invalid one gets
 //!   no writes and one warning per resourceVersion.
 
+mod control;
 pub mod plan;
 mod sync;
 
@@ -47,6 +50,7 @@ use crate::informer::{
 use crate::registry::Registry;
 use crate::status::Metrics;
 
+pub use control::{hash_of, DeploymentControl};
 use sync::Written;
 
 /// The controller's settings (Kubernetes' `DeploymentControllerConfiguration` beside the
@@ -94,13 +98,14 @@ impl Default for DeploymentConfig {
     }
 }
 
-/// `DeploymentController`.
-pub struct DeploymentController {
-    inner: Arc<Inner>,
+/// `DeploymentController`, reading and writing through `C` (etcd's [`Registry`], or the
+/// Kubernetes API).
+pub struct DeploymentController<C: DeploymentControl = Registry> {
+    inner: Arc<Inner<C>>,
 }
 
-struct Inner {
-    registry: Registry,
+struct Inner<C> {
+    control: C,
     config: DeploymentConfig,
     metrics: Arc<Metrics>,
     /// Per deployment key: the resourceVersion last warned about, and this controller's
@@ -114,9 +119,16 @@ struct Inner {
 impl DeploymentController {
     /// A controller reading and writing etcd through `registry`.
     pub fn new(registry: Registry, config: DeploymentConfig, metrics: Arc<Metrics>) -> Self {
+        DeploymentController::with_io(registry, config, metrics)
+    }
+}
+
+impl<C: DeploymentControl> DeploymentController<C> {
+    /// A controller on the given IO.
+    pub fn with_io(control: C, config: DeploymentConfig, metrics: Arc<Metrics>) -> Self {
         DeploymentController {
             inner: Arc::new(Inner {
-                registry,
+                control,
                 config,
                 metrics,
                 memory: KeyMemory::default(),

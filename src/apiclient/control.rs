@@ -156,7 +156,10 @@ impl FreshReads for ApiClient {
 
 /// Every pod of `namespace` in one consistent list; a pod that does not decode is not an
 /// item, but its name is taken (as `controller::replicas::list_pods` from etcd).
-async fn list_pods(api: &ApiClient, namespace: &str) -> Result<Namespace<CachedPod>, StorageError> {
+pub(super) async fn list_pods(
+    api: &ApiClient,
+    namespace: &str,
+) -> Result<Namespace<CachedPod>, StorageError> {
     let listed = api.list::<Pod>(Some(namespace)).await?;
     let mut pods = Namespace::from_items(listed.items.iter().map(CachedPod::from), |pod| {
         pod.name.clone()

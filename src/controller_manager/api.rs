@@ -3,8 +3,8 @@
 //! list and watch through the API and the controllers write through it
 //! (`apiclient`); the controllers themselves are the same code as against etcd.
 //!
-//! The replication manager, the ReplicaSet controller, the endpoints controller and the
-//! late-2014 replication manager (`replication-2014`, in its 2014 place) run this way; a
+//! The replication manager, the ReplicaSet and Deployment controllers, the endpoints
+//! controller and the late-2014 replication manager (`replication-2014`, in its 2014 place) run this way; a
 //! controller that still needs etcd's
 //! transactions is refused at start, naming it. `--leader-elect` elects through a Lease
 //! (`apiclient::lease`), each term on a fresh informer factory, as against etcd.
@@ -16,8 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Config, Controller, EVENTS_FLUSH_LIMIT};
 use crate::apiclient::client_2014::Client2014;
+use crate::apiclient::deployment::ApiDeploymentControl;
 use crate::apiclient::lease::LeaseElector;
 use crate::apiclient::{self, control, ApiClient, ApiSource, ApiTarget};
+use crate::deployment::DeploymentController;
 use crate::endpoints::EndpointsController;
 use crate::informer::InformerFactory;
 use crate::record::{self, EventBroadcaster};
@@ -28,6 +30,7 @@ use crate::status::{self, Health, Metrics};
 pub const API_CONTROLLERS: &[Controller] = &[
     Controller::Replication,
     Controller::ReplicaSet,
+    Controller::Deployment,
     Controller::Endpoints,
     Controller::Replication2014,
 ];
@@ -212,6 +215,13 @@ impl Term<'_> {
             settings.events = events.recorder("replicaset-controller", None);
             let controller =
                 control::replicaset_controller(api, &informers, settings, (*metrics).clone());
+            running.push(controller.start(&informers, token.clone().cancelled_owned()));
+        }
+        if config.controllers.contains(&Controller::Deployment) {
+            let mut settings = config.deployment.clone();
+            settings.events = events.recorder("deployment-controller", None);
+            let control = ApiDeploymentControl::new((*api).clone(), informers.deployments());
+            let controller = DeploymentController::with_io(control, settings, (*metrics).clone());
             running.push(controller.start(&informers, token.clone().cancelled_owned()));
         }
         if config.controllers.contains(&Controller::Endpoints) {

@@ -4,7 +4,8 @@
 //! the deployment's annotations and status.
 //!
 //! Invariants: read-your-writes — a sync reads a cache only once it has applied this
-//! controller's last write of that kind for the deployment, else it reads etcd; every
+//! controller's last write of that kind for the deployment, else it reads its backend
+//! ([`DeploymentControl`]: etcd or the API); every
 //! write is a compare-and-swap on the revision read (every ReplicaSet write but a release
 //! also requires the deployment unchanged since it was read), and the first refused write
 //! ends the sync (the change that refused it queues the deployment again).
@@ -12,18 +13,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
-
 use crate::api::{self, Deployment, ReplicaSet};
-use crate::controller::replicas::list_pods;
 use crate::controller::Action;
 use crate::informer::{CachedPod, ObjectKey};
 use crate::labels::Selector;
 use crate::record::Reference;
-use crate::registry::{Registry, StorageError};
+use crate::registry::StorageError;
 
 use super::plan::{self, equal_ignore_hash, owns, Plan};
-use super::Inner;
+use super::{DeploymentControl, Inner};
 
 /// What the controller remembers of its writes for one deployment.
 #[derive(Clone, Copy, Debug, Default)]
@@ -45,7 +43,7 @@ enum Outcome {
     Changed,
 }
 
-impl Inner {
+impl<C: DeploymentControl> Inner<C> {
     fn warn_once(&self, key: &ObjectKey, d: &Deployment, message: &str) {
         let version = d.metadata.resource_version.unwrap_or_default().to_string();
         if self.memory.first_warning(key, &version) {
@@ -85,7 +83,7 @@ impl Inner {
                 return Ok(cache.get(namespace, name));
             }
         }
-        match self.registry.get::<Deployment>(namespace, name).await {
+        match self.control.deployment(namespace, name).await {
             Ok(d) => Ok(Some(Arc::new(d))),
             Err(StorageError::NotFound { .. }) => Ok(None),
             Err(StorageError::Decode(e)) => {
@@ -120,19 +118,8 @@ impl Inner {
                 return Ok((items, Some(revision)));
             }
         }
-        let list = self
-            .registry
-            .list::<ReplicaSet>(Some(namespace), &Selector::everything())
-            .await?;
-        let items = list
-            .items
-            .into_iter()
-            .map(|mut rs| {
-                api::remember_spec(&mut rs);
-                Arc::new(rs)
-            })
-            .collect();
-        Ok((items, None))
+        let items = self.control.replica_sets(namespace).await?;
+        Ok((items.into_iter().map(Arc::new).collect(), None))
     }
 
     /// The pods of `namespace` owned by one of `rss`, from the pod cache once it has
@@ -157,7 +144,7 @@ impl Inner {
                 }));
             }
         }
-        let fresh = list_pods(&self.registry, namespace).await?;
+        let fresh = self.control.pods(namespace).await?;
         Ok(fresh.items().filter(|p| owned(p)).cloned().collect())
     }
 
@@ -205,7 +192,7 @@ impl Inner {
                 .metadata
                 .owner_references
                 .retain(|r| r.uid != d.metadata.uid);
-            match self.write_rs(key, &self.registry, &released).await? {
+            match self.write_rs(key, None, &released).await? {
                 Outcome::Done(_) => {
                     tracing::info!(deployment = %key, replicaset = %rs.metadata.name, "released replica set")
                 }
@@ -213,14 +200,13 @@ impl Inner {
             }
         }
         if !claims.adopt.is_empty() {
-            let guarded = self.while_unchanged(&d)?;
             for rs in &claims.adopt {
                 let mut adopted = (**rs).clone();
                 adopted
                     .metadata
                     .owner_references
                     .push(plan::controller_ref(&d));
-                match self.write_rs(key, &guarded, &adopted).await? {
+                match self.write_rs(key, Some(&d), &adopted).await? {
                     Outcome::Done(revision) => {
                         tracing::info!(deployment = %key, replicaset = %rs.metadata.name, "adopted replica set");
                         adopted.metadata.resource_version = Some(api::ResourceVersion(revision));
@@ -253,7 +239,7 @@ impl Inner {
         if let Some(planned) = &plan.create {
             // The name's hash is over the template as stored: read it raw (once per new
             // ReplicaSet) and plan again if it differs from the typed template's.
-            let Some(hash) = self.stored_template_hash(&d).await? else {
+            let Some(hash) = self.control.template_hash(&d).await? else {
                 // Changed since read: its own event syncs it again.
                 return Ok(Some(Action::Done));
             };
@@ -265,50 +251,14 @@ impl Inner {
         self.act(key, &d, plan, &sizes, view).await.map(Some)
     }
 
-    /// The [`api::pod_template_hash`] of `d`'s `spec.template` as stored in etcd, with its
-    /// collision count; `None` when the stored deployment is no longer the one read.
-    async fn stored_template_hash(&self, d: &Deployment) -> anyhow::Result<Option<String>> {
-        let key = self
-            .registry
-            .key::<Deployment>(&d.metadata.namespace, &d.metadata.name);
-        let mut kv = self.registry.kv();
-        let response = tokio::time::timeout(Duration::from_secs(10), kv.get(key.as_str(), None))
-            .await
-            .map_err(|_| anyhow::anyhow!("read {key}: timed out after 10s"))?
-            .with_context(|| format!("read {key}"))?;
-        let Some(kv) = response.kvs().first() else {
-            return Ok(None);
-        };
-        if Some(api::ResourceVersion(kv.mod_revision())) != d.metadata.resource_version {
-            return Ok(None);
-        }
-        let stored: serde_json::Value =
-            serde_json::from_slice(kv.value()).with_context(|| format!("decode {key}"))?;
-        let template = stored
-            .pointer("/spec/template")
-            .unwrap_or(&serde_json::Value::Null);
-        Ok(Some(api::pod_template_hash(
-            template,
-            d.status.collision_count,
-        )))
-    }
-
-    /// The registry whose writes require `d` unchanged since it was read.
-    fn while_unchanged(&self, d: &Deployment) -> anyhow::Result<Registry> {
-        let incarnation = self.registry.incarnation(d).ok_or_else(|| {
-            anyhow::anyhow!("deployment {} was never read from etcd", d.metadata.key())
-        })?;
-        Ok(self.registry.guarded_unchanged(incarnation))
-    }
-
     /// Writes a ReplicaSet over the revision it was read at.
     async fn write_rs(
         &self,
         key: &ObjectKey,
-        registry: &Registry,
+        guard: Option<&Deployment>,
         rs: &ReplicaSet,
     ) -> anyhow::Result<Outcome> {
-        match registry.update(rs).await {
+        match self.control.update_rs(guard, rs).await {
             Ok(stored) => {
                 let revision = stored.metadata.resource_version.unwrap_or_default().0;
                 self.memory
@@ -353,15 +303,14 @@ impl Inner {
         // Every ReplicaSet write of the plan requires the deployment unchanged since the
         // sync read it: a decision from an older template or size never commits (a
         // rollover never grows the previous new ReplicaSet; kubernetes #22719).
-        let guarded = self.while_unchanged(d)?;
         for rs in &updates {
-            match self.write_rs(key, &guarded, rs).await? {
+            match self.write_rs(key, Some(d), rs).await? {
                 Outcome::Done(_) => self.log_update(key, d, rs, sizes),
                 Outcome::Changed => return Ok(Action::Done),
             }
         }
         for rs in &deletes {
-            if let Outcome::Changed = self.delete_old_rs(key, &guarded, rs).await? {
+            if let Outcome::Changed = self.delete_old_rs(key, d, rs).await? {
                 return Ok(Action::Done);
             }
         }
@@ -426,23 +375,21 @@ impl Inner {
     async fn delete_old_rs(
         &self,
         key: &ObjectKey,
-        guarded: &Registry,
+        guard: &Deployment,
         rs: &ReplicaSet,
     ) -> anyhow::Result<Outcome> {
-        let version = rs.metadata.resource_version;
-        match guarded
-            .delete::<ReplicaSet>(&rs.metadata.namespace, &rs.metadata.name, version)
-            .await
-        {
+        match self.control.delete_rs(guard, rs).await {
             Ok(revision) => {
                 tracing::info!(deployment = %key, replicaset = %rs.metadata.name, "deleted old replica set (revision history limit)");
                 self.memory
                     .record(key, |w| w.replica_sets = w.replica_sets.max(revision.0));
                 Ok(Outcome::Done(revision.0))
             }
-            Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {
-                Ok(Outcome::Changed)
-            }
+            Err(
+                StorageError::Conflict { .. }
+                | StorageError::NotFound { .. }
+                | StorageError::OwnerGone { .. },
+            ) => Ok(Outcome::Changed),
             Err(e) => {
                 Err(anyhow::Error::from(e)
                     .context(format!("delete replica set {}", rs.metadata.key())))
@@ -454,7 +401,7 @@ impl Inner {
     /// was written (a changed or deleted deployment is not an error: its own event syncs
     /// it again).
     async fn write_deployment(&self, key: &ObjectKey, d: &Deployment) -> anyhow::Result<bool> {
-        match self.registry.update(d).await {
+        match self.control.update_deployment(d).await {
             Ok(stored) => {
                 let revision = stored.metadata.resource_version.unwrap_or_default().0;
                 self.memory
@@ -473,8 +420,7 @@ impl Inner {
         d: &Deployment,
         rs: &ReplicaSet,
     ) -> anyhow::Result<Created> {
-        let guarded = self.while_unchanged(d)?;
-        match guarded.create(rs).await {
+        match self.control.create_rs(d, rs).await {
             Ok(stored) => {
                 let revision = stored.metadata.resource_version.unwrap_or_default().0;
                 self.memory
@@ -496,8 +442,8 @@ impl Inner {
             Err(StorageError::OwnerGone { .. }) => Ok(Created::Changed),
             Err(StorageError::AlreadyExists { .. }) => {
                 let existing = match self
-                    .registry
-                    .get::<ReplicaSet>(&rs.metadata.namespace, &rs.metadata.name)
+                    .control
+                    .replica_set(&rs.metadata.namespace, &rs.metadata.name)
                     .await
                 {
                     Ok(existing) => existing,
@@ -531,7 +477,7 @@ impl Inner {
 /// The reason of the event a Deployment records when it resizes a ReplicaSet.
 const SCALING_REPLICA_SET: &str = "ScalingReplicaSet";
 
-impl Inner {
+impl<C: DeploymentControl> Inner<C> {
     /// Logs a written ReplicaSet update, and records Kubernetes' `ScalingReplicaSet` event
     /// about `d` when its size changed from the one read (`sizes`); else it was an
     /// annotation update.

@@ -55,6 +55,7 @@ mod api {
 
 mod controllers {
     mod deployment;
+    mod deployment_through_api;
     mod endpoints;
     mod events;
     mod framework;

@@ -221,8 +221,10 @@ fn bump_generation(d: &mut Value) {
 // Replaying etcd's history
 
 /// The namespace's pods and ReplicaSets as of one revision of a replay.
-#[derive(Default)]
-struct World {
+struct World<'a> {
+    /// The namespace replayed and the deployment's uid.
+    namespace: &'a str,
+    uid: &'a str,
     pods: BTreeMap<String, PodState>,
     replica_sets: BTreeMap<String, Value>,
 }
@@ -247,21 +249,31 @@ impl PodState {
 
 /// What the replay counts at one revision.
 #[derive(Debug, Clone, Copy)]
-struct Counts {
+pub(super) struct Counts {
     revision: i64,
     /// Σ spec.replicas of the deployment's ReplicaSets.
     spec_sum: i64,
     /// Active pods owned by its ReplicaSets.
-    active: i64,
+    pub(super) active: i64,
     /// Ready ones among them.
     ready: i64,
     /// ReplicaSets of the deployment with active pods.
     sets_with_active_pods: usize,
 }
 
-impl World {
+impl<'a> World<'a> {
+    fn new(namespace: &'a str, uid: &'a str) -> World<'a> {
+        World {
+            namespace,
+            uid,
+            pods: BTreeMap::new(),
+            replica_sets: BTreeMap::new(),
+        }
+    }
+
     fn apply(&mut self, event: &HistoryEvent) {
-        let pods = format!("/registry/pods/{NS}/");
+        let ns = self.namespace;
+        let pods = format!("/registry/pods/{ns}/");
         if let Some(name) = event.key.strip_prefix(&pods) {
             if event.put {
                 let pod: Value = serde_json::from_slice(&event.value).expect("JSON");
@@ -273,11 +285,11 @@ impl World {
         }
         let (map, prefix) = if event
             .key
-            .starts_with(&format!("/registry/replicasets/{NS}/"))
+            .starts_with(&format!("/registry/replicasets/{ns}/"))
         {
             (
                 &mut self.replica_sets,
-                format!("/registry/replicasets/{NS}/"),
+                format!("/registry/replicasets/{ns}/"),
             )
         } else {
             return;
@@ -294,7 +306,7 @@ impl World {
         let owned: BTreeMap<&str, &Value> = self
             .replica_sets
             .values()
-            .filter(|rs| controller_uid(rs) == Some(UID))
+            .filter(|rs| controller_uid(rs) == Some(self.uid))
             .map(|rs| (rs["metadata"]["uid"].as_str().unwrap_or_default(), rs))
             .collect();
         let spec_sum = owned
@@ -329,7 +341,7 @@ impl World {
 
 /// D1-D3: at every revision Σ spec and active pods ≤ `max`, Ready pods ≥ `min_ready`.
 #[track_caller]
-fn check_bounds(counts: &[Counts], max: i64, min_ready: i64) {
+pub(super) fn check_bounds(counts: &[Counts], max: i64, min_ready: i64) {
     for c in counts {
         assert!(
             c.spec_sum <= max,
@@ -368,8 +380,18 @@ fn is_ready(pod: &Value) -> bool {
 /// The counts at every revision after `start` (state before it read from etcd's history
 /// from revision 1).
 async fn replay(client: &Client, start: i64) -> Vec<Counts> {
+    replay_of(client, start, NS, UID).await
+}
+
+/// [`replay`] of the deployment with `uid` in `namespace`.
+pub(super) async fn replay_of(
+    client: &Client,
+    start: i64,
+    namespace: &str,
+    uid: &str,
+) -> Vec<Counts> {
     let events = history::read(client, "/registry/", "/registry0", 0, "/registry/~end").await;
-    let mut world = World::default();
+    let mut world = World::new(namespace, uid);
     let mut counts = Vec::new();
     let mut i = 0;
     while i < events.len() {
@@ -803,7 +825,7 @@ async fn the_revision_history_limit_keeps_the_two_newest_old_replica_sets() {
         );
         // D8: the ReplicaSet deleted had size 0, no pods by its status, and none stored.
         let events = history::read(&client, "/registry/", "/registry0", 0, "/registry/~end").await;
-        let mut world = World::default();
+        let mut world = World::new(NS, UID);
         let mut deleted = Vec::new();
         for event in &events {
             if !event.put
