@@ -14,7 +14,8 @@
 //! - [`reflect`]: the informers' list-and-watch over HTTP with client-go's reflector
 //!   semantics, as an [`crate::informer::RemoteSource`];
 //! - [`control`]: the replication manager's and the ReplicaSet controller's writes and
-//!   fresh reads through the API; [`deployment`]: the Deployment controller's.
+//!   fresh reads through the API; [`deployment`]: the Deployment controller's;
+//!   `scheduling`: the scheduler's nodes and binds (a `Binding` per pod).
 //!
 //! Only what kube-apiserver serves is used (no kcm-only path or parameter), so the same
 //! process runs against kcm's apiserver or any other.
@@ -28,6 +29,7 @@ pub mod control;
 pub mod deployment;
 pub mod lease;
 mod reflect;
+mod scheduling;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -72,14 +72,37 @@ impl Default for SchedulerConfig {
     }
 }
 
-/// The scheduler. Cheap to clone.
-#[derive(Clone)]
-pub struct Scheduler {
-    inner: Arc<Inner>,
+/// The scheduler's IO: the nodes each round, and the binds. [`Registry`] reads the
+/// registrations and Node documents from etcd and binds by compare-and-swap of the pod;
+/// `apiclient::ApiClient` lists Nodes and `POST`s a `Binding`, as kube-scheduler does.
+pub trait Binder: Send + Sync + 'static {
+    /// The nodes pods can go to, with their capacity and whether they are cordoned.
+    fn nodes(&self) -> impl Future<Output = anyhow::Result<Placement>> + Send;
+
+    /// Binds `pod` to `node` if it is still unassigned: a reference to the pod bound, or
+    /// `None` when it was bound meanwhile or is gone.
+    fn bind(
+        &self,
+        pod: &CachedPod,
+        node: &str,
+    ) -> impl Future<Output = anyhow::Result<Option<Reference>>> + Send;
 }
 
-struct Inner {
-    registry: Registry,
+/// The scheduler. Cheap to clone.
+pub struct Scheduler<B: Binder = Registry> {
+    inner: Arc<Inner<B>>,
+}
+
+impl<B: Binder> Clone for Scheduler<B> {
+    fn clone(&self) -> Self {
+        Scheduler {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct Inner<B> {
+    binder: B,
     config: SchedulerConfig,
     /// Pods it bound that the cache does not show bound yet: `namespace/name` → (node,
     /// group).
@@ -89,10 +112,18 @@ struct Inner {
 }
 
 impl Scheduler {
+    /// A scheduler on etcd.
     pub fn new(registry: Registry, config: SchedulerConfig) -> Self {
+        Scheduler::with_binder(registry, config)
+    }
+}
+
+impl<B: Binder> Scheduler<B> {
+    /// A scheduler reading nodes and binding through `binder`.
+    pub fn with_binder(binder: B, config: SchedulerConfig) -> Self {
         Scheduler {
             inner: Arc::new(Inner {
-                registry,
+                binder,
                 config,
                 assumed: Mutex::default(),
                 unschedulable: Mutex::default(),
@@ -145,10 +176,10 @@ pub fn group_of(pod: &CachedPod) -> Group {
     }
 }
 
-impl Inner {
+impl<B: Binder> Inner<B> {
     /// One round: the nodes, the bound pods counted, every pending pod placed and bound.
     async fn round(&self, pods: &PodInformer) -> anyhow::Result<()> {
-        let mut placement = self.nodes().await?;
+        let mut placement = self.binder.nodes().await?;
         let mut pending = Vec::new();
         {
             let mut assumed = self.assumed.lock().expect("assumed lock");
@@ -216,20 +247,11 @@ impl Inner {
     /// the write succeeded.
     async fn bind(&self, pod: Arc<CachedPod>, group: Group, node: String) {
         let key = pod.key();
-        let result = self
-            .registry
-            .guaranteed_update::<Pod, _>(&pod.namespace, &pod.name, |mut current| {
-                anyhow::ensure!(current.spec.host.is_empty(), "bound meanwhile");
-                current.spec.host.clone_from(&node);
-                current.status.get_or_insert_with(Default::default).host = node.clone();
-                Ok(current)
-            })
-            .await;
-        match result {
-            Ok(bound) => {
+        match self.binder.bind(&pod, &node).await {
+            Ok(Some(bound)) => {
                 tracing::debug!(controller = NAME, pod = %key, node = %node, "bound");
                 self.config.events.normal(
-                    Reference::of(&bound),
+                    bound,
                     "Scheduled",
                     format!("Successfully assigned {key} to {node}"),
                 );
@@ -238,17 +260,38 @@ impl Inner {
                     .expect("assumed lock")
                     .insert(key, (node, group));
             }
-            Err(StorageError::NotFound { .. } | StorageError::Update { .. }) => {}
+            Ok(None) => {}
             Err(e) => {
                 tracing::warn!(controller = NAME, pod = %key, node = %node, error = %e, "bind failed; trying again next round");
             }
         }
     }
 
+    /// Logs the pods that fit nowhere when their number changes.
+    fn report_unschedulable(&self, now: usize) {
+        let mut last = self.unschedulable.lock().expect("unschedulable lock");
+        if now != *last {
+            if now > 0 {
+                tracing::warn!(
+                    controller = NAME,
+                    pods = now,
+                    "pods fit on no node (every registered node holds its capacity.pods, or none is registered); they stay Pending until one has room"
+                );
+            } else {
+                tracing::info!(controller = NAME, "every pending pod has a node again");
+            }
+            *last = now;
+        }
+    }
+}
+
+/// On etcd: the registered nodes (a node whose kubelet is gone gets nothing), and a bind
+/// by compare-and-swap of `spec.host` and `status.host` on the pod's revision.
+impl Binder for Registry {
     /// The registered nodes, their capacity and whether they are cordoned, read from etcd.
     async fn nodes(&self) -> anyhow::Result<Placement> {
-        let prefix = self.registry.prefix();
-        let mut kv = self.registry.kv();
+        let prefix = self.prefix();
+        let mut kv = self.kv();
         let dir = format!("{prefix}/{REGISTRATIONS_DIR}/");
         let options = etcd_client::GetOptions::new()
             .with_prefix()
@@ -292,27 +335,26 @@ impl Inner {
         Ok(Placement::new(nodes).with_unschedulable(unschedulable.iter().map(String::as_str)))
     }
 
-    /// Logs the pods that fit nowhere when their number changes.
-    fn report_unschedulable(&self, now: usize) {
-        let mut last = self.unschedulable.lock().expect("unschedulable lock");
-        if now != *last {
-            if now > 0 {
-                tracing::warn!(
-                    controller = NAME,
-                    pods = now,
-                    "pods fit on no node (every registered node holds its capacity.pods, or none is registered); they stay Pending until one has room"
-                );
-            } else {
-                tracing::info!(controller = NAME, "every pending pod has a node again");
-            }
-            *last = now;
+    async fn bind(&self, pod: &CachedPod, node: &str) -> anyhow::Result<Option<Reference>> {
+        let result = self
+            .guaranteed_update::<Pod, _>(&pod.namespace, &pod.name, |mut current| {
+                anyhow::ensure!(current.spec.host.is_empty(), "bound meanwhile");
+                current.spec.host = node.to_string();
+                current.status.get_or_insert_with(Default::default).host = node.to_string();
+                Ok(current)
+            })
+            .await;
+        match result {
+            Ok(bound) => Ok(Some(Reference::of(&bound))),
+            Err(StorageError::NotFound { .. } | StorageError::Update { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 }
 
 /// A Node document's `status.capacity.pods` (a quantity string, as Kubernetes writes it,
 /// or a number).
-fn pods_capacity(node: &Value) -> Option<usize> {
+pub fn pods_capacity(node: &Value) -> Option<usize> {
     match node.pointer("/status/capacity/pods")? {
         Value::String(pods) => pods.parse().ok(),
         Value::Number(pods) => pods.as_u64().map(|pods| pods as usize),

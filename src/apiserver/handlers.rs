@@ -28,6 +28,7 @@
 //! 410 when it cannot (a resourceVersion etcd compacted), and never blocks the
 //! cache (a watcher too far behind is ended).
 
+mod binding;
 mod body;
 mod create;
 mod delete;
@@ -409,6 +410,10 @@ async fn write_typed<T: api::Object>(
                 }
                 typed => update::patch::<T>(state, writable, key, part, typed, options).await,
             }
+        }
+        (Method::POST, Some(name), Some("binding")) => {
+            let (_, decoded) = read_body(headers, body, false).await?;
+            binding::bind::<T>(state, writable, (namespace, name), decoded.value, options).await
         }
         (Method::PUT | Method::PATCH, Some(name), Some("scale")) => {
             let patch = method == Method::PATCH;

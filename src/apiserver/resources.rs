@@ -249,6 +249,15 @@ const fn status_of(group: &'static str, kind: &'static str) -> Subresource {
     }
 }
 
+/// `pods/binding`: a scheduler's `Binding` (create only).
+const BINDING: Subresource = Subresource {
+    name: "binding",
+    group: CORE_GROUP,
+    version: "v1",
+    kind: "Binding",
+    verbs: &["create"],
+};
+
 const SCALE: Subresource = Subresource {
     name: "scale",
     group: "autoscaling",
@@ -381,7 +390,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &["po"],
         categories: ALL,
-        subresources: &[status_of(CORE_GROUP, "Pod")],
+        subresources: &[BINDING, status_of(CORE_GROUP, "Pod")],
         verbs: SERVED_VERBS,
         storage: Storage::Objects { directory: "pods" },
         decode: Decode::Converted(Kind::Pod),

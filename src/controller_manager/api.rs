@@ -24,6 +24,7 @@ use crate::endpoints::EndpointsController;
 use crate::informer::InformerFactory;
 use crate::record::{self, EventBroadcaster};
 use crate::replication_2014::ReplicationManager as ReplicationManager2014;
+use crate::scheduler::Scheduler;
 use crate::status::{self, Health, Metrics};
 
 /// The controllers that run through the API.
@@ -32,6 +33,7 @@ pub const API_CONTROLLERS: &[Controller] = &[
     Controller::ReplicaSet,
     Controller::Deployment,
     Controller::Endpoints,
+    Controller::Scheduler,
     Controller::Replication2014,
 ];
 
@@ -231,6 +233,12 @@ impl Term<'_> {
                 (*metrics).clone(),
             );
             running.push(controller.start(&informers, token.clone().cancelled_owned()));
+        }
+        if config.controllers.contains(&Controller::Scheduler) {
+            let mut settings = crate::scheduler::SchedulerConfig::default();
+            settings.events = events.recorder("default-scheduler", None);
+            let scheduler = Scheduler::with_binder((*api).clone(), settings);
+            running.push(scheduler.start(&informers, token.clone().cancelled_owned()));
         }
         if config.controllers.contains(&Controller::Replication2014) {
             let client = Arc::new(Client2014::new((*api).clone()));

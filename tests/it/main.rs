@@ -69,6 +69,7 @@ mod controllers {
     mod overlap;
     mod replicaset;
     mod replication_2014;
+    mod scheduling_through_api;
     mod status;
     mod status_history;
     mod sync;

@@ -193,6 +193,9 @@ fn aggregated_core_lists_every_core_resource() {
             "shortNames": ["po"],
             "categories": ["all"],
             "subresources": [
+                {"subresource": "binding",
+                 "responseKind": {"group": "", "version": "v1", "kind": "Binding"},
+                 "verbs": ["create"]},
                 {"subresource": "status",
                  "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
                  "verbs": get},
@@ -483,6 +486,7 @@ fn legacy_resource_lists_have_resources_then_their_subresources() {
             "namespaces",
             "nodes",
             "pods",
+            "pods/binding",
             "pods/status",
             "replicationcontrollers",
             "replicationcontrollers/scale",

@@ -47,7 +47,7 @@ const EXPECTED: &[Expected] = &[
         namespaced: true,
         short_names: &["po"],
         in_category_all: true,
-        subresources: &[("status", "", "Pod")],
+        subresources: &[("binding", "", "Binding"), ("status", "", "Pod")],
         directory: Some("pods"),
     },
     Expected {
