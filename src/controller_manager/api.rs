@@ -235,8 +235,10 @@ impl Term<'_> {
             running.push(controller.start(&informers, token.clone().cancelled_owned()));
         }
         if config.controllers.contains(&Controller::Scheduler) {
-            let mut settings = crate::scheduler::SchedulerConfig::default();
-            settings.events = events.recorder("default-scheduler", None);
+            let settings = crate::scheduler::SchedulerConfig {
+                events: events.recorder("default-scheduler", None),
+                ..Default::default()
+            };
             let scheduler = Scheduler::with_binder((*api).clone(), settings);
             running.push(scheduler.start(&informers, token.clone().cancelled_owned()));
         }
