@@ -51,6 +51,27 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// (the keys are never sent anywhere: they only name objects inside this process).
 pub const PREFIX: &str = "/registry";
 
+/// Where the controllers run: reading and writing etcd (kcm's default), or as clients of
+/// an API server over it (2014's topology): `kcm up --topology`, `kcm lab --topology`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Topology {
+    #[default]
+    Etcd,
+    Api,
+}
+
+impl std::str::FromStr for Topology {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Topology, String> {
+        match s {
+            "etcd" => Ok(Topology::Etcd),
+            "api" => Ok(Topology::Api),
+            _ => Err(format!("{s:?} is not a topology: etcd or api")),
+        }
+    }
+}
+
 /// Where the API server is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ApiTarget {

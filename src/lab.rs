@@ -198,12 +198,7 @@ impl Loop {
 
 /// Where the loops run: on etcd (kcm's default), or as clients of an apiserver over the
 /// lab's etcd (2014's topology).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Topology {
-    #[default]
-    Etcd,
-    Api,
-}
+pub use crate::apiclient::Topology;
 
 impl Scenario {
     /// Whether the scenario runs with `--topology api`: not those that cut, count or

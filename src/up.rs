@@ -54,6 +54,8 @@ pub struct Config {
     pub images: ImageRules,
     /// Most active pods each kubelet holds (`kcm kubelet --max-pods`).
     pub max_pods: usize,
+    /// Where the controllers run: on etcd, or as clients of the API it serves.
+    pub topology: Topology,
 }
 
 /// Prints one narration line.
@@ -110,6 +112,7 @@ impl Progress {
 
 use tokio_util::sync::CancellationToken;
 
+use crate::apiclient::{ApiTarget, Topology};
 use crate::controller_manager::{self, Controller};
 use crate::deployment::DeploymentConfig;
 use crate::endpoints::EndpointsConfig;
@@ -227,18 +230,41 @@ async fn run_cluster(
     let token = CancellationToken::new();
     // The port actually bound (`--port 0` lets the kernel choose).
     let status_addr = listener.local_addr()?;
-    let manager = controller_manager::run_on(
-        manager_config(target, config, status_addr, node_registrations.clone()),
-        listener,
-        token.clone().cancelled_owned(),
-    );
+    let mut manager_config =
+        manager_config(target, config, status_addr, node_registrations.clone());
+    if config.topology == Topology::Api {
+        // 2014's topology: the controllers as clients of the API served here.
+        manager_config.api = Some(ApiTarget::Master(api_url.clone()));
+        manager_config
+            .controllers
+            .retain(|c| controller_manager::API_CONTROLLERS.contains(c));
+        say(format!(
+            "kcm up: the controllers run as clients of the API at {api_url} (--topology api, 2014's topology): {}",
+            manager_config
+                .controllers
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let manager =
+        controller_manager::run_on(manager_config, listener, token.clone().cancelled_owned());
     let kubelets = run_nodes(nodes, node_registrations, &token);
+    // The API stops after the controllers, which may be its clients (`--topology api`)
+    // with events to flush.
+    let api_stop = CancellationToken::new();
+    let manager = async {
+        let stopped = manager.await;
+        api_stop.cancel();
+        stopped
+    };
     let api = apiserver::serve(
         api_listener,
         &client,
         registry.clone(),
         apiserver::Config::default(),
-        token.clone().cancelled_owned(),
+        api_stop.clone().cancelled_owned(),
     );
     let endpoints = target.client.endpoints_display();
     let driver = async {

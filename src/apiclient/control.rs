@@ -385,6 +385,13 @@ impl crate::record::EventTarget for ApiClient {
                 Err(e) if e.code() == Some(409) => {
                     let path = format!("{events}/{name}");
                     let patch = Some("application/merge-patch+json");
+                    // Without the uid the recorder gave it: the server gave the stored one
+                    // its own, and a stated uid is a precondition.
+                    let mut event = event;
+                    if let Some(meta) = event.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                        meta.remove("uid");
+                        meta.remove("resourceVersion");
+                    }
                     api.request(http::Method::PATCH, &path, Some(&event), patch)
                         .await
                         .map(|_| ())

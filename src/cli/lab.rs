@@ -50,16 +50,8 @@ pub struct LabArgs {
     /// (2014's topology: each a client of an apiserver the lab runs over its etcd; not
     /// stale-watch, watch-cut, failing-create or burst, which act at the loop's etcd
     /// connection).
-    #[arg(long, default_value = "etcd", value_parser = parse_topology)]
+    #[arg(long, default_value = "etcd")]
     pub topology: lab::Topology,
-}
-
-fn parse_topology(s: &str) -> Result<lab::Topology, String> {
-    match s {
-        "etcd" => Ok(lab::Topology::Etcd),
-        "api" => Ok(lab::Topology::Api),
-        _ => Err("a topology is etcd or api".to_string()),
-    }
 }
 
 impl LabArgs {

@@ -43,6 +43,11 @@ pub struct UpArgs {
     /// enough for it.
     #[arg(long, default_value_t = 110, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_pods: u32,
+    /// Where the controllers run: `etcd` (kcm's default: each reads and writes etcd) or
+    /// `api` (2014's topology: each a client of the API `kcm up` serves, as
+    /// `kcm controller-manager --master` runs them).
+    #[arg(long, default_value = "etcd")]
+    pub topology: crate::apiclient::Topology,
     #[command(flatten)]
     pub pods: PodBehaviourArgs,
 }
@@ -61,6 +66,7 @@ impl From<&UpArgs> for up::Config {
             ready_delay: args.pods.ready_delay,
             images: args.pods.images(),
             max_pods: args.max_pods as usize,
+            topology: args.topology,
         }
     }
 }

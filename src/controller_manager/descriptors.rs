@@ -152,6 +152,16 @@ pub fn descriptor(name: &str) -> Option<&'static Descriptor> {
         .find(|d| d.name == name || d.aliases.contains(&name))
 }
 
+impl Controller {
+    /// The name `--controllers` knows it by.
+    pub fn name(self) -> &'static str {
+        DESCRIPTORS
+            .iter()
+            .find(|d| d.controller == self)
+            .map_or("?", |d| d.name)
+    }
+}
+
 /// Checks one `--controllers` entry: `*`, a known name or alias, or one prefixed by `-`.
 ///
 /// # Errors

@@ -159,12 +159,39 @@ async fn up_starts_a_private_etcd_converges_and_cleans_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_demo_finishes_its_tour_within_a_minute() {
-    let Some(etcd) = etcd_binary() else { return };
+    demo_tour(&[]).await;
+}
+
+/// `--topology api`: the same tour with every controller `kcm up` runs through the API
+/// as a client of the API it serves (2014's topology); their events too, none lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_demo_with_topology_api_runs_the_tour_with_the_controllers_as_api_clients() {
+    let Some((stdout, stderr)) = demo_tour(&["--topology", "api"]).await else {
+        return;
+    };
+    assert!(
+        stdout.contains("the controllers run as clients of the API at http://127.0.0.1:")
+            && stdout.contains("replication, replicaset, deployment, endpoints"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("events lost"), "{stderr}");
+    if crate::support::kubectl::kubectl_binary().is_some() {
+        // The manager's events, written through the API, in kubectl's describe.
+        assert!(stdout.contains("SuccessfulCreate"), "{stdout}");
+    }
+}
+
+/// Runs `kcm up --demo {args}` on a private etcd and checks every step of its tour; its
+/// stdout and stderr (`None` without etcd outside CI).
+async fn demo_tour(args: &[&str]) -> Option<(String, String)> {
+    let etcd = etcd_binary()?;
     with_timeout(Duration::from_secs(120), async {
         let url = format!("http://127.0.0.1:{}", free_port());
         let status_port = free_port().to_string();
         let started = Instant::now();
-        let up = kcm_up(&url, &etcd, &["--demo", "--port", &status_port]);
+        let mut all = vec!["--demo", "--port", &status_port];
+        all.extend_from_slice(args);
+        let up = kcm_up(&url, &etcd, &all);
         let out = up.wait_with_output().await.unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
@@ -204,8 +231,10 @@ async fn up_demo_finishes_its_tour_within_a_minute() {
             );
         }
         assert!(stdout.contains("endpoints/demo/web = [10.244."), "{stdout}");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        Some((stdout.into_owned(), stderr))
     })
-    .await;
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
