@@ -249,6 +249,15 @@ const fn status_of(group: &'static str, kind: &'static str) -> Subresource {
     }
 }
 
+/// `namespaces/finalize`: the namespace controller's removal of `spec.finalizers`.
+const FINALIZE: Subresource = Subresource {
+    name: "finalize",
+    group: CORE_GROUP,
+    version: "v1",
+    kind: "Namespace",
+    verbs: &["update"],
+};
+
 /// `pods/binding`: a scheduler's `Binding` (create only).
 const BINDING: Subresource = Subresource {
     name: "binding",
@@ -348,7 +357,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         namespaced: false,
         short_names: &["ns"],
         categories: NONE,
-        subresources: &[],
+        subresources: &[FINALIZE],
         verbs: NAMESPACE_VERBS,
         storage: Storage::Documents {
             directory: crate::api::NAMESPACES_DIR,

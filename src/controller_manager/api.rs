@@ -18,6 +18,7 @@ use super::{Config, Controller, EVENTS_FLUSH_LIMIT};
 use crate::apiclient::client_2014::Client2014;
 use crate::apiclient::deployment::ApiDeploymentControl;
 use crate::apiclient::lease::LeaseElector;
+use crate::apiclient::namespace::ApiNamespaceController;
 use crate::apiclient::{self, control, ApiClient, ApiSource, ApiTarget};
 use crate::deployment::DeploymentController;
 use crate::endpoints::EndpointsController;
@@ -34,6 +35,7 @@ pub const API_CONTROLLERS: &[Controller] = &[
     Controller::Deployment,
     Controller::Endpoints,
     Controller::Scheduler,
+    Controller::Namespace,
     Controller::Replication2014,
 ];
 
@@ -241,6 +243,11 @@ impl Term<'_> {
             };
             let scheduler = Scheduler::with_binder((*api).clone(), settings);
             running.push(scheduler.start(&informers, token.clone().cancelled_owned()));
+        }
+        if config.controllers.contains(&Controller::Namespace) {
+            let controller =
+                ApiNamespaceController::new((*api).clone(), crate::namespace::DEFAULT_SYNC_PERIOD);
+            running.push(controller.start(token.clone().cancelled_owned()));
         }
         if config.controllers.contains(&Controller::Replication2014) {
             let client = Arc::new(Client2014::new((*api).clone()));

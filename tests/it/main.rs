@@ -64,6 +64,7 @@ mod controllers {
     mod kubelet;
     mod kubelet_load;
     mod manager;
+    mod namespace_through_api;
     mod nodes;
     mod overcreate;
     mod overlap;

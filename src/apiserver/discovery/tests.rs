@@ -275,6 +275,11 @@ fn aggregated_core_lists_every_core_resource() {
             "singularResource": "namespace",
             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
             "shortNames": ["ns"],
+            "subresources": [
+                {"subresource": "finalize",
+                 "responseKind": {"group": "", "version": "v1", "kind": "Namespace"},
+                 "verbs": ["update"]},
+            ],
         }),
     );
     check_aggregated_resource(
@@ -484,6 +489,7 @@ fn legacy_resource_lists_have_resources_then_their_subresources() {
             "endpoints",
             "events",
             "namespaces",
+            "namespaces/finalize",
             "nodes",
             "pods",
             "pods/binding",

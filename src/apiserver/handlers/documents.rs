@@ -160,8 +160,18 @@ pub(super) async fn write(
         namespace,
         strategy,
     };
-    if target.subresource.is_some() {
-        return Err(ApiError::no_route());
+    match (target.subresource.as_deref(), target.name.as_deref()) {
+        (None, _) => {}
+        (Some("finalize"), Some(name)) if resource.plural == "namespaces" => {
+            if *method != Method::PUT {
+                return Err(ApiError::method_not_allowed(
+                    method.as_str(),
+                    "namespaces/finalize",
+                ));
+            }
+            return finalize(docs, name, headers, body).await;
+        }
+        _ => return Err(ApiError::no_route()),
     }
     let verb = match (method.clone(), target.name.is_some()) {
         (Method::POST, false) => "create",
@@ -231,6 +241,37 @@ pub(super) async fn write(
             delete(docs, name, &options).await
         }
     }
+}
+
+/// `PUT namespaces/{name}/finalize` (kube-apiserver's `FinalizeREST`): the Namespace's
+/// `spec.finalizers` become the ones sent; nothing else changes. The namespace controller
+/// removes `kubernetes` this way once the namespace is empty, then deletes it.
+async fn finalize(
+    docs: Documents<'_>,
+    name: &str,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let (_, decoded) = super::read_body(headers, body, false).await?;
+    let finalizers = decoded
+        .value
+        .pointer("/spec/finalizers")
+        .cloned()
+        .unwrap_or_else(|| json!([]));
+    if !finalizers.is_array() {
+        return Err(ApiError::bad_request("spec.finalizers is not a list"));
+    }
+    let stated = decoded.value.pointer("/metadata/resourceVersion").cloned();
+    let mut change = |current: &Value| {
+        let mut next = current.clone();
+        next["spec"]["finalizers"] = finalizers.clone();
+        if let Some(rv) = &stated {
+            next["metadata"]["resourceVersion"] = rv.clone();
+        }
+        Ok(next)
+    };
+    let stored = update(docs, name, false, &mut change).await?;
+    Ok(respond(StatusCode::OK, &stored, &[]))
 }
 
 /// A server-side apply of a document ([`managed::apply`]); an apply to a document that
@@ -621,7 +662,7 @@ async fn delete(
             return Err(docs.not_found(name));
         }
         let read = current.as_ref().map(|(current, _)| current.clone());
-        let instead = hook(name, read, &now)?;
+        let instead = hook(name, read.clone(), &now)?;
         if let Some((current, rv)) = &current {
             check_preconditions(docs, name, current, *rv, options)?;
         }
@@ -634,6 +675,10 @@ async fn delete(
                 let bytes = stored_bytes(&next);
                 last = Some(next);
                 Deletion::Write(bytes)
+            }
+            Instead::Delete => {
+                last = read;
+                Deletion::Delete
             }
         })
     };

@@ -132,6 +132,11 @@ pub fn parse_path(path: &str) -> Result<Target, ApiError> {
         })
     };
     match rest {
+        // A namespace's subresource (`finalize`), which the next arm would read as a
+        // resource in it.
+        ["namespaces", name, "finalize"] => {
+            target(find("namespaces")?, None, Some(name), Some("finalize"))
+        }
         // A namespaced resource in a namespace.
         ["namespaces", namespace, plural, more @ ..] => {
             let resource = find(plural)?;

@@ -2,7 +2,10 @@
 //! generic store's): stored as sent (its create fills the rest: `api::new_namespace`); a
 //! delete marks the Namespace Terminating (`deletionTimestamp`, phase Terminating) for
 //! the namespace controller to empty and remove, and `default`, `kube-system` and
-//! `kube-public` may not be deleted (403).
+//! `kube-public` may not be deleted (403). A delete of a terminating Namespace whose
+//! `spec.finalizers` are an empty list (the namespace controller's `finalize`, through
+//! the API) deletes it, as kube-apiserver's does; one stored without the field (written
+//! to etcd by hand) is left to the namespace controller.
 
 use serde_json::{json, Value};
 
@@ -32,7 +35,17 @@ fn delete(name: &str, current: Option<Value>, now: &str) -> Result<Instead, ApiE
         ));
     }
     let mut next = match current {
-        Some(current) if api::is_terminating(&current) => return Ok(Instead::Keep(current)),
+        Some(current) if api::is_terminating(&current) => {
+            let finalized = current
+                .pointer("/spec/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(Vec::is_empty);
+            return Ok(if finalized {
+                Instead::Delete
+            } else {
+                Instead::Keep(current)
+            });
+        }
         Some(current) => current,
         None => {
             let uid = crate::apiserver::resources::stable_uid(&format!("namespace/{name}"));
@@ -62,7 +75,14 @@ mod tests {
         let marked = json!({"metadata": {"name": "web", "uid": "u", "deletionTimestamp": NOW},
                             "status": {"phase": "Terminating"}});
         check("web", Some(active), Ok(Instead::Write(marked.clone())));
-        check("web", Some(marked.clone()), Ok(Instead::Keep(marked)));
+        check(
+            "web",
+            Some(marked.clone()),
+            Ok(Instead::Keep(marked.clone())),
+        );
+        let mut finalized = marked;
+        finalized["spec"]["finalizers"] = json!([]);
+        check("web", Some(finalized), Ok(Instead::Delete));
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub(crate) enum Instead {
     Write(Value),
     /// Leave the stored document (served) as it is: already in deletion.
     Keep(Value),
+    /// Delete it after all: its deletion is finished (a terminating Namespace whose
+    /// `spec.finalizers` are all removed).
+    Delete,
 }
 
 /// Stored as sent, deleted at once.

@@ -25,7 +25,7 @@ const EXPECTED: &[Expected] = &[
         namespaced: false,
         short_names: &["ns"],
         in_category_all: false,
-        subresources: &[],
+        subresources: &[("finalize", "", "Namespace")],
         directory: Some("namespaces"),
     },
     Expected {
