@@ -13,7 +13,8 @@
 //!   `Conflict`), so the controllers' outcomes read the same;
 //! - [`reflect`]: the informers' list-and-watch over HTTP with client-go's reflector
 //!   semantics, as an [`crate::informer::RemoteSource`];
-//! - [`control`]: the replication manager's writes and fresh reads through the API.
+//! - [`control`]: the replication manager's writes and fresh reads through the API;
+//! - [`gc`]: the garbage collector's reads and writes through the API.
 //!
 //! Only what kube-apiserver serves is used (no kcm-only path or parameter), so the same
 //! process runs against kcm's apiserver or any other.
@@ -24,6 +25,7 @@
 
 pub mod client_2014;
 pub mod control;
+pub mod gc;
 pub mod lease;
 mod reflect;
 

@@ -8,6 +8,9 @@
 //! controller that still needs etcd's
 //! transactions is refused at start, naming it. `--leader-elect` elects through a Lease
 //! (`apiclient::lease`), each term on a fresh informer factory, as against etcd.
+//!
+//! The garbage collector runs this way too, its reads and writes through
+//! `apiclient::gc::ApiGc` (the API server does the apiserver's part of a deletion).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,6 +22,7 @@ use crate::apiclient::client_2014::Client2014;
 use crate::apiclient::lease::LeaseElector;
 use crate::apiclient::{self, control, ApiClient, ApiSource, ApiTarget};
 use crate::endpoints::EndpointsController;
+use crate::garbagecollector::GarbageCollector;
 use crate::informer::InformerFactory;
 use crate::record::{self, EventBroadcaster};
 use crate::replication_2014::ReplicationManager as ReplicationManager2014;
@@ -30,6 +34,7 @@ pub const API_CONTROLLERS: &[Controller] = &[
     Controller::ReplicaSet,
     Controller::Endpoints,
     Controller::Replication2014,
+    Controller::GarbageCollector,
 ];
 
 /// Runs the selected controllers through the API server `target` names until `shutdown`
@@ -227,6 +232,12 @@ impl Term<'_> {
             let manager = ReplicationManager2014::with_parts(client.clone(), client);
             let period = config.manager.sync_period;
             running.push(Box::pin(manager.run(period, token.clone())));
+        }
+        if config.controllers.contains(&Controller::GarbageCollector) {
+            let store = apiclient::gc::ApiGc::new((*api).clone());
+            let settings = config.garbagecollector.clone();
+            let collector = GarbageCollector::with_store(store, settings, (*metrics).clone());
+            running.push(collector.start(&informers, token.clone()));
         }
         health.loops_running.store(true, Ordering::SeqCst);
         metrics.leader.set(1);
