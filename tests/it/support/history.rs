@@ -74,7 +74,8 @@ pub async fn read(
 }
 
 /// The history of the namespace's objects after `after`, replayed: every delete with the
-/// deleted document and the state of all keys just before it.
+/// deleted document and the state of all keys just before it (a copy per delete: fine for
+/// hundreds of objects; a replay of thousands tracks only what it checks).
 pub struct Replay {
     /// `(revision, key, document before the delete, state before the delete)`.
     pub deletes: Vec<Delete>,
