@@ -34,7 +34,7 @@ use crate::apiserver::errors::{ApiError, Cause};
 use crate::apiserver::openapi::strict;
 use crate::apiserver::resources::{Decode, Resource};
 use crate::apiserver::validation;
-use crate::registry::{RawValue, StorageError};
+use crate::registry::{Deletion, RawValue, StorageError};
 
 /// The query parameters every write takes.
 #[derive(Clone, Debug)]
@@ -368,13 +368,29 @@ pub(super) async fn update<T: Object>(
         .update(&key, name, dry_run, step)
         .await?;
     if finalized && !dry_run {
-        // kube-apiserver's store deletes the object once the update that removed its
-        // last finalizer committed, at that update's revision: a writer that came
-        // between (it cannot add a finalizer back to an object in deletion, but may
-        // write its status) leaves it for that writer's update.
-        let at = Some(ResourceVersion(stored.mod_revision));
-        match state.registry.delete::<T>(namespace, name, at).await {
-            Ok(_) | Err(StorageError::NotFound { .. } | StorageError::Conflict { .. }) => {}
+        // As kube-apiserver's store: the object goes once the update that removed its
+        // last finalizer committed. Decided again on each value read: a writer that came
+        // between (a status write, say) does not keep it, another incarnation or a
+        // finalizer added back does.
+        let uid = last.as_ref().map(|o| o.metadata().uid.clone());
+        let finished = |raw: Option<&RawValue>| -> anyhow::Result<Deletion> {
+            let Some(raw) = raw else {
+                return Ok(Deletion::Keep);
+            };
+            let current: T = store::decode(state, &key, raw)?;
+            let meta = current.metadata();
+            let gone = Some(&meta.uid) == uid.as_ref()
+                && meta.deletion_timestamp.is_some()
+                && meta.finalizers.is_empty()
+                && api::deletion_grace_period(meta).unwrap_or(0) <= 0;
+            Ok(if gone {
+                Deletion::Delete
+            } else {
+                Deletion::Keep
+            })
+        };
+        match state.registry.guaranteed_delete_raw(&key, finished).await {
+            Ok(_) | Err(StorageError::NotFound { .. }) => {}
             Err(e) => return Err(writable.store(state).error(name, e)),
         }
     }
