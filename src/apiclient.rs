@@ -16,7 +16,8 @@
 //! - [`control`]: the replication manager's and the ReplicaSet controller's writes and
 //!   fresh reads through the API; [`deployment`]: the Deployment controller's;
 //!   `scheduling`: the scheduler's nodes and binds (a `Binding` per pod); [`namespace`]:
-//!   the namespace controller, by discovery, `DELETE`s and `namespaces/finalize`.
+//!   the namespace controller, by discovery, `DELETE`s and `namespaces/finalize`;
+//!   [`gc`]: the garbage collector's reads and writes.
 //!
 //! Only what kube-apiserver serves is used (no kcm-only path or parameter), so the same
 //! process runs against kcm's apiserver or any other.
@@ -28,6 +29,7 @@
 pub mod client_2014;
 pub mod control;
 pub mod deployment;
+pub mod gc;
 pub mod lease;
 pub mod namespace;
 mod reflect;

@@ -6,11 +6,19 @@
 //! `attemptToDeleteItem`, `classifyReferences`, `processDeletingDependentsItem`,
 //! `orphanDependents`) and `pkg/controller/podgc/gc_controller.go` (`gcTerminated`),
 //! which postdate 2014 (2014 left a deleted controller's pods running: weakness 10 of
-//! docs/2014.md; the collector's rows are in docs/departures.md). kcm
+//! docs/2014.md; the collector's rows are in docs/departures.md). Against etcd kcm
 //! has no apiserver, so the collector also does the apiserver's part of a deletion: an
 //! object with a `deletionTimestamp` and no finalizers is deleted, but for a pod in its
 //! grace period (`deletionGracePeriodSeconds`, the deadline in `deletionTimestamp`),
 //! which is its kubelet's to delete until the deadline passes.
+//!
+//! Its IO goes through one seam, [`GcStore`] (`store.rs`): fresh gets and lists, deletes
+//! at a resourceVersion, metadata updates, each write with the [`OwnerGuard`]s (G1) it was
+//! decided on. [`EtcdGc`] checks the guards in the write's own etcd transaction
+//! (`KeyCondition`s); `apiclient::gc::ApiGc` runs the same collector through a Kubernetes
+//! API server (`kcm controller-manager --kubeconfig`), where the guards become fresh
+//! reads of the owners just before the write and the server does the apiserver's part
+//! (docs/invariants.md, "Through the API", says what holds there).
 //!
 //! Its graph ([`graph::Graph`]) is built from the shared informers of every kind kcm
 //! stores; owners are looked up in the dependent's namespace, by name, and count only
@@ -19,7 +27,8 @@
 //! asks for a fresh read), decides in pure functions (`plan.rs`: [`decide`],
 //! [`plan_deletion`], [`foreground_dependent`], ...) and writes here.
 //!
-//! Invariants (`tests/it/controllers/gc.rs` checks them against etcd's history):
+//! Invariants against etcd (`tests/it/controllers/gc.rs` checks them against etcd's
+//! history; `tests/it/controllers/gc_through_api.rs` through the API):
 //! - G1: a dependent is deleted only in a transaction that also finds each of its owners
 //!   absent, still the other incarnation the collector read (same `mod_revision`), or
 //!   alive in a foreground deletion: a stale or partial cache never deletes a live
@@ -37,6 +46,7 @@
 
 mod graph;
 mod plan;
+mod store;
 #[cfg(test)]
 mod tests;
 
@@ -47,17 +57,13 @@ use std::time::{Duration, SystemTime};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{
-    grace_remaining, start_deletion, Deployment, Endpoints, Object, ObjectMeta, Pod, ReplicaSet,
-    ReplicationController, ResourceVersion, Service,
-};
+use crate::api::{grace_remaining, ObjectMeta, ResourceVersion};
 use crate::controller::{self, sync_handler, Runner, RunnerConfig};
 use crate::informer::{
     Cached, ControllerInformer, Delta, DeploymentInformer, EndpointsInformer, Informer,
     InformerFactory, Ownership, PodInformer, ReplicaSetInformer, ServiceInformer,
 };
-use crate::labels::Selector;
-use crate::registry::{Incarnation, KeyCondition, Registry, StorageError};
+use crate::registry::{Registry, StorageError};
 use crate::status::Metrics;
 
 pub use graph::{object_key, parse_key, Graph, Resource};
@@ -65,20 +71,12 @@ pub use plan::{
     blocks, classify, decide, foreground_dependent, owner_condition, plan_deletion,
     terminated_to_delete, Action, Class, Deletion, Found, InForeground, FOREGROUND, ORPHAN,
 };
+pub(crate) use store::with_type;
+pub use store::{is_expected, EtcdGc, Expect, GcStore, OwnerGuard, Propagation, Updated};
 
 /// How often a write the collector owes an owner in deletion is tried again at once after
 /// a conflict (status writes to it may race).
 const MAX_WRITE_ATTEMPTS: usize = 5;
-
-/// What [`Inner::update_meta`] requires of the object it changes.
-#[derive(Clone, Copy)]
-enum Expect<'a> {
-    /// Unchanged since this resourceVersion (the decision was made on it).
-    At(ResourceVersion),
-    /// This incarnation (uid), in deletion: an owner's finalizer goes whatever status
-    /// writes came since.
-    Deleting(&'a str),
-}
 
 /// How often terminated pods are counted (Kubernetes' `gcCheckPeriod`).
 pub const POD_GC_PERIOD: Duration = Duration::from_secs(20);
@@ -107,38 +105,6 @@ impl Default for GcConfig {
             shutdown_timeout: Duration::from_secs(8),
         }
     }
-}
-
-/// Runs `$body` with `$t` the type of `$resource`.
-macro_rules! with_type {
-    ($resource:expr, $t:ident => $body:expr) => {
-        match $resource {
-            Resource::Pods => {
-                type $t = Pod;
-                $body
-            }
-            Resource::ReplicationControllers => {
-                type $t = ReplicationController;
-                $body
-            }
-            Resource::Services => {
-                type $t = Service;
-                $body
-            }
-            Resource::Endpoints => {
-                type $t = Endpoints;
-                $body
-            }
-            Resource::ReplicaSets => {
-                type $t = ReplicaSet;
-                $body
-            }
-            Resource::Deployments => {
-                type $t = Deployment;
-                $body
-            }
-        }
-    };
 }
 
 /// The informers of every kind the collector watches.
@@ -179,13 +145,13 @@ impl Caches {
     }
 }
 
-/// `GarbageCollector`.
-pub struct GarbageCollector {
-    inner: Arc<Inner>,
+/// `GarbageCollector`, over a [`GcStore`] (etcd's by default).
+pub struct GarbageCollector<S: GcStore = EtcdGc> {
+    inner: Arc<Inner<S>>,
 }
 
-struct Inner {
-    registry: Registry,
+struct Inner<S> {
+    store: S,
     config: GcConfig,
     metrics: Arc<Metrics>,
     graph: Mutex<Graph>,
@@ -195,10 +161,18 @@ struct Inner {
 }
 
 impl GarbageCollector {
+    /// The collector reading and writing etcd through `registry`.
     pub fn new(registry: Registry, config: GcConfig, metrics: Arc<Metrics>) -> Self {
+        GarbageCollector::with_store(EtcdGc::new(registry), config, metrics)
+    }
+}
+
+impl<S: GcStore> GarbageCollector<S> {
+    /// The collector reading and writing through `store`.
+    pub fn with_store(store: S, config: GcConfig, metrics: Arc<Metrics>) -> Self {
         GarbageCollector {
             inner: Arc::new(Inner {
-                registry,
+                store,
                 config,
                 metrics,
                 graph: Mutex::default(),
@@ -275,11 +249,11 @@ impl GarbageCollector {
 }
 
 /// Feeds `informer`'s changes into the graph and queues what they concern.
-fn watch<I: Cached>(
+fn watch<I: Cached, S: GcStore>(
     runner: Runner<String>,
     informer: &Informer<I>,
     resource: Resource,
-    inner: &Arc<Inner>,
+    inner: &Arc<Inner<S>>,
 ) -> Runner<String> {
     let inner = inner.clone();
     runner.watches(informer, move |delta: &Delta<I>| {
@@ -295,7 +269,7 @@ fn watch<I: Cached>(
     })
 }
 
-impl Inner {
+impl<S: GcStore> Inner<S> {
     fn graph(&self) -> std::sync::MutexGuard<'_, Graph> {
         self.graph.lock().expect("graph lock")
     }
@@ -304,10 +278,6 @@ impl Inner {
         self.caches
             .get()
             .expect("the collector reads caches once started")
-    }
-
-    fn key(&self, resource: Resource, namespace: &str, name: &str) -> String {
-        with_type!(resource, T => self.registry.key::<T>(namespace, name))
     }
 
     /// Syncs one object; `Some(remaining)` for a pod left to its kubelet for what remains
@@ -378,7 +348,7 @@ impl Inner {
     }
 
     /// `attemptToDeleteItem`: classifies a live dependent's owners and deletes it, removes
-    /// its dangling references, or keeps it. `foreground_owner` is the uid of an owner
+    /// its dangling references, or keeps it. `foreground_owner` is the guard of an owner
     /// whose foreground deletion asks (its reference then counts as waiting, whatever the
     /// cache says of it).
     async fn attempt_to_delete(
@@ -387,23 +357,27 @@ impl Inner {
         namespace: &str,
         name: &str,
         object: &Ownership,
-        foreground_owner: Option<(&str, &KeyCondition)>,
+        foreground_owner: Option<&OwnerGuard>,
     ) -> anyhow::Result<()> {
         let mut classes = Vec::new();
-        let mut conditions = Vec::new();
+        let mut guards = Vec::new();
         for reference in &object.owners {
-            if let Some((uid, condition)) = foreground_owner {
-                if reference.uid == uid {
-                    classes.push(Class::Waiting { at: 0 });
-                    conditions.push(condition.clone());
-                    continue;
-                }
+            if let Some(owner) = foreground_owner.filter(|owner| owner.uid == reference.uid) {
+                classes.push(owner.class.clone());
+                guards.push(owner.clone());
+                continue;
             }
             let found = self.found(namespace, reference);
             let class = classify(reference, found.as_ref());
-            if let Some(resource) = Resource::of_reference(reference) {
-                let key = self.key(resource, namespace, &reference.name);
-                conditions.extend(owner_condition(&class, key));
+            if let Some(owner) = Resource::of_reference(reference) {
+                if class != Class::Solid {
+                    guards.push(OwnerGuard {
+                        resource: owner,
+                        name: reference.name.clone(),
+                        uid: reference.uid.clone(),
+                        class: class.clone(),
+                    });
+                }
             }
             classes.push(class);
         }
@@ -412,10 +386,21 @@ impl Inner {
         let key = object_key(resource, namespace, name);
         match decide(&classes, has_dependents) {
             Action::Keep => Ok(()),
-            Action::Delete { foreground: false } => {
-                let registry = self.registry.with_conditions(conditions);
-                match with_type!(resource, T => registry.delete::<T>(namespace, name, Some(rv)).await)
-                {
+            Action::Delete { foreground } => {
+                let propagation = if foreground {
+                    Propagation::Foreground
+                } else {
+                    Propagation::Background
+                };
+                let deleted = self
+                    .store
+                    .delete(resource, namespace, name, rv, propagation, &guards)
+                    .await;
+                match deleted {
+                    Ok(at) if foreground => {
+                        tracing::info!(%key, revision = at.0, "garbage collector started a foreground deletion of a dependent that owns others");
+                        Ok(())
+                    }
                     Ok(at) => {
                         tracing::info!(%key, revision = at.0, "garbage collector deleted a dependent whose owners are gone or deleting");
                         Ok(())
@@ -424,34 +409,14 @@ impl Inner {
                     Err(e) => Err(e.into()),
                 }
             }
-            Action::Delete { foreground: true } => {
-                self.update_meta(
-                    resource,
-                    namespace,
-                    name,
-                    Expect::At(rv),
-                    conditions,
-                    |meta| start_deletion(meta, Some(FOREGROUND)),
-                )
-                .await?;
-                tracing::info!(%key, "garbage collector started a foreground deletion of a dependent that owns others");
-                Ok(())
-            }
             Action::RemoveReferences(indexes) => {
                 let uids: Vec<String> = indexes
                     .iter()
                     .map(|&i| object.owners[i].uid.clone())
                     .collect();
-                self.update_meta(
-                    resource,
-                    namespace,
-                    name,
-                    Expect::At(rv),
-                    conditions,
-                    |meta| {
-                        meta.owner_references.retain(|r| !uids.contains(&r.uid));
-                    },
-                )
+                self.update_meta(resource, namespace, name, Expect::At(rv), &guards, |meta| {
+                    meta.owner_references.retain(|r| !uids.contains(&r.uid));
+                })
                 .await?;
                 tracing::info!(%key, removed = ?uids, "garbage collector removed references to owners that are gone");
                 Ok(())
@@ -473,6 +438,9 @@ impl Inner {
     ) -> anyhow::Result<Option<Duration>> {
         let deletion = plan_deletion(&object.finalizers);
         match deletion {
+            // Through an API server, the server deletes it itself (or it is a pod in
+            // its grace period, its kubelet's).
+            Deletion::Delete if self.store.deletes_finalized() => return Ok(None),
             Deletion::Delete => {
                 return self
                     .delete_finished(resource, namespace, name, &object.uid)
@@ -504,13 +472,13 @@ impl Inner {
                 namespace,
                 name,
                 Expect::Deleting(&object.uid),
-                vec![],
+                &[],
                 |meta| meta.finalizers.retain(|f| f != finalizer),
             )
             .await?;
         let key = object_key(resource, namespace, name);
         tracing::info!(%key, finalizer, "garbage collector removed a finalizer");
-        if let Some((_, true)) = updated {
+        if let (Some((_, true)), false) = (updated, self.store.deletes_finalized()) {
             return self
                 .delete_finished(resource, namespace, name, &object.uid)
                 .await;
@@ -537,7 +505,7 @@ impl Inner {
                 namespace,
                 &dep_name,
                 Expect::At(ResourceVersion(dep.resource_version)),
-                vec![],
+                &[],
                 |meta| meta.owner_references.retain(|r| r.uid != uid),
             )
             .await?;
@@ -558,11 +526,14 @@ impl Inner {
         object: &Ownership,
     ) -> anyhow::Result<bool> {
         let key = object_key(resource, namespace, name);
-        let owner = Incarnation {
-            key: self.key(resource, namespace, name),
-            read_at: object.resource_version,
+        let owner = OwnerGuard {
+            resource,
+            name: name.to_string(),
+            uid: object.uid.clone(),
+            class: Class::Waiting {
+                at: object.resource_version,
+            },
         };
-        let condition = KeyCondition::Alive(owner);
         let mut failed = None;
         // Blocking dependents the cache still shows (those asked to go just now
         // included): their deletes queue the owner again, so the etcd list below runs
@@ -586,13 +557,7 @@ impl Inner {
                 continue;
             }
             if let Err(e) = self
-                .attempt_to_delete(
-                    dep_resource,
-                    namespace,
-                    dep_name,
-                    &dep,
-                    Some((&object.uid, &condition)),
-                )
+                .attempt_to_delete(dep_resource, namespace, dep_name, &dep, Some(&owner))
                 .await
             {
                 tracing::debug!(key = %dep_key, error = %format!("{e:#}"), "foreground: a dependent's delete failed; retrying");
@@ -632,22 +597,26 @@ impl Inner {
     ) -> anyhow::Result<Option<Duration>> {
         let key = object_key(resource, namespace, name);
         for _ in 0..MAX_WRITE_ATTEMPTS {
-            let (fresh, grace) = with_type!(resource, T => match self.registry.get::<T>(namespace, name).await {
-                Ok(object) => (
-                    Ownership::of(object.metadata()),
-                    grace_remaining(object.metadata(), SystemTime::now()),
-                ),
-                Err(StorageError::NotFound { .. }) => return Ok(None),
-                Err(e) => return Err(e.into()),
-            });
+            let Some(meta) = self.store.get(resource, namespace, name).await? else {
+                return Ok(None);
+            };
+            let (fresh, grace) = (
+                Ownership::of(&meta),
+                grace_remaining(&meta, SystemTime::now()),
+            );
             if fresh.uid != uid || !fresh.deleting || !fresh.finalizers.is_empty() {
                 return Ok(None);
             }
             if grace.is_some() {
                 return Ok(grace);
             }
-            let rv = Some(ResourceVersion(fresh.resource_version));
-            match with_type!(resource, T => self.registry.delete::<T>(namespace, name, rv).await) {
+            let rv = ResourceVersion(fresh.resource_version);
+            let background = Propagation::Background;
+            match self
+                .store
+                .delete(resource, namespace, name, rv, background, &[])
+                .await
+            {
                 Ok(at) => {
                     tracing::info!(%key, revision = at.0, "deleted an object in deletion with no finalizers left");
                     return Ok(None);
@@ -660,7 +629,8 @@ impl Inner {
         anyhow::bail!("{key} kept changing; deleting it later")
     }
 
-    /// The objects of `namespace` that reference the owner `uid`, read from etcd now.
+    /// The objects of `namespace` that reference the owner `uid`, read fresh (from etcd,
+    /// or a consistent list through the API).
     async fn fresh_dependents(
         &self,
         namespace: &str,
@@ -668,14 +638,13 @@ impl Inner {
     ) -> anyhow::Result<Vec<(Resource, String, Ownership)>> {
         let mut found = Vec::new();
         for resource in Resource::ALL {
-            let list = with_type!(resource, T => self
-                .registry
-                .list::<T>(Some(namespace), &Selector::everything())
+            let list: Vec<_> = self
+                .store
+                .list(resource, namespace)
                 .await?
-                .items
                 .into_iter()
-                .map(|o| (o.metadata().name.clone(), Ownership::of(o.metadata())))
-                .collect::<Vec<_>>());
+                .map(|meta| (meta.name.clone(), Ownership::of(&meta)))
+                .collect();
             found.extend(
                 list.into_iter()
                     .filter(|(_, o)| o.owners.iter().any(|r| r.uid == uid))
@@ -685,8 +654,8 @@ impl Inner {
         Ok(found)
     }
 
-    /// Changes the metadata of `resource/namespace/name` (while `conditions` hold), if it
-    /// is as `expect` says. Returns the new resourceVersion and whether it has a
+    /// Changes the metadata of `resource/namespace/name` (while `guards` hold), if it is
+    /// as `expect` says. Returns the new resourceVersion and whether it has a
     /// deletionTimestamp and no finalizers; `None` when it was gone (or, for
     /// [`Expect::Deleting`], is not that incarnation in deletion any more).
     ///
@@ -699,41 +668,27 @@ impl Inner {
         namespace: &str,
         name: &str,
         expect: Expect<'_>,
-        conditions: Vec<KeyCondition>,
-        change: impl Fn(&mut ObjectMeta),
+        guards: &[OwnerGuard],
+        change: impl Fn(&mut ObjectMeta) + Sync,
     ) -> anyhow::Result<Option<(ResourceVersion, bool)>> {
-        let registry = self.registry.with_conditions(conditions);
         let key = object_key(resource, namespace, name);
         for _ in 0..MAX_WRITE_ATTEMPTS {
-            let written = with_type!(resource, T => {
-                let mut object: T = match registry.get(namespace, name).await {
-                    Ok(object) => object,
-                    Err(StorageError::NotFound { .. }) => return Ok(None),
-                    Err(e) => return Err(e.into()),
-                };
-                let meta = object.metadata();
-                match expect {
-                    Expect::At(rv) => anyhow::ensure!(
-                        meta.resource_version == Some(rv),
-                        "{key} changed since the garbage collector read it at {rv}"
-                    ),
-                    Expect::Deleting(uid) => {
-                        if meta.uid != uid || meta.deletion_timestamp.is_none() {
-                            return Ok(None);
-                        }
-                    }
-                }
-                change(object.metadata_mut());
-                registry.update(&object).await.map(|stored| {
-                    let meta = stored.metadata();
-                    (
-                        meta.resource_version.unwrap_or_default(),
-                        meta.deletion_timestamp.is_some() && meta.finalizers.is_empty(),
-                    )
-                })
-            });
+            let written = self
+                .store
+                .update_meta(resource, namespace, name, expect, guards, &change)
+                .await;
             match written {
-                Ok(written) => return Ok(Some(written)),
+                Ok(Updated::Absent) => return Ok(None),
+                Ok(Updated::Unexpected) => match expect {
+                    Expect::At(rv) => {
+                        anyhow::bail!("{key} changed since the garbage collector read it at {rv}")
+                    }
+                    Expect::Deleting(_) => return Ok(None),
+                },
+                Ok(Updated::Written {
+                    resource_version,
+                    finished,
+                }) => return Ok(Some((resource_version, finished))),
                 Err(StorageError::Conflict { .. }) if matches!(expect, Expect::Deleting(_)) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -768,9 +723,18 @@ impl Inner {
                 })
                 .collect();
             for (key, rv) in terminated_to_delete(terminated, threshold) {
+                let rv = ResourceVersion(rv);
+                let background = Propagation::Background;
                 match self
-                    .registry
-                    .delete::<Pod>(&key.namespace, &key.name, Some(ResourceVersion(rv)))
+                    .store
+                    .delete(
+                        Resource::Pods,
+                        &key.namespace,
+                        &key.name,
+                        rv,
+                        background,
+                        &[],
+                    )
                     .await
                 {
                     Ok(_) => {

@@ -239,7 +239,7 @@ async fn run_cluster(
             .controllers
             .retain(|c| controller_manager::API_CONTROLLERS.contains(c));
         say(format!(
-            "kcm up: the controllers run as clients of the API at {api_url} (--topology api, 2014's topology): {}",
+            "kcm up: the controllers run as clients of the API at {api_url} (--topology api, 2014's topology): {}; node lifecycle stays off (it reads the kubelets' etcd registrations, which the API does not serve)",
             manager_config
                 .controllers
                 .iter()

@@ -3,11 +3,13 @@
 //! list and watch through the API and the controllers write through it
 //! (`apiclient`); the controllers themselves are the same code as against etcd.
 //!
-//! The replication manager, the ReplicaSet and Deployment controllers, the endpoints
-//! controller and the late-2014 replication manager (`replication-2014`, in its 2014 place) run this way; a
-//! controller that still needs etcd's
-//! transactions is refused at start, naming it. `--leader-elect` elects through a Lease
-//! (`apiclient::lease`), each term on a fresh informer factory, as against etcd.
+//! Every controller but node lifecycle runs this way: the replication manager, the
+//! ReplicaSet and Deployment controllers, the endpoints controller, the garbage collector
+//! (the API server then does the apiserver's part of a deletion), the scheduler, the
+//! namespace controller and the late-2014 replication manager (`replication-2014`, in its
+//! 2014 place). Node lifecycle, which reads the kubelets' registrations (etcd leases the
+//! API does not serve), is refused at start, naming it. `--leader-elect` elects through a
+//! Lease (`apiclient::lease`), each term on a fresh informer factory, as against etcd.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use crate::apiclient::namespace::ApiNamespaceController;
 use crate::apiclient::{self, control, ApiClient, ApiSource, ApiTarget};
 use crate::deployment::DeploymentController;
 use crate::endpoints::EndpointsController;
+use crate::garbagecollector::GarbageCollector;
 use crate::informer::InformerFactory;
 use crate::record::{self, EventBroadcaster};
 use crate::replication_2014::ReplicationManager as ReplicationManager2014;
@@ -34,6 +37,7 @@ pub const API_CONTROLLERS: &[Controller] = &[
     Controller::ReplicaSet,
     Controller::Deployment,
     Controller::Endpoints,
+    Controller::GarbageCollector,
     Controller::Scheduler,
     Controller::Namespace,
     Controller::Replication2014,
@@ -254,6 +258,12 @@ impl Term<'_> {
             let manager = ReplicationManager2014::with_parts(client.clone(), client);
             let period = config.manager.sync_period;
             running.push(Box::pin(manager.run(period, token.clone())));
+        }
+        if config.controllers.contains(&Controller::GarbageCollector) {
+            let store = apiclient::gc::ApiGc::new((*api).clone());
+            let settings = config.garbagecollector.clone();
+            let collector = GarbageCollector::with_store(store, settings, (*metrics).clone());
+            running.push(collector.start(&informers, token.clone()));
         }
         health.loops_running.store(true, Ordering::SeqCst);
         metrics.leader.set(1);

@@ -60,6 +60,7 @@ mod controllers {
     mod events;
     mod framework;
     mod gc;
+    mod gc_through_api;
     mod informer;
     mod kubelet;
     mod kubelet_load;

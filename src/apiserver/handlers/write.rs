@@ -34,7 +34,7 @@ use crate::apiserver::errors::{ApiError, Cause};
 use crate::apiserver::openapi::strict;
 use crate::apiserver::resources::{Decode, Resource};
 use crate::apiserver::validation;
-use crate::registry::RawValue;
+use crate::registry::{Deletion, RawValue, StorageError};
 
 /// The query parameters every write takes.
 #[derive(Clone, Debug)]
@@ -350,6 +350,7 @@ pub(super) async fn update<T: Object>(
 ) -> Result<Value, ApiError> {
     let key = state.registry.key::<T>(namespace, name);
     let mut last: Option<T> = None;
+    let mut finalized = false;
     let step = |raw: &RawValue| -> Result<Option<Vec<u8>>, ApiError> {
         let current: T = store::decode(state, &key, raw)?;
         let mut next = changed(writable, &current, &mut *change)?;
@@ -358,6 +359,7 @@ pub(super) async fn update<T: Object>(
         let bytes = store::encode(&next)?;
         // An update that changes nothing writes nothing (and keeps the revision).
         let unchanged = bytes == store::encode(&current)?;
+        finalized = deletes_during_update(current.metadata(), next.metadata());
         last = Some(if unchanged { current } else { next });
         Ok((!unchanged).then_some(bytes))
     };
@@ -365,10 +367,48 @@ pub(super) async fn update<T: Object>(
         .store(state)
         .update(&key, name, dry_run, step)
         .await?;
+    if finalized && !dry_run {
+        // As kube-apiserver's store: the object goes once the update that removed its
+        // last finalizer committed. Decided again on each value read: a writer that came
+        // between (a status write, say) does not keep it, another incarnation or a
+        // finalizer added back does.
+        let uid = last.as_ref().map(|o| o.metadata().uid.clone());
+        let finished = |raw: Option<&RawValue>| -> anyhow::Result<Deletion> {
+            let Some(raw) = raw else {
+                return Ok(Deletion::Keep);
+            };
+            let current: T = store::decode(state, &key, raw)?;
+            let meta = current.metadata();
+            let gone = Some(&meta.uid) == uid.as_ref()
+                && meta.deletion_timestamp.is_some()
+                && meta.finalizers.is_empty()
+                && api::deletion_grace_period(meta).unwrap_or(0) <= 0;
+            Ok(if gone {
+                Deletion::Delete
+            } else {
+                Deletion::Keep
+            })
+        };
+        match state.registry.guaranteed_delete_raw(&key, finished).await {
+            Ok(_) | Err(StorageError::NotFound { .. }) => {}
+            Err(e) => return Err(writable.store(state).error(name, e)),
+        }
+    }
     let mut object = last.expect("an update stepped on a value read");
     object.metadata_mut().resource_version = Some(ResourceVersion(stored.mod_revision));
     object.set_type_meta();
     Ok(served(writable.kind(), &object))
+}
+
+/// Whether an update from `old` to `new` deletes the object (kube-apiserver's
+/// `ShouldDeleteDuringUpdate`): it was in deletion with finalizers, and the update removed
+/// the last one. A pod in a graceful deletion (`deletionGracePeriodSeconds` above 0)
+/// stays: its kubelet deletes it when its containers are gone.
+pub(super) fn deletes_during_update(old: &api::ObjectMeta, new: &api::ObjectMeta) -> bool {
+    old.deletion_timestamp.is_some()
+        && !old.finalizers.is_empty()
+        && new.finalizers.is_empty()
+        && api::deletion_grace_period(new).unwrap_or(0) <= 0
 }
 
 /// `current` changed by `change`, with the preconditions checked and the system fields
@@ -473,6 +513,42 @@ fn keep_unchanged(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn removing_the_last_finalizer_of_an_object_in_deletion_deletes_it() {
+        let meta = |deleting: bool, finalizers: &[&str], grace: Option<i64>| {
+            let mut meta = api::ObjectMeta {
+                deletion_timestamp: deleting.then(|| "2026-01-01T00:00:00Z".into()),
+                finalizers: finalizers.iter().map(|f| f.to_string()).collect(),
+                ..api::ObjectMeta::default()
+            };
+            if let Some(grace) = grace {
+                meta.extra
+                    .insert(api::DELETION_GRACE_PERIOD_FIELD.into(), json!(grace));
+            }
+            meta
+        };
+        let check = |old: api::ObjectMeta, new: api::ObjectMeta, deletes: bool| {
+            assert_eq!(
+                deletes_during_update(&old, &new),
+                deletes,
+                "{old:?} -> {new:?}"
+            );
+        };
+        let fg = &["foregroundDeletion"][..];
+        check(meta(true, fg, None), meta(true, &[], None), true);
+        check(meta(true, fg, Some(0)), meta(true, &[], Some(0)), true);
+        // One finalizer left, or not in deletion, or no finalizer to begin with.
+        check(
+            meta(true, &["a", "b"], None),
+            meta(true, &["b"], None),
+            false,
+        );
+        check(meta(false, fg, None), meta(false, &[], None), false);
+        check(meta(true, &[], None), meta(true, &[], None), false);
+        // A pod its kubelet is still terminating.
+        check(meta(true, fg, Some(30)), meta(true, &[], Some(30)), false);
+    }
 
     #[test]
     fn a_warning_is_quoted_as_kube_apiserver_quotes_it() {

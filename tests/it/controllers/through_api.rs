@@ -1035,7 +1035,7 @@ async fn what_cannot_run_through_the_api_is_refused_naming_it() {
             "--master",
             "http://127.0.0.1:1",
             "--controllers",
-            "replication,garbagecollector",
+            "replication,nodelifecycle",
         ])
         .output()
         .await
@@ -1043,7 +1043,7 @@ async fn what_cannot_run_through_the_api_is_refused_naming_it() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        stderr.contains("the garbagecollector controller still reads and writes etcd directly; through the API only replication, replicaset, endpoints and replication-2014 run so far"),
+        stderr.contains("the nodelifecycle controller still reads and writes etcd directly; through the API only replication, replicaset, deployment, endpoints, garbagecollector, scheduler, namespace and replication-2014 run so far"),
         "{stderr}"
     );
     let out = crate::support::kcm::kcm_command()

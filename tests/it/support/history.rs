@@ -1,9 +1,11 @@
 //! etcd's own history of a key range, read with a watch from a past revision, so that the
 //! tests can check what was written without anything a poller could miss.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use etcd_client::{Client, EventType, WatchOptions};
+use etcd_client::{Client, EventType, GetOptions, WatchOptions};
+use serde_json::{json, Value};
 
 /// One event of the history.
 #[derive(Debug, Clone)]
@@ -69,4 +71,154 @@ pub async fn read(
             });
         }
     }
+}
+
+/// The history of the namespace's objects after `after`, replayed: every delete with the
+/// deleted document and the state of all keys just before it (a copy per delete: fine for
+/// hundreds of objects; a replay of thousands tracks only what it checks).
+pub struct Replay {
+    /// `(revision, key, document before the delete, state before the delete)`.
+    pub deletes: Vec<Delete>,
+    /// key → revisions at which it was written (puts).
+    pub puts: BTreeMap<String, Vec<(i64, Value)>>,
+}
+
+pub struct Delete {
+    pub revision: i64,
+    pub key: String,
+    pub doc: Value,
+    /// key → document, before this delete.
+    pub before: BTreeMap<String, Value>,
+}
+
+impl Replay {
+    /// `state` is what the keys of the range held at `after`.
+    pub async fn read(client: &Client, ns: &str, after: i64) -> Replay {
+        let state_at = client
+            .clone()
+            .get(
+                "/registry/",
+                Some(GetOptions::new().with_prefix().with_revision(after)),
+            )
+            .await
+            .expect("state at the start");
+        let mut state: BTreeMap<String, Value> = state_at
+            .kvs()
+            .iter()
+            .filter(|kv| kv.key_str().unwrap().contains(&format!("/{ns}/")))
+            .filter_map(|kv| {
+                let doc = serde_json::from_slice(kv.value()).ok()?;
+                Some((kv.key_str().unwrap().to_string(), doc))
+            })
+            .collect();
+        let events: Vec<HistoryEvent> = read(
+            client,
+            "/registry/",
+            "/registry0",
+            after,
+            "/registry/zz-sentinel",
+        )
+        .await
+        .into_iter()
+        .filter(|e| e.key.contains(&format!("/{ns}/")))
+        .collect();
+        let mut replay = Replay {
+            deletes: Vec::new(),
+            puts: BTreeMap::new(),
+        };
+        for event in events {
+            if event.put {
+                let doc: Value = serde_json::from_slice(&event.value).unwrap_or(Value::Null);
+                replay
+                    .puts
+                    .entry(event.key.clone())
+                    .or_default()
+                    .push((event.revision, doc.clone()));
+                state.insert(event.key, doc);
+            } else if let Some(doc) = state.get(&event.key).cloned() {
+                replay.deletes.push(Delete {
+                    revision: event.revision,
+                    key: event.key.clone(),
+                    doc,
+                    before: state.clone(),
+                });
+                state.remove(&event.key);
+            }
+        }
+        replay
+    }
+
+    /// G1 and G4 for every delete of a key with owner references, and the apiserver's
+    /// rule for the others: each GC delete found, at its revision, every owner of a kind
+    /// kcm stores absent, another incarnation, or in a foreground deletion; an object
+    /// without owners was deleted only with a deletionTimestamp (or by the test itself:
+    /// `ours`).
+    pub fn check_deletes(&self, ns: &str, ours: &BTreeSet<String>) {
+        for d in &self.deletes {
+            if ours.contains(&d.key) {
+                continue;
+            }
+            let meta = &d.doc["metadata"];
+            let owners = meta["ownerReferences"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if meta["deletionTimestamp"].is_string() {
+                // The apiserver's part: only without finalizers.
+                let finalizers = meta["finalizers"].as_array().map_or(0, Vec::len);
+                assert_eq!(
+                    finalizers, 0,
+                    "{} deleted with finalizers at {}",
+                    d.key, d.revision
+                );
+                continue;
+            }
+            assert!(
+                !owners.is_empty() || is_terminated(&d.doc),
+                "G4: {} has no owner references and no deletionTimestamp, yet was deleted at {}",
+                d.key,
+                d.revision
+            );
+            for owner in &owners {
+                let dir = match owner["kind"].as_str() {
+                    Some("ReplicaSet") => "replicasets",
+                    Some("Deployment") => "deployments",
+                    Some("ReplicationController") => "controllers",
+                    Some("Pod") => "pods",
+                    _ => continue,
+                };
+                let key = format!("/registry/{dir}/{ns}/{}", owner["name"].as_str().unwrap());
+                let ok = match d.before.get(&key) {
+                    None => true,
+                    Some(found) => {
+                        found["metadata"]["uid"] != owner["uid"]
+                            || found["metadata"]["finalizers"]
+                                .as_array()
+                                .is_some_and(|f| f.contains(&json!("foregroundDeletion")))
+                    }
+                };
+                assert!(
+                    ok,
+                    "G1: {} deleted at {} while its owner {key} lived: {}",
+                    d.key, d.revision, d.before[&key]
+                );
+            }
+        }
+    }
+
+    pub fn deleted(&self, key: &str) -> Option<i64> {
+        self.deletes
+            .iter()
+            .find(|d| d.key == key)
+            .map(|d| d.revision)
+    }
+}
+
+/// A pod that ran to completion (`Succeeded` or `Failed`): terminated-pod collection may
+/// delete it without owners.
+pub fn is_terminated(doc: &Value) -> bool {
+    matches!(
+        doc["status"]["phase"].as_str(),
+        Some("Failed" | "Succeeded")
+    )
 }
