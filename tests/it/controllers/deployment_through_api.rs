@@ -45,14 +45,15 @@ spec:
     )
 }
 
-/// The ReplicaSet and Deployment controllers through the API at `kubeconfig`.
+/// The ReplicaSet and Deployment controllers and the garbage collector through the API at
+/// `kubeconfig`.
 async fn controllers(kubeconfig: &str) -> Kcm {
     Kcm::start(
         &[
             "--kubeconfig",
             kubeconfig,
             "--controllers",
-            "replicaset,deployment",
+            "replicaset,deployment,garbagecollector",
             "--sync-period",
             "2s",
         ],
@@ -243,6 +244,14 @@ async fn kubectl_drives_a_deployment_through_the_api() {
                 .await
                 .iter()
                 .any(|e| e["reason"] == "ScalingReplicaSet")
+        })
+        .await;
+        // kubectl delete: a background cascade, carried out by the garbage collector
+        // through the API: the ReplicaSets go, then their pods.
+        api.kubectl.ok(&["delete", "deployment", "web"]).await;
+        eventually(SETTLE, "no ReplicaSet and no pod left", || async {
+            api.count("/registry/replicasets/default/").await == 0
+                && api.count("/registry/pods/default/").await == 0
         })
         .await;
         manager.assert_running();
