@@ -113,6 +113,35 @@ pub fn object_step(object: &Value) -> ObjectStep {
     }
 }
 
+/// Runs `pass` each `period` until `shutdown` resolves (a pass in flight finishes first);
+/// a failed pass is logged and the next period tries again. Both namespace controllers
+/// (this one on etcd, `apiclient::namespace` through the API) run this way.
+pub fn every<P, F>(
+    period: Duration,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    mut pass: P,
+) -> BoxFuture<'static, anyhow::Result<()>>
+where
+    P: FnMut() -> F + Send + 'static,
+    F: Future<Output = anyhow::Result<()>> + Send,
+{
+    Box::pin(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return Ok(()),
+                _ = tick.tick() => {}
+            }
+            if let Err(e) = pass().await {
+                tracing::debug!(error = %format!("{e:#}"), "namespace pass failed; next period");
+            }
+        }
+    })
+}
+
 /// `NamespaceController`.
 pub struct NamespaceController {
     registry: Registry,
@@ -130,20 +159,11 @@ impl NamespaceController {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> BoxFuture<'static, anyhow::Result<()>> {
-        Box::pin(async move {
-            let mut tick = tokio::time::interval(self.config.sync_period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tokio::pin!(shutdown);
-            loop {
-                tokio::select! {
-                    biased;
-                    () = &mut shutdown => return Ok(()),
-                    _ = tick.tick() => {}
-                }
-                if let Err(e) = self.sync().await {
-                    tracing::debug!(error = %format!("{e:#}"), "namespace pass failed; next period");
-                }
-            }
+        let period = self.config.sync_period;
+        let controller = std::sync::Arc::new(self);
+        every(period, shutdown, move || {
+            let controller = controller.clone();
+            async move { controller.sync().await }
         })
     }
 

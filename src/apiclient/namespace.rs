@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 
 use super::ApiClient;
 use crate::api;
-use crate::namespace::{object_step, ObjectStep};
+use crate::namespace::{every, object_step, ObjectStep};
 
 /// The finalizer the namespace controller owns.
 const FINALIZER: &str = "kubernetes";
@@ -48,20 +48,11 @@ impl ApiNamespaceController {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> BoxFuture<'static, anyhow::Result<()>> {
-        Box::pin(async move {
-            let mut tick = tokio::time::interval(self.period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tokio::pin!(shutdown);
-            loop {
-                tokio::select! {
-                    biased;
-                    () = &mut shutdown => return Ok(()),
-                    _ = tick.tick() => {}
-                }
-                if let Err(e) = self.sync().await {
-                    tracing::warn!(error = %format!("{e:#}"), "namespace pass failed; next period");
-                }
-            }
+        let period = self.period;
+        let controller = std::sync::Arc::new(self);
+        every(period, shutdown, move || {
+            let controller = controller.clone();
+            async move { controller.sync().await }
         })
     }
 
