@@ -15,6 +15,7 @@ use crate::support::apiserver::{spawn_apiserver, wait_ready};
 use crate::support::etcd::start_etcd;
 use crate::support::kcm::Kcm;
 use crate::support::kubectl::{kubectl_binary, start_apiserver, Kubectl};
+use crate::support::objects::current_revision;
 use crate::support::{eventually, free_port, with_timeout};
 
 const NS: &str = "default";
@@ -145,16 +146,6 @@ async fn replica_sets(
         .collect()
 }
 
-async fn revision(etcd: &etcd_client::Client) -> i64 {
-    etcd.clone()
-        .get("/", None)
-        .await
-        .expect("etcd get")
-        .header()
-        .expect("a header")
-        .revision()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_drives_a_deployment_through_the_api() {
     let Some(api) = start_apiserver().await else {
@@ -186,7 +177,7 @@ async fn kubectl_drives_a_deployment_through_the_api() {
 
         // set image: a new ReplicaSet, the old one scaled to 0, within 12 + 3 active and
         // 12 - 3 Ready at every revision.
-        let start = revision(&etcd).await;
+        let start = current_revision(&etcd).await;
         api.kubectl
             .ok(&["set", "image", "deployment/web", "nginx=nginx:1.26"])
             .await;
@@ -212,7 +203,7 @@ async fn kubectl_drives_a_deployment_through_the_api() {
 
         // rollout undo: back to the first template, in the first ReplicaSet (same name),
         // as revision 3, within the same bounds.
-        let start = revision(&etcd).await;
+        let start = current_revision(&etcd).await;
         api.kubectl.ok(&["rollout", "undo", "deployment/web"]).await;
         eventually(SETTLE, "nginx:1.25 rolled out again", || async {
             rolled_out(&etcd, 12).await
@@ -303,7 +294,7 @@ async fn a_rollout_of_1000_through_a_restarted_apiserver_keeps_the_bounds() {
             .expect("a uid")
             .to_string();
 
-        let start = revision(&etcd).await;
+        let start = current_revision(&etcd).await;
         kubectl
             .ok(&["set", "image", "deployment/web", "nginx=nginx:1.26"])
             .await;

@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::support::history::{self, Replay};
 use crate::support::kcm::Kcm;
 use crate::support::kubectl::{start_apiserver, Api};
+use crate::support::objects::current_revision;
 use crate::support::{eventually, with_timeout};
 
 const NS: &str = "default";
@@ -110,14 +111,7 @@ async fn uid_of(api: &Api, key: &str) -> String {
 }
 
 async fn revision(api: &Api) -> i64 {
-    let mut client = api.etcd.client().await;
-    client
-        .get("/", None)
-        .await
-        .expect("etcd get")
-        .header()
-        .expect("header")
-        .revision()
+    current_revision(&api.etcd.client().await).await
 }
 
 /// Creates the ReplicaSet `name` of `replicas` through kubectl and waits for its pods;

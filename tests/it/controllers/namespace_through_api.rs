@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::support::history;
 use crate::support::kcm::Kcm;
 use crate::support::kubectl::start_apiserver;
+use crate::support::objects::current_revision;
 use crate::support::{eventually, with_timeout};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,14 +66,7 @@ spec:
         })
         .await;
 
-        let asked = etcd
-            .clone()
-            .get("/", None)
-            .await
-            .expect("etcd get")
-            .header()
-            .expect("a header")
-            .revision();
+        let asked = current_revision(&etcd).await;
         api.kubectl
             .ok(&["delete", "namespace", "doomed", "--wait=false"])
             .await;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::support::history;
 use crate::support::kcm::Kcm;
 use crate::support::kubectl::start_apiserver;
+use crate::support::objects::current_revision;
 use crate::support::{eventually, with_timeout};
 
 const PODS: &str = "/registry/pods/default/";
@@ -143,14 +144,7 @@ async fn the_scheduler_through_the_api_binds_1000_pods_once_each_and_spreads_the
             &[],
         )
         .await;
-        let start = etcd
-            .clone()
-            .get("/", None)
-            .await
-            .expect("etcd get")
-            .header()
-            .expect("a header")
-            .revision();
+        let start = current_revision(&etcd).await;
         let rc = format!(
             "apiVersion: v1
 kind: ReplicationController

@@ -23,6 +23,7 @@ use crate::support::etcd::start_etcd;
 use crate::support::history;
 use crate::support::kcm::Kcm;
 use crate::support::kubectl::{kubectl_binary, start_apiserver, Api, Kubectl};
+use crate::support::objects::current_revision;
 use crate::support::{eventually, free_port, with_timeout, FaultProxy};
 
 const PODS: &str = "/registry/pods/default/";
@@ -175,7 +176,7 @@ async fn no_over_creation_at_3000_replicas_through_a_restarted_apiserver() {
         wait_ready(&mut apiserver, port).await;
         kubectl.write_kubeconfig(&format!("http://127.0.0.1:{port}"));
         let client = etcd.client().await;
-        let start = revision(&client).await;
+        let start = current_revision(&client).await;
         let master = format!("http://127.0.0.1:{port}");
         let mut manager =
             Kcm::start(&["--master", &master, "--controllers", "replication"], &[]).await;
@@ -277,17 +278,6 @@ async fn pod_history_from(
     history
 }
 
-async fn revision(client: &etcd_client::Client) -> i64 {
-    client
-        .clone()
-        .get("/", None)
-        .await
-        .expect("etcd get")
-        .header()
-        .expect("header")
-        .revision()
-}
-
 /// The revision at which `key` was deleted, after `after`, from etcd's history.
 async fn delete_revision(client: &etcd_client::Client, key: &str, after: i64) -> i64 {
     let options = etcd_client::WatchOptions::new().with_start_revision(after + 1);
@@ -329,7 +319,7 @@ async fn two_unelected_never_pass(controller: &str, manifest: &str, replicas: us
     };
     with_timeout(Duration::from_secs(400), async {
         let client = api.etcd.client().await;
-        let start = revision(&client).await;
+        let start = current_revision(&client).await;
         let kubeconfig = api.kubectl.kubeconfig().display().to_string();
         let args = [
             "--kubeconfig",
@@ -388,7 +378,7 @@ async fn a_delete_racing_a_scale_up_through_the_api_lets_at_most_one_window_land
     };
     with_timeout(Duration::from_secs(400), async {
         let client = api.etcd.client().await;
-        let start = revision(&client).await;
+        let start = current_revision(&client).await;
         let kubeconfig = api.kubectl.kubeconfig().display().to_string();
         let burst = BURST.to_string();
         let mut manager = Kcm::start(
@@ -647,7 +637,7 @@ spec:
 ",
         );
         let client = api.etcd.client().await;
-        let before = revision(&client).await;
+        let before = current_revision(&client).await;
         api.kubectl.ok(&["create", "-f", &orphan]).await;
         eventually(CONVERGE, "5 owned pods, none orphaned", || async {
             api.count(PODS).await == 5 && owned_by(&api, &uid).await == 5
@@ -700,7 +690,7 @@ async fn a_manager_cut_off_while_etcd_compacts_lists_again_and_loses_nothing() {
         kubectl.write_kubeconfig(&format!("http://127.0.0.1:{port}"));
         let proxy = FaultProxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], port))).await;
         let client = etcd.client().await;
-        let start = revision(&client).await;
+        let start = current_revision(&client).await;
         let master = proxy.endpoint();
         let mut manager = Kcm::start(
             &[
