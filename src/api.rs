@@ -68,7 +68,7 @@ pub use label_selector::{
     LabelSelectorRequirement, UnrepresentableSelector,
 };
 pub use meta::{
-    controller_of, fill_system_fields, now_rfc3339, remember_spec, set_generation,
+    controller_of, fill_system_fields, micro_time, now_rfc3339, remember_spec, set_generation,
     set_generation_from_read, start_deletion, ObjectMeta, OwnerReference, ReadSpec,
     ResourceVersion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, LAST_APPLIED_ANNOTATION,
 };
@@ -77,9 +77,10 @@ pub use namespace::{
     NAMESPACES_DIR, NAMESPACE_ACTIVE, NAMESPACE_KIND, NAMESPACE_TERMINATING, SYSTEM_NAMESPACES,
 };
 pub use node::{
-    name_under, node_condition, node_condition_mut, node_condition_status, node_key, object_field,
-    registration_key, CONDITION_UNKNOWN, NODES_DIR, NODE_API_VERSION, NODE_CONDITION_TYPES,
-    NODE_KIND, NODE_READY, REGISTRATIONS_DIR,
+    name_under, node_condition, node_condition_mut, node_condition_status, node_key,
+    node_lease_directory, node_lease_key, object_field, registration_key, CONDITION_UNKNOWN,
+    LEASES_DIR, NODES_DIR, NODE_API_VERSION, NODE_CONDITION_TYPES, NODE_KIND, NODE_LEASE_NAMESPACE,
+    NODE_READY, REGISTRATIONS_DIR,
 };
 pub use overlap::{controllers_overlap, pods_overlap, selection, selector_matches};
 pub use pod_status::{

@@ -32,6 +32,7 @@ pub mod deployment;
 pub mod gc;
 pub mod lease;
 pub mod namespace;
+mod nodelifecycle;
 mod reflect;
 mod scheduling;
 

@@ -34,7 +34,6 @@ use crate::replication_manager::ManagerConfig;
 use crate::scheduler::SchedulerConfig;
 use crate::status::{self, Health, Metrics};
 
-pub use api::API_CONTROLLERS;
 pub use descriptors::{
     check_controller_entry, controllers_help, descriptor, enabled_controllers, start_controllers,
     Controller, ControllerContext, ControllerFuture, Descriptor, Init, InitFn, Settings,

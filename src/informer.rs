@@ -45,9 +45,10 @@ pub use cached::{Cached, CachedPod, ControllerRef, Ownership, PodOwnership, PodP
 pub use factory::InformerFactory;
 pub use key::{NotAnObjectKey, ObjectKey};
 pub use kind::Reflected;
-pub use node::{CachedNode, Registration};
+pub use node::{CachedNode, NodeLease, Registration};
 pub use reflector::{
-    ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, NodeInformer, PodInformer,
-    RegistrationInformer, RemoteSource, ReplicaSetInformer, ServiceInformer, Source,
+    ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, NodeInformer,
+    NodeLeaseInformer, PodInformer, RegistrationInformer, RemoteSource, ReplicaSetInformer,
+    ServiceInformer, Source,
 };
 pub use store::{Delta, Namespace};

@@ -49,6 +49,7 @@ mod containers;
 mod ids;
 mod ipam;
 mod node;
+mod node_lease;
 mod node_status;
 mod own_node;
 mod pods;
@@ -68,10 +69,11 @@ pub use self::containers::{
 pub use self::ipam::{default_pod_cidr, IpAllocator, Ipv4Cidr, ParseCidrError};
 pub use self::node::is_claimable;
 use self::node::NodeState;
+pub use self::node_lease::{lease_document, renew_interval, DEFAULT_NODE_LEASE_DURATION};
+use self::node_status::post_node;
 pub use self::node_status::{
     architecture, internal_ip, node_document, SystemInfo, KUBELET_VERSION,
 };
-use self::node_status::{post_node, Posted};
 use self::own_node::OwnNode;
 pub use self::registration::{
     registration_key, report_to, NodeTaken, Registration, Status as RegistrationStatus, LEASE_TTL,
@@ -134,6 +136,9 @@ pub struct KubeletConfig {
     /// Where its events about its pods go (`Started`, `Failed`, `BackOff`, `Killing`).
     /// Default: nowhere; `kcm kubelet` and `kcm up` give it a recorder.
     pub events: Recorder,
+    /// The duration of its node Lease (`--node-lease-duration-seconds`), renewed every
+    /// quarter of it (`node_lease`). Default 40 s.
+    pub node_lease_duration: Duration,
 }
 
 impl KubeletConfig {
@@ -151,6 +156,7 @@ impl KubeletConfig {
             images: ImageRules::default(),
             claim_unassigned: true,
             events: Recorder::discard(),
+            node_lease_duration: DEFAULT_NODE_LEASE_DURATION,
         }
     }
 
@@ -168,6 +174,10 @@ impl KubeletConfig {
             self.fail_rate
         );
         anyhow::ensure!(self.max_pods > 0, "max pods must be at least 1");
+        anyhow::ensure!(
+            self.node_lease_duration >= Duration::from_secs(1),
+            "the node lease duration must be at least 1 s"
+        );
         anyhow::ensure!(
             self.max_pods as u64 <= self.pod_cidr.pod_addresses(),
             "max pods {} exceeds the {} pod addresses of {}",
@@ -286,9 +296,23 @@ impl Kubelet {
             "kubelet starting"
         );
         let node = self.config.node.clone();
+        // Its node Lease, renewed beside the loop while the registration is held, owned by
+        // the Node the loop last posted.
+        let (node_uid, posted_uid) = tokio::sync::watch::channel(None);
+        let stop_lease = tokio_util::sync::CancellationToken::new();
+        let lease = tokio::spawn(node_lease::renew_while_held(
+            self.registry.clone(),
+            node.clone(),
+            self.config.node_lease_duration,
+            registration.status(),
+            posted_uid,
+            stop_lease.clone(),
+        ));
         let result = self
-            .run_loop(pod_events, node_events, &registration, shutdown)
+            .run_loop(pod_events, node_events, &registration, &node_uid, shutdown)
             .await;
+        stop_lease.cancel();
+        let _ = lease.await;
         registration.release().await;
         tracing::info!(%node, "kubelet stopped");
         result
@@ -299,6 +323,7 @@ impl Kubelet {
         mut pod_events: ResumableWatch<Pod>,
         node_events: RawWatch,
         registration: &Registration,
+        node_uid: &tokio::sync::watch::Sender<Option<String>>,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
         let mut state = NodeState::new(self.config.clone(), self.rng.clone());
@@ -338,15 +363,25 @@ impl Kubelet {
                     let deleted = node_post
                         .posted_at
                         .is_some_and(|posted| own_node.deleted_since(posted));
-                    if writer.is_some() && node_post.due.is_none() && deleted {
-                        tracing::info!(node = %self.config.node,
-                            "Node deleted while this kubelet runs; posting it again");
+                    let marked = node_post
+                        .posted_at
+                        .is_some_and(|posted| own_node.not_ready_since(posted));
+                    if writer.is_some() && node_post.due.is_none() && (deleted || marked) {
+                        if deleted {
+                            tracing::info!(node = %self.config.node,
+                                "Node deleted while this kubelet runs; posting it again");
+                        } else {
+                            tracing::info!(node = %self.config.node,
+                                "Node marked not Ready while this kubelet holds its registration; posting it Ready again");
+                        }
                         node_post.due = Some(Instant::now());
                     }
                 }
             }
             if let Some(registry) = &writer {
-                let mut result = self.post_node_if_due(registry, &mut node_post).await;
+                let mut result = self
+                    .post_node_if_due(registry, &mut node_post, node_uid)
+                    .await;
                 if result.is_ok() && node_post.due.is_none() {
                     result = self.act(registry, &mut state).await;
                 }
@@ -423,6 +458,7 @@ impl Kubelet {
         &self,
         registry: &Registry,
         post: &mut NodePost,
+        node_uid: &tokio::sync::watch::Sender<Option<String>>,
     ) -> Result<(), RegistrationRefused> {
         if post.due.is_none_or(|due| due > Instant::now()) {
             return Ok(());
@@ -430,13 +466,12 @@ impl Kubelet {
         match post_node(registry, &self.config, &self.system).await {
             Ok(posted) => {
                 let key = crate::api::node_key(registry.prefix(), &self.config.node);
-                let (verb, revision) = match posted {
-                    Posted::Created(revision) => ("created", revision),
-                    Posted::Updated(revision) => ("updated", revision),
-                };
+                let verb = if posted.created { "created" } else { "updated" };
                 tracing::info!(node = %self.config.node, %key, "Node {verb}: Ready");
+                let uid = posted.document.pointer("/metadata/uid");
+                node_uid.send_replace(uid.and_then(serde_json::Value::as_str).map(str::to_string));
                 *post = NodePost {
-                    posted_at: Some(revision.0),
+                    posted_at: Some(posted.revision.0),
                     ..NodePost::default()
                 };
                 Ok(())

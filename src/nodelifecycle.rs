@@ -20,6 +20,15 @@
 //! The decision is a pure function ([`decide`]) of the Node document, whether the
 //! registration is present or since when it is absent, and now.
 //!
+//! Its IO goes through one seam, [`NodeHealth`]: against etcd ([`Registry`]) the heartbeat
+//! is the registration and a marking is a transaction that also finds it absent; through
+//! the API (`apiclient::nodelifecycle`, `kcm controller-manager --kubeconfig`) the
+//! heartbeat is the kubelet's node Lease in `kube-node-lease` (`kubelet::node_lease`) as
+//! in Kubernetes: a Node is silent from the last renewal of its Lease (or the last
+//! heartbeat of its Ready condition) that this controller saw, and is marked by a `PUT` of
+//! its `/status` at the resourceVersion read. docs/invariants.md ("Through the API") says
+//! what that changes.
+//!
 //! Invariants:
 //! - it writes only the conditions of a Node (Ready, MemoryPressure, DiskPressure,
 //!   PIDPressure to `Unknown`: Kubernetes' `nodeConditionTypes`), keeping every other
@@ -50,7 +59,8 @@ use crate::api::{
 };
 use crate::controller::{sync_handler, Action, Runner, RunnerConfig};
 use crate::informer::{
-    CachedNode, Delta, InformerFactory, NodeInformer, Registration, RegistrationInformer,
+    CachedNode, Delta, InformerFactory, NodeInformer, NodeLease, NodeLeaseInformer, Registration,
+    RegistrationInformer,
 };
 use crate::registry::{KeyCondition, Registry, StorageError};
 use crate::status::Metrics;
@@ -102,12 +112,13 @@ impl Default for NodeLifecycleConfig {
 // ---------------------------------------------------------------------------------------
 // The pure core
 
-/// Where a node's registration stands, as this controller saw it.
+/// Where a node's heartbeat stands, as this controller saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RegistrationState {
-    /// The registration key exists: its kubelet is alive.
+    /// The registration key exists: its kubelet is alive (against etcd).
     Present,
-    /// The key has been absent since this moment.
+    /// No sign of life since this moment: the key has been absent since then (against
+    /// etcd), or its Lease was last seen renewed then (through the API).
     AbsentSince(Instant),
 }
 
@@ -232,8 +243,16 @@ impl Absences {
         vec![name.to_string()]
     }
 
+    /// A renewal of node `name`'s Lease (or a new heartbeat of its Node) seen at `now`:
+    /// it is silent from then on. Returns the name to sync.
+    fn renewed(&mut self, name: &str, now: Instant) -> Vec<String> {
+        self.since.insert(name.to_string(), now);
+        vec![name.to_string()]
+    }
+
     /// The registration of node `name` at `now`, `registered` or not; a name never seen
-    /// registered counts as absent from the first time it is asked about.
+    /// registered (or, through the API, never seen renewed) counts as absent from the first
+    /// time it is asked about.
     fn registration(&mut self, name: &str, registered: bool, now: Instant) -> RegistrationState {
         if registered {
             return RegistrationState::Present;
@@ -255,33 +274,142 @@ fn receive<T: Send + 'static>(
 enum Change {
     Node(Delta<CachedNode>),
     Registration(Delta<Registration>),
+    Lease(Delta<NodeLease>),
+}
+
+/// Whether `delta` is a renewal of its Lease: a new one, or a new `renewTime`.
+fn lease_renewed(delta: &Delta<NodeLease>) -> bool {
+    match (&delta.old, &delta.new) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(old), Some(new)) => old.renew_time != new.renew_time,
+    }
+}
+
+/// Whether `delta` moved the heartbeat of the Node's Ready condition (its kubelet posted
+/// it), which Kubernetes' controller counts as a sign of life beside the Lease.
+fn heartbeat_moved(delta: &Delta<CachedNode>) -> bool {
+    let heartbeat = |node: &Option<Arc<CachedNode>>| {
+        node.as_ref().and_then(|node| {
+            node_condition(&node.document, api::NODE_READY)
+                .and_then(|ready| ready.get("lastHeartbeatTime"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+    };
+    let new = heartbeat(&delta.new);
+    new.is_some() && new != heartbeat(&delta.old)
+}
+
+// ---------------------------------------------------------------------------------------
+// The seam
+
+/// What tells the controller that a node's kubelet lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// Its registration (`{prefix}/minions/{name}`, on an etcd lease): present while it
+    /// lives.
+    Registration,
+    /// Its node Lease (`kube-node-lease/{name}`): renewed while it lives.
+    Lease,
+}
+
+/// The controller's IO: which heartbeat it reads (from the shared informers) and the
+/// write that marks a Node. [`Registry`] reads the registrations and writes by
+/// compare-and-swap in a transaction that also finds the registration absent;
+/// `apiclient::ApiClient` reads the node Leases and `PUT`s the Node's `/status` at the
+/// resourceVersion read, as Kubernetes' controller does.
+pub trait NodeHealth: Send + Sync + 'static {
+    /// The heartbeat this backend serves.
+    const HEARTBEAT: Heartbeat;
+
+    /// Writes `marked` (Node `name` marked `Unknown`) over `node`, only while it is still
+    /// at the revision read. `Ok(true)` when written; `Ok(false)` when the Node changed or
+    /// went since (the watch brings the new version, which is synced again) or, where the
+    /// backend can tell in the same write, its kubelet is back.
+    fn mark_unknown(
+        &self,
+        name: &str,
+        node: &CachedNode,
+        marked: Value,
+    ) -> impl Future<Output = anyhow::Result<bool>> + Send;
+}
+
+impl NodeHealth for Registry {
+    const HEARTBEAT: Heartbeat = Heartbeat::Registration;
+
+    async fn mark_unknown(
+        &self,
+        name: &str,
+        node: &CachedNode,
+        marked: Value,
+    ) -> anyhow::Result<bool> {
+        let prefix = self.prefix();
+        let key = api::node_key(prefix, name);
+        let value = serde_json::to_vec(&marked)?;
+        let guarded = self.with_conditions(vec![KeyCondition::Absent(api::registration_key(
+            prefix, name,
+        ))]);
+        match guarded
+            .update_raw(&key, ResourceVersion(node.revision), value)
+            .await
+        {
+            Ok(_) => Ok(true),
+            // Registered again (its kubelet posts Ready), or changed since the store read
+            // it.
+            Err(e @ (StorageError::ConditionFailed { .. } | StorageError::Conflict { .. })) => {
+                tracing::debug!(controller = NAME, node = name, error = %e, "not marked Unknown");
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
 // The controller
 
 /// The node lifecycle controller.
-pub struct NodeLifecycleController {
-    inner: Arc<Inner>,
+pub struct NodeLifecycleController<H: NodeHealth = Registry> {
+    inner: Arc<Inner<H>>,
 }
 
-struct Inner {
-    registry: Registry,
+struct Inner<H> {
+    io: H,
     config: NodeLifecycleConfig,
     metrics: Arc<Metrics>,
     absences: Mutex<Absences>,
 }
 
-/// What the controller reads: the shared informers of Nodes and registrations.
+/// The heartbeats' informer.
+#[derive(Clone)]
+enum Heartbeats {
+    Registrations(RegistrationInformer),
+    Leases(NodeLeaseInformer),
+}
+
+/// What the controller reads: the shared informers of Nodes and of the heartbeats.
 #[derive(Clone)]
 struct Caches {
     nodes: NodeInformer,
-    registrations: RegistrationInformer,
+    heartbeats: Heartbeats,
 }
 
 impl Caches {
     fn synced(&self) -> bool {
-        self.nodes.is_synced() && self.registrations.is_synced()
+        self.nodes.is_synced()
+            && match &self.heartbeats {
+                Heartbeats::Registrations(informer) => informer.is_synced(),
+                Heartbeats::Leases(informer) => informer.is_synced(),
+            }
+    }
+
+    async fn wait_synced(&self) {
+        self.nodes.wait_synced().await;
+        match &self.heartbeats {
+            Heartbeats::Registrations(informer) => informer.wait_synced().await,
+            Heartbeats::Leases(informer) => informer.wait_synced().await,
+        }
     }
 
     /// Every Node's name; none before both directories are listed.
@@ -296,8 +424,13 @@ impl Caches {
             .collect()
     }
 
+    /// Whether node `name`'s registration is present; a Lease is never "present", only
+    /// renewed.
     fn registered(&self, name: &str) -> bool {
-        self.registrations.get("", name).is_some()
+        match &self.heartbeats {
+            Heartbeats::Registrations(informer) => informer.get("", name).is_some(),
+            Heartbeats::Leases(_) => false,
+        }
     }
 }
 
@@ -308,9 +441,20 @@ impl NodeLifecycleController {
         config: NodeLifecycleConfig,
         metrics: Arc<Metrics>,
     ) -> NodeLifecycleController {
+        NodeLifecycleController::with_io(registry, config, metrics)
+    }
+}
+
+impl<H: NodeHealth> NodeLifecycleController<H> {
+    /// A controller whose IO is `io` (etcd, or a Kubernetes API server).
+    pub fn with_io(
+        io: H,
+        config: NodeLifecycleConfig,
+        metrics: Arc<Metrics>,
+    ) -> NodeLifecycleController<H> {
         NodeLifecycleController {
             inner: Arc::new(Inner {
-                registry,
+                io,
                 config,
                 metrics,
                 absences: Mutex::default(),
@@ -318,31 +462,40 @@ impl NodeLifecycleController {
         }
     }
 
-    /// Sets the controller up on `informers` (Nodes and registrations) and returns it
-    /// running until `shutdown` resolves (then it unsubscribes and in-flight syncs drain,
-    /// bounded). It syncs nothing before both informers have listed; then every Node,
-    /// and each one again on every change of it or of its registration.
+    /// Sets the controller up on `informers` (Nodes, and registrations or node Leases) and
+    /// returns it running until `shutdown` resolves (then it unsubscribes and in-flight
+    /// syncs drain, bounded). It syncs nothing before both informers have listed; then
+    /// every Node, and each one again on every change of it or of its heartbeat.
     pub fn start(
         self,
         informers: &InformerFactory,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> BoxFuture<'static, anyhow::Result<()>> {
         let inner = self.inner;
-        let caches = Caches {
-            nodes: informers.nodes(),
-            registrations: informers.registrations(),
+        let nodes = informers.nodes();
+        let heartbeats = match H::HEARTBEAT {
+            Heartbeat::Registration => Heartbeats::Registrations(informers.registrations()),
+            Heartbeat::Lease => Heartbeats::Leases(informers.node_leases()),
+        };
+        let caches = Caches { nodes, heartbeats };
+        let heartbeat_changes = match &caches.heartbeats {
+            Heartbeats::Registrations(informer) => receive(informer.subscribe())
+                .map(Change::Registration)
+                .boxed(),
+            Heartbeats::Leases(informer) => {
+                receive(informer.subscribe()).map(Change::Lease).boxed()
+            }
         };
         let changes = futures::stream::select(
             receive(caches.nodes.subscribe()).map(Change::Node),
-            receive(caches.registrations.subscribe()).map(Change::Registration),
+            heartbeat_changes,
         );
         // Every Node once both directories are listed, then the changes (the first
         // lists' included, which the subscriptions hold until then).
         let listed = {
             let caches = caches.clone();
             futures::stream::once(async move {
-                caches.nodes.wait_synced().await;
-                caches.registrations.wait_synced().await;
+                caches.wait_synced().await;
                 caches.node_names()
             })
         };
@@ -351,11 +504,22 @@ impl NodeLifecycleController {
             move |change| {
                 let mut absences = inner.absences.lock().expect("absences lock");
                 match change {
+                    Change::Node(delta) if H::HEARTBEAT == Heartbeat::Lease => {
+                        if heartbeat_moved(&delta) {
+                            absences.renewed(&delta.name, Instant::now())
+                        } else {
+                            absences.node_changed(&delta.name, delta.new.is_some(), false)
+                        }
+                    }
                     Change::Node(delta) => absences.node_changed(
                         &delta.name,
                         delta.new.is_some(),
                         caches.registered(&delta.name),
                     ),
+                    Change::Lease(delta) if lease_renewed(&delta) => {
+                        absences.renewed(&delta.name, Instant::now())
+                    }
+                    Change::Lease(delta) => vec![delta.name.to_string()],
                     Change::Registration(delta) => absences.registration_changed(
                         &delta.name,
                         delta.old.is_some(),
@@ -388,9 +552,9 @@ impl NodeLifecycleController {
     }
 }
 
-impl Inner {
+impl<H: NodeHealth> Inner<H> {
     /// Syncs Node `name`: decides from the store, marks it `Unknown` when its
-    /// registration has been gone for the grace period, or looks again when it will have.
+    /// heartbeat has been gone for the grace period, or looks again when it will have.
     async fn sync_node(&self, caches: &Caches, name: &str) -> anyhow::Result<Action> {
         let now = Instant::now();
         let Some(node) = caches.nodes.get("", name) else {
@@ -411,48 +575,29 @@ impl Inner {
         }
     }
 
-    /// Writes `node` marked `Unknown`, only while it is still at the revision read and its
-    /// registration is still absent.
+    /// Writes `node` marked `Unknown`, only while it is still at the revision read (and,
+    /// against etcd, its registration is still absent).
     async fn mark_unknown(&self, name: &str, node: &CachedNode) -> anyhow::Result<()> {
-        let prefix = self.registry.prefix();
-        let key = api::node_key(prefix, name);
-        let updated = mark_unknown(&node.document, &api::now_rfc3339());
-        let value = serde_json::to_vec(&updated)?;
-        let guarded =
-            self.registry
-                .with_conditions(vec![KeyCondition::Absent(api::registration_key(
-                    prefix, name,
-                ))]);
-        match guarded
-            .update_raw(&key, ResourceVersion(node.revision), value)
-            .await
-        {
-            Ok(_) => {
-                tracing::info!(
-                    controller = NAME,
-                    node = name,
-                    grace_period = ?self.config.grace_period,
-                    "Node marked Ready Unknown: Kubelet stopped posting node status (no registration for the grace period)"
-                );
-                let uid = node
-                    .document
-                    .pointer("/metadata/uid")
-                    .and_then(Value::as_str);
-                self.config.events.normal(
-                    crate::record::Reference::node(name, uid.unwrap_or("")),
-                    "NodeNotReady",
-                    format!("Node {name} status is now: NodeNotReady"),
-                );
-                Ok(())
-            }
-            // Registered again (its kubelet posts Ready), or changed since the store read
-            // it (the watch brings the new version, which is synced again).
-            Err(e @ (StorageError::ConditionFailed { .. } | StorageError::Conflict { .. })) => {
-                tracing::debug!(controller = NAME, node = name, error = %e, "not marked Unknown");
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
+        let marked = mark_unknown(&node.document, &api::now_rfc3339());
+        if !self.io.mark_unknown(name, node, marked).await? {
+            return Ok(());
         }
+        tracing::info!(
+            controller = NAME,
+            node = name,
+            grace_period = ?self.config.grace_period,
+            "Node marked Ready Unknown: Kubelet stopped posting node status (no heartbeat for the grace period)"
+        );
+        let uid = node
+            .document
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str);
+        self.config.events.normal(
+            crate::record::Reference::node(name, uid.unwrap_or("")),
+            "NodeNotReady",
+            format!("Node {name} status is now: NodeNotReady"),
+        );
+        Ok(())
     }
 }
 

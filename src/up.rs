@@ -235,11 +235,8 @@ async fn run_cluster(
     if config.topology == Topology::Api {
         // 2014's topology: the controllers as clients of the API served here.
         manager_config.api = Some(ApiTarget::Master(api_url.clone()));
-        manager_config
-            .controllers
-            .retain(|c| controller_manager::API_CONTROLLERS.contains(c));
         say(format!(
-            "kcm up: the controllers run as clients of the API at {api_url} (--topology api, 2014's topology): {}; node lifecycle stays off (it reads the kubelets' etcd registrations, which the API does not serve)",
+            "kcm up: the controllers run as clients of the API at {api_url} (--topology api, 2014's topology): {}",
             manager_config
                 .controllers
                 .iter()

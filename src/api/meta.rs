@@ -285,6 +285,11 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
+/// `at` as a `MicroTime`: RFC 3339 in UTC with microseconds (a Lease's `renewTime`).
+pub fn micro_time(at: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_micros(at).to_string()
+}
+
 /// Fills `uid` and `creationTimestamp` when absent, as the apiserver did on create.
 pub fn fill_system_fields(meta: &mut ObjectMeta) {
     if meta.uid.is_empty() {

@@ -7,7 +7,9 @@
 //! core/v1 JSON (`kind: Node`, `apiVersion: v1`) under `{prefix}/nodes/{name}`:
 //! cluster-scoped, so no namespace segment, and on no lease, so a Node outlives its
 //! kubelet. Nodes are not a typed kind here: their writers read-modify-write the document
-//! as a `serde_json::Value`, so every field someone else wrote is kept.
+//! as a `serde_json::Value`, so every field someone else wrote is kept. A kubelet also
+//! renews a Lease of its node's name in `kube-node-lease` (`kubelet::node_lease`), the
+//! heartbeat the API serves.
 
 use serde_json::{Map, Value};
 
@@ -19,6 +21,12 @@ pub const NODE_API_VERSION: &str = "v1";
 pub const NODES_DIR: &str = "nodes";
 /// The directory of the kubelets' registrations under the prefix (2014's minions).
 pub const REGISTRATIONS_DIR: &str = "minions";
+
+/// The directory of Lease documents (`coordination.k8s.io/v1`) under the prefix, as the
+/// apiserver stores them: `{prefix}/leases/{namespace}/{name}`.
+pub const LEASES_DIR: &str = "leases";
+/// The namespace of the kubelets' node Leases (Kubernetes' `kube-node-lease`).
+pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 
 /// `status.conditions[].type` of a Node's readiness.
 pub const NODE_READY: &str = "Ready";
@@ -37,6 +45,17 @@ pub fn node_key(prefix: &str, name: &str) -> String {
 /// The key of node `name`'s registration: `{prefix}/minions/{name}` (2014's `NodePath`).
 pub fn registration_key(prefix: &str, name: &str) -> String {
     format!("{prefix}/{REGISTRATIONS_DIR}/{name}")
+}
+
+/// The directory key of the node Leases: `{prefix}/leases/kube-node-lease/`.
+pub fn node_lease_directory(prefix: &str) -> String {
+    format!("{prefix}/{LEASES_DIR}/{NODE_LEASE_NAMESPACE}/")
+}
+
+/// The key of node `name`'s Lease, which its kubelet renews:
+/// `{prefix}/leases/kube-node-lease/{name}`.
+pub fn node_lease_key(prefix: &str, name: &str) -> String {
+    format!("{}{name}", node_lease_directory(prefix))
 }
 
 /// The name in `key` under the directory key `dir` (ending in `/`); `None` for the

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{ApiClient, RequestError};
+use crate::api::micro_time;
 use crate::leader::LeaderElectionConfig;
 
 /// The namespace of the Lease, as kube-controller-manager's.
@@ -282,9 +283,4 @@ impl LeaseElector {
             .request(Method::POST, collection, Some(&lease), None)
             .await
     }
-}
-
-/// A `MicroTime`: RFC 3339 in UTC with microseconds.
-fn micro_time(at: SystemTime) -> String {
-    humantime::format_rfc3339_micros(at).to_string()
 }

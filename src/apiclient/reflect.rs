@@ -69,9 +69,11 @@ impl RemoteSource for ApiSource {
         metrics: Arc<WatchMetrics>,
     ) -> RawWatch {
         let (tx, rx) = mpsc::channel(16);
+        let namespace = namespace_of(resource, &directory);
         let reflector = Reflector {
             client: self.client.clone(),
             resource,
+            namespace,
             directory,
             backoff,
             metrics,
@@ -84,14 +86,39 @@ impl RemoteSource for ApiSource {
     }
 }
 
-/// Where a resource is served, and the stored kind its objects convert to (`None` for one
-/// stored as served: Nodes, Namespaces).
-fn served_resource(resource: &str) -> Option<(String, Option<StoredKind>)> {
-    if let Some(kind) = StoredKind::from_resource(resource) {
-        let path = format!("{}/{resource}", group_path(kind.served_api_version()));
-        return Some((path, Some(kind)));
+/// Where a resource is served (in `namespace` only, or in all), and the stored kind its
+/// objects convert to (`None` for one stored as served: Nodes, Namespaces, Leases).
+fn served_resource(
+    resource: &str,
+    namespace: Option<&str>,
+) -> Option<(String, Option<StoredKind>)> {
+    let (group, kind) = match StoredKind::from_resource(resource) {
+        Some(kind) => (group_path(kind.served_api_version()), Some(kind)),
+        None => match resource {
+            "nodes" | "namespaces" => ("/api/v1".to_string(), None),
+            "leases" => ("/apis/coordination.k8s.io/v1".to_string(), None),
+            _ => return None,
+        },
+    };
+    let path = match namespace {
+        Some(namespace) => format!("{group}/namespaces/{namespace}/{resource}"),
+        None => format!("{group}/{resource}"),
+    };
+    Some((path, kind))
+}
+
+/// The one namespace an informer of a document resource follows, when its directory is a
+/// namespace's (`{prefix}/{resource}/{namespace}/`, as the node Leases'); `None` for a
+/// directory of every namespace (`{prefix}/{resource}/`), and for the typed kinds, whose
+/// directories are their own layout (Services under `services/specs/`).
+fn namespace_of(resource: &str, directory: &str) -> Option<String> {
+    if StoredKind::from_resource(resource).is_some() {
+        return None;
     }
-    matches!(resource, "nodes" | "namespaces").then(|| (format!("/api/v1/{resource}"), None))
+    let rest = directory.strip_prefix(PREFIX)?.strip_prefix('/')?;
+    let namespace = rest.strip_prefix(resource)?.strip_prefix('/')?;
+    let namespace = namespace.strip_suffix('/')?;
+    (!namespace.is_empty() && !namespace.contains('/')).then(|| namespace.to_string())
 }
 
 /// How a watch ended.
@@ -111,6 +138,8 @@ enum Ended {
 struct Reflector {
     client: ApiClient,
     resource: &'static str,
+    /// The one namespace followed, whose name the directory ends with; `None`: all.
+    namespace: Option<String>,
     directory: String,
     backoff: BackoffConfig,
     metrics: Arc<WatchMetrics>,
@@ -119,7 +148,7 @@ struct Reflector {
 
 impl Reflector {
     async fn run(self) {
-        let Some((path, kind)) = served_resource(self.resource) else {
+        let Some((path, kind)) = served_resource(self.resource, self.namespace.as_deref()) else {
             let message = format!("{} cannot be listed through the API", self.resource);
             tracing::error!(resource = self.resource, "{message}");
             let _ = self.tx.send(RawItem::Ended(Status::gone(message))).await;
@@ -340,7 +369,7 @@ impl Reflector {
                 )
             }
         };
-        let key = if namespace.is_empty() {
+        let key = if namespace.is_empty() || self.namespace.is_some() {
             format!("{}{name}", self.directory)
         } else {
             format!("{}{namespace}/{name}", self.directory)
@@ -364,4 +393,38 @@ impl Reflector {
 /// `delay` plus up to half again, so many watches do not retry in lockstep.
 fn jittered(delay: Duration) -> Duration {
     delay.mul_f64(1.0 + rand::random::<f64>() * 0.5)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_of_one_namespace_is_listed_and_watched_in_that_namespace() {
+        assert_eq!(
+            namespace_of("leases", "/registry/leases/kube-node-lease/"),
+            Some("kube-node-lease".to_string())
+        );
+        assert_eq!(namespace_of("leases", "/registry/leases/"), None);
+        assert_eq!(namespace_of("pods", "/registry/pods/"), None);
+        assert_eq!(namespace_of("services", "/registry/services/specs/"), None);
+        assert_eq!(
+            namespace_of("endpoints", "/registry/services/endpoints/"),
+            None
+        );
+        assert_eq!(namespace_of("nodes", "/registry/nodes/"), None);
+        assert_eq!(namespace_of("leases", "/registry/leases/a/b/"), None);
+        assert_eq!(
+            served_resource("leases", Some("kube-node-lease")).map(|(path, _)| path),
+            Some("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases".to_string())
+        );
+        assert_eq!(
+            served_resource("nodes", None).map(|(path, _)| path),
+            Some("/api/v1/nodes".to_string())
+        );
+        let (path, kind) = served_resource("replicasets", None).unwrap();
+        assert_eq!(path, "/apis/apps/v1/replicasets");
+        assert!(kind.is_some());
+        assert!(served_resource("minions", None).is_none());
+    }
 }

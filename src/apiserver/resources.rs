@@ -378,7 +378,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         namespaced: false,
         short_names: &["no"],
         categories: NONE,
-        subresources: &[],
+        subresources: &[status_of(CORE_GROUP, "Node")],
         verbs: NODE_VERBS,
         storage: Storage::Documents {
             directory: "nodes",

@@ -38,6 +38,11 @@ pub struct KubeletArgs {
     /// Address of `/healthz`; anything but loopback exposes it.
     #[arg(long, default_value = "127.0.0.1")]
     pub healthz_bind_address: std::net::IpAddr,
+    /// Duration of the node's Lease (kube-node-lease/NAME, coordination.k8s.io/v1), which
+    /// the kubelet renews every quarter of it while registered: the heartbeat the node
+    /// lifecycle controller reads through the API (`kcm controller-manager --kubeconfig`).
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..))]
+    pub node_lease_duration_seconds: u64,
     /// Claim no unassigned pod: a scheduler binds them (`kcm controller-manager
     /// --controllers '*,scheduler'`), and the node runs only the pods bound to it.
     #[arg(long)]
@@ -104,6 +109,7 @@ impl TryFrom<&KubeletArgs> for KubeletConfig {
         config.fail_after = args.fail_after;
         config.max_pods = args.max_pods as usize;
         config.claim_unassigned = !args.no_claim;
+        config.node_lease_duration = Duration::from_secs(args.node_lease_duration_seconds);
         config.ready_delay = args.pods.ready_delay;
         config.images = args.pods.images();
         config.validate()?;
@@ -152,6 +158,8 @@ mod tests {
             "2s",
             "--crash-images",
             "*:boom, x*",
+            "--node-lease-duration-seconds",
+            "4",
         ])
         .unwrap();
         let config = KubeletConfig::try_from(&config).unwrap();
@@ -160,11 +168,13 @@ mod tests {
         assert_eq!((config.fail_rate, config.max_pods), (0.25, 7));
         assert_eq!(config.ready_delay, Duration::from_secs(2));
         assert_eq!(config.images.crash, ["*:boom", "x*"]);
+        assert_eq!(config.node_lease_duration, Duration::from_secs(4));
         assert_eq!(config.images.unready, ["*:unready*"]);
         let defaults = KubeletConfig::try_from(&parse(&["--node", "node-a"]).unwrap()).unwrap();
         assert_eq!(defaults.pod_cidr, default_pod_cidr("node-a"));
         assert_eq!(defaults.fail_after, Duration::from_secs(5));
         assert_eq!(defaults.ready_delay, Duration::ZERO);
+        assert_eq!(defaults.node_lease_duration, Duration::from_secs(40));
         assert_eq!(defaults.images, ImageRules::default());
         for (args, part) in [
             (
@@ -176,6 +186,10 @@ mod tests {
                 "host bits are set",
             ),
             (&["--node", "a", "--max-pods", "0"], "--max-pods"),
+            (
+                &["--node", "a", "--node-lease-duration-seconds", "0"],
+                "--node-lease-duration-seconds",
+            ),
             (&[], "--node"),
         ] {
             let message = parse(args).unwrap_err().to_string();

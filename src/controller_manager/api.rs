@@ -3,13 +3,13 @@
 //! list and watch through the API and the controllers write through it
 //! (`apiclient`); the controllers themselves are the same code as against etcd.
 //!
-//! Every controller but node lifecycle runs this way: the replication manager, the
-//! ReplicaSet and Deployment controllers, the endpoints controller, the garbage collector
-//! (the API server then does the apiserver's part of a deletion), the scheduler, the
-//! namespace controller and the late-2014 replication manager (`replication-2014`, in its
-//! 2014 place). Node lifecycle, which reads the kubelets' registrations (etcd leases the
-//! API does not serve), is refused at start, naming it. `--leader-elect` elects through a
-//! Lease (`apiclient::lease`), each term on a fresh informer factory, as against etcd.
+//! Every controller runs this way: the replication manager, the ReplicaSet and Deployment
+//! controllers, the endpoints controller, the garbage collector (the API server then does
+//! the apiserver's part of a deletion), the scheduler, the namespace controller, node
+//! lifecycle (which reads the kubelets' node Leases instead of their registrations) and
+//! the late-2014 replication manager (`replication-2014`, in its 2014 place). `--leader-elect`
+//! elects through a Lease (`apiclient::lease`), each term on a fresh informer factory, as
+//! against etcd.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -26,22 +26,11 @@ use crate::deployment::DeploymentController;
 use crate::endpoints::EndpointsController;
 use crate::garbagecollector::GarbageCollector;
 use crate::informer::InformerFactory;
+use crate::nodelifecycle::NodeLifecycleController;
 use crate::record::{self, EventBroadcaster};
 use crate::replication_2014::ReplicationManager as ReplicationManager2014;
 use crate::scheduler::Scheduler;
 use crate::status::{self, Health, Metrics};
-
-/// The controllers that run through the API.
-pub const API_CONTROLLERS: &[Controller] = &[
-    Controller::Replication,
-    Controller::ReplicaSet,
-    Controller::Deployment,
-    Controller::Endpoints,
-    Controller::GarbageCollector,
-    Controller::Scheduler,
-    Controller::Namespace,
-    Controller::Replication2014,
-];
 
 /// Runs the selected controllers through the API server `target` names until `shutdown`
 /// resolves, with the status endpoint on `listener`.
@@ -113,39 +102,18 @@ pub(super) async fn run(
     result
 }
 
-/// Refuses what cannot run through the API yet, naming it.
+/// Refuses a selection of no controller.
 fn check(config: &Config, target: &ApiTarget) -> anyhow::Result<()> {
-    let refused: Vec<&str> = config
-        .controllers
-        .iter()
-        .filter(|c| !API_CONTROLLERS.contains(c))
-        .filter_map(|c| super::DESCRIPTORS.iter().find(|d| d.controller == *c))
-        .map(|d| d.name)
-        .collect();
-    let one = refused.len() == 1;
-    anyhow::ensure!(
-        refused.is_empty(),
-        "{target}: the {} controller{} still {} etcd directly; through the API only {} run so far (--controllers {})",
-        refused.join(", "),
-        if one { "" } else { "s" },
-        if one { "reads and writes" } else { "read and write" },
-        listed(&api_controller_names()),
-        api_controller_names().join(","),
-    );
     anyhow::ensure!(
         !config.controllers.is_empty(),
         "{target}: no controller selected (--controllers {})",
-        api_controller_names().join(",")
+        super::DESCRIPTORS
+            .iter()
+            .map(|d| d.name)
+            .collect::<Vec<_>>()
+            .join(",")
     );
     Ok(())
-}
-
-fn api_controller_names() -> Vec<&'static str> {
-    API_CONTROLLERS
-        .iter()
-        .filter_map(|c| super::DESCRIPTORS.iter().find(|d| d.controller == *c))
-        .map(|d| d.name)
-        .collect()
 }
 
 /// Campaigns for the Lease, runs the controllers while leading, and campaigns again after
@@ -248,6 +216,13 @@ impl Term<'_> {
             let scheduler = Scheduler::with_binder((*api).clone(), settings);
             running.push(scheduler.start(&informers, token.clone().cancelled_owned()));
         }
+        if config.controllers.contains(&Controller::NodeLifecycle) {
+            let mut settings = config.nodelifecycle.clone();
+            settings.events = events.recorder("node-controller", None);
+            let controller =
+                NodeLifecycleController::with_io((*api).clone(), settings, (*metrics).clone());
+            running.push(controller.start(&informers, token.clone().cancelled_owned()));
+        }
         if config.controllers.contains(&Controller::Namespace) {
             let controller =
                 ApiNamespaceController::new((*api).clone(), crate::namespace::DEFAULT_SYNC_PERIOD);
@@ -281,14 +256,5 @@ impl Term<'_> {
             .into_iter()
             .collect::<anyhow::Result<Vec<()>>>()
             .map(|_| ())
-    }
-}
-
-/// `a`, `a and b`, `a, b and c`.
-fn listed(names: &[&str]) -> String {
-    match names {
-        [] => String::new(),
-        [one] => one.to_string(),
-        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }

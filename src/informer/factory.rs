@@ -22,8 +22,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, NodeInformer, PodInformer,
-    Reflected, RegistrationInformer, RemoteSource, ReplicaSetInformer, ServiceInformer, Source,
+    ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, NodeInformer,
+    NodeLeaseInformer, PodInformer, Reflected, RegistrationInformer, RemoteSource,
+    ReplicaSetInformer, ServiceInformer, Source,
 };
 use crate::etcd_watcher::{BackoffConfig, Watcher};
 use crate::status::Metrics;
@@ -151,6 +152,11 @@ impl InformerFactory {
 
     /// The informer of the kubelets' registrations.
     pub fn registrations(&self) -> RegistrationInformer {
+        self.informer()
+    }
+
+    /// The informer of the kubelets' node Leases (`kube-node-lease`).
+    pub fn node_leases(&self) -> NodeLeaseInformer {
         self.informer()
     }
 

@@ -1,13 +1,16 @@
-//! The two node directories as informers read them: Node documents
+//! The node directories as informers read them: Node documents
 //! (`{prefix}/nodes/{name}`), kept as stored JSON so that a write keeps every field
-//! ([`CachedNode`]), and the kubelets' registrations (`{prefix}/minions/{name}`), whose
-//! value means nothing here: a registration is present or not ([`Registration`]). Neither
-//! is a typed kind (`api::Object`); both are cluster-scoped, so their namespace is "".
+//! ([`CachedNode`]); the kubelets' registrations (`{prefix}/minions/{name}`), whose value
+//! means nothing here: a registration is present or not ([`Registration`]); and the
+//! kubelets' node Leases (`{prefix}/leases/kube-node-lease/{name}`), of which only the
+//! renewal time matters ([`NodeLease`]). None is a typed kind (`api::Object`); Nodes and
+//! registrations are cluster-scoped, so their namespace is "", and the Leases are in
+//! `kube-node-lease`.
 
 use serde_json::Value;
 
 use super::Reflected;
-use crate::api::{self, NODES_DIR, REGISTRATIONS_DIR};
+use crate::api::{self, NODES_DIR, NODE_LEASE_NAMESPACE, REGISTRATIONS_DIR};
 
 /// A Node document as stored, at its revision.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +24,15 @@ pub struct CachedNode {
 /// A kubelet's registration: present while its kubelet holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Registration {
+    /// Its key's `mod_revision`.
+    pub revision: i64,
+}
+
+/// A kubelet's node Lease: what tells a live kubelet through the API.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeLease {
+    /// `spec.renewTime` (a `MicroTime`), if set: it moves on every renewal.
+    pub renew_time: Option<String>,
     /// Its key's `mod_revision`.
     pub revision: i64,
 }
@@ -83,6 +95,40 @@ impl Reflected for Registration {
     }
 }
 
+impl Reflected for NodeLease {
+    const RESOURCE: &'static str = api::LEASES_DIR;
+    const KIND: &'static str = "Lease";
+
+    /// Only the Leases of `kube-node-lease`: through the API, a list and watch of that
+    /// namespace.
+    fn directory(prefix: &str) -> String {
+        api::node_lease_directory(prefix)
+    }
+
+    fn parse_key<'k>(prefix: &str, key: &'k str) -> Option<(&'k str, &'k str)> {
+        let name = api::name_under(&api::node_lease_directory(prefix), key)?;
+        Some((NODE_LEASE_NAMESPACE, name))
+    }
+
+    fn decode(_prefix: &str, _key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<Self> {
+        match serde_json::from_slice::<Value>(value) {
+            Ok(document @ Value::Object(_)) => Ok(NodeLease {
+                renew_time: document
+                    .pointer("/spec/renewTime")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                revision: mod_revision,
+            }),
+            Ok(_) => anyhow::bail!("the value is not a Lease document (a JSON object)"),
+            Err(e) => anyhow::bail!("the value is not a Lease document (a JSON object): {e}"),
+        }
+    }
+
+    fn resource_version(&self) -> i64 {
+        self.revision
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,5 +161,39 @@ mod tests {
         let registration =
             Registration::decode("/registry", "/registry/minions/n1", b"1@host", 9).unwrap();
         assert_eq!(registration, Registration { revision: 9 });
+    }
+
+    #[test]
+    fn node_leases_are_the_leases_of_kube_node_lease_and_keep_their_renewal_time() {
+        let key = |key| NodeLease::parse_key("/registry", key);
+        assert_eq!(
+            key("/registry/leases/kube-node-lease/n1"),
+            Some(("kube-node-lease", "n1"))
+        );
+        assert_eq!(key("/registry/leases/kube-system/kcm"), None);
+        assert_eq!(key("/registry/leases/kube-node-lease/n1/x"), None);
+        assert_eq!(
+            NodeLease::directory("/registry"),
+            "/registry/leases/kube-node-lease/"
+        );
+        let lease = NodeLease::decode(
+            "/registry",
+            "/registry/leases/kube-node-lease/n1",
+            br#"{"spec":{"holderIdentity":"n1","renewTime":"2026-11-29T10:00:00.000001Z"}}"#,
+            4,
+        )
+        .unwrap();
+        assert_eq!(
+            lease,
+            NodeLease {
+                renew_time: Some("2026-11-29T10:00:00.000001Z".into()),
+                revision: 4
+            }
+        );
+        let error = NodeLease::decode("/registry", "k", b"[]", 4).unwrap_err();
+        assert!(
+            error.to_string().contains("not a Lease document"),
+            "{error}"
+        );
     }
 }

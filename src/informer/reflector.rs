@@ -11,7 +11,9 @@ use futures::StreamExt as _;
 use tokio::sync::{mpsc, watch};
 
 use super::store::{Change, Store};
-use super::{CachedNode, CachedPod, Delta, Namespace, ObjectKey, Reflected, Registration};
+use super::{
+    CachedNode, CachedPod, Delta, Namespace, NodeLease, ObjectKey, Reflected, Registration,
+};
 use crate::api::{Deployment, Endpoints, ReplicaSet, ReplicationController, Service};
 use crate::etcd_watcher::{
     relist_diff, BackoffConfig, EngineConfig, ListChange, ListReason, Range, RawEvent, RawItem,
@@ -112,6 +114,8 @@ pub type EndpointsInformer = Informer<Endpoints>;
 pub type NodeInformer = Informer<CachedNode>;
 /// The informer of the kubelets' registrations (kept by name).
 pub type RegistrationInformer = Informer<Registration>;
+/// The informer of the kubelets' node Leases.
+pub type NodeLeaseInformer = Informer<NodeLease>;
 
 impl<I: Reflected> Informer<I> {
     /// An informer reading through `source` (a [`Watcher`] for etcd); empty and not synced

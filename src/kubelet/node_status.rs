@@ -239,20 +239,20 @@ fn has_text(value: Option<&Value>) -> bool {
         .is_some_and(|text| !text.is_empty())
 }
 
-/// What a post did, and the revision it wrote.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Posted {
-    Created(ResourceVersion),
-    Updated(ResourceVersion),
+/// What a post did: whether it created the document, the revision it wrote, and the
+/// document written.
+#[derive(Debug, PartialEq)]
+pub(super) struct Posted {
+    pub created: bool,
+    pub revision: ResourceVersion,
+    pub document: Value,
 }
 
-/// Posts the Node document of `config.node` on `system` through `registry` (the kubelet's guarded
-/// registry): created if absent, else replaced by compare-and-swap on the revision read,
-/// read again after a conflict. A stored value that is not a JSON object is replaced.
+/// Posts the Node document of `config.node` on `system` through `registry` (the kubelet's
+/// guarded registry), as [`write_document`] writes.
 ///
 /// # Errors
-/// `OwnerGone` when the registration is gone; `Conflict` after [`MAX_ATTEMPTS`] lost
-/// races; etcd failures.
+/// As [`write_document`].
 pub(super) async fn post_node(
     registry: &Registry,
     config: &KubeletConfig,
@@ -260,14 +260,39 @@ pub(super) async fn post_node(
 ) -> Result<Posted, StorageError> {
     let key = api::node_key(registry.prefix(), &config.node);
     let new_uid = || uuid::Uuid::new_v4().to_string();
+    write_document(registry, &key, NODE_KIND, |existing| {
+        node_document(existing, config, system, &api::now_rfc3339(), new_uid)
+    })
+    .await
+}
+
+/// Writes at `key` the document of kind `kind` that `build` makes of the one stored there
+/// (`None` when there is none): created if absent, else replaced by compare-and-swap on the
+/// revision read, read again after a conflict. A stored value that is not a JSON object
+/// is replaced. Field ownership is recorded when the stored document tracks it.
+///
+/// # Errors
+/// `OwnerGone` when the registration is gone; `Conflict` after [`MAX_ATTEMPTS`] lost
+/// races; etcd failures.
+pub(super) async fn write_document(
+    registry: &Registry,
+    key: &str,
+    kind: &str,
+    mut build: impl FnMut(Option<&Value>) -> Value,
+) -> Result<Posted, StorageError> {
     let mut last_error = None;
     for _ in 0..MAX_ATTEMPTS {
-        let now = api::now_rfc3339();
-        let error = match registry.get_raw(&key).await? {
+        let error = match registry.get_raw(key).await? {
             None => {
-                let document = node_document(None, config, system, &now, new_uid);
-                match registry.create_raw(&key, encode(&document)).await {
-                    Ok(revision) => return Ok(Posted::Created(revision)),
+                let document = build(None);
+                match registry.create_raw(key, encode(&document)).await {
+                    Ok(revision) => {
+                        return Ok(Posted {
+                            created: true,
+                            revision,
+                            document,
+                        })
+                    }
                     Err(e) => e,
                 }
             }
@@ -276,24 +301,30 @@ pub(super) async fn post_node(
                     Ok(value @ Value::Object(_)) => Some(value),
                     Ok(_) | Err(_) => {
                         tracing::warn!(%key, revision = stored.mod_revision,
-                            "the stored Node is not a JSON object; replacing it");
+                            "the stored {kind} is not a JSON object; replacing it");
                         None
                     }
                 };
-                let mut document = node_document(existing.as_ref(), config, system, &now, new_uid);
+                let mut document = build(existing.as_ref());
                 if let Some(existing) = &existing {
-                    registry.record_document("Node", existing, &mut document);
+                    registry.record_document(kind, existing, &mut document);
                 }
                 let expected = ResourceVersion(stored.mod_revision);
-                match registry.update_raw(&key, expected, encode(&document)).await {
-                    Ok(revision) => return Ok(Posted::Updated(revision)),
+                match registry.update_raw(key, expected, encode(&document)).await {
+                    Ok(revision) => {
+                        return Ok(Posted {
+                            created: false,
+                            revision,
+                            document,
+                        })
+                    }
                     Err(e) => e,
                 }
             }
         };
         match error {
             StorageError::AlreadyExists { .. } | StorageError::Conflict { .. } => {
-                tracing::debug!(%key, error = %error, "Node changed while posting; reading it again");
+                tracing::debug!(%key, error = %error, "{kind} changed while writing it; reading it again");
                 last_error = Some(error);
             }
             error => return Err(error),

@@ -15,13 +15,18 @@
 
 use serde_json::Value;
 
+use crate::api;
 use crate::etcd_watcher::{RawEvent, RawItem, RawKind};
 
 /// The Node as last seen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Seen {
-    /// Stored, at `revision`.
-    Present { unschedulable: bool, revision: i64 },
+    /// Stored, at `revision`; `ready` when its Ready condition says `True`.
+    Present {
+        unschedulable: bool,
+        ready: bool,
+        revision: i64,
+    },
     /// Absent: deleted at `since`, or missing from a list read at `since`.
     Absent { since: i64 },
 }
@@ -74,6 +79,13 @@ impl OwnNode {
         })
     }
 
+    /// Whether the Node says it is not Ready although the kubelet posted it Ready at
+    /// revision `posted`: someone wrote it since (the node lifecycle controller, which
+    /// through the API may mark a Node whose Lease was renewed just before its write).
+    pub(super) fn not_ready_since(&self, posted: i64) -> bool {
+        matches!(self.seen, Some(Seen::Present { ready: false, revision, .. }) if revision > posted)
+    }
+
     /// Whether the Node is gone although the kubelet posted it at revision `posted`: it
     /// was deleted after that post, or a list read at or after it did not hold it.
     pub(super) fn deleted_since(&self, posted: i64) -> bool {
@@ -81,16 +93,21 @@ impl OwnNode {
     }
 }
 
-/// The Node a put or a list read: cordoned when its `spec.unschedulable` is `true` (a
-/// value that is not a JSON object is a Node without it, which the kubelet's next post
-/// replaces).
+/// The Node a put or a list read: cordoned when its `spec.unschedulable` is `true`, ready
+/// when its Ready condition is `True` (a value that is not a JSON object is a Node
+/// without either, which the kubelet's next post replaces).
 fn present(kv: &RawEvent) -> Seen {
-    let unschedulable = serde_json::from_slice::<Value>(&kv.value)
-        .ok()
+    let node = serde_json::from_slice::<Value>(&kv.value).ok();
+    let unschedulable = node
+        .as_ref()
         .and_then(|node| node.pointer("/spec/unschedulable").and_then(Value::as_bool))
         .unwrap_or(false);
+    let ready = node.as_ref().is_some_and(|node| {
+        api::node_condition_status(node, api::NODE_READY) == Some(api::CONDITION_TRUE)
+    });
     Seen::Present {
         unschedulable,
+        ready,
         revision: kv.mod_revision,
     }
 }
@@ -207,5 +224,30 @@ mod tests {
         node.observe(listed(6));
         node.observe(listed(20));
         assert!(node.deleted_since(6));
+    }
+
+    #[test]
+    fn a_node_marked_not_ready_after_the_post_is_reported() {
+        const READY: &str = r#"{"status":{"conditions":[{"type":"Ready","status":"True"}]}}"#;
+        const UNKNOWN: &str = r#"{"status":{"conditions":[{"type":"Ready","status":"Unknown"}]}}"#;
+        let mut node = OwnNode::default();
+        node.observe(listed(4));
+        assert!(!node.not_ready_since(6), "absent is not marked");
+        node.observe(RawItem::Events(vec![put(6, READY)]));
+        assert!(!node.not_ready_since(6));
+        // Marked Unknown after the post at 6: post again.
+        node.observe(RawItem::Events(vec![put(9, UNKNOWN)]));
+        assert!(node.not_ready_since(6));
+        // Posted Ready at 10: nothing to do.
+        node.observe(RawItem::Events(vec![put(10, READY)]));
+        assert!(!node.not_ready_since(10));
+        // A version older than the post (the watch is behind it) says nothing yet.
+        let mut node = OwnNode::default();
+        node.observe(RawItem::Page {
+            kvs: vec![put(5, UNKNOWN)],
+        });
+        node.observe(listed(5));
+        assert!(!node.not_ready_since(6));
+        assert!(node.not_ready_since(4));
     }
 }

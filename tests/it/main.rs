@@ -66,6 +66,7 @@ mod controllers {
     mod kubelet_load;
     mod manager;
     mod namespace_through_api;
+    mod nodelifecycle_through_api;
     mod nodes;
     mod overcreate;
     mod overlap;

@@ -292,6 +292,11 @@ fn aggregated_core_lists_every_core_resource() {
             "singularResource": "node",
             "verbs": ["delete", "get", "list", "patch", "update", "watch"],
             "shortNames": ["no"],
+            "subresources": [
+                {"subresource": "status",
+                 "responseKind": {"group": "", "version": "v1", "kind": "Node"},
+                 "verbs": ["get", "patch", "update"]},
+            ],
         }),
     );
 }
@@ -491,6 +496,7 @@ fn legacy_resource_lists_have_resources_then_their_subresources() {
             "namespaces",
             "namespaces/finalize",
             "nodes",
+            "nodes/status",
             "pods",
             "pods/binding",
             "pods/status",

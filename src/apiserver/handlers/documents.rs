@@ -160,8 +160,8 @@ pub(super) async fn write(
         namespace,
         strategy,
     };
-    match (target.subresource.as_deref(), target.name.as_deref()) {
-        (None, _) => {}
+    let part = match (target.subresource.as_deref(), target.name.as_deref()) {
+        (None, _) => Part::Main,
         (Some("finalize"), Some(name)) if resource.plural == "namespaces" => {
             if *method != Method::PUT {
                 return Err(ApiError::method_not_allowed(
@@ -171,8 +171,16 @@ pub(super) async fn write(
             }
             return finalize(docs, name, headers, body).await;
         }
+        // `nodes/status`: the node lifecycle controller's marking, a kubelet's post.
+        (Some("status"), Some(_)) if resource.subresource("status").is_some() => {
+            if !matches!(*method, Method::PUT | Method::PATCH) {
+                let what = format!("{}/status", qualified(resource.group, resource.plural));
+                return Err(ApiError::method_not_allowed(method.as_str(), &what));
+            }
+            Part::Status
+        }
         _ => return Err(ApiError::no_route()),
-    }
+    };
     let verb = match (method.clone(), target.name.is_some()) {
         (Method::POST, false) => "create",
         (Method::PUT, true) => "update",
@@ -191,7 +199,7 @@ pub(super) async fn write(
         kind: resource.kind,
         api_version: &api_version,
         manager: &options.manager.name,
-        subresource: "",
+        subresource: part.subresource(),
     };
     match verb {
         "create" => {
@@ -213,7 +221,7 @@ pub(super) async fn write(
                 return Err(ApiError::bad_request("the body is not a JSON object"));
             }
             let mut change = |current: &Value| {
-                let mut next = keep_part(current, written.clone(), Part::Main);
+                let mut next = keep_part(current, written.clone(), part);
                 managed::record(writer, Some(current), &mut next);
                 Ok(next)
             };
@@ -223,13 +231,13 @@ pub(super) async fn write(
         "patch" => {
             let (body_type, decoded) = super::read_body(headers, body, true).await?;
             if body_type == BodyType::ApplyPatch {
-                return apply(docs, name, writer, decoded, &options).await;
+                return apply(docs, (name, part), writer, decoded, &options).await;
             }
             options.manager.check_patch(false)?;
             let patch = decoded.value;
             let mut change = |current: &Value| {
                 let patched = apply_patch(body_type, resource.kind, current, &patch)?;
-                let mut next = keep_part(current, patched, Part::Main);
+                let mut next = keep_part(current, patched, part);
                 managed::record(writer, Some(current), &mut next);
                 Ok(next)
             };
@@ -274,11 +282,12 @@ async fn finalize(
     Ok(respond(StatusCode::OK, &stored, &[]))
 }
 
-/// A server-side apply of a document ([`managed::apply`]); an apply to a document that
-/// does not exist creates it (201), where the resource serves `create`.
+/// A server-side apply of a document's `part` ([`managed::apply`]); an apply to a document
+/// that does not exist creates it (201), where the resource serves `create` and the apply
+/// is not to the status.
 async fn apply(
     docs: Documents<'_>,
-    name: &str,
+    (name, part): (&str, Part),
     writer: managed::Writer<'_>,
     body: Decoded,
     options: &WriteOptions,
@@ -296,11 +305,15 @@ async fn apply(
     let force = options.manager.force;
     let mut change = |current: &Value| {
         let applied = managed::apply(writer, Some(current), &config, force)?;
-        Ok(keep_part(current, applied, Part::Main))
+        Ok(keep_part(current, applied, part))
     };
     match update(docs, name, options.dry_run, &mut change).await {
         Ok(stored) => Ok(respond(StatusCode::OK, &stored, &warnings)),
-        Err(missing) if missing.code == 404 && docs.resource.verbs.contains(&"create") => {
+        Err(missing)
+            if missing.code == 404
+                && part == Part::Main
+                && docs.resource.verbs.contains(&"create") =>
+        {
             if let Some(uid) = config.pointer("/metadata/uid").and_then(Value::as_str) {
                 return Err(ApiError::conflict_because(
                     docs.resource.group,

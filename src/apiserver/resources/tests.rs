@@ -36,7 +36,7 @@ const EXPECTED: &[Expected] = &[
         namespaced: false,
         short_names: &["no"],
         in_category_all: false,
-        subresources: &[],
+        subresources: &[("status", "", "Node")],
         directory: Some("nodes"),
     },
     Expected {
