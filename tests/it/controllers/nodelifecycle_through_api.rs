@@ -61,6 +61,25 @@ fn spawn_kubelet(etcd: &str, node: &str, cidr: &str) -> Kcm {
     )
 }
 
+/// `kcm controller-manager --kubeconfig {api's} --controllers nodelifecycle` with grace
+/// period `grace`.
+async fn start_node_lifecycle(api: &Api, grace: Duration) -> Kcm {
+    let kubeconfig = api.kubectl.kubeconfig().display().to_string();
+    let grace = format!("{}s", grace.as_secs());
+    Kcm::start(
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "--controllers",
+            "nodelifecycle",
+            "--node-monitor-grace-period",
+            &grace,
+        ],
+        &[],
+    )
+    .await
+}
+
 /// The STATUS kubectl shows for Node `node` (`Ready`, `NotReady`).
 async fn status_of(api: &Api, node: &str) -> String {
     let out = api
@@ -146,19 +165,7 @@ async fn a_killed_kubelets_node_turns_not_ready_through_the_api_and_a_live_ones_
         let start = current_revision(&etcd).await;
         let mut n1 = spawn_kubelet(&api.etcd_url(), "n1", "10.1.0.0/24");
         let mut n2 = spawn_kubelet(&api.etcd_url(), "n2", "10.2.0.0/24");
-        let kubeconfig = api.kubectl.kubeconfig().display().to_string();
-        let mut manager = Kcm::start(
-            &[
-                "--kubeconfig",
-                &kubeconfig,
-                "--controllers",
-                "nodelifecycle",
-                "--node-monitor-grace-period",
-                "6s",
-            ],
-            &[],
-        )
-        .await;
+        let mut manager = start_node_lifecycle(&api, GRACE).await;
 
         // Each kubelet renews its Lease, held by its node and owned by its Node.
         eventually(Duration::from_secs(60), "both node Leases, renewed", || async {
@@ -348,19 +355,7 @@ async fn of_1000_nodes_through_the_api_each_silent_one_is_marked_once_and_no_ren
         let silent: BTreeSet<String> = silent.into_iter().map(|(_, n)| n).collect();
         let stop = CancellationToken::new();
         let renewing = tokio::spawn(renew(etcd.clone(), Arc::new(live.clone()), stop.clone()));
-        let kubeconfig = api.kubectl.kubeconfig().display().to_string();
-        let mut manager = Kcm::start(
-            &[
-                "--kubeconfig",
-                &kubeconfig,
-                "--controllers",
-                "nodelifecycle",
-                "--node-monitor-grace-period",
-                "8s",
-            ],
-            &[],
-        )
-        .await;
+        let mut manager = start_node_lifecycle(&api, GRACE).await;
         eventually(
             Duration::from_secs(120),
             "the 500 silent nodes NotReady",
