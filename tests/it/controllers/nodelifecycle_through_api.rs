@@ -6,9 +6,10 @@
 //!   a SIGKILLed kubelet's Node turns `NotReady` (Ready `Unknown`) once its Lease has not
 //!   been renewed for the grace period, the other's never; a kubelet whose Node someone
 //!   marked while it lives posts it Ready again; a new kubelet of the name brings it back.
-//! - At 1,000 nodes (Nodes and Leases the test writes and renews itself): every node whose
-//!   Lease stops is marked once, and none whose Lease is renewed. Both checked from etcd's
-//!   history: each marking came at least the grace period after the Lease's last renewal.
+//! - At 1,000 nodes (Nodes and Leases the test writes and renews itself), under one
+//!   controller and under two unelected ones: every node whose Lease stops is marked in
+//!   one write, and none whose Lease is renewed. Both checked from etcd's history: each
+//!   marking came at least the grace period after the Lease's last renewal.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -100,7 +101,7 @@ struct Heartbeats {
     renewed: BTreeMap<String, SystemTime>,
     /// Per node, the markings: (the Lease's last renewal before it, the marking's time).
     markings: BTreeMap<String, Vec<(Option<SystemTime>, SystemTime)>>,
-    /// Per node, the Ready statuses written, in order.
+    /// Per node, the Ready statuses written, in order (one per write of the Node).
     ready: BTreeMap<String, Vec<String>>,
 }
 
@@ -334,6 +335,20 @@ async fn renew(etcd: Client, names: Arc<Vec<String>>, stop: CancellationToken) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_1000_nodes_through_the_api_each_silent_one_is_marked_once_and_no_renewed_one() {
+    fleet_of_1000(1).await;
+}
+
+/// Two unelected controllers: each marking is a `PUT` at the resourceVersion read, so the
+/// second finds the Node marked already (its informer) or changed (409).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_unelected_controllers_through_the_api_mark_each_silent_node_once() {
+    fleet_of_1000(2).await;
+}
+
+/// 1,000 Nodes, half of them silent, under `managers` node lifecycle controllers through
+/// the API: exactly the silent ones marked, each in one write, each at least the grace
+/// period after its Lease's last renewal (etcd's history).
+async fn fleet_of_1000(managers: usize) {
     const COUNT: usize = 1_000;
     const GRACE: Duration = Duration::from_secs(8);
     let Some(api) = start_apiserver().await else {
@@ -355,7 +370,10 @@ async fn of_1000_nodes_through_the_api_each_silent_one_is_marked_once_and_no_ren
         let silent: BTreeSet<String> = silent.into_iter().map(|(_, n)| n).collect();
         let stop = CancellationToken::new();
         let renewing = tokio::spawn(renew(etcd.clone(), Arc::new(live.clone()), stop.clone()));
-        let mut manager = start_node_lifecycle(&api, GRACE).await;
+        let mut running = Vec::new();
+        for _ in 0..managers {
+            running.push(start_node_lifecycle(&api, GRACE).await);
+        }
         eventually(
             Duration::from_secs(120),
             "the 500 silent nodes NotReady",
@@ -371,7 +389,9 @@ async fn of_1000_nodes_through_the_api_each_silent_one_is_marked_once_and_no_ren
         .await;
         stop.cancel();
         renewing.await.expect("the renewals");
-        manager.assert_running();
+        for manager in &mut running {
+            manager.assert_running();
+        }
 
         let events =
             history::read(&etcd, "/registry/", "/registry0", start, "/registry/~end").await;
@@ -383,7 +403,16 @@ async fn of_1000_nodes_through_the_api_each_silent_one_is_marked_once_and_no_ren
             seen.markings.values().all(|m| m.len() == 1),
             "each marked once"
         );
-        assert!(manager.terminate().await.success());
+        // One write each by the test, and one marking of each silent Node: no second
+        // controller wrote a marking again.
+        for name in &names {
+            let writes = seen.ready.get(name).map_or(0, Vec::len);
+            let expected = if silent.contains(name) { 2 } else { 1 };
+            assert_eq!(writes, expected, "{name}: {:?}", seen.ready.get(name));
+        }
+        for manager in &mut running {
+            assert!(manager.terminate().await.success());
+        }
     })
     .await;
 }
