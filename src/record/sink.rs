@@ -272,10 +272,15 @@ impl Sink {
         {
             return;
         }
+        let store = if self.remote.is_some() {
+            "the API server"
+        } else {
+            "etcd"
+        };
         tracing::warn!(
             dropped,
             failed,
-            "events lost: dropped because {} were already waiting, or not written because etcd failed (events are best effort; the objects themselves are unaffected)",
+            "events lost: dropped because {} were already waiting, or not written because {store} failed (events are best effort; the objects themselves are unaffected)",
             super::QUEUE_LENGTH
         );
         self.warned = lost;
