@@ -127,7 +127,10 @@ async fn create_replica_set(
     let uid = uid_of(api, &rs_key(name)).await;
     let what = format!("{replicas} pods of {name}, owned by it");
     eventually(limit, &what, || async {
-        owned_by(api, &uid).await.len() == replicas as usize
+        // Counting the keys first spares parsing every pod at each poll until there
+        // are enough of them (at 2,000 pods, a poll every 20 ms).
+        api.count(PODS).await >= replicas as usize
+            && owned_by(api, &uid).await.len() == replicas as usize
     })
     .await;
     let pods = owned_by(api, &uid).await;
