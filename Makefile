@@ -1,5 +1,5 @@
 # Convenience aliases for the scripts the README names: `make demo` is scripts/demo.sh,
-# `make test` is scripts/test.sh (which runs `cargo test --all-targets`).
+# `make test` is scripts/test.sh (which runs `cargo test --profile tests --all-targets`).
 
 CARGO ?= cargo
 
