@@ -163,7 +163,8 @@ async fn up_demo_finishes_its_tour_within_a_minute() {
 }
 
 /// `--topology api`: the same tour with every controller `kcm up` runs through the API
-/// as a client of the API it serves (2014's topology); their events too, none lost.
+/// as a client of the API it serves (2014's topology), node lifecycle included; their
+/// events too, none lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_demo_with_topology_api_runs_the_tour_with_the_controllers_as_api_clients() {
     let Some((stdout, stderr)) = demo_tour(&["--topology", "api"]).await else {
@@ -171,8 +172,12 @@ async fn up_demo_with_topology_api_runs_the_tour_with_the_controllers_as_api_cli
     };
     assert!(
         stdout.contains("the controllers run as clients of the API at http://127.0.0.1:")
-            && stdout.contains("replication, replicaset, deployment, endpoints"),
+            && stdout.contains("replication, replicaset, deployment, endpoints, garbagecollector, nodelifecycle, namespace, scheduler"),
         "{stdout}"
+    );
+    assert!(
+        !stdout.contains("stays off"),
+        "every controller runs: {stdout}"
     );
     assert!(!stderr.contains("events lost"), "{stderr}");
     if crate::support::kubectl::kubectl_binary().is_some() {
