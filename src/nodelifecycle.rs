@@ -769,4 +769,48 @@ mod tests {
             AbsentSince(t4)
         );
     }
+
+    fn delta<I>(old: Option<I>, new: Option<I>) -> Delta<I> {
+        Delta {
+            namespace: "".into(),
+            name: "n1".into(),
+            old: old.map(Arc::new),
+            new: new.map(Arc::new),
+        }
+    }
+
+    #[test]
+    fn a_renewal_is_a_new_lease_or_a_new_renew_time_and_a_heartbeat_a_new_ready_heartbeat() {
+        let lease = |renewed: &str| NodeLease {
+            renew_time: Some(renewed.into()),
+            revision: 1,
+        };
+        let (t1, t2) = ("2026-11-29T10:00:00.000001Z", "2026-11-29T10:00:01.000001Z");
+        assert!(lease_renewed(&delta(None, Some(lease(t1)))));
+        assert!(lease_renewed(&delta(Some(lease(t1)), Some(lease(t2)))));
+        // Another field changed (a label), or the Lease went: no sign of life.
+        assert!(!lease_renewed(&delta(Some(lease(t1)), Some(lease(t1)))));
+        assert!(!lease_renewed(&delta(Some(lease(t1)), None)));
+
+        let node = |heartbeat: &str| CachedNode {
+            document: json!({"status": {"conditions": [
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]}}),
+            revision: 1,
+        };
+        assert!(heartbeat_moved(&delta(None, Some(node(t1)))));
+        assert!(heartbeat_moved(&delta(Some(node(t1)), Some(node(t2)))));
+        assert!(!heartbeat_moved(&delta(Some(node(t1)), Some(node(t1)))));
+        assert!(!heartbeat_moved(&delta(Some(node(t1)), None)));
+        // The controller's own marking keeps the heartbeat: not a sign of life.
+        let marked = CachedNode {
+            document: mark_unknown(&node(t1).document, "2026-11-29T10:05:00Z"),
+            revision: 2,
+        };
+        assert!(!heartbeat_moved(&delta(Some(node(t1)), Some(marked))));
+        let bare = CachedNode {
+            document: json!({"metadata": {"name": "n1"}}),
+            revision: 1,
+        };
+        assert!(!heartbeat_moved(&delta(None, Some(bare))));
+    }
 }
