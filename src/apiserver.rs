@@ -456,6 +456,7 @@ pub async fn serve(
         ),
         config.request_timeout,
         bound.address,
+        client.lease_client(),
     ));
     {
         let (state, stop) = (state.clone(), stop.clone());

@@ -22,6 +22,7 @@
 
 mod correlator;
 mod sink;
+pub(crate) use sink::EventLeases;
 
 use std::time::{Duration, SystemTime};
 

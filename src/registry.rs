@@ -126,6 +126,9 @@ pub struct Registry {
     conditions: Arc<[KeyCondition]>,
     /// Set for a writer whose updates of tracked objects record their fields.
     field_manager: Option<FieldManager>,
+    /// Set for a writer of values that expire: every raw create and update attaches its
+    /// key to this etcd lease (the apiserver's events, as kube-apiserver's `--event-ttl`).
+    lease: Option<i64>,
 }
 
 impl Registry {
@@ -146,6 +149,7 @@ impl Registry {
             guard_unchanged: false,
             conditions: Arc::new([]),
             field_manager: None,
+            lease: None,
         })
     }
 
@@ -249,6 +253,16 @@ impl Registry {
         Registry {
             guard: Some(Arc::new(owner)),
             guard_unchanged: true,
+            ..self.clone()
+        }
+    }
+
+    /// A copy of this registry whose raw creates and updates attach their key to etcd
+    /// lease `lease` (an update attaches it again, so the value lives the lease's time
+    /// from its last write).
+    pub fn with_lease(&self, lease: i64) -> Registry {
+        Registry {
+            lease: Some(lease),
             ..self.clone()
         }
     }

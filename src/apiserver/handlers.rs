@@ -90,6 +90,9 @@ pub struct ApiState {
     prometheus: prometheus_client::registry::Registry,
     /// Consistent lists served from the watch caches, and their fallbacks to etcd.
     consistent_reads: crate::apiserver::cache::ConsistentReads,
+    /// The etcd leases events are stored on (an hour after their last write, as
+    /// kube-apiserver's `--event-ttl`), shared with nothing else in this process.
+    pub(super) event_leases: crate::record::EventLeases,
     /// Watches started, for logs.
     watch_ids: AtomicU64,
 }
@@ -106,6 +109,7 @@ impl ApiState {
         limits: super::limits::Limits,
         request_timeout: Duration,
         address: std::net::SocketAddr,
+        leases: etcd_client::LeaseClient,
     ) -> ApiState {
         let mut prometheus = prometheus_client::registry::Registry::default();
         let requests = Family::default();
@@ -153,6 +157,7 @@ impl ApiState {
             events_sent,
             prometheus,
             consistent_reads,
+            event_leases: crate::record::EventLeases::new(leases),
             watch_ids: AtomicU64::new(0),
         }
     }

@@ -105,16 +105,59 @@ pub trait EventTarget: Send + Sync {
     ) -> futures::future::BoxFuture<'static, anyhow::Result<()>>;
 }
 
+/// The leases events are written on (kube-apiserver's `leaseManager`): the current one
+/// while younger than [`LEASE_REUSE`], else a new one of [`EVENT_TTL`] + [`LEASE_REUSE`].
+/// Shared by the event writer and the apiserver's writes of events.
+pub(crate) struct EventLeases {
+    client: LeaseClient,
+    current: tokio::sync::Mutex<Option<(i64, Instant)>>,
+}
+
+impl EventLeases {
+    pub(crate) fn new(client: LeaseClient) -> EventLeases {
+        EventLeases {
+            client,
+            current: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The lease a new write attaches to (granted at most once per [`LEASE_REUSE`]: the
+    /// writers wait for one grant).
+    ///
+    /// # Errors
+    /// When etcd refuses the grant or does not answer within 10 s.
+    pub(crate) async fn current(&self) -> anyhow::Result<i64> {
+        let mut current = self.current.lock().await;
+        if let Some((id, granted)) = *current {
+            if granted.elapsed() < LEASE_REUSE {
+                return Ok(id);
+            }
+        }
+        let ttl = (EVENT_TTL + LEASE_REUSE).as_secs() as i64;
+        let mut leases = self.client.clone();
+        let granted = tokio::time::timeout(WRITE_TIMEOUT, leases.grant(ttl, None))
+            .await
+            .map_err(|_| anyhow::anyhow!("grant a lease: no answer within {WRITE_TIMEOUT:?}"))?
+            .map_err(|e| anyhow::anyhow!("grant a lease: {e}"))?;
+        *current = Some((granted.id(), Instant::now()));
+        Ok(granted.id())
+    }
+
+    /// Forgets the current lease (a write on it failed: it may be gone), so the next write
+    /// gets a new one.
+    pub(crate) async fn forget(&self) {
+        *self.current.lock().await = None;
+    }
+}
+
 /// The writer's state: where it writes, the correlator, the current lease.
 pub(super) struct Sink {
     kv: Option<KvClient>,
-    leases: Option<LeaseClient>,
+    leases: Option<EventLeases>,
     remote: Option<std::sync::Arc<dyn EventTarget>>,
     prefix: String,
     counts: Counts,
     correlator: Correlator,
-    /// The current lease and when it was granted.
-    lease: Option<(i64, Instant)>,
     last_warning: Option<Instant>,
     /// Dropped and failed events already warned about.
     warned: u64,
@@ -124,12 +167,11 @@ impl Sink {
     pub(super) fn new(client: &etcd_client::Client, prefix: &str, counts: Counts) -> Sink {
         Sink {
             kv: Some(client.kv_client()),
-            leases: Some(client.lease_client()),
+            leases: Some(EventLeases::new(client.lease_client())),
             remote: None,
             prefix: prefix.trim_end_matches('/').to_string(),
             counts,
             correlator: Correlator::default(),
-            lease: None,
             last_warning: None,
             warned: 0,
         }
@@ -144,7 +186,6 @@ impl Sink {
             prefix: String::new(),
             counts,
             correlator: Correlator::default(),
-            lease: None,
             last_warning: None,
             warned: 0,
         }
@@ -230,7 +271,9 @@ impl Sink {
         let failed = results.iter().filter(|r| !matches!(r, Ok(Ok(_)))).count();
         if failed > 0 {
             // The lease may be gone (revoked, or etcd restored): grant a new one next time.
-            self.lease = None;
+            if let Some(leases) = &self.leases {
+                leases.forget().await;
+            }
             if let Some(error) = results.into_iter().find_map(|r| match r {
                 Ok(Ok(_)) => None,
                 Ok(Err(e)) => Some(e.to_string()),
@@ -243,22 +286,12 @@ impl Sink {
         self.counts.add("written", writes.len() - failed);
     }
 
-    /// The lease new writes attach to: the current one while younger than
-    /// [`LEASE_REUSE`], else a new one of [`EVENT_TTL`] + [`LEASE_REUSE`].
     async fn lease(&mut self) -> anyhow::Result<i64> {
-        if let Some((id, granted)) = self.lease {
-            if granted.elapsed() < LEASE_REUSE {
-                return Ok(id);
-            }
-        }
-        let ttl = (EVENT_TTL + LEASE_REUSE).as_secs() as i64;
-        let mut leases = self.leases.clone().expect("an etcd writer");
-        let granted = tokio::time::timeout(WRITE_TIMEOUT, leases.grant(ttl, None))
+        self.leases
+            .as_ref()
+            .expect("an etcd writer")
+            .current()
             .await
-            .map_err(|_| anyhow::anyhow!("grant a lease: no answer within {WRITE_TIMEOUT:?}"))?
-            .map_err(|e| anyhow::anyhow!("grant a lease: {e}"))?;
-        self.lease = Some((granted.id(), Instant::now()));
-        Ok(granted.id())
     }
 
     /// One warning a minute at most when events were dropped or failed since the last.

@@ -8,7 +8,7 @@
 //! writes' transactions, so a fence, a guard ([`Registry::guarded_by`]) and conditions
 //! ([`Registry::with_conditions`]) apply to them alike.
 
-use etcd_client::{Compare, CompareOp, TxnOp};
+use etcd_client::{Compare, CompareOp, PutOptions, TxnOp};
 
 use super::{
     current_kv, unchanged_since, KeyCondition, Registry, StorageError, MAX_UPDATE_ATTEMPTS,
@@ -51,6 +51,11 @@ pub struct RawValue {
 }
 
 impl Registry {
+    /// The options of a raw put: this registry's lease, if it has one.
+    fn put_options(&self) -> Option<PutOptions> {
+        self.lease.map(|lease| PutOptions::new().with_lease(lease))
+    }
+
     /// Refuses a key outside this registry's prefix.
     fn check_raw_key(&self, op: &'static str, key: &str) -> Result<(), StorageError> {
         let inside = key
@@ -106,7 +111,7 @@ impl Registry {
                 key,
                 fence.as_ref(),
                 vec![Compare::create_revision(key, CompareOp::Equal, 0)],
-                vec![TxnOp::put(key, value, None)],
+                vec![TxnOp::put(key, value, self.put_options())],
                 vec![],
             )
             .await?;
@@ -140,7 +145,7 @@ impl Registry {
                 key,
                 fence.as_ref(),
                 unchanged_since(key, expected).to_vec(),
-                vec![TxnOp::put(key, value, None)],
+                vec![TxnOp::put(key, value, self.put_options())],
                 vec![TxnOp::get(key, None)],
             )
             .await?;

@@ -24,10 +24,12 @@ use crate::api::{self, Object, ResourceVersion};
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::resources::Resource;
 use crate::apiserver::validation;
-use crate::registry::{Deleted, Deletion, KeyCondition, RawValue, StorageError};
+use crate::registry::{Deleted, Deletion, KeyCondition, RawValue, Registry, StorageError};
 
 /// The resource whose watch cache admits a create in a namespace.
 const NAMESPACES: &str = "namespaces";
+/// The resource whose writes expire (`writer`).
+const EVENTS: &str = "events";
 
 /// How often a `generateName` create tries another name after hitting an existing one.
 const GENERATE_NAME_ATTEMPTS: usize = 8;
@@ -139,6 +141,7 @@ impl Store<'_> {
             };
         }
         let value = prepared.value.clone();
+        let registry = &self.writer().await?;
         let created = match &guard {
             Some(guard) => {
                 let seen = self.namespace_seen(namespace, guard);
@@ -159,6 +162,21 @@ impl Store<'_> {
             )),
             Err(e) => Err(self.error(name, e)),
         }
+    }
+
+    /// The registry a write goes through: for events, one that attaches the key to the
+    /// current event lease, so an event written through the API expires an hour after its
+    /// last write, as kube-apiserver's `--event-ttl` and as the ones kcm's components write
+    /// to etcd themselves (`record`).
+    async fn writer(&self) -> Result<Registry, ApiError> {
+        if self.resource.plural != EVENTS {
+            return Ok(self.state.registry.clone());
+        }
+        let lease =
+            self.state.event_leases.current().await.map_err(|e| {
+                ApiError::unavailable(format!("no lease to store the event on: {e:#}"))
+            })?;
+        Ok(self.state.registry.with_lease(lease))
     }
 
     /// The condition on the namespace's key (`guard`) that the namespaces' watch cache
@@ -193,7 +211,6 @@ impl Store<'_> {
         dry_run: bool,
         mut step: impl FnMut(&RawValue) -> Result<Option<Vec<u8>>, ApiError> + Send,
     ) -> Result<RawValue, ApiError> {
-        let registry = &self.state.registry;
         if dry_run {
             let current = self
                 .read(key, name)
@@ -204,7 +221,8 @@ impl Store<'_> {
                 None => current,
             });
         }
-        registry
+        self.writer()
+            .await?
             .guaranteed_update_raw(key, |raw| step(raw).map_err(anyhow::Error::new))
             .await
             .map_err(|e| self.error(name, e))

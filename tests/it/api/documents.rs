@@ -377,3 +377,76 @@ async fn a_deleted_namespace_loses_its_configmaps_secrets_serviceaccounts_and_le
     })
     .await;
 }
+
+/// The lease of `key` and its remaining time to live (`None`: the key is on no lease).
+async fn lease_of(api: &crate::support::kubectl::Api, key: &str) -> Option<(i64, i64)> {
+    let mut client = api.etcd.client().await;
+    let response = client.get(key, None).await.expect("etcd get");
+    let lease = response.kvs().first().expect("the key exists").lease();
+    if lease == 0 {
+        return None;
+    }
+    let ttl = client
+        .lease_time_to_live(lease, None)
+        .await
+        .expect("lease time to live")
+        .ttl();
+    Some((lease, ttl))
+}
+
+/// Events written through the API expire as kube-apiserver's (`--event-ttl`, an hour): a
+/// created Event is stored on an etcd lease of about an hour, and a patch (a recorder
+/// counting it again) keeps it on one; a ConfigMap is on none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_written_through_the_api_expire_an_hour_after_their_last_write() {
+    with_timeout(LIMIT, async {
+        let Some(api) = start_apiserver().await else {
+            return;
+        };
+        let event = api.manifest(
+            "event.yaml",
+            "apiVersion: v1
+kind: Event
+metadata:
+  name: web.1
+  namespace: default
+involvedObject:
+  kind: Pod
+  name: web
+  namespace: default
+reason: Started
+message: started
+type: Normal
+count: 1
+source:
+  component: test
+",
+        );
+        api.kubectl.ok(&["create", "-f", &event]).await;
+        const KEY: &str = "/registry/events/default/web.1";
+        let (lease, ttl) = lease_of(&api, KEY).await.expect("the event is on a lease");
+        assert!((3_500..=3_660).contains(&ttl), "ttl {ttl}");
+        api.kubectl
+            .ok(&[
+                "patch",
+                "event",
+                "web.1",
+                "--type=merge",
+                "-p",
+                r#"{"count":2}"#,
+            ])
+            .await;
+        assert_eq!(api.stored(KEY).await.expect("the event")["count"], 2);
+        let (again, ttl) = lease_of(&api, KEY).await.expect("still on a lease");
+        assert_eq!(again, lease, "within the minute a lease is shared");
+        assert!((3_500..=3_660).contains(&ttl), "ttl {ttl}");
+        api.kubectl
+            .ok(&["create", "configmap", "plain", "--from-literal=a=b"])
+            .await;
+        assert_eq!(
+            lease_of(&api, "/registry/configmaps/default/plain").await,
+            None
+        );
+    })
+    .await;
+}
