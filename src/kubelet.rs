@@ -103,6 +103,10 @@ const EVENTS_FLUSH_LIMIT: Duration = Duration::from_secs(2);
 /// How long the node waits before retrying after etcd failed a write.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
+/// How many waiting updates of the pods' watch one pass of the loop takes in beyond the
+/// one that woke it, before it acts (and lets the other triggers in).
+const MAX_UPDATES_PER_PASS: usize = 1024;
+
 // ---------------------------------------------------------------------------------------
 // Configuration
 
@@ -342,13 +346,17 @@ impl Kubelet {
         loop {
             match trigger {
                 Trigger::Timer => {}
-                Trigger::Watch(update) => match *update {
-                    Update::Event(event, _) => state.observe_event(event, Instant::now()),
-                    notice => {
-                        log_notice("pods", &notice);
-                        state.observe_notice(&notice);
+                Trigger::Watch(update) => {
+                    take_update(&mut state, *update);
+                    // And every update already waiting, so the writes they make due go out
+                    // together (`pods`' windows) rather than one pass of the loop each.
+                    for _ in 0..MAX_UPDATES_PER_PASS {
+                        match futures::FutureExt::now_or_never(pod_events.next()) {
+                            Some(update) => take_update(&mut state, update),
+                            None => break,
+                        }
                     }
-                },
+                }
                 Trigger::Registration => {
                     let current = status.borrow_and_update().clone();
                     writer = self.follow_registration(current)?;
@@ -496,6 +504,17 @@ impl Kubelet {
 }
 
 /// The name of a pod's first container (`""` without one), what its events name.
+/// Takes one update of the pods' watch into the node's state.
+fn take_update(state: &mut NodeState, update: Update<Pod>) {
+    match update {
+        Update::Event(event, _) => state.observe_event(event, Instant::now()),
+        notice => {
+            log_notice("pods", &notice);
+            state.observe_notice(&notice);
+        }
+    }
+}
+
 fn first_container(pod: &Pod) -> &str {
     pod.spec.containers.first().map_or("", |c| c.name.as_str())
 }

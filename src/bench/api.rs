@@ -109,12 +109,19 @@ impl Bench {
     pub(super) async fn api_list(&self) -> anyhow::Result<Vec<Row>> {
         let prefix = self.prefix("api-list");
         let (namespace, n) = ("api-list", self.sizes.api_list_pods);
-        self.create_all(pod_documents(&prefix, namespace, n).documents, 256)
-            .await?;
+        let PodDocuments {
+            documents, bytes, ..
+        } = pod_documents(&prefix, namespace, n);
+        self.create_all(documents, 256).await?;
+        // What the apiserver holds once its watch caches have listed the pods: the pods'
+        // cache, and the other kinds' (empty here) and the server itself.
+        let rss_before = vm_rss()?;
         let api = self.start_apiserver(&prefix).await?;
+        let rss_cached = vm_rss();
         let result = self.measure_lists(&prefix, namespace, n, api.addr).await;
         api.stop().await?;
         let [raw, json, cached, table] = result?;
+        let cache_growth = rss_cached?.saturating_sub(rss_before);
         let ms = |seconds: f64| seconds * 1000.0;
         let rate = |seconds: f64| n as f64 / seconds.max(1e-9);
         let baseline_is = format!("one raw range of the {n} keys, each value parsed");
@@ -140,6 +147,17 @@ impl Bench {
                     Some((target, true)),
                 )
             })
+            .chain([row(
+                "api-list",
+                format!(
+                    "RSS the apiserver added once its watch caches held the {n} pods (from its start to /readyz)"
+                ),
+                "MiB",
+                cache_growth as f64 / MIB,
+                bytes as f64 / MIB,
+                format!("size of the {n} pod documents"),
+                Some((1.5, false)),
+            )])
             .collect())
     }
 
@@ -273,7 +291,7 @@ impl Bench {
         api.stop().await?;
         let (api_seconds, etcd_watching, rss_open, rss_after) = measured?;
         let total = (watchers * n) as f64;
-        let mib = |b: f64| b / (1024.0 * 1024.0);
+        let mib = |b: f64| b / MIB;
         let growth = |to: usize| mib(to.saturating_sub(rss_before) as f64);
         let own = etcd_ready - etcd_before;
         Ok(vec![
@@ -499,6 +517,9 @@ impl Bench {
         Ok((cached, consistent, raw, seconds))
     }
 }
+
+/// Bytes in a MiB.
+const MIB: f64 = 1024.0 * 1024.0;
 
 /// Pods of one controller as the manager writes them.
 struct PodDocuments {

@@ -170,6 +170,18 @@ pub(super) fn vm_rss(pid: u32) -> anyhow::Result<usize> {
     status_bytes(pid, "VmRSS:")
 }
 
+/// The anonymous part of `pid`'s resident set (`RssAnon`: its heap, stacks and the
+/// allocator's pages), in bytes; the rest is file pages (`RssFile`: the binary's code and
+/// read-only data, shared and clean) and shared memory.
+pub(super) fn rss_anon(pid: u32) -> anyhow::Result<usize> {
+    status_bytes(pid, "RssAnon:")
+}
+
+/// The file-backed part of `pid`'s resident set (`RssFile`), in bytes.
+pub(super) fn rss_file(pid: u32) -> anyhow::Result<usize> {
+    status_bytes(pid, "RssFile:")
+}
+
 fn status_bytes(pid: u32, field: &str) -> anyhow::Result<usize> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("read /proc/{pid}/status"))?;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::fixtures::{controller, pod_document, poll_until, vm_hwm, vm_rss};
+use super::fixtures::{controller, pod_document, poll_until, rss_anon, rss_file, vm_hwm, vm_rss};
 use super::report::row;
 use super::{Bench, Row};
 use crate::api::{self, Pod, ReplicationController};
@@ -77,6 +77,7 @@ impl Bench {
         .await;
         let peak = vm_hwm(pid);
         let resident = vm_rss(pid);
+        let (anon, file) = (rss_anon(pid), rss_file(pid));
         // SIGTERM, as an operator would stop it.
         // SAFETY: kill(2) on our own unreaped child.
         unsafe {
@@ -87,7 +88,7 @@ impl Bench {
             let tail = std::fs::read_to_string(log.path()).unwrap_or_default();
             anyhow::bail!("{e}; manager log:\n{tail}");
         }
-        let (peak, resident) = (peak?, resident?);
+        let (peak, resident, anon, file) = (peak?, resident?, anon?, file?);
         let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
         Ok(vec![
             row(
@@ -104,6 +105,20 @@ impl Bench {
                 format!("RSS (VmRSS) once converged, {n_controllers} × {each} pods"),
                 "MiB",
                 mib(resident),
+                mib(bytes),
+                format!("size of the {} pod documents", n_controllers * each),
+                None,
+            ),
+            // What the pods cost, without the binary's code pages (the same at any size).
+            row(
+                "memory",
+                format!(
+                    "anonymous RSS (RssAnon) once converged, {n_controllers} × {each} pods; \
+                     file pages (RssFile) {:.1} MiB more",
+                    mib(file)
+                ),
+                "MiB",
+                mib(anon),
                 mib(bytes),
                 format!("size of the {} pod documents", n_controllers * each),
                 None,

@@ -24,8 +24,8 @@ const EXPECTED_ROWS: [(&str, usize); 16] = [
     ("resync", 2),
     ("watch", 1),
     ("resume", 1),
-    ("memory", 2),
-    ("api-list", 3),
+    ("memory", 3),
+    ("api-list", 4),
     ("api-watch", 3),
     ("api-get", 4),
     ("api-create", 1),
@@ -70,7 +70,7 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
         }
         assert!(lines[1].starts_with("---"), "{stdout}");
         let rows: Vec<&str> = lines[2..lines.len() - 1].to_vec();
-        assert_eq!(rows.len(), 28, "{stdout}");
+        assert_eq!(rows.len(), 30, "{stdout}");
         for (scenario, count) in EXPECTED_ROWS {
             let found = rows.iter().filter(|r| r.starts_with(scenario)).count();
             assert_eq!(found, count, "rows of {scenario}: {stdout}");
@@ -88,7 +88,7 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
         let report: Value =
             serde_json::from_slice(&std::fs::read(&json).expect("read --json")).expect("JSON");
         let json_rows = report["rows"].as_array().expect("rows");
-        assert_eq!(json_rows.len(), 28);
+        assert_eq!(json_rows.len(), 30);
         for row in json_rows {
             for field in [
                 "scenario", "measure", "unit", "kcm", "baseline", "ratio", "target",

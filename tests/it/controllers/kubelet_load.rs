@@ -146,7 +146,11 @@ async fn up_kubelets_run_3000_pods_on_5_nodes_without_losing_a_registration() {
         }
         assert_eq!(registrations(&client).await.len(), 5);
         // The scheduler spread them: at most one pod more on any node than on another.
-        assert_spread(&pods(&client, "default").await, 5);
+        let running = pods(&client, "default").await;
+        assert_spread(&running, 5);
+        // Each node starts up to 32 pods at once (their Running writes in flight
+        // together): every Running pod still has an address of its own.
+        assert_distinct_addresses(&running);
         assert!(
             kcm.warnings_about("registering again failed").is_empty(),
             "a node could not register again"
@@ -179,6 +183,23 @@ async fn create_deployment(endpoint: &str, name: &str, replicas: usize) {
         "create deployment {name}: {}",
         out.stderr
     );
+}
+
+/// Every Running pod of `pods` has an address, and no two have the same (the nodes' pod
+/// ranges are distinct, so this holds across nodes as within one).
+fn assert_distinct_addresses(pods: &BTreeMap<String, PodInfo>) {
+    let mut holders: BTreeMap<&str, &str> = BTreeMap::new();
+    for pod in pods.values().filter(|p| p.phase == "Running") {
+        assert!(
+            !pod.pod_ip.is_empty(),
+            "Running pod {} has no address",
+            pod.name
+        );
+        if let Some(other) = holders.insert(&pod.pod_ip, &pod.name) {
+            panic!("pods {other} and {} both hold {}", pod.name, pod.pod_ip);
+        }
+    }
+    assert_eq!(holders.len(), 3000, "addresses of the Running pods");
 }
 
 /// Every pod of `pods` has a node, and the node holding the most holds at most one more

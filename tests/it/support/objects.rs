@@ -231,6 +231,8 @@ pub struct PodInfo {
     pub labels: BTreeMap<String, String>,
     pub phase: String,
     pub host: String,
+    /// `status.podIP` ("" when unset).
+    pub pod_ip: String,
     pub created_by: String,
     pub mod_revision: i64,
 }
@@ -247,6 +249,7 @@ impl PodInfo {
                 .unwrap_or("Pending")
                 .to_owned(),
             host: text(&pod["spec"]["host"]),
+            pod_ip: text(&pod["status"]["podIP"]),
             created_by: text(&pod["metadata"]["annotations"]["kubernetes.io/created-by"]),
             mod_revision,
         }
