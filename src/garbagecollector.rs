@@ -714,10 +714,10 @@ impl<S: GcStore> Inner<S> {
                 .filter_map(|key| {
                     let pod = pods.get(&key.namespace, &key.name)?;
                     (!pod.is_active()).then(|| {
-                        let created = pod
-                            .creation_timestamp
-                            .as_deref()
-                            .and_then(|t| humantime::parse_rfc3339_weak(t).ok());
+                        let created = pod.creation_timestamp.and_then(|seconds| {
+                            let seconds = u64::try_from(seconds).ok()?;
+                            Some(std::time::UNIX_EPOCH + Duration::from_secs(seconds))
+                        });
                         (created, key, pod.resource_version)
                     })
                 })

@@ -90,7 +90,7 @@ pub fn rank_for_deletion(pods: &mut [Arc<CachedPod>]) {
         a.assigned()
             .cmp(&b.assigned())
             .then(phase_rank(a.phase).cmp(&phase_rank(b.phase)))
-            // RFC 3339 timestamps of one format sort as strings; newer first.
+            // Newer first.
             .then(b.creation_timestamp.cmp(&a.creation_timestamp))
             .then(a.name.cmp(&b.name))
     });

@@ -97,8 +97,9 @@ pub struct CachedPod {
     pub phase: PodPhase,
     /// `spec.host`: the node the pod is bound to, if any.
     pub host: Option<Box<str>>,
-    /// RFC 3339, as stored.
-    pub creation_timestamp: Option<Box<str>>,
+    /// `metadata.creationTimestamp` as seconds since the Unix epoch (its own precision;
+    /// kept as text it cost a 32-byte allocation a pod, 3 MiB at 100,000 pods).
+    pub creation_timestamp: Option<i64>,
     /// `status.podIP`, when set and non-empty.
     pub pod_ip: Option<Box<str>>,
     pub ports: PodPorts,
@@ -187,7 +188,7 @@ impl From<&Pod> for CachedPod {
             resource_version: meta.resource_version.map_or(0, |rv| rv.0),
             phase: pod.phase(),
             host: (!pod.spec.host.is_empty()).then(|| pod.spec.host.as_str().into()),
-            creation_timestamp: meta.creation_timestamp.as_deref().map(Box::from),
+            creation_timestamp: meta.creation_timestamp.as_deref().and_then(epoch_seconds),
             pod_ip: pod.pod_ip().map(Box::from),
             ports: PodPorts::of(pod),
             uid: Uid::new(&meta.uid),
