@@ -85,8 +85,8 @@ async fn up_kubelets_run_3000_pods_on_5_nodes_without_losing_a_registration() {
         create_deployment(&endpoint, "big", 3000).await;
         let created = Instant::now();
         let mut last;
-        // About 5 s with the tests profile the suite uses (the debug build took 55 s before
-        // kubelets started their pods together).
+        // About 5 s with the tests profile the suite uses and the kubelets' starts in flight
+        // together; about 55 s with the debug build before either.
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let pods = pods(&client, "default").await;
