@@ -113,6 +113,39 @@ impl Set {
     }
 }
 
+/// What a selector reads of an object's labels: the value of a key. A [`Set`] is one;
+/// so is any compact form a store keeps its objects' labels in (the apiserver's watch
+/// cache packs them into one buffer per object).
+pub trait Labels {
+    /// The value of `key`, or `None` when there is no such label.
+    fn get(&self, key: &str) -> Option<&str>;
+
+    /// Whether there is a label `key` (with any value, including the empty one).
+    fn has(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+}
+
+impl Labels for Set {
+    fn get(&self, key: &str) -> Option<&str> {
+        Set::get(self, key)
+    }
+
+    fn has(&self, key: &str) -> bool {
+        Set::has(self, key)
+    }
+}
+
+impl<L: Labels + ?Sized> Labels for std::sync::Arc<L> {
+    fn get(&self, key: &str) -> Option<&str> {
+        (**self).get(key)
+    }
+
+    fn has(&self, key: &str) -> bool {
+        (**self).has(key)
+    }
+}
+
 impl From<BTreeMap<String, String>> for Set {
     fn from(map: BTreeMap<String, String>) -> Set {
         Set(map)

@@ -20,8 +20,8 @@
 //!   revision read after the request arrived ([`ConsistentReads`]), so it reflects every
 //!   write acknowledged before it.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -34,7 +34,9 @@ use crate::etcd_watcher::{
     BackoffConfig, EngineConfig, ListReason, Range, RawEvent, RawItem, RawKind, Start,
     WatchMetrics, Watcher,
 };
-use crate::labels::Set;
+use crate::labels::Labels;
+
+use super::table::{projection, Keep};
 use crate::registry::prefix_range_end;
 
 /// Sizes of the cache's buffers.
@@ -164,61 +166,193 @@ impl Codec {
     }
 }
 
-/// One object as served: its served JSON (encoded once, shared by every watcher), labels
-/// for selectors, and the revision it was written at.
+/// One object as served: its served JSON (encoded once, shared by every watcher), its
+/// labels for selectors, and the revision it was written at.
+///
+/// Kept compact, for the cache holds one per object: the decoded object is not kept (as
+/// a `serde_json::Value` a pod took about 9 KB against its 520 bytes of JSON), so what
+/// needs it decodes it again ([`Item::object`], or [`Item::project`] for a Table's cells);
+/// `namespace/name` is one string, and the labels one buffer ([`PackedLabels`]).
 #[derive(Debug)]
 pub struct Item {
-    pub namespace: String,
-    pub name: String,
+    /// `namespace/name`, or `name` for a cluster-scoped object.
+    key: Box<str>,
+    /// Where the name starts in `key` (0 for a cluster-scoped object).
+    name_start: u32,
     /// The revision of the write (of the delete, for a deleted object's last state).
     pub revision: i64,
-    pub labels: Set,
-    pub object: Value,
-    /// `object` encoded as JSON.
-    pub json: Vec<u8>,
-    /// Where `object`'s `metadata` (an object) sits in `json`, for the Tables'
-    /// `PartialObjectMetadata` rows.
-    metadata: Option<std::ops::Range<usize>>,
+    labels: PackedLabels,
+    /// The object encoded as JSON.
+    json: Box<[u8]>,
+    /// Where the object's `metadata` (an object) sits in `json`, for the Tables'
+    /// `PartialObjectMetadata` rows; empty when it has none.
+    metadata: (u32, u32),
 }
 
 impl Item {
     /// An item of `object` (whose `metadata.resourceVersion` is set to `revision`).
     pub fn new(namespace: String, name: String, revision: i64, mut object: Value) -> Item {
         set_resource_version(&mut object, revision);
-        let labels = labels_of(&object);
+        let labels = PackedLabels::of(&object);
         let (json, metadata) = encode(&object);
+        let name_start = if namespace.is_empty() {
+            0
+        } else {
+            namespace.len() + 1
+        };
         Item {
-            namespace,
-            name,
+            key: store_key(&namespace, &name).into_boxed_str(),
+            name_start: u32::try_from(name_start).expect("a key shorter than 4 GiB"),
             revision,
             labels,
-            object,
-            json,
-            metadata,
+            json: json.into_boxed_slice(),
+            metadata: metadata.map_or((0, 0), |span| {
+                let at = |i: usize| u32::try_from(i).expect("an object smaller than 4 GiB");
+                (at(span.start), at(span.end))
+            }),
         }
     }
 
-    /// `object`'s `metadata` as JSON (a slice of [`Item::json`]); `None` when it has
+    /// The namespace; "" for a cluster-scoped object.
+    pub fn namespace(&self) -> &str {
+        match self.name_start {
+            0 => "",
+            start => &self.key[..start as usize - 1],
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.key[self.name_start as usize..]
+    }
+
+    /// `namespace/name`, or `name` for a cluster-scoped object: the store's key, ordered
+    /// as etcd orders the keys.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// `metadata.labels`, for selectors (values that are not strings are left out).
+    pub fn labels(&self) -> &PackedLabels {
+        &self.labels
+    }
+
+    /// The object encoded as JSON (as `serde_json::to_vec` encodes it).
+    pub fn json(&self) -> &[u8] {
+        &self.json
+    }
+
+    /// The object, decoded from its JSON.
+    pub fn object(&self) -> Value {
+        serde_json::from_slice(&self.json).expect("the cache's own encoding decodes")
+    }
+
+    /// Of the object, what `keep` keeps (a Table's cells read a few fields of each
+    /// object; decoding only those is several times faster than [`Item::object`]).
+    pub fn project(&self, keep: &Keep) -> Value {
+        projection::decode(&self.json, keep).expect("the cache's own encoding decodes")
+    }
+
+    /// `object`'s `metadata` as JSON (a slice of the item's JSON); `None` when it has
     /// none that is an object.
     pub fn metadata_json(&self) -> Option<&[u8]> {
-        self.metadata.clone().map(|span| &self.json[span])
+        let (start, end) = self.metadata;
+        (end > start).then(|| &self.json[start as usize..end as usize])
     }
 
     /// The same object stamped with another revision (a deleted object's last state
     /// carries the revision of its delete).
     pub fn stamped(&self, revision: i64) -> Item {
         Item::new(
-            self.namespace.clone(),
-            self.name.clone(),
+            self.namespace().to_string(),
+            self.name().to_string(),
             revision,
-            self.object.clone(),
+            self.object(),
         )
     }
+}
 
-    /// `namespace/name`, or `name` for a cluster-scoped object: the store's key, ordered
-    /// as etcd orders the keys.
-    pub fn key(&self) -> String {
-        store_key(&self.namespace, &self.name)
+/// The store's items, ordered (and found) by [`Item::key`].
+#[derive(Clone, Debug)]
+struct ByKey(Arc<Item>);
+
+impl std::borrow::Borrow<str> for ByKey {
+    fn borrow(&self) -> &str {
+        self.0.key()
+    }
+}
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &ByKey) -> bool {
+        self.0.key() == other.0.key()
+    }
+}
+
+impl Eq for ByKey {}
+
+impl PartialOrd for ByKey {
+    fn partial_cmp(&self, other: &ByKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByKey {
+    fn cmp(&self, other: &ByKey) -> std::cmp::Ordering {
+        self.0.key().cmp(other.0.key())
+    }
+}
+
+/// An object's labels in one buffer: for each label, its key's length and its value's
+/// (each a little-endian `u32`), then the key and the value. A `BTreeMap` of `String`s
+/// took about 600 bytes for a pod's one label (a B-tree node has room for eleven); this
+/// takes the labels' bytes and 8 more each. Selectors read it through [`Labels`], by a
+/// scan (objects carry a few labels).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct PackedLabels(Box<[u8]>);
+
+impl PackedLabels {
+    /// `metadata.labels` of `object` (values that are not strings are left out).
+    pub fn of(object: &Value) -> PackedLabels {
+        let Some(map) = object
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+        else {
+            return PackedLabels::default();
+        };
+        let mut packed = Vec::new();
+        for (key, value) in map {
+            if let Some(value) = value.as_str() {
+                for part in [key.as_str(), value] {
+                    let len = u32::try_from(part.len()).expect("a label shorter than 4 GiB");
+                    packed.extend_from_slice(&len.to_le_bytes());
+                }
+                packed.extend_from_slice(key.as_bytes());
+                packed.extend_from_slice(value.as_bytes());
+            }
+        }
+        PackedLabels(packed.into_boxed_slice())
+    }
+
+    /// The `(key, value)` pairs, in the object's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mut rest: &[u8] = &self.0;
+        std::iter::from_fn(move || {
+            let (lens, after) = rest.split_first_chunk::<8>()?;
+            let len = |at: usize| {
+                u32::from_le_bytes(lens[at..at + 4].try_into().expect("4 bytes")) as usize
+            };
+            let (key, after) = after.split_at(len(0));
+            let (value, after) = after.split_at(len(4));
+            rest = after;
+            // Written from `&str`s by `of`.
+            let text = |bytes| std::str::from_utf8(bytes).expect("packed from strings");
+            Some((text(key), text(value)))
+        })
+    }
+}
+
+impl Labels for PackedLabels {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.iter().find_map(|(k, v)| (k == key).then_some(v))
     }
 }
 
@@ -272,22 +406,6 @@ pub fn set_resource_version(object: &mut Value, revision: i64) {
     }
 }
 
-/// `metadata.labels` as a set (values that are not strings are left out).
-pub fn labels_of(object: &Value) -> Set {
-    let mut labels = Set::new();
-    if let Some(map) = object
-        .pointer("/metadata/labels")
-        .and_then(Value::as_object)
-    {
-        for (key, value) in map {
-            if let Some(value) = value.as_str() {
-                labels.insert(key.clone(), value.to_string());
-            }
-        }
-    }
-    labels
-}
-
 /// A change to one object.
 #[derive(Debug)]
 pub struct Event {
@@ -324,7 +442,7 @@ pub enum NotInWindow {
 }
 
 struct State {
-    items: BTreeMap<String, Arc<Item>>,
+    items: BTreeSet<ByKey>,
     revision: i64,
     window: VecDeque<Arc<Event>>,
     /// A watch from N ≥ this is served from the window.
@@ -333,7 +451,20 @@ struct State {
     /// revision (ignored once the window has moved on from it).
     start_events: Option<(i64, Vec<Arc<Event>>)>,
     synced: bool,
-    tx: broadcast::Sender<Arc<Event>>,
+    /// The channel to the subscribers, made by the first of them and dropped with the
+    /// last: its ring of [`Config::broadcast_capacity`] slots (400 KB at 10,000) is held
+    /// only while someone watches.
+    tx: OnceLock<broadcast::Sender<Arc<Event>>>,
+}
+
+impl State {
+    /// A receiver of every event published from now on (under the lock, so after what
+    /// the subscriber read of the state).
+    fn subscribe(&self, capacity: usize) -> broadcast::Receiver<Arc<Event>> {
+        self.tx
+            .get_or_init(|| broadcast::channel(capacity.max(1)).0)
+            .subscribe()
+    }
 }
 
 /// The watch cache of one resource. Cheap to share behind an `Arc`.
@@ -363,18 +494,17 @@ pub struct Subscription {
 
 impl WatchCache {
     pub fn new(codec: &'static Codec, config: Config, metrics: Arc<WatchMetrics>) -> WatchCache {
-        let (tx, _) = broadcast::channel(config.broadcast_capacity.max(1));
         WatchCache {
             codec,
             config,
             state: RwLock::new(State {
-                items: BTreeMap::new(),
+                items: BTreeSet::new(),
                 revision: 0,
                 window: VecDeque::new(),
                 window_start: 0,
                 start_events: None,
                 synced: false,
-                tx,
+                tx: OnceLock::new(),
             }),
             progress: watch::Sender::new(0),
             metrics,
@@ -438,7 +568,10 @@ impl WatchCache {
     pub fn get(&self, namespace: &str, name: &str) -> (Option<Arc<Item>>, i64) {
         let state = self.state.read().expect("cache lock");
         (
-            state.items.get(&store_key(namespace, name)).cloned(),
+            state
+                .items
+                .get(store_key(namespace, name).as_str())
+                .map(|item| item.0.clone()),
             state.revision,
         )
     }
@@ -448,9 +581,9 @@ impl WatchCache {
     pub fn namespaces(&self) -> Vec<String> {
         let state = self.state.read().expect("cache lock");
         let mut namespaces: Vec<String> = Vec::new();
-        for item in state.items.values() {
-            if namespaces.last() != Some(&item.namespace) {
-                namespaces.push(item.namespace.clone());
+        for ByKey(item) in &state.items {
+            if namespaces.last().map(String::as_str) != Some(item.namespace()) {
+                namespaces.push(item.namespace().to_string());
             }
         }
         namespaces
@@ -458,14 +591,17 @@ impl WatchCache {
 
     fn range(state: &State, namespace: Option<&str>) -> Vec<Arc<Item>> {
         match namespace {
-            None => state.items.values().cloned().collect(),
+            None => state.items.iter().map(|item| item.0.clone()).collect(),
             Some(namespace) => {
                 let start = format!("{namespace}/");
                 state
                     .items
-                    .range(start.clone()..)
-                    .take_while(|(key, _)| key.starts_with(&start))
-                    .map(|(_, item)| item.clone())
+                    .range::<str, _>((
+                        std::ops::Bound::Included(start.as_str()),
+                        std::ops::Bound::Unbounded,
+                    ))
+                    .take_while(|item| item.0.key().starts_with(&start))
+                    .map(|item| item.0.clone())
                     .collect()
             }
         }
@@ -487,7 +623,7 @@ impl WatchCache {
         Subscription {
             initial,
             revision: state.revision,
-            rx: state.tx.subscribe(),
+            rx: state.subscribe(self.config.broadcast_capacity),
         }
     }
 
@@ -506,7 +642,7 @@ impl WatchCache {
         Ok(Subscription {
             initial: state.window.range(first..).cloned().collect(),
             revision: state.revision.max(revision),
-            rx: state.tx.subscribe(),
+            rx: state.subscribe(self.config.broadcast_capacity),
         })
     }
 
@@ -547,7 +683,7 @@ impl WatchCache {
                 .chain(state.window.range(first..).cloned())
                 .collect(),
             revision: state.revision.max(revision),
-            rx: state.tx.subscribe(),
+            rx: state.subscribe(self.config.broadcast_capacity),
         })
     }
 
@@ -585,13 +721,13 @@ impl WatchCache {
             .engine(config)
             .with_progress_requests(self.progress_requests.clone())
             .into_stream();
-        let mut listed: BTreeMap<String, Arc<Item>> = BTreeMap::new();
+        let mut listed: BTreeSet<ByKey> = BTreeSet::new();
         while let Some(item) = raw.next().await {
             match item {
                 RawItem::Page { kvs } => {
                     for kv in &kvs {
                         if let Some(item) = self.decode(&start, kv) {
-                            listed.insert(item.key(), Arc::new(item));
+                            listed.replace(ByKey(Arc::new(item)));
                         }
                     }
                 }
@@ -650,12 +786,7 @@ impl WatchCache {
     /// (after compaction) becomes the events that turn the old store into it; one after
     /// a rewind of etcd starts a new history, ending every watcher. Returns how many
     /// objects changed.
-    fn replace(
-        &self,
-        listed: BTreeMap<String, Arc<Item>>,
-        reason: ListReason,
-        revision: i64,
-    ) -> usize {
+    fn replace(&self, listed: BTreeSet<ByKey>, reason: ListReason, revision: i64) -> usize {
         let mut state = self.state.write().expect("cache lock");
         if !state.synced || reason == ListReason::Rewound {
             let changes = listed.len();
@@ -667,8 +798,7 @@ impl WatchCache {
             if state.synced {
                 // A new history: every watcher's resourceVersion means nothing now; a new
                 // channel ends their streams (they relist).
-                let (tx, _) = broadcast::channel(self.config.broadcast_capacity.max(1));
-                state.tx = tx;
+                state.tx = OnceLock::new();
             }
             state.synced = true;
             drop(state);
@@ -676,12 +806,12 @@ impl WatchCache {
             return changes;
         }
         let mut puts: Vec<Event> = Vec::new();
-        for (key, item) in &listed {
-            match state.items.get(key) {
-                Some(old) if old.revision == item.revision => {}
+        for ByKey(item) in &listed {
+            match state.items.get(item.key()) {
+                Some(ByKey(old)) if old.revision == item.revision => {}
                 old => puts.push(Event {
                     object: item.clone(),
-                    prev: old.cloned(),
+                    prev: old.map(|old| old.0.clone()),
                     deleted: false,
                 }),
             }
@@ -690,8 +820,8 @@ impl WatchCache {
         let deletes: Vec<Event> = state
             .items
             .iter()
-            .filter(|(key, _)| !listed.contains_key(*key))
-            .map(|(_, old)| Event {
+            .filter(|old| !listed.contains(old.0.key()))
+            .map(|ByKey(old)| Event {
                 object: Arc::new(old.stamped(revision)),
                 prev: Some(old.clone()),
                 deleted: true,
@@ -729,7 +859,7 @@ impl WatchCache {
             let event = match decoded {
                 Some(item) => {
                     let item = Arc::new(item);
-                    let prev = state.items.insert(key, item.clone());
+                    let prev = state.items.replace(ByKey(item.clone())).map(|old| old.0);
                     Event {
                         object: item,
                         prev,
@@ -738,7 +868,7 @@ impl WatchCache {
                 }
                 // A delete, or a value that no longer decodes: either way the object is
                 // no longer served.
-                None => match state.items.remove(&key) {
+                None => match state.items.take(key.as_str()).map(|old| old.0) {
                     Some(old) => Event {
                         object: Arc::new(old.stamped(raw.mod_revision)),
                         prev: Some(old),
@@ -767,8 +897,15 @@ impl WatchCache {
                 state.window_start = state.window_start.max(evicted.revision());
             }
         }
-        // No receiver is not an error: nobody watches.
-        let _ = state.tx.send(event);
+        if let Some(tx) = state.tx.get() {
+            if tx.receiver_count() == 0 {
+                // The last subscriber is gone: so is the ring, until the next one.
+                state.tx = OnceLock::new();
+            } else {
+                // A receiver dropped since is not an error.
+                let _ = tx.send(event);
+            }
+        }
     }
 
     fn advance(&self, revision: i64) {

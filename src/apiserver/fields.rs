@@ -224,7 +224,6 @@ impl FieldSelector {
     }
 
     /// Whether it selects everything.
-    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }

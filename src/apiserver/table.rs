@@ -27,6 +27,9 @@
 
 mod cells;
 mod format;
+pub(crate) mod projection;
+
+pub(crate) use projection::Keep;
 
 /// What a kind's own printer (in its file under `resources/`) builds its cells from: the
 /// Name cell, the Age cell, and how many keys or items a top-level field holds.
@@ -37,6 +40,7 @@ use cells::{
 };
 pub(crate) use format::age;
 
+use std::borrow::Cow;
 use std::time::SystemTime;
 
 use serde_json::{json, Map, Value};
@@ -123,6 +127,8 @@ pub(crate) type Cells = (Vec<Value>, Option<Value>);
 pub(crate) struct Printer {
     pub columns: &'static [Column],
     pub cells: fn(&Value, SystemTime) -> Cells,
+    /// What `cells` reads of an object: the watch cache decodes only that for a row.
+    pub reads: &'static Keep,
 }
 
 /// Printers are statics; one is equal only to itself.
@@ -139,6 +145,7 @@ impl Eq for Printer {}
 #[cfg(test)]
 pub(crate) static NAME_AGE: Printer = Printer {
     columns: &[NAME, AGE],
+    reads: &Keep::All,
     cells: |object, now| {
         let name = Value::from(string_at(object, &["metadata", "name"]));
         (vec![name, Value::from(format::age(object, now))], None)
@@ -159,7 +166,36 @@ pub(crate) static PODS: Printer = Printer {
         column("Readiness Gates", "string", "", 1, "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates"),
     ],
     cells: pod_cells,
+    reads: &POD_READS,
 };
+
+/// What `pod_cells` reads of a pod.
+static POD_READS: Keep = Keep::Members(&[
+    (
+        "metadata",
+        Keep::Members(&[
+            ("name", Keep::All),
+            ("creationTimestamp", Keep::All),
+            ("deletionTimestamp", Keep::All),
+        ]),
+    ),
+    (
+        "spec",
+        Keep::Members(&[
+            ("containers", Keep::Each(&Keep::Members(&[]))),
+            (
+                "initContainers",
+                Keep::Each(&Keep::Members(&[
+                    ("name", Keep::All),
+                    ("restartPolicy", Keep::All),
+                ])),
+            ),
+            ("nodeName", Keep::All),
+            ("readinessGates", Keep::All),
+        ]),
+    ),
+    ("status", Keep::All),
+]);
 
 /// replicationcontrollers: printers.go's `printReplicationController`.
 pub(crate) static REPLICATION_CONTROLLERS: Printer = Printer {
@@ -173,6 +209,7 @@ pub(crate) static REPLICATION_CONTROLLERS: Printer = Printer {
         column("Images", "string", "", 1, IMAGES_DESCRIPTION),
         column("Selector", "string", "", 1, "Selector is a label query over pods that should match the Replicas count. If Selector is empty, it is defaulted to the labels present on the Pod template. Label keys and values that must match in order to be controlled by this replication controller, if empty defaulted to labels on Pod template. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"),
     ],
+    reads: &Keep::All,
     cells: |o, now| (replication_controller_cells(o, now), None),
 };
 
@@ -188,6 +225,7 @@ pub(crate) static REPLICA_SETS: Printer = Printer {
         column("Images", "string", "", 1, IMAGES_DESCRIPTION),
         column("Selector", "string", "", 1, "Selector is a label query over pods that should match the replica count. If the selector is empty, it is defaulted to the labels present on the pod template. Label keys and values that must match in order to be controlled by this replica set. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"),
     ],
+    reads: &Keep::All,
     cells: |o, now| (replica_set_cells(o, now), None),
 };
 
@@ -203,6 +241,7 @@ pub(crate) static DEPLOYMENTS: Printer = Printer {
         column("Images", "string", "", 1, IMAGES_DESCRIPTION),
         column("Selector", "string", "", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."),
     ],
+    reads: &Keep::All,
     cells: |o, now| (deployment_cells(o, now), None),
 };
 
@@ -217,6 +256,7 @@ pub(crate) static SERVICES: Printer = Printer {
         AGE,
         column("Selector", "string", "", 1, "Route service traffic to pods with label keys and values matching this selector. If empty or not present, the service is assumed to have an external process managing its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/"),
     ],
+    reads: &Keep::All,
     cells: |o, now| (service_cells(o, now), None),
 };
 
@@ -227,6 +267,7 @@ pub(crate) static ENDPOINTS: Printer = Printer {
         column("Endpoints", "string", "", 0, "The set of all endpoints is the union of all subsets. Addresses are placed into subsets according to the IPs they share. A single address with multiple ports, some of which are ready and some of which are not (because they come from different containers) will result in the address being displayed in different subsets for the different ports. No address will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a service."),
         AGE,
     ],
+    reads: &Keep::All,
     cells: |o, now| (endpoints_cells(o, now), None),
 };
 
@@ -237,6 +278,7 @@ pub(crate) static NAMESPACES: Printer = Printer {
         column("Status", "string", "", 0, "The status of the namespace"),
         AGE,
     ],
+    reads: &Keep::All,
     cells: |o, now| (namespace_cells(o, now), None),
 };
 
@@ -254,6 +296,7 @@ pub(crate) static NODES: Printer = Printer {
         column("Kernel-Version", "string", "", 1, "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
         column("Container-Runtime", "string", "", 1, "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2)."),
     ],
+    reads: &Keep::All,
     cells: |o, now| (node_cells(o, now), None),
 };
 
@@ -271,6 +314,7 @@ pub(crate) static EVENTS: Printer = Printer {
         column("Count", "string", "", 1, "The number of times this event has occurred."),
         column("Name", "string", "name", 1, NAME_DESCRIPTION),
     ],
+    reads: &Keep::All,
     cells: |o, now| (event_cells(o, now), None),
 };
 
@@ -406,7 +450,7 @@ pub fn table_json<'a>(
         if index > 0 {
             out.push(b',');
         }
-        let object = source.object;
+        let object: &Value = &source.object;
         let (cells, conditions) = (printer.cells)(object, now);
         let row_object = match (include, source.metadata_json) {
             (IncludeObject::None, _) => None,
@@ -441,10 +485,11 @@ pub fn table_json<'a>(
 }
 
 /// One object of a [`table_json`].
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Source<'a> {
-    /// The object (served shape).
-    pub object: &'a Value,
+    /// The object (served shape): borrowed, or decoded for the row (the watch cache
+    /// keeps its objects encoded).
+    pub object: Cow<'a, Value>,
     /// Its `metadata` already encoded as JSON (an object), when at hand; `None`: encoded
     /// here, `{}` when the object has none.
     pub metadata_json: Option<&'a [u8]>,
@@ -453,7 +498,7 @@ pub struct Source<'a> {
 impl<'a> From<&'a Value> for Source<'a> {
     fn from(object: &'a Value) -> Source<'a> {
         Source {
-            object,
+            object: Cow::Borrowed(object),
             metadata_json: None,
         }
     }

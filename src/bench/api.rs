@@ -120,7 +120,7 @@ impl Bench {
         let rss_cached = vm_rss();
         let result = self.measure_lists(&prefix, namespace, n, api.addr).await;
         api.stop().await?;
-        let [raw, json, cached, table] = result?;
+        let ([raw, json, cached, table], served_bytes) = result?;
         let cache_growth = rss_cached?.saturating_sub(rss_before);
         let ms = |seconds: f64| seconds * 1000.0;
         let rate = |seconds: f64| n as f64 / seconds.max(1e-9);
@@ -150,7 +150,8 @@ impl Bench {
             .chain([row(
                 "api-list",
                 format!(
-                    "RSS the apiserver added once its watch caches held the {n} pods (from its start to /readyz)"
+                    "RSS the apiserver added once its watch caches held the {n} pods (from its start to /readyz; their served JSON, which the cache keeps: {:.2} MiB)",
+                    served_bytes as f64 / MIB
                 ),
                 "MiB",
                 cache_growth as f64 / MIB,
@@ -161,14 +162,15 @@ impl Bench {
             .collect())
     }
 
-    /// Median seconds of: the raw range, the JSON list, the cached JSON list, the Table.
+    /// Median seconds of: the raw range, the JSON list, the cached JSON list, the Table;
+    /// and the size of the JSON list.
     async fn measure_lists(
         &self,
         prefix: &str,
         namespace: &str,
         n: usize,
         addr: SocketAddr,
-    ) -> anyhow::Result<[f64; 4]> {
+    ) -> anyhow::Result<([f64; 4], usize)> {
         let dir = self.pod_dir(prefix, namespace);
         let mut kv = self.registry(prefix).await?.kv();
         let path = format!("/api/v1/namespaces/{namespace}/pods");
@@ -179,9 +181,13 @@ impl Bench {
             (path.as_str(), Some(TABLE), "rows"),
         ];
         let mut http = HttpClient::new(addr);
+        let mut served_bytes = 0;
         // A first round, untimed: the connection, and every answer checked in full.
         for (path, accept, field) in requests {
             let response = http.get(path, accept).await?;
+            if accept.is_none() {
+                served_bytes = response.body.len();
+            }
             let listed = response.json()?;
             let count = listed[field].as_array().map_or(0, Vec::len);
             anyhow::ensure!(count == n, "GET {path} ({accept:?}) gave {count} of {n}");
@@ -210,7 +216,7 @@ impl Bench {
                 );
             }
         }
-        Ok(times.map(median))
+        Ok((times.map(median), served_bytes))
     }
 
     /// api-watch: HTTP watches of one namespace's pods while pods are created, against

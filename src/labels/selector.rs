@@ -7,7 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::validation::REASON_EMPTY_IN_SET;
-use super::{validate_key, validate_value, Set};
+use super::{validate_key, validate_value, Labels};
 
 /// How a [`Requirement`] compares a label with its values.
 ///
@@ -172,7 +172,7 @@ impl Requirement {
     /// A missing key reads as `""` for `=`, `==` and `!=` (2014 semantics), so `k=` matches
     /// an object without `k` and `k!=v` matches an object without `k`. `in` needs the key
     /// present; `notin` matches when the key is absent.
-    pub fn matches(&self, labels: &Set) -> bool {
+    pub fn matches(&self, labels: &(impl Labels + ?Sized)) -> bool {
         match self.operator {
             Operator::Equals | Operator::DoubleEquals => {
                 self.values.contains(labels.get(&self.key).unwrap_or(""))
@@ -250,7 +250,7 @@ impl Selector {
     }
 
     /// Returns whether `labels` satisfy every requirement; the empty selector matches all.
-    pub fn matches(&self, labels: &Set) -> bool {
+    pub fn matches(&self, labels: &(impl Labels + ?Sized)) -> bool {
         self.requirements
             .iter()
             .all(|requirement| requirement.matches(labels))

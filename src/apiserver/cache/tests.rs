@@ -40,7 +40,7 @@ fn cache(window: usize) -> WatchCache {
         },
         Arc::default(),
     );
-    cache.replace(BTreeMap::new(), ListReason::Initial, 10);
+    cache.replace(BTreeSet::new(), ListReason::Initial, 10);
     cache
 }
 
@@ -57,7 +57,7 @@ fn a_watch_from_inside_the_window_replays_exactly_the_later_events() {
     assert_eq!(revisions(&sub.initial), [(12, false), (13, true)]);
     // The deleted object's last state carries the delete's revision.
     assert_eq!(
-        sub.initial[1].object.object["metadata"]["resourceVersion"],
+        sub.initial[1].object.object()["metadata"]["resourceVersion"],
         "13"
     );
     assert_eq!(sub.initial[1].prev.as_ref().unwrap().revision, 11);
@@ -119,10 +119,10 @@ fn a_watch_from_before_the_window_is_too_old() {
 fn a_relist_after_compaction_becomes_the_events_between_the_two_states() {
     let cache = cache(100);
     cache.apply("/r/pods/", &[put("a/x", 11, "1"), put("a/y", 12, "1")]);
-    let mut listed = BTreeMap::new();
+    let mut listed = BTreeSet::new();
     for item in [put("a/y", 15, "2"), put("b/z", 14, "1")] {
         let item = cache.decode("/r/pods/", &item).unwrap();
-        listed.insert(item.key(), Arc::new(item));
+        listed.insert(ByKey(Arc::new(item)));
     }
     assert_eq!(cache.replace(listed, ListReason::Compacted, 20), 3);
     let sub = cache.subscribe_from(12).unwrap();
@@ -215,12 +215,99 @@ fn items_encode_as_serde_json_does_and_know_where_their_metadata_is() {
         serde_json::json!({"x": [1, 2.5, null]}),
     ] {
         let item = Item::new("ns".into(), "a".into(), 7, object.clone());
-        assert_eq!(item.json, serde_json::to_vec(&item.object).unwrap());
-        let metadata = item.object.get("metadata").filter(|m| m.is_object());
+        let mut stamped = object.clone();
+        set_resource_version(&mut stamped, 7);
+        assert_eq!(item.json(), serde_json::to_vec(&stamped).unwrap());
+        // Decoded again from its JSON, it is the object stamped (preserve_order: the
+        // members keep their order).
+        assert_eq!(item.object(), stamped);
+        let metadata = stamped.get("metadata").filter(|m| m.is_object());
         assert_eq!(
             item.metadata_json(),
             metadata.map(|m| serde_json::to_vec(m).unwrap()).as_deref(),
             "{object}"
         );
     }
+}
+
+#[test]
+fn an_item_keeps_its_namespace_and_name_in_one_key() {
+    let item = Item::new("ns".into(), "a".into(), 7, serde_json::json!({}));
+    assert_eq!(
+        (item.key(), item.namespace(), item.name()),
+        ("ns/a", "ns", "a")
+    );
+    let item = Item::new(String::new(), "node-1".into(), 7, serde_json::json!({}));
+    assert_eq!(
+        (item.key(), item.namespace(), item.name()),
+        ("node-1", "", "node-1")
+    );
+    let stamped = item.stamped(9);
+    assert_eq!((stamped.key(), stamped.revision), ("node-1", 9));
+    assert_eq!(stamped.object()["metadata"]["resourceVersion"], "9");
+}
+
+#[test]
+fn packed_labels_read_as_the_set_they_were_packed_from() {
+    use crate::labels::{Selector, Set};
+    let object = serde_json::json!({"metadata": {"labels": {
+        "app": "web", "tier": "", "é/ü": "ß", "count": 3, "x.io/long-key": "v".repeat(63),
+    }}});
+    let packed = PackedLabels::of(&object);
+    // Values that are not strings are left out, as a Set leaves them out.
+    let set: Set = [
+        ("app", "web".to_string()),
+        ("tier", String::new()),
+        ("é/ü", "ß".to_string()),
+        ("x.io/long-key", "v".repeat(63)),
+    ]
+    .into_iter()
+    .collect();
+    let pairs: Set = packed.iter().collect();
+    assert_eq!(pairs, set);
+    assert_eq!(Labels::get(&packed, "count"), None);
+    for selector in [
+        "app=web",
+        "app!=web",
+        "tier=",
+        "missing=",
+        "tier",
+        "!tier",
+        "count",
+        "app in (db,web),tier=",
+        "app notin (web)",
+        "x.io/long-key",
+    ] {
+        let selector: Selector = selector.parse().unwrap();
+        assert_eq!(
+            selector.matches(&packed),
+            selector.matches(&set),
+            "{selector}"
+        );
+    }
+    let none = PackedLabels::of(&serde_json::json!({"metadata": {"labels": "x"}}));
+    assert_eq!(none.iter().count(), 0);
+    assert!("a=".parse::<Selector>().unwrap().matches(&none));
+}
+
+#[tokio::test]
+async fn the_broadcast_ring_lives_while_someone_watches() {
+    let cache = cache(100);
+    let ring = |cache: &WatchCache| cache.state.read().unwrap().tx.get().is_some();
+    cache.apply("/r/pods/", &[put("a/x", 11, "1")]);
+    assert!(!ring(&cache), "nobody watches: no ring");
+    let mut sub = cache.subscribe_from(11).unwrap();
+    assert!(ring(&cache));
+    cache.apply("/r/pods/", &[put("a/y", 12, "1")]);
+    assert_eq!(sub.rx.recv().await.unwrap().revision(), 12);
+    drop(sub);
+    // The next event finds nobody and drops the ring; a later subscriber gets a new one
+    // and every event after what it read.
+    cache.apply("/r/pods/", &[put("a/z", 13, "1")]);
+    assert!(!ring(&cache));
+    let mut sub = cache.subscribe_snapshot(Some("a"));
+    assert_eq!(sub.initial.len(), 3);
+    cache.apply("/r/pods/", &[delete("a/x", 14)]);
+    let event = sub.rx.recv().await.unwrap();
+    assert_eq!((event.revision(), event.deleted), (14, true));
 }

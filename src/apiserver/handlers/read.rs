@@ -7,6 +7,7 @@
 //! consistent reads from cache), else from etcd: either way it reflects every write
 //! acknowledged before it was asked.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -62,9 +63,9 @@ impl Filter {
     pub(super) fn matches(&self, item: &Item) -> bool {
         self.namespace
             .as_deref()
-            .is_none_or(|namespace| namespace == item.namespace)
-            && self.labels.matches(&item.labels)
-            && self.fields.matches(self.selectable, &item.object)
+            .is_none_or(|namespace| namespace == item.namespace())
+            && self.labels.matches(item.labels())
+            && (self.fields.is_empty() || self.fields.matches(self.selectable, &item.object()))
     }
 }
 
@@ -212,7 +213,7 @@ pub(super) async fn read(
         }
         (Some(name), Some("scale")) if resource.subresources.iter().any(|s| s.name == "scale") => {
             let item = get(state, &target, name, query).await?;
-            Ok(json_response(StatusCode::OK, &scale(&item.object)))
+            Ok(json_response(StatusCode::OK, &scale(&item.object())))
         }
         _ => Err(ApiError::no_route()),
     }
@@ -325,8 +326,11 @@ pub(super) async fn list(
     let mut page = list_stored(state, target, filter, query).await?;
     if target.resource.plural == "namespaces" && page.continue_token.is_none() {
         // The last page also lists the namespaces in use that nobody created.
-        let stored: std::collections::BTreeSet<String> =
-            page.items.iter().map(|item| item.name.clone()).collect();
+        let stored: std::collections::BTreeSet<String> = page
+            .items
+            .iter()
+            .map(|item| item.name().to_string())
+            .collect();
         page.items.extend(
             namespaces(state)
                 .into_iter()
@@ -334,7 +338,7 @@ pub(super) async fn list(
                 .map(|n| Arc::new(namespace_item(&n, page.revision)))
                 .filter(|item| filter.matches(item)),
         );
-        page.items.sort_by(|a, b| a.name.cmp(&b.name));
+        page.items.sort_by(|a, b| a.name().cmp(b.name()));
     }
     Ok(page)
 }
@@ -543,19 +547,20 @@ pub(super) fn list_response(
                 if index > 0 {
                     body.push(b',');
                 }
-                body.extend_from_slice(&item.json);
+                body.extend_from_slice(item.json());
             }
             body.extend_from_slice(b"]}");
             bytes_response(format, true, body)
         }
         Format::Table => {
+            let include = include_object(query);
             let table = table::table_json(
                 resource.printer,
                 page.items.iter().map(|item| table::Source {
-                    object: &item.object,
+                    object: Cow::Owned(table_object(resource, item, include)),
                     metadata_json: item.metadata_json(),
                 }),
-                include_object(query),
+                include,
                 SystemTime::now(),
                 &revision,
                 page.continue_token.as_deref(),
@@ -565,11 +570,7 @@ pub(super) fn list_response(
             bytes_response(format, true, table)
         }
         Format::Metadata => {
-            let items: Vec<Value> = page
-                .items
-                .iter()
-                .map(|i| partial_metadata(&i.object))
-                .collect();
+            let items: Vec<Value> = page.items.iter().map(|item| item_metadata(item)).collect();
             let list = json!({
                 "kind": "PartialObjectMetadataList",
                 "apiVersion": "meta.k8s.io/v1",
@@ -588,12 +589,14 @@ pub(super) fn object_response(
     query: &Query,
 ) -> Response {
     match format {
-        Format::Json => bytes_response(format, false, item.json.clone()),
+        Format::Json => bytes_response(format, false, item.json().to_vec()),
         Format::Table => {
+            let include = include_object(query);
+            let object = table_object(resource, item, include);
             let table = table::table(
                 resource.printer,
-                std::slice::from_ref(&item.object),
-                include_object(query),
+                std::slice::from_ref(&object),
+                include,
                 SystemTime::now(),
                 &item.revision.to_string(),
                 None,
@@ -602,11 +605,9 @@ pub(super) fn object_response(
             );
             bytes_response(format, false, table.to_string().into_bytes())
         }
-        Format::Metadata => bytes_response(
-            format,
-            false,
-            partial_metadata(&item.object).to_string().into_bytes(),
-        ),
+        Format::Metadata => {
+            bytes_response(format, false, item_metadata(item).to_string().into_bytes())
+        }
     }
 }
 
@@ -616,6 +617,25 @@ pub(super) fn include_object(query: &Query) -> table::IncludeObject {
         Some("Object") => table::IncludeObject::Object,
         _ => table::IncludeObject::Metadata,
     }
+}
+
+/// What a Table row of `item` is built from: what its printer reads of it, or all of it
+/// when the row carries the whole object.
+pub(super) fn table_object(
+    resource: &Resource,
+    item: &Item,
+    include: table::IncludeObject,
+) -> Value {
+    match include {
+        table::IncludeObject::Object => item.object(),
+        _ => item.project(resource.printer.reads),
+    }
+}
+
+/// `item`'s `PartialObjectMetadata` (only its metadata decoded).
+pub(super) fn item_metadata(item: &Item) -> Value {
+    static METADATA: table::Keep = table::Keep::Members(&[("metadata", table::Keep::All)]);
+    partial_metadata(&item.project(&METADATA))
 }
 
 pub(super) fn partial_metadata(object: &Value) -> Value {

@@ -190,7 +190,7 @@ impl Store<'_> {
         }
         match cache.get("", namespace).0 {
             None => Some(KeyCondition::Absent(guard.to_string())),
-            Some(item) if !api::is_terminating(&item.object) => {
+            Some(item) if !api::is_terminating(&item.object()) => {
                 Some(KeyCondition::At(guard.to_string(), item.revision))
             }
             Some(_) => None,

@@ -30,8 +30,8 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::read::{
-    cache_of, include_object, list, namespace_item, namespaces, partial_metadata, synced, Filter,
-    CACHE_WAIT,
+    cache_of, include_object, item_metadata, list, namespace_item, namespaces, synced,
+    table_object, Filter, CACHE_WAIT,
 };
 use super::request::{Format, Query, Target};
 use super::ApiState;
@@ -154,7 +154,7 @@ pub(super) async fn watch(
             let stored: std::collections::BTreeSet<&str> = subscription
                 .initial
                 .iter()
-                .map(|event| event.object.name.as_str())
+                .map(|event| event.object.name())
                 .collect();
             for name in namespaces(state) {
                 if stored.contains(name.as_str()) {
@@ -371,11 +371,12 @@ impl Watch {
         self.revision = self.revision.max(item.revision);
         let mut line = format!(r#"{{"type":"{kind}","object":"#).into_bytes();
         match self.format {
-            Format::Json => line.extend_from_slice(&item.json),
+            Format::Json => line.extend_from_slice(item.json()),
             Format::Table => {
+                let object = table_object(self.resource, item, self.include);
                 let table = table::table(
                     self.resource.printer,
-                    std::slice::from_ref(&item.object),
+                    std::slice::from_ref(&object),
                     self.include,
                     SystemTime::now(),
                     &item.revision.to_string(),
@@ -386,9 +387,7 @@ impl Watch {
                 self.columns_sent = true;
                 line.extend_from_slice(table.to_string().as_bytes());
             }
-            Format::Metadata => {
-                line.extend_from_slice(partial_metadata(&item.object).to_string().as_bytes())
-            }
+            Format::Metadata => line.extend_from_slice(item_metadata(item).to_string().as_bytes()),
         }
         line.extend_from_slice(b"}\n");
         Bytes::from(line)

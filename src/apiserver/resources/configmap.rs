@@ -10,7 +10,7 @@ use super::strategy::{
     cause, check_immutable, check_keys, decode_base64, map_at, Strategy, MAX_DATA_SIZE,
 };
 use crate::apiserver::errors::Cause;
-use crate::apiserver::table::{self, column, Printer, AGE, NAME};
+use crate::apiserver::table::{self, column, Keep, Printer, AGE, NAME};
 
 pub(crate) static STRATEGY: Strategy = Strategy {
     prepare: |object| {
@@ -45,6 +45,7 @@ pub(crate) static PRINTER: Printer = Printer {
         ),
         AGE,
     ],
+    reads: &Keep::All,
     cells: |object, now: SystemTime| {
         let data = table::count(object, "data") + table::count(object, "binaryData");
         let cells = vec![

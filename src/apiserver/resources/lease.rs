@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::strategy::{cause, Strategy};
 use crate::apiserver::errors::Cause;
 use crate::apiserver::fields;
-use crate::apiserver::table::{self, column, Printer, AGE, NAME};
+use crate::apiserver::table::{self, column, Keep, Printer, AGE, NAME};
 
 pub(crate) static STRATEGY: Strategy = Strategy {
     prepare: |_| Ok(()),
@@ -25,6 +25,7 @@ pub(crate) static PRINTER: Printer = Printer {
         column("Holder", "string", "", 0, "Who holds the Lease."),
         AGE,
     ],
+    reads: &Keep::All,
     cells: |object, now: SystemTime| {
         let holder = fields::string_at(object, &["spec", "holderIdentity"]);
         let cells = vec![

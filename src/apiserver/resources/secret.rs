@@ -14,7 +14,7 @@ use super::strategy::{
 };
 use crate::apiserver::errors::{ApiError, Cause};
 use crate::apiserver::fields::{self, SelectableFields};
-use crate::apiserver::table::{self, column, Printer, AGE, NAME};
+use crate::apiserver::table::{self, column, Keep, Printer, AGE, NAME};
 
 pub(crate) static STRATEGY: Strategy = Strategy {
     prepare,
@@ -30,6 +30,7 @@ pub(crate) static PRINTER: Printer = Printer {
         column("Data", "integer", "", 0, "How many keys the Secret holds."),
         AGE,
     ],
+    reads: &Keep::All,
     cells: |object, now: SystemTime| {
         let cells = vec![
             table::name(object),

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use crate::apiserver::table::{self, column, Printer, AGE, NAME};
+use crate::apiserver::table::{self, column, Keep, Printer, AGE, NAME};
 
 /// printers.go's `printServiceAccount`: NAME, SECRETS (how many `secrets` it names), AGE.
 pub(crate) static PRINTER: Printer = Printer {
@@ -21,6 +21,7 @@ pub(crate) static PRINTER: Printer = Printer {
         ),
         AGE,
     ],
+    reads: &Keep::All,
     cells: |object, now: SystemTime| {
         let cells = vec![
             table::name(object),

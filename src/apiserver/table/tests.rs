@@ -288,7 +288,7 @@ fn tables_encoded_row_by_row_are_byte_for_byte_the_tables() {
                 .iter()
                 .zip(&metadata)
                 .map(|(object, metadata)| Source {
-                    object,
+                    object: std::borrow::Cow::Borrowed(object),
                     metadata_json: metadata.as_deref(),
                 })
                 .collect();

@@ -4,15 +4,24 @@
 use serde_json::{json, Value};
 
 use super::super::fixtures::{now, printer};
-use super::super::{column_definitions, row, IncludeObject};
+use super::super::{column_definitions, projection, row, IncludeObject};
 
 mod pods;
 
+/// The cells of `object`'s row; checked to be those of only what the printer reads of it
+/// (what the watch cache decodes for a row).
+#[track_caller]
 fn cells(resource: &str, object: &Value) -> Vec<Value> {
-    row(printer(resource), object, IncludeObject::None, now())["cells"]
-        .as_array()
-        .unwrap()
-        .clone()
+    let printer = printer(resource);
+    let row_of = |object: &Value| row(printer, object, IncludeObject::None, now());
+    let full = row_of(object);
+    let read = projection::decode(&serde_json::to_vec(object).unwrap(), printer.reads).unwrap();
+    assert_eq!(
+        row_of(&read),
+        full,
+        "{resource}: the row of what the printer reads ({read}) is not that of {object:#}"
+    );
+    full["cells"].as_array().unwrap().clone()
 }
 
 #[track_caller]
