@@ -169,22 +169,25 @@ impl Codec {
 /// One object as served: its served JSON (encoded once, shared by every watcher), its
 /// labels for selectors, and the revision it was written at.
 ///
-/// Kept compact, for the cache holds one per object: the decoded object is not kept (as
-/// a `serde_json::Value` a pod took about 9 KB against its 520 bytes of JSON), so what
-/// needs it decodes it again ([`Item::object`], or [`Item::project`] for a Table's cells);
-/// `namespace/name` is one string, and the labels one buffer ([`PackedLabels`]).
+/// Kept compact, for the cache holds one per object. The decoded object is not kept (as
+/// a `serde_json::Value` a pod took about 9 KB against its 700 bytes of JSON): what needs
+/// it decodes it again ([`Item::object`], or [`Item::project`] for a Table's cells). The
+/// key, the labels and the JSON share one buffer, `key ++ labels ++ json`, so an item is
+/// two allocations (this, in its `Arc`, and the buffer).
 #[derive(Debug)]
 pub struct Item {
-    /// `namespace/name`, or `name` for a cluster-scoped object.
-    key: Box<str>,
-    /// Where the name starts in `key` (0 for a cluster-scoped object).
-    name_start: u32,
     /// The revision of the write (of the delete, for a deleted object's last state).
     pub revision: i64,
-    labels: PackedLabels,
-    /// The object encoded as JSON.
-    json: Box<[u8]>,
-    /// Where the object's `metadata` (an object) sits in `json`, for the Tables'
+    /// `namespace/name` (or `name` for a cluster-scoped object), then the labels
+    /// ([`PackedLabels`]), then the object encoded as JSON.
+    data: Box<[u8]>,
+    /// Where the name starts in the key (0 for a cluster-scoped object).
+    name_start: u32,
+    /// Where the key ends and the labels start.
+    key_end: u32,
+    /// Where the labels end and the JSON starts.
+    json_start: u32,
+    /// Where the object's `metadata` (an object) sits in the JSON, for the Tables'
     /// `PartialObjectMetadata` rows; empty when it has none.
     metadata: (u32, u32),
 }
@@ -193,70 +196,76 @@ impl Item {
     /// An item of `object` (whose `metadata.resourceVersion` is set to `revision`).
     pub fn new(namespace: String, name: String, revision: i64, mut object: Value) -> Item {
         set_resource_version(&mut object, revision);
-        let labels = PackedLabels::of(&object);
-        let (json, metadata) = encode(&object);
-        let name_start = if namespace.is_empty() {
-            0
-        } else {
-            namespace.len() + 1
-        };
+        let key = store_key(&namespace, &name);
+        let mut data = Vec::with_capacity(key.len() + 1024);
+        data.extend_from_slice(key.as_bytes());
+        let key_end = data.len();
+        PackedLabels::pack(&object, &mut data);
+        let json_start = data.len();
+        let metadata = encode(&object, &mut data);
+        let at = |i: usize| u32::try_from(i).expect("an object smaller than 4 GiB");
         Item {
-            key: store_key(&namespace, &name).into_boxed_str(),
-            name_start: u32::try_from(name_start).expect("a key shorter than 4 GiB"),
             revision,
-            labels,
-            json: json.into_boxed_slice(),
-            metadata: metadata.map_or((0, 0), |span| {
-                let at = |i: usize| u32::try_from(i).expect("an object smaller than 4 GiB");
-                (at(span.start), at(span.end))
+            data: data.into_boxed_slice(),
+            name_start: at(if namespace.is_empty() {
+                0
+            } else {
+                namespace.len() + 1
             }),
+            key_end: at(key_end),
+            json_start: at(json_start),
+            metadata: metadata.map_or((0, 0), |span| (at(span.start), at(span.end))),
         }
+    }
+
+    /// `namespace/name`, or `name` for a cluster-scoped object: the store's key, ordered
+    /// as etcd orders the keys.
+    pub fn key(&self) -> &str {
+        std::str::from_utf8(self.key_bytes()).expect("the key was a string")
+    }
+
+    fn key_bytes(&self) -> &[u8] {
+        &self.data[..self.key_end as usize]
     }
 
     /// The namespace; "" for a cluster-scoped object.
     pub fn namespace(&self) -> &str {
         match self.name_start {
             0 => "",
-            start => &self.key[..start as usize - 1],
+            start => &self.key()[..start as usize - 1],
         }
     }
 
     pub fn name(&self) -> &str {
-        &self.key[self.name_start as usize..]
-    }
-
-    /// `namespace/name`, or `name` for a cluster-scoped object: the store's key, ordered
-    /// as etcd orders the keys.
-    pub fn key(&self) -> &str {
-        &self.key
+        &self.key()[self.name_start as usize..]
     }
 
     /// `metadata.labels`, for selectors (values that are not strings are left out).
-    pub fn labels(&self) -> &PackedLabels {
-        &self.labels
+    pub fn labels(&self) -> PackedLabels<'_> {
+        PackedLabels(&self.data[self.key_end as usize..self.json_start as usize])
     }
 
     /// The object encoded as JSON (as `serde_json::to_vec` encodes it).
     pub fn json(&self) -> &[u8] {
-        &self.json
+        &self.data[self.json_start as usize..]
     }
 
     /// The object, decoded from its JSON.
     pub fn object(&self) -> Value {
-        serde_json::from_slice(&self.json).expect("the cache's own encoding decodes")
+        serde_json::from_slice(self.json()).expect("the cache's own encoding decodes")
     }
 
     /// Of the object, what `keep` keeps (a Table's cells read a few fields of each
     /// object; decoding only those is several times faster than [`Item::object`]).
     pub fn project(&self, keep: &Keep) -> Value {
-        projection::decode(&self.json, keep).expect("the cache's own encoding decodes")
+        projection::decode(self.json(), keep).expect("the cache's own encoding decodes")
     }
 
     /// `object`'s `metadata` as JSON (a slice of the item's JSON); `None` when it has
     /// none that is an object.
     pub fn metadata_json(&self) -> Option<&[u8]> {
         let (start, end) = self.metadata;
-        (end > start).then(|| &self.json[start as usize..end as usize])
+        (end > start).then(|| &self.json()[start as usize..end as usize])
     }
 
     /// The same object stamped with another revision (a deleted object's last state
@@ -271,19 +280,20 @@ impl Item {
     }
 }
 
-/// The store's items, ordered (and found) by [`Item::key`].
+/// The store's items, ordered (and found) by their key's bytes (the order of the keys
+/// as strings, and etcd's).
 #[derive(Clone, Debug)]
 struct ByKey(Arc<Item>);
 
-impl std::borrow::Borrow<str> for ByKey {
-    fn borrow(&self) -> &str {
-        self.0.key()
+impl std::borrow::Borrow<[u8]> for ByKey {
+    fn borrow(&self) -> &[u8] {
+        self.0.key_bytes()
     }
 }
 
 impl PartialEq for ByKey {
     fn eq(&self, other: &ByKey) -> bool {
-        self.0.key() == other.0.key()
+        self.0.key_bytes() == other.0.key_bytes()
     }
 }
 
@@ -297,44 +307,43 @@ impl PartialOrd for ByKey {
 
 impl Ord for ByKey {
     fn cmp(&self, other: &ByKey) -> std::cmp::Ordering {
-        self.0.key().cmp(other.0.key())
+        self.0.key_bytes().cmp(other.0.key_bytes())
     }
 }
 
-/// An object's labels in one buffer: for each label, its key's length and its value's
-/// (each a little-endian `u32`), then the key and the value. A `BTreeMap` of `String`s
-/// took about 600 bytes for a pod's one label (a B-tree node has room for eleven); this
-/// takes the labels' bytes and 8 more each. Selectors read it through [`Labels`], by a
+/// An object's labels, packed: for each label, its key's length and its value's (each a
+/// little-endian `u32`), then the key and the value. A `BTreeMap` of `String`s took
+/// about 600 bytes for a pod's two labels (a B-tree node has room for eleven); packed,
+/// they take their bytes and 8 more each. Selectors read them through [`Labels`], by a
 /// scan (objects carry a few labels).
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct PackedLabels(Box<[u8]>);
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackedLabels<'a>(&'a [u8]);
 
-impl PackedLabels {
-    /// `metadata.labels` of `object` (values that are not strings are left out).
-    pub fn of(object: &Value) -> PackedLabels {
+impl<'a> PackedLabels<'a> {
+    /// Appends `metadata.labels` of `object` to `out`, packed (values that are not
+    /// strings are left out).
+    fn pack(object: &Value, out: &mut Vec<u8>) {
         let Some(map) = object
             .pointer("/metadata/labels")
             .and_then(Value::as_object)
         else {
-            return PackedLabels::default();
+            return;
         };
-        let mut packed = Vec::new();
         for (key, value) in map {
             if let Some(value) = value.as_str() {
                 for part in [key.as_str(), value] {
                     let len = u32::try_from(part.len()).expect("a label shorter than 4 GiB");
-                    packed.extend_from_slice(&len.to_le_bytes());
+                    out.extend_from_slice(&len.to_le_bytes());
                 }
-                packed.extend_from_slice(key.as_bytes());
-                packed.extend_from_slice(value.as_bytes());
+                out.extend_from_slice(key.as_bytes());
+                out.extend_from_slice(value.as_bytes());
             }
         }
-        PackedLabels(packed.into_boxed_slice())
     }
 
     /// The `(key, value)` pairs, in the object's order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        let mut rest: &[u8] = &self.0;
+    pub fn iter(self) -> impl Iterator<Item = (&'a str, &'a str)> {
+        let mut rest = self.0;
         std::iter::from_fn(move || {
             let (lens, after) = rest.split_first_chunk::<8>()?;
             let len = |at: usize| {
@@ -343,43 +352,45 @@ impl PackedLabels {
             let (key, after) = after.split_at(len(0));
             let (value, after) = after.split_at(len(4));
             rest = after;
-            // Written from `&str`s by `of`.
+            // Packed from `&str`s by `pack`.
             let text = |bytes| std::str::from_utf8(bytes).expect("packed from strings");
             Some((text(key), text(value)))
         })
     }
 }
 
-impl Labels for PackedLabels {
+impl Labels for PackedLabels<'_> {
     fn get(&self, key: &str) -> Option<&str> {
         self.iter().find_map(|(k, v)| (k == key).then_some(v))
     }
 }
 
-/// `object` encoded as JSON (exactly as `serde_json::to_vec`), and where its `metadata`
-/// member sits in the encoding when that is an object.
-fn encode(object: &Value) -> (Vec<u8>, Option<std::ops::Range<usize>>) {
+/// Appends `object` encoded as JSON (exactly as `serde_json::to_vec`) to `out`, and says
+/// where its `metadata` member sits in the encoding (from its start) when that is an
+/// object.
+fn encode(object: &Value, out: &mut Vec<u8>) -> Option<std::ops::Range<usize>> {
     const ENCODES: &str = "a JSON value always encodes";
+    let start = out.len();
     let Value::Object(map) = object else {
-        return (serde_json::to_vec(object).expect(ENCODES), None);
+        serde_json::to_writer(&mut *out, object).expect(ENCODES);
+        return None;
     };
-    let mut json = Vec::with_capacity(512);
     let mut metadata = None;
-    json.push(b'{');
+    out.push(b'{');
     for (index, (key, value)) in map.iter().enumerate() {
         if index > 0 {
-            json.push(b',');
+            out.push(b',');
         }
-        serde_json::to_writer(&mut json, key).expect(ENCODES);
-        json.push(b':');
-        let start = json.len();
-        serde_json::to_writer(&mut json, value).expect(ENCODES);
+        serde_json::to_writer(&mut *out, key).expect(ENCODES);
+        out.push(b':');
+        let at = out.len() - start;
+        serde_json::to_writer(&mut *out, value).expect(ENCODES);
         if key == "metadata" && value.is_object() {
-            metadata = Some(start..json.len());
+            metadata = Some(at..out.len() - start);
         }
     }
-    json.push(b'}');
-    (json, metadata)
+    out.push(b'}');
+    metadata
 }
 
 /// `namespace/name`, or `name` when `namespace` is "".
@@ -570,7 +581,7 @@ impl WatchCache {
         (
             state
                 .items
-                .get(store_key(namespace, name).as_str())
+                .get(store_key(namespace, name).as_bytes())
                 .map(|item| item.0.clone()),
             state.revision,
         )
@@ -596,11 +607,11 @@ impl WatchCache {
                 let start = format!("{namespace}/");
                 state
                     .items
-                    .range::<str, _>((
-                        std::ops::Bound::Included(start.as_str()),
+                    .range::<[u8], _>((
+                        std::ops::Bound::Included(start.as_bytes()),
                         std::ops::Bound::Unbounded,
                     ))
-                    .take_while(|item| item.0.key().starts_with(&start))
+                    .take_while(|item| item.0.key_bytes().starts_with(start.as_bytes()))
                     .map(|item| item.0.clone())
                     .collect()
             }
@@ -807,7 +818,7 @@ impl WatchCache {
         }
         let mut puts: Vec<Event> = Vec::new();
         for ByKey(item) in &listed {
-            match state.items.get(item.key()) {
+            match state.items.get(item.key_bytes()) {
                 Some(ByKey(old)) if old.revision == item.revision => {}
                 old => puts.push(Event {
                     object: item.clone(),
@@ -820,7 +831,7 @@ impl WatchCache {
         let deletes: Vec<Event> = state
             .items
             .iter()
-            .filter(|old| !listed.contains(old.0.key()))
+            .filter(|old| !listed.contains(old.0.key_bytes()))
             .map(|ByKey(old)| Event {
                 object: Arc::new(old.stamped(revision)),
                 prev: Some(old.clone()),
@@ -868,7 +879,7 @@ impl WatchCache {
                 }
                 // A delete, or a value that no longer decodes: either way the object is
                 // no longer served.
-                None => match state.items.take(key.as_str()).map(|old| old.0) {
+                None => match state.items.take(key.as_bytes()).map(|old| old.0) {
                     Some(old) => Event {
                         object: Arc::new(old.stamped(raw.mod_revision)),
                         prev: Some(old),

@@ -237,6 +237,16 @@ fn an_item_keeps_its_namespace_and_name_in_one_key() {
         (item.key(), item.namespace(), item.name()),
         ("ns/a", "ns", "a")
     );
+    // Labels and JSON follow the key in the item's one buffer.
+    let item = Item::new(
+        "ns".into(),
+        "a".into(),
+        7,
+        serde_json::json!({"metadata": {"labels": {"app": "web"}}}),
+    );
+    assert_eq!(item.labels().iter().collect::<Vec<_>>(), [("app", "web")]);
+    assert_eq!(item.object()["metadata"]["resourceVersion"], "7");
+    assert_eq!(item.key(), "ns/a");
     let item = Item::new(String::new(), "node-1".into(), 7, serde_json::json!({}));
     assert_eq!(
         (item.key(), item.namespace(), item.name()),
@@ -253,7 +263,9 @@ fn packed_labels_read_as_the_set_they_were_packed_from() {
     let object = serde_json::json!({"metadata": {"labels": {
         "app": "web", "tier": "", "é/ü": "ß", "count": 3, "x.io/long-key": "v".repeat(63),
     }}});
-    let packed = PackedLabels::of(&object);
+    let mut buffer = Vec::new();
+    PackedLabels::pack(&object, &mut buffer);
+    let packed = PackedLabels(&buffer);
     // Values that are not strings are left out, as a Set leaves them out.
     let set: Set = [
         ("app", "web".to_string()),
@@ -285,7 +297,12 @@ fn packed_labels_read_as_the_set_they_were_packed_from() {
             "{selector}"
         );
     }
-    let none = PackedLabels::of(&serde_json::json!({"metadata": {"labels": "x"}}));
+    let mut buffer = Vec::new();
+    PackedLabels::pack(
+        &serde_json::json!({"metadata": {"labels": "x"}}),
+        &mut buffer,
+    );
+    let none = PackedLabels(&buffer);
     assert_eq!(none.iter().count(), 0);
     assert!("a=".parse::<Selector>().unwrap().matches(&none));
 }

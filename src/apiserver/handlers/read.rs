@@ -64,7 +64,7 @@ impl Filter {
         self.namespace
             .as_deref()
             .is_none_or(|namespace| namespace == item.namespace())
-            && self.labels.matches(item.labels())
+            && self.labels.matches(&item.labels())
             && (self.fields.is_empty() || self.fields.matches(self.selectable, &item.object()))
     }
 }
