@@ -55,6 +55,30 @@ impl<'de> DeserializeSeed<'de> for &Keep {
     }
 }
 
+/// A member's key, looked up among the members to keep without building a `String` of
+/// it: the member's entry, or `None` for a member left out.
+struct MemberKey(&'static [(&'static str, Keep)]);
+
+impl<'de> DeserializeSeed<'de> for MemberKey {
+    type Value = Option<&'static (&'static str, Keep)>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MemberKey {
+    type Value = Option<&'static (&'static str, Keep)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a member's name")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(self.0.iter().find(|(name, _)| *name == key))
+    }
+}
+
 /// The visitor of a [`Keep::Members`] or [`Keep::Each`].
 struct Projecting<'k>(&'k Keep);
 
@@ -66,16 +90,16 @@ impl<'de> Visitor<'de> for Projecting<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let members = match self.0 {
+            Keep::Members(members) => members,
+            _ => &[][..],
+        };
         let mut kept = Map::new();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let member = match self.0 {
-                Keep::Members(members) => members.iter().find(|(name, _)| *name == key),
-                _ => None,
-            };
+        while let Some(member) = map.next_key_seed(MemberKey(members))? {
             match member {
-                Some((_, keep)) => {
+                Some((name, keep)) => {
                     let value = map.next_value_seed(keep)?;
-                    kept.insert(key.into_owned(), value);
+                    kept.insert(name.to_string(), value);
                 }
                 None => {
                     map.next_value::<IgnoredAny>()?;
