@@ -556,10 +556,9 @@ pub(super) fn list_response(
             let include = include_object(query);
             let table = table::table_json(
                 resource.printer,
-                page.items.iter().map(|item| table::Source {
-                    object: Cow::Owned(table_object(resource, item, include)),
-                    metadata_json: item.metadata_json(),
-                }),
+                page.items
+                    .iter()
+                    .map(|item| table_source(resource, item, include)),
                 include,
                 SystemTime::now(),
                 &revision,
@@ -590,21 +589,11 @@ pub(super) fn object_response(
 ) -> Response {
     match format {
         Format::Json => bytes_response(format, false, item.json().to_vec()),
-        Format::Table => {
-            let include = include_object(query);
-            let object = table_object(resource, item, include);
-            let table = table::table(
-                resource.printer,
-                std::slice::from_ref(&object),
-                include,
-                SystemTime::now(),
-                &item.revision.to_string(),
-                None,
-                None,
-                true,
-            );
-            bytes_response(format, false, table.to_string().into_bytes())
-        }
+        Format::Table => bytes_response(
+            format,
+            false,
+            item_table(resource, item, include_object(query), true),
+        ),
         Format::Metadata => {
             bytes_response(format, false, item_metadata(item).to_string().into_bytes())
         }
@@ -619,17 +608,42 @@ pub(super) fn include_object(query: &Query) -> table::IncludeObject {
     }
 }
 
-/// What a Table row of `item` is built from: what its printer reads of it, or all of it
-/// when the row carries the whole object.
-pub(super) fn table_object(
+/// What a Table row of `item` is built from: what its printer reads of it (or all of it,
+/// when the row carries the whole object), and its metadata as encoded in the item (the
+/// row's `PartialObjectMetadata`).
+fn table_source<'a>(
+    resource: &Resource,
+    item: &'a Item,
+    include: table::IncludeObject,
+) -> table::Source<'a> {
+    let object = match include {
+        table::IncludeObject::Object => item.object(),
+        _ => item.project(resource.printer.reads),
+    };
+    table::Source {
+        object: Cow::Owned(object),
+        metadata_json: item.metadata_json(),
+    }
+}
+
+/// The Table of one item, encoded: a GET's, or a watch event's (with the column
+/// definitions for the first).
+pub(super) fn item_table(
     resource: &Resource,
     item: &Item,
     include: table::IncludeObject,
-) -> Value {
-    match include {
-        table::IncludeObject::Object => item.object(),
-        _ => item.project(resource.printer.reads),
-    }
+    with_columns: bool,
+) -> Vec<u8> {
+    table::table_json(
+        resource.printer,
+        [table_source(resource, item, include)],
+        include,
+        SystemTime::now(),
+        &item.revision.to_string(),
+        None,
+        None,
+        with_columns,
+    )
 }
 
 /// `item`'s `PartialObjectMetadata` (only its metadata decoded).

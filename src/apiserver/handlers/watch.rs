@@ -18,7 +18,7 @@ use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, StatusCode};
@@ -30,8 +30,8 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::read::{
-    cache_of, include_object, item_metadata, list, namespace_item, namespaces, synced,
-    table_object, Filter, CACHE_WAIT,
+    cache_of, include_object, item_metadata, item_table, list, namespace_item, namespaces, synced,
+    Filter, CACHE_WAIT,
 };
 use super::request::{Format, Query, Target};
 use super::ApiState;
@@ -373,19 +373,9 @@ impl Watch {
         match self.format {
             Format::Json => line.extend_from_slice(item.json()),
             Format::Table => {
-                let object = table_object(self.resource, item, self.include);
-                let table = table::table(
-                    self.resource.printer,
-                    std::slice::from_ref(&object),
-                    self.include,
-                    SystemTime::now(),
-                    &item.revision.to_string(),
-                    None,
-                    None,
-                    !self.columns_sent,
-                );
+                let table = item_table(self.resource, item, self.include, !self.columns_sent);
                 self.columns_sent = true;
-                line.extend_from_slice(table.to_string().as_bytes());
+                line.extend_from_slice(&table);
             }
             Format::Metadata => line.extend_from_slice(item_metadata(item).to_string().as_bytes()),
         }

@@ -121,3 +121,28 @@ fn watch_starts_follow_the_resource_version_and_initial_events() {
         Some(400)
     );
 }
+
+#[test]
+fn a_table_watch_row_carries_the_whole_metadata_and_cells_of_what_the_printer_reads() {
+    let target = parse_path("/api/v1/namespaces/a/pods").unwrap();
+    let query = query("");
+    let mut watch = Watch::new(target.resource, Format::Table, &query, None, 0);
+    let object = json!({"kind": "Pod", "apiVersion": "v1",
+        "metadata": {"name": "x", "namespace": "a", "labels": {"app": "web"}, "uid": "u"},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "i"}]},
+        "status": {"phase": "Running", "podIP": "10.0.0.1"}});
+    let item = Item::new("a".into(), "x".into(), 12, object);
+    let line: serde_json::Value = serde_json::from_slice(&watch.line("ADDED", &item)).unwrap();
+    let row = &line["object"]["rows"][0];
+    // kubectl keeps the row's resourceVersion, namespace and labels (`get -w`, `-L`).
+    assert_eq!(
+        row["object"],
+        json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"name": "x", "namespace": "a", "labels": {"app": "web"},
+                "uid": "u", "resourceVersion": "12"}})
+    );
+    assert_eq!(row["cells"][0], "x");
+    assert_eq!(row["cells"][2], "Running");
+    assert_eq!(row["cells"][5], "10.0.0.1");
+    assert_eq!(row["cells"][6], "node-1");
+}
