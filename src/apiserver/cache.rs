@@ -35,9 +35,9 @@ use crate::etcd_watcher::{
     WatchMetrics, Watcher,
 };
 use crate::labels::Labels;
+use crate::registry::prefix_range_end;
 
 use super::table::{projection, Keep};
-use crate::registry::prefix_range_end;
 
 /// Sizes of the cache's buffers.
 #[derive(Clone, Copy, Debug)]
@@ -181,8 +181,6 @@ pub struct Item {
     /// `namespace/name` (or `name` for a cluster-scoped object), then the labels
     /// ([`PackedLabels`]), then the object encoded as JSON.
     data: Box<[u8]>,
-    /// Where the name starts in the key (0 for a cluster-scoped object).
-    name_start: u32,
     /// Where the key ends and the labels start.
     key_end: u32,
     /// Where the labels end and the JSON starts.
@@ -194,7 +192,10 @@ pub struct Item {
 
 impl Item {
     /// An item of `object` (whose `metadata.resourceVersion` is set to `revision`).
+    /// Neither `namespace` nor `name` holds a `/` (`Codec::parse` makes sure), so the key
+    /// splits back into the two.
     pub fn new(namespace: String, name: String, revision: i64, mut object: Value) -> Item {
+        debug_assert!(!namespace.contains('/') && !name.contains('/'));
         set_resource_version(&mut object, revision);
         let key = store_key(&namespace, &name);
         let mut data = Vec::with_capacity(key.len() + 1024);
@@ -207,11 +208,6 @@ impl Item {
         Item {
             revision,
             data: data.into_boxed_slice(),
-            name_start: at(if namespace.is_empty() {
-                0
-            } else {
-                namespace.len() + 1
-            }),
             key_end: at(key_end),
             json_start: at(json_start),
             metadata: metadata.map_or((0, 0), |span| (at(span.start), at(span.end))),
@@ -230,14 +226,14 @@ impl Item {
 
     /// The namespace; "" for a cluster-scoped object.
     pub fn namespace(&self) -> &str {
-        match self.name_start {
-            0 => "",
-            start => &self.key()[..start as usize - 1],
-        }
+        self.key()
+            .split_once('/')
+            .map_or("", |(namespace, _)| namespace)
     }
 
     pub fn name(&self) -> &str {
-        &self.key()[self.name_start as usize..]
+        let key = self.key();
+        key.split_once('/').map_or(key, |(_, name)| name)
     }
 
     /// `metadata.labels`, for selectors (values that are not strings are left out).
