@@ -514,13 +514,13 @@ impl TablePrinter {
     /// [`TablePrinter::headers`]; `now` is the reference for ages.
     pub fn cells(&self, stored: Value, wide: bool, now: std::time::SystemTime) -> Vec<String> {
         let served = convert::to_served(self.kind, stored);
-        let (cells, _conditions) = (self.printer.cells)(&served, now);
+        let (cells, _conditions) = (self.printer.cells)(&served);
         self.printer
             .columns
             .iter()
             .zip(cells)
             .filter(|(column, _)| wide || column.priority == 0)
-            .map(|(_, cell)| match cell {
+            .map(|(_, cell)| match cell.render(now) {
                 Value::String(text) => text,
                 other => other.to_string(),
             })
@@ -547,6 +547,7 @@ static CODECS: std::sync::LazyLock<Vec<cache::Codec>> = std::sync::LazyLock::new
                         decode(resource, namespace, name, kv)
                     },
                 )),
+                printer: resource.printer,
             })
         })
         .collect()

@@ -37,7 +37,7 @@ use crate::etcd_watcher::{
 use crate::labels::Labels;
 use crate::registry::prefix_range_end;
 
-use super::table::{projection, Keep};
+use super::table::{self, Printer};
 
 /// Sizes of the cache's buffers.
 #[derive(Clone, Copy, Debug)]
@@ -134,6 +134,8 @@ pub(crate) struct Codec {
     /// Decodes one stored key-value, given its key's `(namespace, name)`, into the served
     /// object (kind, apiVersion, `metadata.name`, `namespace` and `resourceVersion` set).
     pub decode: &'static (dyn Fn(&str, &str, &RawEvent) -> anyhow::Result<Value> + Sync),
+    /// How its objects print as a Table: each item keeps its row.
+    pub printer: &'static Printer,
 }
 
 impl Codec {
@@ -162,18 +164,22 @@ impl Codec {
             name.to_string(),
             kv.mod_revision,
             object,
+            self.printer,
         ))
     }
 }
 
 /// One object as served: its served JSON (encoded once, shared by every watcher), its
-/// labels for selectors, and the revision it was written at.
+/// labels for selectors, its Table row, and the revision it was written at.
 ///
 /// Kept compact, for the cache holds one per object. The decoded object is not kept (as
 /// a `serde_json::Value` a pod took about 9 KB against its 700 bytes of JSON): what needs
-/// it decodes it again ([`Item::object`], or [`Item::project`] for a Table's cells). The
-/// key, the labels and the JSON share one buffer, `key ++ labels ++ json`, so an item is
-/// two allocations (this, in its `Arc`, and the buffer).
+/// it decodes it again ([`Item::object`]). Its
+/// Table row is made once, when the item is, with the cells that depend on the time
+/// left open ([`table::encode_row`]): a Table is then built by copying bytes, where
+/// decoding each object for its cells made a Table list five times the JSON list. The
+/// key, the labels, the JSON and the row share one buffer, `key ++ labels ++ json ++
+/// row`, so an item is two allocations (this, in its `Arc`, and the buffer).
 #[derive(Debug)]
 pub struct Item {
     /// The revision of the write (of the delete, for a deleted object's last state).
@@ -185,31 +191,55 @@ pub struct Item {
     key_end: u32,
     /// Where the labels end and the JSON starts.
     json_start: u32,
+    /// Where the JSON ends and the row starts.
+    row_start: u32,
     /// Where the object's `metadata` (an object) sits in the JSON, for the Tables'
     /// `PartialObjectMetadata` rows; empty when it has none.
     metadata: (u32, u32),
 }
 
 impl Item {
-    /// An item of `object` (whose `metadata.resourceVersion` is set to `revision`).
-    /// Neither `namespace` nor `name` holds a `/` (`Codec::parse` makes sure), so the key
-    /// splits back into the two.
-    pub fn new(namespace: String, name: String, revision: i64, mut object: Value) -> Item {
-        debug_assert!(!namespace.contains('/') && !name.contains('/'));
+    /// An item of `object` (whose `metadata.resourceVersion` is set to `revision`), with
+    /// its row as `printer` prints it. Neither `namespace` nor `name` holds a `/`
+    /// (`Codec::parse` makes sure), so the key splits back into the two.
+    pub fn new(
+        namespace: String,
+        name: String,
+        revision: i64,
+        mut object: Value,
+        printer: &Printer,
+    ) -> Item {
         set_resource_version(&mut object, revision);
-        let key = store_key(&namespace, &name);
+        Item::build(&namespace, &name, revision, &object, |data| {
+            table::encode_row(printer, &object, data)
+        })
+    }
+
+    /// An item of `object` (its resourceVersion set), the row appended by `row`.
+    fn build(
+        namespace: &str,
+        name: &str,
+        revision: i64,
+        object: &Value,
+        row: impl FnOnce(&mut Vec<u8>),
+    ) -> Item {
+        debug_assert!(!namespace.contains('/') && !name.contains('/'));
+        let key = store_key(namespace, name);
         let mut data = Vec::with_capacity(key.len() + 1024);
         data.extend_from_slice(key.as_bytes());
         let key_end = data.len();
-        PackedLabels::pack(&object, &mut data);
+        PackedLabels::pack(object, &mut data);
         let json_start = data.len();
-        let metadata = encode(&object, &mut data);
+        let metadata = encode(object, &mut data);
+        let row_start = data.len();
+        row(&mut data);
         let at = |i: usize| u32::try_from(i).expect("an object smaller than 4 GiB");
         Item {
             revision,
             data: data.into_boxed_slice(),
             key_end: at(key_end),
             json_start: at(json_start),
+            row_start: at(row_start),
             metadata: metadata.map_or((0, 0), |span| (at(span.start), at(span.end))),
         }
     }
@@ -243,18 +273,21 @@ impl Item {
 
     /// The object encoded as JSON (as `serde_json::to_vec` encodes it).
     pub fn json(&self) -> &[u8] {
-        &self.data[self.json_start as usize..]
+        &self.data[self.json_start as usize..self.row_start as usize]
+    }
+
+    /// Its Table row, for [`table::table_json`].
+    pub fn table_source(&self) -> table::Source<'_> {
+        table::Source {
+            row: &self.data[self.row_start as usize..],
+            object: self.json(),
+            metadata: self.metadata_json(),
+        }
     }
 
     /// The object, decoded from its JSON.
     pub fn object(&self) -> Value {
         serde_json::from_slice(self.json()).expect("the cache's own encoding decodes")
-    }
-
-    /// Of the object, what `keep` keeps (a Table's cells read a few fields of each
-    /// object; decoding only those is several times faster than [`Item::object`]).
-    pub fn project(&self, keep: &Keep) -> Value {
-        projection::decode(self.json(), keep).expect("the cache's own encoding decodes")
     }
 
     /// `object`'s `metadata` as JSON (a slice of the item's JSON); `None` when it has
@@ -267,12 +300,13 @@ impl Item {
     /// The same object stamped with another revision (a deleted object's last state
     /// carries the revision of its delete).
     pub fn stamped(&self, revision: i64) -> Item {
-        Item::new(
-            self.namespace().to_string(),
-            self.name().to_string(),
-            revision,
-            self.object(),
-        )
+        let mut object = self.object();
+        set_resource_version(&mut object, revision);
+        // The row does not read the resourceVersion.
+        let row = &self.data[self.row_start as usize..];
+        Item::build(self.namespace(), self.name(), revision, &object, |data| {
+            data.extend_from_slice(row)
+        })
     }
 }
 

@@ -27,20 +27,18 @@
 
 mod cells;
 mod format;
-pub(crate) mod projection;
+mod row;
 
-pub(crate) use projection::Keep;
+pub(crate) use row::Cell;
 
 /// What a kind's own printer (in its file under `resources/`) builds its cells from: the
 /// Name cell, the Age cell, and how many keys or items a top-level field holds.
-pub(crate) use cells::{count, name};
+pub(crate) use cells::{age, count, name};
 use cells::{
     deployment_cells, endpoints_cells, event_cells, namespace_cells, node_cells, pod_cells,
     replica_set_cells, replication_controller_cells, service_cells,
 };
-pub(crate) use format::age;
 
-use std::borrow::Cow;
 use std::time::SystemTime;
 
 use serde_json::{json, Map, Value};
@@ -118,7 +116,7 @@ pub(crate) const NAME: Column = column("Name", "string", "name", 0, NAME_DESCRIP
 pub(crate) const AGE: Column = column("Age", "string", "", 0, AGE_DESCRIPTION);
 
 /// The cells of one object's row, and the row's `conditions` (a finished pod's).
-pub(crate) type Cells = (Vec<Value>, Option<Value>);
+pub(crate) type Cells = (Vec<Cell>, Option<Value>);
 
 /// How one resource prints as a Table (kube-apiserver's `TableConvertor`): its column
 /// definitions and the cells of one served object, one cell per column. Each
@@ -126,9 +124,10 @@ pub(crate) type Cells = (Vec<Value>, Option<Value>);
 #[derive(Debug)]
 pub(crate) struct Printer {
     pub columns: &'static [Column],
-    pub cells: fn(&Value, SystemTime) -> Cells,
-    /// What `cells` reads of an object: the watch cache decodes only that for a row.
-    pub reads: &'static Keep,
+    /// The cells of an object's row. Those that depend on the time it is served at (an
+    /// Age) are left open as [`Cell::Since`], so the watch cache makes each object's
+    /// row once ([`encode_row`]).
+    pub cells: fn(&Value) -> Cells,
 }
 
 /// Printers are statics; one is equal only to itself.
@@ -145,11 +144,7 @@ impl Eq for Printer {}
 #[cfg(test)]
 pub(crate) static NAME_AGE: Printer = Printer {
     columns: &[NAME, AGE],
-    reads: &Keep::All,
-    cells: |object, now| {
-        let name = Value::from(string_at(object, &["metadata", "name"]));
-        (vec![name, Value::from(format::age(object, now))], None)
-    },
+    cells: |object| (vec![name(object), age(object)], None),
 };
 
 /// pods: printers.go's `printPod`.
@@ -166,36 +161,7 @@ pub(crate) static PODS: Printer = Printer {
         column("Readiness Gates", "string", "", 1, "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates"),
     ],
     cells: pod_cells,
-    reads: &POD_READS,
 };
-
-/// What `pod_cells` reads of a pod.
-static POD_READS: Keep = Keep::Members(&[
-    (
-        "metadata",
-        Keep::Members(&[
-            ("name", Keep::All),
-            ("creationTimestamp", Keep::All),
-            ("deletionTimestamp", Keep::All),
-        ]),
-    ),
-    (
-        "spec",
-        Keep::Members(&[
-            ("containers", Keep::Each(&Keep::Members(&[]))),
-            (
-                "initContainers",
-                Keep::Each(&Keep::Members(&[
-                    ("name", Keep::All),
-                    ("restartPolicy", Keep::All),
-                ])),
-            ),
-            ("nodeName", Keep::All),
-            ("readinessGates", Keep::All),
-        ]),
-    ),
-    ("status", Keep::All),
-]);
 
 /// replicationcontrollers: printers.go's `printReplicationController`.
 pub(crate) static REPLICATION_CONTROLLERS: Printer = Printer {
@@ -209,8 +175,7 @@ pub(crate) static REPLICATION_CONTROLLERS: Printer = Printer {
         column("Images", "string", "", 1, IMAGES_DESCRIPTION),
         column("Selector", "string", "", 1, "Selector is a label query over pods that should match the Replicas count. If Selector is empty, it is defaulted to the labels present on the Pod template. Label keys and values that must match in order to be controlled by this replication controller, if empty defaulted to labels on Pod template. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"),
     ],
-    reads: &Keep::All,
-    cells: |o, now| (replication_controller_cells(o, now), None),
+    cells: |o| (replication_controller_cells(o), None),
 };
 
 /// replicasets: printers.go's `printReplicaSet`.
@@ -225,8 +190,7 @@ pub(crate) static REPLICA_SETS: Printer = Printer {
         column("Images", "string", "", 1, IMAGES_DESCRIPTION),
         column("Selector", "string", "", 1, "Selector is a label query over pods that should match the replica count. If the selector is empty, it is defaulted to the labels present on the pod template. Label keys and values that must match in order to be controlled by this replica set. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"),
     ],
-    reads: &Keep::All,
-    cells: |o, now| (replica_set_cells(o, now), None),
+    cells: |o| (replica_set_cells(o), None),
 };
 
 /// deployments: printers.go's `printDeployment`.
@@ -241,8 +205,7 @@ pub(crate) static DEPLOYMENTS: Printer = Printer {
         column("Images", "string", "", 1, IMAGES_DESCRIPTION),
         column("Selector", "string", "", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."),
     ],
-    reads: &Keep::All,
-    cells: |o, now| (deployment_cells(o, now), None),
+    cells: |o| (deployment_cells(o), None),
 };
 
 /// services: printers.go's `printService`.
@@ -256,8 +219,7 @@ pub(crate) static SERVICES: Printer = Printer {
         AGE,
         column("Selector", "string", "", 1, "Route service traffic to pods with label keys and values matching this selector. If empty or not present, the service is assumed to have an external process managing its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/"),
     ],
-    reads: &Keep::All,
-    cells: |o, now| (service_cells(o, now), None),
+    cells: |o| (service_cells(o), None),
 };
 
 /// endpoints: printers.go's `printEndpoints`.
@@ -267,8 +229,7 @@ pub(crate) static ENDPOINTS: Printer = Printer {
         column("Endpoints", "string", "", 0, "The set of all endpoints is the union of all subsets. Addresses are placed into subsets according to the IPs they share. A single address with multiple ports, some of which are ready and some of which are not (because they come from different containers) will result in the address being displayed in different subsets for the different ports. No address will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a service."),
         AGE,
     ],
-    reads: &Keep::All,
-    cells: |o, now| (endpoints_cells(o, now), None),
+    cells: |o| (endpoints_cells(o), None),
 };
 
 /// namespaces: printers.go's `printNamespace`.
@@ -278,8 +239,7 @@ pub(crate) static NAMESPACES: Printer = Printer {
         column("Status", "string", "", 0, "The status of the namespace"),
         AGE,
     ],
-    reads: &Keep::All,
-    cells: |o, now| (namespace_cells(o, now), None),
+    cells: |o| (namespace_cells(o), None),
 };
 
 /// nodes: printers.go's `printNode`.
@@ -296,8 +256,7 @@ pub(crate) static NODES: Printer = Printer {
         column("Kernel-Version", "string", "", 1, "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
         column("Container-Runtime", "string", "", 1, "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2)."),
     ],
-    reads: &Keep::All,
-    cells: |o, now| (node_cells(o, now), None),
+    cells: |o| (node_cells(o), None),
 };
 
 /// events: printers.go's `printEvent`.
@@ -314,8 +273,7 @@ pub(crate) static EVENTS: Printer = Printer {
         column("Count", "string", "", 1, "The number of times this event has occurred."),
         column("Name", "string", "name", 1, NAME_DESCRIPTION),
     ],
-    reads: &Keep::All,
-    cells: |o, now| (event_cells(o, now), None),
+    cells: |o| (event_cells(o), None),
 };
 
 /// The `TableColumnDefinition`s of `printer`.
@@ -341,9 +299,9 @@ pub fn column_definitions(printer: &Printer) -> Vec<Value> {
 /// One `TableRow` for `object` (served shape): `{"cells": [...], "object": ...}`, plus
 /// `conditions` for a Succeeded or Failed pod, as `printPod` adds them.
 pub fn row(printer: &Printer, object: &Value, include: IncludeObject, now: SystemTime) -> Value {
-    let (cells, conditions) = (printer.cells)(object, now);
+    let (cells, conditions) = (printer.cells)(object);
     let mut row = Map::new();
-    row.insert("cells".into(), Value::Array(cells));
+    row.insert("cells".into(), Value::Array(row::render(&cells, now)));
     if let Some(conditions) = conditions {
         row.insert("conditions".into(), conditions);
     }
@@ -415,9 +373,16 @@ pub fn table(
     Value::Object(table)
 }
 
-/// [`table`] encoded straight to JSON, byte for byte the same: the rows are encoded one
-/// at a time and each row's object (its metadata, or the whole object) is borrowed, not
-/// copied, so a list of thousands costs its cells and one encoding of what it returns.
+/// `object`'s row (its cells and conditions) encoded once, with the cells that depend on
+/// the time left open: what [`table_json`] builds a row from. The watch cache keeps one
+/// beside each object.
+pub fn encode_row(printer: &Printer, object: &Value, out: &mut Vec<u8>) {
+    row::encode(&(printer.cells)(object), out);
+}
+
+/// [`table`] encoded straight to JSON, byte for byte the same, from each object's
+/// encodings ([`Source`]): a row is its encoded cells, written at `now`, and its object
+/// copied, so a list of thousands costs little more than copying what it returns.
 #[allow(clippy::too_many_arguments)] // the shape the API server asked for
 pub fn table_json<'a>(
     printer: &Printer,
@@ -445,88 +410,41 @@ pub fn table_json<'a>(
     debug_assert!(out.ends_with(empty_rows));
     out.truncate(out.len() - empty_rows.len());
     out.push(b'[');
-    let empty_metadata = Value::Object(Map::new());
     for (index, source) in objects.into_iter().enumerate() {
         if index > 0 {
             out.push(b',');
         }
-        let object: &Value = &source.object;
-        let (cells, conditions) = (printer.cells)(object, now);
-        let row_object = match (include, source.metadata_json) {
-            (IncludeObject::None, _) => None,
-            // Copied from the object's own encoding: no second encoding of its metadata.
-            (IncludeObject::Metadata, Some(_)) => None,
-            (IncludeObject::Metadata, None) => Some(RowObject::Metadata(PartialObjectMetadata {
-                kind: "PartialObjectMetadata",
-                api_version: META_API_VERSION,
-                metadata: member(object, "metadata")
-                    .filter(|m| m.is_object())
-                    .unwrap_or(&empty_metadata),
-            })),
-            (IncludeObject::Object, _) => Some(RowObject::Object(object)),
-        };
-        let row = RowJson {
-            cells: &cells,
-            conditions: conditions.as_ref(),
-            object: row_object,
-        };
-        serde_json::to_writer(&mut out, &row).expect("a row always encodes");
-        if let (IncludeObject::Metadata, Some(metadata)) = (include, source.metadata_json) {
-            out.pop(); // the row's closing brace
-            out.extend_from_slice(
-                br#","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
-            );
-            out.extend_from_slice(metadata);
-            out.extend_from_slice(b"}}");
+        out.push(b'{');
+        row::write(source.row, now, &mut out);
+        match include {
+            IncludeObject::None => {}
+            IncludeObject::Metadata => {
+                out.extend_from_slice(
+                    br#","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
+                );
+                out.extend_from_slice(source.metadata.unwrap_or(b"{}"));
+                out.push(b'}');
+            }
+            IncludeObject::Object => {
+                out.extend_from_slice(br#","object":"#);
+                out.extend_from_slice(source.object);
+            }
         }
+        out.push(b'}');
     }
     out.extend_from_slice(b"]}");
     out
 }
 
-/// One object of a [`table_json`].
-#[derive(Clone)]
+/// One object of a [`table_json`], as encodings (the watch cache's items keep them).
+#[derive(Clone, Copy, Debug)]
 pub struct Source<'a> {
-    /// The object (served shape): borrowed, or decoded for the row (the watch cache
-    /// keeps its objects encoded).
-    pub object: Cow<'a, Value>,
-    /// Its `metadata` already encoded as JSON (an object), when at hand; `None`: encoded
-    /// here, `{}` when the object has none.
-    pub metadata_json: Option<&'a [u8]>,
-}
-
-impl<'a> From<&'a Value> for Source<'a> {
-    fn from(object: &'a Value) -> Source<'a> {
-        Source {
-            object: Cow::Borrowed(object),
-            metadata_json: None,
-        }
-    }
-}
-
-/// A `TableRow` as [`row`] builds it, borrowing its object.
-#[derive(serde::Serialize)]
-struct RowJson<'a> {
-    cells: &'a [Value],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    conditions: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    object: Option<RowObject<'a>>,
-}
-
-#[derive(serde::Serialize)]
-#[serde(untagged)]
-enum RowObject<'a> {
-    Metadata(PartialObjectMetadata<'a>),
-    Object(&'a Value),
-}
-
-#[derive(serde::Serialize)]
-struct PartialObjectMetadata<'a> {
-    kind: &'static str,
-    #[serde(rename = "apiVersion")]
-    api_version: &'static str,
-    metadata: &'a Value,
+    /// Its row, from [`encode_row`].
+    pub row: &'a [u8],
+    /// The object (served shape) as JSON, as `serde_json::to_vec` encodes it.
+    pub object: &'a [u8],
+    /// Its `metadata` as JSON, when that is an object.
+    pub metadata: Option<&'a [u8]>,
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 use super::*;
+use crate::apiserver::table::PODS;
 
 fn decode(_: &str, _: &str, kv: &RawEvent) -> anyhow::Result<Value> {
     Ok(serde_json::from_slice(&kv.value)?)
@@ -9,6 +10,7 @@ static CODEC: Codec = Codec {
     dir: "pods",
     namespaced: true,
     decode: &decode,
+    printer: &PODS,
 };
 
 fn put(key: &str, revision: i64, labels: &str) -> RawEvent {
@@ -214,7 +216,7 @@ fn items_encode_as_serde_json_does_and_know_where_their_metadata_is() {
         serde_json::json!({"metadata": "not an object", "x": 1}),
         serde_json::json!({"x": [1, 2.5, null]}),
     ] {
-        let item = Item::new("ns".into(), "a".into(), 7, object.clone());
+        let item = Item::new("ns".into(), "a".into(), 7, object.clone(), &PODS);
         let mut stamped = object.clone();
         set_resource_version(&mut stamped, 7);
         assert_eq!(item.json(), serde_json::to_vec(&stamped).unwrap());
@@ -232,7 +234,7 @@ fn items_encode_as_serde_json_does_and_know_where_their_metadata_is() {
 
 #[test]
 fn an_item_keeps_its_namespace_and_name_in_one_key() {
-    let item = Item::new("ns".into(), "a".into(), 7, serde_json::json!({}));
+    let item = Item::new("ns".into(), "a".into(), 7, serde_json::json!({}), &PODS);
     assert_eq!(
         (item.key(), item.namespace(), item.name()),
         ("ns/a", "ns", "a")
@@ -243,11 +245,18 @@ fn an_item_keeps_its_namespace_and_name_in_one_key() {
         "a".into(),
         7,
         serde_json::json!({"metadata": {"labels": {"app": "web"}}}),
+        &PODS,
     );
     assert_eq!(item.labels().iter().collect::<Vec<_>>(), [("app", "web")]);
     assert_eq!(item.object()["metadata"]["resourceVersion"], "7");
     assert_eq!(item.key(), "ns/a");
-    let item = Item::new(String::new(), "node-1".into(), 7, serde_json::json!({}));
+    let item = Item::new(
+        String::new(),
+        "node-1".into(),
+        7,
+        serde_json::json!({}),
+        &PODS,
+    );
     assert_eq!(
         (item.key(), item.namespace(), item.name()),
         ("node-1", "", "node-1")

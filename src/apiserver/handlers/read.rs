@@ -7,7 +7,6 @@
 //! consistent reads from cache), else from etcd: either way it reflects every write
 //! acknowledged before it was asked.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -556,9 +555,7 @@ pub(super) fn list_response(
             let include = include_object(query);
             let table = table::table_json(
                 resource.printer,
-                page.items
-                    .iter()
-                    .map(|item| table_source(resource, item, include)),
+                page.items.iter().map(|item| item.table_source()),
                 include,
                 SystemTime::now(),
                 &revision,
@@ -608,24 +605,6 @@ pub(super) fn include_object(query: &Query) -> table::IncludeObject {
     }
 }
 
-/// What a Table row of `item` is built from: what its printer reads of it (or all of it,
-/// when the row carries the whole object), and its metadata as encoded in the item (the
-/// row's `PartialObjectMetadata`).
-fn table_source<'a>(
-    resource: &Resource,
-    item: &'a Item,
-    include: table::IncludeObject,
-) -> table::Source<'a> {
-    let object = match include {
-        table::IncludeObject::Object => item.object(),
-        _ => item.project(resource.printer.reads),
-    };
-    table::Source {
-        object: Cow::Owned(object),
-        metadata_json: item.metadata_json(),
-    }
-}
-
 /// The Table of one item, encoded: a GET's, or a watch event's (with the column
 /// definitions for the first).
 pub(super) fn item_table(
@@ -636,7 +615,7 @@ pub(super) fn item_table(
 ) -> Vec<u8> {
     table::table_json(
         resource.printer,
-        [table_source(resource, item, include)],
+        [item.table_source()],
         include,
         SystemTime::now(),
         &item.revision.to_string(),
@@ -648,15 +627,14 @@ pub(super) fn item_table(
 
 /// `item`'s `PartialObjectMetadata` (only its metadata decoded).
 pub(super) fn item_metadata(item: &Item) -> Value {
-    static METADATA: table::Keep = table::Keep::Members(&[("metadata", table::Keep::All)]);
-    partial_metadata(&item.project(&METADATA))
-}
-
-pub(super) fn partial_metadata(object: &Value) -> Value {
+    let metadata = item.metadata_json().map_or_else(
+        || json!({}),
+        |json| serde_json::from_slice(json).expect("the cache's own encoding decodes"),
+    );
     json!({
         "kind": "PartialObjectMetadata",
         "apiVersion": "meta.k8s.io/v1",
-        "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        "metadata": metadata,
     })
 }
 
@@ -737,6 +715,7 @@ pub(super) fn namespace_item(name: &str, revision: i64) -> Item {
             "spec": { "finalizers": ["kubernetes"] },
             "status": { "phase": "Active" },
         }),
+        &table::NAMESPACES,
     )
 }
 

@@ -2,15 +2,13 @@
 //! `data` and `binaryData` are config keys and appear in only one of them, `binaryData`
 //! is base64, at most 1 MiB of data in all, and `immutable` freezes both maps.
 
-use std::time::SystemTime;
-
 use serde_json::Value;
 
 use super::strategy::{
     cause, check_immutable, check_keys, decode_base64, map_at, Strategy, MAX_DATA_SIZE,
 };
 use crate::apiserver::errors::Cause;
-use crate::apiserver::table::{self, column, Keep, Printer, AGE, NAME};
+use crate::apiserver::table::{self, column, Cell, Printer, AGE, NAME};
 
 pub(crate) static STRATEGY: Strategy = Strategy {
     prepare: |object| {
@@ -45,14 +43,9 @@ pub(crate) static PRINTER: Printer = Printer {
         ),
         AGE,
     ],
-    reads: &Keep::All,
-    cells: |object, now: SystemTime| {
+    cells: |object| {
         let data = table::count(object, "data") + table::count(object, "binaryData");
-        let cells = vec![
-            table::name(object),
-            Value::from(data),
-            Value::from(table::age(object, now)),
-        ];
+        let cells = vec![table::name(object), Cell::from(data), table::age(object)];
         (cells, None)
     },
 };

@@ -3,14 +3,12 @@
 //! with resourceVersion preconditions. A duration must be positive and the count of
 //! transitions not negative.
 
-use std::time::SystemTime;
-
 use serde_json::Value;
 
 use super::strategy::{cause, Strategy};
 use crate::apiserver::errors::Cause;
 use crate::apiserver::fields;
-use crate::apiserver::table::{self, column, Keep, Printer, AGE, NAME};
+use crate::apiserver::table::{self, column, Cell, Printer, AGE, NAME};
 
 pub(crate) static STRATEGY: Strategy = Strategy {
     prepare: |_| Ok(()),
@@ -25,14 +23,9 @@ pub(crate) static PRINTER: Printer = Printer {
         column("Holder", "string", "", 0, "Who holds the Lease."),
         AGE,
     ],
-    reads: &Keep::All,
-    cells: |object, now: SystemTime| {
+    cells: |object| {
         let holder = fields::string_at(object, &["spec", "holderIdentity"]);
-        let cells = vec![
-            table::name(object),
-            Value::from(holder),
-            Value::from(table::age(object, now)),
-        ];
+        let cells = vec![table::name(object), Cell::from(holder), table::age(object)];
         (cells, None)
     },
 };

@@ -4,8 +4,6 @@
 //! is base64 with config keys, at most 1 MiB decoded; `kubernetes.io/tls` needs `tls.crt`
 //! and `tls.key`; `immutable` freezes `data`.
 
-use std::time::SystemTime;
-
 use base64::Engine as _;
 use serde_json::Value;
 
@@ -14,7 +12,7 @@ use super::strategy::{
 };
 use crate::apiserver::errors::{ApiError, Cause};
 use crate::apiserver::fields::{self, SelectableFields};
-use crate::apiserver::table::{self, column, Keep, Printer, AGE, NAME};
+use crate::apiserver::table::{self, column, Cell, Printer, AGE, NAME};
 
 pub(crate) static STRATEGY: Strategy = Strategy {
     prepare,
@@ -30,13 +28,12 @@ pub(crate) static PRINTER: Printer = Printer {
         column("Data", "integer", "", 0, "How many keys the Secret holds."),
         AGE,
     ],
-    reads: &Keep::All,
-    cells: |object, now: SystemTime| {
+    cells: |object| {
         let cells = vec![
             table::name(object),
-            Value::from(fields::string_at(object, &["type"])),
-            Value::from(table::count(object, "data")),
-            Value::from(table::age(object, now)),
+            Cell::from(fields::string_at(object, &["type"])),
+            Cell::from(table::count(object, "data")),
+            table::age(object),
         ];
         (cells, None)
     },

@@ -2,11 +2,7 @@
 //! deleted at once; kcm mints no tokens for them, so they are the names tools look up
 //! (`kubectl create serviceaccount`, Helm charts) and nothing more.
 
-use std::time::SystemTime;
-
-use serde_json::Value;
-
-use crate::apiserver::table::{self, column, Keep, Printer, AGE, NAME};
+use crate::apiserver::table::{self, column, Cell, Printer, AGE, NAME};
 
 /// printers.go's `printServiceAccount`: NAME, SECRETS (how many `secrets` it names), AGE.
 pub(crate) static PRINTER: Printer = Printer {
@@ -21,12 +17,11 @@ pub(crate) static PRINTER: Printer = Printer {
         ),
         AGE,
     ],
-    reads: &Keep::All,
-    cells: |object, now: SystemTime| {
+    cells: |object| {
         let cells = vec![
             table::name(object),
-            Value::from(table::count(object, "secrets")),
-            Value::from(table::age(object, now)),
+            Cell::from(table::count(object, "secrets")),
+            table::age(object),
         ];
         (cells, None)
     },
@@ -42,8 +37,8 @@ mod tests {
     fn a_service_account_prints_how_many_secrets_it_names() {
         let object = json!({"metadata": {"name": "builder"},
                             "secrets": [{"name": "a"}, {"name": "b"}]});
-        let (cells, conditions) = (PRINTER.cells)(&object, SystemTime::now());
-        assert_eq!(cells[..2], [json!("builder"), json!(2)]);
+        let (cells, conditions) = (PRINTER.cells)(&object);
+        assert_eq!(cells[..2], [Cell::from("builder"), Cell::from(2usize)]);
         assert_eq!(conditions, None);
         assert_eq!(PRINTER.columns.len(), cells.len());
     }

@@ -8,10 +8,9 @@ use std::time::SystemTime;
 use serde_json::{json, Value};
 
 use super::format::{
-    age, format_label_selector, format_labels, human_duration, label_selector_string,
-    nanoseconds_between, parse_timestamp, plain_string, translate_timestamp_since,
+    format_label_selector, format_labels, label_selector_string, parse_timestamp, plain_string,
 };
-use super::{array_at, bool_at, desired_replicas, integer_at, string_at, value_at};
+use super::{array_at, bool_at, desired_replicas, integer_at, string_at, value_at, Cell};
 
 /// `layoutContainerCells`: container names and images, comma-separated.
 pub(super) fn container_cells(pod_spec: Option<&Value>) -> (String, String) {
@@ -74,7 +73,7 @@ struct PodProgress {
 }
 
 /// `printPod`.
-pub(super) fn pod_cells(pod: &Value, now: SystemTime) -> (Vec<Value>, Option<Value>) {
+pub(super) fn pod_cells(pod: &Value) -> (Vec<Cell>, Option<Value>) {
     let phase = value_at(pod, &["status", "phase"])
         .and_then(Value::as_str)
         .unwrap_or("Pending");
@@ -109,13 +108,9 @@ pub(super) fn pod_cells(pod: &Value, now: SystemTime) -> (Vec<Value>, Option<Val
         reason = "Terminating".to_string();
     }
 
-    let restarts_text = match restarts.last {
-        Some(date) if restarts.count != 0 => format!(
-            "{} ({} ago)",
-            restarts.count,
-            human_duration(nanoseconds_between(date, now))
-        ),
-        _ => restarts.count.to_string(),
+    let restarts_cell = match restarts.last {
+        Some(date) if restarts.count != 0 => Cell::CountSince(restarts.count, date),
+        _ => Cell::from(restarts.count.to_string()),
     };
     let pod_ip = array_at(pod, &["status", "podIPs"])
         .first()
@@ -125,15 +120,15 @@ pub(super) fn pod_cells(pod: &Value, now: SystemTime) -> (Vec<Value>, Option<Val
         .unwrap_or("<none>");
     let or_none = |path: &[&str]| Some(string_at(pod, path)).filter(|n| !n.is_empty());
     let cells = vec![
-        Value::from(string_at(pod, &["metadata", "name"])),
-        Value::from(format!("{ready}/{total_containers}")),
-        Value::from(reason),
-        Value::from(restarts_text),
-        Value::from(age(pod, now)),
-        Value::from(pod_ip),
-        Value::from(or_none(&["spec", "nodeName"]).unwrap_or("<none>")),
-        Value::from(or_none(&["status", "nominatedNodeName"]).unwrap_or("<none>")),
-        Value::from(readiness_gates(pod)),
+        Cell::from(string_at(pod, &["metadata", "name"])),
+        Cell::from(format!("{ready}/{total_containers}")),
+        Cell::from(reason),
+        restarts_cell,
+        age(pod),
+        Cell::from(pod_ip),
+        Cell::from(or_none(&["spec", "nodeName"]).unwrap_or("<none>")),
+        Cell::from(or_none(&["status", "nominatedNodeName"]).unwrap_or("<none>")),
+        Cell::from(readiness_gates(pod)),
     ];
     (cells, conditions)
 }
@@ -279,53 +274,53 @@ fn readiness_gates(pod: &Value) -> String {
 }
 
 /// `printReplicationController`.
-pub(super) fn replication_controller_cells(rc: &Value, now: SystemTime) -> Vec<Value> {
+pub(super) fn replication_controller_cells(rc: &Value) -> Vec<Cell> {
     let (names, images) = container_cells(value_at(rc, &["spec", "template", "spec"]));
     vec![
-        Value::from(string_at(rc, &["metadata", "name"])),
-        Value::from(desired_replicas(rc)),
-        Value::from(integer_at(rc, &["status", "replicas"])),
-        Value::from(integer_at(rc, &["status", "readyReplicas"])),
-        Value::from(age(rc, now)),
-        Value::from(names),
-        Value::from(images),
-        Value::from(format_labels(value_at(rc, &["spec", "selector"]))),
+        Cell::from(string_at(rc, &["metadata", "name"])),
+        Cell::from(desired_replicas(rc)),
+        Cell::from(integer_at(rc, &["status", "replicas"])),
+        Cell::from(integer_at(rc, &["status", "readyReplicas"])),
+        age(rc),
+        Cell::from(names),
+        Cell::from(images),
+        Cell::from(format_labels(value_at(rc, &["spec", "selector"]))),
     ]
 }
 
 /// `printReplicaSet`.
-pub(super) fn replica_set_cells(rs: &Value, now: SystemTime) -> Vec<Value> {
+pub(super) fn replica_set_cells(rs: &Value) -> Vec<Cell> {
     let (names, images) = container_cells(value_at(rs, &["spec", "template", "spec"]));
     vec![
-        Value::from(string_at(rs, &["metadata", "name"])),
-        Value::from(desired_replicas(rs)),
-        Value::from(integer_at(rs, &["status", "replicas"])),
-        Value::from(integer_at(rs, &["status", "readyReplicas"])),
-        Value::from(age(rs, now)),
-        Value::from(names),
-        Value::from(images),
-        Value::from(format_label_selector(value_at(rs, &["spec", "selector"]))),
+        Cell::from(string_at(rs, &["metadata", "name"])),
+        Cell::from(desired_replicas(rs)),
+        Cell::from(integer_at(rs, &["status", "replicas"])),
+        Cell::from(integer_at(rs, &["status", "readyReplicas"])),
+        age(rs),
+        Cell::from(names),
+        Cell::from(images),
+        Cell::from(format_label_selector(value_at(rs, &["spec", "selector"]))),
     ]
 }
 
 /// `printDeployment`.
-pub(super) fn deployment_cells(deployment: &Value, now: SystemTime) -> Vec<Value> {
+pub(super) fn deployment_cells(deployment: &Value) -> Vec<Cell> {
     let (names, images) = container_cells(value_at(deployment, &["spec", "template", "spec"]));
     let selector = label_selector_string(value_at(deployment, &["spec", "selector"]))
         .unwrap_or_else(|_| "<invalid>".to_string());
     vec![
-        Value::from(string_at(deployment, &["metadata", "name"])),
-        Value::from(format!(
+        Cell::from(string_at(deployment, &["metadata", "name"])),
+        Cell::from(format!(
             "{}/{}",
             integer_at(deployment, &["status", "readyReplicas"]),
             desired_replicas(deployment)
         )),
-        Value::from(integer_at(deployment, &["status", "updatedReplicas"])),
-        Value::from(integer_at(deployment, &["status", "availableReplicas"])),
-        Value::from(age(deployment, now)),
-        Value::from(names),
-        Value::from(images),
-        Value::from(selector),
+        Cell::from(integer_at(deployment, &["status", "updatedReplicas"])),
+        Cell::from(integer_at(deployment, &["status", "availableReplicas"])),
+        age(deployment),
+        Cell::from(names),
+        Cell::from(images),
+        Cell::from(selector),
     ]
 }
 
@@ -398,7 +393,7 @@ pub(super) fn service_ports(service: &Value) -> String {
 }
 
 /// `printService`.
-pub(super) fn service_cells(service: &Value, now: SystemTime) -> Vec<Value> {
+pub(super) fn service_cells(service: &Value) -> Vec<Cell> {
     let cluster_ip = match array_at(service, &["spec", "clusterIPs"]).first() {
         Some(ip) => ip.as_str().unwrap_or("").to_string(),
         None => Some(string_at(service, &["spec", "clusterIP"]))
@@ -410,13 +405,13 @@ pub(super) fn service_cells(service: &Value, now: SystemTime) -> Vec<Value> {
         .filter(|p| !p.is_empty())
         .unwrap_or_else(|| "<none>".to_string());
     vec![
-        Value::from(string_at(service, &["metadata", "name"])),
-        Value::from(string_at(service, &["spec", "type"])),
-        Value::from(cluster_ip),
-        Value::from(service_external_ip(service)),
-        Value::from(ports),
-        Value::from(age(service, now)),
-        Value::from(format_labels(value_at(service, &["spec", "selector"]))),
+        Cell::from(string_at(service, &["metadata", "name"])),
+        Cell::from(string_at(service, &["spec", "type"])),
+        Cell::from(cluster_ip),
+        Cell::from(service_external_ip(service)),
+        Cell::from(ports),
+        age(service),
+        Cell::from(format_labels(value_at(service, &["spec", "selector"]))),
     ]
 }
 
@@ -471,23 +466,23 @@ pub(super) fn format_endpoints(endpoints: &Value) -> String {
 }
 
 /// `printEndpoints`.
-pub(super) fn endpoints_cells(endpoints: &Value, now: SystemTime) -> Vec<Value> {
+pub(super) fn endpoints_cells(endpoints: &Value) -> Vec<Cell> {
     vec![
-        Value::from(string_at(endpoints, &["metadata", "name"])),
-        Value::from(format_endpoints(endpoints)),
-        Value::from(age(endpoints, now)),
+        Cell::from(string_at(endpoints, &["metadata", "name"])),
+        Cell::from(format_endpoints(endpoints)),
+        age(endpoints),
     ]
 }
 
 /// `printNamespace`.
-pub(super) fn namespace_cells(namespace: &Value, now: SystemTime) -> Vec<Value> {
+pub(super) fn namespace_cells(namespace: &Value) -> Vec<Cell> {
     let phase = value_at(namespace, &["status", "phase"])
         .and_then(Value::as_str)
         .unwrap_or("Active");
     vec![
-        Value::from(string_at(namespace, &["metadata", "name"])),
-        Value::from(phase),
-        Value::from(age(namespace, now)),
+        Cell::from(string_at(namespace, &["metadata", "name"])),
+        Cell::from(phase),
+        age(namespace),
     ]
 }
 
@@ -526,7 +521,7 @@ pub(super) fn node_address(node: &Value, address_type: &str) -> String {
 }
 
 /// `printNode`.
-pub(super) fn node_cells(node: &Value, now: SystemTime) -> Vec<Value> {
+pub(super) fn node_cells(node: &Value) -> Vec<Cell> {
     let mut status: Vec<&str> = Vec::new();
     // The last Ready condition wins, as in printNode's condition map.
     if let Some(ready) = array_at(node, &["status", "conditions"])
@@ -553,16 +548,16 @@ pub(super) fn node_cells(node: &Value, now: SystemTime) -> Vec<Value> {
             .to_string()
     };
     vec![
-        Value::from(string_at(node, &["metadata", "name"])),
-        Value::from(status.join(",")),
-        Value::from(node_roles(node)),
-        Value::from(age(node, now)),
-        Value::from(string_at(node, &["status", "nodeInfo", "kubeletVersion"])),
-        Value::from(node_address(node, "InternalIP")),
-        Value::from(node_address(node, "ExternalIP")),
-        Value::from(node_info("osImage")),
-        Value::from(node_info("kernelVersion")),
-        Value::from(node_info("containerRuntimeVersion")),
+        Cell::from(string_at(node, &["metadata", "name"])),
+        Cell::from(status.join(",")),
+        Cell::from(node_roles(node)),
+        age(node),
+        Cell::from(string_at(node, &["status", "nodeInfo", "kubeletVersion"])),
+        Cell::from(node_address(node, "InternalIP")),
+        Cell::from(node_address(node, "ExternalIP")),
+        Cell::from(node_info("osImage")),
+        Cell::from(node_info("kernelVersion")),
+        Cell::from(node_info("containerRuntimeVersion")),
     ]
 }
 
@@ -599,19 +594,18 @@ pub(super) fn event_source(event: &Value) -> String {
 }
 
 /// `printEvent` (wide).
-pub(super) fn event_cells(event: &Value, now: SystemTime) -> Vec<Value> {
+pub(super) fn event_cells(event: &Value) -> Vec<Cell> {
     let first_timestamp = match set_timestamp(event, &["firstTimestamp"]) {
-        Some(first) => translate_timestamp_since(Some(first), now),
-        None => translate_timestamp_since(set_timestamp(event, &["eventTime"]), now),
+        Some(first) => Cell::since(Some(first)),
+        None => Cell::since(set_timestamp(event, &["eventTime"])),
     };
     let mut last_timestamp = match set_timestamp(event, &["lastTimestamp"]) {
-        Some(last) => translate_timestamp_since(Some(last), now),
+        Some(last) => Cell::since(Some(last)),
         None => first_timestamp.clone(),
     };
     let mut count = integer_at(event, &["count"]);
     if let Some(series) = value_at(event, &["series"]).filter(|s| s.is_object()) {
-        last_timestamp =
-            translate_timestamp_since(set_timestamp(series, &["lastObservedTime"]), now);
+        last_timestamp = Cell::since(set_timestamp(series, &["lastObservedTime"]));
         count = integer_at(series, &["count"]);
     } else if count == 0 {
         count = 1;
@@ -624,16 +618,16 @@ pub(super) fn event_cells(event: &Value, now: SystemTime) -> Vec<Value> {
         format!("{kind}/{name}")
     };
     vec![
-        Value::from(last_timestamp),
-        Value::from(string_at(event, &["type"])),
-        Value::from(string_at(event, &["reason"])),
-        Value::from(target),
-        Value::from(string_at(event, &["involvedObject", "fieldPath"])),
-        Value::from(event_source(event)),
-        Value::from(string_at(event, &["message"]).trim()),
-        Value::from(first_timestamp),
-        Value::from(count),
-        Value::from(string_at(event, &["metadata", "name"])),
+        last_timestamp,
+        Cell::from(string_at(event, &["type"])),
+        Cell::from(string_at(event, &["reason"])),
+        Cell::from(target),
+        Cell::from(string_at(event, &["involvedObject", "fieldPath"])),
+        Cell::from(event_source(event)),
+        Cell::from(string_at(event, &["message"]).trim()),
+        first_timestamp,
+        Cell::from(count),
+        Cell::from(string_at(event, &["metadata", "name"])),
     ]
 }
 
@@ -646,9 +640,14 @@ pub(crate) fn count(object: &Value, field: &str) -> usize {
     }
 }
 
+/// The Age cell: `translateTimestampSince(metadata.creationTimestamp)`.
+pub(crate) fn age(object: &Value) -> Cell {
+    Cell::since(value_at(object, &["metadata", "creationTimestamp"]).and_then(Value::as_str))
+}
+
 /// The Name cell.
-pub(crate) fn name(object: &Value) -> Value {
-    Value::from(string_at(object, &["metadata", "name"]))
+pub(crate) fn name(object: &Value) -> Cell {
+    Cell::from(string_at(object, &["metadata", "name"]))
 }
 
 #[cfg(test)]

@@ -5,8 +5,6 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value};
 
-use super::value_at;
-
 /// Parses an RFC 3339 timestamp (`2026-11-26T18:01:03Z`, fractional seconds and numeric
 /// offsets allowed).
 pub fn parse_timestamp(timestamp: &str) -> Option<SystemTime> {
@@ -45,10 +43,10 @@ pub(super) fn nanoseconds_between(then: SystemTime, now: SystemTime) -> i64 {
     nanoseconds.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
-/// `translateTimestampSince`: [`human_duration`] of `now - timestamp`, or `"<unknown>"`
-/// for a missing or unparsable timestamp.
-pub fn translate_timestamp_since(timestamp: Option<&str>, now: SystemTime) -> String {
-    match timestamp.and_then(parse_timestamp) {
+/// `translateTimestampSince`: [`human_duration`] of `now - time`, or `"<unknown>"` for
+/// no time (a missing or unparsable timestamp).
+pub(super) fn translate_timestamp_since(time: Option<SystemTime>, now: SystemTime) -> String {
+    match time {
         Some(then) => human_duration(nanoseconds_between(then, now)),
         None => "<unknown>".to_string(),
     }
@@ -105,14 +103,6 @@ pub fn human_duration(nanoseconds: i64) -> String {
     } else {
         format!("{}y", hours / 24 / 365)
     }
-}
-
-/// The Age cell: `translateTimestampSince(metadata.creationTimestamp)`.
-pub(crate) fn age(object: &Value, now: SystemTime) -> String {
-    translate_timestamp_since(
-        value_at(object, &["metadata", "creationTimestamp"]).and_then(Value::as_str),
-        now,
-    )
 }
 
 // ---------------------------------------------------------------------------------------

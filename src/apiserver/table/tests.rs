@@ -238,7 +238,11 @@ fn tables_encoded_row_by_row_are_byte_for_byte_the_tables() {
     succeeded["status"]["phase"] = json!("Succeeded");
     let mut without_metadata = served_pod();
     without_metadata.as_object_mut().unwrap().remove("metadata");
-    let pods = [served_pod(), succeeded, without_metadata];
+    let mut restarted = served_pod();
+    restarted["status"]["containerStatuses"][0]["restartCount"] = json!(3);
+    restarted["status"]["containerStatuses"][0]["lastState"] =
+        json!({"terminated": {"finishedAt": "2026-11-26T18:06:03Z"}});
+    let pods = [served_pod(), succeeded, without_metadata, restarted];
     for include in [
         IncludeObject::None,
         IncludeObject::Metadata,
@@ -260,9 +264,17 @@ fn tables_encoded_row_by_row_are_byte_for_byte_the_tables() {
                 with_columns,
             )
             .to_string();
-            let metadata: Vec<Option<Vec<u8>>> = objects
+            // Each object as the watch cache keeps it: its JSON, its metadata's, its row.
+            let encodings: Vec<_> = objects
                 .iter()
-                .map(|o| o.get("metadata").map(|m| serde_json::to_vec(m).unwrap()))
+                .map(|object| {
+                    let metadata = object
+                        .get("metadata")
+                        .map(|m| serde_json::to_vec(m).unwrap());
+                    let mut row = Vec::new();
+                    encode_row(printer("pods"), object, &mut row);
+                    (serde_json::to_vec(object).unwrap(), metadata, row)
+                })
                 .collect();
             let encoded = |sources: Vec<Source>| {
                 let json = table_json(
@@ -278,25 +290,15 @@ fn tables_encoded_row_by_row_are_byte_for_byte_the_tables() {
                 String::from_utf8(json).unwrap()
             };
             let rows = objects.len();
-            assert_eq!(
-                encoded(objects.iter().map(Source::from).collect()),
-                expected,
-                "{include:?}, {rows} rows"
-            );
-            // With each object's metadata already encoded (the watch cache's items).
-            let sources = objects
+            let sources = encodings
                 .iter()
-                .zip(&metadata)
-                .map(|(object, metadata)| Source {
-                    object: std::borrow::Cow::Borrowed(object),
-                    metadata_json: metadata.as_deref(),
+                .map(|(object, metadata, row)| Source {
+                    row,
+                    object,
+                    metadata: metadata.as_deref(),
                 })
                 .collect();
-            assert_eq!(
-                encoded(sources),
-                expected,
-                "{include:?}, {rows} rows, encoded"
-            );
+            assert_eq!(encoded(sources), expected, "{include:?}, {rows} rows");
         }
     }
 }

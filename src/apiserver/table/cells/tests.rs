@@ -4,22 +4,38 @@
 use serde_json::{json, Value};
 
 use super::super::fixtures::{now, printer};
-use super::super::{column_definitions, projection, row, IncludeObject};
+use super::super::{column_definitions, encode_row, row, table_json, IncludeObject, Source};
 
 mod pods;
 
-/// The cells of `object`'s row; checked to be those of only what the printer reads of it
-/// (what the watch cache decodes for a row).
+/// The cells of `object`'s row; checked to be those of its row encoded once (what the
+/// watch cache keeps beside each object) and written at the same time.
 #[track_caller]
 fn cells(resource: &str, object: &Value) -> Vec<Value> {
     let printer = printer(resource);
-    let row_of = |object: &Value| row(printer, object, IncludeObject::None, now());
-    let full = row_of(object);
-    let read = projection::decode(&serde_json::to_vec(object).unwrap(), printer.reads).unwrap();
+    let full = row(printer, object, IncludeObject::None, now());
+    let mut encoded = Vec::new();
+    encode_row(printer, object, &mut encoded);
+    let json = serde_json::to_vec(object).unwrap();
+    let source = Source {
+        row: &encoded,
+        object: &json,
+        metadata: None,
+    };
+    let table = table_json(
+        printer,
+        [source],
+        IncludeObject::None,
+        now(),
+        "",
+        None,
+        None,
+        false,
+    );
+    let table: Value = serde_json::from_slice(&table).unwrap();
     assert_eq!(
-        row_of(&read),
-        full,
-        "{resource}: the row of what the printer reads ({read}) is not that of {object:#}"
+        table["rows"][0], full,
+        "{resource}: the encoded row is not the row of {object:#}"
     );
     full["cells"].as_array().unwrap().clone()
 }
@@ -411,7 +427,7 @@ fn unknown_resources_print_name_and_age() {
 fn every_served_resource_prints_one_cell_per_column() {
     for resource in crate::apiserver::resources::RESOURCES {
         let object = json!({"metadata": {"name": "x"}});
-        let cells = (resource.printer.cells)(&object, now()).0;
+        let cells = super::super::row::render(&(resource.printer.cells)(&object).0, now());
         assert_eq!(
             cells.len(),
             resource.printer.columns.len(),

@@ -84,7 +84,7 @@ fn ages_come_from_the_creation_timestamp() {
     #[track_caller]
     fn check(timestamp: Option<&str>, expected: &str) {
         assert_eq!(
-            translate_timestamp_since(timestamp, now()),
+            translate_timestamp_since(timestamp.and_then(parse_timestamp), now()),
             expected,
             "{timestamp:?}"
         );
