@@ -102,6 +102,12 @@ pub fn decode<T: Object>(
 /// Encodes an object for storage: `kind` and `apiVersion` set, no `resourceVersion`
 /// (the revision lives in etcd, not in the document).
 pub fn encode<T: Object>(object: &T) -> anyhow::Result<Vec<u8>> {
+    let stored_as_is = object.stored_kind() == T::KIND
+        && object.stored_api_version() == T::API_VERSION
+        && object.metadata().resource_version.is_none();
+    if stored_as_is {
+        return Ok(serde_json::to_vec(object)?);
+    }
     let mut object = object.clone();
     object.set_type_meta();
     object.metadata_mut().resource_version = None;

@@ -317,16 +317,16 @@ pub fn record_status(
 pub async fn create_guarded(
     registry: &Registry,
     guarded: &Registry,
-    pod: &Pod,
+    pod: Pod,
 ) -> anyhow::Result<CreateOutcome> {
-    match guarded.create(pod).await {
+    let (namespace, name) = (pod.metadata.namespace.clone(), pod.metadata.name.clone());
+    match guarded.create_owned(pod).await {
         Ok(created) => Ok(CreateOutcome::Created(
             created.metadata.resource_version.unwrap_or_default(),
         )),
         Err(StorageError::OwnerGone { .. }) => Ok(CreateOutcome::ControllerGone),
         Err(StorageError::AlreadyExists { .. }) => {
-            let meta = &pod.metadata;
-            let existing = registry.get::<Pod>(&meta.namespace, &meta.name).await.ok();
+            let existing = registry.get::<Pod>(&namespace, &name).await.ok();
             Ok(CreateOutcome::Exists(existing.map(Box::new)))
         }
         Err(e) => Err(e.into()),

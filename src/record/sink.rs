@@ -195,13 +195,14 @@ impl Sink {
     pub(super) async fn run(mut self, mut queue_rx: tokio::sync::mpsc::Receiver<Event>) {
         let mut batch = Vec::with_capacity(BATCH);
         while queue_rx.recv_many(&mut batch, BATCH).await > 0 {
-            self.write(std::mem::take(&mut batch)).await;
+            // Drained, so the next batch reuses its room.
+            self.write(batch.drain(..)).await;
             self.warn_if_lost();
         }
     }
 
     /// Correlates `batch` in order and writes what is left, the last state of each name.
-    async fn write(&mut self, batch: Vec<Event>) {
+    async fn write(&mut self, batch: impl ExactSizeIterator<Item = Event>) {
         let mut writes: Vec<Event> = Vec::with_capacity(batch.len());
         let mut index: HashMap<(String, String), usize> = HashMap::new();
         let (mut skipped, mut combined) = (0, 0);

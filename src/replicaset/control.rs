@@ -204,13 +204,9 @@ impl EtcdReplicaSetControl {
 
 impl ReplicaSetControl for EtcdReplicaSetControl {
     async fn create_pod(&self, rs: &ReplicaSet, pod: Pod) -> anyhow::Result<CreateOutcome> {
-        let created = create_guarded(&self.registry, &self.while_unchanged(rs)?, &pod).await;
-        record_create(
-            &self.events,
-            Reference::of(rs),
-            &pod.metadata.name,
-            &created,
-        );
+        let name = pod.metadata.name.clone();
+        let created = create_guarded(&self.registry, &self.while_unchanged(rs)?, pod).await;
+        record_create(&self.events, Reference::of(rs), &name, &created);
         created
     }
 

@@ -89,13 +89,9 @@ impl PodControl for EtcdPodControl {
         controller: &ReplicationController,
         pod: Pod,
     ) -> anyhow::Result<CreateOutcome> {
-        let created = create_guarded(&self.registry, &self.on_behalf_of(controller)?, &pod).await;
-        record_create(
-            &self.events,
-            Reference::of(controller),
-            &pod.metadata.name,
-            &created,
-        );
+        let name = pod.metadata.name.clone();
+        let created = create_guarded(&self.registry, &self.on_behalf_of(controller)?, pod).await;
+        record_create(&self.events, Reference::of(controller), &name, &created);
         created
     }
 
