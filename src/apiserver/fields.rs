@@ -39,6 +39,7 @@
 //!   `true`/`false`, counts are decimal, and a field outside the resource's set reads
 //!   as "" (`fields.Set.Get`).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
@@ -271,9 +272,38 @@ impl FieldSelector {
     /// fields are `selectable`, meets every requirement, reading each field as
     /// [`SelectableFields::value`] does. Meant for a selector that passed
     /// [`FieldSelector::validate`]: an unsupported field reads as "".
+    #[cfg(test)]
     pub(crate) fn matches(&self, selectable: &SelectableFields, object: &Value) -> bool {
         self.requirements.iter().all(|requirement| {
             requirement.matches_value(&selectable.value(&requirement.field, object))
+        })
+    }
+
+    /// [`FieldSelector::matches`] of an object known by its namespace and name (a watch
+    /// cache item's key), which `object` decodes only when a requirement reads another
+    /// field. A watch of one object (`metadata.name=web`, what `kubectl get pod web -w`
+    /// and a kubelet's watch of its own Node send) then compares a name per event
+    /// instead of decoding every object of the resource.
+    pub(crate) fn matches_named(
+        &self,
+        selectable: &SelectableFields,
+        namespace: &str,
+        name: &str,
+        object: impl FnOnce() -> Value,
+    ) -> bool {
+        let mut object = Some(object);
+        let mut decoded = None;
+        self.requirements.iter().all(|requirement| {
+            let actual = match selectable.canonical(&requirement.field) {
+                Some("metadata.name") => Cow::Borrowed(name),
+                Some("metadata.namespace") => Cow::Borrowed(namespace),
+                _ => {
+                    let object = decoded
+                        .get_or_insert_with(|| (object.take().expect("decoded once, then kept"))());
+                    Cow::Owned(selectable.value(&requirement.field, object))
+                }
+            };
+            requirement.matches_value(&actual)
         })
     }
 

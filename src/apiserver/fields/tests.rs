@@ -68,6 +68,47 @@ fn check_matches(resource: &str, selector: &str, object: &Value, expected: bool)
         expected,
         "{selector:?} on {resource} {object}"
     );
+    // The same from the name and namespace of the object's key, as the watch cache asks.
+    let text = |field: &str| object["metadata"][field].as_str().unwrap_or("").to_string();
+    assert_eq!(
+        parsed.matches_named(
+            selectable(resource),
+            &text("namespace"),
+            &text("name"),
+            || object.clone()
+        ),
+        expected,
+        "{selector:?} on {resource} {object}, from its key"
+    );
+}
+
+#[test]
+fn a_selector_of_names_alone_decodes_no_object() {
+    let never = || -> Value { panic!("decoded for a selector of names alone") };
+    for (resource, selector, expected) in [
+        ("pods", "metadata.name=web", true),
+        ("pods", "metadata.name!=web", false),
+        ("pods", "metadata.name=web,metadata.namespace=default", true),
+        ("pods", "metadata.namespace=other", false),
+        ("nodes", "metadata.name=web", true),
+    ] {
+        let parsed = FieldSelector::parse(selector).unwrap();
+        assert_eq!(
+            parsed.matches_named(selectable(resource), "default", "web", never),
+            expected,
+            "{selector:?} on {resource}"
+        );
+    }
+    // Another field decodes the object, once for all the requirements that read it.
+    let decoded = std::cell::Cell::new(0);
+    let selector =
+        FieldSelector::parse("metadata.name=web,spec.nodeName=n1,status.phase!=Failed").unwrap();
+    let matched = selector.matches_named(selectable("pods"), "default", "web", || {
+        decoded.set(decoded.get() + 1);
+        json!({"spec": {"nodeName": "n1"}, "status": {"phase": "Running"}})
+    });
+    assert!(matched);
+    assert_eq!(decoded.get(), 1);
 }
 
 #[track_caller]

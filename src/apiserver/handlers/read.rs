@@ -64,7 +64,13 @@ impl Filter {
             .as_deref()
             .is_none_or(|namespace| namespace == item.namespace())
             && self.labels.matches(&item.labels())
-            && (self.fields.is_empty() || self.fields.matches(self.selectable, &item.object()))
+            && (self.fields.is_empty()
+                || self.fields.matches_named(
+                    self.selectable,
+                    item.namespace(),
+                    item.name(),
+                    || item.object(),
+                ))
     }
 }
 
