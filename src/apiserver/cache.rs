@@ -160,8 +160,8 @@ impl Codec {
     pub fn item(&self, namespace: &str, name: &str, kv: &RawEvent) -> anyhow::Result<Item> {
         let object = (self.decode)(namespace, name, kv)?;
         Ok(Item::new(
-            namespace.to_string(),
-            name.to_string(),
+            namespace,
+            name,
             kv.mod_revision,
             object,
             self.printer,
@@ -174,12 +174,12 @@ impl Codec {
 ///
 /// Kept compact, for the cache holds one per object. The decoded object is not kept (as
 /// a `serde_json::Value` a pod took about 9 KB against its 700 bytes of JSON): what needs
-/// it decodes it again ([`Item::object`]). Its
-/// Table row is made once, when the item is, with the cells that depend on the time
-/// left open ([`table::encode_row`]): a Table is then built by copying bytes, where
-/// decoding each object for its cells made a Table list five times the JSON list. The
-/// key, the labels, the JSON and the row share one buffer, `key ++ labels ++ json ++
-/// row`, so an item is two allocations (this, in its `Arc`, and the buffer).
+/// it decodes it again ([`Item::object`]). Its Table row is made once, with the item,
+/// the cells that depend on the time left open ([`table::encode_row`]): a Table is then
+/// built by copying bytes, where decoding each object for its cells made a Table list
+/// five times the JSON list. The key, the labels, the JSON and the row share one buffer,
+/// `key ++ labels ++ json ++ row`, so an item is two allocations (this, in its `Arc`,
+/// and the buffer).
 #[derive(Debug)]
 pub struct Item {
     /// The revision of the write (of the delete, for a deleted object's last state).
@@ -203,14 +203,14 @@ impl Item {
     /// its row as `printer` prints it. Neither `namespace` nor `name` holds a `/`
     /// (`Codec::parse` makes sure), so the key splits back into the two.
     pub fn new(
-        namespace: String,
-        name: String,
+        namespace: &str,
+        name: &str,
         revision: i64,
         mut object: Value,
         printer: &Printer,
     ) -> Item {
         set_resource_version(&mut object, revision);
-        Item::build(&namespace, &name, revision, &object, |data| {
+        Item::build(namespace, name, revision, &object, |data| {
             table::encode_row(printer, &object, data)
         })
     }
@@ -276,7 +276,8 @@ impl Item {
         &self.data[self.json_start as usize..self.row_start as usize]
     }
 
-    /// Its Table row, for [`table::table_json`].
+    /// What [`table::table_json`] makes its row of: the encoded row, the JSON and the
+    /// metadata's.
     pub fn table_source(&self) -> table::Source<'_> {
         table::Source {
             row: &self.data[self.row_start as usize..],

@@ -216,7 +216,7 @@ fn items_encode_as_serde_json_does_and_know_where_their_metadata_is() {
         serde_json::json!({"metadata": "not an object", "x": 1}),
         serde_json::json!({"x": [1, 2.5, null]}),
     ] {
-        let item = Item::new("ns".into(), "a".into(), 7, object.clone(), &PODS);
+        let item = Item::new("ns", "a", 7, object.clone(), &PODS);
         let mut stamped = object.clone();
         set_resource_version(&mut stamped, 7);
         assert_eq!(item.json(), serde_json::to_vec(&stamped).unwrap());
@@ -234,15 +234,15 @@ fn items_encode_as_serde_json_does_and_know_where_their_metadata_is() {
 
 #[test]
 fn an_item_keeps_its_namespace_and_name_in_one_key() {
-    let item = Item::new("ns".into(), "a".into(), 7, serde_json::json!({}), &PODS);
+    let item = Item::new("ns", "a", 7, serde_json::json!({}), &PODS);
     assert_eq!(
         (item.key(), item.namespace(), item.name()),
         ("ns/a", "ns", "a")
     );
     // Labels and JSON follow the key in the item's one buffer.
     let item = Item::new(
-        "ns".into(),
-        "a".into(),
+        "ns",
+        "a",
         7,
         serde_json::json!({"metadata": {"labels": {"app": "web"}}}),
         &PODS,
@@ -250,13 +250,7 @@ fn an_item_keeps_its_namespace_and_name_in_one_key() {
     assert_eq!(item.labels().iter().collect::<Vec<_>>(), [("app", "web")]);
     assert_eq!(item.object()["metadata"]["resourceVersion"], "7");
     assert_eq!(item.key(), "ns/a");
-    let item = Item::new(
-        String::new(),
-        "node-1".into(),
-        7,
-        serde_json::json!({}),
-        &PODS,
-    );
+    let item = Item::new("", "node-1", 7, serde_json::json!({}), &PODS);
     assert_eq!(
         (item.key(), item.namespace(), item.name()),
         ("node-1", "", "node-1")

@@ -707,8 +707,8 @@ pub(super) fn namespace_revision(state: &ApiState) -> i64 {
 
 pub(super) fn namespace_item(name: &str, revision: i64) -> Item {
     Item::new(
-        String::new(),
-        name.to_string(),
+        "",
+        name,
         revision,
         json!({
             "kind": "Namespace",

@@ -6,7 +6,7 @@ use crate::apiserver::table::PODS;
 fn created(name: &str, revision: i64, app: &str) -> Arc<Event> {
     let object = json!({"metadata": {"name": name, "namespace": "a", "labels": {"app": app}}});
     Arc::new(Event {
-        object: Arc::new(Item::new("a".into(), name.into(), revision, object, &PODS)),
+        object: Arc::new(Item::new("a", name, revision, object, &PODS)),
         prev: None,
         deleted: false,
     })
@@ -132,7 +132,7 @@ fn a_table_watch_row_carries_the_whole_metadata_and_cells_of_what_the_printer_re
         "metadata": {"name": "x", "namespace": "a", "labels": {"app": "web"}, "uid": "u"},
         "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "i"}]},
         "status": {"phase": "Running", "podIP": "10.0.0.1"}});
-    let item = Item::new("a".into(), "x".into(), 12, object, &PODS);
+    let item = Item::new("a", "x", 12, object, &PODS);
     let line: serde_json::Value = serde_json::from_slice(&watch.line("ADDED", &item)).unwrap();
     let row = &line["object"]["rows"][0];
     // kubectl keeps the row's resourceVersion, namespace and labels (`get -w`, `-L`).
