@@ -18,6 +18,10 @@
 //! - Cells are those of kube-apiserver's table convertor, which prints with `Wide: true`:
 //!   every row carries the priority-1 (`-o wide`) cells too, and kubectl hides them.
 //!   Integer cells are JSON integers; all others are strings.
+//! - A printer reads nothing but its object: the cells that depend on the time a row is
+//!   served at (an Age, an event's Last Seen, a pod's last restart) are [`Cell::Since`]
+//!   and [`Cell::CountSince`], written then ([`row`] encodes a row once for the watch
+//!   cache, [`table_json`] writes it).
 //! - Column definitions (name, type, format, priority) are printers.go's; descriptions are
 //!   the API field docs printers.go points at, abridged where they are long.
 //! - Deviations, for kcm's documents: a pod without `status.phase` is printed Pending
