@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::super::fixtures::now;
@@ -105,4 +106,39 @@ fn since_reads_a_timestamp_or_none() {
     );
     assert_eq!(Cell::since(Some("yesterday")), Cell::Since(None));
     assert_eq!(Cell::since(None).render(now()), json!("<unknown>"));
+}
+
+/// A time from 0001-01-01 to 9999-12-31, to the nanosecond.
+fn time_strategy() -> impl Strategy<Value = SystemTime> {
+    (-62_135_596_800i64..253_402_300_799, 0u32..1_000_000_000).prop_map(|(seconds, nanos)| {
+        let whole = Duration::new(seconds.unsigned_abs(), 0);
+        let time = if seconds >= 0 {
+            UNIX_EPOCH + whole
+        } else {
+            UNIX_EPOCH - whole
+        };
+        time + Duration::from_nanos(u64::from(nanos))
+    })
+}
+
+fn cell_strategy() -> impl Strategy<Value = Cell> {
+    prop_oneof![
+        any::<String>().prop_map(Cell::from),
+        any::<i64>().prop_map(Cell::from),
+        proptest::option::of(time_strategy()).prop_map(Cell::Since),
+        (any::<i64>(), time_strategy()).prop_map(|(count, time)| Cell::CountSince(count, time)),
+    ]
+}
+
+proptest! {
+    /// Any row, encoded and written at any time, is the row rendered at that time.
+    #[test]
+    fn any_row_is_written_as_it_renders(
+        cells in proptest::collection::vec(cell_strategy(), 0..12),
+        conditions in proptest::option::of(any::<String>().prop_map(|m| json!([{"message": m}]))),
+        at in time_strategy(),
+    ) {
+        let row = (cells, conditions);
+        prop_assert_eq!(written(&row, at), rendered(&row, at));
+    }
 }
