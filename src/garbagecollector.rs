@@ -61,7 +61,7 @@ use crate::api::{grace_remaining, ObjectMeta, ResourceVersion};
 use crate::controller::{self, sync_handler, Runner, RunnerConfig};
 use crate::informer::{
     Cached, ControllerInformer, Delta, DeploymentInformer, EndpointsInformer, Informer,
-    InformerFactory, Ownership, PodInformer, ReplicaSetInformer, ServiceInformer,
+    InformerFactory, ObjectKey, Ownership, PodInformer, ReplicaSetInformer, ServiceInformer,
 };
 use crate::registry::{Registry, StorageError};
 use crate::status::Metrics;
@@ -708,20 +708,16 @@ impl<S: GcStore> Inner<S> {
             () = pods.wait_synced() => {}
         }
         loop {
-            let terminated: Vec<_> = pods
-                .keys()
-                .into_iter()
-                .filter_map(|key| {
-                    let pod = pods.get(&key.namespace, &key.name)?;
-                    (!pod.is_active()).then(|| {
-                        let created = pod.creation_timestamp.and_then(|seconds| {
-                            let seconds = u64::try_from(seconds).ok()?;
-                            Some(std::time::UNIX_EPOCH + Duration::from_secs(seconds))
-                        });
-                        (created, key, pod.resource_version)
-                    })
+            let terminated = pods.filter_map(|namespace, name, pod| {
+                (!pod.is_active()).then(|| {
+                    let created = pod.creation_timestamp.and_then(|seconds| {
+                        let seconds = u64::try_from(seconds).ok()?;
+                        Some(std::time::UNIX_EPOCH + Duration::from_secs(seconds))
+                    });
+                    let key = ObjectKey::new(namespace.clone(), name.clone());
+                    (created, key, pod.resource_version)
                 })
-                .collect();
+            });
             for (key, rv) in terminated_to_delete(terminated, threshold) {
                 let rv = ResourceVersion(rv);
                 let background = Propagation::Background;

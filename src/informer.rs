@@ -35,6 +35,7 @@
 
 mod cached;
 mod factory;
+mod intern;
 mod key;
 mod kind;
 mod node;
@@ -43,6 +44,7 @@ mod store;
 
 pub use cached::{Cached, CachedPod, ControllerRef, Ownership, PodOwnership, PodPorts, Uid};
 pub use factory::InformerFactory;
+pub use intern::Interners;
 pub use key::{NotAnObjectKey, ObjectKey};
 pub use kind::Reflected;
 pub use node::{CachedNode, NodeLease, Registration};

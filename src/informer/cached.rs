@@ -10,6 +10,8 @@ use crate::api::{
 };
 use crate::labels::Set;
 
+use super::Interners;
+
 /// The form in which an informer stores objects of one kind.
 pub trait Cached: Send + Sync + Sized + 'static {
     /// The stored kind.
@@ -24,6 +26,8 @@ pub trait Cached: Send + Sync + Sized + 'static {
     fn share_labels(&mut self, _labels: Arc<Set>) {}
     /// Replaces the namespace and name with the store's copies of them.
     fn share_names(&mut self, _namespace: &Arc<str>, _name: &Arc<str>) {}
+    /// Replaces the values many items hold alike with the store's shared copies.
+    fn intern(&mut self, _interners: &mut Interners) {}
     /// The item's `metadata.resourceVersion`.
     fn resource_version(&self) -> i64;
     /// What the garbage collector reads of the item.
@@ -95,14 +99,16 @@ pub struct CachedPod {
     pub labels: Arc<Set>,
     pub resource_version: i64,
     pub phase: PodPhase,
-    /// `spec.host`: the node the pod is bound to, if any.
-    pub host: Option<Box<str>>,
+    /// `spec.host`: the node the pod is bound to, if any (shared with the node's other
+    /// pods).
+    pub host: Option<Arc<str>>,
     /// `metadata.creationTimestamp` as seconds since the Unix epoch (its own precision;
     /// kept as text it cost a 32-byte allocation a pod, 3 MiB at 100,000 pods).
     pub creation_timestamp: Option<i64>,
     /// `status.podIP`, when set and non-empty.
     pub pod_ip: Option<Box<str>>,
-    pub ports: PodPorts,
+    /// Shared with every other cached pod that has equal ports (a template's pods).
+    pub ports: Arc<PodPorts>,
     /// `metadata.uid` (empty when absent).
     pub uid: Uid,
     /// [`Pod::is_ready`]: the Ready condition is True (or, without one, Running).
@@ -111,8 +117,9 @@ pub struct CachedPod {
     pub not_ready: bool,
     /// [`Pod::ready_since`] as seconds since the Unix epoch.
     pub ready_since: Option<i64>,
-    /// The pod's controller reference (`metav1.GetControllerOf`), if it has one.
-    pub controller: Option<Box<ControllerRef>>,
+    /// The pod's controller reference (`metav1.GetControllerOf`), if it has one (shared
+    /// with the controller's other pods).
+    pub controller: Option<Arc<ControllerRef>>,
     /// `metadata.deletionTimestamp` is set: the pod is being deleted.
     pub deleting: bool,
     /// The sum of its containers' `restartCount` (for the deletion ranking).
@@ -133,7 +140,7 @@ pub struct PodOwnership {
 
 /// What the controllers read of a pod's controller reference: its owner by kind, name
 /// and uid (the owner is in the pod's namespace).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ControllerRef {
     pub kind: Box<str>,
     pub name: Box<str>,
@@ -190,13 +197,13 @@ impl From<&Pod> for CachedPod {
             host: (!pod.spec.host.is_empty()).then(|| pod.spec.host.as_str().into()),
             creation_timestamp: meta.creation_timestamp.as_deref().and_then(epoch_seconds),
             pod_ip: pod.pod_ip().map(Box::from),
-            ports: PodPorts::of(pod),
+            ports: Arc::new(PodPorts::of(pod)),
             uid: Uid::new(&meta.uid),
             ready: pod.is_ready(),
             not_ready: pod.ready_condition() == Some(false),
             ready_since: pod.ready_since().and_then(epoch_seconds),
             controller: controller_of(meta).map(|r| {
-                Box::new(ControllerRef {
+                Arc::new(ControllerRef {
                     kind: r.kind.as_str().into(),
                     name: r.name.as_str().into(),
                     uid: r.uid.as_str().into(),
@@ -299,6 +306,16 @@ impl Cached for CachedPod {
         self.name = name.clone();
     }
 
+    fn intern(&mut self, interners: &mut Interners) {
+        self.ports = interners.ports.share(&self.ports);
+        if let Some(controller) = &self.controller {
+            self.controller = Some(interners.controllers.share(controller));
+        }
+        if let Some(host) = &self.host {
+            self.host = Some(interners.strings.share(host));
+        }
+    }
+
     fn resource_version(&self) -> i64 {
         self.resource_version
     }
@@ -331,7 +348,7 @@ impl Cached for CachedPod {
 }
 
 /// The container ports of a pod, as `findPort` needs them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PodPorts {
     /// The first container's first port.
     pub first: Option<i64>,

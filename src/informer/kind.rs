@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::Cached;
+use super::{Cached, Interners};
 use crate::api::{self, Object};
 use crate::labels::Set;
 
@@ -34,6 +34,8 @@ pub trait Reflected: Send + Sync + Sized + 'static {
     fn share_labels(&mut self, _labels: Arc<Set>) {}
     /// Replaces the namespace and name with the store's copies of them.
     fn share_names(&mut self, _namespace: &Arc<str>, _name: &Arc<str>) {}
+    /// Replaces the values many items hold alike with the store's shared copies.
+    fn intern(&mut self, _interners: &mut Interners) {}
     /// The item's resourceVersion (its key's `mod_revision`).
     fn resource_version(&self) -> i64;
 }
@@ -64,6 +66,10 @@ impl<C: Cached> Reflected for C {
 
     fn share_names(&mut self, namespace: &Arc<str>, name: &Arc<str>) {
         Cached::share_names(self, namespace, name);
+    }
+
+    fn intern(&mut self, interners: &mut Interners) {
+        Cached::intern(self, interners);
     }
 
     fn resource_version(&self) -> i64 {

@@ -1,7 +1,6 @@
 //! The [`Informer`]: a shared store fed by one list-and-watch of `etcd_watcher`'s
 //! engine (client-go's reflector), with subscribers that hear of every change.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
@@ -24,6 +23,9 @@ use crate::registry::{prefix_range_end, DecodeError};
 
 /// One listed key: namespace, name, its revision, and what it becomes in the store.
 type Listed<I> = (String, String, i64, Change<I>);
+
+/// How many of the first list's deltas are made at a time.
+const ADDED_CHUNK: usize = 1024;
 
 /// How far the store has got.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -124,9 +126,7 @@ impl<I: Reflected> Informer<I> {
         Informer {
             shared: Arc::new(Shared {
                 source: source.into(),
-                store: RwLock::new(Store {
-                    namespaces: HashMap::new(),
-                }),
+                store: RwLock::new(Store::default()),
                 progress: watch::Sender::new(Progress::default()),
                 subscribers: Mutex::new(Vec::new()),
                 metrics: Arc::default(),
@@ -243,6 +243,26 @@ impl<I: Reflected> Informer<I> {
             .collect()
     }
 
+    /// What `f` makes of each item (given its namespace and name), for the items it
+    /// makes something of, in one pass over the store: no copy of every key (100,000
+    /// pods' keys were 3 MiB at the controller manager's peak).
+    pub fn filter_map<R>(
+        &self,
+        mut f: impl FnMut(&Arc<str>, &Arc<str>, &I) -> Option<R>,
+    ) -> Vec<R> {
+        let store = self.shared.store.read().expect("store lock");
+        store
+            .namespaces
+            .iter()
+            .flat_map(|(namespace, ns)| {
+                ns.items
+                    .iter()
+                    .map(move |(name, item)| (namespace, name, item))
+            })
+            .filter_map(|(namespace, name, item)| f(namespace, name, item))
+            .collect()
+    }
+
     /// How many items the store holds.
     pub fn len(&self) -> usize {
         let store = self.shared.store.read().expect("store lock");
@@ -334,15 +354,20 @@ impl<I: Reflected> Informer<I> {
                     }
                 }
                 RawItem::Listed { reason, revision } => {
-                    let deltas = if self.is_synced() {
-                        self.replace(std::mem::take(&mut listed), reason == ListReason::Rewound)
+                    // A relist's deltas, or the first list's names in key order.
+                    let (deltas, added) = if self.is_synced() {
+                        let deltas = std::mem::take(&mut listed);
+                        let rewound = reason == ListReason::Rewound;
+                        (self.replace(deltas, rewound), Vec::new())
                     } else {
-                        shared.store.read().expect("store lock").added()
+                        let added = shared.store.read().expect("store lock").added_names();
+                        (Vec::new(), added)
                     };
+                    let added_count: usize = added.iter().map(|(_, names)| names.len()).sum();
                     tracing::info!(
                         resource = I::RESOURCE,
                         revision,
-                        changes = deltas.len(),
+                        changes = deltas.len() + added_count,
                         ?reason,
                         "watch listed"
                     );
@@ -352,6 +377,18 @@ impl<I: Reflected> Informer<I> {
                     }
                     self.advance(revision, true);
                     self.publish(deltas).await;
+                    // Nothing else writes the store while this runs: each chunk's
+                    // items are the list's.
+                    for (namespace, names) in &added {
+                        for chunk in names.chunks(ADDED_CHUNK) {
+                            let deltas = shared
+                                .store
+                                .read()
+                                .expect("store lock")
+                                .added(namespace, chunk);
+                            self.publish(deltas).await;
+                        }
+                    }
                 }
                 RawItem::Events(events) => self.apply_events(&events).await,
                 RawItem::Progress(revision) => self.advance(revision, false),

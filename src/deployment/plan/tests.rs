@@ -479,7 +479,7 @@ fn recreate_scales_old_to_zero_waits_for_their_pods_then_creates_the_new() {
     world.settle();
     let pod = Arc::new(CachedPod {
         phase: PodPhase::Running,
-        controller: Some(Box::new(crate::informer::ControllerRef {
+        controller: Some(std::sync::Arc::new(crate::informer::ControllerRef {
             kind: "ReplicaSet".into(),
             name: world.rss[0].metadata.name.as_str().into(),
             uid: world.rss[0].metadata.uid.as_str().into(),

@@ -186,3 +186,87 @@ async fn after_a_cut_with_compaction_the_informer_lists_again_and_equals_etcd() 
     })
     .await;
 }
+
+/// The first list of 5,000 pods in three namespaces (one a prefix of another: `a` and
+/// `a-b`, whose keys sort `a-b/` before `a/`) reaches a subscriber as one added delta per
+/// pod, in the order etcd lists their keys, across the chunks the deltas are made in;
+/// and pods with equal ports, node and controller reference share one copy of each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_list_of_5000_pods_is_added_in_key_order_with_shared_values() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let mut keys = Vec::new();
+        for (namespace, count) in [("a", 2_000), ("a-b", 2_000), ("b", 1_000)] {
+            for i in 0..count {
+                keys.push((namespace, format!("web-{i:05}")));
+            }
+        }
+        for chunk in keys.chunks(100) {
+            let puts: Vec<etcd_client::TxnOp> = chunk
+                .iter()
+                .map(|(namespace, name)| {
+                    let mut pod = crate::support::objects::serving_pod_json(
+                        namespace, name, "web", "10.0.0.1",
+                    );
+                    pod["metadata"]["ownerReferences"] = serde_json::json!([{
+                        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                        "uid": "7f0c3a52-5b7e-4c1b-9a57-0d1e5f0b6a11", "controller": true,
+                        "blockOwnerDeletion": true,
+                    }]);
+                    etcd_client::TxnOp::put(pod_key(namespace, name), pod.to_string(), None)
+                })
+                .collect();
+            client
+                .kv_client()
+                .txn(etcd_client::Txn::new().and_then(puts))
+                .await
+                .expect("put a chunk of pods");
+        }
+        let (pods, stop) = start(&client, BackoffConfig::default());
+        let mut deltas = pods.subscribe();
+        pods.wait_synced().await;
+        let mut seen = Vec::new();
+        while seen.len() < keys.len() {
+            let delta = next_delta(&mut deltas).await;
+            assert!(delta.old.is_none() && delta.new.is_some(), "{delta:?}");
+            seen.push(format!("{}/{}", delta.namespace, delta.name));
+        }
+        let listed: Vec<String> = client
+            .clone()
+            .get(
+                "/registry/pods/",
+                Some(GetOptions::new().with_prefix().with_keys_only()),
+            )
+            .await
+            .expect("list keys")
+            .kvs()
+            .iter()
+            .map(|kv| kv.key_str().expect("utf-8")["/registry/pods/".len()..].to_string())
+            .collect();
+        assert_eq!(listed.len(), 5_000);
+        assert_eq!(seen, listed, "the deltas follow etcd's key order");
+
+        let first = pods.get("a", "web-00000").expect("cached");
+        for (namespace, name) in [("a", "web-01999"), ("a-b", "web-00007"), ("b", "web-00999")] {
+            let other = pods.get(namespace, name).expect("cached");
+            assert!(
+                std::sync::Arc::ptr_eq(&first.ports, &other.ports),
+                "ports shared"
+            );
+            assert!(std::sync::Arc::ptr_eq(
+                first.host.as_ref().expect("bound"),
+                other.host.as_ref().expect("bound")
+            ));
+            assert!(std::sync::Arc::ptr_eq(
+                first.controller.as_ref().expect("owned"),
+                other.controller.as_ref().expect("owned")
+            ));
+        }
+        assert_eq!(first.ports.find(None), Some(8080));
+        stop.cancel();
+    })
+    .await;
+}
