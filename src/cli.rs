@@ -14,12 +14,13 @@ mod controller_manager;
 mod kubecfg;
 mod kubelet;
 mod lab;
+mod process;
 mod soak;
 mod up;
 
 pub use self::apiserver::ApiserverArgs;
 pub use self::bench::BenchArgs;
-pub use self::controller_manager::ControllerManagerArgs;
+pub use self::controller_manager::{ControllerManagerArgs, StandaloneControllerManager};
 pub use self::kubecfg::{
     ApplyArgs, ControllerKind, CreateArgs, CreateCommand, CreateDeploymentArgs, CreateWhat,
     DeleteArgs, DescribeArgs, GetArgs, ResizeArgs, RolloutCommand, RolloutHistoryArgs,
@@ -28,6 +29,7 @@ pub use self::kubecfg::{
 };
 pub use self::kubelet::KubeletArgs;
 pub use self::lab::LabArgs;
+pub use self::process::{init_tracing, shutdown_signal};
 pub use self::soak::SoakCommand;
 pub use self::up::UpArgs;
 
@@ -376,6 +378,7 @@ pub async fn run(
         }
         Command::ControllerManager(args) => {
             let target = global.try_into()?;
+            crate::controller_manager::map_large_allocations();
             crate::controller_manager::run(args.config(&target), shutdown).await
         }
         Command::Kubelet(args) => {

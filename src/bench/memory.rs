@@ -1,4 +1,5 @@
-//! `memory`: peak RSS of a `kcm controller-manager` child against its pods' size.
+//! `memory`: peak RSS of a `kcm controller-manager` child against its pods' size, and of
+//! a `kcm-controller-manager` (the manager's own binary) when one was built beside kcm.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -11,7 +12,8 @@ use super::{Bench, Row};
 use crate::api::{self, Pod, ReplicationController};
 
 impl Bench {
-    /// memory: peak RSS of a `kcm controller-manager` child managing the pods.
+    /// memory: peak RSS of a `kcm controller-manager` child managing the pods, then of a
+    /// `kcm-controller-manager` child over the same pods.
     pub(super) async fn memory(&self) -> anyhow::Result<Vec<Row>> {
         let prefix = self.prefix("memory");
         let (n_controllers, each) = (self.sizes.memory_controllers, self.sizes.memory_pods_each);
@@ -27,22 +29,53 @@ impl Bench {
             }
         }
         self.create_all(documents, 256).await?;
+        let kcm = match &self.manager_binary {
+            Some(binary) => binary.clone(),
+            None => std::env::current_exe().context("find the kcm binary")?,
+        };
+        let mut rows = self
+            .manager_memory(&prefix, &kcm, Some("controller-manager"), bytes)
+            .await?;
+        // The controller manager's own binary, when it was built beside kcm.
+        let alone = kcm.with_file_name("kcm-controller-manager");
+        if alone.is_file() {
+            // Its first sync must write every status again.
+            let registry = self.registry(&prefix).await?;
+            for i in 0..n_controllers {
+                registry
+                    .guaranteed_update::<ReplicationController, _>(
+                        "memory",
+                        &format!("rc-{i:03}"),
+                        |mut rc| {
+                            rc.status.replicas = 0;
+                            Ok(rc)
+                        },
+                    )
+                    .await?;
+            }
+            rows.extend(self.manager_memory(&prefix, &alone, None, bytes).await?);
+        }
+        Ok(rows)
+    }
+
+    /// Runs `binary` (with `subcommand`, if any) as the controller manager over the memory
+    /// scenario's controllers until every one reports its pods, and reports its RSS
+    /// against `bytes` of pod documents.
+    async fn manager_memory(
+        &self,
+        prefix: &str,
+        binary: &std::path::Path,
+        subcommand: Option<&str>,
+        bytes: usize,
+    ) -> anyhow::Result<Vec<Row>> {
+        let (n_controllers, each) = (self.sizes.memory_controllers, self.sizes.memory_pods_each);
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
         let log = tempfile::NamedTempFile::new()?;
-        let exe = match &self.manager_binary {
-            Some(binary) => binary.clone(),
-            None => std::env::current_exe().context("find the kcm binary")?,
-        };
-        let mut child = tokio::process::Command::new(exe)
-            .args([
-                "controller-manager",
-                "--prefix",
-                &prefix,
-                "--port",
-                &port.to_string(),
-            ])
+        let mut child = tokio::process::Command::new(binary)
+            .args(subcommand)
+            .args(["--prefix", prefix, "--port", &port.to_string()])
             .arg("--etcd-servers")
             .arg(self.client_config.endpoints.join(","))
             .env_remove("RUST_LOG")
@@ -51,9 +84,9 @@ impl Bench {
             .stderr(log.reopen()?)
             .kill_on_drop(true)
             .spawn()
-            .context("start kcm controller-manager")?;
+            .with_context(|| format!("start {}", binary.display()))?;
         let pid = child.id().context("child pid")?;
-        let registry = self.registry(&prefix).await?;
+        let registry = self.registry(prefix).await?;
         let converged = poll_until(
             Duration::from_secs(300),
             "the manager to sync every controller",
@@ -90,10 +123,16 @@ impl Bench {
         }
         let (peak, resident, anon, file) = (peak?, resident?, anon?, file?);
         let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
+        let name = match subcommand {
+            Some(subcommand) => format!("kcm {subcommand}"),
+            None => binary
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        };
         Ok(vec![
             row(
                 "memory",
-                format!("peak RSS (VmHWM), controller-manager, {n_controllers} × {each} pods"),
+                format!("peak RSS (VmHWM), {name}, {n_controllers} × {each} pods"),
                 "MiB",
                 mib(peak),
                 mib(bytes),
@@ -102,7 +141,7 @@ impl Bench {
             ),
             row(
                 "memory",
-                format!("RSS (VmRSS) once converged, {n_controllers} × {each} pods"),
+                format!("RSS (VmRSS) once converged, {name}, {n_controllers} × {each} pods"),
                 "MiB",
                 mib(resident),
                 mib(bytes),
@@ -113,8 +152,8 @@ impl Bench {
             row(
                 "memory",
                 format!(
-                    "anonymous RSS (RssAnon) once converged, {n_controllers} × {each} pods; \
-                     file pages (RssFile) {:.1} MiB more",
+                    "anonymous RSS (RssAnon) once converged, {name}, {n_controllers} × {each} \
+                     pods; file pages (RssFile) {:.1} MiB more",
                     mib(file)
                 ),
                 "MiB",

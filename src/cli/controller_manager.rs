@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, Parser};
 
-use super::{parse_duration, parse_sync_period};
+use super::{parse_duration, parse_sync_period, GlobalArgs};
 use crate::apiclient::ApiTarget;
 use crate::client::Target;
 use crate::controller_manager;
@@ -15,6 +15,22 @@ use crate::leader;
 use crate::nodelifecycle::NodeLifecycleConfig;
 use crate::replicaset::ReplicaSetConfig;
 use crate::replication_manager::ManagerConfig;
+
+/// The controller manager alone: `kcm controller-manager` in a binary of its own, as
+/// Kubernetes ships kube-controller-manager.
+///
+/// Runs the controller loops (replication manager, endpoints controller and the later
+/// ones) and the status endpoint (/healthz, /metrics) until SIGINT or SIGTERM, with
+/// `kcm controller-manager`'s flags. The binary holds only the controller manager's code,
+/// so the process maps less of it.
+#[derive(Parser, Debug)]
+#[command(name = "kcm-controller-manager", version)]
+pub struct StandaloneControllerManager {
+    #[command(flatten)]
+    pub args: ControllerManagerArgs,
+    #[command(flatten)]
+    pub global: GlobalArgs,
+}
 
 #[derive(Args, Debug)]
 pub struct ControllerManagerArgs {
