@@ -708,13 +708,13 @@ impl<S: GcStore> Inner<S> {
             () = pods.wait_synced() => {}
         }
         loop {
-            let terminated = pods.filter_map(|namespace, name, pod| {
+            let terminated = pods.filter_map(|namespace, pod| {
                 (!pod.is_active()).then(|| {
                     let created = pod.creation_timestamp.and_then(|seconds| {
                         let seconds = u64::try_from(seconds).ok()?;
                         Some(std::time::UNIX_EPOCH + Duration::from_secs(seconds))
                     });
-                    let key = ObjectKey::new(namespace.clone(), name.clone());
+                    let key = ObjectKey::new(namespace.clone(), pod.name.clone());
                     (created, key, pod.resource_version)
                 })
             });

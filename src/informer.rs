@@ -42,9 +42,10 @@ mod node;
 mod reflector;
 mod store;
 
-pub use cached::{Cached, CachedPod, ControllerRef, Ownership, PodOwnership, PodPorts, Uid};
+pub use cached::{
+    Cached, CachedPod, ControllerRef, Interners, Ownership, PodOwnership, PodPorts, Uid,
+};
 pub use factory::InformerFactory;
-pub use intern::Interners;
 pub use key::{NotAnObjectKey, ObjectKey};
 pub use kind::Reflected;
 pub use node::{CachedNode, NodeLease, Registration};

@@ -782,6 +782,7 @@ mod tests {
     #[test]
     fn a_renewal_is_a_new_lease_or_a_new_renew_time_and_a_heartbeat_a_new_ready_heartbeat() {
         let lease = |renewed: &str| NodeLease {
+            name: "n1".into(),
             renew_time: Some(renewed.into()),
             revision: 1,
         };
@@ -793,6 +794,7 @@ mod tests {
         assert!(!lease_renewed(&delta(Some(lease(t1)), None)));
 
         let node = |heartbeat: &str| CachedNode {
+            name: "n1".into(),
             document: json!({"status": {"conditions": [
                 {"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]}}),
             revision: 1,
@@ -803,11 +805,13 @@ mod tests {
         assert!(!heartbeat_moved(&delta(Some(node(t1)), None)));
         // The controller's own marking keeps the heartbeat: not a sign of life.
         let marked = CachedNode {
+            name: "n1".into(),
             document: mark_unknown(&node(t1).document, "2026-11-29T10:05:00Z"),
             revision: 2,
         };
         assert!(!heartbeat_moved(&delta(Some(node(t1)), Some(marked))));
         let bare = CachedNode {
+            name: "n1".into(),
             document: json!({"metadata": {"name": "n1"}}),
             revision: 1,
         };

@@ -161,9 +161,7 @@ pub(super) async fn list_pods(
     namespace: &str,
 ) -> Result<Namespace<CachedPod>, StorageError> {
     let listed = api.list::<Pod>(Some(namespace)).await?;
-    let mut pods = Namespace::from_items(listed.items.iter().map(CachedPod::from), |pod| {
-        pod.name.clone()
-    });
+    let mut pods = Namespace::from_items(listed.items.iter().map(CachedPod::from));
     for error in &listed.errors {
         if let Some(name) = error.key.rsplit('/').next() {
             pods.mark_undecodable(name.into());

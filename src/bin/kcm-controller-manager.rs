@@ -3,10 +3,8 @@
 //! commands, so a process that runs only the controllers maps a third of kcm's code
 //! (docs/PERFORMANCE.md measures what that saves).
 
-use clap::Parser as _;
-
 fn main() -> std::process::ExitCode {
-    let cli = kcm::cli::StandaloneControllerManager::parse();
+    let cli = kcm::cli::StandaloneControllerManager::parse_env();
     kcm::cli::init_tracing(cli.global.verbose, false);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

@@ -122,6 +122,14 @@ fn parse_election_name(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
+impl StandaloneControllerManager {
+    /// Parses the process's arguments as [`Parser::parse`] does (printing usage errors and
+    /// exiting 2, or printing help and exiting 0).
+    pub fn parse_env() -> StandaloneControllerManager {
+        StandaloneControllerManager::parse()
+    }
+}
+
 impl ControllerManagerArgs {
     /// The validated configuration of `kcm controller-manager` on `target`.
     pub fn config(&self, target: &Target) -> controller_manager::Config {

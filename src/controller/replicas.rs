@@ -423,9 +423,7 @@ pub async fn list_pods(
     let listed = registry
         .list::<Pod>(Some(namespace), &Selector::everything())
         .await?;
-    let mut pods = Namespace::from_items(listed.items.iter().map(CachedPod::from), |pod| {
-        pod.name.clone()
-    });
+    let mut pods = Namespace::from_items(listed.items.iter().map(CachedPod::from));
     for error in &listed.errors {
         if let Some((_, name)) = api::parse_key::<Pod>(registry.prefix(), &error.key) {
             pods.mark_undecodable(name.into());

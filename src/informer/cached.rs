@@ -10,7 +10,7 @@ use crate::api::{
 };
 use crate::labels::Set;
 
-use super::Interners;
+use super::intern::Interner;
 
 /// The form in which an informer stores objects of one kind.
 pub trait Cached: Send + Sync + Sized + 'static {
@@ -18,6 +18,12 @@ pub trait Cached: Send + Sync + Sized + 'static {
     type Object: Object;
     /// Builds the cached form of a decoded object.
     fn from_object(object: Self::Object) -> Self;
+    /// The object's name.
+    fn name(&self) -> &str;
+    /// The object's name as an `Arc` (the item's own when it keeps one).
+    fn shared_name(&self) -> Arc<str> {
+        self.name().into()
+    }
     /// The labels the store groups and indexes items by; `None` for no label index.
     fn labels(&self) -> Option<&Arc<Set>> {
         None
@@ -32,6 +38,14 @@ pub trait Cached: Send + Sync + Sized + 'static {
     fn resource_version(&self) -> i64;
     /// What the garbage collector reads of the item.
     fn ownership(&self) -> Ownership;
+}
+
+/// The values the items of one informer's store hold alike, one copy of each.
+#[derive(Default)]
+pub struct Interners {
+    ports: Interner<PodPorts>,
+    controllers: Interner<ControllerRef>,
+    strings: Interner<str>,
 }
 
 /// What the garbage collector reads of any object: its identity, its owners and where
@@ -69,6 +83,10 @@ macro_rules! kept_whole {
             fn from_object(mut object: $ty) -> Self {
                 crate::api::remember_spec(&mut object);
                 object
+            }
+
+            fn name(&self) -> &str {
+                &self.metadata.name
             }
 
             fn resource_version(&self) -> i64 {
@@ -291,6 +309,14 @@ impl Cached for CachedPod {
 
     fn from_object(pod: Pod) -> Self {
         CachedPod::from(&pod)
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn shared_name(&self) -> Arc<str> {
+        self.name.clone()
     }
 
     fn labels(&self) -> Option<&Arc<Set>> {

@@ -1,8 +1,9 @@
-//! [`Interners`]: one copy of each value that many cached items hold alike, so that a
+//! [`Interner`]: one copy of each value that many cached items hold alike, so that a
 //! controller's 100,000 pods keep one copy of their template's ports, one of each node's
-//! name and one of their owner's reference, where each pod kept its own.
+//! name and one of their owner's reference, where each pod kept its own
+//! ([`super::Interners`]).
 //!
-//! An [`Interner`] holds every value it has handed out until no item holds it: each
+//! An interner holds every value it has handed out until no item holds it: each
 //! time its set has doubled since the last sweep, it drops the values only it still
 //! holds. Its size stays within twice what the items share, and a sweep's cost is paid
 //! for by the inserts before it.
@@ -11,16 +12,6 @@ use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::hash::Hash;
 use std::sync::Arc;
-
-use super::{ControllerRef, PodPorts};
-
-/// The interners of one informer's store.
-#[derive(Default)]
-pub struct Interners {
-    pub(super) ports: Interner<PodPorts>,
-    pub(super) controllers: Interner<ControllerRef>,
-    pub(super) strings: Interner<str>,
-}
 
 /// One copy of each equal value.
 pub struct Interner<T: ?Sized> {

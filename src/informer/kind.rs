@@ -26,6 +26,12 @@ pub trait Reflected: Send + Sync + Sized + 'static {
     /// # Errors
     /// When the value is not an object of the kind.
     fn decode(prefix: &str, key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<Self>;
+    /// The item's name (its key's last part).
+    fn name(&self) -> &str;
+    /// The item's name as an `Arc` (the item's own when it keeps one).
+    fn shared_name(&self) -> Arc<str> {
+        self.name().into()
+    }
     /// The labels the store groups and indexes items by; `None` for no label index.
     fn labels(&self) -> Option<&Arc<Set>> {
         None
@@ -54,6 +60,14 @@ impl<C: Cached> Reflected for C {
 
     fn decode(prefix: &str, key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<C> {
         api::decode::<C::Object>(prefix, key, value, mod_revision).map(C::from_object)
+    }
+
+    fn name(&self) -> &str {
+        Cached::name(self)
+    }
+
+    fn shared_name(&self) -> Arc<str> {
+        Cached::shared_name(self)
     }
 
     fn labels(&self) -> Option<&Arc<Set>> {

@@ -7,6 +7,8 @@
 //! registrations are cluster-scoped, so their namespace is "", and the Leases are in
 //! `kube-node-lease`.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::Reflected;
@@ -15,6 +17,8 @@ use crate::api::{self, NODES_DIR, NODE_LEASE_NAMESPACE, REGISTRATIONS_DIR};
 /// A Node document as stored, at its revision.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedNode {
+    /// The node's name (its key's last part).
+    pub name: Arc<str>,
     /// The document as stored: a JSON object.
     pub document: Value,
     /// Its key's `mod_revision`.
@@ -24,6 +28,8 @@ pub struct CachedNode {
 /// A kubelet's registration: present while its kubelet holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Registration {
+    /// The node's name (its key's last part).
+    pub name: Arc<str>,
     /// Its key's `mod_revision`.
     pub revision: i64,
 }
@@ -31,6 +37,8 @@ pub struct Registration {
 /// A kubelet's node Lease: what tells a live kubelet through the API.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeLease {
+    /// The node's name (its key's last part).
+    pub name: Arc<str>,
     /// `spec.renewTime` (a `MicroTime`), if set: it moves on every renewal.
     pub renew_time: Option<String>,
     /// Its key's `mod_revision`.
@@ -42,6 +50,14 @@ fn name_in<'k>(prefix: &str, dir: &str, key: &'k str) -> Option<(&'k str, &'k st
     let rest = key.strip_prefix(prefix)?.strip_prefix('/')?;
     let under = rest.strip_prefix(dir)?.strip_prefix('/')?;
     api::name_under("", under).map(|name| ("", name))
+}
+
+/// The name in `key` (the whole key for one the layout does not allow, which the
+/// reflector never decodes).
+fn name_of<R: Reflected>(prefix: &str, key: &str) -> Arc<str> {
+    R::parse_key(prefix, key)
+        .map_or(key, |(_, name)| name)
+        .into()
 }
 
 impl Reflected for CachedNode {
@@ -56,15 +72,24 @@ impl Reflected for CachedNode {
         name_in(prefix, NODES_DIR, key)
     }
 
-    fn decode(_prefix: &str, _key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<Self> {
+    fn decode(prefix: &str, key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<Self> {
         match serde_json::from_slice::<Value>(value) {
             Ok(document @ Value::Object(_)) => Ok(CachedNode {
+                name: name_of::<Self>(prefix, key),
                 document,
                 revision: mod_revision,
             }),
             Ok(_) => anyhow::bail!("the value is not a Node document (a JSON object)"),
             Err(e) => anyhow::bail!("the value is not a Node document (a JSON object): {e}"),
         }
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn shared_name(&self) -> Arc<str> {
+        self.name.clone()
     }
 
     fn resource_version(&self) -> i64 {
@@ -84,10 +109,19 @@ impl Reflected for Registration {
         name_in(prefix, REGISTRATIONS_DIR, key)
     }
 
-    fn decode(_prefix: &str, _key: &str, _value: &[u8], mod_revision: i64) -> anyhow::Result<Self> {
+    fn decode(prefix: &str, key: &str, _value: &[u8], mod_revision: i64) -> anyhow::Result<Self> {
         Ok(Registration {
+            name: name_of::<Self>(prefix, key),
             revision: mod_revision,
         })
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn shared_name(&self) -> Arc<str> {
+        self.name.clone()
     }
 
     fn resource_version(&self) -> i64 {
@@ -110,9 +144,10 @@ impl Reflected for NodeLease {
         Some((NODE_LEASE_NAMESPACE, name))
     }
 
-    fn decode(_prefix: &str, _key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<Self> {
+    fn decode(prefix: &str, key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<Self> {
         match serde_json::from_slice::<Value>(value) {
             Ok(document @ Value::Object(_)) => Ok(NodeLease {
+                name: name_of::<Self>(prefix, key),
                 renew_time: document
                     .pointer("/spec/renewTime")
                     .and_then(Value::as_str)
@@ -122,6 +157,14 @@ impl Reflected for NodeLease {
             Ok(_) => anyhow::bail!("the value is not a Lease document (a JSON object)"),
             Err(e) => anyhow::bail!("the value is not a Lease document (a JSON object): {e}"),
         }
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn shared_name(&self) -> Arc<str> {
+        self.name.clone()
     }
 
     fn resource_version(&self) -> i64 {
@@ -160,7 +203,13 @@ mod tests {
         }
         let registration =
             Registration::decode("/registry", "/registry/minions/n1", b"1@host", 9).unwrap();
-        assert_eq!(registration, Registration { revision: 9 });
+        assert_eq!(
+            registration,
+            Registration {
+                name: "n1".into(),
+                revision: 9
+            }
+        );
     }
 
     #[test]
@@ -186,6 +235,7 @@ mod tests {
         assert_eq!(
             lease,
             NodeLease {
+                name: "n1".into(),
                 renew_time: Some("2026-11-29T10:00:00.000001Z".into()),
                 revision: 4
             }

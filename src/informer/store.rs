@@ -39,13 +39,39 @@ impl<I> Clone for Delta<I> {
     }
 }
 
+/// An item in a set of items, hashed and compared by its name, so that the set finds it
+/// by name without keeping the name beside it (16 bytes a slot: 3.6 MiB of the items'
+/// and the groups' tables at 100,000 pods).
+pub(super) struct Named<I>(pub(super) Arc<I>);
+
+impl<I: Reflected> std::borrow::Borrow<str> for Named<I> {
+    fn borrow(&self) -> &str {
+        self.0.name()
+    }
+}
+
+impl<I: Reflected> std::hash::Hash for Named<I> {
+    // As `str` hashes, which `Borrow<str>` requires.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.name().hash(state);
+    }
+}
+
+impl<I: Reflected> PartialEq for Named<I> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name() == other.0.name()
+    }
+}
+
+impl<I: Reflected> Eq for Named<I> {}
+
 /// The items of one namespace, with the label index.
 pub struct Namespace<I> {
-    pub(super) items: HashMap<Arc<str>, Arc<I>>,
+    pub(super) items: HashSet<Named<I>>,
     /// Names whose stored value does not decode: not objects, but the names are taken.
     pub(super) undecodable: HashSet<Arc<str>>,
     /// Items grouped by their exact label set.
-    groups: HashMap<Arc<Set>, HashSet<Arc<str>>>,
+    groups: HashMap<Arc<Set>, HashSet<Named<I>>>,
     /// For each `key=value` pair, the label sets (groups) that contain it.
     by_pair: HashMap<(String, String), HashSet<Arc<Set>>>,
 }
@@ -53,7 +79,7 @@ pub struct Namespace<I> {
 impl<I> Default for Namespace<I> {
     fn default() -> Self {
         Namespace {
-            items: HashMap::new(),
+            items: HashSet::new(),
             undecodable: HashSet::new(),
             groups: HashMap::new(),
             by_pair: HashMap::new(),
@@ -63,14 +89,10 @@ impl<I> Default for Namespace<I> {
 
 impl<I: Reflected> Namespace<I> {
     /// A namespace holding `items` (a fresh read, for callers that cannot use the cache).
-    pub fn from_items(
-        items: impl IntoIterator<Item = I>,
-        name_of: impl Fn(&I) -> Arc<str>,
-    ) -> Self {
+    pub fn from_items(items: impl IntoIterator<Item = I>) -> Self {
         let mut namespace = Namespace::default();
         for item in items {
-            let name = name_of(&item);
-            namespace.upsert(name, item);
+            namespace.upsert(item);
         }
         namespace
     }
@@ -83,12 +105,12 @@ impl<I: Reflected> Namespace<I> {
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<I>> {
-        self.items.get(name)
+        self.items.get(name).map(|named| &named.0)
     }
 
     /// Whether `name` is held by an item or by a value that does not decode.
     pub fn is_taken(&self, name: &str) -> bool {
-        self.items.contains_key(name) || self.undecodable.contains(name)
+        self.items.contains(name) || self.undecodable.contains(name)
     }
 
     pub fn len(&self) -> usize {
@@ -100,11 +122,12 @@ impl<I: Reflected> Namespace<I> {
     }
 
     pub fn items(&self) -> impl Iterator<Item = &Arc<I>> {
-        self.items.values()
+        self.items.iter().map(|named| &named.0)
     }
 
-    fn upsert(&mut self, name: Arc<str>, mut item: I) -> (Arc<I>, Option<Arc<I>>) {
-        self.undecodable.remove(&name);
+    /// Stores `item` under its name; returns it as stored, and the item it replaced.
+    fn upsert(&mut self, mut item: I) -> (Arc<I>, Option<Arc<I>>) {
+        self.undecodable.remove(item.name());
         if let Some(labels) = item.labels() {
             if let Some((shared, _)) = self.groups.get_key_value(&**labels) {
                 let shared = shared.clone();
@@ -112,14 +135,21 @@ impl<I: Reflected> Namespace<I> {
             }
         }
         let item = Arc::new(item);
-        let old = self.items.insert(name.clone(), item.clone());
+        let old = self.items.replace(Named(item.clone())).map(|named| named.0);
         let same_group = match (&old, item.labels()) {
             (Some(old), Some(labels)) => old.labels().is_some_and(|o| Arc::ptr_eq(o, labels)),
             _ => false,
         };
-        if !same_group {
+        if same_group {
+            // The group holds the item itself: the new one replaces the old.
+            if let Some(labels) = item.labels() {
+                if let Some(members) = self.groups.get_mut(&**labels) {
+                    members.replace(Named(item.clone()));
+                }
+            }
+        } else {
             if let Some(old) = &old {
-                self.ungroup(&name, old);
+                self.ungroup(old);
             }
             if let Some(labels) = item.labels() {
                 let members = self.groups.entry(labels.clone()).or_default();
@@ -134,7 +164,7 @@ impl<I: Reflected> Namespace<I> {
                 self.groups
                     .get_mut(&**labels)
                     .expect("inserted above")
-                    .insert(name);
+                    .insert(Named(item.clone()));
             }
         }
         (item, old)
@@ -142,19 +172,19 @@ impl<I: Reflected> Namespace<I> {
 
     fn remove(&mut self, name: &str) -> Option<Arc<I>> {
         self.undecodable.remove(name);
-        let old = self.items.remove(name)?;
-        self.ungroup(name, &old);
+        let old = self.items.take(name)?.0;
+        self.ungroup(&old);
         Some(old)
     }
 
-    fn ungroup(&mut self, name: &str, item: &Arc<I>) {
+    fn ungroup(&mut self, item: &Arc<I>) {
         let Some(labels) = item.labels() else {
             return;
         };
         let Some(members) = self.groups.get_mut(&**labels) else {
             return;
         };
-        members.remove(name);
+        members.remove(item.name());
         if members.is_empty() {
             self.groups.remove(&**labels);
             for (key, value) in labels.iter() {
@@ -185,12 +215,7 @@ impl<I: Reflected> Namespace<I> {
         let mut take = |labels: &Arc<Set>| {
             if selector.matches(labels) {
                 if let Some(members) = self.groups.get(&**labels) {
-                    selected.extend(
-                        members
-                            .iter()
-                            .filter_map(|name| self.items.get(name))
-                            .cloned(),
-                    );
+                    selected.extend(members.iter().map(|named| named.0.clone()));
                 }
             }
         };
@@ -244,7 +269,8 @@ impl<I: Reflected> Store<I> {
             .namespaces
             .iter()
             .map(|(namespace, ns)| {
-                let mut names: Vec<Arc<str>> = ns.items.keys().cloned().collect();
+                let mut names: Vec<Arc<str>> =
+                    ns.items.iter().map(|named| named.0.shared_name()).collect();
                 names.sort_unstable();
                 (namespace.clone(), names)
             })
@@ -272,7 +298,7 @@ impl<I: Reflected> Store<I> {
                     namespace: namespace.clone(),
                     name: name.clone(),
                     old: None,
-                    new: Some(ns.items.get(name)?.clone()),
+                    new: Some(ns.get(name)?.clone()),
                 })
             })
             .collect()
@@ -293,41 +319,48 @@ impl<I: Reflected> Store<I> {
             .namespaces
             .get_mut(namespace)
             .expect("entry made above");
-        let shared_name: Arc<str> = ns
-            .items
-            .get_key_value(name)
-            .map(|(n, _)| n.clone())
-            .or_else(|| ns.undecodable.get(name).cloned())
-            .unwrap_or_else(|| name.into());
+        // The name as the store holds it already, if it does.
+        let held_name: Option<Arc<str>> = ns
+            .get(name)
+            .map(|item| item.shared_name())
+            .or_else(|| ns.undecodable.get(name).cloned());
         let (old, new) = match change {
             Change::Upsert(mut item) => {
+                let shared_name = held_name.clone().unwrap_or_else(|| item.shared_name());
                 item.share_names(&shared_namespace, &shared_name);
                 item.intern(&mut self.interners);
                 if !force
                     && ns
-                        .items
                         .get(name)
                         .is_some_and(|old| old.resource_version() == item.resource_version())
                 {
                     return None;
                 }
-                let (new, old) = ns.upsert(shared_name.clone(), item);
+                let (new, old) = ns.upsert(item);
                 (old, Some(new))
             }
             // Subscribers only hear of items: a name taken or freed by a value that does
             // not decode changes no item, so it has no delta.
-            Change::Undecodable => (ns.mark_undecodable(shared_name.clone()), None),
+            Change::Undecodable => {
+                let shared_name = held_name.clone().unwrap_or_else(|| name.into());
+                (ns.mark_undecodable(shared_name), None)
+            }
             Change::Remove => (ns.remove(name), None),
         };
         if ns.items.is_empty() && ns.undecodable.is_empty() {
             self.namespaces.remove(namespace);
         }
+        let name = match (held_name, &new) {
+            (Some(name), _) => name,
+            (None, Some(new)) => new.shared_name(),
+            (None, None) => return None,
+        };
         if old.is_none() && new.is_none() {
             return None;
         }
         Some(Delta {
             namespace: shared_namespace,
-            name: shared_name,
+            name,
             old,
             new,
         })

@@ -119,7 +119,6 @@ impl ReplicaSetReads for Fake {
                 .values()
                 .filter(|p| p.metadata.namespace == namespace)
                 .map(CachedPod::from),
-            |pod| pod.name.clone(),
         ))
     }
 }
@@ -414,7 +413,6 @@ async fn a_namesakes_pods_are_not_owned_and_an_rc_selected_orphan_is_not_adopted
             p.metadata.resource_version = Some(ResourceVersion(1));
             CachedPod::from(&p)
         }),
-        |p| p.name.clone(),
     );
     let selector = rs.spec.selector.as_ref().unwrap().to_selector().unwrap();
     // An RC selecting `x` absent... selects "rcs" only: its labels lack `x`.
@@ -431,7 +429,6 @@ async fn a_namesakes_pods_are_not_owned_and_an_rc_selected_orphan_is_not_adopted
         pods.items()
             .filter(|p| &*p.name != "stale")
             .map(|p| (**p).clone()),
-        |p| p.name.clone(),
     );
     let decision = plan::decide(&rs, &selector, Some(&own_pods_only), 500, rc_selects);
     assert_eq!(decision.claims.namesakes, 0);

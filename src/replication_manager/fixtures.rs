@@ -119,7 +119,6 @@ impl FreshReads for FakeCluster {
                 .iter()
                 .filter(|(key, _)| in_namespace(key))
                 .map(|(_, pod)| CachedPod::from(pod)),
-            |pod| pod.name.clone(),
         );
         for key in state.undecodable.iter().filter(in_namespace) {
             let (_, name) = key.split_once('/').expect("namespace/name");

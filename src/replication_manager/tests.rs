@@ -304,7 +304,7 @@ async fn a_controller_deleted_mid_scale_up_stops_the_sync_at_once_without_error(
 
 /// A namespace holding `pods`, plus the names in `undecodable`.
 fn view(pods: &[Pod], undecodable: &[&str]) -> Namespace<CachedPod> {
-    let mut namespace = Namespace::from_items(pods.iter().map(CachedPod::from), |p| p.name.clone());
+    let mut namespace = Namespace::from_items(pods.iter().map(CachedPod::from));
     for name in undecodable {
         namespace.mark_undecodable((*name).into());
     }

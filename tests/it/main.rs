@@ -84,6 +84,7 @@ mod cli {
     mod apply_memory;
     mod bench;
     mod compose;
+    mod controller_manager_binary;
     mod kubecfg;
     mod lab;
     mod rollout;
