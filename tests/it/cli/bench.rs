@@ -24,7 +24,8 @@ const EXPECTED_ROWS: [(&str, usize); 16] = [
     ("resync", 2),
     ("watch", 1),
     ("resume", 1),
-    ("memory", 3),
+    // `kcm controller-manager`'s three, then `kcm-controller-manager`'s (built beside kcm).
+    ("memory", 6),
     ("api-list", 4),
     ("api-watch", 3),
     ("api-get", 4),
@@ -70,7 +71,7 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
         }
         assert!(lines[1].starts_with("---"), "{stdout}");
         let rows: Vec<&str> = lines[2..lines.len() - 1].to_vec();
-        assert_eq!(rows.len(), 30, "{stdout}");
+        assert_eq!(rows.len(), 33, "{stdout}");
         for (scenario, count) in EXPECTED_ROWS {
             let found = rows.iter().filter(|r| r.starts_with(scenario)).count();
             assert_eq!(found, count, "rows of {scenario}: {stdout}");
@@ -88,7 +89,21 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
         let report: Value =
             serde_json::from_slice(&std::fs::read(&json).expect("read --json")).expect("JSON");
         let json_rows = report["rows"].as_array().expect("rows");
-        assert_eq!(json_rows.len(), 30);
+        assert_eq!(json_rows.len(), 33);
+        let memory: Vec<&str> = json_rows
+            .iter()
+            .filter(|row| row["scenario"] == "memory")
+            .filter_map(|row| row["measure"].as_str())
+            .collect();
+        assert!(
+            memory[..3]
+                .iter()
+                .all(|m| m.contains("kcm controller-manager"))
+                && memory[3..]
+                    .iter()
+                    .all(|m| m.contains("kcm-controller-manager")),
+            "{memory:?}"
+        );
         for row in json_rows {
             for field in [
                 "scenario", "measure", "unit", "kcm", "baseline", "ratio", "target",
