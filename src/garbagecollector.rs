@@ -710,9 +710,8 @@ impl<S: GcStore> Inner<S> {
         loop {
             let terminated = pods.filter_map(|namespace, pod| {
                 (!pod.is_active()).then(|| {
-                    let created = pod.creation_timestamp.and_then(|seconds| {
-                        let seconds = u64::try_from(seconds).ok()?;
-                        Some(std::time::UNIX_EPOCH + Duration::from_secs(seconds))
+                    let created = pod.creation_timestamp.map(|seconds| {
+                        std::time::UNIX_EPOCH + Duration::from_secs(u64::from(seconds))
                     });
                     let key = ObjectKey::new(namespace.clone(), pod.name.clone());
                     (created, key, pod.resource_version)

@@ -121,8 +121,10 @@ pub struct CachedPod {
     /// pods).
     pub host: Option<Arc<str>>,
     /// `metadata.creationTimestamp` as seconds since the Unix epoch (its own precision;
-    /// kept as text it cost a 32-byte allocation a pod, 3 MiB at 100,000 pods).
-    pub creation_timestamp: Option<i64>,
+    /// kept as text it cost a 32-byte allocation a pod, 3 MiB at 100,000 pods), in 32
+    /// bits like the other time below: 8 bytes a pod less, and a time outside 1970 to
+    /// 2106 reads as unknown.
+    pub creation_timestamp: Option<u32>,
     /// `status.podIP`, when set and non-empty.
     pub pod_ip: Option<Box<str>>,
     /// Shared with every other cached pod that has equal ports (a template's pods).
@@ -134,7 +136,7 @@ pub struct CachedPod {
     /// The pod reports a Ready condition that is not True (a 2014 document reports none).
     pub not_ready: bool,
     /// [`Pod::ready_since`] as seconds since the Unix epoch.
-    pub ready_since: Option<i64>,
+    pub ready_since: Option<u32>,
     /// The pod's controller reference (`metav1.GetControllerOf`), if it has one (shared
     /// with the controller's other pods).
     pub controller: Option<Arc<ControllerRef>>,
@@ -297,11 +299,12 @@ impl std::fmt::Display for Uid {
     }
 }
 
-/// Seconds since the Unix epoch of an RFC 3339 time; `None` when unreadable.
-fn epoch_seconds(time: &str) -> Option<i64> {
+/// Seconds since the Unix epoch of an RFC 3339 time; `None` when unreadable or outside
+/// what 32 bits hold (1970 to 2106).
+fn epoch_seconds(time: &str) -> Option<u32> {
     let time = humantime::parse_rfc3339_weak(time).ok()?;
     let seconds = time.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
-    i64::try_from(seconds).ok()
+    u32::try_from(seconds).ok()
 }
 
 impl Cached for CachedPod {
