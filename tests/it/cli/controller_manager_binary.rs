@@ -5,9 +5,8 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use etcd_client::GetOptions;
-
 use crate::support::kcm::{http_get, run_kcm};
+use crate::support::objects::pod_count_bounded;
 use crate::support::{eventually, free_port, start_etcd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -100,21 +99,9 @@ async fn it_keeps_a_controllers_pods_in_etcd_and_stops_on_sigterm() {
         .await
         .success();
         let client = etcd.client().await;
-        let pods = || {
-            let mut client = client.clone();
-            async move {
-                client
-                    .get(
-                        "/registry/pods/default/",
-                        Some(GetOptions::new().with_prefix().with_count_only()),
-                    )
-                    .await
-                    .expect("count pods")
-                    .count()
-            }
-        };
+        let pods = || pod_count_bounded(&client, "default");
         eventually(Duration::from_secs(60), "300 pods in etcd", || async {
-            pods().await == 300
+            pods().await == Some(300)
         })
         .await;
 
@@ -131,7 +118,7 @@ async fn it_keeps_a_controllers_pods_in_etcd_and_stops_on_sigterm() {
         assert!(status.success(), "{status}");
         assert_eq!(
             pods().await,
-            300,
+            Some(300),
             "never more than the controller's replicas"
         );
     })
