@@ -112,7 +112,9 @@ struct FieldManager {
 /// Typed access to the objects under one prefix. Cheap to clone.
 #[derive(Clone)]
 pub struct Registry {
-    kv: KvClient,
+    /// Shared: etcd-client's handle is 400 bytes, and a controller makes a guarded copy
+    /// of its registry for every pod it writes.
+    kv: Arc<KvClient>,
     prefix: Arc<str>,
     request_timeout: Duration,
     page_size: i64,
@@ -131,6 +133,16 @@ pub struct Registry {
     lease: Option<i64>,
 }
 
+/// An object checked and encoded for a create ([`Registry::encode_create`]), waiting to
+/// be written ([`Registry::create_encoded`]).
+#[derive(Debug)]
+pub struct EncodedCreate {
+    key: String,
+    /// The fence whose token the value carries, which the write must compare.
+    fence: Option<Fence>,
+    value: Vec<u8>,
+}
+
 impl Registry {
     /// A registry over `prefix` (normalized: leading `/`, no trailing `/`).
     ///
@@ -138,9 +150,11 @@ impl Registry {
     /// When the prefix is empty.
     pub fn new(client: &Client, prefix: &str) -> anyhow::Result<Registry> {
         Ok(Registry {
-            kv: client
-                .kv_client()
-                .max_decoding_message_size(MAX_RESPONSE_BYTES),
+            kv: Arc::new(
+                client
+                    .kv_client()
+                    .max_decoding_message_size(MAX_RESPONSE_BYTES),
+            ),
             prefix: api::normalize_prefix(prefix)?.into(),
             request_timeout: Duration::from_secs(10),
             page_size: DEFAULT_PAGE_SIZE,
@@ -314,7 +328,7 @@ impl Registry {
 
     /// The KV client (with the raised message limit) for callers that need raw access.
     pub fn kv(&self) -> KvClient {
-        self.kv.clone()
+        KvClient::clone(&self.kv)
     }
 
     /// The key of object `namespace/name` of kind `T`.
@@ -357,7 +371,10 @@ impl Registry {
     {
         let mut resends = 0;
         loop {
-            match tokio::time::timeout(self.request_timeout, request(self.kv.clone())).await {
+            // Boxed: etcd-client's call is a future of kilobytes, which every async fn
+            // above it would otherwise hold inline and copy at each move.
+            let call = Box::pin(request(KvClient::clone(&self.kv)));
+            match tokio::time::timeout(self.request_timeout, call).await {
                 Ok(Ok(response)) => return Ok(response),
                 Ok(Err(e)) if is_unsent(&e) && resends < MAX_RESENDS => {
                     resends += 1;
@@ -618,6 +635,24 @@ impl Registry {
     /// # Errors
     /// As [`Registry::create`].
     pub async fn create_owned<T: Object>(&self, mut object: T) -> Result<T, StorageError> {
+        let encoded = self.encode_create(&mut object)?;
+        let revision = self.create_encoded(encoded).await?;
+        object.set_type_meta();
+        object.metadata_mut().resource_version = Some(revision);
+        api::remember_spec(&mut object);
+        Ok(object)
+    }
+
+    /// The first half of a create, for a writer that keeps nothing of the object but the
+    /// revision it is stored at (a controller's pod creates): checks `object`, fills its
+    /// system fields (and this registry's fencing token) and encodes it, so the caller
+    /// can drop it before waiting on [`Registry::create_encoded`]. An async create that
+    /// took the object held it (a pod is 760 bytes before its heap) in every future
+    /// between the controller and etcd, each copied whole as it moved.
+    ///
+    /// # Errors
+    /// `BadRequest` as [`Registry::create`]; `Fenced` without a current term.
+    pub fn encode_create<T: Object>(&self, object: &mut T) -> Result<EncodedCreate, StorageError> {
         let meta = object.metadata();
         let key = self.item_key::<T>("create", &meta.namespace, &meta.name)?;
         if meta.resource_version.is_some() {
@@ -629,7 +664,7 @@ impl Registry {
         }
         let fence = self.write_fence("create", &key)?;
         api::fill_system_fields(object.metadata_mut());
-        api::set_generation(None, &mut object);
+        api::set_generation(None, object);
         if let Some(fence) = &fence {
             object.metadata_mut().annotations.insert(
                 FENCING_TOKEN_ANNOTATION.to_string(),
@@ -638,7 +673,21 @@ impl Registry {
         }
         // As stored (what `api::encode` would otherwise set on a copy).
         object.set_type_meta();
-        let value = self.encode(&key, &object)?;
+        let value = self.encode(&key, object)?;
+        Ok(EncodedCreate { key, fence, value })
+    }
+
+    /// The second half of a create: writes `encoded` if its key is absent (under this
+    /// registry's guard and conditions, and the fence it was encoded with). The revision
+    /// it was stored at.
+    ///
+    /// # Errors
+    /// As [`Registry::create`].
+    pub async fn create_encoded(
+        &self,
+        encoded: EncodedCreate,
+    ) -> Result<ResourceVersion, StorageError> {
+        let EncodedCreate { key, fence, value } = encoded;
         let response = self
             .write_txn(
                 "create",
@@ -652,11 +701,9 @@ impl Registry {
         if !response.succeeded() {
             return Err(StorageError::AlreadyExists { key });
         }
-        let revision = response.header().map_or(0, |h| h.revision());
-        object.set_type_meta();
-        object.metadata_mut().resource_version = Some(ResourceVersion(revision));
-        api::remember_spec(&mut object);
-        Ok(object)
+        Ok(ResourceVersion(
+            response.header().map_or(0, |h| h.revision()),
+        ))
     }
 
     fn encode<T: Object>(&self, key: &str, object: &T) -> Result<Vec<u8>, StorageError> {

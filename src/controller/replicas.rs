@@ -312,24 +312,32 @@ pub fn record_status(
 /// Creates `pod` through `guarded` (a registry guarded by the controller it is made for),
 /// reading the pod holding the name through `registry` when it is taken.
 ///
+/// The pod is encoded (and dropped) before this returns: the future holds its bytes, not
+/// the pod, so the thousands a scale-up keeps in flight stay small to hold and to move.
+///
 /// # Errors
 /// When etcd fails.
-pub async fn create_guarded(
-    registry: &Registry,
-    guarded: &Registry,
-    pod: Pod,
-) -> anyhow::Result<CreateOutcome> {
-    let (namespace, name) = (pod.metadata.namespace.clone(), pod.metadata.name.clone());
-    match guarded.create_owned(pod).await {
-        Ok(created) => Ok(CreateOutcome::Created(
-            created.metadata.resource_version.unwrap_or_default(),
-        )),
-        Err(StorageError::OwnerGone { .. }) => Ok(CreateOutcome::ControllerGone),
-        Err(StorageError::AlreadyExists { .. }) => {
-            let existing = registry.get::<Pod>(&namespace, &name).await.ok();
-            Ok(CreateOutcome::Exists(existing.map(Box::new)))
+pub fn create_guarded<'a>(
+    registry: &'a Registry,
+    guarded: Registry,
+    mut pod: Pod,
+) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send + 'a {
+    let encoded = guarded.encode_create(&mut pod);
+    let (namespace, name) = (pod.metadata.namespace, pod.metadata.name);
+    async move {
+        let created = match encoded {
+            Ok(encoded) => guarded.create_encoded(encoded).await,
+            Err(e) => Err(e),
+        };
+        match created {
+            Ok(revision) => Ok(CreateOutcome::Created(revision)),
+            Err(StorageError::OwnerGone { .. }) => Ok(CreateOutcome::ControllerGone),
+            Err(StorageError::AlreadyExists { .. }) => {
+                let existing = registry.get::<Pod>(&namespace, &name).await.ok();
+                Ok(CreateOutcome::Exists(existing.map(Box::new)))
+            }
+            Err(e) => Err(e.into()),
         }
-        Err(e) => Err(e.into()),
     }
 }
 

@@ -203,11 +203,24 @@ impl EtcdReplicaSetControl {
 }
 
 impl ReplicaSetControl for EtcdReplicaSetControl {
-    async fn create_pod(&self, rs: &ReplicaSet, pod: Pod) -> anyhow::Result<CreateOutcome> {
+    fn create_pod(
+        &self,
+        rs: &ReplicaSet,
+        pod: Pod,
+    ) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send {
+        // Not an `async fn`: the pod is encoded before the future, which holds its bytes.
         let name = pod.metadata.name.clone();
-        let created = create_guarded(&self.registry, &self.while_unchanged(rs)?, pod).await;
-        record_create(&self.events, Reference::of(rs), &name, &created);
-        created
+        let create = self
+            .while_unchanged(rs)
+            .map(|guarded| create_guarded(&self.registry, guarded, pod));
+        async move {
+            let created = match create {
+                Ok(create) => create.await,
+                Err(e) => Err(e),
+            };
+            record_create(&self.events, Reference::of(rs), &name, &created);
+            created
+        }
     }
 
     async fn delete_pod(

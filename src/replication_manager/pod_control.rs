@@ -84,15 +84,24 @@ impl EtcdPodControl {
 }
 
 impl PodControl for EtcdPodControl {
-    async fn create_pod(
+    fn create_pod(
         &self,
         controller: &ReplicationController,
         pod: Pod,
-    ) -> anyhow::Result<CreateOutcome> {
+    ) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send {
+        // Not an `async fn`: the pod is encoded before the future, which holds its bytes.
         let name = pod.metadata.name.clone();
-        let created = create_guarded(&self.registry, &self.on_behalf_of(controller)?, pod).await;
-        record_create(&self.events, Reference::of(controller), &name, &created);
-        created
+        let create = self
+            .on_behalf_of(controller)
+            .map(|guarded| create_guarded(&self.registry, guarded, pod));
+        async move {
+            let created = match create {
+                Ok(create) => create.await,
+                Err(e) => Err(e),
+            };
+            record_create(&self.events, Reference::of(controller), &name, &created);
+            created
+        }
     }
 
     async fn delete_pod(
