@@ -341,6 +341,28 @@ pub fn create_guarded<'a>(
     }
 }
 
+/// [`create_guarded`] on behalf of `owner` (through `guarded`, or the error that kept it
+/// from being made), then [`record_create`]: a control's `create_pod`. Not an `async fn`,
+/// so that the pod is encoded before the future.
+pub fn create_recorded<'r, 'o, T: Object + Sync>(
+    registry: &'r Registry,
+    guarded: anyhow::Result<Registry>,
+    events: &'r Recorder,
+    owner: &'o T,
+    pod: Pod,
+) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send + use<'r, 'o, T> {
+    let name = pod.metadata.name.clone();
+    let create = guarded.map(|guarded| create_guarded(registry, guarded, pod));
+    async move {
+        let created = match create {
+            Ok(create) => create.await,
+            Err(e) => Err(e),
+        };
+        record_create(events, Reference::of(owner), &name, &created);
+        created
+    }
+}
+
 /// Records the event of a pod create for its controller `owner`, as Kubernetes'
 /// `RealPodControl.CreatePods`: `SuccessfulCreate` when it was created, `FailedCreate`
 /// when etcd failed; nothing when the name was taken or the owner is gone.

@@ -13,8 +13,8 @@ use std::future::Future;
 
 use crate::api::{Pod, ReplicaSet, ReplicaSetStatus, ResourceVersion};
 use crate::controller::replicas::{
-    create_guarded, delete_guarded, list_pods, record_create, record_delete, write_status,
-    CreateOutcome, DeleteOutcome, StatusOutcome,
+    create_recorded, delete_guarded, list_pods, record_delete, write_status, CreateOutcome,
+    DeleteOutcome, StatusOutcome,
 };
 use crate::informer::{CachedPod, Namespace};
 use crate::registry::{Registry, StorageError};
@@ -208,19 +208,13 @@ impl ReplicaSetControl for EtcdReplicaSetControl {
         rs: &ReplicaSet,
         pod: Pod,
     ) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send {
-        // Not an `async fn`: the pod is encoded before the future, which holds its bytes.
-        let name = pod.metadata.name.clone();
-        let create = self
-            .while_unchanged(rs)
-            .map(|guarded| create_guarded(&self.registry, guarded, pod));
-        async move {
-            let created = match create {
-                Ok(create) => create.await,
-                Err(e) => Err(e),
-            };
-            record_create(&self.events, Reference::of(rs), &name, &created);
-            created
-        }
+        create_recorded(
+            &self.registry,
+            self.while_unchanged(rs),
+            &self.events,
+            rs,
+            pod,
+        )
     }
 
     async fn delete_pod(

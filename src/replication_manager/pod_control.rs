@@ -11,8 +11,8 @@ use std::future::Future;
 
 use crate::api::{Pod, ReplicationController, ResourceVersion};
 use crate::controller::replicas::{
-    create_guarded, delete_guarded, list_pods, record_create, record_delete, write_status,
-    CreateOutcome, DeleteOutcome, StatusOutcome,
+    create_recorded, delete_guarded, list_pods, record_delete, write_status, CreateOutcome,
+    DeleteOutcome, StatusOutcome,
 };
 use crate::informer::{CachedPod, Namespace};
 use crate::record::{Recorder, Reference};
@@ -89,19 +89,13 @@ impl PodControl for EtcdPodControl {
         controller: &ReplicationController,
         pod: Pod,
     ) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send {
-        // Not an `async fn`: the pod is encoded before the future, which holds its bytes.
-        let name = pod.metadata.name.clone();
-        let create = self
-            .on_behalf_of(controller)
-            .map(|guarded| create_guarded(&self.registry, guarded, pod));
-        async move {
-            let created = match create {
-                Ok(create) => create.await,
-                Err(e) => Err(e),
-            };
-            record_create(&self.events, Reference::of(controller), &name, &created);
-            created
-        }
+        create_recorded(
+            &self.registry,
+            self.on_behalf_of(controller),
+            &self.events,
+            controller,
+            pod,
+        )
     }
 
     async fn delete_pod(
