@@ -37,6 +37,7 @@
 //! the end. Without one, a private etcd is started (and stopped) like `kcm up`'s.
 
 mod api;
+mod cpu;
 mod fixtures;
 mod heal;
 mod memory;
@@ -350,6 +351,7 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
         through_api: config.through_api,
         curves: Mutex::default(),
         run: Default::default(),
+        etcd_pid: private.as_ref().and_then(PrivateEtcd::pid),
     };
     let private_kind = match (given, tmpfs) {
         (true, _) => None,
@@ -497,6 +499,9 @@ struct Bench {
     curves: Mutex<HashMap<String, HashMap<String, Curve>>>,
     /// Which run of `--repeat` is going: each works under its own prefix.
     run: std::sync::atomic::AtomicUsize,
+    /// The private etcd's process, whose CPU time the scale rows split out; `None` for an
+    /// etcd named with `--etcd-servers`.
+    etcd_pid: Option<u32>,
 }
 
 /// An in-process replication manager under one prefix, stopped on `stop`.

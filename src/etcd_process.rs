@@ -157,6 +157,11 @@ impl PrivateEtcd {
         &self.data_dir
     }
 
+    /// The etcd process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// The last `lines` lines of etcd's log.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
+use super::cpu::{self, CpuMark};
 use super::fixtures::{controller, pod_document, poll_until, replica_set, rs_pod_document};
 use super::report::row;
 use super::{Bench, Row, RunningManager};
@@ -238,6 +239,8 @@ impl Bench {
         let documents = kind.pod_documents(&prefix, "base", n);
         let dir = self.pod_dir(&prefix, "base");
         let since = Arc::new(Mutex::new(None));
+        // CPU a pod of etcd and of this process, over each side's measured span.
+        let mut baseline_cpu = (None, None);
         let created = if up {
             let counter = self.count_pods(
                 dir.clone(),
@@ -248,10 +251,12 @@ impl Bench {
             );
             let started = Instant::now();
             *since.lock().expect("since lock") = Some(started);
+            let cpu = CpuMark::now(self.etcd_pid);
             let created = self.create_all(documents, create_concurrency).await?;
             let curve = tokio::time::timeout(limit, counter)
                 .await
                 .context("baseline scale-up")???;
+            baseline_cpu = cpu.per_item_since(self.etcd_pid, n);
             let seconds = curve
                 .last()
                 .map_or(started.elapsed().as_secs_f64(), |p| p.0);
@@ -272,10 +277,12 @@ impl Bench {
             );
             let started = Instant::now();
             *since.lock().expect("since lock") = Some(started);
+            let cpu = CpuMark::now(self.etcd_pid);
             self.delete_all(created, delete_concurrency).await?;
             let curve = tokio::time::timeout(limit, counter)
                 .await
                 .context("baseline scale-down")???;
+            baseline_cpu = cpu.per_item_since(self.etcd_pid, n);
             baseline_seconds = curve
                 .last()
                 .map_or(started.elapsed().as_secs_f64(), |p| p.0);
@@ -317,10 +324,12 @@ impl Bench {
         );
         let started = Instant::now();
         *since.lock().expect("since lock") = Some(started);
+        let cpu = CpuMark::now(self.etcd_pid);
         kind.scale(&registry, "kcm", target as i64).await?;
         let curve = tokio::time::timeout(limit, counter)
             .await
             .context("kcm scale")???;
+        let kcm_cpu = cpu.per_item_since(self.etcd_pid, n);
         let kcm_seconds = curve
             .last()
             .map_or(started.elapsed().as_secs_f64(), |p| p.0);
@@ -341,11 +350,12 @@ impl Bench {
         Ok(vec![row(
             scenario,
             format!(
-                "pods/s, {} → {} ({:.2}s vs {:.2}s){}",
+                "pods/s, {} → {} ({:.2}s vs {:.2}s{}){}",
                 if up { 0 } else { n },
                 target,
                 kcm_seconds,
                 baseline_seconds,
+                cpu::describe(kcm_cpu, baseline_cpu),
                 if self.through_api {
                     ", through the API"
                 } else {

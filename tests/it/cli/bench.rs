@@ -115,6 +115,16 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
         assert_eq!(report["quick"], true);
         assert!(report["sizes"]["scale_replicas"].as_u64().unwrap() > 0);
         for scenario in ["scale-up", "scale-down", "rs-scale-up", "rs-scale-down"] {
+            // Only this process's CPU: the etcd it was given is no child of its own.
+            let measure = json_rows
+                .iter()
+                .find(|row| row["scenario"] == scenario)
+                .and_then(|row| row["measure"].as_str())
+                .unwrap_or_default();
+            assert!(
+                measure.contains("CPU a pod: this process ") && !measure.contains("etcd "),
+                "{measure}"
+            );
             for who in ["kcm", "baseline"] {
                 let curve = report["curves"][scenario][who].as_array();
                 assert!(
@@ -150,7 +160,7 @@ async fn bench_starts_its_own_etcd_when_none_is_given() {
     let Some(etcd) = etcd_binary() else { return };
     with_timeout(LIMIT, async {
         let output = kcm_command()
-            .args(["bench", "--quick", "--tmpfs", "heal", "resync"])
+            .args(["bench", "--quick", "--tmpfs", "heal", "resync", "scale-up"])
             .arg("--etcd-binary")
             .arg(&etcd)
             .output()
@@ -168,6 +178,15 @@ async fn bench_starts_its_own_etcd_when_none_is_given() {
             .collect();
         assert_eq!(rows.len(), 4, "{stdout}");
         assert!(stdout.contains("private, tmpfs"), "{stdout}");
+        // With its own etcd it splits the CPU of each side's run between etcd and itself.
+        let scale = stdout
+            .lines()
+            .find(|l| l.starts_with("scale-up"))
+            .expect("a scale-up row");
+        assert!(
+            scale.contains("CPU a pod: etcd ") && scale.contains(" µs, this process "),
+            "{scale}"
+        );
     })
     .await;
 }
