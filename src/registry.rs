@@ -803,7 +803,7 @@ impl Registry {
                 "update",
                 &key,
                 fence.as_ref(),
-                unchanged_since(&key, expected).to_vec(),
+                unchanged_since(&key, expected),
                 vec![TxnOp::put(key.as_str(), value, None)],
                 vec![TxnOp::get(key.as_str(), None)],
             )
@@ -872,7 +872,7 @@ impl Registry {
                 "delete",
                 &key,
                 fence.as_ref(),
-                unchanged_since(&key, expected).to_vec(),
+                unchanged_since(&key, expected),
                 vec![TxnOp::delete(key.as_str(), None)],
                 vec![TxnOp::get(key.as_str(), None)],
             )
@@ -953,13 +953,17 @@ impl Registry {
 }
 
 /// The compares of a write that must find `key` still at `expected`. etcd compares a
-/// missing key's `mod_revision` as 0, so the key must also exist: otherwise a write at
-/// resourceVersion 0 would create the object (or delete nothing and report success).
-fn unchanged_since(key: &str, expected: ResourceVersion) -> [Compare; 2] {
-    [
-        Compare::create_revision(key, CompareOp::Greater, 0),
-        Compare::mod_revision(key, CompareOp::Equal, expected.0),
-    ]
+/// missing key's `mod_revision` as 0, so at resourceVersion 0 (or below) the key must
+/// also exist: otherwise the write would create the object (or delete nothing and report
+/// success). At a revision etcd gave, the `mod_revision` compare alone implies the key
+/// exists: one compare, where each is a read of the key in etcd's serial apply.
+fn unchanged_since(key: &str, expected: ResourceVersion) -> Vec<Compare> {
+    let unchanged = Compare::mod_revision(key, CompareOp::Equal, expected.0);
+    if expected.0 > 0 {
+        vec![unchanged]
+    } else {
+        vec![Compare::create_revision(key, CompareOp::Greater, 0), unchanged]
+    }
 }
 
 /// The key-value an `or_else([get, ..])` branch's first read returned, if the key exists.

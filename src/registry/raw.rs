@@ -144,7 +144,7 @@ impl Registry {
                 "update",
                 key,
                 fence.as_ref(),
-                unchanged_since(key, expected).to_vec(),
+                unchanged_since(key, expected),
                 vec![TxnOp::put(key, value, self.put_options())],
                 vec![TxnOp::get(key, None)],
             )
@@ -359,7 +359,7 @@ impl Registry {
                 "delete",
                 key,
                 fence.as_ref(),
-                unchanged_since(key, expected).to_vec(),
+                unchanged_since(key, expected),
                 vec![TxnOp::delete(key, None)],
                 vec![TxnOp::get(key, None)],
             )
