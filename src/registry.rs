@@ -962,7 +962,10 @@ fn unchanged_since(key: &str, expected: ResourceVersion) -> Vec<Compare> {
     if expected.0 > 0 {
         vec![unchanged]
     } else {
-        vec![Compare::create_revision(key, CompareOp::Greater, 0), unchanged]
+        vec![
+            Compare::create_revision(key, CompareOp::Greater, 0),
+            unchanged,
+        ]
     }
 }
 
