@@ -313,7 +313,7 @@ pub fn record_status(
 /// reading the pod holding the name through `registry` when it is taken.
 ///
 /// The pod is encoded (and dropped) before this returns: the future holds its bytes, not
-/// the pod, so the thousands a scale-up keeps in flight stay small to hold and to move.
+/// the pod, so the hundreds a scale-up keeps in flight stay small to hold and to move.
 ///
 /// # Errors
 /// When etcd fails.
