@@ -37,6 +37,7 @@
 //! the end. Without one, a private etcd is started (and stopped) like `kcm up`'s.
 
 mod api;
+mod clock;
 mod cpu;
 mod fixtures;
 mod heal;
@@ -61,6 +62,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use self::clock::RevisionClock;
 pub use self::report::{median_rows, relative_targets, svg, table};
 use self::scale::Kind;
 use crate::api::ReplicationController;
@@ -528,6 +530,44 @@ impl RunningManager {
     }
 }
 
+/// A count of pods as etcd commits them ([`Bench::count_pods`]).
+struct PodCounter {
+    /// The count after each change, by the change's revision.
+    watch: tokio::task::JoinHandle<anyhow::Result<Vec<(i64, usize)>>>,
+    clock: RevisionClock,
+}
+
+impl PodCounter {
+    /// Waits up to `limit` for the count to be done; returns the curve in seconds since
+    /// `started`, each change at the time etcd had committed it.
+    async fn curve(
+        mut self,
+        limit: std::time::Duration,
+        started: Instant,
+    ) -> anyhow::Result<Curve> {
+        let changes = tokio::time::timeout(limit, &mut self.watch)
+            .await
+            .context("timed out")?
+            .context("counting watch")??;
+        let ticks = self.clock.stop().await?;
+        changes
+            .into_iter()
+            .map(|(revision, count)| {
+                let at = ticks
+                    .reached(revision)
+                    .with_context(|| format!("the revision clock never saw revision {revision}"))?;
+                Ok((at.saturating_duration_since(started).as_secs_f64(), count))
+            })
+            .collect()
+    }
+}
+
+impl Drop for PodCounter {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
+}
+
 impl Bench {
     fn prefix(&self, scenario: &str) -> String {
         match self.run.load(std::sync::atomic::Ordering::Relaxed) {
@@ -645,18 +685,19 @@ impl Bench {
         })
     }
 
-    /// Counts pods under `dir` as a raw watch sees them from `after`, until `done(count)`;
-    /// returns the curve (seconds since `since`, count), sampled at every change.
-    fn count_pods(
+    /// Counts pods under `dir` from `after` as etcd commits them, until `done(count)`: a
+    /// raw watch tells the revision of every change and a [`RevisionClock`] when etcd
+    /// reached it. The counter is ready when this returns.
+    async fn count_pods(
         &self,
         dir: String,
         after: i64,
         initial: usize,
         done: impl Fn(usize) -> bool + Send + 'static,
-        since: Arc<Mutex<Option<Instant>>>,
-    ) -> tokio::task::JoinHandle<anyhow::Result<Curve>> {
+    ) -> anyhow::Result<PodCounter> {
         let client = self.client.clone();
-        tokio::spawn(async move {
+        let clock = RevisionClock::start(&self.client_config).await?;
+        let watch = tokio::spawn(async move {
             let options = WatchOptions::new()
                 .with_prefix()
                 .with_start_revision(after + 1);
@@ -666,7 +707,7 @@ impl Bench {
                 .await
                 .context("open counting watch")?;
             let mut count = initial;
-            let mut curve = Vec::new();
+            let mut changes = Vec::new();
             while !done(count) {
                 let response = stream
                     .message()
@@ -682,13 +723,14 @@ impl Bench {
                         }
                         EventType::Delete => count = count.saturating_sub(1),
                     }
+                    // A delete's kv carries the delete's revision.
+                    let revision = event.kv().map_or(0, |kv| kv.mod_revision());
+                    changes.push((revision, count));
                 }
-                let t0 = *since.lock().expect("since lock");
-                let t = t0.map_or(0.0, |t0| t0.elapsed().as_secs_f64());
-                curve.push((t, count));
             }
-            Ok(curve)
-        })
+            Ok(changes)
+        });
+        Ok(PodCounter { watch, clock })
     }
 
     async fn revision(&self) -> anyhow::Result<i64> {

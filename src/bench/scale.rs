@@ -4,7 +4,7 @@
 //! controller (whose pod writes also compare the ReplicaSet's key), against the same
 //! baseline on the ReplicaSet's pod documents.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -238,24 +238,19 @@ impl Bench {
         // The baseline: the same documents, written by etcd-client directly.
         let documents = kind.pod_documents(&prefix, "base", n);
         let dir = self.pod_dir(&prefix, "base");
-        let since = Arc::new(Mutex::new(None));
         // CPU a pod of etcd and of this process, over each side's measured span.
         let mut baseline_cpu = (None, None);
         let created = if up {
-            let counter = self.count_pods(
-                dir.clone(),
-                self.revision().await?,
-                0,
-                move |c| c >= n,
-                since.clone(),
-            );
+            let counter = self
+                .count_pods(dir.clone(), self.revision().await?, 0, move |c| c >= n)
+                .await?;
             let started = Instant::now();
-            *since.lock().expect("since lock") = Some(started);
             let cpu = CpuMark::now(self.etcd_pid);
             let created = self.create_all(documents, create_concurrency).await?;
-            let curve = tokio::time::timeout(limit, counter)
+            let curve = counter
+                .curve(limit, started)
                 .await
-                .context("baseline scale-up")???;
+                .context("baseline scale-up")?;
             baseline_cpu = cpu.per_item_since(self.etcd_pid, n);
             let seconds = curve
                 .last()
@@ -268,20 +263,16 @@ impl Bench {
         };
         let (created, mut baseline_seconds) = created;
         if !up {
-            let counter = self.count_pods(
-                dir.clone(),
-                self.revision().await?,
-                n,
-                |c| c == 0,
-                since.clone(),
-            );
+            let counter = self
+                .count_pods(dir.clone(), self.revision().await?, n, |c| c == 0)
+                .await?;
             let started = Instant::now();
-            *since.lock().expect("since lock") = Some(started);
             let cpu = CpuMark::now(self.etcd_pid);
             self.delete_all(created, delete_concurrency).await?;
-            let curve = tokio::time::timeout(limit, counter)
+            let curve = counter
+                .curve(limit, started)
                 .await
-                .context("baseline scale-down")???;
+                .context("baseline scale-down")?;
             baseline_cpu = cpu.per_item_since(self.etcd_pid, n);
             baseline_seconds = curve
                 .last()
@@ -315,20 +306,18 @@ impl Bench {
         })
         .await?;
         let target = if up { n } else { 0 };
-        let counter = self.count_pods(
-            dir,
-            self.revision().await?,
-            start_replicas as usize,
-            move |c| c == target,
-            since.clone(),
-        );
+        let counter = self
+            .count_pods(
+                dir,
+                self.revision().await?,
+                start_replicas as usize,
+                move |c| c == target,
+            )
+            .await?;
         let started = Instant::now();
-        *since.lock().expect("since lock") = Some(started);
         let cpu = CpuMark::now(self.etcd_pid);
         kind.scale(&registry, "kcm", target as i64).await?;
-        let curve = tokio::time::timeout(limit, counter)
-            .await
-            .context("kcm scale")???;
+        let curve = counter.curve(limit, started).await.context("kcm scale")?;
         let kcm_cpu = cpu.per_item_since(self.etcd_pid, n);
         let kcm_seconds = curve
             .last()
