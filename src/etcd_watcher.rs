@@ -54,7 +54,9 @@ use std::time::Duration;
 use etcd_client::{Client, WatchClient};
 
 pub use diff::{relist_diff, ListChange};
-pub use engine::{BackoffConfig, LoopReport, WatchMetrics, LOOP_RESTARTS, SHORT_LIVED};
+pub use engine::{
+    fill_missing_prev, BackoffConfig, LoopReport, WatchMetrics, LOOP_RESTARTS, SHORT_LIVED,
+};
 pub(crate) use engine::{Engine, EngineConfig, Range, Start};
 pub use engine::{ListReason, RawItem, RawWatch};
 pub use event::{everything, selector_filter, Filter, Status, WatchEvent};

@@ -36,6 +36,7 @@ mod stability;
 pub use backoff::BackoffConfig;
 pub use items::{ListReason, RawItem, RawWatch};
 pub(crate) use items::{Range, Start};
+pub use machine::fill_missing_prev;
 pub(crate) use machine::{Engine, EngineConfig};
 pub use metrics::WatchMetrics;
 pub use stability::{LoopReport, LOOP_RESTARTS, SHORT_LIVED};

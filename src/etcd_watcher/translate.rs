@@ -48,7 +48,8 @@ impl RawEvent {
             create_revision: kv.create_revision(),
             mod_revision: kv.mod_revision(),
             version: kv.version(),
-            // etcd sends an empty prev_kv when the previous revision is compacted.
+            // etcd sends an empty prev_kv, or none, when the previous revision is
+            // compacted.
             prev: event
                 .prev_kv()
                 .filter(|p| p.mod_revision() > 0)
@@ -67,6 +68,12 @@ impl RawEvent {
             version: kv.version(),
             prev: None,
         }
+    }
+
+    /// Whether etcd had a previous value for this event that it did not send: a delete,
+    /// or a put that modified the key (a create has none).
+    pub fn lacks_prev(&self) -> bool {
+        self.prev.is_none() && (self.kind == RawKind::Delete || self.version > 1)
     }
 
     /// What `kcm watch --raw` prints: the etcd event an event came from.
@@ -284,6 +291,20 @@ mod tests {
             version: 0,
             prev: prev.map(|(n, r)| (pod_json(n), r)),
         }
+    }
+
+    #[test]
+    fn a_delete_or_a_modification_without_a_previous_value_lacks_one() {
+        assert!(delete("p", 5, None).lacks_prev());
+        assert!(!delete("p", 5, Some(("b", 4))).lacks_prev());
+        // A create has no previous value to lack.
+        assert!(!put("b", 3, 3, None).lacks_prev());
+        let modified = |prev| RawEvent {
+            version: 2,
+            ..put("b", 3, 4, prev)
+        };
+        assert!(modified(None).lacks_prev());
+        assert!(!modified(Some(("a", 3))).lacks_prev());
     }
 
     /// The 2014 test filter ("the name starts with b"), on the `app` label.

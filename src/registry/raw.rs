@@ -8,7 +8,7 @@
 //! writes' transactions, so a fence, a guard ([`Registry::guarded_by`]) and conditions
 //! ([`Registry::with_conditions`]) apply to them alike.
 
-use etcd_client::{Compare, CompareOp, PutOptions, TxnOp};
+use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, TxnOp};
 
 use super::{
     current_kv, unchanged_since, KeyCondition, Registry, StorageError, MAX_UPDATE_ATTEMPTS,
@@ -82,6 +82,34 @@ impl Registry {
             .call("get", key, |mut kv| {
                 let key = key.to_string();
                 async move { kv.get(key, None).await }
+            })
+            .await?;
+        Ok(response.kvs().first().map(|kv| RawValue {
+            value: kv.value().to_vec(),
+            create_revision: kv.create_revision(),
+            mod_revision: kv.mod_revision(),
+        }))
+    }
+
+    /// Reads the value `key` (under the prefix) had at `revision`; `None` when the key did
+    /// not exist then.
+    ///
+    /// # Errors
+    /// `BadRequest` for a key outside the prefix, `Etcd` when etcd fails (also when
+    /// `revision` has been compacted).
+    pub async fn get_raw_at(
+        &self,
+        key: &str,
+        revision: i64,
+    ) -> Result<Option<RawValue>, StorageError> {
+        self.check_raw_key("get", key)?;
+        let response = self
+            .call("get", key, |mut kv| {
+                let key = key.to_string();
+                async move {
+                    kv.get(key, Some(GetOptions::new().with_revision(revision)))
+                        .await
+                }
             })
             .await?;
         Ok(response.kvs().first().map(|kv| RawValue {

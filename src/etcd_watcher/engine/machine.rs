@@ -310,10 +310,13 @@ impl Engine {
                         self.revision = self.revision.max(highest);
                         self.metrics.observe_revision(highest);
                         let watched = self.range.watched_key.as_deref();
-                        let events: Vec<RawEvent> = events
+                        let mut events: Vec<RawEvent> = events
                             .into_iter()
                             .filter(|e| Some(e.key.as_str()) != watched)
                             .collect();
+                        if self.prev_kv {
+                            fill_missing_prev(&self.registry, &mut events).await;
+                        }
                         return Some((RawItem::Events(events), self));
                     }
                     Asked::Read(Some(Read::End(failure))) => {
@@ -571,6 +574,30 @@ impl Engine {
             };
         }
         Read::Events { events, cluster_id }
+    }
+}
+
+/// Reads the previous value of each event that lacks one ([`RawEvent::lacks_prev`]) at
+/// the revision before the event, for a watch that asked etcd for previous values.
+///
+/// etcd 3.4 does not always send them: a watch from a past revision is registered before
+/// the request's `prev_kv` is recorded, and the events it is sent in between go without
+/// (seen as a DELETED without its object, once in a CI run of
+/// `storage::watcher::delete_is_deleted_with_the_previous_object_at_the_delete_revision`).
+/// A value that cannot be read (compacted since, or etcd failing) stays missing, as a
+/// compacted one does in etcd's own answer.
+pub async fn fill_missing_prev(registry: &Registry, events: &mut [RawEvent]) {
+    for event in events.iter_mut().filter(|e| e.lacks_prev()) {
+        match registry
+            .get_raw_at(&event.key, event.mod_revision - 1)
+            .await
+        {
+            Ok(Some(prev)) => event.prev = Some((prev.value, prev.mod_revision)),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(key = %event.key, revision = event.mod_revision, error = %e, "previous value not read");
+            }
+        }
     }
 }
 
