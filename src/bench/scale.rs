@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use etcd_client::GetOptions;
 
 use super::cpu::{self, CpuMark};
 use super::fixtures::{controller, pod_document, poll_until, replica_set, rs_pod_document};
@@ -223,7 +224,8 @@ impl Kind {
 
 impl Bench {
     /// scale-up (`up`) or scale-down of one controller of `kind`: kcm against the raw
-    /// baseline.
+    /// baseline. The side that runs first alternates with each run of `--repeat` (the
+    /// baseline first in the first): the second finds etcd holding the first's history.
     pub(super) async fn scale(&self, kind: Kind, up: bool) -> anyhow::Result<Vec<Row>> {
         let scenario = kind.scenario(up);
         let n = self.sizes.scale_replicas;
@@ -233,97 +235,23 @@ impl Bench {
         // batches that grow up to it, deletes all at once up to it.
         let create_concurrency = config.burst_replicas;
         let delete_concurrency = config.burst_replicas;
-        let limit = Duration::from_secs(300);
-
-        // The baseline: the same documents, written by etcd-client directly.
-        let documents = kind.pod_documents(&prefix, "base", n);
-        let dir = self.pod_dir(&prefix, "base");
-        // CPU a pod of etcd and of this process, over each side's measured span.
-        let mut baseline_cpu = (None, None);
-        let created = if up {
-            let counter = self
-                .count_pods(dir.clone(), self.revision().await?, 0, move |c| c >= n)
-                .await?;
-            let started = Instant::now();
-            let cpu = CpuMark::now(self.etcd_pid);
-            let created = self.create_all(documents, create_concurrency).await?;
-            let curve = counter
-                .curve(limit, started)
-                .await
-                .context("baseline scale-up")?;
-            baseline_cpu = cpu.per_item_since(self.etcd_pid, n);
-            let seconds = curve
-                .last()
-                .map_or(started.elapsed().as_secs_f64(), |p| p.0);
-            self.store_curve(scenario, "baseline", curve);
-            (created, seconds)
-        } else {
-            let created = self.create_all(documents, create_concurrency).await?;
-            (created, 0.0)
-        };
-        let (created, mut baseline_seconds) = created;
-        if !up {
-            let counter = self
-                .count_pods(dir.clone(), self.revision().await?, n, |c| c == 0)
-                .await?;
-            let started = Instant::now();
-            let cpu = CpuMark::now(self.etcd_pid);
-            self.delete_all(created, delete_concurrency).await?;
-            let curve = counter
-                .curve(limit, started)
-                .await
-                .context("baseline scale-down")?;
-            baseline_cpu = cpu.per_item_since(self.etcd_pid, n);
-            baseline_seconds = curve
-                .last()
-                .map_or(started.elapsed().as_secs_f64(), |p| p.0);
-            self.store_curve(scenario, "baseline", curve);
-        } else {
-            // Clean up for the kcm run (not measured).
-            self.delete_all(created, delete_concurrency).await?;
-        }
-
-        // kcm: one controller, scaled by writing spec.replicas as kubecfg would.
-        let manager = kind.start(self, &prefix, config.clone()).await?;
-        let registry = self.registry(&prefix).await?;
-        let start_replicas = if up { 0 } else { n as i64 };
-        kind.put(self, &prefix, "kcm", start_replicas).await?;
-        let dir = self.pod_dir(&prefix, "kcm");
-        let count_now = |registry: Registry| async move {
-            let listed = registry
-                .list::<Pod>(Some("kcm"), &crate::labels::Selector::everything())
-                .await?;
-            anyhow::Ok(listed.items.len())
-        };
-        // Converge on the starting point (for scale-down: n pods, not measured).
-        poll_until(limit, "the starting pods", || {
-            let registry = registry.clone();
-            async move {
-                let status = kind.status_replicas(&registry, "kcm").await?;
-                Ok(count_now(registry).await? == start_replicas as usize
-                    && status == start_replicas)
-            }
-        })
-        .await?;
-        let target = if up { n } else { 0 };
-        let counter = self
-            .count_pods(
-                dir,
-                self.revision().await?,
-                start_replicas as usize,
-                move |c| c == target,
+        let kcm_first = self.run.load(std::sync::atomic::Ordering::Relaxed) % 2 == 1;
+        let (kcm, baseline) = if kcm_first {
+            let kcm = self.scale_kcm(kind, up, &prefix, config).await?;
+            (
+                kcm,
+                self.scale_baseline(kind, up, &prefix, create_concurrency)
+                    .await?,
             )
-            .await?;
-        let started = Instant::now();
-        let cpu = CpuMark::now(self.etcd_pid);
-        kind.scale(&registry, "kcm", target as i64).await?;
-        let curve = counter.curve(limit, started).await.context("kcm scale")?;
-        let kcm_cpu = cpu.per_item_since(self.etcd_pid, n);
-        let kcm_seconds = curve
-            .last()
-            .map_or(started.elapsed().as_secs_f64(), |p| p.0);
-        self.store_curve(scenario, "kcm", curve);
-        manager.stop().await?;
+        } else {
+            let baseline = self
+                .scale_baseline(kind, up, &prefix, create_concurrency)
+                .await?;
+            (self.scale_kcm(kind, up, &prefix, config).await?, baseline)
+        };
+        let (kcm_seconds, kcm_cpu) = kcm;
+        let (baseline_seconds, baseline_cpu) = baseline;
+        let target = if up { n } else { 0 };
         let rate = |seconds: f64| {
             if seconds > 0.0 {
                 n as f64 / seconds
@@ -358,5 +286,150 @@ impl Bench {
             // The target is the etcd mode's; through the API there is none yet.
             (!self.through_api).then_some((0.7, true)),
         )])
+    }
+}
+
+/// One side's measured span: its seconds and its CPU a pod (this process, etcd).
+type Side = (f64, (Option<Duration>, Option<Duration>));
+
+/// How long either side may take to converge.
+const SIDE_LIMIT: Duration = Duration::from_secs(300);
+
+impl Bench {
+    /// The baseline's side: the same documents, written by etcd-client directly (the
+    /// unmeasured writes before a scale-down, and the clean-up after a scale-up, included).
+    async fn scale_baseline(
+        &self,
+        kind: Kind,
+        up: bool,
+        prefix: &str,
+        concurrency: usize,
+    ) -> anyhow::Result<Side> {
+        let scenario = kind.scenario(up);
+        let n = self.sizes.scale_replicas;
+        let documents = kind.pod_documents(prefix, "base", n);
+        let dir = self.pod_dir(prefix, "base");
+        if up {
+            let counter = self
+                .count_pods(dir, self.revision().await?, 0, move |c| c >= n)
+                .await?;
+            let started = Instant::now();
+            let cpu = CpuMark::now(self.etcd_pid);
+            let created = self.create_all(documents, concurrency).await?;
+            let curve = counter
+                .curve(SIDE_LIMIT, started)
+                .await
+                .context("baseline scale-up")?;
+            let cpu = cpu.per_item_since(self.etcd_pid, n);
+            let seconds = curve
+                .last()
+                .map_or(started.elapsed().as_secs_f64(), |p| p.0);
+            self.store_curve(scenario, "baseline", curve);
+            // Clean up (not measured).
+            self.delete_all(created, concurrency).await?;
+            return Ok((seconds, cpu));
+        }
+        let created = self.create_all(documents, concurrency).await?;
+        let counter = self
+            .count_pods(dir, self.revision().await?, n, |c| c == 0)
+            .await?;
+        let started = Instant::now();
+        let cpu = CpuMark::now(self.etcd_pid);
+        self.delete_all(created, concurrency).await?;
+        let curve = counter
+            .curve(SIDE_LIMIT, started)
+            .await
+            .context("baseline scale-down")?;
+        let cpu = cpu.per_item_since(self.etcd_pid, n);
+        let seconds = curve
+            .last()
+            .map_or(started.elapsed().as_secs_f64(), |p| p.0);
+        self.store_curve(scenario, "baseline", curve);
+        Ok((seconds, cpu))
+    }
+
+    /// kcm's side: one controller, scaled by writing spec.replicas as kubecfg would (its
+    /// start at 0 or at `n`, and the clean-up after a scale-up, not measured).
+    async fn scale_kcm(
+        &self,
+        kind: Kind,
+        up: bool,
+        prefix: &str,
+        config: ManagerConfig,
+    ) -> anyhow::Result<Side> {
+        let scenario = kind.scenario(up);
+        let n = self.sizes.scale_replicas;
+        let burst = config.burst_replicas;
+        let manager = kind.start(self, prefix, config).await?;
+        let registry = self.registry(prefix).await?;
+        let start_replicas = if up { 0 } else { n as i64 };
+        kind.put(self, prefix, "kcm", start_replicas).await?;
+        let dir = self.pod_dir(prefix, "kcm");
+        let count_now = |registry: Registry| async move {
+            let listed = registry
+                .list::<Pod>(Some("kcm"), &crate::labels::Selector::everything())
+                .await?;
+            anyhow::Ok(listed.items.len())
+        };
+        // Converge on the starting point (for scale-down: n pods, not measured).
+        poll_until(SIDE_LIMIT, "the starting pods", || {
+            let registry = registry.clone();
+            async move {
+                let status = kind.status_replicas(&registry, "kcm").await?;
+                Ok(count_now(registry).await? == start_replicas as usize
+                    && status == start_replicas)
+            }
+        })
+        .await?;
+        let target = if up { n } else { 0 };
+        let counter = self
+            .count_pods(
+                dir.clone(),
+                self.revision().await?,
+                start_replicas as usize,
+                move |c| c == target,
+            )
+            .await?;
+        let started = Instant::now();
+        let cpu = CpuMark::now(self.etcd_pid);
+        kind.scale(&registry, "kcm", target as i64).await?;
+        let curve = counter
+            .curve(SIDE_LIMIT, started)
+            .await
+            .context("kcm scale")?;
+        let cpu = cpu.per_item_since(self.etcd_pid, n);
+        let seconds = curve
+            .last()
+            .map_or(started.elapsed().as_secs_f64(), |p| p.0);
+        self.store_curve(scenario, "kcm", curve);
+        manager.stop().await?;
+        if up {
+            // Clean up (not measured) as the baseline does, one guarded delete a pod: the
+            // manager has stopped, so nothing re-creates them. Not one range delete: etcd
+            // 3.4 keeps its write buffer at the largest batch it has held, and copies all
+            // of it for every transaction after (10,000 deletes at once tripled etcd's CPU
+            // a pod in every later row).
+            let listed = self
+                .client
+                .clone()
+                .get(
+                    dir.as_str(),
+                    Some(GetOptions::new().with_prefix().with_keys_only()),
+                )
+                .await
+                .context("list kcm's pods")?;
+            let pods = listed
+                .kvs()
+                .iter()
+                .map(|kv| {
+                    (
+                        String::from_utf8_lossy(kv.key()).into_owned(),
+                        kv.mod_revision(),
+                    )
+                })
+                .collect();
+            self.delete_all(pods, burst).await?;
+        }
+        Ok((seconds, cpu))
     }
 }
