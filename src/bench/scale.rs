@@ -13,7 +13,7 @@ use etcd_client::GetOptions;
 use super::cpu::{self, CpuMark};
 use super::fixtures::{controller, pod_document, poll_until, replica_set, rs_pod_document};
 use super::report::row;
-use super::{Bench, Row, RunningManager};
+use super::{Bench, PodCounter, Row, RunningManager};
 use crate::api::{self, Pod, ReplicaSet, ReplicationController};
 use crate::apiclient::{self, control, ApiSource, ApiTarget};
 use crate::etcd_watcher::Watcher;
@@ -313,39 +313,43 @@ impl Bench {
             let counter = self
                 .count_pods(dir, self.revision().await?, 0, move |c| c >= n)
                 .await?;
-            let started = Instant::now();
-            let cpu = CpuMark::now(self.etcd_pid);
-            let created = self.create_all(documents, concurrency).await?;
-            let curve = counter
-                .curve(SIDE_LIMIT, started)
-                .await
-                .context("baseline scale-up")?;
-            let cpu = cpu.per_item_since(self.etcd_pid, n);
-            let seconds = curve
-                .last()
-                .map_or(started.elapsed().as_secs_f64(), |p| p.0);
-            self.store_curve(scenario, "baseline", curve);
+            let writes = self.create_all(documents, concurrency);
+            let (side, created) = self.measure(scenario, "baseline", counter, writes).await?;
             // Clean up (not measured).
             self.delete_all(created, concurrency).await?;
-            return Ok((seconds, cpu));
+            return Ok(side);
         }
         let created = self.create_all(documents, concurrency).await?;
         let counter = self
             .count_pods(dir, self.revision().await?, n, |c| c == 0)
             .await?;
+        let writes = self.delete_all(created, concurrency);
+        Ok(self.measure(scenario, "baseline", counter, writes).await?.0)
+    }
+
+    /// One side's measured span: from the start of `writes` until `counter` is done.
+    /// Returns its seconds and CPU a pod (the curve is kept for `--svg`), and what
+    /// `writes` returned.
+    async fn measure<T>(
+        &self,
+        scenario: &str,
+        who: &str,
+        counter: PodCounter,
+        writes: impl std::future::Future<Output = anyhow::Result<T>>,
+    ) -> anyhow::Result<(Side, T)> {
         let started = Instant::now();
         let cpu = CpuMark::now(self.etcd_pid);
-        self.delete_all(created, concurrency).await?;
+        let written = writes.await?;
         let curve = counter
             .curve(SIDE_LIMIT, started)
             .await
-            .context("baseline scale-down")?;
-        let cpu = cpu.per_item_since(self.etcd_pid, n);
+            .with_context(|| format!("{who} {scenario}"))?;
+        let cpu = cpu.per_item_since(self.etcd_pid, self.sizes.scale_replicas);
         let seconds = curve
             .last()
             .map_or(started.elapsed().as_secs_f64(), |p| p.0);
-        self.store_curve(scenario, "baseline", curve);
-        Ok((seconds, cpu))
+        self.store_curve(scenario, who, curve);
+        Ok(((seconds, cpu), written))
     }
 
     /// kcm's side: one controller, scaled by writing spec.replicas as kubecfg would (its
@@ -390,18 +394,8 @@ impl Bench {
                 move |c| c == target,
             )
             .await?;
-        let started = Instant::now();
-        let cpu = CpuMark::now(self.etcd_pid);
-        kind.scale(&registry, "kcm", target as i64).await?;
-        let curve = counter
-            .curve(SIDE_LIMIT, started)
-            .await
-            .context("kcm scale")?;
-        let cpu = cpu.per_item_since(self.etcd_pid, n);
-        let seconds = curve
-            .last()
-            .map_or(started.elapsed().as_secs_f64(), |p| p.0);
-        self.store_curve(scenario, "kcm", curve);
+        let scale = kind.scale(&registry, "kcm", target as i64);
+        let (side, ()) = self.measure(scenario, "kcm", counter, scale).await?;
         manager.stop().await?;
         if up {
             // Clean up (not measured) as the baseline does, one guarded delete a pod: the
@@ -430,6 +424,6 @@ impl Bench {
                 .collect();
             self.delete_all(pods, burst).await?;
         }
-        Ok((seconds, cpu))
+        Ok(side)
     }
 }

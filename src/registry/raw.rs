@@ -77,22 +77,12 @@ impl Registry {
     /// # Errors
     /// `BadRequest` for a key outside the prefix, `Etcd` when etcd fails.
     pub async fn get_raw(&self, key: &str) -> Result<Option<RawValue>, StorageError> {
-        self.check_raw_key("get", key)?;
-        let response = self
-            .call("get", key, |mut kv| {
-                let key = key.to_string();
-                async move { kv.get(key, None).await }
-            })
-            .await?;
-        Ok(response.kvs().first().map(|kv| RawValue {
-            value: kv.value().to_vec(),
-            create_revision: kv.create_revision(),
-            mod_revision: kv.mod_revision(),
-        }))
+        // etcd reads revision 0 as its current one.
+        self.get_raw_at(key, 0).await
     }
 
-    /// Reads the value `key` (under the prefix) had at `revision`; `None` when the key did
-    /// not exist then.
+    /// Reads the value `key` (under the prefix) had at `revision` (0: now); `None` when the
+    /// key did not exist then.
     ///
     /// # Errors
     /// `BadRequest` for a key outside the prefix, `Etcd` when etcd fails (also when
