@@ -711,7 +711,7 @@ impl<S: GcStore> Inner<S> {
             let terminated = pods.filter_map(|namespace, pod| {
                 (!pod.is_active()).then(|| {
                     let created = pod.creation_timestamp.map(|seconds| {
-                        std::time::UNIX_EPOCH + Duration::from_secs(u64::from(seconds))
+                        std::time::UNIX_EPOCH + Duration::from_secs(u64::from(seconds.get()))
                     });
                     let key = ObjectKey::new(namespace.clone(), pod.name.clone());
                     (created, key, pod.resource_version)

@@ -28,7 +28,7 @@ pub trait Reflected: Send + Sync + Sized + 'static {
     fn decode(prefix: &str, key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<Self>;
     /// The item's name (its key's last part).
     fn name(&self) -> &str;
-    /// The item's name as an `Arc` (the item's own when it keeps one).
+    /// The item's name as an `Arc`.
     fn shared_name(&self) -> Arc<str> {
         self.name().into()
     }
@@ -38,8 +38,8 @@ pub trait Reflected: Send + Sync + Sized + 'static {
     }
     /// Replaces the labels with an equal, shared copy (called before the item is stored).
     fn share_labels(&mut self, _labels: Arc<Set>) {}
-    /// Replaces the namespace and name with the store's copies of them.
-    fn share_names(&mut self, _namespace: &Arc<str>, _name: &Arc<str>) {}
+    /// Replaces the namespace with the store's copy of it.
+    fn share_namespace(&mut self, _namespace: &Arc<str>) {}
     /// Replaces the values many items hold alike with the store's shared copies.
     fn intern(&mut self, _interners: &mut Interners) {}
     /// The item's resourceVersion (its key's `mod_revision`).
@@ -78,8 +78,8 @@ impl<C: Cached> Reflected for C {
         Cached::share_labels(self, labels);
     }
 
-    fn share_names(&mut self, namespace: &Arc<str>, name: &Arc<str>) {
-        Cached::share_names(self, namespace, name);
+    fn share_namespace(&mut self, namespace: &Arc<str>) {
+        Cached::share_namespace(self, namespace);
     }
 
     fn intern(&mut self, interners: &mut Interners) {

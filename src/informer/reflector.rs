@@ -346,16 +346,16 @@ impl<I: Reflected> Informer<I> {
                     }
                 }
                 RawItem::Listed { reason, revision } => {
-                    // A relist's deltas, or the first list's names in key order.
+                    // A relist's deltas, or the first list's items in key order.
                     let (deltas, added) = if self.is_synced() {
                         let deltas = std::mem::take(&mut listed);
                         let rewound = reason == ListReason::Rewound;
                         (self.replace(deltas, rewound), Vec::new())
                     } else {
-                        let added = shared.store.read().expect("store lock").added_names();
+                        let added = shared.store.read().expect("store lock").added_items();
                         (Vec::new(), added)
                     };
-                    let added_count: usize = added.iter().map(|(_, names)| names.len()).sum();
+                    let added_count: usize = added.iter().map(|(_, items)| items.len()).sum();
                     tracing::info!(
                         resource = I::RESOURCE,
                         revision,
@@ -369,16 +369,11 @@ impl<I: Reflected> Informer<I> {
                     }
                     self.advance(revision, true);
                     self.publish(deltas).await;
-                    // Nothing else writes the store while this runs: each chunk's
-                    // items are the list's.
-                    for (namespace, names) in &added {
-                        for chunk in names.chunks(ADDED_CHUNK) {
-                            let deltas = shared
-                                .store
-                                .read()
-                                .expect("store lock")
-                                .added(namespace, chunk);
-                            self.publish(deltas).await;
+                    // Nothing else writes the store while this runs: the items are
+                    // still the store's.
+                    for (namespace, items) in &added {
+                        for chunk in items.chunks(ADDED_CHUNK) {
+                            self.publish(Store::added(namespace, chunk)).await;
                         }
                     }
                 }

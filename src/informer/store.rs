@@ -260,19 +260,18 @@ impl<I: Reflected> Store<I> {
             .map_or_else(|| namespace.into(), |(ns, _)| ns.clone())
     }
 
-    /// The names of every item, by namespace, in the order etcd lists their keys: what
-    /// the first list added, once it is complete. Subscribers get its deltas a chunk at a
-    /// time ([`Store::added`]): at 100,000 pods, a delta for each at once was 4.6 MiB at
-    /// the controller manager's peak, and these names are a third of that.
-    pub(super) fn added_names(&self) -> Vec<(Arc<str>, Vec<Arc<str>>)> {
-        let mut namespaces: Vec<(Arc<str>, Vec<Arc<str>>)> = self
+    /// Every item, by namespace, in the order etcd lists their keys: what the first list
+    /// added, once it is complete. Subscribers get its deltas a chunk at a time
+    /// ([`Store::added`]): at 100,000 pods, a delta for each at once was 4.6 MiB at the
+    /// controller manager's peak; this is a pointer an item.
+    pub(super) fn added_items(&self) -> Vec<(Arc<str>, Vec<Arc<I>>)> {
+        let mut namespaces: Vec<(Arc<str>, Vec<Arc<I>>)> = self
             .namespaces
             .iter()
             .map(|(namespace, ns)| {
-                let mut names: Vec<Arc<str>> =
-                    ns.items.iter().map(|named| named.0.shared_name()).collect();
-                names.sort_unstable();
-                (namespace.clone(), names)
+                let mut items: Vec<Arc<I>> = ns.items.iter().map(|named| named.0.clone()).collect();
+                items.sort_unstable_by(|a, b| a.name().cmp(b.name()));
+                (namespace.clone(), items)
             })
             .collect();
         // Keys are `namespace/name`, and neither part holds a `/`: two namespaces' keys
@@ -285,21 +284,15 @@ impl<I: Reflected> Store<I> {
         namespaces
     }
 
-    /// The deltas of `names` in `namespace` as added (a delta from nothing), skipping a
-    /// name no longer held.
-    pub(super) fn added(&self, namespace: &Arc<str>, names: &[Arc<str>]) -> Vec<Delta<I>> {
-        let Some(ns) = self.namespaces.get(namespace) else {
-            return Vec::new();
-        };
-        names
+    /// The deltas of `items` in `namespace` as added (a delta from nothing).
+    pub(super) fn added(namespace: &Arc<str>, items: &[Arc<I>]) -> Vec<Delta<I>> {
+        items
             .iter()
-            .filter_map(|name| {
-                Some(Delta {
-                    namespace: namespace.clone(),
-                    name: name.clone(),
-                    old: None,
-                    new: Some(ns.get(name)?.clone()),
-                })
+            .map(|item| Delta {
+                namespace: namespace.clone(),
+                name: item.shared_name(),
+                old: None,
+                new: Some(item.clone()),
             })
             .collect()
     }
@@ -324,10 +317,9 @@ impl<I: Reflected> Store<I> {
             .get(name)
             .map(|item| item.shared_name())
             .or_else(|| ns.undecodable.get(name).cloned());
-        let (old, new) = match change {
+        let (old, new, name) = match change {
             Change::Upsert(mut item) => {
-                let shared_name = held_name.clone().unwrap_or_else(|| item.shared_name());
-                item.share_names(&shared_namespace, &shared_name);
+                item.share_namespace(&shared_namespace);
                 item.intern(&mut self.interners);
                 if !force
                     && ns
@@ -337,24 +329,24 @@ impl<I: Reflected> Store<I> {
                     return None;
                 }
                 let (new, old) = ns.upsert(item);
-                (old, Some(new))
+                let name = held_name.unwrap_or_else(|| new.shared_name());
+                (old, Some(new), name)
             }
             // Subscribers only hear of items: a name taken or freed by a value that does
             // not decode changes no item, so it has no delta.
             Change::Undecodable => {
-                let shared_name = held_name.clone().unwrap_or_else(|| name.into());
-                (ns.mark_undecodable(shared_name), None)
+                let shared_name = held_name.unwrap_or_else(|| name.into());
+                (ns.mark_undecodable(shared_name.clone()), None, shared_name)
             }
-            Change::Remove => (ns.remove(name), None),
+            Change::Remove => (
+                ns.remove(name),
+                None,
+                held_name.unwrap_or_else(|| name.into()),
+            ),
         };
         if ns.items.is_empty() && ns.undecodable.is_empty() {
             self.namespaces.remove(namespace);
         }
-        let name = match (held_name, &new) {
-            (Some(name), _) => name,
-            (None, Some(new)) => new.shared_name(),
-            (None, None) => return None,
-        };
         if old.is_none() && new.is_none() {
             return None;
         }
@@ -474,9 +466,9 @@ mod tests {
         }
         store.apply("a", "gone", Change::Undecodable, false);
         let added: Vec<(String, String)> = store
-            .added_names()
+            .added_items()
             .iter()
-            .flat_map(|(namespace, names)| store.added(namespace, names))
+            .flat_map(|(namespace, items)| Store::added(namespace, items))
             .inspect(|d| assert!(d.old.is_none() && d.new.is_some()))
             .map(|d| (d.namespace.to_string(), d.name.to_string()))
             .collect();

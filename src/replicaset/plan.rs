@@ -90,7 +90,7 @@ pub fn availability(
     let mut next: Option<u64> = None;
     for pod in pods.iter().filter(|pod| is_ready(pod)) {
         let since = match pod.ready_since {
-            Some(since) if min_ready_seconds > 0 => i64::from(since),
+            Some(since) if min_ready_seconds > 0 => i64::from(since.get()),
             _ => {
                 available += 1;
                 continue;
