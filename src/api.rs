@@ -69,7 +69,7 @@ pub use label_selector::{
 };
 pub use meta::{
     controller_of, fill_system_fields, micro_time, now_rfc3339, remember_spec, set_generation,
-    set_generation_from_read, start_deletion, ObjectMeta, OwnerReference, ReadSpec,
+    set_generation_from_read, start_deletion, CreateRevision, ObjectMeta, OwnerReference, ReadSpec,
     ResourceVersion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, LAST_APPLIED_ANNOTATION,
 };
 pub use namespace::{

@@ -47,7 +47,7 @@ pub use cached::{
 };
 pub use factory::InformerFactory;
 pub use key::{NotAnObjectKey, ObjectKey};
-pub use kind::Reflected;
+pub use kind::{Reflected, Stored};
 pub use node::{CachedNode, NodeLease, Registration};
 pub use reflector::{
     ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, NodeInformer,

@@ -301,6 +301,7 @@ impl Registry {
         Some(Incarnation {
             key: self.key::<T>(&meta.namespace, &meta.name),
             read_at: meta.resource_version?.0,
+            created: meta.create_revision.0,
         })
     }
 
@@ -537,20 +538,22 @@ impl Registry {
         Ok(response)
     }
 
-    /// Decodes a key-value read from etcd as a `T` at its `mod_revision`.
+    /// Decodes a key-value read from etcd as a `T` at its `mod_revision`, knowing its
+    /// incarnation (its key's `create_revision`).
     ///
     /// # Errors
     /// A [`DecodeError`] naming the key and revision.
     pub fn decode<T: Object>(&self, kv: &KeyValue) -> Result<T, DecodeError> {
         let key = String::from_utf8_lossy(kv.key());
-        api::decode::<T>(&self.prefix, &key, kv.value(), kv.mod_revision()).map_err(|e| {
-            DecodeError {
+        let mut object = api::decode::<T>(&self.prefix, &key, kv.value(), kv.mod_revision())
+            .map_err(|e| DecodeError {
                 kind: T::KIND,
                 key: key.into_owned(),
                 revision: kv.mod_revision(),
                 message: format!("{e:#}"),
-            }
-        })
+            })?;
+        object.metadata_mut().create_revision = api::CreateRevision::of(kv.create_revision());
+        Ok(object)
     }
 
     /// Reads one object.
@@ -639,6 +642,7 @@ impl Registry {
         let revision = self.create_encoded(encoded).await?;
         object.set_type_meta();
         object.metadata_mut().resource_version = Some(revision);
+        object.metadata_mut().create_revision = api::CreateRevision::of(revision.0);
         api::remember_spec(&mut object);
         Ok(object)
     }

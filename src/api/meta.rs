@@ -128,6 +128,10 @@ pub struct ObjectMeta {
     /// What this copy knows of the stored spec; never serialized (see [`ReadSpec`]).
     #[serde(skip)]
     pub read_spec: ReadSpec,
+    /// Which incarnation of the object this copy is; never serialized (see
+    /// [`CreateRevision`]).
+    #[serde(skip)]
+    pub create_revision: CreateRevision,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -150,6 +154,29 @@ struct ReadSpecAt {
 
 impl PartialEq for ReadSpec {
     fn eq(&self, _: &ReadSpec) -> bool {
+        true
+    }
+}
+
+/// The etcd `create_revision` of the key a copy was read from: what tells the object's
+/// incarnations apart (a key deleted and written again gets a new one), so that a write
+/// guarded by the object's incarnation compares this one number. Set where a copy is
+/// decoded from an etcd key-value (a registry read, a cache's list or watch event);
+/// `None` for a copy built by hand or read through an API server. Never serialized, and
+/// not part of the object's value: any two compare equal.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CreateRevision(pub Option<i64>);
+
+impl CreateRevision {
+    /// The create revision of a key-value as etcd reports it: 0 (no key, or a source
+    /// that does not know) is `None`.
+    pub fn of(create_revision: i64) -> CreateRevision {
+        CreateRevision((create_revision > 0).then_some(create_revision))
+    }
+}
+
+impl PartialEq for CreateRevision {
+    fn eq(&self, _: &CreateRevision) -> bool {
         true
     }
 }

@@ -132,7 +132,11 @@ pub fn owner_condition(class: &Class, key: String) -> Option<KeyCondition> {
         Class::Solid => None,
         Class::Dangling { at: None } => Some(KeyCondition::Absent(key)),
         Class::Dangling { at: Some(at) } => Some(KeyCondition::At(key, *at)),
-        Class::Waiting { at } => Some(KeyCondition::Alive(Incarnation { key, read_at: *at })),
+        Class::Waiting { at } => Some(KeyCondition::Alive(Incarnation {
+            key,
+            read_at: *at,
+            created: None,
+        })),
     }
 }
 

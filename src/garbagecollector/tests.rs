@@ -239,6 +239,7 @@ fn a_dependent_goes_only_while_its_owner_is_absent_replaced_or_waiting_for_it() 
     let alive = KeyCondition::Alive(Incarnation {
         key: "/rs/web".into(),
         read_at: 7,
+        created: None,
     });
     for (has_dependents, foreground) in [(true, true), (false, false)] {
         check_dependent(

@@ -9,6 +9,30 @@ use super::{Cached, Interners};
 use crate::api::{self, Object};
 use crate::labels::Set;
 
+/// One value as etcd stores it, under the informer's key prefix.
+#[derive(Clone, Copy)]
+pub struct Stored<'a> {
+    pub prefix: &'a str,
+    pub key: &'a str,
+    pub value: &'a [u8],
+    pub mod_revision: i64,
+    /// 0 when the source does not say (an API server's watch).
+    pub create_revision: i64,
+}
+
+impl<'a> Stored<'a> {
+    /// A value at `mod_revision` whose create revision the source does not say.
+    pub fn new(prefix: &'a str, key: &'a str, value: &'a [u8], mod_revision: i64) -> Stored<'a> {
+        Stored {
+            prefix,
+            key,
+            value,
+            mod_revision,
+            create_revision: 0,
+        }
+    }
+}
+
 /// An item an informer lists, watches and stores.
 pub trait Reflected: Send + Sync + Sized + 'static {
     /// The plural resource name (metrics, logs), e.g. `pods`.
@@ -21,11 +45,11 @@ pub trait Reflected: Send + Sync + Sized + 'static {
     /// The namespace ("" for a cluster-scoped kind) and name of `key`; `None` for a key
     /// the layout does not allow.
     fn parse_key<'k>(prefix: &str, key: &'k str) -> Option<(&'k str, &'k str)>;
-    /// Decodes the value stored at `key` at `mod_revision` into the kept form.
+    /// Decodes a stored value into the kept form.
     ///
     /// # Errors
     /// When the value is not an object of the kind.
-    fn decode(prefix: &str, key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<Self>;
+    fn decode(stored: Stored<'_>) -> anyhow::Result<Self>;
     /// The item's name (its key's last part).
     fn name(&self) -> &str;
     /// The item's name as an `Arc`.
@@ -58,8 +82,11 @@ impl<C: Cached> Reflected for C {
         api::parse_key::<C::Object>(prefix, key)
     }
 
-    fn decode(prefix: &str, key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<C> {
-        api::decode::<C::Object>(prefix, key, value, mod_revision).map(C::from_object)
+    fn decode(stored: Stored<'_>) -> anyhow::Result<C> {
+        let mut object =
+            api::decode::<C::Object>(stored.prefix, stored.key, stored.value, stored.mod_revision)?;
+        object.metadata_mut().create_revision = api::CreateRevision::of(stored.create_revision);
+        Ok(C::from_object(object))
     }
 
     fn name(&self) -> &str {

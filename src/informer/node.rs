@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::Reflected;
+use super::{Reflected, Stored};
 use crate::api::{self, NODES_DIR, NODE_LEASE_NAMESPACE, REGISTRATIONS_DIR};
 
 /// A Node document as stored, at its revision.
@@ -72,12 +72,12 @@ impl Reflected for CachedNode {
         name_in(prefix, NODES_DIR, key)
     }
 
-    fn decode(prefix: &str, key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<Self> {
-        match serde_json::from_slice::<Value>(value) {
+    fn decode(stored: Stored<'_>) -> anyhow::Result<Self> {
+        match serde_json::from_slice::<Value>(stored.value) {
             Ok(document @ Value::Object(_)) => Ok(CachedNode {
-                name: name_of::<Self>(prefix, key),
+                name: name_of::<Self>(stored.prefix, stored.key),
                 document,
-                revision: mod_revision,
+                revision: stored.mod_revision,
             }),
             Ok(_) => anyhow::bail!("the value is not a Node document (a JSON object)"),
             Err(e) => anyhow::bail!("the value is not a Node document (a JSON object): {e}"),
@@ -109,10 +109,10 @@ impl Reflected for Registration {
         name_in(prefix, REGISTRATIONS_DIR, key)
     }
 
-    fn decode(prefix: &str, key: &str, _value: &[u8], mod_revision: i64) -> anyhow::Result<Self> {
+    fn decode(stored: Stored<'_>) -> anyhow::Result<Self> {
         Ok(Registration {
-            name: name_of::<Self>(prefix, key),
-            revision: mod_revision,
+            name: name_of::<Self>(stored.prefix, stored.key),
+            revision: stored.mod_revision,
         })
     }
 
@@ -144,15 +144,15 @@ impl Reflected for NodeLease {
         Some((NODE_LEASE_NAMESPACE, name))
     }
 
-    fn decode(prefix: &str, key: &str, value: &[u8], mod_revision: i64) -> anyhow::Result<Self> {
-        match serde_json::from_slice::<Value>(value) {
+    fn decode(stored: Stored<'_>) -> anyhow::Result<Self> {
+        match serde_json::from_slice::<Value>(stored.value) {
             Ok(document @ Value::Object(_)) => Ok(NodeLease {
-                name: name_of::<Self>(prefix, key),
+                name: name_of::<Self>(stored.prefix, stored.key),
                 renew_time: document
                     .pointer("/spec/renewTime")
                     .and_then(Value::as_str)
                     .map(str::to_string),
-                revision: mod_revision,
+                revision: stored.mod_revision,
             }),
             Ok(_) => anyhow::bail!("the value is not a Lease document (a JSON object)"),
             Err(e) => anyhow::bail!("the value is not a Lease document (a JSON object): {e}"),
@@ -194,15 +194,27 @@ mod tests {
 
     #[test]
     fn a_node_is_any_json_object_and_a_registration_any_value() {
-        let node = CachedNode::decode("/registry", "/registry/nodes/n1", br#"{"a":1}"#, 7).unwrap();
+        let node = CachedNode::decode(Stored::new(
+            "/registry",
+            "/registry/nodes/n1",
+            br#"{"a":1}"#,
+            7,
+        ))
+        .unwrap();
         assert_eq!(node.revision, 7);
         assert_eq!(node.document["a"], 1);
         for junk in [&b"[1]"[..], b"{not json", b"\"s\""] {
-            let error = CachedNode::decode("/registry", "/registry/nodes/n1", junk, 7).unwrap_err();
+            let error = CachedNode::decode(Stored::new("/registry", "/registry/nodes/n1", junk, 7))
+                .unwrap_err();
             assert!(error.to_string().contains("not a Node document"), "{error}");
         }
-        let registration =
-            Registration::decode("/registry", "/registry/minions/n1", b"1@host", 9).unwrap();
+        let registration = Registration::decode(Stored::new(
+            "/registry",
+            "/registry/minions/n1",
+            b"1@host",
+            9,
+        ))
+        .unwrap();
         assert_eq!(
             registration,
             Registration {
@@ -225,12 +237,12 @@ mod tests {
             NodeLease::directory("/registry"),
             "/registry/leases/kube-node-lease/"
         );
-        let lease = NodeLease::decode(
+        let lease = NodeLease::decode(Stored::new(
             "/registry",
             "/registry/leases/kube-node-lease/n1",
             br#"{"spec":{"holderIdentity":"n1","renewTime":"2026-11-29T10:00:00.000001Z"}}"#,
             4,
-        )
+        ))
         .unwrap();
         assert_eq!(
             lease,
@@ -240,7 +252,7 @@ mod tests {
                 revision: 4
             }
         );
-        let error = NodeLease::decode("/registry", "k", b"[]", 4).unwrap_err();
+        let error = NodeLease::decode(Stored::new("/registry", "k", b"[]", 4)).unwrap_err();
         assert!(
             error.to_string().contains("not a Lease document"),
             "{error}"

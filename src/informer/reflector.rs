@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::store::{Change, Store};
 use super::{
-    CachedNode, CachedPod, Delta, Namespace, NodeLease, ObjectKey, Reflected, Registration,
+    CachedNode, CachedPod, Delta, Namespace, NodeLease, ObjectKey, Reflected, Registration, Stored,
 };
 use crate::api::{Deployment, Endpoints, ReplicaSet, ReplicationController, Service};
 use crate::etcd_watcher::{
@@ -438,7 +438,14 @@ impl<I: Reflected> Informer<I> {
     fn decode(&self, raw: &RawEvent) -> Option<Listed<I>> {
         let (namespace, name) = self.parse(&raw.key)?;
         let prefix = self.shared.source.prefix();
-        let change = match I::decode(prefix, &raw.key, &raw.value, raw.mod_revision) {
+        let stored = Stored {
+            prefix,
+            key: &raw.key,
+            value: &raw.value,
+            mod_revision: raw.mod_revision,
+            create_revision: raw.create_revision,
+        };
+        let change = match I::decode(stored) {
             Ok(item) => Change::Upsert(item),
             Err(e) => {
                 self.shared.metrics.undecodable(&DecodeError {

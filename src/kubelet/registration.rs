@@ -220,6 +220,7 @@ impl Held {
         Incarnation {
             key: key.to_string(),
             read_at: self.create_revision,
+            created: Some(self.create_revision),
         }
     }
 }

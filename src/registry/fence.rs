@@ -92,16 +92,26 @@ pub struct Incarnation {
     pub key: String,
     /// A revision at which the object was read (its resourceVersion then).
     pub read_at: i64,
+    /// The key's `create_revision` when the reader knows it (a copy decoded from etcd
+    /// does): the incarnation is then exactly the key at that create revision.
+    pub created: Option<i64>,
 }
 
 impl Incarnation {
-    /// The compares that hold while the incarnation lives. etcd compares a missing key's
-    /// create revision as 0, so existence is a compare of its own.
-    pub(super) fn compares(&self) -> [Compare; 2] {
-        [
-            Compare::create_revision(self.key.as_str(), CompareOp::Greater, 0),
-            Compare::create_revision(self.key.as_str(), CompareOp::Less, self.read_at + 1),
-        ]
+    /// The compares that hold while the incarnation lives: its key's create revision,
+    /// when known, is one compare (a missing key compares as 0, a later incarnation as
+    /// more). Otherwise two: etcd compares a missing key's create revision as 0, so
+    /// existence is a compare of its own. Each compare is one more read of the key in
+    /// etcd's transaction, for every pod a controller writes.
+    pub(super) fn compares(&self) -> Vec<Compare> {
+        let key = self.key.as_str();
+        match self.created {
+            Some(created) => vec![Compare::create_revision(key, CompareOp::Equal, created)],
+            None => vec![
+                Compare::create_revision(key, CompareOp::Greater, 0),
+                Compare::create_revision(key, CompareOp::Less, self.read_at + 1),
+            ],
+        }
     }
 
     /// The compare that holds while the object is unchanged since it was read (its key's
@@ -118,7 +128,10 @@ impl Incarnation {
 
     /// Whether etcd's answer to `get(key)` shows the incarnation alive.
     pub(super) fn alive_in(&self, kv: Option<&KeyValue>) -> bool {
-        kv.is_some_and(|kv| kv.create_revision() > 0 && kv.create_revision() <= self.read_at)
+        kv.is_some_and(|kv| match self.created {
+            Some(created) => kv.create_revision() == created,
+            None => kv.create_revision() > 0 && kv.create_revision() <= self.read_at,
+        })
     }
 }
 
@@ -154,7 +167,7 @@ impl KeyCondition {
                 Compare::create_revision(key.as_str(), CompareOp::Greater, 0),
                 Compare::mod_revision(key.as_str(), CompareOp::Equal, *revision),
             ],
-            KeyCondition::Alive(incarnation) => incarnation.compares().to_vec(),
+            KeyCondition::Alive(incarnation) => incarnation.compares(),
         }
     }
 

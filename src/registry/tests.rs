@@ -63,3 +63,37 @@ fn prefix_range_end_increments_the_last_byte() {
     assert_eq!(prefix_range_end(b"a\xff"), b"b");
     assert_eq!(prefix_range_end(b"\xff\xff"), b"\0");
 }
+
+#[test]
+fn an_incarnation_known_by_its_create_revision_is_one_compare() {
+    let read = |created| Incarnation {
+        key: "/registry/controllers/ns/web".into(),
+        read_at: 40,
+        created,
+    };
+    // Each compare as etcd-client shows it.
+    let asks = |incarnation: Incarnation| -> Vec<String> {
+        incarnation
+            .compares()
+            .iter()
+            .map(|c| format!("{c:?}"))
+            .collect()
+    };
+    let known = asks(read(Some(12)));
+    assert_eq!(known.len(), 1, "{known:?}");
+    assert!(
+        known[0].contains("result: Equal") && known[0].contains("CreateRevision(12)"),
+        "{known:?}"
+    );
+    // Without the create revision: the key exists, and was created at or before the read.
+    let unknown = asks(read(None));
+    assert_eq!(unknown.len(), 2, "{unknown:?}");
+    assert!(
+        unknown[0].contains("result: Greater") && unknown[0].contains("CreateRevision(0)"),
+        "{unknown:?}"
+    );
+    assert!(
+        unknown[1].contains("result: Less") && unknown[1].contains("CreateRevision(41)"),
+        "{unknown:?}"
+    );
+}

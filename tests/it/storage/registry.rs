@@ -496,7 +496,15 @@ async fn writes_guarded_by_an_incarnation_commit_only_while_it_lives() {
             .create(&controller("default", "web", &[("app", "web")]))
             .await
             .unwrap();
-        let guarded = registry.guarded_by(registry.incarnation(&owner).unwrap());
+        // Known by its create revision (as read from etcd): one compare.
+        let incarnation = registry.incarnation(&owner).unwrap();
+        assert_eq!(incarnation.created, Some(incarnation.read_at));
+        let guarded = registry.guarded_by(incarnation.clone());
+        // Known only by the revision it was read at: two compares, the same answers.
+        let read_only = registry.guarded_by(Incarnation {
+            created: None,
+            ..incarnation
+        });
         let owner_gone = |e: &StorageError| matches!(e, StorageError::OwnerGone { .. });
 
         // The owner's own later versions are the same incarnation.
@@ -504,6 +512,7 @@ async fn writes_guarded_by_an_incarnation_commit_only_while_it_lives() {
         resized.spec.replicas = 5;
         let resized = registry.update(&resized).await.unwrap();
         let first = guarded.create(&pod("default", "a", &[])).await.unwrap();
+        let second = read_only.create(&pod("default", "a2", &[])).await.unwrap();
         // A refusal for another reason is still that reason.
         expect_err(
             guarded.create(&pod("default", "a", &[])).await,
@@ -525,15 +534,24 @@ async fn writes_guarded_by_an_incarnation_commit_only_while_it_lives() {
             .delete::<ReplicationController>("default", "web", resized.metadata.resource_version)
             .await
             .unwrap();
-        let err = expect_err(
-            guarded.create(&pod("default", "b", &[])).await,
+        for guarded in [&guarded, &read_only] {
+            let err = expect_err(
+                guarded.create(&pod("default", "b", &[])).await,
+                "OwnerGone",
+                owner_gone,
+            );
+            assert_eq!(
+                err.to_string(),
+                "create /registry/pods/default/b: refused, /registry/controllers/default/web \
+                 was deleted since it was read"
+            );
+        }
+        expect_err(
+            read_only
+                .delete::<Pod>("default", "a2", second.metadata.resource_version)
+                .await,
             "OwnerGone",
             owner_gone,
-        );
-        assert_eq!(
-            err.to_string(),
-            "create /registry/pods/default/b: refused, /registry/controllers/default/web was \
-             deleted since it was read"
         );
         expect_err(
             guarded
@@ -548,11 +566,13 @@ async fn writes_guarded_by_an_incarnation_commit_only_while_it_lives() {
         let mut again = owner.clone();
         again.metadata.resource_version = None;
         registry.create(&again).await.unwrap();
-        expect_err(
-            guarded.create(&pod("default", "b", &[])).await,
-            "OwnerGone",
-            owner_gone,
-        );
+        for guarded in [&guarded, &read_only] {
+            expect_err(
+                guarded.create(&pod("default", "b", &[])).await,
+                "OwnerGone",
+                owner_gone,
+            );
+        }
         assert!(stored(&client, &registry.key::<Pod>("default", "b"))
             .await
             .is_none());
@@ -1108,6 +1128,7 @@ async fn writes_with_key_conditions_commit_only_while_they_hold() {
             KeyCondition::Alive(Incarnation {
                 key: owner_key.clone(),
                 read_at: at,
+                created: None,
             }),
         ]);
         let mut resized = owner.clone();
