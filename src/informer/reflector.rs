@@ -439,11 +439,8 @@ impl<I: Reflected> Informer<I> {
         let (namespace, name) = self.parse(&raw.key)?;
         let prefix = self.shared.source.prefix();
         let stored = Stored {
-            prefix,
-            key: &raw.key,
-            value: &raw.value,
-            mod_revision: raw.mod_revision,
             create_revision: raw.create_revision,
+            ..Stored::new(prefix, &raw.key, &raw.value, raw.mod_revision)
         };
         let change = match I::decode(stored) {
             Ok(item) => Change::Upsert(item),

@@ -103,15 +103,23 @@ impl Incarnation {
     /// more). Otherwise two: etcd compares a missing key's create revision as 0, so
     /// existence is a compare of its own. Each compare is one more read of the key in
     /// etcd's transaction, for every pod a controller writes.
-    pub(super) fn compares(&self) -> Vec<Compare> {
+    pub(super) fn compares(&self) -> impl Iterator<Item = Compare> {
         let key = self.key.as_str();
-        match self.created {
-            Some(created) => vec![Compare::create_revision(key, CompareOp::Equal, created)],
-            None => vec![
-                Compare::create_revision(key, CompareOp::Greater, 0),
-                Compare::create_revision(key, CompareOp::Less, self.read_at + 1),
+        let compares = match self.created {
+            Some(created) => [
+                Some(Compare::create_revision(key, CompareOp::Equal, created)),
+                None,
             ],
-        }
+            None => [
+                Some(Compare::create_revision(key, CompareOp::Greater, 0)),
+                Some(Compare::create_revision(
+                    key,
+                    CompareOp::Less,
+                    self.read_at + 1,
+                )),
+            ],
+        };
+        compares.into_iter().flatten()
     }
 
     /// The compare that holds while the object is unchanged since it was read (its key's
@@ -167,7 +175,7 @@ impl KeyCondition {
                 Compare::create_revision(key.as_str(), CompareOp::Greater, 0),
                 Compare::mod_revision(key.as_str(), CompareOp::Equal, *revision),
             ],
-            KeyCondition::Alive(incarnation) => incarnation.compares(),
+            KeyCondition::Alive(incarnation) => incarnation.compares().collect(),
         }
     }
 

@@ -73,11 +73,7 @@ fn an_incarnation_known_by_its_create_revision_is_one_compare() {
     };
     // Each compare as etcd-client shows it.
     let asks = |incarnation: Incarnation| -> Vec<String> {
-        incarnation
-            .compares()
-            .iter()
-            .map(|c| format!("{c:?}"))
-            .collect()
+        incarnation.compares().map(|c| format!("{c:?}")).collect()
     };
     let known = asks(read(Some(12)));
     assert_eq!(known.len(), 1, "{known:?}");
