@@ -11,6 +11,9 @@
 //!   sees the same `Pod` from either backend;
 //! - failures as the registry's [`StorageError`]s (404 `NotFound`, 409 `AlreadyExists` or
 //!   `Conflict`), so the controllers' outcomes read the same;
+//! - a request refused with `Retry-After` (a 429 at the server's in-flight limit) sent
+//!   again, as client-go's `rest.Request` does, its kind's requests in flight first cut to
+//!   fit ([`gate`]; docs/departures.md, "API client: a refused request");
 //! - [`reflect`]: the informers' list-and-watch over HTTP with client-go's reflector
 //!   semantics, as an [`crate::informer::RemoteSource`];
 //! - [`control`]: the replication manager's and the ReplicaSet controller's writes and
@@ -29,6 +32,7 @@
 pub mod client_2014;
 pub mod control;
 pub mod deployment;
+mod gate;
 pub mod gc;
 pub mod lease;
 pub mod namespace;
@@ -37,16 +41,19 @@ mod reflect;
 mod scheduling;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use http::{Method, Request};
+use hyper::body::Bytes;
 use serde_json::Value;
 
 use crate::api::{self, Object, ResourceVersion};
 use crate::apiserver::{to_served, to_stored, StoredKind};
 use crate::registry::{ObjectList, StorageError};
 
+use gate::Gate;
 pub use reflect::ApiSource;
 
 /// How long a request other than a watch may take.
@@ -101,6 +108,17 @@ pub struct ApiClient {
     client: kube::Client,
     /// Where it points, for messages.
     server: String,
+    /// Its reads and its writes in flight, each capped once the server refuses one of them
+    /// for its in-flight limit; shared by the clones.
+    gates: Arc<Gates>,
+}
+
+/// One [`Gate`] for reads (`GET`, `HEAD`) and one for writes, as the server counts them
+/// against its two limits.
+#[derive(Default)]
+struct Gates {
+    reads: Gate,
+    writes: Gate,
 }
 
 /// Connects to the API server `target` names, and checks that it answers (`GET /version`).
@@ -133,7 +151,11 @@ pub async fn connect(target: &ApiTarget) -> anyhow::Result<ApiClient> {
     let server = config.cluster_url.to_string();
     let client = kube::Client::try_from(config)
         .with_context(|| format!("make a client of the API server at {server}"))?;
-    let api = ApiClient { client, server };
+    let api = ApiClient {
+        client,
+        server,
+        gates: Arc::default(),
+    };
     match api.request(Method::GET, "/version", None, None).await {
         Ok(_) => {}
         Err(e @ RequestError::Status { .. }) => anyhow::bail!(
@@ -207,7 +229,8 @@ impl ApiClient {
         &self.client
     }
 
-    /// Sends one request and returns the JSON it answered with.
+    /// Sends one request and returns the JSON it answered with; sent again while the
+    /// server asks for that ([`retry_after`]).
     ///
     /// # Errors
     /// [`RequestError`].
@@ -218,33 +241,13 @@ impl ApiClient {
         body: Option<&Value>,
         content_type: Option<&str>,
     ) -> Result<Value, RequestError> {
-        let mut request = Request::builder().method(method).uri(path);
-        if body.is_some() {
-            request = request.header(
-                http::header::CONTENT_TYPE,
-                content_type.unwrap_or("application/json"),
-            );
-        }
-        let body = body.map_or_else(Vec::new, |b| serde_json::to_vec(b).expect("JSON"));
-        let request = request
-            .body(body)
-            .map_err(|e| RequestError::Transport(format!("{path}: {e}")))?;
-        let answer = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request_text(request))
-            .await
-            .map_err(|_| {
-                RequestError::Transport(format!("no answer within {REQUEST_TIMEOUT:?}"))
-            })?;
-        match answer {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| {
-                RequestError::Transport(format!("{path}: an answer that is not JSON: {e}"))
-            }),
-            Err(kube::Error::Api(status)) => Err(RequestError::Status {
-                code: status.code,
-                reason: status.reason,
-                message: status.message,
-            }),
-            Err(e) => Err(RequestError::Transport(e.to_string())),
-        }
+        let content_type = body.map(|_| content_type.unwrap_or("application/json"));
+        let body =
+            Bytes::from(body.map_or_else(Vec::new, |b| serde_json::to_vec(b).expect("JSON")));
+        let answer = self.send(method, path, content_type, body).await?;
+        serde_json::from_slice(&answer).map_err(|e| {
+            RequestError::Transport(format!("{path}: an answer that is not JSON: {e}"))
+        })
     }
 
     /// `GET` of `path` as text (`/metrics`, `/healthz`).
@@ -252,21 +255,100 @@ impl ApiClient {
     /// # Errors
     /// [`RequestError`].
     pub async fn get_text(&self, path: &str) -> Result<String, RequestError> {
-        let request = Request::get(path)
-            .body(Vec::new())
-            .map_err(|e| RequestError::Transport(format!("{path}: {e}")))?;
-        match tokio::time::timeout(REQUEST_TIMEOUT, self.client.request_text(request)).await {
-            Err(_) => Err(RequestError::Transport(format!(
-                "no answer within {REQUEST_TIMEOUT:?}"
-            ))),
-            Ok(Ok(text)) => Ok(text),
-            Ok(Err(kube::Error::Api(status))) => Err(RequestError::Status {
-                code: status.code,
-                reason: status.reason,
-                message: status.message,
-            }),
-            Ok(Err(e)) => Err(RequestError::Transport(e.to_string())),
+        let answer = self.send(Method::GET, path, None, Bytes::new()).await?;
+        String::from_utf8(answer.to_vec()).map_err(|e| {
+            RequestError::Transport(format!("{path}: an answer that is not text: {e}"))
+        })
+    }
+
+    /// Sends a request until it is answered with anything but a refusal that asks to be
+    /// sent again (a 429 or 5xx with `Retry-After`), within [`REQUEST_TIMEOUT`] in all;
+    /// returns the answer's body.
+    ///
+    /// Sending again is client-go's `rest.Request`: kube-apiserver, and kcm's, refuse a
+    /// request beyond their in-flight limits with 429 and `Retry-After: 1` before acting on
+    /// it, so the same request, a create included, is safe to send again. A controller
+    /// that treated the 429 as a failure stopped its sync's writes and backed off: through
+    /// the API, at its default window of 500 creates against the apiserver's 200 writes
+    /// in flight, every sync of a large scale-up did. A 429 also cuts this client's
+    /// requests of its kind in flight ([`gate`]), and the request waits for a place among
+    /// them; it waits the `Retry-After` only when the cap is already one, or for a 5xx, at
+    /// most [`MAX_RETRIES`] times.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Bytes,
+    ) -> Result<Bytes, RequestError> {
+        let gate = match method {
+            Method::GET | Method::HEAD => &self.gates.reads,
+            _ => &self.gates.writes,
+        };
+        let mut refused = None;
+        let attempts = async {
+            let mut waits = 0;
+            loop {
+                let mut request = Request::builder().method(method.clone()).uri(path);
+                if let Some(content_type) = content_type {
+                    request = request.header(http::header::CONTENT_TYPE, content_type);
+                }
+                let request = request
+                    .body(kube::client::Body::from(body.clone()))
+                    .map_err(|e| RequestError::Transport(format!("{path}: {e}")))?;
+                let pass = gate.enter().await;
+                let (error, wait) = match self.send_once(request).await {
+                    Err((error, Some(wait))) if waits < MAX_RETRIES => (error, wait),
+                    answer => {
+                        pass.answered();
+                        return answer.map_err(|(error, _)| error);
+                    }
+                };
+                let must_wait = if error.code() == Some(429) {
+                    pass.refused()
+                } else {
+                    drop(pass);
+                    true
+                };
+                tracing::debug!(%method, path, %error, waits, must_wait, "sending again");
+                refused = Some(error);
+                if must_wait {
+                    waits += 1;
+                    tokio::time::sleep(jittered(wait)).await;
+                }
+            }
+        };
+        match tokio::time::timeout(REQUEST_TIMEOUT, attempts).await {
+            Ok(answer) => answer,
+            // Still refused when the time ran out: the refusal says why.
+            Err(_) => Err(refused.unwrap_or_else(|| {
+                RequestError::Transport(format!("no answer within {REQUEST_TIMEOUT:?}"))
+            })),
         }
+    }
+
+    /// Sends `request` once: the body of a success, or the error with how long the
+    /// server asked to wait before sending it again, if it did.
+    async fn send_once(
+        &self,
+        request: Request<kube::client::Body>,
+    ) -> Result<Bytes, (RequestError, Option<Duration>)> {
+        let transport = |e: kube::Error| (RequestError::Transport(e.to_string()), None);
+        let answer = self.client.send(request).await.map_err(transport)?;
+        let status = answer.status();
+        let wait = retry_after(
+            status.as_u16(),
+            answer.headers().get(http::header::RETRY_AFTER),
+        );
+        let body = answer
+            .into_body()
+            .collect_bytes()
+            .await
+            .map_err(transport)?;
+        if status.is_client_error() || status.is_server_error() {
+            return Err((refusal(status, &body), wait));
+        }
+        Ok(body)
     }
 
     /// `GET` of object `namespace/name` of kind `T`, in kcm's stored shape.
@@ -415,6 +497,56 @@ impl ApiClient {
 ///
 /// # Panics
 /// For a type that is none of the stored kinds (a programming error).
+/// How many times a request the server asks to be sent again waits before it is sent again:
+/// client-go's default (`rest.Request`'s `maxRetries`).
+pub const MAX_RETRIES: u32 = 10;
+
+/// The longest `Retry-After` waited as asked; a longer one is waited this long, so that a
+/// request stays within [`REQUEST_TIMEOUT`].
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// How long to wait before sending a request again, when its answer asks for it: a 429
+/// or a 5xx with a `Retry-After` of whole seconds (client-go's `checkWait`), at most
+/// [`MAX_RETRY_AFTER`]. Any other answer is final.
+fn retry_after(code: u16, header: Option<&http::HeaderValue>) -> Option<Duration> {
+    if code != 429 && !(500..600).contains(&code) {
+        return None;
+    }
+    let seconds: u64 = header?.to_str().ok()?.trim().parse().ok()?;
+    Some(Duration::from_secs(seconds).min(MAX_RETRY_AFTER))
+}
+
+/// `delay` plus up to half again, so that the requests refused together (a controller's
+/// window of creates, many watches) do not come back in lockstep.
+fn jittered(delay: Duration) -> Duration {
+    delay.mul_f64(1.0 + rand::random::<f64>() * 0.5)
+}
+
+/// The error an answer of `status` with `body` means: the `Status` the server sent, or,
+/// when the body is not one, the HTTP status with the body as its message.
+fn refusal(status: http::StatusCode, body: &[u8]) -> RequestError {
+    #[derive(serde::Deserialize)]
+    struct Refusal {
+        code: Option<u16>,
+        #[serde(default)]
+        reason: String,
+        #[serde(default)]
+        message: String,
+    }
+    match serde_json::from_slice::<Refusal>(body) {
+        Ok(refusal) => RequestError::Status {
+            code: refusal.code.unwrap_or(status.as_u16()),
+            reason: refusal.reason,
+            message: refusal.message,
+        },
+        Err(_) => RequestError::Status {
+            code: status.as_u16(),
+            reason: status.canonical_reason().unwrap_or_default().to_string(),
+            message: String::from_utf8_lossy(body).trim().to_string(),
+        },
+    }
+}
+
 fn stored_kind<T: Object>() -> StoredKind {
     StoredKind::from_kind_name(T::KIND)
         .unwrap_or_else(|| panic!("{} is not a kind kcm stores", T::KIND))

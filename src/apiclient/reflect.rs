@@ -25,7 +25,7 @@ use kube::core::WatchEvent;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{group_path, stored_value, ApiClient, PREFIX, REQUEST_TIMEOUT};
+use super::{group_path, jittered, stored_value, ApiClient, PREFIX, REQUEST_TIMEOUT};
 use crate::apiserver::StoredKind;
 use crate::etcd_watcher::{
     BackoffConfig, ListReason, RawEvent, RawItem, RawKind, RawWatch, Status, WatchMetrics,
@@ -388,11 +388,6 @@ impl Reflector {
             prev: None,
         }
     }
-}
-
-/// `delay` plus up to half again, so many watches do not retry in lockstep.
-fn jittered(delay: Duration) -> Duration {
-    delay.mul_f64(1.0 + rand::random::<f64>() * 0.5)
 }
 
 #[cfg(test)]

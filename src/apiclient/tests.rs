@@ -105,3 +105,45 @@ fn a_revision_is_the_resource_version_or_zero() {
     );
     assert_eq!(revision_of(&json!({})), 0);
 }
+
+#[test]
+fn a_429_or_5xx_with_retry_after_is_sent_again_after_it_and_nothing_else_is() {
+    let header = |value: &str| http::HeaderValue::from_str(value).unwrap();
+    let one = Some(Duration::from_secs(1));
+    assert_eq!(retry_after(429, Some(&header("1"))), one);
+    assert_eq!(retry_after(503, Some(&header(" 1 "))), one);
+    assert_eq!(retry_after(500, Some(&header("0"))), Some(Duration::ZERO));
+    // A long wait is cut to the most a request may wait for.
+    assert_eq!(
+        retry_after(429, Some(&header("3600"))),
+        Some(MAX_RETRY_AFTER)
+    );
+    // Without a Retry-After in seconds, or for any other code, the answer is final.
+    assert_eq!(retry_after(429, None), None);
+    assert_eq!(
+        retry_after(503, Some(&header("Wed, 21 Oct 2015 07:28:00 GMT"))),
+        None
+    );
+    for code in [200, 201, 400, 404, 409, 422] {
+        assert_eq!(retry_after(code, Some(&header("1"))), None, "{code}");
+    }
+}
+
+#[test]
+fn a_refusal_is_the_servers_status_or_the_http_status_with_its_body() {
+    let status = refusal(
+        http::StatusCode::TOO_MANY_REQUESTS,
+        br#"{"kind":"Status","code":429,"reason":"TooManyRequests","message":"too many"}"#,
+    );
+    assert_eq!(status.to_string(), "429 TooManyRequests: too many");
+    // kube-apiserver's in-flight 429 is plain text.
+    let text = refusal(
+        http::StatusCode::TOO_MANY_REQUESTS,
+        b"Too many requests, please try again later.\n",
+    );
+    assert_eq!(
+        text.to_string(),
+        "429 Too Many Requests: Too many requests, please try again later."
+    );
+    assert_eq!(text.code(), Some(429));
+}

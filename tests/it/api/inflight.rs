@@ -191,6 +191,81 @@ async fn beyond_the_mutating_limit_a_write_gets_429_with_retry_after_while_reads
     .await;
 }
 
+/// kcm's API client (the controllers' through `--kubeconfig` or `--master`) sends a write
+/// refused with 429 and `Retry-After` again, as client-go does: 30 creates at once against
+/// one mutating slot all land (the client cuts its writes in flight to fit); a create
+/// refused for as long as the slot stays held gives up after client-go's 10 retries, each
+/// once its cap is at one and after the second asked for, with the server's refusal as its
+/// error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_client_sends_a_refused_write_again_when_asked_and_gives_up_after_ten_retries() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let (_kcm, port) = apiserver(&etcd, &["--max-mutating-requests-inflight", "1"]).await;
+        let target = kcm::apiclient::ApiTarget::Master(format!("http://127.0.0.1:{port}"));
+        let api = Arc::new(kcm::apiclient::connect(&target).await.expect("connect"));
+        let path = "/api/v1/namespaces/default/pods";
+        let body = |name: &str| serde_json::from_slice::<Value>(&pod(name)).unwrap();
+
+        // Thirty creates at once through one slot: without sending again, all but the
+        // first few would fail with 429.
+        let creates = (0..30).map(|i| {
+            let api = api.clone();
+            let body = body(&format!("burst-{i}"));
+            tokio::spawn(async move {
+                api.request(http::Method::POST, path, Some(&body), None)
+                    .await
+            })
+        });
+        for (i, created) in futures::future::join_all(creates)
+            .await
+            .into_iter()
+            .enumerate()
+        {
+            let created = created
+                .unwrap()
+                .unwrap_or_else(|e| panic!("create burst-{i}: {e}"));
+            assert_eq!(created["metadata"]["name"], format!("burst-{i}"));
+        }
+        let (code, listed) = http_get(port, path).await.unwrap();
+        assert_eq!(code, 200);
+        let listed: Value = serde_json::from_str(&listed).unwrap();
+        assert_eq!(listed["items"].as_array().unwrap().len(), 30, "{listed}");
+
+        // A slot held all along: the create is refused 11 times, 1 s apart or more, and
+        // fails with the server's answer.
+        let held = pod("held");
+        let (first, _) = held.split_at(10);
+        let _slow = hold_open(port, "POST", path, held.len(), first).await;
+        eventually(
+            Duration::from_secs(30),
+            "the held create to be counted in flight",
+            || in_flight(port, "mutating", 1.0),
+        )
+        .await;
+        let started = Instant::now();
+        let error = api
+            .request(http::Method::POST, path, Some(&body("refused")), None)
+            .await
+            .expect_err("a create while the only slot is held");
+        let waited = started.elapsed();
+        assert_eq!(error.code(), Some(429), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("--max-mutating-requests-inflight"),
+            "{error}"
+        );
+        assert!(
+            waited >= Duration::from_secs(u64::from(kcm::apiclient::MAX_RETRIES)),
+            "gave up after {waited:?}: fewer than 10 retries a second apart"
+        );
+    })
+    .await;
+}
+
 /// A 3 MiB body of about 390,000 one-key objects: the shape whose decoded form costs the
 /// most per byte.
 fn tiny_objects_body(name: &str) -> Vec<u8> {
