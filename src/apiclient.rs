@@ -493,10 +493,6 @@ impl ApiClient {
     }
 }
 
-/// The kind kcm stores `T` as.
-///
-/// # Panics
-/// For a type that is none of the stored kinds (a programming error).
 /// How many times a request the server asks to be sent again waits before it is sent again:
 /// client-go's default (`rest.Request`'s `maxRetries`).
 pub const MAX_RETRIES: u32 = 10;
@@ -547,6 +543,10 @@ fn refusal(status: http::StatusCode, body: &[u8]) -> RequestError {
     }
 }
 
+/// The kind kcm stores `T` as.
+///
+/// # Panics
+/// For a type that is none of the stored kinds (a programming error).
 fn stored_kind<T: Object>() -> StoredKind {
     StoredKind::from_kind_name(T::KIND)
         .unwrap_or_else(|| panic!("{} is not a kind kcm stores", T::KIND))
