@@ -182,6 +182,19 @@ pub enum RequestError {
     Transport(String),
 }
 
+/// How a request's last answer (`None` for a success, else its error) counts for the
+/// client's cap on requests in flight ([`gate`]): a refusal for the server's limit cuts
+/// it; no answer, or a server error, says nothing of that limit.
+fn counts_as(error: Option<&RequestError>) -> gate::Answer {
+    match error.map(RequestError::code) {
+        None => gate::Answer::Served,
+        Some(Some(429)) => gate::Answer::Refused,
+        Some(None) => gate::Answer::Lost,
+        Some(Some(code)) if code >= 500 => gate::Answer::Lost,
+        Some(Some(_)) => gate::Answer::Served,
+    }
+}
+
 impl RequestError {
     /// The HTTP status code, when the server answered.
     pub fn code(&self) -> Option<u16> {
@@ -300,16 +313,13 @@ impl ApiClient {
                 let (error, wait) = match self.send_once(request).await {
                     Err((error, Some(wait))) if waits < MAX_RETRIES => (error, wait),
                     answer => {
-                        pass.answered();
-                        return answer.map_err(|(error, _)| error);
+                        let answer = answer.map_err(|(error, _)| error);
+                        pass.ended(counts_as(answer.as_ref().err()));
+                        return answer;
                     }
                 };
-                let must_wait = if error.code() == Some(429) {
-                    pass.refused()
-                } else {
-                    drop(pass);
-                    true
-                };
+                // A refusal waits only with the cap at one; a 5xx waits its Retry-After.
+                let must_wait = pass.ended(counts_as(Some(&error))) || error.code() != Some(429);
                 tracing::debug!(%method, path, %error, waits, must_wait, "sending again");
                 refused = Some(error);
                 if must_wait {

@@ -61,6 +61,19 @@ impl State {
     }
 }
 
+/// How a request's last answer counts for the cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// The server acted on it, or answered it with anything but a refusal for its limit
+    /// (a 404 or a 409 is an answer): the cap grows.
+    Served,
+    /// Refused for the server's in-flight limit (429): the cap is cut.
+    Refused,
+    /// No answer (the connection failed, the time ran out): says nothing of the server's
+    /// limit, so the cap neither grows nor is cut.
+    Lost,
+}
+
 /// A place among the requests in flight, given back when dropped.
 pub(super) struct Pass<'a> {
     gate: &'a Gate,
@@ -88,15 +101,18 @@ impl Gate {
 }
 
 impl Pass<'_> {
-    /// The request was answered (anything but a refusal for the server's limit).
-    pub(super) fn answered(self) {
-        self.gate.state.lock().expect("gate").answered();
-    }
-
-    /// The request was refused for the server's in-flight limit. Whether it should wait
-    /// before it is sent again (the cap is at one).
-    pub(super) fn refused(self) -> bool {
-        self.gate.state.lock().expect("gate").refused(self.round)
+    /// The request ended with `answer`. Whether, refused, it should wait before it is
+    /// sent again (the cap is at one).
+    pub(super) fn ended(self, answer: Answer) -> bool {
+        let mut state = self.gate.state.lock().expect("gate");
+        match answer {
+            Answer::Served => {
+                state.answered();
+                false
+            }
+            Answer::Refused => state.refused(self.round),
+            Answer::Lost => false,
+        }
     }
 }
 
@@ -156,5 +172,20 @@ mod tests {
         // One request is always admitted.
         state.in_flight = 0;
         assert!(state.admits());
+    }
+
+    #[tokio::test]
+    async fn a_lost_request_neither_grows_nor_cuts_the_cap_and_gives_its_place_back() {
+        let gate = Gate::default();
+        let cap = || gate.state.lock().unwrap().cap;
+        let (refused, lost) = (gate.enter().await, gate.enter().await);
+        // Two in flight at the refusal: a cap of one, and no wait (it was not at one yet).
+        assert!(!refused.ended(Answer::Refused));
+        assert_eq!(cap(), Some(1.0));
+        assert!(!lost.ended(Answer::Lost));
+        assert_eq!(cap(), Some(1.0));
+        assert_eq!(gate.state.lock().unwrap().in_flight, 0);
+        gate.enter().await.ended(Answer::Served);
+        assert_eq!(cap(), Some(2.0));
     }
 }

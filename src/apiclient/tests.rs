@@ -147,3 +147,26 @@ fn a_refusal_is_the_servers_status_or_the_http_status_with_its_body() {
     );
     assert_eq!(text.code(), Some(429));
 }
+
+#[test]
+fn a_429_cuts_the_cap_a_failed_connection_or_a_5xx_leaves_it_and_any_other_answer_grows_it() {
+    let status = |code: u16| RequestError::Status {
+        code,
+        reason: String::new(),
+        message: String::new(),
+    };
+    let lost = RequestError::Transport("connection refused".to_string());
+    assert_eq!(counts_as(None), gate::Answer::Served);
+    assert_eq!(counts_as(Some(&status(429))), gate::Answer::Refused);
+    assert_eq!(counts_as(Some(&lost)), gate::Answer::Lost);
+    for code in [500, 503, 504] {
+        assert_eq!(counts_as(Some(&status(code))), gate::Answer::Lost, "{code}");
+    }
+    for code in [400, 404, 409, 422] {
+        assert_eq!(
+            counts_as(Some(&status(code))),
+            gate::Answer::Served,
+            "{code}"
+        );
+    }
+}
