@@ -14,5 +14,6 @@ fi
 # cores idle: on a 2-core machine the integration suite took 546 s with 2 threads and
 # 402 s with 3 (179 % CPU). An explicit RUST_TEST_THREADS (or --test-threads) wins.
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-$(($(nproc) + 1))}"
-# The `tests` profile (Cargo.toml): opt-level 1, which halves the integration suite's time.
+# The `tests` profile (Cargo.toml): the dependencies at opt-level 1, which halves the
+# integration suite's time, and kcm's own code at 0, which builds four times faster.
 exec cargo test --profile tests --all-targets "$@"
