@@ -310,6 +310,7 @@ impl Bench {
         let documents = kind.pod_documents(prefix, "base", n);
         let dir = self.pod_dir(prefix, "base");
         if up {
+            self.compact_history().await?;
             let counter = self
                 .count_pods(dir, self.revision().await?, 0, move |c| c >= n)
                 .await?;
@@ -320,6 +321,7 @@ impl Bench {
             return Ok(side);
         }
         let created = self.create_all(documents, concurrency).await?;
+        self.compact_history().await?;
         let counter = self
             .count_pods(dir, self.revision().await?, n, |c| c == 0)
             .await?;
@@ -386,6 +388,7 @@ impl Bench {
         })
         .await?;
         let target = if up { n } else { 0 };
+        self.compact_history().await?;
         let counter = self
             .count_pods(
                 dir.clone(),
