@@ -55,8 +55,8 @@ mod raw;
 mod tests;
 
 pub use alarms::{is_no_space, EtcdAlarm, NOSPACE_FIX};
-pub use errors::{describe_etcd_error, DecodeError, StorageError};
-use errors::{is_compacted, is_unsent, RawError};
+pub use errors::{describe_etcd_error, is_compacted, DecodeError, StorageError};
+use errors::{is_unsent, RawError};
 pub use fence::{Fence, FenceSlot, Incarnation, KeyCondition, FENCING_TOKEN_ANNOTATION};
 pub use maintenance::active_alarms;
 pub use paging::{prefix_range_end, RangePage};

@@ -156,7 +156,8 @@ pub(super) fn with_sources(
     text
 }
 
-pub(super) fn is_compacted(error: &etcd_client::Error) -> bool {
+/// Whether etcd refused because a revision the call names has been compacted.
+pub fn is_compacted(error: &etcd_client::Error) -> bool {
     matches!(error, etcd_client::Error::GRpcStatus(s) if s.message().contains("compacted"))
 }
 

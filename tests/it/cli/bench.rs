@@ -151,6 +151,13 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
             .expect("count leftovers")
             .count();
         assert_eq!(left, 0, "keys left under /kcm-bench*");
+
+        // Nor is its history compacted: the scale rows compact only the bench's own etcd.
+        etcd.client()
+            .await
+            .get("/kcm-bench", Some(GetOptions::new().with_revision(1)))
+            .await
+            .expect("the given etcd's history still starts at revision 1");
     })
     .await;
 }
