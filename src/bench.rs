@@ -163,6 +163,9 @@ pub struct Config {
     pub memory_pods: Option<usize>,
     /// `--api`: the scale scenarios' controllers run through an apiserver.
     pub through_api: bool,
+    /// `--controller-baseline`: the scale rows' baseline writes also cost etcd what any
+    /// controller's must ([`ControllerGuard`]).
+    pub controller_baseline: bool,
 }
 
 /// The private etcd of a bench run.
@@ -352,10 +355,12 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
         sizes: sizes.clone(),
         manager_binary: config.manager_binary.clone(),
         through_api: config.through_api,
+        controller_baseline: config.controller_baseline,
         curves: Mutex::default(),
         run: Default::default(),
         etcd_pid: private.as_ref().and_then(PrivateEtcd::pid),
         private_etcd: private.is_some(),
+        warmed: Default::default(),
     };
     let private_kind = match (given, tmpfs) {
         (true, _) => None,
@@ -385,6 +390,14 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
                     scenario.name(),
                     scenario_started.elapsed().as_secs_f64()
                 );
+                if repeat > 1 {
+                    // The table shows the median run's measure; each run's is here.
+                    for row in &new_rows {
+                        if let Some(ratio) = row.ratio {
+                            eprintln!("kcm bench:   {} {ratio:.2}: {}", row.scenario, row.measure);
+                        }
+                    }
+                }
                 runs.push(new_rows);
             }
             rows.extend(median_rows(runs));
@@ -401,8 +414,9 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
         etcd.stop().await;
     }
     result?;
-    // The targets are the etcd mode's; through the API the scale rows have none yet.
-    if !config.through_api {
+    // The targets are the etcd mode's against raw writes; through the API, or against the
+    // controller baseline, the scale rows have none.
+    if !config.through_api && !config.controller_baseline {
         relative_targets(&mut rows);
     }
     let report = Report {
@@ -500,6 +514,8 @@ struct Bench {
     manager_binary: Option<PathBuf>,
     /// `--api`: the scale scenarios' controllers run through an apiserver.
     through_api: bool,
+    /// `--controller-baseline`: the scale rows' baseline writes are guarded and watched.
+    controller_baseline: bool,
     curves: Mutex<HashMap<String, HashMap<String, Curve>>>,
     /// Which run of `--repeat` is going: each works under its own prefix.
     run: std::sync::atomic::AtomicUsize,
@@ -509,6 +525,23 @@ struct Bench {
     /// Whether the etcd is the bench's own, whose history it may compact
     /// ([`Bench::compact_history`]); one named with `--etcd-servers` is left as it is.
     private_etcd: bool,
+    /// Whether the scale rows' warm-up has run ([`Bench::warm_up`]).
+    warmed: std::sync::atomic::AtomicBool,
+}
+
+/// With `--controller-baseline`, what the scale rows' baseline writes add to raw ones, as
+/// every pod write of a kcm controller does: a compare of its controller's key (the
+/// incarnation guard, which etcd answers by reading that key), while a second watch (the
+/// controller's pod informer) receives every write.
+struct ControllerGuard {
+    key: String,
+    create_revision: i64,
+}
+
+impl ControllerGuard {
+    fn compare(&self) -> Compare {
+        Compare::create_revision(self.key.as_str(), CompareOp::Equal, self.create_revision)
+    }
 }
 
 /// An in-process replication manager under one prefix, stopped on `stop`.
@@ -616,14 +649,26 @@ impl Bench {
         documents: Vec<(String, Vec<u8>)>,
         concurrency: usize,
     ) -> anyhow::Result<Vec<(String, i64)>> {
+        self.create_all_guarded(documents, concurrency, None).await
+    }
+
+    /// [`Bench::create_all`], each create also requiring `guard`'s controller alive.
+    async fn create_all_guarded(
+        &self,
+        documents: Vec<(String, Vec<u8>)>,
+        concurrency: usize,
+        guard: Option<&ControllerGuard>,
+    ) -> anyhow::Result<Vec<(String, i64)>> {
         let limit = Arc::new(Semaphore::new(concurrency.max(1)));
         let mut creates = JoinSet::new();
         for (key, value) in documents {
             let permit = limit.clone().acquire_owned().await?;
             let mut kv = self.client.kv_client();
+            let guard = guard.map(ControllerGuard::compare);
             creates.spawn(async move {
+                let absent = Compare::create_revision(key.as_str(), CompareOp::Equal, 0);
                 let txn = Txn::new()
-                    .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
+                    .when(std::iter::once(absent).chain(guard).collect::<Vec<_>>())
                     .and_then([TxnOp::put(key.as_str(), value, None)]);
                 let response = kv.txn(txn).await.with_context(|| format!("create {key}"));
                 drop(permit);
@@ -641,18 +686,26 @@ impl Bench {
 
     /// Deletes `keys` each guarded by its revision, `concurrency` at a time.
     async fn delete_all(&self, keys: Vec<(String, i64)>, concurrency: usize) -> anyhow::Result<()> {
+        self.delete_all_guarded(keys, concurrency, None).await
+    }
+
+    /// [`Bench::delete_all`], each delete also requiring `guard`'s controller alive.
+    async fn delete_all_guarded(
+        &self,
+        keys: Vec<(String, i64)>,
+        concurrency: usize,
+        guard: Option<&ControllerGuard>,
+    ) -> anyhow::Result<()> {
         let limit = Arc::new(Semaphore::new(concurrency.max(1)));
         let mut deletes = JoinSet::new();
         for (key, revision) in keys {
             let permit = limit.clone().acquire_owned().await?;
             let mut kv = self.client.kv_client();
+            let guard = guard.map(ControllerGuard::compare);
             deletes.spawn(async move {
+                let unchanged = Compare::mod_revision(key.as_str(), CompareOp::Equal, revision);
                 let txn = Txn::new()
-                    .when([Compare::mod_revision(
-                        key.as_str(),
-                        CompareOp::Equal,
-                        revision,
-                    )])
+                    .when(std::iter::once(unchanged).chain(guard).collect::<Vec<_>>())
                     .and_then([TxnOp::delete(key.as_str(), None)]);
                 let response = kv.txn(txn).await.with_context(|| format!("delete {key}"));
                 drop(permit);

@@ -55,6 +55,12 @@ pub struct BenchArgs {
     /// `kcm controller-manager --kubeconfig`); the baseline stays raw etcd.
     #[arg(long)]
     pub api: bool,
+    /// The scale rows' baseline writes also cost etcd what a controller's must: each
+    /// compares its controller's key, and a second watch receives them (as kcm's pod
+    /// informer does). Its ratios say how close kcm is to a controller's floor rather
+    /// than to raw writes; the rows have no target then.
+    #[arg(long, conflicts_with = "api")]
+    pub controller_baseline: bool,
     /// Pods of the memory scenario, in controllers of 1,000 (scripts/soak.sh's `memory`
     /// runs 100,000 and 300,000).
     #[arg(long, hide = true)]
@@ -83,6 +89,7 @@ impl BenchArgs {
             manager_binary: self.manager_binary.clone(),
             memory_pods: self.memory_pods,
             through_api: self.api,
+            controller_baseline: self.controller_baseline,
         }
     }
 }

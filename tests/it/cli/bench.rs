@@ -235,3 +235,89 @@ async fn bench_api_runs_the_scale_scenarios_through_an_apiserver() {
     })
     .await;
 }
+
+/// `--controller-baseline`: the scale rows' baseline writes are guarded by a controller of
+/// their own (written under the baseline's namespace, as etcd's history shows) and watched
+/// a second time; each row says so and has no target. With `--repeat`, each run's ratio
+/// and measure are printed as it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_controller_baseline_guards_the_baseline_writes_with_a_controller() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let json = dir.path().join("bench.json");
+        let output = kcm_command()
+            .args(["--etcd-servers", &etcd.endpoint(), "bench", "--quick"])
+            .args(["--controller-baseline", "--repeat", "2"])
+            .args(["scale-up", "rs-scale-down"])
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .await
+            .expect("run kcm bench");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "kcm bench failed: {stderr}\n{stdout}"
+        );
+        let report: Value =
+            serde_json::from_slice(&std::fs::read(&json).expect("read --json")).expect("JSON");
+        for scenario in ["scale-up", "rs-scale-down"] {
+            let row = stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("{scenario} ")))
+                .unwrap_or_else(|| panic!("no {scenario} row: {stdout}"));
+            assert!(
+                row.contains("each also comparing its controller's key, watched twice"),
+                "{row}"
+            );
+            // No target: the targets are against raw writes.
+            let json_row = report["rows"]
+                .as_array()
+                .and_then(|rows| rows.iter().find(|r| r["scenario"] == scenario))
+                .unwrap_or_else(|| panic!("no {scenario} in the JSON"));
+            assert!(json_row["met"].is_null(), "{json_row}");
+            let runs = stderr
+                .lines()
+                .filter(|l| l.starts_with(&format!("kcm bench:   {scenario} ")))
+                .count();
+            assert_eq!(runs, 2, "one line per run of {scenario}: {stderr}");
+        }
+
+        // Each side's controller is in etcd's history: kcm's in namespace kcm, and the
+        // baseline's (which no manager runs for) in namespace base, written before the
+        // baseline's first pod.
+        let history = crate::support::history::read(
+            &client,
+            "/kcm-bench",
+            "/kcm-benci",
+            0,
+            "/kcm-bench~sentinel",
+        )
+        .await;
+        for (kind, dir) in [
+            ("ReplicationController", "/controllers/base/web"),
+            ("ReplicaSet", "/replicasets/base/web"),
+        ] {
+            let written = history
+                .iter()
+                .filter(|e| e.put && e.key.ends_with(dir))
+                .count();
+            assert_eq!(written, 2, "the baseline's {kind} of each run: {dir}");
+        }
+        let first_controller = history
+            .iter()
+            .position(|e| e.key.ends_with("/controllers/base/web"))
+            .expect("the baseline's controller");
+        let first_pod = history
+            .iter()
+            .position(|e| e.put && e.key.contains("/pods/base/"))
+            .expect("the baseline's pods");
+        assert!(first_controller < first_pod, "guard written first");
+    })
+    .await;
+}
