@@ -791,22 +791,23 @@ impl Bench {
         Ok(PodCounter { watch, clock })
     }
 
-    /// Compacts a private etcd's history up to now and waits until the compaction has
-    /// been applied, as an apiserver compacts every 5 minutes; an etcd named with
+    /// Compacts a private etcd's history up to `revision` and waits until the compaction
+    /// has been applied, as an apiserver compacts every 5 minutes; an etcd named with
     /// `--etcd-servers` is not touched. Before each measured side of a scale row, so that
     /// neither side pays for the history the rows before it left: uncompacted, etcd's CPU
     /// for the same 0 → 10,000 → 0 grew by 40 % over eight runs (docs/PERFORMANCE.md), and
-    /// the side that runs second met more of it.
-    async fn compact_history(&self) -> anyhow::Result<()> {
+    /// the side that runs second met more of it. `revision` is where the side began, before
+    /// its controller started: a watch of that controller that had fallen behind the
+    /// compaction had to list again within the measured span (its runs took twice as long).
+    async fn compact_history(&self, revision: i64) -> anyhow::Result<()> {
         if !self.private_etcd {
             return Ok(());
         }
-        let now = self.revision().await?;
         let compacted = self
             .client
             .kv_client()
             .compact(
-                now,
+                revision,
                 Some(etcd_client::CompactionOptions::new().with_physical()),
             )
             .await;

@@ -339,10 +339,13 @@ impl Bench {
         let n = self.sizes.scale_replicas;
         let documents = kind.pod_documents(prefix, "base", n);
         let dir = self.pod_dir(prefix, "base");
+        // The history before this side, compacted before it measures (its own starting
+        // pods, for a scale-down, stay, as on kcm's side).
+        let began = self.revision().await?;
         let guard = self.controller_guard(kind, prefix).await?;
         let guard = guard.as_ref();
         if up {
-            self.compact_history().await?;
+            self.compact_history(began).await?;
             let after = self.revision().await?;
             let counter = self
                 .count_pods(dir.clone(), after, 0, move |c| c >= n)
@@ -359,7 +362,7 @@ impl Bench {
         let created = self
             .create_all_guarded(documents, concurrency, guard)
             .await?;
-        self.compact_history().await?;
+        self.compact_history(began).await?;
         let after = self.revision().await?;
         let counter = self.count_pods(dir.clone(), after, n, |c| c == 0).await?;
         let informer = self.second_watch(&dir, after).await?;
@@ -454,6 +457,9 @@ impl Bench {
         let scenario = kind.scenario(up);
         let n = self.sizes.scale_replicas;
         let burst = config.burst_replicas;
+        // Where this side began: its history is compacted up to here before it measures,
+        // never past what its controller's watches have read.
+        let began = self.revision().await?;
         let manager = kind.start(self, prefix, config).await?;
         let registry = self.registry(prefix).await?;
         let start_replicas = if up { 0 } else { n as i64 };
@@ -476,7 +482,7 @@ impl Bench {
         })
         .await?;
         let target = if up { n } else { 0 };
-        self.compact_history().await?;
+        self.compact_history(began).await?;
         let counter = self
             .count_pods(
                 dir.clone(),
