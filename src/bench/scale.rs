@@ -350,11 +350,10 @@ impl Bench {
             let counter = self
                 .count_pods(dir.clone(), after, 0, move |c| c >= n)
                 .await?;
-            let informer = self.second_watch(&dir, after).await?;
             let writes = self.create_all_guarded(documents, concurrency, guard);
-            let measured = self.measure(scenario, "baseline", counter, writes).await;
-            informer.inspect(|watch| watch.abort());
-            let (side, created) = measured?;
+            let (side, created) = self
+                .measure_baseline(scenario, &dir, after, counter, writes)
+                .await?;
             // Clean up (not measured).
             self.delete_all(created, concurrency).await?;
             return Ok(side);
@@ -365,11 +364,27 @@ impl Bench {
         self.compact_history(began).await?;
         let after = self.revision().await?;
         let counter = self.count_pods(dir.clone(), after, n, |c| c == 0).await?;
-        let informer = self.second_watch(&dir, after).await?;
         let writes = self.delete_all_guarded(created, concurrency, guard);
+        Ok(self
+            .measure_baseline(scenario, &dir, after, counter, writes)
+            .await?
+            .0)
+    }
+
+    /// The baseline's measured span, with `--controller-baseline` a second watch of `dir`
+    /// from `after` receiving its writes throughout.
+    async fn measure_baseline<T>(
+        &self,
+        scenario: &str,
+        dir: &str,
+        after: i64,
+        counter: PodCounter,
+        writes: impl std::future::Future<Output = anyhow::Result<T>>,
+    ) -> anyhow::Result<(Side, T)> {
+        let informer = self.second_watch(dir, after).await?;
         let measured = self.measure(scenario, "baseline", counter, writes).await;
         informer.inspect(|watch| watch.abort());
-        Ok(measured?.0)
+        measured
     }
 
     /// With `--controller-baseline`, the baseline's controller: written (no manager runs
