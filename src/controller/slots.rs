@@ -20,18 +20,32 @@ const SUFFIX_LEN: usize = 5;
 /// The same slot always gets the same name, which makes creates idempotent. Two slots can
 /// share a name (there are 27^5 suffixes); [`SlotNames`] skips the repeats.
 pub fn pod_name(controller: &str, uid: &str, slot: u64) -> String {
+    named(controller, &suffix(uid, slot))
+}
+
+/// The suffix of slot `slot`'s name.
+fn suffix(uid: &str, slot: u64) -> [u8; SUFFIX_LEN] {
     // FNV-1a: stable across processes, versions and platforms (std's hasher is not).
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in uid.bytes().chain(*b"/").chain(slot.to_le_bytes()) {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
-    let mut suffix = String::with_capacity(SUFFIX_LEN);
-    for _ in 0..SUFFIX_LEN {
-        suffix.push(SUFFIX_ALPHABET[(hash % SUFFIX_ALPHABET.len() as u64) as usize] as char);
+    let mut suffix = [0; SUFFIX_LEN];
+    for c in &mut suffix {
+        *c = SUFFIX_ALPHABET[(hash % SUFFIX_ALPHABET.len() as u64) as usize];
         hash /= SUFFIX_ALPHABET.len() as u64;
     }
-    format!("{controller}-{suffix}")
+    suffix
+}
+
+/// `{controller}-{suffix}`.
+fn named(controller: &str, suffix: &[u8; SUFFIX_LEN]) -> String {
+    let mut name = String::with_capacity(controller.len() + 1 + SUFFIX_LEN);
+    name.push_str(controller);
+    name.push('-');
+    name.extend(suffix.iter().map(|&c| char::from(c)));
+    name
 }
 
 /// A controller's slot sequence: the distinct names of slots 0, 1, 2, ... in order, so that
@@ -40,7 +54,8 @@ pub struct SlotNames<'a> {
     controller: &'a str,
     uid: &'a str,
     next_slot: u64,
-    seen: HashSet<String>,
+    /// The suffixes given so far (a name differs from another by its suffix alone).
+    seen: HashSet<[u8; SUFFIX_LEN]>,
 }
 
 impl<'a> SlotNames<'a> {
@@ -60,10 +75,10 @@ impl Iterator for SlotNames<'_> {
 
     fn next(&mut self) -> Option<String> {
         loop {
-            let name = pod_name(self.controller, self.uid, self.next_slot);
+            let suffix = suffix(self.uid, self.next_slot);
             self.next_slot += 1;
-            if self.seen.insert(name.clone()) {
-                return Some(name);
+            if self.seen.insert(suffix) {
+                return Some(named(self.controller, &suffix));
             }
         }
     }

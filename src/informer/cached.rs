@@ -315,8 +315,13 @@ fn epoch_seconds(time: &str) -> Option<NonZeroU32> {
 impl Cached for CachedPod {
     type Object = Pod;
 
-    fn from_object(pod: Pod) -> Self {
-        CachedPod::from(&pod)
+    fn from_object(mut pod: Pod) -> Self {
+        // The decoded labels move in rather than being copied.
+        let labels = std::mem::take(&mut pod.metadata.labels);
+        CachedPod {
+            labels: Arc::new(labels),
+            ..CachedPod::from(&pod)
+        }
     }
 
     fn name(&self) -> &str {

@@ -127,62 +127,90 @@ impl Correlator {
         // The source and the object stay through aggregation: one spam key for all three
         // stages.
         let spam_key = event.spam_key();
-        let (event, key) = self.aggregate(event, &spam_key, now);
-        let observed = self.observe(event, key);
-        let bucket = self
-            .buckets
-            .get_or_insert_mut(spam_key, || Bucket::full(now));
-        if !bucket.try_take(now) {
-            return Correlated::Skip;
-        }
-        if observed.count > 1 {
-            Correlated::Update(observed)
-        } else {
-            Correlated::Create(observed)
+        let aggregate_key = event.aggregate_key(&spam_key);
+        // Stage 3 decides on the source and the object alone, so it decides first: what it
+        // holds back is still aggregated and counted, but never built (after a scale-up's
+        // first 25 pods, every event of the controller's).
+        let allowed = match self.buckets.get_mut(&spam_key) {
+            Some(bucket) => bucket.try_take(now),
+            None => {
+                let mut bucket = Bucket::full(now);
+                let allowed = bucket.try_take(now);
+                self.buckets.put(spam_key, bucket);
+                allowed
+            }
+        };
+        let (event, key) = self.aggregate(event, aggregate_key, allowed, now);
+        match self.observe(event, key, allowed) {
+            None => Correlated::Skip,
+            Some(observed) if observed.count > 1 => Correlated::Update(observed),
+            Some(observed) => Correlated::Create(observed),
         }
     }
 
     /// Stage 1: the event itself and its event key, or, from the tenth distinct message
-    /// of its aggregate key on, a combined event and the aggregate key.
-    fn aggregate(&mut self, event: Event, spam_key: &str, now: Duration) -> (Event, String) {
-        let aggregate_key = event.aggregate_key(spam_key);
+    /// of its aggregate key on, a combined event and the aggregate key. The combined
+    /// event keeps the event's own name (like client-go's, the object's name and the
+    /// time); its message is left empty when it will not be written.
+    fn aggregate(
+        &mut self,
+        mut event: Event,
+        aggregate_key: String,
+        allowed: bool,
+        now: Duration,
+    ) -> (Event, String) {
+        if !self.aggregates.contains(&aggregate_key) {
+            self.aggregates.put(
+                aggregate_key.clone(),
+                Aggregate {
+                    messages: BTreeSet::new(),
+                    last_seen: now,
+                },
+            );
+        }
         let record = self
             .aggregates
-            .get_or_insert_mut(aggregate_key.clone(), || Aggregate {
-                messages: BTreeSet::new(),
-                last_seen: now,
-            });
+            .get_mut(&aggregate_key)
+            .expect("inserted above");
         if now.saturating_sub(record.last_seen) > AGGREGATE_INTERVAL {
             record.messages.clear();
         }
         record.last_seen = now;
-        record.messages.insert(event.message.clone());
-        if record.messages.len() < AGGREGATE_MAX_EVENTS {
+        let known = record.messages.contains(&event.message);
+        if record.messages.len() + usize::from(!known) < AGGREGATE_MAX_EVENTS {
+            if !known {
+                record.messages.insert(event.message.clone());
+            }
             let key = event.event_key(&aggregate_key);
             return (event, key);
         }
-        // Keep the set from growing past the limit (client-go pops any one).
-        if let Some(any) = record.messages.iter().next().cloned() {
-            record.messages.remove(&any);
+        let message = std::mem::take(&mut event.message);
+        if allowed {
+            event.message = format!("{COMBINED_PREFIX}{message}");
         }
-        let combined = Event {
-            name: event.involved.event_name(now),
-            message: format!("{COMBINED_PREFIX}{}", event.message),
-            ..event
-        };
-        (combined, aggregate_key)
+        // Keep the set from growing past the limit (client-go pops any one).
+        record.messages.insert(message);
+        record.messages.pop_first();
+        (event, aggregate_key)
     }
 
     /// Stage 2: an event seen before under `key` takes the earlier one's name, uid and
-    /// first timestamp, with its count plus one; a new one gets its uid.
-    fn observe(&mut self, mut event: Event, key: String) -> Event {
-        if let Some(seen) = self.observations.get(&key) {
+    /// first timestamp, with its count plus one; a new one gets its uid. The count goes
+    /// up either way; the event is returned only when `allowed`.
+    fn observe(&mut self, mut event: Event, key: String, allowed: bool) -> Option<Event> {
+        if let Some(seen) = self.observations.get_mut(&key) {
+            seen.count += 1;
+            if !allowed {
+                return None;
+            }
             event.name = seen.name.clone();
             event.uid = seen.uid.clone();
             event.first_timestamp = seen.first_timestamp;
             event.creation_timestamp = seen.creation_timestamp;
-            event.count = seen.count + 1;
-        } else if event.uid.is_empty() {
+            event.count = seen.count;
+            return Some(event);
+        }
+        if event.uid.is_empty() {
             event.uid = uuid::Uuid::new_v4().to_string();
         }
         self.observations.put(
@@ -195,7 +223,7 @@ impl Correlator {
                 creation_timestamp: event.creation_timestamp,
             },
         );
-        event
+        allowed.then_some(event)
     }
 }
 
