@@ -15,6 +15,10 @@
 //!    object. A burst of 25 writes, then one every five minutes; what the filter skips is
 //!    still counted by stage 2, so the next write carries the true count.
 //!
+//! The filter's decision rests on the source and the object alone, so it is taken first:
+//! an event it holds back goes through stages 1 and 2 as in client-go (its message
+//! remembered, its count raised) without the event it would have become being built.
+//!
 //! Invariants: every cache is bounded ([`MAX_CACHE_ENTRIES`] entries each, least recently
 //! used evicted), so memory does not grow with the number of objects ever seen; time only
 //! enters as the `now` argument, so the whole module is a function of its inputs.
