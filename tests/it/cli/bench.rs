@@ -34,6 +34,19 @@ const EXPECTED_ROWS: [(&str, usize); 16] = [
     ("api-apply", 2),
 ];
 
+/// Runs `command` (a `kcm bench`) to its end and returns its stdout and stderr, failing the
+/// test with both unless it succeeded.
+async fn bench_succeeds(command: &mut tokio::process::Command) -> (String, String) {
+    let output = command.output().await.expect("run kcm bench");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "kcm bench failed: {stderr}\n{stdout}"
+    );
+    (stdout, stderr)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
     with_timeout(LIMIT, async {
@@ -42,21 +55,15 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
         };
         let dir = tempfile::tempdir().expect("temp dir");
         let (json, svg) = (dir.path().join("bench.json"), dir.path().join("bench.svg"));
-        let output = kcm_command()
-            .args(["--etcd-servers", &etcd.endpoint(), "bench", "--quick"])
-            .arg("--json")
-            .arg(&json)
-            .arg("--svg")
-            .arg(&svg)
-            .output()
-            .await
-            .expect("run kcm bench");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            output.status.success(),
-            "kcm bench failed: {stderr}\n{stdout}"
-        );
+        let (stdout, _) = bench_succeeds(
+            kcm_command()
+                .args(["--etcd-servers", &etcd.endpoint(), "bench", "--quick"])
+                .arg("--json")
+                .arg(&json)
+                .arg("--svg")
+                .arg(&svg),
+        )
+        .await;
 
         // The table: a header, a rule, one line per figure, a footer.
         let lines: Vec<&str> = stdout.lines().collect();
@@ -166,19 +173,13 @@ async fn quick_bench_prints_a_row_per_figure_and_writes_json_and_svg() {
 async fn bench_starts_its_own_etcd_when_none_is_given() {
     let Some(etcd) = etcd_binary() else { return };
     with_timeout(LIMIT, async {
-        let output = kcm_command()
-            .args(["bench", "--quick", "--tmpfs", "heal", "resync", "scale-up"])
-            .arg("--etcd-binary")
-            .arg(&etcd)
-            .output()
-            .await
-            .expect("run kcm bench");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "kcm bench failed: {}\n{stdout}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let (stdout, _) = bench_succeeds(
+            kcm_command()
+                .args(["bench", "--quick", "--tmpfs", "heal", "resync", "scale-up"])
+                .arg("--etcd-binary")
+                .arg(&etcd),
+        )
+        .await;
         let rows: Vec<&str> = stdout
             .lines()
             .filter(|l| l.starts_with("heal") || l.starts_with("resync"))
@@ -210,20 +211,14 @@ async fn a_private_etcd_snapshots_every_10000_entries() {
             .prefix("kcm-bench-it-")
             .tempdir_in("/dev/shm")
             .expect("a dir on /dev/shm");
-        let output = kcm_command()
-            .args(["bench", "--quick", "watch", "--etcd-binary"])
-            .arg(&etcd)
-            .arg("--data-dir")
-            .arg(data_dir.path())
-            .output()
-            .await
-            .expect("run kcm bench");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "kcm bench failed: {}\n{stdout}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let (stdout, _) = bench_succeeds(
+            kcm_command()
+                .args(["bench", "--quick", "watch", "--etcd-binary"])
+                .arg(&etcd)
+                .arg("--data-dir")
+                .arg(data_dir.path()),
+        )
+        .await;
         assert!(stdout.contains("private, disk"), "{stdout}");
         let log = std::fs::read_to_string(data_dir.path().join("etcd.log")).expect("etcd's log");
         assert!(log.contains("snapshot count = 10000"), "{log}");
@@ -237,26 +232,20 @@ async fn a_private_etcd_snapshots_every_10000_entries() {
 async fn bench_api_runs_the_scale_scenarios_through_an_apiserver() {
     let Some(etcd) = etcd_binary() else { return };
     with_timeout(LIMIT, async {
-        let output = kcm_command()
-            .args([
-                "bench",
-                "--quick",
-                "--tmpfs",
-                "--api",
-                "scale-up",
-                "rs-scale-down",
-            ])
-            .arg("--etcd-binary")
-            .arg(&etcd)
-            .output()
-            .await
-            .expect("run kcm bench");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "kcm bench failed: {}\n{stdout}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let (stdout, _) = bench_succeeds(
+            kcm_command()
+                .args([
+                    "bench",
+                    "--quick",
+                    "--tmpfs",
+                    "--api",
+                    "scale-up",
+                    "rs-scale-down",
+                ])
+                .arg("--etcd-binary")
+                .arg(&etcd),
+        )
+        .await;
         let rows: Vec<&str> = stdout
             .lines()
             .filter(|l| l.starts_with("scale-up") || l.starts_with("rs-scale-down"))
@@ -282,21 +271,15 @@ async fn bench_controller_baseline_guards_the_baseline_writes_with_a_controller(
         let client = etcd.client().await;
         let dir = tempfile::tempdir().expect("temp dir");
         let json = dir.path().join("bench.json");
-        let output = kcm_command()
-            .args(["--etcd-servers", &etcd.endpoint(), "bench", "--quick"])
-            .args(["--controller-baseline", "--repeat", "2"])
-            .args(["scale-up", "rs-scale-down"])
-            .arg("--json")
-            .arg(&json)
-            .output()
-            .await
-            .expect("run kcm bench");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            output.status.success(),
-            "kcm bench failed: {stderr}\n{stdout}"
-        );
+        let (stdout, stderr) = bench_succeeds(
+            kcm_command()
+                .args(["--etcd-servers", &etcd.endpoint(), "bench", "--quick"])
+                .args(["--controller-baseline", "--repeat", "2"])
+                .args(["scale-up", "rs-scale-down"])
+                .arg("--json")
+                .arg(&json),
+        )
+        .await;
         let report: Value =
             serde_json::from_slice(&std::fs::read(&json).expect("read --json")).expect("JSON");
         for scenario in ["scale-up", "rs-scale-down"] {
