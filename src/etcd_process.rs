@@ -22,6 +22,16 @@ use tokio::process::{Child, Command};
 
 use crate::client::{self, ClientConfig};
 
+/// Applied entries between etcd's snapshots: etcd 3.6's default, where 3.4's is 100,000.
+/// etcd keeps the raft log since its last snapshot in memory (about a document per write),
+/// and its Go GC's pace follows that heap: at 3.4's default the heap swung between about
+/// 20 and 115 MB with where the last snapshot fell, and a `kcm bench` scale side met 22 to
+/// 68 GCs in its second, its etcd CPU a pod moving with them (97 to 132 µs) whatever it
+/// wrote. At 10,000 every side of 10,000 writes meets the same heap (63 to 70 GCs), and a
+/// `kcm up` etcd under many writes keeps about a tenth of the raft log in memory
+/// (docs/PERFORMANCE.md).
+const SNAPSHOT_COUNT: u64 = 10_000;
+
 /// An etcd process kcm started and owns.
 pub struct PrivateEtcd {
     child: Child,
@@ -191,15 +201,6 @@ impl PrivateEtcd {
 // Temporary data dirs left behind
 
 /// How every temporary data dir's name starts.
-/// Applied entries between etcd's snapshots: etcd 3.6's default, where 3.4's is 100,000.
-/// etcd keeps the raft log since its last snapshot in memory (about a document per write),
-/// and its Go GC's pace follows that heap: at 3.4's default the heap swung between about
-/// 20 and 110 MB with where the last snapshot fell, and a `kcm bench` scale side met 22 to
-/// 68 GCs in its second, its etcd CPU a pod moving with them (97 to 132 µs) whatever it
-/// wrote. At 10,000 every side of 10,000 writes meets the same heap (63 to 70 GCs); a
-/// private etcd for `kcm up` holds less memory (docs/PERFORMANCE.md).
-const SNAPSHOT_COUNT: u64 = 10_000;
-
 const TEMP_DIR_PREFIX: &str = "kcm-etcd-";
 
 /// The file that marks a dir as a temporary data dir kcm made (never a `--data-dir`).
