@@ -325,7 +325,9 @@ impl<I: Reflected> Informer<I> {
                 RawItem::Page { kvs, .. } => {
                     let changes = kvs.iter().filter_map(|kv| self.decode(kv));
                     if self.is_synced() {
-                        listed.extend(changes);
+                        listed.extend(changes.map(|(namespace, name, revision, change)| {
+                            (namespace.to_string(), name.to_string(), revision, change)
+                        }));
                     } else {
                         // The first list goes into the (empty) store page by page, so that
                         // each page's pods share their label sets at once: collected
@@ -334,7 +336,7 @@ impl<I: Reflected> Informer<I> {
                         let changes: Vec<_> = changes.collect();
                         let mut store = shared.store.write().expect("store lock");
                         for (namespace, name, _, change) in changes {
-                            store.apply(&namespace, &name, change, false);
+                            store.apply(namespace, name, change, false);
                         }
                     }
                 }
@@ -410,7 +412,7 @@ impl<I: Reflected> Informer<I> {
             let mut store = shared.store.write().expect("store lock");
             changes
                 .into_iter()
-                .filter_map(|(ns, name, _, change)| store.apply(&ns, &name, change, false))
+                .filter_map(|(ns, name, _, change)| store.apply(ns, name, change, false))
                 .collect()
         };
         shared
@@ -423,10 +425,10 @@ impl<I: Reflected> Informer<I> {
 
     /// `namespace` and `name` of a key of this kind; `None` (counted, logged once) for a
     /// key deeper than the layout allows.
-    fn parse(&self, key: &str) -> Option<(String, String)> {
+    fn parse<'k>(&self, key: &'k str) -> Option<(&'k str, &'k str)> {
         let prefix = self.shared.source.prefix();
         match I::parse_key(prefix, key) {
-            Some((namespace, name)) => Some((namespace.to_string(), name.to_string())),
+            Some(parsed) => Some(parsed),
             None => {
                 self.shared.metrics.skip_key(key);
                 None
@@ -434,8 +436,9 @@ impl<I: Reflected> Informer<I> {
         }
     }
 
-    /// Decodes one stored value into a change.
-    fn decode(&self, raw: &RawEvent) -> Option<Listed<I>> {
+    /// Decodes one stored value into a change, its namespace and name borrowed from its
+    /// key.
+    fn decode<'r>(&self, raw: &'r RawEvent) -> Option<(&'r str, &'r str, i64, Change<I>)> {
         let (namespace, name) = self.parse(&raw.key)?;
         let prefix = self.shared.source.prefix();
         let stored = Stored {
