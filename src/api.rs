@@ -39,7 +39,9 @@ mod replicaset;
 mod tests;
 mod validation;
 
-pub use codec::{decode, encode, list_key, normalize_prefix, object_key, parse_key};
+pub use codec::{
+    check_type, decode, encode, list_key, normalize_prefix, object_key, parse_key, takes_key_name,
+};
 pub use deletion::{
     delete_write, deletion_grace_period, grace_remaining, graceful_delete, pod_grace_period,
     start_graceful_deletion, Cascade, DeleteWrite, Graceful, DEFAULT_GRACE_PERIOD_SECONDS,
@@ -68,9 +70,10 @@ pub use label_selector::{
     LabelSelectorRequirement, UnrepresentableSelector,
 };
 pub use meta::{
-    controller_of, fill_system_fields, micro_time, now_rfc3339, remember_spec, set_generation,
-    set_generation_from_read, start_deletion, CreateRevision, ObjectMeta, OwnerReference, ReadSpec,
-    ResourceVersion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, LAST_APPLIED_ANNOTATION,
+    controller_of, fill_system_fields, micro_time, now_rfc3339, null_as_default, remember_spec,
+    set_generation, set_generation_from_read, start_deletion, CreateRevision, ObjectMeta,
+    OwnerReference, ReadSpec, ResourceVersion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+    LAST_APPLIED_ANNOTATION,
 };
 pub use namespace::{
     is_terminating, namespace_key, new_namespace, start_terminating, IMMORTAL_NAMESPACES,

@@ -26,7 +26,9 @@
 //! DELETE a removal.
 
 //!
-//! Layout: [`cached`] (what the store keeps of each typed kind), [`kind`] ([`Reflected`]:
+//! Layout: [`cached`] (what the store keeps of each typed kind, and a stored pod decoded
+//! straight into its cached form), [`pod_fields`] (the fields of a pod that form reads),
+//! [`stored`] (one value as read, before it decodes), [`kind`] ([`Reflected`]:
 //! what an informer needs of its items, where they live and how a value decodes),
 //! [`node`] (Node documents and the kubelets' registrations, which are no typed kind),
 //! [`store`] (items by namespace with the label
@@ -39,15 +41,17 @@ mod intern;
 mod key;
 mod kind;
 mod node;
+mod pod_fields;
 mod reflector;
 mod store;
+mod stored;
 
 pub use cached::{
     Cached, CachedPod, ControllerRef, Interners, Ownership, PodOwnership, PodPorts, Uid,
 };
 pub use factory::InformerFactory;
 pub use key::{NotAnObjectKey, ObjectKey};
-pub use kind::{Reflected, Stored};
+pub use kind::Reflected;
 pub use node::{CachedNode, NodeLease, Registration};
 pub use reflector::{
     ControllerInformer, DeploymentInformer, EndpointsInformer, Informer, NodeInformer,
@@ -55,3 +59,4 @@ pub use reflector::{
     ServiceInformer, Source,
 };
 pub use store::{Delta, Namespace};
+pub use stored::Stored;

@@ -65,38 +65,58 @@ pub fn decode<T: Object>(
     mod_revision: i64,
 ) -> anyhow::Result<T> {
     let mut object: T = serde_json::from_slice(value).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let stored_kind = object.stored_kind();
-    anyhow::ensure!(
-        stored_kind.is_empty() || stored_kind == T::KIND,
-        "kind is {stored_kind:?}, expected {:?}",
-        T::KIND
-    );
-    let stored_version = object.stored_api_version();
-    anyhow::ensure!(
-        stored_version.is_empty()
-            || stored_version == T::API_VERSION
-            || T::READ_API_VERSIONS.contains(&stored_version),
-        "apiVersion is {stored_version:?}, expected {:?}",
-        T::API_VERSION
-    );
+    check_type::<T>(object.stored_kind(), object.stored_api_version())?;
     if let Some((namespace, name)) = parse_key::<T>(prefix, key) {
         let meta = object.metadata_mut();
         for (field, stored, from_key) in [
             ("namespace", &mut meta.namespace, namespace),
             ("name", &mut meta.name, name),
         ] {
-            if stored.is_empty() {
+            if takes_key_name(field, stored, from_key)? {
                 *stored = from_key.to_string();
-            } else {
-                anyhow::ensure!(
-                    stored == from_key,
-                    "metadata.{field} {stored:?} does not match the key's {from_key:?}"
-                );
             }
         }
     }
     object.metadata_mut().resource_version = Some(ResourceVersion(mod_revision));
     Ok(object)
+}
+
+/// [`decode`]'s check of a stored document's `kind` and `apiVersion` (either may be
+/// empty).
+///
+/// # Errors
+/// When either names another kind or a version `T` is not read in.
+pub fn check_type<T: Object>(kind: &str, api_version: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        kind.is_empty() || kind == T::KIND,
+        "kind is {kind:?}, expected {:?}",
+        T::KIND
+    );
+    anyhow::ensure!(
+        api_version.is_empty()
+            || api_version == T::API_VERSION
+            || T::READ_API_VERSIONS.contains(&api_version),
+        "apiVersion is {api_version:?}, expected {:?}",
+        T::API_VERSION
+    );
+    Ok(())
+}
+
+/// [`decode`]'s check of a stored document's `metadata.namespace` or `metadata.name`
+/// (`field`) against its key's: whether the document left it out, so that it is taken
+/// from the key.
+///
+/// # Errors
+/// When the document names another object than its key.
+pub fn takes_key_name(field: &str, stored: &str, from_key: &str) -> anyhow::Result<bool> {
+    if stored.is_empty() {
+        return Ok(true);
+    }
+    anyhow::ensure!(
+        stored == from_key,
+        "metadata.{field} {stored:?} does not match the key's {from_key:?}"
+    );
+    Ok(false)
 }
 
 /// Encodes an object for storage: `kind` and `apiVersion` set, no `resourceVersion`

@@ -55,7 +55,7 @@ fn lenient_resource_version<'de, D: Deserializer<'de>>(
 }
 
 /// Treats an explicit JSON `null` like a missing field, as Go's decoder did.
-pub(super) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+pub fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
     T: Default + Deserialize<'de>,

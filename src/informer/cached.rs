@@ -2,18 +2,24 @@
 //! are kept as a compact [`CachedPod`]; controllers, services and endpoints whole. Every
 //! form tells the garbage collector its [`Ownership`].
 
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use compact_str::CompactString;
 
 use crate::api::{
-    controller_of, Deployment, Endpoints, IntOrString, Object, ObjectMeta, OwnerReference, Pod,
-    PodPhase, ReplicaSet, ReplicationController, Service,
+    self, Deployment, Endpoints, IntOrString, Object, ObjectMeta, OwnerReference, Pod, PodPhase,
+    ReplicaSet, ReplicationController, Service, CONDITION_TRUE, POD_READY,
 };
 use crate::labels::Set;
 
 use super::intern::Interner;
+use super::pod_fields::{
+    ContainerFields, Labels, MapOnly, OwnerView, PodFields, PortFields, SpecFields,
+};
+use super::stored::Stored;
 
 /// The form in which an informer stores objects of one kind.
 pub trait Cached: Send + Sync + Sized + 'static {
@@ -21,6 +27,14 @@ pub trait Cached: Send + Sync + Sized + 'static {
     type Object: Object;
     /// Builds the cached form of a decoded object.
     fn from_object(object: Self::Object) -> Self;
+    /// Decodes a stored value into the cached form: the whole object, then
+    /// [`Cached::from_object`], unless the kind reads its values its own way.
+    ///
+    /// # Errors
+    /// When the value is not an object of the kind.
+    fn decode_stored(stored: Stored<'_>) -> anyhow::Result<Self> {
+        decode_object(stored)
+    }
     /// The object's name.
     fn name(&self) -> &str;
     /// The object's name as an `Arc`.
@@ -41,6 +55,18 @@ pub trait Cached: Send + Sync + Sized + 'static {
     fn resource_version(&self) -> i64;
     /// What the garbage collector reads of the item.
     fn ownership(&self) -> Ownership;
+}
+
+/// Decodes a stored value into the whole object, then its cached form
+/// ([`Cached::from_object`]): [`Cached::decode_stored`] unless a kind reads its own way.
+///
+/// # Errors
+/// As [`api::decode`].
+pub fn decode_object<C: Cached>(stored: Stored<'_>) -> anyhow::Result<C> {
+    let mut object =
+        api::decode::<C::Object>(stored.prefix, stored.key, stored.value, stored.mod_revision)?;
+    object.metadata_mut().create_revision = api::CreateRevision::of(stored.create_revision);
+    Ok(C::from_object(object))
 }
 
 /// The values the items of one informer's store hold alike, one copy of each.
@@ -176,18 +202,18 @@ pub struct ControllerRef {
 /// controller and Kubernetes' write it).
 const APPS_V1: &str = "apps/v1";
 
-/// Whether `references` is just what a ReplicaSet controller writes: one controller
+/// Whether `references` are just what a ReplicaSet controller writes: one controller
 /// reference to a ReplicaSet, `apps/v1`, with `blockOwnerDeletion`, and nothing else. The
 /// pod cache keeps only its kind, name and uid then (`controller`), and rebuilds the rest.
-fn just_a_replica_set_controller(references: &[OwnerReference]) -> bool {
-    match references {
-        [] => true,
-        [only] => {
-            only.is_controller()
+fn just_a_replica_set_controller<'r>(mut references: impl Iterator<Item = OwnerView<'r>>) -> bool {
+    match (references.next(), references.next()) {
+        (None, _) => true,
+        (Some(only), None) => {
+            only.controller == Some(true)
                 && only.kind == "ReplicaSet"
                 && only.api_version == APPS_V1
                 && only.block_owner_deletion == Some(true)
-                && only.extra.is_empty()
+                && !only.more
         }
         _ => false,
     }
@@ -212,47 +238,161 @@ impl CachedPod {
 
 impl From<&Pod> for CachedPod {
     fn from(pod: &Pod) -> CachedPod {
-        let meta = &pod.metadata;
+        let resource_version = pod.metadata.resource_version.map_or(0, |rv| rv.0);
+        CachedPod::from_fields(PodFields::from(pod), resource_version, &mut None)
+    }
+}
+
+impl CachedPod {
+    /// The cached form of what was read of a pod at `resource_version` (a decoded
+    /// [`Pod`]'s fields, or a stored one's). The parts pods share are taken from `recent`
+    /// where they are equal, and left there for the next pod.
+    pub(super) fn from_fields(
+        fields: PodFields<'_>,
+        resource_version: i64,
+        recent: &mut Option<SharedParts>,
+    ) -> CachedPod {
+        let meta = fields.metadata.0;
+        let spec = fields.spec.0;
+        let status = fields.status.map(|status| status.0);
+        let phase = status.as_ref().map_or(PodPhase::Pending, |s| s.phase);
+        // `Pod::ready_condition`: the first `Ready` condition's status.
+        let ready_condition = status.as_ref().and_then(|s| {
+            (s.conditions.iter())
+                .map(|c| &c.0)
+                .find(|c| c.type_ == POD_READY)
+        });
+        let ready = ready_condition.map(|c| c.status == CONDITION_TRUE);
+        // `metav1.GetControllerOf`: the first reference with `controller: true`.
+        let controller = (meta.owner_references.views()).find(|r| r.controller == Some(true));
+        let shared = match recent.take() {
+            Some(last) => SharedParts {
+                namespace: if *last.namespace == *meta.namespace {
+                    last.namespace
+                } else {
+                    (*meta.namespace).into()
+                },
+                labels: if meta.labels.are(&last.labels) {
+                    last.labels
+                } else {
+                    Arc::new(meta.labels.into_set())
+                },
+                ports: if last.ports.is_of(&spec) {
+                    last.ports
+                } else {
+                    Arc::new(PodPorts::from_spec(&spec))
+                },
+                controller: match (last.controller, &controller) {
+                    (Some(last), Some(c)) if last.is(c) => Some(last),
+                    (_, c) => c.as_ref().map(ControllerRef::of),
+                },
+            },
+            None => SharedParts {
+                namespace: (*meta.namespace).into(),
+                labels: Arc::new(meta.labels.into_set()),
+                ports: Arc::new(PodPorts::from_spec(&spec)),
+                controller: controller.as_ref().map(ControllerRef::of),
+            },
+        };
+        *recent = Some(shared.clone());
+        let compact = just_a_replica_set_controller(meta.owner_references.views());
         CachedPod {
-            namespace: meta.namespace.as_str().into(),
-            name: meta.name.as_str().into(),
-            labels: Arc::new(meta.labels.clone()),
-            resource_version: meta.resource_version.map_or(0, |rv| rv.0),
-            phase: pod.phase(),
-            host: (!pod.spec.host.is_empty()).then(|| pod.spec.host.as_str().into()),
+            namespace: shared.namespace,
+            name: (*meta.name).into(),
+            labels: shared.labels,
+            resource_version,
+            phase,
+            host: (!spec.host.is_empty()).then(|| (*spec.host).into()),
             creation_timestamp: meta.creation_timestamp.as_deref().and_then(epoch_seconds),
-            pod_ip: pod.pod_ip().map(Box::from),
-            ports: Arc::new(PodPorts::of(pod)),
+            pod_ip: status
+                .as_ref()
+                .map(|s| &*s.pod_ip)
+                .filter(|ip| !ip.is_empty())
+                .map(Box::from),
+            ports: shared.ports,
             uid: Uid::new(&meta.uid),
-            ready: pod.is_ready(),
-            not_ready: pod.ready_condition() == Some(false),
-            ready_since: pod.ready_since().and_then(epoch_seconds),
-            controller: controller_of(meta).map(|r| {
-                Arc::new(ControllerRef {
-                    kind: r.kind.as_str().into(),
-                    name: r.name.as_str().into(),
-                    uid: r.uid.as_str().into(),
-                })
-            }),
+            ready: ready.unwrap_or(phase == PodPhase::Running),
+            not_ready: ready == Some(false),
+            ready_since: ready_condition
+                .filter(|c| c.status == CONDITION_TRUE)
+                .and_then(|c| c.last_transition_time.as_deref())
+                .and_then(epoch_seconds),
+            controller: shared.controller,
             deleting: meta.deletion_timestamp.is_some(),
-            restarts: pod.status.as_ref().map_or(0, |status| {
-                let total: i64 = status
-                    .container_statuses
-                    .iter()
-                    .map(|c| c.restart_count.max(0))
+            restarts: status.as_ref().map_or(0, |status| {
+                let total: i64 = (status.container_statuses.iter())
+                    .map(|c| c.0.restart_count.max(0))
                     .sum();
                 u32::try_from(total).unwrap_or(u32::MAX)
             }),
-            owned: {
-                let compact = just_a_replica_set_controller(&meta.owner_references);
-                (!compact || !meta.finalizers.is_empty()).then(|| {
-                    Box::new(PodOwnership {
-                        owners: meta.owner_references.clone().into(),
-                        finalizers: meta.finalizers.clone().into(),
-                    })
+            owned: (!compact || !meta.finalizers.is_empty()).then(|| {
+                Box::new(PodOwnership {
+                    owners: meta.owner_references.into_references().into(),
+                    finalizers: meta.finalizers.into_owned().into(),
                 })
-            },
+            }),
         }
+    }
+}
+
+/// Decodes a stored pod into its cached form, checked as [`api::decode`] checks it (its
+/// kind, its version, its name against its key).
+///
+/// # Errors
+/// As [`api::decode`], with its words.
+fn decode_pod(stored: Stored<'_>) -> anyhow::Result<CachedPod> {
+    let Ok(mut fields) = serde_json::from_slice::<PodFields<'_>>(stored.value) else {
+        // The whole decode's error (or the pod, should it decode after all).
+        return decode_object(stored);
+    };
+    api::check_type::<Pod>(&fields.kind, &fields.api_version)?;
+    if let Some((namespace, name)) = api::parse_key::<Pod>(stored.prefix, stored.key) {
+        let meta = &mut fields.metadata.0;
+        for (field, stored, from_key) in [
+            ("namespace", &mut meta.namespace, namespace),
+            ("name", &mut meta.name, name),
+        ] {
+            if api::takes_key_name(field, stored, from_key)? {
+                *stored = Cow::Borrowed(from_key);
+            }
+        }
+    }
+    Ok(
+        RECENT
+            .with_borrow_mut(|recent| CachedPod::from_fields(fields, stored.mod_revision, recent)),
+    )
+}
+
+thread_local! {
+    /// The shared parts of the last pod this thread decoded ([`SharedParts`]).
+    static RECENT: RefCell<Option<SharedParts>> = const { RefCell::new(None) };
+}
+
+/// The parts of a cached pod that pods alike share, one copy in the store: its namespace,
+/// its label set and its interners' values. A controller's pods arrive one after another
+/// with equal ones; taking the last pod's where they are equal saves making them (eleven
+/// allocations a pod) only for the store to swap them for its own.
+#[derive(Clone)]
+pub(super) struct SharedParts {
+    namespace: Arc<str>,
+    labels: Arc<Set>,
+    ports: Arc<PodPorts>,
+    controller: Option<Arc<ControllerRef>>,
+}
+
+impl ControllerRef {
+    fn of(reference: &OwnerView<'_>) -> Arc<ControllerRef> {
+        Arc::new(ControllerRef {
+            kind: reference.kind.into(),
+            name: reference.name.into(),
+            uid: reference.uid.into(),
+        })
+    }
+
+    fn is(&self, reference: &OwnerView<'_>) -> bool {
+        *self.kind == *reference.kind
+            && *self.name == *reference.name
+            && *self.uid == *reference.uid
     }
 }
 
@@ -318,10 +458,15 @@ impl Cached for CachedPod {
     fn from_object(mut pod: Pod) -> Self {
         // The decoded labels move in rather than being copied.
         let labels = std::mem::take(&mut pod.metadata.labels);
-        CachedPod {
-            labels: Arc::new(labels),
-            ..CachedPod::from(&pod)
-        }
+        let resource_version = pod.metadata.resource_version.map_or(0, |rv| rv.0);
+        let mut fields = PodFields::from(&pod);
+        fields.metadata.0.labels = Labels::Set(Cow::Owned(labels));
+        CachedPod::from_fields(fields, resource_version, &mut None)
+    }
+
+    /// Reads only what the cache keeps ([`pod_fields`](super::pod_fields)).
+    fn decode_stored(stored: Stored<'_>) -> anyhow::Result<Self> {
+        decode_pod(stored)
     }
 
     fn name(&self) -> &str {
@@ -381,6 +526,12 @@ impl Cached for CachedPod {
     }
 }
 
+fn container_ports<'c, 'a>(
+    container: &'c MapOnly<ContainerFields<'a>>,
+) -> impl Iterator<Item = &'c PortFields<'a>> {
+    container.0.ports.iter().map(|port| &port.0)
+}
+
 /// The container ports of a pod, as `findPort` needs them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PodPorts {
@@ -392,20 +543,36 @@ pub struct PodPorts {
 
 impl PodPorts {
     pub fn of(pod: &Pod) -> PodPorts {
-        PodPorts {
-            first: pod
-                .spec
-                .containers
-                .first()
-                .and_then(|c| c.ports.first())
-                .map(|p| p.container_port),
-            named: pod
-                .spec
-                .containers
-                .iter()
-                .flat_map(|c| &c.ports)
+        PodPorts::from_spec(&PodFields::from(pod).spec.0)
+    }
+
+    /// Whether these are the ports of `spec`.
+    fn is_of(&self, spec: &SpecFields<'_>) -> bool {
+        let mut named = self.named.iter();
+        let first = (spec.containers.first())
+            .and_then(|c| container_ports(c).next())
+            .map(|p| p.container_port);
+        first == self.first
+            && (spec.containers.iter())
+                .flat_map(container_ports)
                 .filter(|p| !p.name.is_empty())
-                .map(|p| (Box::from(p.name.as_str()), p.container_port))
+                .all(|p| {
+                    named
+                        .next()
+                        .is_some_and(|(n, port)| **n == *p.name && *port == p.container_port)
+                })
+            && named.next().is_none()
+    }
+
+    fn from_spec(spec: &SpecFields<'_>) -> PodPorts {
+        PodPorts {
+            first: (spec.containers.first())
+                .and_then(|c| container_ports(c).next())
+                .map(|p| p.container_port),
+            named: (spec.containers.iter())
+                .flat_map(container_ports)
+                .filter(|p| !p.name.is_empty())
+                .map(|p| (Box::from(&*p.name), p.container_port))
                 .collect(),
         }
     }
@@ -428,90 +595,4 @@ impl PodPorts {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uuids_are_kept_in_16_bytes_and_other_uids_as_text() {
-        let uuid = "0f8fad5b-d9cb-469f-a165-70867728950e";
-        assert!(matches!(Uid::new(uuid), Uid::Uuid(_)));
-        assert!(Uid::new(uuid).is(uuid) && !Uid::new(uuid).is("x"));
-        assert_eq!(Uid::new(uuid).to_string(), uuid);
-        // Not canonical: kept as written, so it still compares as text.
-        let upper = uuid.to_uppercase();
-        assert_eq!(Uid::new(&upper), Uid::Text(upper.as_str().into()));
-        assert!(!Uid::new(&upper).is(uuid));
-        assert_eq!(Uid::new("rs-1").to_string(), "rs-1");
-        assert_eq!(Uid::new("").to_string(), "");
-        assert_eq!(std::mem::size_of::<Uid>(), 24);
-    }
-
-    #[test]
-    fn a_cached_pod_with_a_generated_name_is_one_block_of_176_bytes() {
-        // glibc hands out blocks of 16-byte steps with 8 bytes of its own: an `Arc`'s two
-        // counts and a `CachedPod` of at most 152 bytes fit one of 176.
-        assert!(std::mem::size_of::<CachedPod>() <= 152);
-        // A generated pod name (a ReplicaSet's of a Deployment's, 24 bytes at most)
-        // needs no block of its own.
-        let pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "web-7d4b9c5f6-abcde", "namespace": "default"}
-        }))
-        .unwrap();
-        assert!(!CachedPod::from(&pod).name.is_heap_allocated());
-    }
-
-    #[test]
-    fn cached_pods_keep_readiness_ownership_and_deletion() {
-        let pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "namespace": "ns", "uid": "u-1",
-                         "deletionTimestamp": "2026-01-01T00:00:09Z",
-                         "ownerReferences": [
-                             {"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "n-1"},
-                             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
-                              "uid": "rs-1", "controller": true}]},
-            "status": {"phase": "Running", "conditions": [
-                {"type": "Ready", "status": "True", "lastTransitionTime": "1970-01-01T00:01:40Z"}]}
-        }))
-        .unwrap();
-        let cached = CachedPod::from(&pod);
-        assert!(
-            cached.uid.is("u-1")
-                && cached
-                    .controller
-                    .as_ref()
-                    .is_some_and(|c| &*c.uid == "rs-1")
-        );
-        assert_eq!(cached.uid, Uid::Text("u-1".into()));
-        assert_eq!(
-            (
-                cached.ready,
-                cached.not_ready,
-                cached.ready_since,
-                cached.deleting
-            ),
-            (true, false, NonZeroU32::new(100), true)
-        );
-        // Two references: the collector sees both; with one controller reference only,
-        // the same from the compact form.
-        let owners = cached.ownership().owners;
-        assert_eq!(owners.len(), 2);
-        assert_eq!(owners[0].kind, "Node");
-        let mut single = pod.clone();
-        single.metadata.owner_references.remove(0);
-        single.metadata.owner_references[0].block_owner_deletion = Some(true);
-        let compact = CachedPod::from(&single);
-        assert!(compact.owned.is_none());
-        assert_eq!(compact.ownership().owners, single.metadata.owner_references);
-        // Anything else is kept as written.
-        single.metadata.owner_references[0].block_owner_deletion = None;
-        let kept = CachedPod::from(&single);
-        assert!(kept.owned.is_some());
-        assert_eq!(kept.ownership().owners, single.metadata.owner_references);
-        let bare = CachedPod::from(&Pod::default());
-        assert!(bare.uid.is_empty() && bare.controller.is_none() && bare.uid.is(""));
-        assert_eq!(
-            (bare.ready, bare.not_ready, bare.ready_since, bare.deleting),
-            (false, false, None, false)
-        );
-    }
-}
+mod tests;

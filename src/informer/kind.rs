@@ -5,33 +5,9 @@
 
 use std::sync::Arc;
 
-use super::{Cached, Interners};
+use super::{Cached, Interners, Stored};
 use crate::api::{self, Object};
 use crate::labels::Set;
-
-/// One value as etcd stores it, under the informer's key prefix.
-#[derive(Clone, Copy)]
-pub struct Stored<'a> {
-    pub prefix: &'a str,
-    pub key: &'a str,
-    pub value: &'a [u8],
-    pub mod_revision: i64,
-    /// 0 when the source does not say (an API server's watch).
-    pub create_revision: i64,
-}
-
-impl<'a> Stored<'a> {
-    /// A value at `mod_revision` whose create revision the source does not say.
-    pub fn new(prefix: &'a str, key: &'a str, value: &'a [u8], mod_revision: i64) -> Stored<'a> {
-        Stored {
-            prefix,
-            key,
-            value,
-            mod_revision,
-            create_revision: 0,
-        }
-    }
-}
 
 /// An item an informer lists, watches and stores.
 pub trait Reflected: Send + Sync + Sized + 'static {
@@ -83,10 +59,7 @@ impl<C: Cached> Reflected for C {
     }
 
     fn decode(stored: Stored<'_>) -> anyhow::Result<C> {
-        let mut object =
-            api::decode::<C::Object>(stored.prefix, stored.key, stored.value, stored.mod_revision)?;
-        object.metadata_mut().create_revision = api::CreateRevision::of(stored.create_revision);
-        Ok(C::from_object(object))
+        C::decode_stored(stored)
     }
 
     fn name(&self) -> &str {
