@@ -464,7 +464,7 @@ impl Cached for CachedPod {
         CachedPod::from_fields(fields, resource_version, &mut None)
     }
 
-    /// Reads only what the cache keeps ([`pod_fields`](super::pod_fields)).
+    /// Reads only what the cache keeps (`pod_fields`).
     fn decode_stored(stored: Stored<'_>) -> anyhow::Result<Self> {
         decode_pod(stored)
     }

@@ -65,7 +65,7 @@ pub(super) struct MetaFields<'a> {
 
 /// `metadata.labels` as read: a decoded pod's set, or a stored pod's pairs in the
 /// document's order, borrowed, to be compared with the last pod's set before a set is
-/// made ([`Recent`]).
+/// made ([`SharedParts`](super::cached::SharedParts)).
 pub(super) enum Labels<'a> {
     Set(Cow<'a, Set>),
     Pairs(Vec<(Cow<'a, str>, Cow<'a, str>)>),
