@@ -212,6 +212,26 @@ impl Watcher {
         Ok(self.resumable(range, start, filter))
     }
 
+    /// [`Watcher::resumable_list`] of every object of kind `T`, without asking etcd for
+    /// previous values: a Deleted carries the last state this watch delivered (which it
+    /// keeps anyway), stamped with the delete's revision, rather than etcd's.
+    ///
+    /// etcd reads the previous value from its store for each event and each watch that
+    /// asks for one, so every watch of all pods that asks adds a read in etcd to every pod
+    /// write. Without a filter nothing else needs them.
+    ///
+    /// # Errors
+    /// A non-numeric `resource_version`.
+    pub fn resumable_list_without_previous<T: Object>(
+        &self,
+        namespace: Option<&str>,
+        resource_version: &str,
+    ) -> anyhow::Result<ResumableWatch<T>> {
+        let start = parse_watch_resource_version(resource_version)?;
+        let range = Range::list::<T>(self.registry.prefix(), namespace);
+        Ok(self.resumable_with(range, start, everything(), false))
+    }
+
     /// A resumable watch of one object.
     ///
     /// # Errors
@@ -233,11 +253,23 @@ impl Watcher {
         start: Option<i64>,
         filter: Filter<T>,
     ) -> ResumableWatch<T> {
+        self.resumable_with(range, start, filter, true)
+    }
+
+    /// A resumable watch; `prev_kv` asks etcd for each event's previous value, which a
+    /// filter's transitions and a Deleted's object come from.
+    fn resumable_with<T: Object>(
+        &self,
+        range: Range,
+        start: Option<i64>,
+        filter: Filter<T>,
+        prev_kv: bool,
+    ) -> ResumableWatch<T> {
         let config = EngineConfig {
             range,
             start: start.map_or(Start::List, Start::StateAt),
             resume: true,
-            prev_kv: true,
+            prev_kv,
             backoff: BackoffConfig::default(),
             metrics: Arc::default(),
         };
