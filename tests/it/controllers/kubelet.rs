@@ -325,6 +325,108 @@ async fn two_nodes_claim_fifty_pods_each_exactly_once_with_unique_addresses() {
     .await;
 }
 
+/// A pod bound to `node`, as raw JSON.
+fn pod_on(name: &str, node: &str) -> Value {
+    let mut pod = unassigned_pod(name);
+    pod["spec"]["host"] = json!(node);
+    pod
+}
+
+/// Puts each of `pods` (key, document), 100 at a time.
+async fn put_all(client: &Client, pods: Vec<(String, Value)>) {
+    for chunk in pods.chunks(100) {
+        futures::future::join_all(chunk.iter().map(|(key, pod)| {
+            let mut client = client.clone();
+            async move {
+                client
+                    .put(key.as_str(), pod.to_string(), None)
+                    .await
+                    .unwrap_or_else(|e| panic!("put {key}: {e}"));
+            }
+        }))
+        .await;
+    }
+}
+
+/// Every kubelet watches every pod, so a watch that asked etcd for previous values would
+/// cost etcd a read of the previous value for each pod write and each kubelet (etcd's
+/// `etcd_mvcc_range_total`): 3 kubelets and 2,000 writes of pods bound elsewhere would be
+/// 6,000 reads. A deleted pod still leaves its node (the test above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelets_watching_every_pod_cost_etcd_no_read_per_pod_write() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let nodes = [
+            ("node-a", "10.244.1.0/24"),
+            ("node-b", "10.244.2.0/24"),
+            ("node-c", "10.244.3.0/24"),
+        ];
+        let mut running = Vec::new();
+        for (node, cidr) in nodes {
+            running.push(Node::start(&client, config(node, cidr)).await);
+        }
+        // One pod on each node, Running once its kubelet's watch is open and read.
+        let run_one_each = |round: &'static str| {
+            let client = client.clone();
+            async move {
+                let pods = nodes
+                    .iter()
+                    .map(|(node, _)| {
+                        let name = format!("{round}-{node}");
+                        (pod_key(NAMESPACE, &name), pod_on(&name, node))
+                    })
+                    .collect();
+                put_all(&client, pods).await;
+                eventually(SETTLE, "a pod Running on each node", || async {
+                    let running = pod_documents(&client, NAMESPACE).await;
+                    nodes.iter().all(|(node, _)| {
+                        running
+                            .get(&format!("{round}-{node}"))
+                            .is_some_and(|(pod, _)| phase(pod) == "Running")
+                    })
+                })
+                .await;
+            }
+        };
+        run_one_each("first").await;
+        let before = etcd.metric("etcd_mvcc_range_total").await;
+
+        // 1,000 pods bound to a node none of them runs: created, changed, deleted.
+        const PODS: usize = 1_000;
+        let elsewhere = |generation: i64| {
+            (0..PODS)
+                .map(|i| {
+                    let name = format!("elsewhere-{i:04}");
+                    let mut pod = pod_on(&name, "node-z");
+                    pod["metadata"]["labels"]["generation"] = json!(generation.to_string());
+                    (pod_key(NAMESPACE, &name), pod)
+                })
+                .collect::<Vec<_>>()
+        };
+        put_all(&client, elsewhere(1)).await;
+        put_all(&client, elsewhere(2)).await;
+        for chunk in elsewhere(2).chunks(100) {
+            futures::future::join_all(chunk.iter().map(|(key, _)| delete(&client, key))).await;
+        }
+        // Each kubelet's watch is past every write above once it runs its next pod.
+        run_one_each("last").await;
+        let reads = etcd.metric("etcd_mvcc_range_total").await - before;
+        // The kubelets' own reads (the three starts, lease renewals) are a few dozen.
+        assert!(
+            reads < 300.0,
+            "etcd read {reads} times during {} pod writes watched by 3 kubelets",
+            2 * PODS
+        );
+        for node in running {
+            node.stop().await;
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_rate_one_fails_every_started_pod_and_frees_its_address() {
     with_timeout(LIMIT, async {
