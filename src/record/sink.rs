@@ -10,9 +10,10 @@
 //!
 //! Leases (kube-apiserver's `leaseManager`): one lease of [`EVENT_TTL`] +
 //! [`LEASE_REUSE`] is shared by every event written within [`LEASE_REUSE`] of its grant,
-//! so an event lives between one hour and one hour and a minute after its last write,
-//! and a busy writer grants one lease a minute, not one per event. An update attaches the
-//! current lease again: an event seen again lives an hour from then.
+//! up to [`LEASE_MAX_OBJECTS`] writes, so an event lives between one hour and one hour and
+//! a minute after its last write, and a busy writer grants a lease a minute or a lease a
+//! thousand events, not one per event. An update attaches the current lease again: an event
+//! seen again lives an hour from then.
 //!
 //! Invariant: a failed write (etcd down, too slow, a lease refused) is counted and logged
 //! (one warning a minute at most) and never retried: events are best effort, as in
@@ -32,6 +33,13 @@ pub const EVENT_TTL: Duration = Duration::from_secs(3600);
 
 /// How long one lease is shared by new writes.
 pub const LEASE_REUSE: Duration = Duration::from_secs(60);
+
+/// Writes one lease is given to before a new one is granted (kube-apiserver's
+/// `defaultLeaseMaxObjectCount`). etcd 3.4 walks every key attached to a lease on each put
+/// to it (its permission check of the lease's keys): without a bound, a scale-up's
+/// thousands of events on one lease made each event put cost etcd time in proportion to the
+/// events before it, and most of etcd's CPU.
+pub const LEASE_MAX_OBJECTS: usize = 1000;
 
 /// Events taken from the queue at once.
 const BATCH: usize = 256;
@@ -106,11 +114,29 @@ pub trait EventTarget: Send + Sync {
 }
 
 /// The leases events are written on (kube-apiserver's `leaseManager`): the current one
-/// while younger than [`LEASE_REUSE`], else a new one of [`EVENT_TTL`] + [`LEASE_REUSE`].
-/// Shared by the event writer and the apiserver's writes of events.
+/// while younger than [`LEASE_REUSE`] and given fewer than [`LEASE_MAX_OBJECTS`] writes,
+/// else a new one of [`EVENT_TTL`] + [`LEASE_REUSE`]. Shared by the event writer and the
+/// apiserver's writes of events.
 pub(crate) struct EventLeases {
     client: LeaseClient,
-    current: tokio::sync::Mutex<Option<(i64, Instant)>>,
+    current: tokio::sync::Mutex<Option<CurrentLease>>,
+}
+
+/// The lease new writes attach to: its id, when it was granted, and how many writes it
+/// was given (each counts, as in kube-apiserver, whether it then succeeded or not).
+#[derive(Debug, Clone, Copy)]
+struct CurrentLease {
+    id: i64,
+    granted: Instant,
+    given: usize,
+}
+
+impl CurrentLease {
+    /// Whether `writes` more may attach to it, `now`.
+    fn reusable(&self, now: Instant, writes: usize) -> bool {
+        now.saturating_duration_since(self.granted) < LEASE_REUSE
+            && self.given + writes <= LEASE_MAX_OBJECTS
+    }
 }
 
 impl EventLeases {
@@ -121,17 +147,17 @@ impl EventLeases {
         }
     }
 
-    /// The lease a new write attaches to (granted at most once per [`LEASE_REUSE`]: the
-    /// writers wait for one grant).
+    /// The lease `writes` new writes attach to (granted at most once per [`LEASE_REUSE`]
+    /// or per [`LEASE_MAX_OBJECTS`] writes: the writers wait for one grant).
     ///
     /// # Errors
     /// When etcd refuses the grant or does not answer within 10 s.
-    pub(crate) async fn current(&self) -> anyhow::Result<i64> {
+    pub(crate) async fn current(&self, writes: usize) -> anyhow::Result<i64> {
         let mut current = self.current.lock().await;
-        if let Some((id, granted)) = *current {
-            if granted.elapsed() < LEASE_REUSE {
-                return Ok(id);
-            }
+        let now = Instant::now();
+        if let Some(lease) = current.as_mut().filter(|lease| lease.reusable(now, writes)) {
+            lease.given += writes;
+            return Ok(lease.id);
         }
         let ttl = (EVENT_TTL + LEASE_REUSE).as_secs() as i64;
         let mut leases = self.client.clone();
@@ -139,7 +165,11 @@ impl EventLeases {
             .await
             .map_err(|_| anyhow::anyhow!("grant a lease: no answer within {WRITE_TIMEOUT:?}"))?
             .map_err(|e| anyhow::anyhow!("grant a lease: {e}"))?;
-        *current = Some((granted.id(), Instant::now()));
+        *current = Some(CurrentLease {
+            id: granted.id(),
+            granted: Instant::now(),
+            given: writes,
+        });
         Ok(granted.id())
     }
 
@@ -247,7 +277,7 @@ impl Sink {
             self.counts.add("written", writes.len() - failed);
             return;
         }
-        let lease = match self.lease().await {
+        let lease = match self.lease(writes.len()).await {
             Ok(lease) => lease,
             Err(e) => {
                 self.counts.add("failed", writes.len());
@@ -287,11 +317,11 @@ impl Sink {
         self.counts.add("written", writes.len() - failed);
     }
 
-    async fn lease(&mut self) -> anyhow::Result<i64> {
+    async fn lease(&mut self, writes: usize) -> anyhow::Result<i64> {
         self.leases
             .as_ref()
             .expect("an etcd writer")
-            .current()
+            .current(writes)
             .await
     }
 
@@ -319,5 +349,34 @@ impl Sink {
         );
         self.warned = lost;
         self.last_warning = Some(Instant::now());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_given_to_new_writes_for_a_minute_or_a_thousand_writes() {
+        let granted = Instant::now();
+        let lease = |given| CurrentLease {
+            id: 7,
+            granted,
+            given,
+        };
+        assert!(lease(1).reusable(granted, 1));
+        assert!(lease(LEASE_MAX_OBJECTS - 1).reusable(granted + LEASE_REUSE / 2, 1));
+        assert!(
+            !lease(LEASE_MAX_OBJECTS).reusable(granted, 1),
+            "the thousandth write was the last"
+        );
+        assert!(
+            !lease(LEASE_MAX_OBJECTS - 100).reusable(granted, 101),
+            "a batch that would pass the bound gets a new lease"
+        );
+        assert!(lease(LEASE_MAX_OBJECTS - 100).reusable(granted, 100));
+        assert!(!lease(1).reusable(granted + LEASE_REUSE, 1), "a minute old");
+        // A clock read before the grant (another task's) does not make it old.
+        assert!(lease(1).reusable(granted - Duration::from_secs(1), 1));
     }
 }

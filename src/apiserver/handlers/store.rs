@@ -173,7 +173,7 @@ impl Store<'_> {
             return Ok(self.state.registry.clone());
         }
         let lease =
-            self.state.event_leases.current().await.map_err(|e| {
+            self.state.event_leases.current(1).await.map_err(|e| {
                 ApiError::unavailable(format!("no lease to store the event on: {e:#}"))
             })?;
         Ok(self.state.registry.with_lease(lease))

@@ -280,3 +280,87 @@ async fn a_10000_replica_scale_up_writes_a_bounded_number_of_events() {
     })
     .await;
 }
+
+/// 2,500 events about as many objects (none combined or held back): each stored on a lease,
+/// and no lease given more than 1,000 of them. etcd 3.4 walks every key of a lease on each
+/// put to it, so events on one lease without a bound cost etcd time in proportion to the
+/// events before them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_share_a_lease_a_thousand_at_most() {
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let (events, writer) = kcm::record::EventBroadcaster::start(
+            &client,
+            "/registry",
+            kcm::record::Counts::default(),
+        );
+        let recorder = events.recorder("bench", None);
+        const EVENTS: usize = 2_500;
+        for i in 0..EVENTS {
+            // Paced below the queue's length, so that none is dropped.
+            if i % 500 == 499 {
+                eventually(CONVERGE, "the queue to drain", || async {
+                    let stored = client
+                        .clone()
+                        .get(
+                            "/registry/events/",
+                            Some(
+                                etcd_client::GetOptions::new()
+                                    .with_prefix()
+                                    .with_count_only(),
+                            ),
+                        )
+                        .await
+                        .expect("count events");
+                    stored.count() as usize > i - 100
+                })
+                .await;
+            }
+            recorder.normal(
+                kcm::record::Reference::node(&format!("node-{i:04}"), &format!("uid-{i}")),
+                "Registered",
+                format!("node-{i:04} registered"),
+            );
+        }
+        drop(recorder);
+        events.flush(writer, Duration::from_secs(30)).await;
+
+        let stored = client
+            .clone()
+            .get(
+                "/registry/events/",
+                Some(etcd_client::GetOptions::new().with_prefix()),
+            )
+            .await
+            .expect("read the events");
+        assert_eq!(stored.kvs().len(), EVENTS, "every event was written");
+        let mut per_lease = std::collections::BTreeMap::<i64, usize>::new();
+        for kv in stored.kvs() {
+            assert_ne!(kv.lease(), 0, "{:?} is on no lease", kv.key_str());
+            *per_lease.entry(kv.lease()).or_default() += 1;
+        }
+        assert!(
+            per_lease.values().all(|&n| n <= 1_000),
+            "events per lease: {per_lease:?}"
+        );
+        assert!(per_lease.len() >= 3, "events per lease: {per_lease:?}");
+        // etcd's own count of each lease's keys agrees.
+        for &lease in per_lease.keys() {
+            let keys = client
+                .clone()
+                .lease_time_to_live(
+                    lease,
+                    Some(etcd_client::LeaseTimeToLiveOptions::new().with_keys()),
+                )
+                .await
+                .expect("the lease's keys")
+                .keys()
+                .len();
+            assert!(keys <= 1_000, "lease {lease} holds {keys} keys");
+        }
+    })
+    .await;
+}
