@@ -22,7 +22,7 @@ fn assert_two_series(path: &std::path::Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lab_shows_the_2014_weaknesses_that_kcm_fixed_on_a_given_etcd() {
-    with_timeout(Duration::from_secs(90), async {
+    with_timeout(Duration::from_secs(150), async {
         let Some(etcd) = start_etcd().await else {
             return;
         };
@@ -78,8 +78,41 @@ async fn lab_shows_the_2014_weaknesses_that_kcm_fixed_on_a_given_etcd() {
         assert_eq!(figure("victims", "kcm"), 1.0, "{document}");
         // overcreate: two managers scale one controller 0 → 100. 2014's each create what
         // they miss from their own list; kcm's slot names never let it pass 100.
-        assert!(figure("overcreate", "v2014") > 100.0, "{document}");
         assert_eq!(figure("overcreate", "kcm"), 100.0, "{document}");
+        // 2014's over-creation is a race: both managers must list before either's creates
+        // land. Under a loaded machine (the suite in parallel) one manager's whole burst
+        // may land first, once in a while; the scenario runs again, twice at most, until
+        // it shows, kcm held to 100 each time.
+        let mut v2014 = vec![figure("overcreate", "v2014")];
+        while v2014.iter().all(|&peak| peak <= 100.0) && v2014.len() < 3 {
+            let again = dir.path().join(format!("overcreate-{}.json", v2014.len()));
+            let output = run_kcm(
+                &[
+                    "lab",
+                    "--quick",
+                    "--sync-period",
+                    "1s",
+                    "--etcd-servers",
+                    &endpoint,
+                    "--json",
+                    again.to_str().unwrap(),
+                    "overcreate",
+                ],
+                &[],
+            )
+            .await;
+            assert!(output.status.success(), "{}", output.stderr);
+            let document: Value = serde_json::from_slice(&std::fs::read(&again).unwrap()).unwrap();
+            let row = &document["scenarios"][0];
+            assert_eq!(row["scenario"], "overcreate", "{document}");
+            assert_eq!(row["kcm"].as_f64(), Some(100.0), "{document}");
+            v2014.push(row["v2014"].as_f64().unwrap());
+        }
+        assert!(
+            v2014.iter().any(|&peak| peak > 100.0),
+            "2014's two managers never passed 100 in {} runs: {v2014:?}",
+            v2014.len()
+        );
         // resync: 10 converged controllers × 3 pods, a namespace each; etcd's own count of range requests
         // per period. 2014 lists the controllers and then each one's pods on every tick
         // (11 per tick); kcm's caches answer, so etcd serves none.
