@@ -20,6 +20,21 @@ fn assert_two_series(path: &std::path::Path) {
     );
 }
 
+/// `kcm lab --quick --sync-period 1s` on the etcd at `endpoint`, its table as JSON in
+/// `json`.
+fn quick_lab<'a>(endpoint: &'a str, json: &'a std::path::Path) -> Vec<&'a str> {
+    vec![
+        "lab",
+        "--quick",
+        "--sync-period",
+        "1s",
+        "--etcd-servers",
+        endpoint,
+        "--json",
+        json.to_str().unwrap(),
+    ]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lab_shows_the_2014_weaknesses_that_kcm_fixed_on_a_given_etcd() {
     with_timeout(Duration::from_secs(150), async {
@@ -40,18 +55,8 @@ async fn lab_shows_the_2014_weaknesses_that_kcm_fixed_on_a_given_etcd() {
             "names",
             "status",
         ];
-        let mut args = vec![
-            "lab",
-            "--quick",
-            "--sync-period",
-            "1s",
-            "--etcd-servers",
-            &endpoint,
-            "--json",
-            json.to_str().unwrap(),
-            "--svg",
-            charts.to_str().unwrap(),
-        ];
+        let mut args = quick_lab(&endpoint, &json);
+        args.extend(["--svg", charts.to_str().unwrap()]);
         args.extend(scenarios);
         let output = run_kcm(&args, &[]).await;
         assert!(output.status.success(), "{}", output.stderr);
@@ -86,21 +91,9 @@ async fn lab_shows_the_2014_weaknesses_that_kcm_fixed_on_a_given_etcd() {
         let mut v2014 = vec![figure("overcreate", "v2014")];
         while v2014.iter().all(|&peak| peak <= 100.0) && v2014.len() < 3 {
             let again = dir.path().join(format!("overcreate-{}.json", v2014.len()));
-            let output = run_kcm(
-                &[
-                    "lab",
-                    "--quick",
-                    "--sync-period",
-                    "1s",
-                    "--etcd-servers",
-                    &endpoint,
-                    "--json",
-                    again.to_str().unwrap(),
-                    "overcreate",
-                ],
-                &[],
-            )
-            .await;
+            let mut args = quick_lab(&endpoint, &again);
+            args.push("overcreate");
+            let output = run_kcm(&args, &[]).await;
             assert!(output.status.success(), "{}", output.stderr);
             let document: Value = serde_json::from_slice(&std::fs::read(&again).unwrap()).unwrap();
             let row = &document["scenarios"][0];
