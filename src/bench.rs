@@ -8,8 +8,9 @@
 //! - `scale-up` / `scale-down`: one controller 0 → N → 0 replicas, against create-if-absent
 //!   transactions (and guarded deletes) of the same documents at kcm's concurrency;
 //! - `rs-scale-up` / `rs-scale-down`: the same with one ReplicaSet and the ReplicaSet
-//!   controller, whose target is relative: ratio ≥ 0.9 × the ReplicationController's in
-//!   the same run (the extra compare of the ReplicaSet's key must not cost more);
+//!   controller, held to the scale rows' target (ratio ≥ 0.9) and to 0.9 × the
+//!   ReplicationController's ratio in the same run (the extra compare of the ReplicaSet's
+//!   key must not cost more);
 //! - `rollout`: `set image` on a Deployment of 1,000 replicas at 25%/25%, until the
 //!   rollout completes, against the same number of raw pod creates and deletes;
 //! - `heal`: delete one pod of a converged controller, time until its replacement exists;

@@ -225,8 +225,9 @@ impl Bench {
     }
 }
 
-/// The target ratio, from the first release measurement (0.03–0.05 on the loaded 2-core
-/// machine): the rollout's arithmetic forces 4 serial rounds of 250 pods, each a chain of
-/// dependent watch-to-write steps, and 2 more writes per pod (the kubelet's) than the
-/// baseline's create and delete. docs/PERFORMANCE.md has the reasoning.
-pub(super) const ROLLOUT_TARGET: f64 = 0.025;
+/// The target ratio, issue 33's. The first release measurement gave 0.03 to 0.05 on the
+/// loaded 2-core machine: the rollout's arithmetic forces 4 serial rounds of 250 pods, each
+/// a chain of dependent watch-to-write steps, and 2 more writes per pod (the kubelet's)
+/// than the baseline's create and delete. docs/PERFORMANCE.md has the reasoning and the
+/// work that brought it to 0.2.
+pub(super) const ROLLOUT_TARGET: f64 = 0.1;
