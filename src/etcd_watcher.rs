@@ -212,13 +212,15 @@ impl Watcher {
         Ok(self.resumable(range, start, filter))
     }
 
-    /// [`Watcher::resumable_list`] of every object of kind `T`, without asking etcd for
-    /// previous values: a Deleted carries the last state this watch delivered (which it
-    /// keeps anyway), stamped with the delete's revision, rather than etcd's.
+    /// [`Watcher::resumable_list`] without asking etcd for previous values. What they
+    /// would have told comes from the objects this watch delivered (which it keeps anyway):
+    /// a Deleted carries the last state delivered, stamped with the delete's revision; a
+    /// put whose new value fails `filter` is a Deleted of the object when it was
+    /// delivered (it left the filter), nothing otherwise.
     ///
     /// etcd reads the previous value from its store for each event and each watch that
     /// asks for one, so every watch of all pods that asks adds a read in etcd to every pod
-    /// write. Without a filter nothing else needs them.
+    /// write.
     ///
     /// # Errors
     /// A non-numeric `resource_version`.
@@ -226,10 +228,11 @@ impl Watcher {
         &self,
         namespace: Option<&str>,
         resource_version: &str,
+        filter: Filter<T>,
     ) -> anyhow::Result<ResumableWatch<T>> {
         let start = parse_watch_resource_version(resource_version)?;
         let range = Range::list::<T>(self.registry.prefix(), namespace);
-        Ok(self.resumable_with(range, start, everything(), false))
+        Ok(self.resumable_with(range, start, filter, false))
     }
 
     /// A resumable watch of one object.

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::diff::{relist_diff, ListChange};
 use super::engine::{BackoffConfig, Engine, EngineConfig, ListReason, RawItem, RawWatch};
 use super::event::{Filter, Status, WatchEvent};
-use super::translate::{translate, RawEvent, RawInfo, Translation};
+use super::translate::{translate, RawEvent, RawInfo, RawKind, Translation};
 use super::{WatchMetrics, Watcher, WATCH_BUFFER};
 use crate::api::{Object, ResourceVersion};
 
@@ -304,11 +304,30 @@ impl<T: Object> ResumableWatch<T> {
                     self.pending.push_back(Update::Event(event, Some(info)));
                 }
             }
-            Translation::Nothing => {}
+            Translation::Nothing => {
+                if let Some(event) = self.left_filter(&raw) {
+                    self.metrics.events.fetch_add(1, Ordering::Relaxed);
+                    self.pending
+                        .push_back(Update::Event(event, Some(raw.info())));
+                }
+            }
             Translation::BadKey => self.metrics.skip_key(&raw.key),
             Translation::Undecodable(e) => self.metrics.undecodable(&e),
         }
         self.advance(revision);
+    }
+
+    /// A put whose new value fails the filter, without a previous value to say whether the
+    /// old one passed: if this watch delivered the object, it left the filter, and is
+    /// Deleted with the last state delivered (stamped with the put's revision), as the
+    /// 2014 table does from a previous value.
+    fn left_filter(&mut self, raw: &RawEvent) -> Option<WatchEvent<T>> {
+        if !self.track || raw.kind != RawKind::Put || raw.prev.is_some() {
+            return None;
+        }
+        let mut last = self.known.remove(&raw.key)?;
+        last.metadata_mut().resource_version = Some(ResourceVersion(raw.mod_revision));
+        Some(WatchEvent::Deleted(last))
     }
 
     /// Fixes up a translated event against what has been delivered, so that the stream

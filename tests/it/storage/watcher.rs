@@ -342,6 +342,76 @@ async fn events_for_the_watched_directory_key_itself_are_ignored() {
     .await;
 }
 
+/// A filtered resumable watch without etcd's previous values delivers what one with them
+/// does, from a list and from a revision: every transition of the 2014 table (into the
+/// selector, out of it, within it, outside it, deletes of passing and non-passing objects),
+/// the objects that left told from what the watch delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filtered_watch_without_previous_values_delivers_what_one_with_them_does() {
+    with_timeout(LIMIT, async {
+        let Some(mut env) = env().await else { return };
+        put_pod(&env.client, "ns", "listed-in", "b").await;
+        put_pod(&env.client, "ns", "listed-out", "x").await;
+        let start = current_revision(&env.client).await;
+        let mut watches = Vec::new();
+        for from in [String::new(), start.to_string()] {
+            watches.push(
+                env.watcher
+                    .resumable_list::<Pod>(Some("ns"), &from, selector("app=b"))
+                    .unwrap(),
+            );
+            watches.push(
+                env.watcher
+                    .resumable_list_without_previous::<Pod>(Some("ns"), &from, selector("app=b"))
+                    .unwrap(),
+            );
+        }
+        // The lists, read before the writes (a watch starts when first polled).
+        for (i, watch) in watches.iter_mut().enumerate().filter(|(i, _)| i % 4 < 2) {
+            match next_update(watch).await {
+                Update::Relisted { added: 1, .. } => {}
+                other => panic!("watch {i}: expected a list of one, got {other:?}"),
+            }
+            let listed = next_update_event(watch).await;
+            assert!(
+                listed.starts_with("ADDED ns/listed-in "),
+                "watch {i}: {listed}"
+            );
+        }
+        let mut expected = Vec::new();
+        // Leaves the selector: the object as last delivered, at the revision it left.
+        let rv = put_pod(&env.client, "ns", "listed-in", "x").await;
+        expected.push(format!("DELETED ns/listed-in rv={rv} app=b"));
+        // Comes into it.
+        let rv = put_pod(&env.client, "ns", "listed-out", "b").await;
+        expected.push(format!("ADDED ns/listed-out rv={rv} app=b"));
+        // Within it.
+        let rv = put_pod(&env.client, "ns", "listed-out", "b").await;
+        expected.push(format!("MODIFIED ns/listed-out rv={rv} app=b"));
+        // Created outside, changed outside, deleted outside: nothing.
+        put_pod(&env.client, "ns", "never", "x").await;
+        put_pod(&env.client, "ns", "never", "y").await;
+        delete_pod(&mut env.client, "ns", "never").await;
+        // Deleted while passing.
+        let rv = delete_pod(&mut env.client, "ns", "listed-out").await;
+        expected.push(format!("DELETED ns/listed-out rv={rv} app=b"));
+        // Back in after leaving.
+        let rv = put_pod(&env.client, "ns", "listed-in", "b").await;
+        expected.push(format!("ADDED ns/listed-in rv={rv} app=b"));
+        let rv = put_pod(&env.client, "ns", "marker", "b").await;
+        expected.push(format!("ADDED ns/marker rv={rv} app=b"));
+        for (i, watch) in watches.iter_mut().enumerate() {
+            let mut got = Vec::new();
+            for _ in &expected {
+                got.push(next_update_event(watch).await);
+            }
+            assert_eq!(got, expected, "watch {i} (previous values: {})", i % 2 == 0);
+            assert_eq!(watch.known().len(), 2, "watch {i} keeps what passes");
+        }
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------------------------------
 // resourceVersion rules
 
