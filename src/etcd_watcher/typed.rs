@@ -17,7 +17,7 @@ use super::engine::{BackoffConfig, Engine, EngineConfig, ListReason, RawItem, Ra
 use super::event::{Filter, Status, WatchEvent};
 use super::translate::{translate, RawEvent, RawInfo, RawKind, Translation};
 use super::{WatchMetrics, Watcher, WATCH_BUFFER};
-use crate::api::{Object, ResourceVersion};
+use crate::api::{Object, ObjectMeta, ResourceVersion};
 
 /// What a resumable watch delivers.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,8 +72,11 @@ pub struct ResumableWatch<T> {
     /// The last revision delivered or passed.
     revision: Option<i64>,
     /// Every object currently delivered and not deleted, by etcd key: what a relist
-    /// diffs against, and the last state for Deleted events without a previous value.
+    /// diffs against, and the last state for Deleted events without a previous value
+    /// (whole, or only its names, as `names_only` says).
     known: HashMap<String, T>,
+    /// Keep only each delivered object's names in `known` ([`ResumableWatch::keeping_names`]).
+    names_only: bool,
     /// Whether `known` is the whole filtered state (true once a list or the state at the
     /// start revision has been read).
     complete: bool,
@@ -100,6 +103,7 @@ impl<T: Object> ResumableWatch<T> {
             track,
             revision: None,
             known: HashMap::new(),
+            names_only: false,
             complete: false,
             listing: Vec::new(),
             pending: VecDeque::new(),
@@ -113,6 +117,25 @@ impl<T: Object> ResumableWatch<T> {
             engine.set_backoff(config);
         }
         self
+    }
+
+    /// Keeps of each delivered object only its name, namespace, uid and resourceVersion
+    /// (before the first `next`), so that a Deleted without a previous value, or of an
+    /// object that left the filter, carries those alone: for a consumer that keeps what it
+    /// needs of each object itself and knows a deleted one by its key, as a kubelet does.
+    /// A watch of many objects then holds a few hundred bytes each, not the objects.
+    pub fn keeping_names(mut self) -> Self {
+        self.names_only = true;
+        self
+    }
+
+    /// What `known` keeps of a delivered object.
+    fn kept(&self, object: T) -> T {
+        if self.names_only {
+            names_of(&object)
+        } else {
+            object
+        }
     }
 
     /// The counters of this watch (restarts, relists, decode errors, last revision).
@@ -223,7 +246,10 @@ impl<T: Object> ResumableWatch<T> {
     fn listed(&mut self, reason: ListReason, revision: i64) {
         let mut listing = std::mem::take(&mut self.listing);
         if reason == ListReason::StateAt {
-            self.known = listing.into_iter().collect();
+            self.known = listing
+                .into_iter()
+                .map(|(key, object)| (key, self.kept(object)))
+                .collect();
             self.complete = true;
             self.revision = Some(revision);
             return;
@@ -278,7 +304,10 @@ impl<T: Object> ResumableWatch<T> {
                 }
             }
         }
-        self.known = listing.into_iter().collect();
+        self.known = listing
+            .into_iter()
+            .map(|(key, object)| (key, self.kept(object)))
+            .collect();
         self.complete = true;
         self.revision = Some(revision);
         self.pending.push_back(Update::Relisted {
@@ -359,10 +388,29 @@ impl<T: Object> ResumableWatch<T> {
             other => other,
         };
         if let WatchEvent::Added(o) | WatchEvent::Modified(o) = &event {
-            self.known.insert(key, o.clone());
+            let kept = if self.names_only {
+                names_of(o)
+            } else {
+                o.clone()
+            };
+            self.known.insert(key, kept);
         }
         Some(event)
     }
+}
+
+/// An object of `object`'s kind carrying only its name, namespace, uid and
+/// resourceVersion.
+fn names_of<T: Object>(object: &T) -> T {
+    let meta = object.metadata();
+    let mut names = T::default();
+    *names.metadata_mut() = ObjectMeta {
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version,
+        ..ObjectMeta::named(meta.namespace.as_str(), meta.name.as_str())
+    };
+    names.set_type_meta();
+    names
 }
 
 impl<T: Object> Stream for ResumableWatch<T> {

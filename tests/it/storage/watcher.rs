@@ -345,7 +345,8 @@ async fn events_for_the_watched_directory_key_itself_are_ignored() {
 /// A filtered resumable watch without etcd's previous values delivers what one with them
 /// does, from a list and from a revision: every transition of the 2014 table (into the
 /// selector, out of it, within it, outside it, deletes of passing and non-passing objects),
-/// the objects that left told from what the watch delivered.
+/// the objects that left told from what the watch delivered. One that keeps only the names
+/// of what it delivered delivers the same events, its Deleted ones carrying those names.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filtered_watch_without_previous_values_delivers_what_one_with_them_does() {
     with_timeout(LIMIT, async {
@@ -353,21 +354,28 @@ async fn a_filtered_watch_without_previous_values_delivers_what_one_with_them_do
         put_pod(&env.client, "ns", "listed-in", "b").await;
         put_pod(&env.client, "ns", "listed-out", "x").await;
         let start = current_revision(&env.client).await;
+        // Each: whether it lists first, whether it keeps only names, the watch.
         let mut watches = Vec::new();
         for from in [String::new(), start.to_string()] {
-            watches.push(
-                env.watcher
-                    .resumable_list::<Pod>(Some("ns"), &from, selector("app=b"))
-                    .unwrap(),
-            );
-            watches.push(
+            let without_previous = || {
                 env.watcher
                     .resumable_list_without_previous::<Pod>(Some("ns"), &from, selector("app=b"))
-                    .unwrap(),
-            );
+                    .unwrap()
+            };
+            watches.extend([
+                (
+                    from.is_empty(),
+                    false,
+                    env.watcher
+                        .resumable_list::<Pod>(Some("ns"), &from, selector("app=b"))
+                        .unwrap(),
+                ),
+                (from.is_empty(), false, without_previous()),
+                (from.is_empty(), true, without_previous().keeping_names()),
+            ]);
         }
         // The lists, read before the writes (a watch starts when first polled).
-        for (i, watch) in watches.iter_mut().enumerate().filter(|(i, _)| i % 4 < 2) {
+        for (i, (_, _, watch)) in watches.iter_mut().enumerate().filter(|(_, w)| w.0) {
             match next_update(watch).await {
                 Update::Relisted { added: 1, .. } => {}
                 other => panic!("watch {i}: expected a list of one, got {other:?}"),
@@ -400,13 +408,30 @@ async fn a_filtered_watch_without_previous_values_delivers_what_one_with_them_do
         expected.push(format!("ADDED ns/listed-in rv={rv} app=b"));
         let rv = put_pod(&env.client, "ns", "marker", "b").await;
         expected.push(format!("ADDED ns/marker rv={rv} app=b"));
-        for (i, watch) in watches.iter_mut().enumerate() {
+        for (i, (_, names_only, watch)) in watches.iter_mut().enumerate() {
+            let expected: Vec<String> = if *names_only {
+                // The names and the revision; not the labels.
+                (expected.iter())
+                    .map(|e| match e.strip_suffix(" app=b") {
+                        Some(deleted) if e.starts_with("DELETED") => format!("{deleted} app=-"),
+                        _ => e.clone(),
+                    })
+                    .collect()
+            } else {
+                expected.clone()
+            };
             let mut got = Vec::new();
             for _ in &expected {
                 got.push(next_update_event(watch).await);
             }
-            assert_eq!(got, expected, "watch {i} (previous values: {})", i % 2 == 0);
+            assert_eq!(got, expected, "watch {i}");
             assert_eq!(watch.known().len(), 2, "watch {i} keeps what passes");
+            let kept_labels = watch.known().values().map(|p| p.metadata.labels.len());
+            assert_eq!(
+                kept_labels.sum::<usize>(),
+                if *names_only { 0 } else { 2 },
+                "watch {i}"
+            );
         }
     })
     .await;
