@@ -123,7 +123,8 @@ impl<T: Object> ResumableWatch<T> {
     /// (before the first `next`), so that a Deleted without a previous value, or of an
     /// object that left the filter, carries those alone: for a consumer that keeps what it
     /// needs of each object itself and knows a deleted one by its key, as a kubelet does.
-    /// A watch of many objects then holds a few hundred bytes each, not the objects.
+    /// A watch of many objects then holds each one's empty shape and names (under a
+    /// kilobyte for a pod), not the objects.
     pub fn keeping_names(mut self) -> Self {
         self.names_only = true;
         self
