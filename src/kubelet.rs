@@ -282,11 +282,11 @@ impl Kubelet {
         // The pods bound to this node, and the unassigned ones when it claims them: the
         // watch keeps what it delivered, so a watch of every pod held each pod of the
         // cluster once per kubelet (50 to 60 MB each at 10,000 pods, most of `kcm up
-        // --nodes 10`'s memory); and of those only their names, as the node keeps what it needs of
-        // each pod itself and forgets a deleted one by its key. Without etcd's previous
-        // values: each kubelet asking for them added a read in etcd to every pod write (a
-        // third of etcd's CPU in a rollout on four nodes); a pod bound elsewhere after it
-        // was delivered, or deleted, comes as a Deleted of its names.
+        // --nodes 10`'s memory); and of those only their names, as the node keeps what it
+        // needs of each pod itself and forgets a deleted one by its key. Without etcd's
+        // previous values: each kubelet asking for them added a read in etcd to every pod
+        // write (a third of etcd's CPU in a rollout on four nodes); a pod bound elsewhere
+        // after it was delivered, or deleted, comes as a Deleted of its names.
         let pod_events = watcher
             .resumable_list_without_previous::<Pod>(
                 None,
