@@ -207,9 +207,7 @@ impl Watcher {
         resource_version: &str,
         filter: Filter<T>,
     ) -> anyhow::Result<ResumableWatch<T>> {
-        let start = parse_watch_resource_version(resource_version)?;
-        let range = Range::list::<T>(self.registry.prefix(), namespace);
-        Ok(self.resumable(range, start, filter))
+        self.resumable_list_with(namespace, resource_version, filter, true)
     }
 
     /// [`Watcher::resumable_list`] without asking etcd for previous values. What they
@@ -230,9 +228,19 @@ impl Watcher {
         resource_version: &str,
         filter: Filter<T>,
     ) -> anyhow::Result<ResumableWatch<T>> {
+        self.resumable_list_with(namespace, resource_version, filter, false)
+    }
+
+    fn resumable_list_with<T: Object>(
+        &self,
+        namespace: Option<&str>,
+        resource_version: &str,
+        filter: Filter<T>,
+        prev_kv: bool,
+    ) -> anyhow::Result<ResumableWatch<T>> {
         let start = parse_watch_resource_version(resource_version)?;
         let range = Range::list::<T>(self.registry.prefix(), namespace);
-        Ok(self.resumable_with(range, start, filter, false))
+        Ok(self.resumable_with(range, start, filter, prev_kv))
     }
 
     /// A resumable watch of one object.
