@@ -378,7 +378,6 @@ pub async fn run(
         }
         Command::ControllerManager(args) => {
             let target = global.try_into()?;
-            crate::controller_manager::map_large_allocations();
             crate::controller_manager::run(args.config(&target), shutdown).await
         }
         Command::Kubelet(args) => {

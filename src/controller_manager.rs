@@ -75,21 +75,6 @@ pub struct Config {
     pub nodes: status::NodeRegistrations,
 }
 
-/// Keeps the allocator's large blocks (128 KiB and more: a list page's values, a growing
-/// hash table's old buckets) out of its heap, for a process that runs the controller
-/// manager alone. glibc otherwise raises that threshold each time such a block is
-/// freed, after which the next ones come from the heap and leave holes between the
-/// cached objects that outlive them: at 100,000 pods, 2 MiB of the manager's peak
-/// (docs/PERFORMANCE.md). Not for processes that serve the API too, whose large bodies
-/// come and go on every list.
-pub fn map_large_allocations() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets a parameter of glibc's allocator, under its lock.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
-    }
-}
-
 /// Runs the selected controllers until `shutdown` resolves, then stops them in order:
 /// no new syncs, in-flight writes finish (bounded), the status endpoint closes.
 ///

@@ -2,6 +2,7 @@
 //!
 //! ARCHITECTURE.md has the map; each module's header names the 2014 file it mirrors.
 
+pub mod alloc;
 pub mod api;
 pub mod apiclient;
 pub mod apiserver;

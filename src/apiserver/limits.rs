@@ -135,17 +135,18 @@ impl Limits {
     /// Gives the memory large bodies freed back to the system, every [`TRIM_EVERY`] while
     /// they come; runs until dropped.
     ///
-    /// glibc's allocator keeps what a burst freed in its per-thread arenas: after 100
-    /// bodies of the worst shape at once the process held its peak for good, and a
-    /// second burst on other threads grew it further. `malloc_trim` returns the free
-    /// pages of every arena.
+    /// An allocator keeps what a burst freed for later: glibc's kept it for good (after 100
+    /// bodies of the worst shape at once the process held its peak, and a second burst on
+    /// other threads grew it further); jemalloc returns it only as its decay runs, over
+    /// seconds of allocator activity. [`crate::alloc::give_back`] returns the free pages
+    /// of every arena at once.
     pub async fn give_back_memory(&self) {
         let mut tick = tokio::time::interval(TRIM_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
             if self.trim_wanted.swap(false, Ordering::Relaxed) {
-                let _ = tokio::task::spawn_blocking(trim).await;
+                let _ = tokio::task::spawn_blocking(crate::alloc::give_back).await;
             }
         }
     }
@@ -213,15 +214,6 @@ impl Limits {
             }
         };
         Ok(admitted)
-    }
-}
-
-/// Returns the allocator's free memory to the system.
-fn trim() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks glibc's own arenas, under their locks.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 

@@ -117,9 +117,9 @@ impl Bench {
         // cache, and the other kinds' (empty here) and the server itself. The heap's bytes
         // in use are the figure; RSS also counts what the heap keeps free and, in a
         // repeated run, is lowered by the free pages an earlier run left.
-        let (heap_before, rss_before) = (heap_in_use(), vm_rss()?);
+        let (heap_before, rss_before) = (crate::alloc::allocated(), vm_rss()?);
         let api = self.start_apiserver(&prefix).await?;
-        let (heap_cached, rss_cached) = (heap_in_use(), vm_rss());
+        let (heap_cached, rss_cached) = (crate::alloc::allocated(), vm_rss());
         let result = self.measure_lists(&prefix, namespace, n, api.addr).await;
         api.stop().await?;
         let ([raw, json, cached, table], served_bytes) = result?;
@@ -561,32 +561,15 @@ fn pod_documents(prefix: &str, namespace: &str, n: usize) -> PodDocuments {
     pods
 }
 
-/// Resident set size of this process, from `/proc/self/status`, once the heap's free
-/// memory is returned to the system (glibc keeps it otherwise, and what earlier scenarios
+/// Resident set size of this process, from `/proc/self/status`, once the allocator's free
+/// memory is returned to the system (it keeps some otherwise, and what earlier scenarios
 /// freed would hide what the apiserver takes).
 fn vm_rss() -> anyhow::Result<usize> {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only gives free pages of the heap back to the system.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::alloc::give_back();
     let status = std::fs::read_to_string("/proc/self/status").context("read /proc/self/status")?;
     status_kib(&status, "VmRSS:")
         .map(|kib| kib * 1024)
         .context("no VmRSS in /proc/self/status")
-}
-
-/// The bytes this process's heap has handed out and not had back (glibc's `mallinfo2`,
-/// every arena, mmapped chunks included); `None` on another C library.
-fn heap_in_use() -> Option<usize> {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallinfo2 only reads the allocator's counters.
-        let info = unsafe { libc::mallinfo2() };
-        Some(info.uordblks + info.hblkhd)
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    None
 }
 
 /// The figure of a `/proc/PID/status` line such as `VmRSS:   1234 kB`.

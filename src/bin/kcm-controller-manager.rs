@@ -15,7 +15,6 @@ fn main() -> std::process::ExitCode {
     };
     let run = async {
         let target = (&cli.global).try_into()?;
-        kcm::controller_manager::map_large_allocations();
         let config = cli.args.config(&target);
         kcm::controller_manager::run(config, kcm::cli::shutdown_signal()).await
     };

@@ -207,8 +207,9 @@ impl InformerFactory {
     /// the returned future, until the factory stops. Call it once every controller has
     /// been set up. Awaited beside the controllers' own loops, as the controller manager
     /// does: in one task, decoding and the loops' allocations stay on one thread, where
-    /// an informer on a task of its own costs about 20% more peak memory (glibc gives
-    /// each thread its own arena; docs/PERFORMANCE.md).
+    /// an informer on a task of its own cost about 20% more peak memory under glibc's
+    /// allocator, which gave each thread its own arena (docs/PERFORMANCE.md; kcm's
+    /// jemalloc has one arena, `alloc.rs`).
     pub fn run(&self) -> BoxFuture<'static, ()> {
         let mut state = self.shared.state.lock().expect("factory lock");
         state.started = true;

@@ -24,7 +24,10 @@ use serde_json::Value;
 pub(crate) const MAX_DECODED_BYTES: usize = 64 << 20;
 
 /// The estimated memory of a decoded value, charged part by part as it is built: what its
-/// allocations hold, as serde_json 1 (`preserve_order`) and glibc's malloc make them.
+/// allocations hold, as serde_json 1 (`preserve_order`) and glibc's malloc make them
+/// (kcm's jemalloc, `alloc.rs`, rounds a block of over 128 bytes up to a size class at most
+/// a quarter larger, and smaller ones to 16 bytes with no header: the estimate is of the
+/// same order, and the limit's tests read the server's real peak).
 ///
 /// A value's slot is `size_of::<Value>()`, 72 bytes, in its array's vector, which holds room
 /// for 4 items and then doubles; an object member is an entry of 104 bytes (hash, key, value)
