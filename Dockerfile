@@ -7,7 +7,8 @@
 # --- build -----------------------------------------------------------------------------
 FROM rust:1-bookworm AS builder
 
-# etcd-client compiles etcd's .proto files at build time and needs protoc.
+# etcd-client compiles etcd's .proto files at build time and needs protoc (the image has
+# the C compiler and make that jemalloc, kcm's allocator, is built with).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends protobuf-compiler \
     && rm -rf /var/lib/apt/lists/*
