@@ -413,6 +413,22 @@ pub fn table_json<'a>(
     let empty_rows = b"[]}";
     debug_assert!(out.ends_with(empty_rows));
     out.truncate(out.len() - empty_rows.len());
+    // Sized once, as a JSON list's body (`handlers::read::list_response`): each row is its
+    // encoded cells, the time cells (a few bytes each) and what it includes of its object.
+    let objects: Vec<Source<'a>> = objects.into_iter().collect();
+    let rows: usize = objects
+        .iter()
+        .map(|source| {
+            ROW_OVERHEAD
+                + source.row.len()
+                + match include {
+                    IncludeObject::None => 0,
+                    IncludeObject::Metadata => source.metadata.map_or(2, <[u8]>::len),
+                    IncludeObject::Object => source.object.len(),
+                }
+        })
+        .sum();
+    out.reserve(rows + 3);
     out.push(b'[');
     for (index, source) in objects.into_iter().enumerate() {
         if index > 0 {
@@ -439,6 +455,10 @@ pub fn table_json<'a>(
     out.extend_from_slice(b"]}");
     out
 }
+
+/// A row's bytes beyond its encoded cells and its object: the braces, the separator, the
+/// key and envelope of what it includes, and the cells written at the time (an age).
+const ROW_OVERHEAD: usize = 128;
 
 /// One object of a [`table_json`], as encodings (the watch cache's items keep them).
 #[derive(Clone, Copy, Debug)]

@@ -303,6 +303,8 @@ impl HttpClient {
         buf.drain(..head_length);
         let body = match head.body {
             BodyLength::Length(n) => {
+                // Room for the whole body at once, as a client reading a Content-Length does.
+                buf.reserve(n.saturating_sub(buf.len()));
                 while buf.len() < n {
                     read_more(&mut stream, &mut buf).await?;
                 }
