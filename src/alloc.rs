@@ -17,8 +17,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// jemalloc's options, read at its start (`_RJEM_MALLOC_CONF` in the environment overrides
 /// them): one arena. With its default of four per core, each thread's frees stayed in the
 /// arena it allocated from, and the controller manager at 100,000 pods peaked at 52 MiB
-/// against glibc's 38; one arena peaked at 45, at no cost in the API rows' throughput
-/// (each thread's cache takes most requests without the arena's lock).
+/// against glibc's 39; one arena peaked at 45, at no cost in the API rows' throughput
+/// measured (each thread's cache takes most requests without the arena's lock).
 #[export_name = "_rjem_malloc_conf"]
 static MALLOC_CONF: Options = Options(c"narenas:1".as_ptr());
 
