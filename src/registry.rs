@@ -455,6 +455,13 @@ impl Registry {
         success: Vec<TxnOp>,
         mut failure: Vec<TxnOp>,
     ) -> Result<TxnResponse, StorageError> {
+        // Room for what the guard, the conditions and the fence add, made once (each adds
+        // at most two compares and one read).
+        let more = 2 * usize::from(self.guard.is_some())
+            + 2 * self.conditions.len()
+            + usize::from(fence.is_some());
+        compares.reserve(more);
+        failure.reserve(more);
         let guard_read = failure.len();
         if let Some(guard) = &self.guard {
             if self.guard_unchanged {

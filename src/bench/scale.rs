@@ -446,6 +446,8 @@ impl Bench {
         writes: impl std::future::Future<Output = anyhow::Result<T>>,
     ) -> anyhow::Result<(Side, T)> {
         let started = Instant::now();
+        // The span's ends, to cut a profile's samples by side (docs/PERFORMANCE.md).
+        tracing::debug!(scenario, who, "measuring");
         let cpu = CpuMark::now(self.etcd_pid);
         let written = writes.await?;
         let curve = counter
@@ -453,6 +455,7 @@ impl Bench {
             .await
             .with_context(|| format!("{who} {scenario}"))?;
         let cpu = cpu.per_item_since(self.etcd_pid, self.sizes.scale_replicas);
+        tracing::debug!(scenario, who, "measured");
         let seconds = curve
             .last()
             .map_or(started.elapsed().as_secs_f64(), |p| p.0);

@@ -325,15 +325,18 @@ pub fn create_guarded<'a>(
     let encoded = guarded.encode_create(&mut pod);
     let (namespace, name) = (pod.metadata.namespace, pod.metadata.name);
     async move {
+        // Both calls boxed: inline, they were most of this future's 1.7 KB (and of the
+        // 4.7 KB a sync's create moved into the replica writer's window, a copy and a
+        // 5 KB allocation for each of its hundreds in flight).
         let created = match encoded {
-            Ok(encoded) => guarded.create_encoded(encoded).await,
+            Ok(encoded) => Box::pin(guarded.create_encoded(encoded)).await,
             Err(e) => Err(e),
         };
         match created {
             Ok(revision) => Ok(CreateOutcome::Created(revision)),
             Err(StorageError::OwnerGone { .. }) => Ok(CreateOutcome::ControllerGone),
             Err(StorageError::AlreadyExists { .. }) => {
-                let existing = registry.get::<Pod>(&namespace, &name).await.ok();
+                let existing = Box::pin(registry.get::<Pod>(&namespace, &name)).await.ok();
                 Ok(CreateOutcome::Exists(existing.map(Box::new)))
             }
             Err(e) => Err(e.into()),

@@ -2,9 +2,9 @@
 //! `key=value` label pairs to the label sets (groups of items) that carry them, and the
 //! [`Delta`] each applied change produces.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use super::intern::{FastHashMap, FastHashSet};
 use super::{Interners, ObjectKey, Reflected};
 use crate::labels::{Operator, Selector, Set};
 
@@ -67,22 +67,22 @@ impl<I: Reflected> Eq for Named<I> {}
 
 /// The items of one namespace, with the label index.
 pub struct Namespace<I> {
-    pub(super) items: HashSet<Named<I>>,
+    pub(super) items: FastHashSet<Named<I>>,
     /// Names whose stored value does not decode: not objects, but the names are taken.
-    pub(super) undecodable: HashSet<Arc<str>>,
+    pub(super) undecodable: FastHashSet<Arc<str>>,
     /// Items grouped by their exact label set.
-    groups: HashMap<Arc<Set>, HashSet<Named<I>>>,
+    groups: FastHashMap<Arc<Set>, FastHashSet<Named<I>>>,
     /// For each `key=value` pair, the label sets (groups) that contain it.
-    by_pair: HashMap<(String, String), HashSet<Arc<Set>>>,
+    by_pair: FastHashMap<(String, String), FastHashSet<Arc<Set>>>,
 }
 
 impl<I> Default for Namespace<I> {
     fn default() -> Self {
         Namespace {
-            items: HashSet::new(),
-            undecodable: HashSet::new(),
-            groups: HashMap::new(),
-            by_pair: HashMap::new(),
+            items: FastHashSet::default(),
+            undecodable: FastHashSet::default(),
+            groups: FastHashMap::default(),
+            by_pair: FastHashMap::default(),
         }
     }
 }
@@ -232,7 +232,7 @@ impl<I: Reflected> Namespace<I> {
 }
 
 pub(super) struct Store<I> {
-    pub(super) namespaces: HashMap<Arc<str>, Namespace<I>>,
+    pub(super) namespaces: FastHashMap<Arc<str>, Namespace<I>>,
     /// The values the items hold alike.
     interners: Interners,
 }
@@ -240,7 +240,7 @@ pub(super) struct Store<I> {
 impl<I> Default for Store<I> {
     fn default() -> Self {
         Store {
-            namespaces: HashMap::new(),
+            namespaces: FastHashMap::default(),
             interners: Interners::default(),
         }
     }

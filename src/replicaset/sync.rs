@@ -337,10 +337,9 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         names: Vec<String>,
         tally: &mut Tally,
     ) {
-        let create = |name: String| async move {
-            let pod = new_pod(rs, name);
-            self.control.create_pod(rs, pod).await
-        };
+        // Not an async block: the pod is made and encoded as its write starts, and the
+        // future the window holds is the write's alone.
+        let create = |name: String| self.control.create_pod(rs, new_pod(rs, name));
         let ours =
             |pod: &Pod| api::controller_of(&pod.metadata).is_some_and(|r| r.uid == rs.metadata.uid);
         let (burst, namespace) = (self.config.burst_replicas, &rs.metadata.namespace);

@@ -271,9 +271,11 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         let selector = controller.spec.selector.as_selector();
         let namespace = &controller.metadata.namespace;
         let burst = self.config.burst_replicas;
-        let create = |name: String| async move {
+        // Not an async block: the pod is made and encoded as its write starts, and the
+        // future the window holds is the write's alone.
+        let create = |name: String| {
             let pod = new_pod_from_template(controller, name);
-            self.pod_control.create_pod(controller, pod).await
+            self.pod_control.create_pod(controller, pod)
         };
         let ours = |pod: &Pod| {
             selector.matches(&pod.metadata.labels) && api::controller_of(&pod.metadata).is_none()

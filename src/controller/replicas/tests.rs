@@ -257,12 +257,10 @@ fn a_pod_create_in_flight_holds_its_bytes_not_the_pod() {
     // A scale-up keeps up to the burst limit of these in flight, each moved whole into
     // the window. Taking the pod into an async create held it (760 bytes) at every level
     // down to etcd-client's call, itself kilobytes inline: 8.5 KiB a create, copied on
-    // each move. Now the pod is encoded before the future and the call is boxed.
+    // each move. Now the pod is encoded before the future, and the registry's create and
+    // the read of a taken name are boxed (inline, they made it 1.7 KB).
     let size = future_size(|(registry, pod): (&'static Registry, Pod)| {
         create_guarded(registry, registry.clone(), pod)
     });
-    assert!(
-        size < 2 * std::mem::size_of::<Pod>(),
-        "a create's future is {size} bytes"
-    );
+    assert!(size < 512, "a create's future is {size} bytes");
 }
