@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 /// The informer store's and the interners' maps and sets hash with foldhash, not std's
 /// SipHash: every watched change hashes its name, its label set and its shared parts, and
-/// SipHash was 1.5 µs of a created pod's 80 in the bench process (docs/PERFORMANCE.md).
-/// foldhash seeds each map at random, as std does, so names chosen to collide in one
-/// process do not collide in another.
+/// SipHash was about 1.4 µs of a created pod's 80 in the bench process
+/// (docs/PERFORMANCE.md). foldhash seeds each map at random, as std does, so names chosen
+/// to collide in one process do not collide in another.
 pub(super) type FastHashMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// A set hashed as [`FastHashMap`].
 pub(super) type FastHashSet<T> = HashSet<T, foldhash::fast::RandomState>;
