@@ -301,6 +301,8 @@ pub type Curve = Vec<(f64, usize)>;
 pub struct Report {
     pub date: String,
     pub cores: usize,
+    /// The threads of the async runtime the bench (both sides) ran on (`--worker-threads`).
+    pub worker_threads: usize,
     pub etcd_version: String,
     pub etcd: String,
     pub quick: bool,
@@ -423,6 +425,7 @@ pub async fn run(target: &Target, config: Config) -> anyhow::Result<()> {
     let report = Report {
         date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        worker_threads: tokio::runtime::Handle::current().metrics().num_workers(),
         etcd_version,
         etcd: private_kind.map_or(addresses, String::from),
         quick: config.quick,

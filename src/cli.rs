@@ -104,6 +104,12 @@ pub struct GlobalArgs {
     /// trace too (like glog's V levels, counted rather than -v=N). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Threads that run kcm's tasks (default: half this machine's cores, at least one).
+    /// kcm shares its machine with etcd, whose writes cost three times a controller's:
+    /// a thread per core had kcm's threads wake and wait on each other's cores and slowed
+    /// both (docs/PERFORMANCE.md). Give it every core when etcd runs elsewhere.
+    #[arg(long, global = true, env = "KCM_WORKER_THREADS", value_name = "N")]
+    pub worker_threads: Option<std::num::NonZeroUsize>,
     /// Whether `--etcd-servers` or `KCM_ETCD_SERVERS` named the servers, rather than the
     /// default: set by [`Cli::parse_env`] and [`Cli::try_parse_args`] (clap's own
     /// `Parser` methods leave it false). `kcm bench` starts a private etcd without it.
@@ -112,6 +118,21 @@ pub struct GlobalArgs {
 }
 
 impl GlobalArgs {
+    /// The async runtime these flags ask for: `--worker-threads`, else
+    /// [`default_worker_threads`].
+    ///
+    /// # Errors
+    /// When the operating system refuses the runtime's threads or its I/O driver.
+    pub fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        let threads = self
+            .worker_threads
+            .map_or_else(default_worker_threads, |n| n.get());
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
+
     /// The etcd connection settings these flags describe.
     pub fn client_config(&self) -> ClientConfig {
         ClientConfig {
@@ -245,6 +266,14 @@ pub fn parse_keepalive(s: &str) -> Result<Duration, String> {
 }
 
 /// A timeout of an etcd request or ping: at least 100ms (0 would fail every call).
+/// Half of `available_parallelism` (the cores this process may use), at least one: the
+/// other half is etcd's, which on a shared machine spends about three times kcm's CPU on
+/// each of kcm's writes.
+pub fn default_worker_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / 2).max(1)
+}
+
 pub fn parse_timeout(s: &str) -> Result<Duration, String> {
     at_least(
         s,
@@ -469,6 +498,26 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn worker_threads_default_to_half_the_cores_and_refuse_zero() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(default_worker_threads(), (cores / 2).max(1));
+        let cli = Cli::try_parse_from(["kcm", "get", "pods", "--worker-threads", "3"]).unwrap();
+        assert_eq!(cli.global.worker_threads.map(|n| n.get()), Some(3));
+        let runtime = cli.global.runtime().unwrap();
+        assert_eq!(runtime.metrics().num_workers(), 3);
+        let default = Cli::try_parse_from(["kcm", "get", "pods"]).unwrap();
+        let runtime = default.global.runtime().unwrap();
+        assert_eq!(runtime.metrics().num_workers(), default_worker_threads());
+        let zero = Cli::try_parse_from(["kcm", "get", "pods", "--worker-threads", "0"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            zero.contains("invalid value '0' for '--worker-threads <N>'"),
+            "{zero}"
+        );
     }
 
     #[test]

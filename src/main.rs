@@ -9,7 +9,7 @@ fn main() -> std::process::ExitCode {
         || matches!(&cli.command, kcm::cli::Command::Bench(_))
         || matches!(&cli.command, kcm::cli::Command::Lab(_));
     kcm::cli::init_tracing(cli.global.verbose, quiet);
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match cli.global.runtime() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("kcm: cannot start the async runtime: {e}");

@@ -74,8 +74,14 @@ pub fn table(report: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "{} cores, etcd {} ({}), {:.0}s{}",
+        "{} cores ({} worker {}), etcd {} ({}), {:.0}s{}",
         report.cores,
+        report.worker_threads,
+        if report.worker_threads == 1 {
+            "thread"
+        } else {
+            "threads"
+        },
         report.etcd_version,
         report.etcd,
         report.seconds,
@@ -401,6 +407,7 @@ mod tests {
         Report {
             date: "2024-03-10T12:00:00Z".into(),
             cores: 2,
+            worker_threads: 1,
             etcd_version: "3.5.9".into(),
             etcd: "private, disk".into(),
             quick: true,
@@ -434,7 +441,7 @@ scenario  measure   kcm          baseline              ratio                    
 scale-up  90        90.0 pods/s  100 pods/s (raw)      0.90 (0.00400–0.90, n=3)  ratio ≥ 0.7  yes
 memory    peak RSS  30.0 MiB     10.0 MiB (documents)  3.00                      ratio ≤ 2    NO
 heal      p50       2.50 ms      5000 ms (2014)        0.00050                   -            -
-2 cores, etcd 3.5.9 (private, disk), 12s, quick sizes
+2 cores (1 worker thread), etcd 3.5.9 (private, disk), 12s, quick sizes
 ";
         assert_eq!(table(&report(rows, &[])), expected);
     }

@@ -6,7 +6,7 @@
 fn main() -> std::process::ExitCode {
     let cli = kcm::cli::StandaloneControllerManager::parse_env();
     kcm::cli::init_tracing(cli.global.verbose, false);
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match cli.global.runtime() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("kcm-controller-manager: cannot start the async runtime: {e}");
