@@ -265,7 +265,6 @@ pub fn parse_keepalive(s: &str) -> Result<Duration, String> {
     )
 }
 
-/// A timeout of an etcd request or ping: at least 100ms (0 would fail every call).
 /// Half of `available_parallelism` (the cores this process may use), at least one: the
 /// other half is etcd's, which on a shared machine spends about three times kcm's CPU on
 /// each of kcm's writes.
@@ -274,6 +273,7 @@ pub fn default_worker_threads() -> usize {
     (cores / 2).max(1)
 }
 
+/// A timeout of an etcd request or ping: at least 100ms (0 would fail every call).
 pub fn parse_timeout(s: &str) -> Result<Duration, String> {
     at_least(
         s,
