@@ -28,7 +28,8 @@
 //!
 //! Layout: [`cached`] (what the store keeps of each typed kind, and a stored pod decoded
 //! straight into its cached form), [`pod_fields`] (the fields of a pod that form reads),
-//! [`stored`] (one value as read, before it decodes), [`kind`] ([`Reflected`]:
+//! [`stored`] (one value as read, before it decodes), [`handoff`] (the pods a process
+//! creates, handed to its own informer in cached form), [`kind`] ([`Reflected`]:
 //! what an informer needs of its items, where they live and how a value decodes),
 //! [`node`] (Node documents and the kubelets' registrations, which are no typed kind),
 //! [`store`] (items by namespace with the label
@@ -37,6 +38,7 @@
 
 mod cached;
 mod factory;
+mod handoff;
 mod intern;
 mod key;
 mod kind;
@@ -50,6 +52,7 @@ pub use cached::{
     Cached, CachedPod, ControllerRef, Interners, Ownership, PodOwnership, PodPorts, Uid,
 };
 pub use factory::InformerFactory;
+pub use handoff::{Handoff, MAX_OFFERS, OFFER_TTL};
 pub use key::{NotAnObjectKey, ObjectKey};
 pub use kind::Reflected;
 pub use node::{CachedNode, NodeLease, Registration};

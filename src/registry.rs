@@ -143,6 +143,18 @@ pub struct EncodedCreate {
     value: Vec<u8>,
 }
 
+impl EncodedCreate {
+    /// The key it is written at.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The bytes written.
+    pub fn value(&self) -> &[u8] {
+        &self.value
+    }
+}
+
 impl Registry {
     /// A registry over `prefix` (normalized: leading `/`, no trailing `/`).
     ///

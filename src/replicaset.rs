@@ -172,6 +172,7 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> ReplicaSetController<C, R> {
         let replica_sets = informers.replica_sets();
         let pods = informers.pods();
         let _ = self.inner.pods.set(pods.clone());
+        self.inner.control.hand_created_pods_to(&pods);
         let _ = self.inner.replica_sets.set(replica_sets.clone());
         let controllers = informers.replication_controllers();
         let _ = self.inner.controllers.set(controllers.clone());

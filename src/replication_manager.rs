@@ -206,6 +206,7 @@ impl<P: PodControl, R: FreshReads> ReplicationManager<P, R> {
     /// Reads pods from `pods`, an informer the caller runs and may share (the controller
     /// manager shares one with the endpoints controller). Without it, `run` runs its own.
     pub fn with_pod_informer(self, pods: PodInformer) -> Self {
+        self.inner.pod_control.hand_created_pods_to(&pods);
         let _ = self.inner.pods.set(pods);
         self
     }
@@ -214,6 +215,7 @@ impl<P: PodControl, R: FreshReads> ReplicationManager<P, R> {
     /// [`ReplicationManager::run`] ([`ReplicationManager::sync_all`], as `kcm bench` does).
     pub fn with_caches(self, controllers: ControllerInformer, pods: PodInformer) -> Self {
         let _ = self.inner.controllers.set(controllers);
+        self.inner.pod_control.hand_created_pods_to(&pods);
         let _ = self.inner.pods.set(pods);
         self
     }
@@ -292,6 +294,7 @@ impl<P: PodControl, R: FreshReads> ReplicationManager<P, R> {
         let pods = informers.pods();
         let _ = self.inner.controllers.set(controllers.clone());
         let _ = self.inner.pods.set(pods.clone());
+        self.inner.pod_control.hand_created_pods_to(&pods);
         let (runner, routes) = self.runner();
         let inner = self.inner.clone();
         let runner = runner

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::{self, Object, Pod, ResourceVersion};
-use crate::informer::{CachedPod, Namespace, ObjectKey};
+use crate::informer::{CachedPod, Handoff, Namespace, ObjectKey};
 use crate::labels::Selector;
 use crate::record::{Recorder, Reference};
 use crate::registry::{Registry, StorageError};
@@ -310,7 +310,9 @@ pub fn record_status(
 }
 
 /// Creates `pod` through `guarded` (a registry guarded by the controller it is made for),
-/// reading the pod holding the name through `registry` when it is taken.
+/// reading the pod holding the name through `registry` when it is taken. With `handoff`
+/// (the pod informer's), the pod's cached form is offered for its watch event, and
+/// withdrawn if it is not created.
 ///
 /// The pod is encoded (and dropped) before this returns: the future holds its bytes, not
 /// the pod, so the hundreds a scale-up keeps in flight stay small to hold and to move.
@@ -321,8 +323,16 @@ pub fn create_guarded<'a>(
     registry: &'a Registry,
     guarded: Registry,
     mut pod: Pod,
+    handoff: Option<&Handoff<CachedPod>>,
 ) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send + 'a {
     let encoded = guarded.encode_create(&mut pod);
+    let offered = match (&encoded, handoff) {
+        (Ok(encoded), Some(handoff)) => {
+            handoff.offer(encoded.key(), encoded.value(), CachedPod::of_written(&pod));
+            Some((handoff.clone(), encoded.key().to_string()))
+        }
+        _ => None,
+    };
     let (namespace, name) = (pod.metadata.namespace, pod.metadata.name);
     async move {
         // Both calls boxed: inline, they were most of this future's 1.7 KB (and of the
@@ -332,7 +342,7 @@ pub fn create_guarded<'a>(
             Ok(encoded) => Box::pin(guarded.create_encoded(encoded)).await,
             Err(e) => Err(e),
         };
-        match created {
+        let outcome = match created {
             Ok(revision) => Ok(CreateOutcome::Created(revision)),
             Err(StorageError::OwnerGone { .. }) => Ok(CreateOutcome::ControllerGone),
             Err(StorageError::AlreadyExists { .. }) => {
@@ -340,22 +350,29 @@ pub fn create_guarded<'a>(
                 Ok(CreateOutcome::Exists(existing.map(Box::new)))
             }
             Err(e) => Err(e.into()),
+        };
+        if let Some((handoff, key)) = offered {
+            if !matches!(outcome, Ok(CreateOutcome::Created(_))) {
+                handoff.withdraw(&key);
+            }
         }
+        outcome
     }
 }
 
 /// [`create_guarded`] on behalf of `owner` (through `guarded`, or the error that kept it
-/// from being made), then [`record_create`]: a control's `create_pod`. Not an `async fn`,
-/// so that the pod is encoded before the future.
+/// from being made, offering the pod to `handoff`), then [`record_create`]: a control's
+/// `create_pod`. Not an `async fn`, so that the pod is encoded before the future.
 pub fn create_recorded<'r, 'o, T: Object + Sync>(
     registry: &'r Registry,
     guarded: anyhow::Result<Registry>,
+    handoff: Option<&Handoff<CachedPod>>,
     events: &'r Recorder,
     owner: &'o T,
     pod: Pod,
 ) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send + use<'r, 'o, T> {
     let name = pod.metadata.name.clone();
-    let create = guarded.map(|guarded| create_guarded(registry, guarded, pod));
+    let create = guarded.map(|guarded| create_guarded(registry, guarded, pod, handoff));
     async move {
         let created = match create {
             Ok(create) => create.await,

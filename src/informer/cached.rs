@@ -244,6 +244,16 @@ impl From<&Pod> for CachedPod {
 }
 
 impl CachedPod {
+    /// The cached form of `pod` as it is about to be written (a pod this thread creates),
+    /// sharing the parts pods alike share with the last pod this thread decoded or made,
+    /// as a decoded pod does ([`SharedParts`]).
+    pub fn of_written(pod: &Pod) -> CachedPod {
+        let resource_version = pod.metadata.resource_version.map_or(0, |rv| rv.0);
+        RECENT.with_borrow_mut(|recent| {
+            CachedPod::from_fields(PodFields::from(pod), resource_version, recent)
+        })
+    }
+
     /// The cached form of what was read of a pod at `resource_version` (a decoded
     /// [`Pod`]'s fields, or a stored one's). The parts pods share are taken from `recent`
     /// where they are equal, and left there for the next pod.

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -11,7 +11,8 @@ use tokio::sync::{mpsc, watch};
 
 use super::store::{Change, Store};
 use super::{
-    CachedNode, CachedPod, Delta, Namespace, NodeLease, ObjectKey, Reflected, Registration, Stored,
+    CachedNode, CachedPod, Delta, Handoff, Namespace, NodeLease, ObjectKey, Reflected,
+    Registration, Stored,
 };
 use crate::api::{Deployment, Endpoints, ReplicaSet, ReplicationController, Service};
 use crate::etcd_watcher::{
@@ -84,6 +85,9 @@ struct Shared<I> {
     subscribers: Mutex<Vec<mpsc::Sender<Delta<I>>>>,
     metrics: Arc<WatchMetrics>,
     backoff: BackoffConfig,
+    /// The items this process offers for its own writes, once a writer asks
+    /// ([`Informer::handoff`]).
+    handoff: OnceLock<Handoff<I>>,
 }
 
 /// A shared cache of every object of one kind under the prefix. Cheap to clone; every
@@ -102,6 +106,16 @@ impl<I> Clone for Informer<I> {
 
 /// The pod informer the controllers share.
 pub type PodInformer = Informer<CachedPod>;
+
+impl PodInformer {
+    /// Where a writer of pods offers each pod it creates, in cached form, for its watch
+    /// event to take rather than decode ([`Handoff`]).
+    pub fn handoff(&self) -> Handoff<CachedPod> {
+        (self.shared.handoff)
+            .get_or_init(|| Handoff::new(|pod, revision| pod.resource_version = revision))
+            .clone()
+    }
+}
 /// The replication manager's controller informer.
 pub type ControllerInformer = Informer<ReplicationController>;
 /// The ReplicaSet controller's informer.
@@ -131,6 +145,7 @@ impl<I: Reflected> Informer<I> {
                 subscribers: Mutex::new(Vec::new()),
                 metrics: Arc::default(),
                 backoff: BackoffConfig::default(),
+                handoff: OnceLock::new(),
             }),
         }
     }
@@ -445,7 +460,9 @@ impl<I: Reflected> Informer<I> {
             create_revision: raw.create_revision,
             ..Stored::new(prefix, &raw.key, &raw.value, raw.mod_revision)
         };
-        let change = match I::decode(stored) {
+        let offered = (self.shared.handoff.get())
+            .and_then(|handoff| handoff.take(&raw.key, &raw.value, raw.mod_revision));
+        let change = match offered.map_or_else(|| I::decode(stored), Ok) {
             Ok(item) => Change::Upsert(item),
             Err(e) => {
                 self.shared.metrics.undecodable(&DecodeError {

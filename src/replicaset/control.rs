@@ -10,13 +10,14 @@
 //! or release only while the pod is at the resourceVersion it was claimed at.
 
 use std::future::Future;
+use std::sync::{Arc, OnceLock};
 
 use crate::api::{Pod, ReplicaSet, ReplicaSetStatus, ResourceVersion};
 use crate::controller::replicas::{
     create_recorded, delete_guarded, list_pods, record_delete, write_status, CreateOutcome,
     DeleteOutcome, StatusOutcome,
 };
-use crate::informer::{CachedPod, Namespace};
+use crate::informer::{CachedPod, Handoff, Namespace, PodInformer};
 use crate::registry::{Registry, StorageError};
 
 use crate::record::{Recorder, Reference};
@@ -36,6 +37,12 @@ pub enum ClaimOutcome {
 
 /// Every write a ReplicaSet sync makes, each for `rs` at the version the sync read.
 pub trait ReplicaSetControl: Send + Sync + 'static {
+    /// `pods` is the informer that sees the pods this control creates: a control that
+    /// can offers it each one's cached form ([`Handoff`]). By default, nothing.
+    fn hand_created_pods_to(&self, pods: &PodInformer) {
+        let _ = pods;
+    }
+
     /// Creates `pod` if its name is free, while `rs` is unchanged.
     fn create_pod(
         &self,
@@ -137,6 +144,9 @@ pub fn release(pod: &mut Pod, rs: &ReplicaSet) -> bool {
 pub struct EtcdReplicaSetControl {
     registry: Registry,
     events: Recorder,
+    /// The pod informer's offers for the pods this control creates, once it is set
+    /// ([`Handoff`]).
+    handoff: Arc<OnceLock<Handoff<CachedPod>>>,
 }
 
 impl EtcdReplicaSetControl {
@@ -144,6 +154,7 @@ impl EtcdReplicaSetControl {
         EtcdReplicaSetControl {
             registry,
             events: Recorder::discard(),
+            handoff: Arc::default(),
         }
     }
 
@@ -203,6 +214,10 @@ impl EtcdReplicaSetControl {
 }
 
 impl ReplicaSetControl for EtcdReplicaSetControl {
+    fn hand_created_pods_to(&self, pods: &PodInformer) {
+        let _ = self.handoff.set(pods.handoff());
+    }
+
     fn create_pod(
         &self,
         rs: &ReplicaSet,
@@ -211,6 +226,7 @@ impl ReplicaSetControl for EtcdReplicaSetControl {
         create_recorded(
             &self.registry,
             self.while_unchanged(rs),
+            self.handoff.get(),
             &self.events,
             rs,
             pod,

@@ -8,19 +8,26 @@
 //! nothing is written for a controller after its delete, whatever was in flight.
 
 use std::future::Future;
+use std::sync::{Arc, OnceLock};
 
 use crate::api::{Pod, ReplicationController, ResourceVersion};
 use crate::controller::replicas::{
     create_recorded, delete_guarded, list_pods, record_delete, write_status, CreateOutcome,
     DeleteOutcome, StatusOutcome,
 };
-use crate::informer::{CachedPod, Namespace};
+use crate::informer::{CachedPod, Handoff, Namespace, PodInformer};
 use crate::record::{Recorder, Reference};
 use crate::registry::{Registry, StorageError};
 
 /// Every write a sync makes. Each is made for `controller`, the version the sync decided
 /// from, and commits only while that controller's incarnation lives.
 pub trait PodControl: Send + Sync + 'static {
+    /// `pods` is the informer that sees the pods this control creates: a control that
+    /// can offers it each one's cached form ([`Handoff`]). By default, nothing.
+    fn hand_created_pods_to(&self, pods: &PodInformer) {
+        let _ = pods;
+    }
+
     /// Creates `pod` if its name is free.
     fn create_pod(
         &self,
@@ -55,6 +62,9 @@ pub trait PodControl: Send + Sync + 'static {
 pub struct EtcdPodControl {
     registry: Registry,
     events: Recorder,
+    /// The pod informer's offers for the pods this control creates, once it is set
+    /// ([`Handoff`]).
+    handoff: Arc<OnceLock<Handoff<CachedPod>>>,
 }
 
 impl EtcdPodControl {
@@ -62,6 +72,7 @@ impl EtcdPodControl {
         EtcdPodControl {
             registry,
             events: Recorder::discard(),
+            handoff: Arc::default(),
         }
     }
 
@@ -84,6 +95,10 @@ impl EtcdPodControl {
 }
 
 impl PodControl for EtcdPodControl {
+    fn hand_created_pods_to(&self, pods: &PodInformer) {
+        let _ = self.handoff.set(pods.handoff());
+    }
+
     fn create_pod(
         &self,
         controller: &ReplicationController,
@@ -92,6 +107,7 @@ impl PodControl for EtcdPodControl {
         create_recorded(
             &self.registry,
             self.on_behalf_of(controller),
+            self.handoff.get(),
             &self.events,
             controller,
             pod,

@@ -259,8 +259,11 @@ fn a_pod_create_in_flight_holds_its_bytes_not_the_pod() {
     // down to etcd-client's call, itself kilobytes inline: 8.5 KiB a create, copied on
     // each move. Now the pod is encoded before the future, and the registry's create and
     // the read of a taken name are boxed (inline, they made it 1.7 KB).
-    let size = future_size(|(registry, pod): (&'static Registry, Pod)| {
-        create_guarded(registry, registry.clone(), pod)
-    });
+    // With the pod informer's handoff, it holds the handoff and the key to withdraw.
+    let size = future_size(
+        |(registry, pod, handoff): (&'static Registry, Pod, &'static Handoff<CachedPod>)| {
+            create_guarded(registry, registry.clone(), pod, Some(handoff))
+        },
+    );
     assert!(size < 512, "a create's future is {size} bytes");
 }

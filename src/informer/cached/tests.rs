@@ -365,6 +365,113 @@ fn with_unread_junk(pod: &Value) -> Value {
     pod
 }
 
+/// Pods a controller could write: every field [`pod`] varies, well-formed (its name and
+/// namespace are the key's).
+fn well_formed_pod() -> impl Strategy<Value = Value> {
+    let controller = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                            "uid": "0f8fad5b-d9cb-469f-a165-70867728950e",
+                            "controller": true, "blockOwnerDeletion": true});
+    let mut unblocked = controller.clone();
+    unblocked["blockOwnerDeletion"] = json!(null);
+    let mut extended = controller.clone();
+    extended["future"] = json!({"x": 1});
+    let node = json!({"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "n-1"});
+    let ports = vec![
+        None,
+        Some(json!([])),
+        Some(
+            json!([{"name": "http", "containerPort": 80, "protocol": "TCP"}, {"containerPort": 81}]),
+        ),
+    ];
+    let metadata = (
+        field(vec![
+            None,
+            Some(json!("0f8fad5b-d9cb-469f-a165-70867728950e")),
+            Some(json!("u \"1\"")),
+        ]),
+        field(vec![
+            None,
+            Some(json!({})),
+            Some(json!({"app": "web", "tier": "a\nb"})),
+        ]),
+        field(vec![
+            None,
+            Some(json!("2026-01-01T00:00:00Z")),
+            Some(json!("junk")),
+        ]),
+        field(vec![None, Some(json!("2026-01-01T00:00:09Z"))]),
+        field(vec![None, Some(json!([])), Some(json!(["orphan"]))]),
+        field(vec![
+            None,
+            Some(json!([controller.clone()])),
+            Some(json!([unblocked])),
+            Some(json!([node, controller])),
+            Some(json!([extended])),
+        ]),
+    );
+    let spec = (
+        field(ports.clone()),
+        field(ports),
+        field(vec![None, Some(json!("n1")), Some(json!(""))]),
+    );
+    let status = (
+        field(vec![None, Some(json!("Running")), Some(json!("Succeeded"))]),
+        field(vec![None, Some(json!("10.0.0.1")), Some(json!(""))]),
+        field(vec![
+            None,
+            Some(json!([])),
+            Some(json!([{"type": "PodScheduled", "status": "True"},
+                        {"type": "Ready", "status": "True", "lastTransitionTime": "1970-01-01T00:01:40Z"}])),
+            Some(json!([{"type": "Ready", "status": "False", "reason": "r"}])),
+        ]),
+        field(vec![None, Some(json!([{"name": "a", "restartCount": 3}]))]),
+    );
+    (metadata, spec, status).prop_map(
+        |(
+            (uid, labels, created, deleted, finalizers, owners),
+            (first, second, host),
+            (phase, ip, conditions, statuses),
+        )| {
+            object(vec![
+                (
+                    "metadata",
+                    Some(object(vec![
+                        ("uid", uid),
+                        ("labels", labels),
+                        ("creationTimestamp", created),
+                        ("deletionTimestamp", deleted),
+                        ("finalizers", finalizers),
+                        ("ownerReferences", owners),
+                    ])),
+                ),
+                (
+                    "spec",
+                    Some(object(vec![
+                        (
+                            "containers",
+                            Some(json!([
+                                object(vec![("name", Some(json!("a"))), ("ports", first)]),
+                                object(vec![("name", Some(json!("b"))), ("ports", second)]),
+                            ])),
+                        ),
+                        ("host", host),
+                    ])),
+                ),
+                (
+                    "status",
+                    Some(object(vec![
+                        ("phase", phase),
+                        ("podIP", ip),
+                        ("conditions", conditions),
+                        ("containerStatuses", statuses),
+                    ])),
+                ),
+                ("unknown", Some(json!({"kept": [1, 2]}))),
+            ])
+        },
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
@@ -374,6 +481,24 @@ proptest! {
         let value = serde_json::to_vec(&pod).unwrap();
         let (fields, whole) = both(&value);
         prop_assert!(alike(&fields, &whole), "{pod}\nfields: {fields:?}\nwhole: {whole:?}");
+    }
+
+    /// A pod this process writes is cached as its bytes decode (a [`Handoff`]'s
+    /// invariant): the form made from the pod, at the event's revision, is the form its
+    /// encoded bytes decode to.
+    #[test]
+    fn a_written_pod_is_cached_as_its_bytes_decode(pod in well_formed_pod()) {
+        let mut pod: Pod = serde_json::from_value(pod).unwrap();
+        // As a create writes it: named by its key, with its type set.
+        pod.metadata.namespace = "ns".into();
+        pod.metadata.name = "p".into();
+        pod.metadata.resource_version = None;
+        pod.set_type_meta();
+        let value = crate::api::encode(&pod).unwrap();
+        let mut written = CachedPod::of_written(&pod);
+        written.resource_version = 42;
+        let decoded = decode_pod(Stored::new(PREFIX, KEY, &value, 42)).unwrap();
+        prop_assert_eq!(written, decoded);
     }
 
     /// A malformed field it does not read leaves its answer as it was; the whole

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kcm::api::{
-    Container, ObjectMeta, Pod, PodPhase, PodSpec, PodStatus, PodTemplateSpec,
+    Container, ContainerPort, ObjectMeta, Pod, PodPhase, PodSpec, PodStatus, PodTemplateSpec,
     ReplicationController, ReplicationControllerSpec,
 };
 use kcm::controller::replicas::{CreateOutcome, DeleteOutcome};
 use kcm::controller::{pod_name, ObjectKey};
 use kcm::etcd_watcher::Watcher;
-use kcm::informer::{ControllerInformer, PodInformer};
+use kcm::informer::{CachedPod, ControllerInformer, PodInformer};
 use kcm::labels::{Selector, Set};
 use kcm::registry::Registry;
 use kcm::replication_manager::{
@@ -171,6 +171,93 @@ async fn a_sync_through_the_caches_creates_the_missing_pods_writes_status_then_r
                 .len(),
             6
         );
+    })
+    .await;
+}
+
+/// Every pod a sync creates reaches the pod cache through the handoff, not a decode of its
+/// watch event (issue 33), and the cache then equals etcd's own list field for field; a
+/// create that finds its name taken withdraws its offer. At 3,000 replicas: six syncs'
+/// worth of the burst limit, with hundreds of creates and events in flight at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn created_pods_reach_the_cache_handed_off_and_the_cache_equals_etcd() {
+    const REPLICAS: usize = 3_000;
+    with_timeout(Duration::from_secs(240), async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let registry = Registry::new(&client, "/registry").unwrap();
+        let mut rc = controller(REPLICAS as i64, "uid-1");
+        let template = rc.spec.template.as_mut().unwrap();
+        template.spec.containers[0].ports = vec![ContainerPort {
+            name: "http".into(),
+            container_port: 80,
+            ..ContainerPort::default()
+        }];
+        registry.create(&rc).await.unwrap();
+
+        let stop = CancellationToken::new();
+        let controllers = ControllerInformer::new(Watcher::new(&client, registry.clone()));
+        let pods = PodInformer::new(Watcher::new(&client, registry.clone()));
+        let informers = tokio::spawn({
+            let (controllers, pods, stop) = (controllers.clone(), pods.clone(), stop.clone());
+            async move {
+                tokio::join!(
+                    controllers.run(stop.clone().cancelled_owned()),
+                    pods.run(stop.cancelled_owned())
+                );
+            }
+        });
+        controllers.wait_synced().await;
+        pods.wait_synced().await;
+        let manager =
+            ReplicationManager::new(registry.clone(), ManagerConfig::default(), Arc::default())
+                .with_caches(controllers, pods.clone());
+        let handoff = pods.handoff();
+
+        // Sync until etcd holds every replica (each sync creates up to the burst limit).
+        let listed = loop {
+            manager.sync_all(vec![ObjectKey::new("ns", "web")]).await;
+            let listed = registry
+                .list::<Pod>(Some("ns"), &Selector::everything())
+                .await
+                .unwrap();
+            if listed.items.len() >= REPLICAS {
+                break listed;
+            }
+        };
+        assert_eq!(listed.items.len(), REPLICAS, "no over-creation");
+        // The newest pod's revision: the cache's own, which writes of other kinds (the
+        // status) do not move.
+        let newest = (listed.items.iter())
+            .filter_map(|pod| pod.metadata.resource_version)
+            .max()
+            .unwrap();
+        assert!(pods.wait_for(newest.0, LIMIT).await);
+        assert_eq!(
+            (handoff.taken(), handoff.waiting()),
+            (REPLICAS as u64, 0),
+            "every create handed off, none left waiting"
+        );
+        for pod in &listed.items {
+            let cached = pods.get("ns", &pod.metadata.name).expect("cached");
+            assert_eq!(*cached, CachedPod::from(pod), "{}", pod.metadata.name);
+        }
+
+        // A name already taken: the create's offer is withdrawn, never taken.
+        let taken = listed.items[0].metadata.name.clone();
+        let rc: ReplicationController = registry.get("ns", "web").await.unwrap();
+        let again = new_pod_from_template(&rc, taken);
+        let control = EtcdPodControl::new(registry.clone());
+        control.hand_created_pods_to(&pods);
+        assert!(matches!(
+            control.create_pod(&rc, again).await.unwrap(),
+            CreateOutcome::Exists(Some(_))
+        ));
+        assert_eq!(handoff.waiting(), 0);
+        stop.cancel();
+        informers.await.unwrap();
     })
     .await;
 }
