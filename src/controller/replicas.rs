@@ -329,7 +329,7 @@ pub fn create_guarded<'a>(
     let offered = match (&encoded, handoff) {
         (Ok(encoded), Some(handoff)) => {
             handoff.offer(encoded.key(), encoded.value(), CachedPod::of_written(&pod));
-            Some((handoff.clone(), encoded.key().to_string()))
+            Some(handoff.clone())
         }
         _ => None,
     };
@@ -351,9 +351,13 @@ pub fn create_guarded<'a>(
             }
             Err(e) => Err(e.into()),
         };
-        if let Some((handoff, key)) = offered {
+        if let Some(handoff) = offered {
             if !matches!(outcome, Ok(CreateOutcome::Created(_))) {
-                handoff.withdraw(&key);
+                handoff.withdraw(&api::object_key::<Pod>(
+                    registry.prefix(),
+                    &namespace,
+                    &name,
+                ));
             }
         }
         outcome

@@ -6,25 +6,20 @@
 //!
 //! Invariant: an offer is taken only by an event of its key whose value is byte for byte
 //! the value offered, so what the store gets is what decoding those bytes makes (the
-//! resourceVersion aside, which the event sets). An offer never taken (the write failed,
-//! or the informer relisted past it) changes nothing; it waits until the offers are full,
-//! then goes once older than [`OFFER_TTL`]. Offers past [`MAX_OFFERS`] are refused, and
-//! their events decoded.
+//! resourceVersion aside, which the event sets). An offer never taken (its write failed
+//! and was not withdrawn, or the informer relisted past it) changes nothing but memory:
+//! when [`MAX_OFFERS`] wait, they are all dropped, and the events of those still in flight
+//! are decoded.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use super::intern::FastHashMap;
 
 /// The most offers held at once: eight times a controller's default burst of creates in
-/// flight (500), so a few controllers' windows fit and a lost informer costs at most
+/// flight (500), so a few controllers' windows fit and offers never taken cost at most
 /// this many documents.
 pub const MAX_OFFERS: usize = 4096;
-
-/// How long an offer may wait for its event once the offers are full. A write's event
-/// comes milliseconds after its commit; an offer this old is one whose event never came.
-pub const OFFER_TTL: Duration = Duration::from_secs(30);
 
 /// The offers of one informer. Cheap to clone; every clone holds the same offers.
 pub struct Handoff<I> {
@@ -49,7 +44,6 @@ struct Shared<I> {
 struct Offer<I> {
     value: Vec<u8>,
     item: I,
-    at: Instant,
 }
 
 impl<I> Handoff<I> {
@@ -65,20 +59,16 @@ impl<I> Handoff<I> {
     }
 
     /// Offers `item`, the cached form of `value`, for the event that writes `value` at
-    /// `key` (an earlier offer of the key is replaced). Refused when [`MAX_OFFERS`] wait
-    /// and none is older than [`OFFER_TTL`].
+    /// `key` (an earlier offer of the key is replaced). When [`MAX_OFFERS`] wait, they are
+    /// dropped first.
     pub fn offer(&self, key: &str, value: &[u8], item: I) {
         let mut offers = self.shared.offers.lock().expect("handoff lock");
-        if offers.len() >= MAX_OFFERS && !offers.contains_key(key) {
-            offers.retain(|_, offer| offer.at.elapsed() < OFFER_TTL);
-            if offers.len() >= MAX_OFFERS {
-                return;
-            }
+        if offers.len() >= MAX_OFFERS {
+            offers.clear();
         }
         let offer = Offer {
             value: value.to_vec(),
             item,
-            at: Instant::now(),
         };
         offers.insert(key.into(), offer);
     }
@@ -149,17 +139,19 @@ mod tests {
     }
 
     #[test]
-    fn offers_past_the_bound_are_refused_while_none_has_expired() {
+    fn offers_past_the_bound_drop_those_waiting() {
         let handoff = handoff();
-        for i in 0..MAX_OFFERS + 10 {
+        for i in 0..MAX_OFFERS {
             handoff.offer(&format!("k{i}"), b"v", (i.to_string(), 0));
         }
         assert_eq!(handoff.waiting(), MAX_OFFERS);
-        let last = MAX_OFFERS + 9;
-        assert_eq!(handoff.take(&format!("k{last}"), b"v", 1), None);
-        assert!(handoff.take("k0", b"v", 1).is_some());
-        // Room again: the next offer is held.
-        handoff.offer("again", b"v", ("again".into(), 0));
-        assert!(handoff.take("again", b"v", 2).is_some());
+        handoff.offer("next", b"v", ("next".into(), 0));
+        assert_eq!(handoff.waiting(), 1);
+        assert_eq!(
+            handoff.take("k0", b"v", 1),
+            None,
+            "dropped: decoded instead"
+        );
+        assert_eq!(handoff.take("next", b"v", 1), Some(("next".into(), 1)));
     }
 }
