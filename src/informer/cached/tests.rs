@@ -123,7 +123,9 @@ fn object(fields: Vec<(&'static str, Option<Value>)>) -> Value {
     )
 }
 
-fn metadata() -> impl Strategy<Value = Option<Value>> {
+/// Owner references: a ReplicaSet's controller reference, the same without
+/// `blockOwnerDeletion`, the same with a field no version knows, and a Node's.
+fn owner_references() -> [Value; 4] {
     let controller = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
                             "uid": "0f8fad5b-d9cb-469f-a165-70867728950e",
                             "controller": true, "blockOwnerDeletion": true});
@@ -132,6 +134,11 @@ fn metadata() -> impl Strategy<Value = Option<Value>> {
     let mut extended = controller.clone();
     extended["future"] = json!({"x": 1});
     let node = json!({"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "n-1"});
+    [controller, unblocked, extended, node]
+}
+
+fn metadata() -> impl Strategy<Value = Option<Value>> {
+    let [controller, unblocked, extended, node] = owner_references();
     (
         (
             field(vec![
@@ -368,14 +375,7 @@ fn with_unread_junk(pod: &Value) -> Value {
 /// Pods a controller could write: every field [`pod`] varies, well-formed (its name and
 /// namespace are the key's).
 fn well_formed_pod() -> impl Strategy<Value = Value> {
-    let controller = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
-                            "uid": "0f8fad5b-d9cb-469f-a165-70867728950e",
-                            "controller": true, "blockOwnerDeletion": true});
-    let mut unblocked = controller.clone();
-    unblocked["blockOwnerDeletion"] = json!(null);
-    let mut extended = controller.clone();
-    extended["future"] = json!({"x": 1});
-    let node = json!({"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "n-1"});
+    let [controller, unblocked, extended, node] = owner_references();
     let ports = vec![
         None,
         Some(json!([])),

@@ -75,6 +75,28 @@ fn pod(name: &str, phase: PodPhase) -> Pod {
     }
 }
 
+/// The controller and pod informers, running until `stop` and synced.
+async fn start_caches(
+    client: &etcd_client::Client,
+    registry: &Registry,
+    stop: &CancellationToken,
+) -> (ControllerInformer, PodInformer, tokio::task::JoinHandle<()>) {
+    let controllers = ControllerInformer::new(Watcher::new(client, registry.clone()));
+    let pods = PodInformer::new(Watcher::new(client, registry.clone()));
+    let informers = tokio::spawn({
+        let (controllers, pods, stop) = (controllers.clone(), pods.clone(), stop.clone());
+        async move {
+            tokio::join!(
+                controllers.run(stop.clone().cancelled_owned()),
+                pods.run(stop.cancelled_owned())
+            );
+        }
+    });
+    controllers.wait_synced().await;
+    pods.wait_synced().await;
+    (controllers, pods, informers)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sync_through_the_caches_creates_the_missing_pods_writes_status_then_rests() {
     with_timeout(LIMIT, async {
@@ -96,19 +118,7 @@ async fn a_sync_through_the_caches_creates_the_missing_pods_writes_status_then_r
             .unwrap();
 
         let stop = CancellationToken::new();
-        let controllers = ControllerInformer::new(Watcher::new(&client, registry.clone()));
-        let pods = PodInformer::new(Watcher::new(&client, registry.clone()));
-        let informers = tokio::spawn({
-            let (controllers, pods, stop) = (controllers.clone(), pods.clone(), stop.clone());
-            async move {
-                tokio::join!(
-                    controllers.run(stop.clone().cancelled_owned()),
-                    pods.run(stop.cancelled_owned())
-                );
-            }
-        });
-        controllers.wait_synced().await;
-        pods.wait_synced().await;
+        let (controllers, pods, informers) = start_caches(&client, &registry, &stop).await;
         let metrics = Arc::new(Metrics::new());
         let manager =
             ReplicationManager::new(registry.clone(), ManagerConfig::default(), metrics.clone())
@@ -198,19 +208,7 @@ async fn created_pods_reach_the_cache_handed_off_and_the_cache_equals_etcd() {
         registry.create(&rc).await.unwrap();
 
         let stop = CancellationToken::new();
-        let controllers = ControllerInformer::new(Watcher::new(&client, registry.clone()));
-        let pods = PodInformer::new(Watcher::new(&client, registry.clone()));
-        let informers = tokio::spawn({
-            let (controllers, pods, stop) = (controllers.clone(), pods.clone(), stop.clone());
-            async move {
-                tokio::join!(
-                    controllers.run(stop.clone().cancelled_owned()),
-                    pods.run(stop.cancelled_owned())
-                );
-            }
-        });
-        controllers.wait_synced().await;
-        pods.wait_synced().await;
+        let (controllers, pods, informers) = start_caches(&client, &registry, &stop).await;
         let manager =
             ReplicationManager::new(registry.clone(), ManagerConfig::default(), Arc::default())
                 .with_caches(controllers, pods.clone());
