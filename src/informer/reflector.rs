@@ -116,6 +116,7 @@ impl PodInformer {
             .clone()
     }
 }
+
 /// The replication manager's controller informer.
 pub type ControllerInformer = Informer<ReplicationController>;
 /// The ReplicaSet controller's informer.
