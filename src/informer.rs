@@ -52,7 +52,7 @@ pub use cached::{
     Cached, CachedPod, ControllerRef, Interners, Ownership, PodOwnership, PodPorts, Uid,
 };
 pub use factory::InformerFactory;
-pub use handoff::{Handoff, MAX_OFFERS};
+pub use handoff::Handoff;
 pub use key::{NotAnObjectKey, ObjectKey};
 pub use kind::Reflected;
 pub use node::{CachedNode, NodeLease, Registration};

@@ -82,11 +82,13 @@ impl<I> Handoff<I> {
     /// if any, kept) when none was offered for exactly these bytes.
     pub(super) fn take(&self, key: &str, value: &[u8], revision: i64) -> Option<I> {
         let mut offers = self.shared.offers.lock().expect("handoff lock");
-        if offers.get(key)?.value != value {
+        let (key, offer) = offers.remove_entry(key)?;
+        if offer.value != value {
+            offers.insert(key, offer);
             return None;
         }
-        let mut item = offers.remove(key).expect("looked up above").item;
         drop(offers);
+        let mut item = offer.item;
         (self.shared.at_revision)(&mut item, revision);
         self.shared.taken.fetch_add(1, Ordering::Relaxed);
         Some(item)
