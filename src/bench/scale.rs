@@ -2,7 +2,8 @@
 //! transactions (and guarded deletes) of the same documents at kcm's concurrency;
 //! `rs-scale-up` and `rs-scale-down`: the same with one ReplicaSet and the ReplicaSet
 //! controller (whose pod writes also compare the ReplicaSet's key), against the same
-//! baseline on the ReplicaSet's pod documents.
+//! baseline on the ReplicaSet's pod documents. Each run measures each side twice, the
+//! two orders balanced ([`Bench::scale`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -224,12 +225,15 @@ impl Kind {
 
 impl Bench {
     /// scale-up (`up`) or scale-down of one controller of `kind`: kcm against the raw
-    /// baseline. The side that runs first alternates with each run of `--repeat` (the
-    /// baseline first in the first): the second finds etcd holding the first's history.
+    /// baseline, each side measured twice, in the order baseline, kcm, kcm, baseline (kcm
+    /// first on odd runs of `--repeat`), the row's times and CPU those of both. A side
+    /// finds etcd holding the history of the one before it, and which one goes first
+    /// moved a run's ratio by a tenth (docs/PERFORMANCE.md): in this order each side
+    /// goes first once and second once, and a drift of the machine's speed over the run
+    /// falls on both alike.
     pub(super) async fn scale(&self, kind: Kind, up: bool) -> anyhow::Result<Vec<Row>> {
         let scenario = kind.scenario(up);
         let n = self.sizes.scale_replicas;
-        let prefix = self.prefix(scenario);
         let config = ManagerConfig::default();
         self.warm_up(kind).await?;
         // kcm's concurrency: at most the burst limit in flight, creates in slow-start
@@ -237,21 +241,29 @@ impl Bench {
         let create_concurrency = config.burst_replicas;
         let delete_concurrency = config.burst_replicas;
         let kcm_first = self.run.load(std::sync::atomic::Ordering::Relaxed) % 2 == 1;
-        let (kcm, baseline) = if kcm_first {
-            let kcm = self.scale_kcm(kind, up, &prefix, config).await?;
-            (
-                kcm,
-                self.scale_baseline(kind, up, &prefix, create_concurrency)
-                    .await?,
-            )
-        } else {
-            let baseline = self
-                .scale_baseline(kind, up, &prefix, create_concurrency)
-                .await?;
-            (self.scale_kcm(kind, up, &prefix, config).await?, baseline)
-        };
-        let (kcm_seconds, kcm_cpu) = kcm;
-        let (baseline_seconds, baseline_cpu) = baseline;
+        // Each pair of sides under a prefix of its own: a controller left at N replicas
+        // by the first scale-up is not in the second's way.
+        let first = self.prefix(scenario);
+        let second = format!("{first}-again");
+        let order = [
+            (kcm_first, &first),
+            (!kcm_first, &first),
+            (!kcm_first, &second),
+            (kcm_first, &second),
+        ];
+        let (mut kcm, mut baseline) = (Vec::with_capacity(2), Vec::with_capacity(2));
+        for (is_kcm, prefix) in order {
+            if is_kcm {
+                kcm.push(self.scale_kcm(kind, up, prefix, config.clone()).await?);
+            } else {
+                baseline.push(
+                    self.scale_baseline(kind, up, prefix, create_concurrency)
+                        .await?,
+                );
+            }
+        }
+        let (kcm_seconds, kcm_cpu) = both(&kcm);
+        let (baseline_seconds, baseline_cpu) = both(&baseline);
         let target = if up { n } else { 0 };
         let rate = |seconds: f64| {
             if seconds > 0.0 {
@@ -273,7 +285,7 @@ impl Bench {
         Ok(vec![row(
             scenario,
             format!(
-                "pods/s, {} → {} ({:.2}s vs {:.2}s{}){}",
+                "pods/s, {} → {} ({:.2}s vs {:.2}s, each side twice{}){}",
                 if up { 0 } else { n },
                 target,
                 kcm_seconds,
@@ -321,6 +333,22 @@ impl Bench {
 
 /// One side's measured span: its seconds and its CPU a pod (this process, etcd).
 type Side = (f64, (Option<Duration>, Option<Duration>));
+
+/// Two measurements of one side as one: the mean of their seconds (a rate over it is
+/// the rate over both) and of their CPU a pod.
+fn both(sides: &[Side]) -> Side {
+    let n = sides.len().max(1);
+    let seconds = sides.iter().map(|side| side.0).sum::<f64>() / n as f64;
+    let mean = |cpu: fn(&Side) -> Option<Duration>| {
+        let total = sides
+            .iter()
+            .try_fold(Duration::ZERO, |sum, side| Some(sum + cpu(side)?))?;
+        Some(total / u32::try_from(n).ok()?)
+    };
+    let this = mean(|side| side.1 .0);
+    let etcd = mean(|side| side.1 .1);
+    (seconds, (this, etcd))
+}
 
 /// How long either side may take to converge.
 const SIDE_LIMIT: Duration = Duration::from_secs(300);
@@ -540,5 +568,23 @@ impl Bench {
             self.delete_all(pods, burst).await?;
         }
         Ok(side)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_measurements_of_a_side_are_their_means() {
+        let ms = Duration::from_micros;
+        let sides = [
+            (1.0, (Some(ms(40)), Some(ms(200)))),
+            (2.0, (Some(ms(60)), Some(ms(100)))),
+        ];
+        assert_eq!(both(&sides), (1.5, (Some(ms(50)), Some(ms(150)))));
+        // A CPU figure one measurement lacks (no private etcd) is unknown for both.
+        let sides = [(1.0, (Some(ms(40)), None)), (2.0, (Some(ms(60)), None))];
+        assert_eq!(both(&sides), (1.5, (Some(ms(50)), None)));
     }
 }
