@@ -227,10 +227,10 @@ impl Bench {
     /// scale-up (`up`) or scale-down of one controller of `kind`: kcm against the raw
     /// baseline, each side measured twice, in the order baseline, kcm, kcm, baseline (kcm
     /// first on odd runs of `--repeat`), the row's times and CPU those of both. A side
-    /// finds etcd holding the history of the one before it, and which one goes first
-    /// moved a run's ratio by a tenth (docs/PERFORMANCE.md): in this order each side
-    /// goes first once and second once, and a drift of the machine's speed over the run
-    /// falls on both alike.
+    /// finds etcd holding the history of the one before it, and which one went first
+    /// moved scale-down's ratio by 0.1 to 0.2 (docs/PERFORMANCE.md): in this order each
+    /// side goes first once and second once, and a drift of the machine's speed over the
+    /// run falls on both alike.
     pub(super) async fn scale(&self, kind: Kind, up: bool) -> anyhow::Result<Vec<Row>> {
         let scenario = kind.scenario(up);
         let n = self.sizes.scale_replicas;
