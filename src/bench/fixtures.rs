@@ -124,8 +124,11 @@ pub(super) fn rs_pod_document(rs: &ReplicaSet, slot: u64) -> (String, Vec<u8>) {
     encode_pod(crate::replicaset::new_pod(rs, name))
 }
 
+/// `pod` as a create stores it (`Registry::encode_create`): its system fields, generation
+/// 1 and its type meta.
 fn encode_pod(mut pod: api::Pod) -> (String, Vec<u8>) {
     api::fill_system_fields(&mut pod.metadata);
+    api::set_generation(None, &mut pod);
     pod.set_type_meta();
     let value = api::encode(&pod).expect("a pod encodes");
     (pod.metadata.name, value)
@@ -210,4 +213,25 @@ pub(super) fn drive<T: api::Object>(
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The baseline writes what kcm's controllers write: a created pod carries generation 1
+    /// (a document without it was 15 bytes shorter than kcm's, about 3 %).
+    #[test]
+    fn the_baselines_pod_documents_are_stored_as_a_create_stores_them() {
+        let rc = controller("base", "web", 3, 0);
+        let rs = replica_set("base", "web", 3, 0);
+        for (name, value) in [pod_document(&rc, 0), rs_pod_document(&rs, 1)] {
+            let pod: api::Pod = serde_json::from_slice(&value).expect("the document decodes");
+            assert_eq!(pod.metadata.name, name);
+            assert_eq!(pod.metadata.generation, 1, "{name}");
+            assert!(!pod.metadata.uid.is_empty(), "{name}");
+            assert!(pod.metadata.creation_timestamp.is_some(), "{name}");
+            assert_eq!(pod.kind, "Pod");
+        }
+    }
 }
