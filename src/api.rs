@@ -70,7 +70,7 @@ pub use label_selector::{
     LabelSelectorRequirement, UnrepresentableSelector,
 };
 pub use meta::{
-    controller_of, fill_system_fields, micro_time, now_rfc3339, null_as_default, remember_spec,
+    controller_of, fill_created, micro_time, now_rfc3339, null_as_default, remember_spec,
     set_generation, set_generation_from_read, start_deletion, CreateRevision, ObjectMeta,
     OwnerReference, ReadSpec, ResourceVersion, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
     LAST_APPLIED_ANNOTATION,

@@ -686,8 +686,7 @@ impl Registry {
             });
         }
         let fence = self.write_fence("create", &key)?;
-        api::fill_system_fields(object.metadata_mut());
-        api::set_generation(None, object);
+        api::fill_created(object);
         if let Some(fence) = &fence {
             object.metadata_mut().annotations.insert(
                 FENCING_TOKEN_ANNOTATION.to_string(),

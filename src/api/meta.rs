@@ -327,6 +327,15 @@ pub fn fill_system_fields(meta: &mut ObjectMeta) {
     }
 }
 
+/// What every create stores beyond the object it was given, as the apiserver's
+/// `PrepareForCreate`: its system fields ([`fill_system_fields`]) and generation 1
+/// ([`set_generation`]). The registry's creates, the apiserver's and the bench's baseline
+/// documents all go through it, so what they store cannot drift apart.
+pub fn fill_created<T: Object>(object: &mut T) {
+    fill_system_fields(object.metadata_mut());
+    set_generation(None, object);
+}
+
 /// Sets `metadata.generation` of `new`, about to be written over `old` (`None` on create),
 /// as Kubernetes' apiserver does in its registry strategies (`PrepareForCreate`,
 /// `PrepareForUpdate`): 1 on create, and on update the stored generation plus one exactly

@@ -124,11 +124,9 @@ pub(super) fn rs_pod_document(rs: &ReplicaSet, slot: u64) -> (String, Vec<u8>) {
     encode_pod(crate::replicaset::new_pod(rs, name))
 }
 
-/// `pod` as a create stores it (`Registry::encode_create`): its system fields, generation
-/// 1 and its type meta.
+/// `pod` as a create stores it (`Registry::encode_create`).
 fn encode_pod(mut pod: api::Pod) -> (String, Vec<u8>) {
-    api::fill_system_fields(&mut pod.metadata);
-    api::set_generation(None, &mut pod);
+    api::fill_created(&mut pod);
     pod.set_type_meta();
     let value = api::encode(&pod).expect("a pod encodes");
     (pod.metadata.name, value)

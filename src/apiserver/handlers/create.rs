@@ -159,7 +159,6 @@ fn prepare_for_create<T: Object>(writable: Writable, object: Value) -> Result<T,
     meta.deletion_timestamp = None;
     meta.generation = 0;
     validate(writable, &typed, None)?;
-    api::fill_system_fields(typed.metadata_mut());
-    api::set_generation(None, &mut typed);
+    api::fill_created(&mut typed);
     Ok(typed)
 }

@@ -235,8 +235,7 @@ fn deployment_document(
     let mut deployment: Deployment = serde_json::from_value(deployment_body(name, IMAGES[0]))?;
     deployment.metadata.namespace = namespace.to_string();
     deployment.set_defaults();
-    api::fill_system_fields(&mut deployment.metadata);
-    deployment.metadata.generation = 1;
+    api::fill_created(&mut deployment);
     deployment.set_type_meta();
     let key = api::object_key::<Deployment>(prefix, namespace, name);
     Ok((key, api::encode(&deployment)?))
