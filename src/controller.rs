@@ -25,7 +25,8 @@ pub use key_memory::KeyMemory;
 pub use runner::{sync_handler, Action, Key, Runner, RunnerConfig, SyncHandler};
 pub use selector_index::SelectorIndex;
 pub use slots::{
-    free_slots, phase_rank, pod_from_template, pod_name, rank_for_deletion, SlotNames, SlowStart,
+    free_slots, phase_rank, pod_from_template, pod_name, rank_for_deletion, NewPod, PodStamp,
+    SlotNames, SlowStart,
 };
 
 /// Before a resync acts on a cache: warns when the cache's watch has been disconnected for

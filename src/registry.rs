@@ -50,6 +50,7 @@ mod fence;
 mod maintenance;
 mod paging;
 mod raw;
+mod stamp;
 
 #[cfg(test)]
 mod tests;
@@ -61,6 +62,7 @@ pub use fence::{Fence, FenceSlot, Incarnation, KeyCondition, FENCING_TOKEN_ANNOT
 pub use maintenance::active_alarms;
 pub use paging::{prefix_range_end, RangePage};
 pub use raw::{Deleted, Deletion, RawValue};
+pub use stamp::{Filled, Stamp};
 
 /// Objects per list page. Large on purpose: etcd 3.4 rescans the rest of the range for
 /// every page, so 50,000 pods in pages of 500 took 3x as long as one request.

@@ -24,6 +24,7 @@ use crate::api::{
 use crate::controller::replicas::{
     record_create, record_delete, CreateOutcome, DeleteOutcome, StatusOutcome,
 };
+use crate::controller::NewPod;
 use crate::endpoints::EndpointsControl;
 use crate::informer::{
     CachedPod, ControllerInformer, InformerFactory, Namespace, ReplicaSetInformer,
@@ -101,11 +102,12 @@ impl PodControl for ApiPodControl {
     async fn create_pod(
         &self,
         controller: &ReplicationController,
-        pod: Pod,
+        pod: NewPod,
     ) -> anyhow::Result<CreateOutcome> {
         if !self.alive(controller) {
             return Ok(CreateOutcome::ControllerGone);
         }
+        let pod = pod.into_pod();
         let created = create(&self.api, &pod).await;
         let owner = Reference::of(controller);
         record_create(&self.events, owner, &pod.metadata.name, &created);
@@ -238,10 +240,11 @@ impl ApiReplicaSetControl {
 }
 
 impl ReplicaSetControl for ApiReplicaSetControl {
-    async fn create_pod(&self, rs: &ReplicaSet, pod: Pod) -> anyhow::Result<CreateOutcome> {
+    async fn create_pod(&self, rs: &ReplicaSet, pod: NewPod) -> anyhow::Result<CreateOutcome> {
         if !self.holds(rs, true) {
             return Ok(CreateOutcome::ControllerGone);
         }
+        let pod = pod.into_pod();
         let created = create(&self.api, &pod).await;
         record_create(
             &self.events,

@@ -30,7 +30,7 @@ use crate::registry::{Registry, StorageError};
 
 use futures::stream::{FuturesUnordered, StreamExt as _};
 
-use super::{KeyMemory, SlowStart};
+use super::{KeyMemory, NewPod, SlowStart};
 
 /// What a create found.
 #[derive(Debug, Clone, PartialEq)]
@@ -314,27 +314,30 @@ pub fn record_status(
 /// (the pod informer's), the pod's cached form is offered for its watch event, and
 /// withdrawn if it is not created.
 ///
-/// The pod is encoded (and dropped) before this returns: the future holds its bytes, not
-/// the pod, so the hundreds a scale-up keeps in flight stay small to hold and to move.
+/// The pod is encoded from its stamp before this returns (the stamp's pieces joined around
+/// its name, uid and creation time, not the whole pod made and encoded): the future holds
+/// its bytes, not the pod, so the hundreds a scale-up keeps in flight stay small to hold
+/// and to move.
 ///
 /// # Errors
 /// When etcd fails.
 pub fn create_guarded<'a>(
     registry: &'a Registry,
     guarded: Registry,
-    mut pod: Pod,
+    pod: NewPod,
     handoff: Option<&Handoff<CachedPod>>,
 ) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send + 'a {
-    let encoded = guarded.encode_create(&mut pod);
+    let encoded = guarded.encode_create_stamped(pod.stamp(), pod.name());
     let offered = match (&encoded, handoff) {
-        (Ok(encoded), Some(handoff)) => {
-            handoff.offer(encoded.key(), encoded.value(), CachedPod::of_written(&pod));
+        (Ok((encoded, filled)), Some(handoff)) => {
+            handoff.offer(encoded.key(), encoded.value(), pod.cached(filled));
             Some(handoff.clone())
         }
         _ => None,
     };
-    let (namespace, name) = (pod.metadata.namespace, pod.metadata.name);
+    let encoded = encoded.map(|(encoded, _)| encoded);
     async move {
+        let (namespace, name) = (pod.stamp().namespace(), pod.name());
         // Both calls boxed: inline, they were most of this future's 1.7 KB (and of the
         // 4.7 KB a sync's create moved into the replica writer's window, a copy and a
         // 5 KB allocation for each of its hundreds in flight).
@@ -346,18 +349,14 @@ pub fn create_guarded<'a>(
             Ok(revision) => Ok(CreateOutcome::Created(revision)),
             Err(StorageError::OwnerGone { .. }) => Ok(CreateOutcome::ControllerGone),
             Err(StorageError::AlreadyExists { .. }) => {
-                let existing = Box::pin(registry.get::<Pod>(&namespace, &name)).await.ok();
+                let existing = Box::pin(registry.get::<Pod>(namespace, name)).await.ok();
                 Ok(CreateOutcome::Exists(existing.map(Box::new)))
             }
             Err(e) => Err(e.into()),
         };
         if let Some(handoff) = offered {
             if !matches!(outcome, Ok(CreateOutcome::Created(_))) {
-                handoff.withdraw(&api::object_key::<Pod>(
-                    registry.prefix(),
-                    &namespace,
-                    &name,
-                ));
+                handoff.withdraw(&api::object_key::<Pod>(registry.prefix(), namespace, name));
             }
         }
         outcome
@@ -373,9 +372,9 @@ pub fn create_recorded<'r, 'o, T: Object + Sync>(
     handoff: Option<&Handoff<CachedPod>>,
     events: &'r Recorder,
     owner: &'o T,
-    pod: Pod,
+    pod: NewPod,
 ) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send + use<'r, 'o, T> {
-    let name = pod.metadata.name.clone();
+    let name = pod.name().to_string();
     let create = guarded.map(|guarded| create_guarded(registry, guarded, pod, handoff));
     async move {
         let created = match create {

@@ -1,7 +1,8 @@
 //! The pure parts of Kubernetes' `pkg/controller/controller_utils.go` that every replica
 //! controller shares: the names of replica slots, the order in which surplus pods are
 //! deleted (`ActivePods`), slow-start batch sizes (`slowStartBatch`) and the pod a create
-//! writes (`GetPodFromTemplate`). No IO.
+//! writes (`GetPodFromTemplate`), made once for all of a sync's creates ([`PodStamp`]).
+//! No IO.
 //!
 //! Slot names are kcm's, not Kubernetes': replica slot `i` of controller `uid` always gets
 //! the same name, so a create is idempotent (docs/departures.md, "manager: creates").
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use crate::api::{ObjectMeta, Pod, PodPhase, PodStatus, PodTemplateSpec};
 use crate::informer::CachedPod;
+use crate::registry::{Filled, Stamp};
 
 /// Characters of generated name suffixes (Kubernetes' alphabet: no vowels, no 0/1/3).
 const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -174,5 +176,99 @@ pub fn pod_from_template(template: Option<&PodTemplateSpec>, namespace: &str, na
             ..PodStatus::default()
         }),
         ..Pod::default()
+    }
+}
+
+/// The pods one sync creates, all alike but for their names: the pod made once, with its
+/// encoding ([`Stamp`]) and its cached form. A create takes a name ([`PodStamp::pod`]).
+#[derive(Debug)]
+pub struct PodStamp {
+    stamp: Stamp<Pod>,
+    /// The cached form of each, but for its name, uid and creation time.
+    cached: CachedPod,
+}
+
+impl PodStamp {
+    /// The stamp of `pod` (its name is ignored).
+    pub fn new(pod: Pod) -> Arc<PodStamp> {
+        let cached = CachedPod::of_written(&pod);
+        Arc::new(PodStamp {
+            stamp: Stamp::new(pod),
+            cached,
+        })
+    }
+
+    /// The pod named `name`.
+    pub fn pod(self: &Arc<Self>, name: String) -> NewPod {
+        NewPod {
+            stamp: self.clone(),
+            name,
+        }
+    }
+}
+
+/// A pod a sync creates: its stamp and its name.
+#[derive(Clone, Debug)]
+pub struct NewPod {
+    stamp: Arc<PodStamp>,
+    name: String,
+}
+
+impl NewPod {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the registry encodes it from ([`crate::registry::Registry::encode_create_stamped`]).
+    pub fn stamp(&self) -> &Stamp<Pod> {
+        &self.stamp.stamp
+    }
+
+    /// The pod itself, for a writer that sends it whole (an API client).
+    pub fn into_pod(self) -> Pod {
+        self.stamp.stamp.object(&self.name)
+    }
+
+    /// Its cached form once created with what the create `filled` in.
+    pub fn cached(&self, filled: &Filled) -> CachedPod {
+        (self.stamp.cached).stamped(&self.name, &filled.uid, &filled.creation_timestamp)
+    }
+}
+
+impl From<Pod> for NewPod {
+    fn from(pod: Pod) -> NewPod {
+        let name = pod.metadata.name.clone();
+        PodStamp::new(pod).pod(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{self, ReplicaSet};
+
+    #[tokio::test]
+    async fn a_stamped_pods_cached_form_is_that_of_the_document_it_stores() {
+        // Encoding asks no etcd: nothing listens on port 1.
+        let client = etcd_client::Client::connect(["http://127.0.0.1:1"], None)
+            .await
+            .unwrap();
+        let registry = crate::registry::Registry::new(&client, "/registry").unwrap();
+        let rs: ReplicaSet = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "rs-uid"},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx",
+                        "ports": [{"name": "http", "containerPort": 80}]}]}}}
+        }))
+        .unwrap();
+        let stamp = PodStamp::new(crate::replicaset::new_pod(&rs, String::new()));
+        for name in ["web-bcdfg", "web-hjklm"] {
+            let pod = stamp.pod(name.to_string());
+            let (encoded, filled) = registry.encode_create_stamped(pod.stamp(), name).unwrap();
+            let stored: Pod = api::decode("/registry", encoded.key(), encoded.value(), 0).unwrap();
+            assert_eq!(stored.metadata.name, name);
+            assert_eq!(pod.cached(&filled), CachedPod::from(&stored));
+        }
     }
 }

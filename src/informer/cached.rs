@@ -254,6 +254,18 @@ impl CachedPod {
         })
     }
 
+    /// This pod as another made from the same template by the same create path (a
+    /// [`crate::controller::slots::PodStamp`]'s): the same but for `name`, `uid` and
+    /// `creation_timestamp`.
+    pub fn stamped(&self, name: &str, uid: &str, creation_timestamp: &str) -> CachedPod {
+        CachedPod {
+            name: name.into(),
+            uid: Uid::new(uid),
+            creation_timestamp: epoch_seconds(creation_timestamp),
+            ..self.clone()
+        }
+    }
+
     /// The cached form of what was read of a pod at `resource_version` (a decoded
     /// [`Pod`]'s fields, or a stored one's). The parts pods share are taken from `recent`
     /// where they are equal, and left there for the next pod.

@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::loops::RunningLoop;
 use super::{Lab, Loop, Measured, Row, Scenario, Sizes};
-use crate::api::{Pod, ReplicationController, ResourceVersion};
+use crate::api::{ReplicationController, ResourceVersion};
 use crate::controller::replicas::{CreateOutcome, DeleteOutcome, StatusOutcome};
+use crate::controller::NewPod;
 use crate::etcd_watcher::Watcher;
 use crate::replication_2014;
 use crate::replication_manager::{EtcdPodControl, ManagerConfig, PodControl, ReplicationManager};
@@ -137,7 +138,7 @@ impl<P: PodControl> PodControl for Counting<P> {
     async fn create_pod(
         &self,
         controller: &ReplicationController,
-        pod: Pod,
+        pod: NewPod,
     ) -> anyhow::Result<CreateOutcome> {
         self.in_flight.enter();
         let outcome = self.inner.create_pod(controller, pod).await;

@@ -17,6 +17,7 @@ use crate::controller::replicas::{
     create_recorded, delete_guarded, list_pods, record_delete, write_status, CreateOutcome,
     DeleteOutcome, StatusOutcome,
 };
+use crate::controller::NewPod;
 use crate::informer::{CachedPod, Handoff, Namespace, PodInformer};
 use crate::registry::{Registry, StorageError};
 
@@ -47,7 +48,7 @@ pub trait ReplicaSetControl: Send + Sync + 'static {
     fn create_pod(
         &self,
         rs: &ReplicaSet,
-        pod: Pod,
+        pod: NewPod,
     ) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send;
 
     /// Deletes `namespace/name` if it is still at `resource_version`.
@@ -221,7 +222,7 @@ impl ReplicaSetControl for EtcdReplicaSetControl {
     fn create_pod(
         &self,
         rs: &ReplicaSet,
-        pod: Pod,
+        pod: NewPod,
     ) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send {
         create_recorded(
             &self.registry,

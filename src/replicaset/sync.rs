@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::api::{self, Pod, ReplicaSet, ResourceVersion};
 use crate::controller::replicas::{self, record_status, Writes};
-use crate::controller::Action;
+use crate::controller::{Action, PodStamp};
 use crate::informer::{CachedPod, Namespace, ObjectKey};
 use crate::labels::Selector;
 use crate::registry::StorageError;
@@ -337,9 +337,10 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         names: Vec<String>,
         tally: &mut Tally,
     ) {
-        // Not an async block: the pod is made and encoded as its write starts, and the
-        // future the window holds is the write's alone.
-        let create = |name: String| self.control.create_pod(rs, new_pod(rs, name));
+        // The pod made once for all of them; not an async block: each is encoded as its
+        // write starts, and the future the window holds is the write's alone.
+        let stamp = PodStamp::new(new_pod(rs, String::new()));
+        let create = |name: String| self.control.create_pod(rs, stamp.pod(name));
         let ours =
             |pod: &Pod| api::controller_of(&pod.metadata).is_some_and(|r| r.uid == rs.metadata.uid);
         let (burst, namespace) = (self.config.burst_replicas, &rs.metadata.namespace);

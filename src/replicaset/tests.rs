@@ -12,6 +12,7 @@ use crate::api::{
 };
 use crate::controller::fixtures::{app, pod};
 use crate::controller::replicas::{CreateOutcome, DeleteOutcome, StatusOutcome};
+use crate::controller::NewPod;
 use crate::informer::{CachedPod, Namespace};
 use crate::registry::StorageError;
 use crate::status::Metrics;
@@ -124,7 +125,8 @@ impl ReplicaSetReads for Fake {
 }
 
 impl ReplicaSetControl for Fake {
-    async fn create_pod(&self, rs: &ReplicaSet, mut pod: Pod) -> anyhow::Result<CreateOutcome> {
+    async fn create_pod(&self, rs: &ReplicaSet, pod: NewPod) -> anyhow::Result<CreateOutcome> {
+        let mut pod = pod.into_pod();
         let mut state = self.state();
         state.log.push(format!("create {}", pod.metadata.key()));
         anyhow::ensure!(!state.fail_creates, "injected create failure");

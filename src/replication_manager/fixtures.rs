@@ -15,6 +15,7 @@ use crate::registry::StorageError;
 
 use super::pod_control::{FreshReads, PodControl};
 use crate::controller::replicas::{CreateOutcome, DeleteOutcome, StatusOutcome};
+use crate::controller::NewPod;
 
 /// Controllers and pods in memory, written the way etcd would write them (create-if-absent,
 /// compare-and-swap on resourceVersion, one revision counter), with every write recorded.
@@ -132,8 +133,9 @@ impl PodControl for FakeCluster {
     async fn create_pod(
         &self,
         controller: &ReplicationController,
-        mut pod: Pod,
+        pod: NewPod,
     ) -> anyhow::Result<CreateOutcome> {
+        let mut pod = pod.into_pod();
         let mut state = self.state();
         let lives = state.lives(controller);
         state.creates.push(pod.clone());

@@ -10,11 +10,12 @@
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-use crate::api::{Pod, ReplicationController, ResourceVersion};
+use crate::api::{ReplicationController, ResourceVersion};
 use crate::controller::replicas::{
     create_recorded, delete_guarded, list_pods, record_delete, write_status, CreateOutcome,
     DeleteOutcome, StatusOutcome,
 };
+use crate::controller::NewPod;
 use crate::informer::{CachedPod, Handoff, Namespace, PodInformer};
 use crate::record::{Recorder, Reference};
 use crate::registry::{Registry, StorageError};
@@ -32,7 +33,7 @@ pub trait PodControl: Send + Sync + 'static {
     fn create_pod(
         &self,
         controller: &ReplicationController,
-        pod: Pod,
+        pod: NewPod,
     ) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send;
 
     /// Deletes `namespace/name` if it is still at `resource_version`.
@@ -102,7 +103,7 @@ impl PodControl for EtcdPodControl {
     fn create_pod(
         &self,
         controller: &ReplicationController,
-        pod: Pod,
+        pod: NewPod,
     ) -> impl Future<Output = anyhow::Result<CreateOutcome>> + Send {
         create_recorded(
             &self.registry,

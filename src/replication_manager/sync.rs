@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::api::{self, Pod, ReplicationController, ResourceVersion};
 use crate::controller::replicas::{self, record_status, Writes, Written};
+use crate::controller::PodStamp;
 use crate::informer::{CachedPod, Namespace, ObjectKey, PodInformer};
 use crate::registry::StorageError;
 
@@ -271,12 +272,10 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         let selector = controller.spec.selector.as_selector();
         let namespace = &controller.metadata.namespace;
         let burst = self.config.burst_replicas;
-        // Not an async block: the pod is made and encoded as its write starts, and the
-        // future the window holds is the write's alone.
-        let create = |name: String| {
-            let pod = new_pod_from_template(controller, name);
-            self.pod_control.create_pod(controller, pod)
-        };
+        // The pod made once for all of them; not an async block: each is encoded as its
+        // write starts, and the future the window holds is the write's alone.
+        let stamp = PodStamp::new(new_pod_from_template(controller, String::new()));
+        let create = |name: String| self.pod_control.create_pod(controller, stamp.pod(name));
         let ours = |pod: &Pod| {
             selector.matches(&pod.metadata.labels) && api::controller_of(&pod.metadata).is_none()
         };

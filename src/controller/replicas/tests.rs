@@ -262,7 +262,7 @@ fn a_pod_create_in_flight_holds_its_bytes_not_the_pod() {
     // With the pod informer's handoff, it holds the handoff and the key to withdraw.
     let size = future_size(
         |(registry, pod, handoff): (&'static Registry, Pod, &'static Handoff<CachedPod>)| {
-            create_guarded(registry, registry.clone(), pod, Some(handoff))
+            create_guarded(registry, registry.clone(), pod.into(), Some(handoff))
         },
     );
     assert!(size < 512, "a create's future is {size} bytes");

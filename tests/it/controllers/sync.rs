@@ -163,7 +163,7 @@ async fn a_sync_through_the_caches_creates_the_missing_pods_writes_status_then_r
         let pod_control = EtcdPodControl::new(registry.clone());
         let late = new_pod_from_template(&rc, pod_name("web", "uid-1", 9));
         assert_eq!(
-            pod_control.create_pod(&rc, late).await.unwrap(),
+            pod_control.create_pod(&rc, late.into()).await.unwrap(),
             CreateOutcome::ControllerGone
         );
         let victim = &listed.items[0].metadata;
@@ -250,7 +250,7 @@ async fn created_pods_reach_the_cache_handed_off_and_the_cache_equals_etcd() {
         let control = EtcdPodControl::new(registry.clone());
         control.hand_created_pods_to(&pods);
         assert!(matches!(
-            control.create_pod(&rc, again).await.unwrap(),
+            control.create_pod(&rc, again.into()).await.unwrap(),
             CreateOutcome::Exists(Some(_))
         ));
         assert_eq!(handoff.waiting(), 0);
