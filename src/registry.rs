@@ -157,6 +157,21 @@ impl EncodedCreate {
     }
 }
 
+/// What a create stores of `object` beyond what it was given: its system fields and
+/// generation ([`api::fill_created`]), the fencing `token` of the term it is written in,
+/// and its type meta as stored (what `api::encode` would otherwise set on a copy). One
+/// place for [`Registry::encode_create`] and the stamps cut from its encoding.
+fn prepare_created<T: Object>(object: &mut T, token: Option<i64>) {
+    api::fill_created(object);
+    if let Some(token) = token {
+        object
+            .metadata_mut()
+            .annotations
+            .insert(FENCING_TOKEN_ANNOTATION.to_string(), token.to_string());
+    }
+    object.set_type_meta();
+}
+
 impl Registry {
     /// A registry over `prefix` (normalized: leading `/`, no trailing `/`).
     ///
@@ -688,15 +703,7 @@ impl Registry {
             });
         }
         let fence = self.write_fence("create", &key)?;
-        api::fill_created(object);
-        if let Some(fence) = &fence {
-            object.metadata_mut().annotations.insert(
-                FENCING_TOKEN_ANNOTATION.to_string(),
-                fence.create_revision.to_string(),
-            );
-        }
-        // As stored (what `api::encode` would otherwise set on a copy).
-        object.set_type_meta();
+        prepare_created(object, fence.as_ref().map(|fence| fence.create_revision));
         let value = self.encode(&key, object)?;
         Ok(EncodedCreate { key, fence, value })
     }

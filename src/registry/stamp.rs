@@ -13,7 +13,7 @@
 
 use std::sync::OnceLock;
 
-use super::{EncodedCreate, Registry, StorageError, FENCING_TOKEN_ANNOTATION};
+use super::{prepare_created, EncodedCreate, Registry, StorageError};
 use crate::api::{self, Object};
 
 /// What the stamp writes in place of the three strings while it is cut: none is a value
@@ -103,12 +103,7 @@ impl Cut {
         meta.name = NAME.to_string();
         meta.uid = UID.to_string();
         meta.creation_timestamp = Some(CREATED.to_string());
-        if let Some(token) = token {
-            meta.annotations
-                .insert(FENCING_TOKEN_ANNOTATION.to_string(), token.to_string());
-        }
-        api::fill_created(&mut object);
-        object.set_type_meta();
+        prepare_created(&mut object, token);
         let bytes = api::encode(&object).ok()?;
         let [name, uid, created] = [
             (Field::Name, NAME),
