@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::{self, Object, Pod, ResourceVersion};
-use crate::informer::{CachedPod, Handoff, Namespace, ObjectKey};
+use crate::informer::{CachedPod, Handoff, Informer, Namespace, ObjectKey, Reflected};
 use crate::labels::Selector;
 use crate::record::{Recorder, Reference};
 use crate::registry::{Registry, StorageError};
@@ -107,10 +107,42 @@ pub struct Writes {
 
 /// How long a sync keeps starting writes: a scale-up or scale-down larger than one sync
 /// can write in this time ends the sync (its status written, as after a burst-limited
-/// sync in Kubernetes) and continues in the next, which its own pods' events queue.
-/// Status follows a large scale at least this often, and a shutdown waits no longer for a
-/// sync to stop starting writes.
-pub const SYNC_WRITE_BUDGET: Duration = Duration::from_secs(1);
+/// sync in Kubernetes) and continues in the next, which its own status write's event
+/// queues. Status follows a large scale at least this often, and a shutdown (which gives
+/// syncs 8 s) waits no longer for a sync to stop starting writes.
+///
+/// Each such end costs the scale a pause: the window drains, the status is written, the
+/// next sync reads and starts its window again on an idle etcd, 50 to 100 ms in which etcd
+/// waits for kcm. At 1 s that was 3 to 7 % of a scale of thousands (docs/PERFORMANCE.md);
+/// at 3 s it is a third of that. A change to the owner ends a sync's writes at once,
+/// whatever the budget ([`Writer::superseded`]).
+pub const SYNC_WRITE_BUDGET: Duration = Duration::from_secs(3);
+
+/// What the writes of one sync share: whose they are, how many may be in flight, and how
+/// to tell that the owner has changed under them.
+pub struct Writer<'a, S> {
+    /// The controller's memory of its writes, per key.
+    pub memory: &'a KeyMemory<Written>,
+    /// The owner's key.
+    pub key: &'a ObjectKey,
+    /// The most writes in flight (`--burst-replicas`).
+    pub burst: usize,
+    /// Whether the owner changed since the sync read it ([`superseded`]), asked before
+    /// each write starts: once it has, no more start, as after the budget. The sync's
+    /// decision is stale (a resize, another writer), and the change's own event syncs
+    /// the owner again.
+    pub superseded: S,
+}
+
+/// Whether `cache` holds a newer version of `owner` than the one a sync read. A version
+/// the cache has not reached yet, or an owner it does not hold, is not a change: the
+/// writes' guards refuse what a deleted owner may no longer write.
+pub fn superseded<T: Object + Reflected>(cache: Option<&Informer<T>>, owner: &T) -> bool {
+    let meta = owner.metadata();
+    cache
+        .and_then(|cache| cache.get(&meta.namespace, &meta.name))
+        .is_some_and(|cached| cached.metadata().resource_version > meta.resource_version)
+}
 
 /// What one completed write means for the writes not yet started.
 enum Next {
@@ -123,12 +155,13 @@ enum Next {
 }
 
 /// Runs `start` over `items` in order with at most `window.size()` writes in flight,
-/// starting the next as each completes, until the items run out, `done` says stop, or
-/// `budget` has passed; waits for every write started.
+/// starting the next as each completes, until the items run out, `done` says stop,
+/// `superseded` says the owner changed, or [`SYNC_WRITE_BUDGET`] has passed; waits for
+/// every write started.
 async fn pipeline<I, R, Fut>(
     items: Vec<I>,
     window: &mut SlowStart,
-    budget: Duration,
+    superseded: impl Fn() -> bool,
     start: impl Fn(I) -> Fut,
     mut done: impl FnMut(R) -> Next,
 ) where
@@ -139,7 +172,14 @@ async fn pipeline<I, R, Fut>(
     let mut in_flight = FuturesUnordered::new();
     let mut stopped = false;
     loop {
-        while !stopped && in_flight.len() < window.size() && began.elapsed() < budget {
+        while !stopped && in_flight.len() < window.size() && began.elapsed() < SYNC_WRITE_BUDGET {
+            if superseded() {
+                tracing::debug!(
+                    "owner changed since the sync read it; no more writes from this sync"
+                );
+                stopped = true;
+                break;
+            }
             let Some(item) = items.next() else { break };
             in_flight.push(start(item));
         }
@@ -154,24 +194,30 @@ async fn pipeline<I, R, Fut>(
     }
 }
 
-/// Creates the named replicas of `key` through a slow-start window (continuing from the
-/// window its last successful creates reached, up to `burst` in flight), starting no more
-/// after an error or a refusal because the owner is gone, nor after [`SYNC_WRITE_BUDGET`].
+/// Creates the named replicas of the writer's key through a slow-start window (continuing
+/// from the window its last successful creates reached, up to the burst limit in flight),
+/// starting no more after an error or a refusal because the owner is gone, once the owner
+/// has changed, nor after [`SYNC_WRITE_BUDGET`].
 /// `create` makes and writes the pod of one name; `ours` says whether a pod found holding
 /// a name counts as the owner's replica.
-pub async fn create_replicas<F, Fut>(
-    memory: &KeyMemory<Written>,
-    key: &ObjectKey,
-    burst: usize,
+pub async fn create_replicas<S, F, Fut>(
+    writer: Writer<'_, S>,
     namespace: &str,
     names: Vec<String>,
     create: F,
     ours: impl Fn(&Pod) -> bool,
 ) -> Writes
 where
+    S: Fn() -> bool,
     F: Fn(String) -> Fut,
     Fut: Future<Output = anyhow::Result<CreateOutcome>>,
 {
+    let Writer {
+        memory,
+        key,
+        burst,
+        superseded,
+    } = writer;
     let mut writes = Writes::default();
     let first = match memory.written(key).slow_start {
         Some((window, at)) if at.elapsed() < SLOW_START_MEMORY => window,
@@ -212,7 +258,7 @@ where
             Next::Stop
         }
     };
-    pipeline(names, &mut window, SYNC_WRITE_BUDGET, start, done).await;
+    pipeline(names, &mut window, superseded, start, done).await;
     memory.record(key, |w| {
         w.pods = w.pods.max(highest);
         w.slow_start = match (failed, writes.owner_gone) {
@@ -223,21 +269,26 @@ where
     writes
 }
 
-/// Deletes `victims` of `key` in their order (lowest rank first) through a window of
-/// `burst` deletes in flight, each guarded by the resourceVersion it was ranked at,
-/// starting no more after an error or a refusal because the owner is gone, nor after
-/// [`SYNC_WRITE_BUDGET`].
-pub async fn delete_pods<F, Fut>(
-    memory: &KeyMemory<Written>,
-    key: &ObjectKey,
-    burst: usize,
+/// Deletes `victims` of the writer's key in their order (lowest rank first) through a
+/// window of the burst limit in flight, each guarded by the resourceVersion it was ranked
+/// at, starting no more after an error or a refusal because the owner is gone, once the
+/// owner has changed, nor after [`SYNC_WRITE_BUDGET`].
+pub async fn delete_pods<S, F, Fut>(
+    writer: Writer<'_, S>,
     victims: Vec<Arc<CachedPod>>,
     delete: F,
 ) -> Writes
 where
+    S: Fn() -> bool,
     F: Fn(&CachedPod) -> Fut,
     Fut: Future<Output = anyhow::Result<DeleteOutcome>>,
 {
+    let Writer {
+        memory,
+        key,
+        burst,
+        superseded,
+    } = writer;
     let mut writes = Writes::default();
     let mut highest = 0;
     let start = |pod: Arc<CachedPod>| {
@@ -271,7 +322,7 @@ where
         }
     };
     let mut window = SlowStart::new(burst, burst);
-    pipeline(victims, &mut window, SYNC_WRITE_BUDGET, start, done).await;
+    pipeline(victims, &mut window, superseded, start, done).await;
     memory.record(key, |w| w.pods = w.pods.max(highest));
     writes
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::{self, Pod, ReplicaSet, ResourceVersion};
-use crate::controller::replicas::{self, record_status, Writes};
+use crate::controller::replicas::{self, record_status, Writer, Writes};
 use crate::controller::{Action, PodStamp};
 use crate::informer::{CachedPod, Namespace, ObjectKey};
 use crate::labels::Selector;
@@ -343,10 +343,9 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
         let create = |name: String| self.control.create_pod(rs, stamp.pod(name));
         let ours =
             |pod: &Pod| api::controller_of(&pod.metadata).is_some_and(|r| r.uid == rs.metadata.uid);
-        let (burst, namespace) = (self.config.burst_replicas, &rs.metadata.namespace);
+        let namespace = &rs.metadata.namespace;
         let writes =
-            replicas::create_replicas(&self.memory, key, burst, namespace, names, create, ours)
-                .await;
+            replicas::create_replicas(self.writer(key, rs), namespace, names, create, ours).await;
         tally.add(writes, "FailedCreate");
     }
 
@@ -368,9 +367,24 @@ impl<C: ReplicaSetControl, R: ReplicaSetReads> Inner<C, R> {
                     .await
             }
         };
-        let burst = self.config.burst_replicas;
-        let writes = replicas::delete_pods(&self.memory, key, burst, victims, delete).await;
+        let writes = replicas::delete_pods(self.writer(key, rs), victims, delete).await;
         tally.add(writes, "FailedDelete");
+    }
+
+    /// The replica writer for `rs`'s writes in this sync, which stop starting once the
+    /// ReplicaSet cache holds a newer version of it (its creates' guard refuses them then
+    /// anyway; its deletes' guard only once it is deleted).
+    fn writer<'a>(
+        &'a self,
+        key: &'a ObjectKey,
+        rs: &'a ReplicaSet,
+    ) -> Writer<'a, impl Fn() -> bool + 'a> {
+        Writer {
+            memory: &self.memory,
+            key,
+            burst: self.config.burst_replicas,
+            superseded: move || replicas::superseded(self.replica_sets.get(), rs),
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use crate::api::{self, Pod, ReplicationController, ResourceVersion};
-use crate::controller::replicas::{self, record_status, Writes, Written};
+use crate::controller::replicas::{self, record_status, Writer, Writes, Written};
 use crate::controller::PodStamp;
 use crate::informer::{CachedPod, Namespace, ObjectKey, PodInformer};
 use crate::registry::StorageError;
@@ -271,7 +271,6 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
     ) -> Writes {
         let selector = controller.spec.selector.as_selector();
         let namespace = &controller.metadata.namespace;
-        let burst = self.config.burst_replicas;
         // The pod made once for all of them; not an async block: each is encoded as its
         // write starts, and the future the window holds is the write's alone.
         let stamp = PodStamp::new(new_pod_from_template(controller, String::new()));
@@ -279,7 +278,8 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
         let ours = |pod: &Pod| {
             selector.matches(&pod.metadata.labels) && api::controller_of(&pod.metadata).is_none()
         };
-        replicas::create_replicas(&self.memory, key, burst, namespace, names, create, ours).await
+        replicas::create_replicas(self.writer(key, controller), namespace, names, create, ours)
+            .await
     }
 
     /// Deletes the given pods, lowest rank first, up to the burst limit in flight, each
@@ -299,7 +299,21 @@ impl<P: PodControl, R: FreshReads> Inner<P, R> {
                     .await
             }
         };
-        let burst = self.config.burst_replicas;
-        replicas::delete_pods(&self.memory, key, burst, victims, delete).await
+        replicas::delete_pods(self.writer(key, controller), victims, delete).await
+    }
+
+    /// The replica writer for `controller`'s writes in this sync, which stop starting once
+    /// the controller cache holds a newer version of it.
+    fn writer<'a>(
+        &'a self,
+        key: &'a ObjectKey,
+        controller: &'a ReplicationController,
+    ) -> Writer<'a, impl Fn() -> bool + 'a> {
+        Writer {
+            memory: &self.memory,
+            key,
+            burst: self.config.burst_replicas,
+            superseded: move || replicas::superseded(self.controllers.get(), controller),
+        }
     }
 }

@@ -45,6 +45,37 @@ fn names(n: usize) -> Vec<String> {
 
 const PERIOD: Duration = Duration::from_millis(100);
 
+/// `n` running pods, `web-0` to `web-{n-1}`.
+fn running(n: usize) -> Vec<Arc<CachedPod>> {
+    names(n)
+        .iter()
+        .map(|name| {
+            let pod = pod(
+                name,
+                &Set::new(),
+                api::PodPhase::Running,
+                "node-1",
+                "2014-10-01T00:00:00Z",
+            );
+            Arc::new(CachedPod::from(&pod))
+        })
+        .collect()
+}
+
+/// A writer for `key` whose owner does not change.
+fn unchanged<'a>(
+    memory: &'a KeyMemory<Written>,
+    key: &'a ObjectKey,
+    burst: usize,
+) -> Writer<'a, impl Fn() -> bool> {
+    Writer {
+        memory,
+        key,
+        burst,
+        superseded: || false,
+    }
+}
+
 #[test]
 fn slow_start_grows_by_one_per_success_up_to_its_limit() {
     let mut window = SlowStart::new(1, 3);
@@ -71,9 +102,7 @@ async fn the_slow_start_window_refills_as_each_create_completes() {
     let writes = FakeWrites::default();
     let at = Instant::now();
     let created = create_replicas(
-        &KeyMemory::default(),
-        &"ns/web".into(),
-        500,
+        unchanged(&KeyMemory::default(), &"ns/web".into(), 500),
         "ns",
         names(10),
         |name| {
@@ -111,9 +140,7 @@ async fn creates_in_flight_never_exceed_the_burst_limit() {
     let writes = FakeWrites::default();
     let at = Instant::now();
     let created = create_replicas(
-        &KeyMemory::default(),
-        &"ns/web".into(),
-        3,
+        unchanged(&KeyMemory::default(), &"ns/web".into(), 3),
         "ns",
         names(20),
         |name| {
@@ -140,9 +167,7 @@ async fn after_a_failed_create_no_create_starts_and_the_next_sync_starts_at_one(
     let writes = FakeWrites::default();
     let at = Instant::now();
     let created = create_replicas(
-        &memory,
-        &key,
-        500,
+        unchanged(&memory, &key, 500),
         "ns",
         names(50),
         |name| {
@@ -179,9 +204,7 @@ async fn a_sync_starts_no_write_after_its_budget() {
     let at = Instant::now();
     let takes = SYNC_WRITE_BUDGET / 10;
     let created = create_replicas(
-        &KeyMemory::default(),
-        &"ns/web".into(),
-        2,
+        unchanged(&KeyMemory::default(), &"ns/web".into(), 2),
         "ns",
         names(100),
         |name| {
@@ -206,26 +229,72 @@ async fn a_sync_starts_no_write_after_its_budget() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn once_the_owner_has_changed_no_write_starts_and_those_in_flight_complete() {
+    // The owner changes (a resize, say) once 5 creates have started: the 5 complete and
+    // count, no sixth starts, and the window earned carries over (no write failed).
+    let memory = KeyMemory::<Written>::default();
+    let key: ObjectKey = "ns/web".into();
+    memory.record(&key, |w| w.slow_start = Some((4, Instant::now())));
+    let writes = FakeWrites::default();
+    let begun = AtomicUsize::new(0);
+    let at = Instant::now();
+    let writer = Writer {
+        memory: &memory,
+        key: &key,
+        burst: 500,
+        superseded: || begun.load(Ordering::SeqCst) >= 5,
+    };
+    let created = create_replicas(
+        writer,
+        "ns",
+        names(50),
+        |name| {
+            begun.fetch_add(1, Ordering::SeqCst);
+            let writes = &writes;
+            async move {
+                let outcome = Ok(CreateOutcome::Created(ResourceVersion(1)));
+                writes.write(&name, at, PERIOD, outcome).await
+            }
+        },
+        |_| true,
+    )
+    .await;
+    assert_eq!(writes.started().len(), 5, "{:?}", writes.started());
+    assert_eq!((created.created, created.errors.len()), (5, 0));
+    assert!(!created.owner_gone, "a changed owner is not a gone one");
+    assert!(memory.written(&key).slow_start.is_some());
+
+    // Deletes the same way.
+    let victims = running(20);
+    let writes = FakeWrites::default();
+    let begun = AtomicUsize::new(0);
+    let writer = Writer {
+        memory: &memory,
+        key: &key,
+        burst: 4,
+        superseded: || begun.load(Ordering::SeqCst) >= 6,
+    };
+    let deleted = delete_pods(writer, victims, |pod: &CachedPod| {
+        begun.fetch_add(1, Ordering::SeqCst);
+        let (name, writes) = (pod.name.to_string(), &writes);
+        async move {
+            let outcome = Ok(DeleteOutcome::Deleted(ResourceVersion(1)));
+            writes.write(&name, at, PERIOD, outcome).await
+        }
+    })
+    .await;
+    let order: Vec<String> = writes.started().into_iter().map(|s| s.0).collect();
+    assert_eq!(order, names(6), "the six lowest ranked, then none");
+    assert_eq!(deleted.deleted.len(), 6);
+}
+
+#[tokio::test(start_paused = true)]
 async fn deletes_start_lowest_rank_first_up_to_the_burst_limit_in_flight() {
-    let victims: Vec<Arc<CachedPod>> = names(10)
-        .iter()
-        .map(|name| {
-            let pod = pod(
-                name,
-                &Set::new(),
-                api::PodPhase::Running,
-                "node-1",
-                "2014-10-01T00:00:00Z",
-            );
-            Arc::new(CachedPod::from(&pod))
-        })
-        .collect();
+    let victims = running(10);
     let writes = FakeWrites::default();
     let at = Instant::now();
     let deleted = delete_pods(
-        &KeyMemory::default(),
-        &"ns/web".into(),
-        4,
+        unchanged(&KeyMemory::default(), &"ns/web".into(), 4),
         victims,
         |pod: &CachedPod| {
             let (name, writes) = (pod.name.to_string(), &writes);

@@ -596,6 +596,68 @@ async fn etcd_history_shows_no_over_creation_by_two_managers_and_no_over_deletio
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_during_a_large_scale_up_stops_its_creates_and_etcds_history_shows_it() {
+    // A scale-up of 10,000 takes one sync about a second and a half here, within its
+    // write budget; resized to 1,000 as its first pod appears, the sync stops starting
+    // creates once the controller cache shows the resize, instead of writing out the
+    // 10,000 it decided (and the next sync deleting 9,000 of them).
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        let client = etcd.client().await;
+        let manager = start_manager(&etcd.endpoint(), &["--sync-period", SLOW_SYNC]).await;
+        put_controller(&client, "resize", "web", "web", 0).await;
+        eventually(CONVERGE, "the manager to sync the controller", || {
+            let manager = &manager;
+            async move { manager.metric(SYNCS_OK).await >= 1.0 }
+        })
+        .await;
+
+        let mut first_pod = client
+            .watch_client()
+            .watch(
+                "/registry/pods/resize/",
+                Some(etcd_client::WatchOptions::new().with_prefix()),
+            )
+            .await
+            .expect("watch the pods");
+        let start = current_revision(&client).await;
+        scale(&client, "resize", "web", 10_000).await;
+        loop {
+            let response = tokio::time::timeout(CONVERGE, first_pod.message())
+                .await
+                .expect("a pod within the convergence time")
+                .expect("the pod watch")
+                .expect("the pod watch open");
+            if !response.events().is_empty() {
+                break;
+            }
+        }
+        scale(&client, "resize", "web", 1_000).await;
+        let resized = current_revision(&client).await;
+        wait_converged(&client, "resize", "web", "web", 1_000).await;
+
+        let counts = replay_active_counts(&client, "resize", "web", start).await;
+        let at_resize = counts
+            .iter()
+            .take_while(|(r, _)| *r <= resized)
+            .last()
+            .unwrap()
+            .1;
+        let peak = counts.iter().map(|(_, n)| *n).max().unwrap();
+        // What the creates in flight and the cache's lag allow after the resize (the
+        // burst limit, 500, plus as many again), far below the 10,000 decided.
+        assert!(
+            peak <= at_resize + 1_000,
+            "{peak} active pods at the peak, {at_resize} at the resize"
+        );
+        assert_eq!(counts.last().unwrap().1, 1_000, "ends at 1,000");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_a_large_scale_up_exits_cleanly_and_a_restart_finishes_it() {
     with_timeout(LIMIT, async {
         let Some(etcd) = start_etcd().await else {

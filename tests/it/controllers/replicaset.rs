@@ -429,6 +429,93 @@ async fn two_unelected_managers_scaling_to_300_never_exceed_300_in_etcds_history
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_during_a_large_scale_down_stops_its_deletes_and_etcds_history_shows_it() {
+    // The ReplicaSet's deletes are guarded only by its incarnation, so no guard stops them
+    // when it is resized: scaled from 5,000 to 0 and back to 5,000 as its first pod is
+    // deleted, the sync stops starting deletes once the ReplicaSet cache shows the resize,
+    // instead of deleting the 5,000 it decided (and the next sync re-creating them). (At
+    // 5,000 the pods fit the test client's 4 MiB answer.)
+    with_timeout(LIMIT, async {
+        let Some(etcd) = start_etcd().await else {
+            return;
+        };
+        const REPLICAS: usize = 5_000;
+        let client = etcd.client().await;
+        let _manager = manager(&etcd, "replicaset").await;
+        put_json(
+            &client,
+            &rs_key("web"),
+            &replica_set_json("web", REPLICAS as i64),
+        )
+        .await;
+        eventually(SETTLE, "5,000 pods owned by rs/web", || async {
+            owned_by(&client, "uid-rs-web").await.len() == REPLICAS
+        })
+        .await;
+
+        let mut pods = client
+            .watch_client()
+            .watch(
+                format!("/registry/pods/{NS}/"),
+                Some(etcd_client::WatchOptions::new().with_prefix()),
+            )
+            .await
+            .expect("watch the pods");
+        let start = current_revision(&client).await;
+        update_json(&client, &rs_key("web"), |rs| {
+            rs["spec"]["replicas"] = json!(0)
+        })
+        .await;
+        loop {
+            let response = tokio::time::timeout(SETTLE, pods.message())
+                .await
+                .expect("a delete within the settling time")
+                .expect("the pod watch")
+                .expect("the pod watch open");
+            let deleted = response
+                .events()
+                .iter()
+                .any(|e| e.event_type() == etcd_client::EventType::Delete);
+            if deleted {
+                break;
+            }
+        }
+        update_json(&client, &rs_key("web"), |rs| {
+            rs["spec"]["replicas"] = json!(REPLICAS)
+        })
+        .await;
+        let resized = current_revision(&client).await;
+        eventually(SETTLE, "rs/web back at 5,000 pods", || async {
+            owned_by(&client, "uid-rs-web").await.len() == REPLICAS
+        })
+        .await;
+
+        let events = history::read(
+            &client,
+            "/registry/pods/",
+            "/registry/pods\x7f",
+            start,
+            "/registry/pods~end",
+        )
+        .await;
+        let deleted = |after: bool| {
+            events
+                .iter()
+                .filter(|e| !e.put && (e.revision > resized) == after)
+                .count()
+        };
+        let (before, after) = (deleted(false), deleted(true));
+        // What the deletes in flight (the burst limit, 500) and the cache's lag allow after
+        // the resize, far below the 5,000 decided.
+        assert!(
+            after <= 1_500,
+            "{after} pods deleted after the resize, {before} before"
+        );
+    })
+    .await;
+}
+
 /// What the ReplicaSet controller's creates and adoptions rely on: a registry guarded by an
 /// object's unchanged version commits nothing once that object was updated (a status
 /// write, a deletionTimestamp) or deleted, and says so.
